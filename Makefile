@@ -1,0 +1,54 @@
+# corral — build, test, run, bench.
+#
+# cgo flags: llama.cpp is compiled with -O3 -march=native by default. For a
+# binary that runs on other x86-64 machines: make build NATIVE=  (or set
+# CGO_CFLAGS/CGO_CXXFLAGS yourself, e.g. "-O3 -mavx2 -mfma -mf16c").
+NATIVE      ?= -march=native
+CGO_FLAGS   := -O3 $(NATIVE)
+export CGO_ENABLED  := 1
+export CGO_CFLAGS   := $(CGO_FLAGS)
+export CGO_CXXFLAGS := $(CGO_FLAGS)
+
+GO          ?= go
+SHARED      ?= ../shared
+MODEL       ?= $(firstword $(wildcard $(SHARED)/models/tinystories-656k-q8_0.gguf))
+ARGS        ?=
+TESTFLAGS   ?= -race -timeout 60m
+OLLAMA_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama)
+HEADERS     := llama/include/llama.h
+
+.PHONY: all build test run bench headers vet clean
+
+all: build
+
+# Copy llama.h and the ggml headers from the pinned ollama module into the
+# binding package (git-ignored), so that plain `go build`/`go test` and
+# editors see them too.
+headers: $(HEADERS)
+$(HEADERS): go.mod
+	$(GO) mod download github.com/ollama/ollama
+	mkdir -p llama/include
+	cp $(OLLAMA_DIR)/llama/llama.cpp/include/*.h llama/include/
+	cp $(OLLAMA_DIR)/ml/backend/ggml/ggml/include/*.h llama/include/
+	chmod u+w llama/include/*.h
+	touch $(HEADERS)
+
+build: $(HEADERS)
+	$(GO) build -o bin/corral ./cmd/corral
+
+test: $(HEADERS)
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+# Serve $(MODEL) (default: the shared test model; see README for others).
+run: build
+	./scripts/run.sh "$(MODEL)" $(ARGS)
+
+bench: $(HEADERS)
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./engine/
+
+vet: $(HEADERS)
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin llama/include

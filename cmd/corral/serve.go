@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/server"
+)
+
+// runServe serves one GGUF model over the OpenAI-compatible HTTP API. It
+// listens at once, answering /health with 503 {"status":"loading"} while
+// the model loads, and shuts down gracefully when ctx ends.
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var cfg engine.Config
+	fs.StringVar(&cfg.ModelPath, "m", "", "GGUF model `file` (required)")
+	fs.StringVar(&cfg.ModelPath, "model", "", "GGUF model `file` (same as -m)")
+	fs.IntVar(&cfg.CtxSize, "c", 0, "KV cache size in `tokens`, shared by the slots (0: the model's training context per slot)")
+	fs.IntVar(&cfg.CtxSize, "ctx-size", 0, "same as -c")
+	fs.IntVar(&cfg.Parallel, "np", 4, "number of slots decoded together")
+	fs.IntVar(&cfg.Parallel, "parallel", 4, "same as -np")
+	fs.IntVar(&cfg.Threads, "t", 0, "CPU threads for compute (0: all cores)")
+	fs.IntVar(&cfg.Threads, "threads", 0, "same as -t")
+	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
+	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
+	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
+	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
+	host := fs.String("host", "127.0.0.1", "listen `address`")
+	port := fs.Int("port", 8080, "listen port")
+	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
+	alias := fs.String("alias", "", "model id in the API (default: the file name without .gguf)")
+	logRequests := fs.Bool("log-requests", false, "log every request body")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.ModelPath == "" {
+		return errors.New("-m FILE is required")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	if *tmpl != "" {
+		// Fail before the slow model load, not after.
+		if _, err := chat.Lookup(*tmpl); err != nil {
+			return err
+		}
+	}
+	cfg.Name = *alias
+	if cfg.Name == "" {
+		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Config{MaxBody: *maxBody, LogRequests: *logRequests, Logger: log})
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln) }()
+	log.Info("listening; loading model", "addr", ln.Addr().String(), "model", cfg.ModelPath)
+
+	eng, err := engine.New(cfg)
+	if err != nil {
+		stop()
+		<-served
+		return err
+	}
+	api, err := openai.New(eng, openai.Options{ChatTemplate: *tmpl, Logger: log})
+	if err != nil {
+		stop()
+		<-served
+		eng.Close()
+		return err
+	}
+	srv.SetAPI(api)
+	info := eng.Info()
+	log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", cfg.Parallel, "slot_ctx", info.SlotCtx)
+
+	err = <-served // after ctx ends and in-flight requests drained, or a serve error
+	if cerr := eng.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/corral-llm/corral/gguf"
+)
+
+// runSynth writes a llama model with random weights of a given shape, for
+// benchmarks that need a realistic size but no trained weights.
+func runSynth(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
+	shapeFlag := fs.String("shape", "135m", "model `shape`: one of "+strings.Join(slices.Sorted(maps.Keys(gguf.Shapes)), ", ")+
+		",\nor embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0 (type: q8_0 or f32),\nor a name followed by overrides such as tiny,type=f32")
+	var out string
+	fs.StringVar(&out, "o", "", "output `file` (required)")
+	fs.StringVar(&out, "output", "", "output `file` (same as -o)")
+	seed := fs.Int64("seed", 1, "random seed; the same shape and seed give the same file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if out == "" {
+		return errors.New("-o FILE is required")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	shape, err := gguf.ParseShape(*shapeFlag)
+	if err != nil {
+		return err
+	}
+	if err := gguf.WriteSynthetic(out, shape, *seed); err != nil {
+		return err
+	}
+	// The write is not interruptible; an interrupt during it discards the file.
+	if err := ctx.Err(); err != nil {
+		os.Remove(out)
+		return err
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	params := shape.Params()
+	fmt.Printf("wrote %s\nshape %v\n%d parameters (%.1fM), %d bytes (%.1f MiB)\n",
+		out, shape, params, float64(params)/1e6, st.Size(), float64(st.Size())/(1<<20))
+	return nil
+}

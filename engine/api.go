@@ -1,0 +1,182 @@
+// Package engine runs continuous batching over one llama.cpp model.
+//
+// One scheduler goroutine per Engine owns the model context, the KV cache,
+// the slots and the samplers. Everything else talks to it through messages:
+// Submit enqueues (it never waits on the model), cancellation is observed by
+// the scheduler at the next step boundary, and results are delivered into a
+// per-request mailbox that never blocks the scheduler.
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors returned by Submit. Callers branch on them with errors.Is.
+var (
+	// ErrQueueFull means the bounded waiting queue has no room; retry later.
+	ErrQueueFull = errors.New("engine: queue full")
+	// ErrQueueTimeout means the request waited longer than Config.MaxQueueWait.
+	ErrQueueTimeout = errors.New("engine: queue timeout")
+	// ErrClosed means the engine is shutting down or closed.
+	ErrClosed = errors.New("engine: closed")
+	// ErrPromptTooLong means the prompt does not fit in a slot's context.
+	ErrPromptTooLong = errors.New("engine: prompt longer than the context")
+	// ErrEmptyPrompt means the request has no prompt tokens at all.
+	ErrEmptyPrompt = errors.New("engine: empty prompt")
+	// ErrBadSlot means Request.SlotID names a slot that does not exist.
+	ErrBadSlot = errors.New("engine: no such slot")
+	// ErrGrammar means the request's grammar could not be parsed.
+	ErrGrammar = errors.New("engine: invalid grammar")
+)
+
+// Config describes one engine: which model, how many slots, how much context.
+type Config struct {
+	// ModelPath is the GGUF file to load.
+	ModelPath string
+	// Name is the model id reported by the API; defaults to the file name.
+	Name string
+	// CtxSize is the total KV cache size in tokens, shared equally by the
+	// slots (llama-server's -c). 0 means the model's training context per slot.
+	CtxSize int
+	// Parallel is the number of slots (sequences decoded together). Default 4.
+	Parallel int
+	// Threads is the number of CPU threads for compute. Default: all cores.
+	Threads int
+	// BatchSize is the per-step token budget (decode tokens + prefill chunks).
+	// Default 512.
+	BatchSize int
+	// MaxQueue bounds the number of requests waiting for a slot. Default 256.
+	MaxQueue int
+	// MaxQueueWait fails a request that waited this long for a slot with
+	// ErrQueueTimeout. 0 means no limit.
+	MaxQueueWait time.Duration
+	// MaxTokensDefault applies when a request does not set MaxTokens
+	// (0: until the slot's context is full).
+	MaxTokensDefault int
+}
+
+// Request is one generation. Prompt is tokenized by Submit in the caller's
+// goroutine unless Tokens is already set.
+type Request struct {
+	// Prompt is the text to continue. Ignored when Tokens is non-empty.
+	Prompt string
+	// Tokens is the prompt as token ids, used as given.
+	Tokens []int32
+	// AddSpecial adds BOS (and whatever the model's vocab wants) when
+	// tokenizing Prompt. ParseSpecial parses special-token text like <s>.
+	AddSpecial, ParseSpecial bool
+	// MaxTokens limits the generated tokens; 0 uses Config.MaxTokensDefault.
+	MaxTokens int
+	// Sampling selects the sampler chain.
+	Sampling Sampling
+	// Stop strings end the generation; the matched text is not returned.
+	Stop []string
+	// IgnoreEOS keeps generating past end-of-generation tokens.
+	IgnoreEOS bool
+	// Grammar is an optional GBNF grammar (root rule "root") constraining output.
+	Grammar string
+	// NoCachePrompt disables reuse of the slot's cached prefix.
+	NoCachePrompt bool
+	// PinSlot runs the request in slot SlotID only (llama.cpp's id_slot);
+	// otherwise the scheduler picks the free slot with the longest cached prefix.
+	PinSlot bool
+	SlotID  int
+}
+
+// Sampling are the sampler settings. The zero value is greedy decoding.
+type Sampling struct {
+	Temperature      float32 // <= 0: greedy
+	TopK             int     // 0: disabled
+	TopP             float32 // 0 or 1: disabled
+	MinP             float32 // 0: disabled
+	TypicalP         float32 // 0 or 1: disabled
+	RepeatPenalty    float32 // 0 or 1: disabled
+	FrequencyPenalty float32
+	PresencePenalty  float32
+	RepeatLastN      int    // window for penalties; 0: 64
+	Seed             uint32 // 0: random
+	// LogitBias adds a bias to the given token ids.
+	LogitBias map[int32]float32
+}
+
+// FinishReason says why a generation ended, in OpenAI's words.
+type FinishReason string
+
+// Finish reasons.
+const (
+	FinishStop      FinishReason = "stop"      // EOG token or a stop string
+	FinishLength    FinishReason = "length"    // max tokens or context full
+	FinishCancelled FinishReason = "cancelled" // the request's context ended
+	FinishError     FinishReason = "error"     // see Result.Err
+)
+
+// Chunk is one delivery of generated text. When the reader is slower than
+// the scheduler, several tokens are coalesced into one chunk.
+type Chunk struct {
+	Text   string
+	Tokens int // number of tokens this chunk covers
+}
+
+// Usage counts tokens as OpenAI reports them.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int // prompt tokens reused from the slot's KV cache
+	CompletionTokens int
+}
+
+// Timings are per-request measurements taken by the scheduler.
+type Timings struct {
+	Queued          time.Duration // submit → admitted to a slot
+	Prefill         time.Duration // admitted → last prompt token evaluated
+	TTFT            time.Duration // submit → first generated token
+	Decode          time.Duration // first token → finish
+	Total           time.Duration // submit → finish
+	TokensPerSecond float64       // generated tokens / Decode
+}
+
+// Result is the final state of a request, available after the stream ends.
+type Result struct {
+	FinishReason FinishReason
+	StopWord     string // the stop string that matched, if any
+	Usage        Usage
+	Timings      Timings
+	Slot         int
+	Err          error // set when FinishReason is FinishError
+}
+
+// SlotInfo describes one slot for GET /slots.
+type SlotInfo struct {
+	ID           int
+	IsProcessing bool
+	State        string // "idle", "prefill", "decode", "paused"
+	NCtx         int    // cells available to this slot
+	CachedTokens int    // tokens held in the slot's KV cache
+	RequestID    uint64 // 0 when idle
+	Decoded      int    // tokens generated for the current request
+}
+
+// Stats is a snapshot of the engine's load.
+type Stats struct {
+	SlotsTotal   int
+	SlotsBusy    int
+	QueueDepth   int
+	KVCellsUsed  int
+	KVCellsTotal int
+	Requests     uint64 // finished requests since start
+	TokensOut    uint64 // generated tokens since start
+}
+
+// ModelInfo describes the loaded model.
+type ModelInfo struct {
+	Name         string // id reported by /v1/models
+	Path         string
+	Architecture string
+	CtxTrain     int // training context length
+	SlotCtx      int // context per slot
+	VocabSize    int
+	ChatTemplate string // tokenizer.chat_template, "" when absent
+	BOS, EOS     int32
+	AddBOS       bool
+	Created      time.Time
+}

@@ -1,0 +1,362 @@
+package engine
+
+import (
+	"math"
+	"runtime"
+	"time"
+
+	"github.com/corral-llm/corral/llama"
+)
+
+var negInf = math.Inf(-1)
+
+// scheduler owns the llama context, the KV cache, the slots and the
+// samplers. Only its goroutine (run) touches them.
+type scheduler struct {
+	e       *Engine
+	lctx    *llama.Context
+	slots   []*slot
+	waiting []*request // admitted from submitq, not yet in a slot (FIFO)
+	batch   llama.Batch
+	piece   []byte // scratch for token bytes
+
+	requests, tokensOut uint64
+}
+
+func newScheduler(e *Engine, lctx *llama.Context) *scheduler {
+	s := &scheduler{e: e, lctx: lctx}
+	for i := range e.cfg.Parallel {
+		s.slots = append(s.slots, &slot{id: i, nctx: lctx.NCtxSeq()})
+	}
+	return s
+}
+
+// run is the scheduler loop. Each iteration is one step:
+//
+//	receive  — take new submissions and control messages; block only when idle
+//	retire   — finish requests whose context ended or that waited too long
+//	admit    — move waiting requests into free slots (longest cached prefix first)
+//	batch    — one token per decoding slot + prefill chunks up to the budget
+//	decode   — one llama_decode for all of it
+//	sample   — sample, detokenize, check stops, deliver (never blocking)
+func (s *scheduler) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(s.e.done)
+	defer s.shutdown()
+
+	for {
+		if !s.receive() {
+			return
+		}
+		s.retire()
+		s.admit()
+		if !s.buildBatch() {
+			s.publish()
+			continue
+		}
+		err := s.lctx.Decode(&s.batch)
+		if err != nil {
+			s.failBatch(err)
+		} else {
+			s.sample()
+		}
+		s.publish()
+	}
+}
+
+// busy reports whether there is work that needs the next step to run.
+func (s *scheduler) busy() bool {
+	if len(s.waiting) > 0 && s.freeSlot() {
+		return true
+	}
+	for _, sl := range s.slots {
+		if sl.active() {
+			return true
+		}
+	}
+	return false
+}
+
+// receive drains the submission queue and control messages. When there is
+// nothing to compute it blocks until something arrives. It returns false
+// when the engine is closing.
+func (s *scheduler) receive() bool {
+	for {
+		if !s.busy() {
+			select {
+			case r := <-s.e.submitq:
+				s.waiting = append(s.waiting, r)
+			case f := <-s.e.ctrl:
+				f(s)
+			case <-s.e.wake:
+				s.retire()
+			case <-s.e.quit:
+				return false
+			}
+		}
+		// Non-blocking drain of whatever else is pending.
+		for {
+			select {
+			case r := <-s.e.submitq:
+				s.waiting = append(s.waiting, r)
+				continue
+			case f := <-s.e.ctrl:
+				f(s)
+				continue
+			case <-s.e.wake:
+				continue
+			case <-s.e.quit:
+				return false
+			default:
+			}
+			break
+		}
+		if s.busy() {
+			return true
+		}
+		s.retire() // a cancelled queued request may have been all there was
+	}
+}
+
+// retire finishes requests whose context has ended, and queued requests
+// that waited longer than MaxQueueWait.
+func (s *scheduler) retire() {
+	for _, sl := range s.slots {
+		if sl.active() && sl.req.ctx.Err() != nil {
+			s.finish(sl, FinishCancelled, nil)
+		}
+	}
+	now := time.Now()
+	maxWait := s.e.cfg.MaxQueueWait
+	kept := s.waiting[:0]
+	for _, r := range s.waiting {
+		switch {
+		case r.ctx.Err() != nil:
+			s.drop(r, FinishCancelled, nil)
+		case maxWait > 0 && now.Sub(r.submitted) > maxWait:
+			s.drop(r, FinishError, ErrQueueTimeout)
+		default:
+			kept = append(kept, r)
+		}
+	}
+	clear(s.waiting[len(kept):])
+	s.waiting = kept
+}
+
+func (s *scheduler) freeSlot() bool {
+	for _, sl := range s.slots {
+		if !sl.active() {
+			return true
+		}
+	}
+	return false
+}
+
+// admit moves waiting requests into free slots, in arrival order. A request
+// goes to the free slot whose cached tokens share the longest prefix with
+// its prompt; a request pinned to a busy slot waits without blocking others.
+func (s *scheduler) admit() {
+	kept := s.waiting[:0]
+	for _, r := range s.waiting {
+		sl := s.pickSlot(r)
+		if sl == nil {
+			kept = append(kept, r)
+			continue
+		}
+		s.e.queued.Add(-1)
+		sl.start(r, s.lctx, time.Now(), s.e.cfg.MaxTokensDefault)
+	}
+	clear(s.waiting[len(kept):])
+	s.waiting = kept
+}
+
+func (s *scheduler) pickSlot(r *request) *slot {
+	if r.params.PinSlot {
+		if sl := s.slots[r.params.SlotID]; !sl.active() {
+			return sl
+		}
+		return nil
+	}
+	var best *slot
+	bestN := -1
+	for _, sl := range s.slots {
+		if sl.active() {
+			continue
+		}
+		if n := commonPrefix(sl.cache, r.tokens); n > bestN {
+			best, bestN = sl, n
+		}
+	}
+	return best
+}
+
+// buildBatch fills the batch: first one token for every decoding slot, so
+// running streams never wait behind a prompt, then prompt chunks for
+// prefilling slots until the per-step budget is spent. It reports whether
+// the batch has anything to decode.
+func (s *scheduler) buildBatch() bool {
+	s.batch.Reset()
+	for _, sl := range s.slots {
+		sl.outIdx = -1
+		if sl.state == stateDecode {
+			sl.outIdx = s.batch.Len()
+			s.batch.Add(sl.last, len(sl.cache), sl.id, true)
+			sl.cache = append(sl.cache, sl.last)
+		}
+	}
+	budget := s.e.cfg.BatchSize - s.batch.Len()
+	for _, sl := range s.slots {
+		if sl.state != statePrefill || budget <= 0 {
+			continue
+		}
+		n := min(len(sl.pending), budget)
+		for i, tok := range sl.pending[:n] {
+			last := i == n-1 && n == len(sl.pending)
+			if last {
+				sl.outIdx = s.batch.Len()
+			}
+			s.batch.Add(tok, len(sl.cache), sl.id, last)
+			sl.cache = append(sl.cache, tok)
+		}
+		sl.pending = sl.pending[n:]
+		budget -= n
+	}
+	return s.batch.Len() > 0
+}
+
+// sample reads the outputs of the decoded batch: each slot that produced
+// logits gets its next token, which is detokenized, checked against the
+// stop conditions and delivered.
+func (s *scheduler) sample() {
+	now := time.Now()
+	for _, sl := range s.slots {
+		if sl.outIdx < 0 || !sl.active() {
+			continue
+		}
+		if sl.state == statePrefill {
+			sl.state = stateDecode
+			sl.prefillDone = now
+		}
+		tok := sl.req.sampler.Sample(s.lctx, sl.outIdx)
+		sl.decoded++
+		s.tokensOut++
+		if sl.decoded == 1 {
+			sl.firstToken = now
+		}
+		if !sl.req.params.IgnoreEOS && s.e.model.IsEOG(tok) {
+			sl.decoded-- // the end token is not part of the output
+			s.tokensOut--
+			s.finish(sl, FinishStop, nil)
+			continue
+		}
+		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
+		text, stop := sl.out.push(s.piece)
+		sl.req.stream.deliver(text, 1)
+		sl.last = tok
+		switch {
+		case stop != "":
+			sl.stopWord = stop
+			s.finish(sl, FinishStop, nil)
+		case sl.decoded >= sl.maxTokens:
+			s.finish(sl, FinishLength, nil)
+		case len(sl.cache) >= sl.nctx:
+			// The sampled token would need one more cell than the slot has.
+			s.finish(sl, FinishLength, nil)
+		}
+	}
+}
+
+// failBatch ends every request that had tokens in a failed decode. Their
+// KV state is unknown, so their slots' caches are dropped.
+func (s *scheduler) failBatch(err error) {
+	for _, sl := range s.slots {
+		if sl.active() {
+			s.lctx.SeqRemove(sl.id, -1, -1)
+			sl.cache = sl.cache[:0]
+			s.finish(sl, FinishError, err)
+		}
+	}
+}
+
+// finish ends the slot's request and makes the slot idle. The slot keeps
+// its cached tokens for the next request's prefix reuse.
+func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
+	if sl.state == statePrefill {
+		// Cells for tokens still pending were never written: the cache is
+		// exactly what was evaluated.
+		sl.pending = nil
+	}
+	r := sl.req
+	text := sl.out.flush()
+	if reason == FinishStop && sl.stopWord != "" {
+		text = ""
+	}
+	r.stream.deliver(text, 0)
+	r.stream.finish(sl.result(reason, err, time.Now()))
+	r.sampler.Close()
+	r.stopWatch()
+	s.requests++
+	sl.reset()
+}
+
+// drop finishes a request that never reached a slot.
+func (s *scheduler) drop(r *request, reason FinishReason, err error) {
+	s.e.queued.Add(-1)
+	now := time.Now()
+	r.stream.finish(Result{
+		FinishReason: reason, Err: err, Slot: -1,
+		Usage:   Usage{PromptTokens: len(r.tokens)},
+		Timings: Timings{Queued: now.Sub(r.submitted), Total: now.Sub(r.submitted)},
+	})
+	r.sampler.Close()
+	r.stopWatch()
+}
+
+// shutdown finishes everything when the engine closes.
+func (s *scheduler) shutdown() {
+	for _, sl := range s.slots {
+		if sl.active() {
+			s.finish(sl, FinishCancelled, ErrClosed)
+		}
+	}
+	for _, r := range s.waiting {
+		s.drop(r, FinishCancelled, ErrClosed)
+	}
+	s.waiting = nil
+	for {
+		select {
+		case r := <-s.e.submitq:
+			s.drop(r, FinishCancelled, ErrClosed)
+		default:
+			s.lctx.Close()
+			return
+		}
+	}
+}
+
+// publish stores a stats snapshot for Engine.Stats.
+func (s *scheduler) publish() {
+	st := &Stats{SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut}
+	for _, sl := range s.slots {
+		if sl.active() {
+			st.SlotsBusy++
+		}
+		st.KVCellsUsed += len(sl.cache)
+	}
+	s.e.stats.Store(st)
+}
+
+func (s *scheduler) slotInfo() []SlotInfo {
+	out := make([]SlotInfo, len(s.slots))
+	for i, sl := range s.slots {
+		out[i] = SlotInfo{
+			ID: sl.id, IsProcessing: sl.active(), State: sl.state.String(),
+			NCtx: sl.nctx, CachedTokens: len(sl.cache), Decoded: sl.decoded,
+		}
+		if sl.req != nil {
+			out[i].RequestID = sl.req.id
+		}
+	}
+	return out
+}

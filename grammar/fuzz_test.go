@@ -1,0 +1,40 @@
+package grammar
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzFromSchema checks that no input panics, that every failure wraps
+// ErrInvalidSchema, and that every grammar parses and has no left
+// recursion.
+func FuzzFromSchema(f *testing.F) {
+	for _, tc := range schemaCases {
+		f.Add(tc.schema)
+	}
+	for _, s := range []string{
+		`{"$ref": "#"}`, `{"allOf": [{"$ref": "#"}]}`, `{"anyOf": [{"$ref": "#/anyOf/0"}]}`,
+		`{"type": "object", "anyOf": [{"$ref": "#"}]}`, `{"pattern": "^(a|b)*?[^\\d]{2,}$"}`,
+		`{"minimum": 1.5, "maximum": 1e300, "type": "integer"}`, `{"items": [{}], "minItems": 3}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, schema string) {
+		text, err := FromSchema([]byte(schema))
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSchema) {
+				t.Fatalf("error %v does not wrap ErrInvalidSchema", err)
+			}
+			return
+		}
+		g, err := parseGBNF(text)
+		if err != nil {
+			t.Fatalf("grammar does not parse: %v\n%s", err, text)
+		}
+		for _, in := range []string{`{}`, `[]`, `"a"`, `1`, `null`} {
+			if _, err := g.match(in); err != nil {
+				t.Fatalf("matching %s: %v\n%s", in, err, text)
+			}
+		}
+	})
+}

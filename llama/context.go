@@ -1,0 +1,208 @@
+package llama
+
+/*
+#include <stdlib.h>
+#include "llama.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// ContextParams configure a Context.
+type ContextParams struct {
+	NCtx    int  // total KV cells
+	NBatch  int  // most tokens in one Decode
+	NSeqMax int  // number of sequences (slots)
+	Threads int  // generation threads
+	Unified bool // one KV buffer shared by all sequences
+}
+
+// Context is a llama.cpp inference context: KV cache plus compute buffers.
+// It must be used from a single goroutine.
+type Context struct {
+	c     *C.struct_llama_context
+	mem   C.llama_memory_t
+	model *Model
+	batch C.struct_llama_batch
+	cap   int
+	nSeq  int
+}
+
+// NewContext creates an inference context for the model.
+func NewContext(m *Model, p ContextParams) (*Context, error) {
+	if p.NSeqMax < 1 {
+		p.NSeqMax = 1
+	}
+	if p.NBatch < 1 {
+		p.NBatch = 512
+	}
+	cp := C.llama_context_default_params()
+	cp.n_ctx = C.uint32_t(p.NCtx)
+	cp.n_batch = C.uint32_t(p.NBatch)
+	cp.n_ubatch = C.uint32_t(p.NBatch)
+	cp.n_seq_max = C.uint32_t(p.NSeqMax)
+	cp.n_threads = C.int32_t(p.Threads)
+	cp.n_threads_batch = C.int32_t(p.Threads)
+	cp.kv_unified = C.bool(p.Unified)
+	cp.no_perf = C.bool(true)
+	// Flash attention stays at llama.cpp's default (auto: on for CPU); the
+	// golden outputs in ../shared/models/GOLDEN.md depend on it.
+	c := C.llama_init_from_model(m.m, cp)
+	if c == nil {
+		return nil, fmt.Errorf("llama: create context (n_ctx %d, n_seq %d): failed", p.NCtx, p.NSeqMax)
+	}
+	ctx := &Context{c: c, mem: C.llama_get_memory(c), model: m, nSeq: p.NSeqMax, cap: p.NBatch}
+	ctx.batch = C.llama_batch_init(C.int32_t(p.NBatch), 0, 1)
+	return ctx, nil
+}
+
+// Close frees the context.
+func (c *Context) Close() {
+	if c.c != nil {
+		C.llama_batch_free(c.batch)
+		C.llama_free(c.c)
+		c.c = nil
+	}
+}
+
+// NCtx is the total number of KV cells.
+func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }
+
+// NCtxSeq is the number of KV cells one sequence may use.
+func (c *Context) NCtxSeq() int { return int(C.llama_n_ctx_seq(c.c)) }
+
+// NBatch is the most tokens one Decode accepts.
+func (c *Context) NBatch() int { return c.cap }
+
+// Batch is a set of tokens to evaluate in one Decode, filled by Add.
+type Batch struct {
+	Tokens []Token
+	Pos    []int32
+	Seq    []int32
+	Logits []bool
+}
+
+// Reset empties the batch, keeping its memory.
+func (b *Batch) Reset() {
+	b.Tokens, b.Pos, b.Seq, b.Logits = b.Tokens[:0], b.Pos[:0], b.Seq[:0], b.Logits[:0]
+}
+
+// Add appends one token of sequence seq at position pos; logits asks for
+// its output distribution.
+func (b *Batch) Add(tok Token, pos int, seq int, logits bool) {
+	b.Tokens = append(b.Tokens, tok)
+	b.Pos = append(b.Pos, int32(pos))
+	b.Seq = append(b.Seq, int32(seq))
+	b.Logits = append(b.Logits, logits)
+}
+
+// Len is the number of tokens in the batch.
+func (b *Batch) Len() int { return len(b.Tokens) }
+
+// DecodeError is a non-zero return of llama_decode.
+type DecodeError struct{ Code int }
+
+func (e *DecodeError) Error() string {
+	switch e.Code {
+	case 1:
+		return "llama: decode: no KV cache slot for the batch"
+	case 2:
+		return "llama: decode: aborted"
+	}
+	return fmt.Sprintf("llama: decode failed (%d)", e.Code)
+}
+
+// Decode evaluates the batch. Outputs are then read by batch index with
+// Sampler.Sample or Logits.
+func (c *Context) Decode(b *Batch) error {
+	n := b.Len()
+	if n == 0 {
+		return nil
+	}
+	if n > c.cap {
+		return fmt.Errorf("llama: decode: batch of %d exceeds capacity %d", n, c.cap)
+	}
+	cb := &c.batch
+	toks := unsafe.Slice((*Token)(unsafe.Pointer(cb.token)), n)
+	pos := unsafe.Slice((*int32)(unsafe.Pointer(cb.pos)), n)
+	nseq := unsafe.Slice((*C.int32_t)(unsafe.Pointer(cb.n_seq_id)), n)
+	seqs := unsafe.Slice((**C.llama_seq_id)(unsafe.Pointer(cb.seq_id)), n)
+	logits := unsafe.Slice((*C.int8_t)(unsafe.Pointer(cb.logits)), n)
+	copy(toks, b.Tokens)
+	copy(pos, b.Pos)
+	for i := 0; i < n; i++ {
+		nseq[i] = 1
+		*seqs[i] = C.llama_seq_id(b.Seq[i])
+		if b.Logits[i] {
+			logits[i] = 1
+		} else {
+			logits[i] = 0
+		}
+	}
+	cb.n_tokens = C.int32_t(n)
+	if rc := C.llama_decode(c.c, *cb); rc != 0 {
+		return &DecodeError{Code: int(rc)}
+	}
+	return nil
+}
+
+// Logits returns the output distribution of batch index i (valid until
+// the next Decode). The slice aliases llama.cpp's memory.
+func (c *Context) Logits(i int) []float32 {
+	p := C.llama_get_logits_ith(c.c, C.int32_t(i))
+	if p == nil {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(p)), c.model.NVocab())
+}
+
+// SeqRemove removes positions [p0, p1) of sequence seq from the KV cache
+// (p1 < 0: to the end). It reports false if a partial removal is impossible.
+func (c *Context) SeqRemove(seq, p0, p1 int) bool {
+	return bool(C.llama_memory_seq_rm(c.mem, C.llama_seq_id(seq), C.llama_pos(p0), C.llama_pos(p1)))
+}
+
+// SeqCopy copies positions [p0, p1) of sequence src to dst.
+func (c *Context) SeqCopy(src, dst, p0, p1 int) {
+	C.llama_memory_seq_cp(c.mem, C.llama_seq_id(src), C.llama_seq_id(dst), C.llama_pos(p0), C.llama_pos(p1))
+}
+
+// SeqPosMax is the largest position cached for seq (-1 when empty).
+func (c *Context) SeqPosMax(seq int) int {
+	return int(C.llama_memory_seq_pos_max(c.mem, C.llama_seq_id(seq)))
+}
+
+// Clear empties the whole KV cache.
+func (c *Context) Clear() { C.llama_memory_clear(c.mem, C.bool(true)) }
+
+// SetThreads changes the number of compute threads.
+func (c *Context) SetThreads(n int) { C.llama_set_n_threads(c.c, C.int32_t(n), C.int32_t(n)) }
+
+// SeqStateSize is the number of bytes SeqStateGet needs for seq.
+func (c *Context) SeqStateSize(seq int) int {
+	return int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq)))
+}
+
+// SeqStateGet copies the KV state of seq into a new byte slice.
+func (c *Context) SeqStateGet(seq int) []byte {
+	n := c.SeqStateSize(seq)
+	if n == 0 {
+		return nil
+	}
+	buf := make([]byte, n)
+	got := C.llama_state_seq_get_data(c.c, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(n), C.llama_seq_id(seq))
+	return buf[:got]
+}
+
+// SeqStateSet restores state saved by SeqStateGet into seq. It reports
+// false when the state could not be loaded.
+func (c *Context) SeqStateSet(seq int, state []byte) bool {
+	if len(state) == 0 {
+		return false
+	}
+	got := C.llama_state_seq_set_data(c.c, (*C.uint8_t)(unsafe.Pointer(&state[0])), C.size_t(len(state)), C.llama_seq_id(seq))
+	return got != 0
+}

@@ -1,0 +1,207 @@
+// Package llama is corral's thin binding to llama.cpp's C API (llama.h).
+//
+// It is the only package in corral that uses cgo. llama.cpp and ggml's CPU
+// backend are compiled by the cgo package github.com/ollama/ollama/llama/llama.cpp/src,
+// which this package imports for linking only; the headers are copied into
+// ./include by `make headers` (see the Makefile).
+//
+// Nothing here is safe for concurrent use unless stated: a Context and its
+// Samplers belong to one goroutine (the engine's scheduler).
+package llama
+
+/*
+#cgo CPPFLAGS: -I${SRCDIR}/include
+#cgo CXXFLAGS: -std=c++17
+#include <stdlib.h>
+#include <stdio.h>
+#include "llama.h"
+
+static int corral_log_verbose = 0;
+
+static void corral_log(enum ggml_log_level level, const char * text, void * user) {
+	(void)user;
+	if (corral_log_verbose || level == GGML_LOG_LEVEL_ERROR) {
+		fputs(text, stderr);
+	}
+}
+
+static void corral_log_init(int verbose) {
+	corral_log_verbose = verbose;
+	llama_log_set(corral_log, NULL);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	_ "github.com/ollama/ollama/llama/llama.cpp/src" // compiles and links llama.cpp + ggml-cpu
+)
+
+var initOnce sync.Once
+
+// Init initialises the llama.cpp backend once per process. Logs from
+// llama.cpp are dropped except errors, unless CORRAL_LLAMA_LOG=1.
+func Init() {
+	initOnce.Do(func() {
+		verbose := 0
+		if os.Getenv("CORRAL_LLAMA_LOG") == "1" {
+			verbose = 1
+		}
+		C.corral_log_init(C.int(verbose))
+		C.llama_backend_init()
+	})
+}
+
+// Token is a vocabulary id.
+type Token = int32
+
+// Model is a loaded GGUF model. Its methods are safe for concurrent use
+// (llama.cpp's model and vocab are read-only after load).
+type Model struct {
+	m     *C.struct_llama_model
+	vocab *C.struct_llama_vocab
+}
+
+// LoadModel loads a GGUF file into memory (CPU).
+func LoadModel(path string) (*Model, error) {
+	Init()
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	params := C.llama_model_default_params()
+	params.n_gpu_layers = 0
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	m := C.llama_model_load_from_file(cpath, params)
+	if m == nil {
+		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
+	}
+	model := &Model{m: m, vocab: C.llama_model_get_vocab(m)}
+	return model, nil
+}
+
+// Close frees the model. No Context of it may be used afterwards.
+func (m *Model) Close() {
+	if m.m != nil {
+		C.llama_model_free(m.m)
+		m.m = nil
+	}
+}
+
+// Meta returns a metadata value as a string (e.g. "tokenizer.chat_template").
+func (m *Model) Meta(key string) (string, bool) {
+	ckey := C.CString(key)
+	defer C.free(unsafe.Pointer(ckey))
+	n := C.llama_model_meta_val_str(m.m, ckey, nil, 0)
+	if n < 0 {
+		return "", false
+	}
+	buf := make([]byte, int(n)+1)
+	C.llama_model_meta_val_str(m.m, ckey, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	return string(buf[:n]), true
+}
+
+// Desc is llama.cpp's one-line description of the model.
+func (m *Model) Desc() string {
+	var buf [256]C.char
+	n := C.llama_model_desc(m.m, &buf[0], C.size_t(len(buf)))
+	if n < 0 {
+		return ""
+	}
+	return C.GoStringN(&buf[0], n)
+}
+
+// CtxTrain is the model's training context length.
+func (m *Model) CtxTrain() int { return int(C.llama_model_n_ctx_train(m.m)) }
+
+// NParams is the number of parameters.
+func (m *Model) NParams() uint64 { return uint64(C.llama_model_n_params(m.m)) }
+
+// NVocab is the vocabulary size.
+func (m *Model) NVocab() int { return int(C.llama_vocab_n_tokens(m.vocab)) }
+
+// BOS is the beginning-of-sequence token (-1 if none).
+func (m *Model) BOS() Token { return Token(C.llama_vocab_bos(m.vocab)) }
+
+// EOS is the end-of-sequence token (-1 if none).
+func (m *Model) EOS() Token { return Token(C.llama_vocab_eos(m.vocab)) }
+
+// AddBOS reports whether tokenization with addSpecial prepends BOS.
+func (m *Model) AddBOS() bool { return bool(C.llama_vocab_get_add_bos(m.vocab)) }
+
+// IsEOG reports whether tok ends generation (EOS, EOT, ...).
+func (m *Model) IsEOG(tok Token) bool { return bool(C.llama_vocab_is_eog(m.vocab, C.llama_token(tok))) }
+
+// ErrTokenize is returned when llama.cpp cannot tokenize the input.
+var ErrTokenize = errors.New("llama: tokenize failed")
+
+// Tokenize converts text to tokens. addSpecial adds BOS/EOS as the model
+// wants; parseSpecial turns special-token text (e.g. "<|im_end|>") into
+// the special token instead of plain text.
+func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, error) {
+	if len(text) > 1<<30 {
+		return nil, fmt.Errorf("%w: text too long", ErrTokenize)
+	}
+	var ctext *C.char
+	if len(text) > 0 {
+		ctext = (*C.char)(unsafe.Pointer(unsafe.StringData(text)))
+	}
+	// A token covers at least one byte, plus room for BOS/EOS.
+	toks := make([]Token, len(text)+2)
+	n := C.llama_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(unsafe.SliceData(toks))),
+		C.int32_t(len(toks)), C.bool(addSpecial), C.bool(parseSpecial))
+	runtime.KeepAlive(text)
+	if n < 0 {
+		if n == C.INT32_MIN {
+			return nil, ErrTokenize
+		}
+		toks = make([]Token, -n)
+		n = C.llama_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(unsafe.SliceData(toks))),
+			C.int32_t(len(toks)), C.bool(addSpecial), C.bool(parseSpecial))
+		runtime.KeepAlive(text)
+		if n < 0 {
+			return nil, ErrTokenize
+		}
+	}
+	return toks[:n], nil
+}
+
+// AppendPiece appends the bytes of one token to buf (special tokens are
+// rendered as their text when special is true). The bytes may be part of
+// a UTF-8 sequence that continues in the next token.
+func (m *Model) AppendPiece(buf []byte, tok Token, special bool) []byte {
+	var tmp [64]byte
+	n := C.llama_token_to_piece(m.vocab, C.llama_token(tok), (*C.char)(unsafe.Pointer(&tmp[0])), C.int32_t(len(tmp)), 0, C.bool(special))
+	if n >= 0 {
+		return append(buf, tmp[:n]...)
+	}
+	big := make([]byte, -n)
+	n = C.llama_token_to_piece(m.vocab, C.llama_token(tok), (*C.char)(unsafe.Pointer(&big[0])), C.int32_t(len(big)), 0, C.bool(special))
+	if n < 0 {
+		return buf
+	}
+	return append(buf, big[:n]...)
+}
+
+// Detokenize converts tokens to text, as llama.cpp's llama_detokenize does
+// (removing a leading BOS and the SPM leading space).
+func (m *Model) Detokenize(toks []Token) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	buf := make([]byte, len(toks)*8+16)
+	for {
+		n := C.llama_detokenize(m.vocab, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks)),
+			(*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(len(buf)), C.bool(false), C.bool(false))
+		if n >= 0 {
+			return string(buf[:n])
+		}
+		buf = make([]byte, -n)
+	}
+}

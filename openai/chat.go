@@ -1,0 +1,148 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+)
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	Messages            []chat.Message  `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Tools               []chat.Tool     `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	oaiParams
+}
+
+// ChatCompletions serves POST /v1/chat/completions.
+func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
+	var body chatRequest
+	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
+	if maxTokens == nil {
+		maxTokens, maxParam = body.MaxTokens, "max_tokens"
+	}
+	req, e := a.request(&body.oaiParams, maxTokens, maxParam)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	if req.Prompt, e = a.render(&body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	req.AddSpecial, req.ParseSpecial = true, true
+	req.Stop = append(req.Stop, a.tmpl.Stops()...)
+	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: body.includeUsage()}
+	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "messages"}, f)
+}
+
+// render applies the chat template to the request's messages.
+func (a *API) render(body *chatRequest) (string, *Error) {
+	if len(body.Messages) == 0 {
+		return "", invalid("messages", "'messages' must be a non-empty array")
+	}
+	opt := chat.Options{AddGenerationPrompt: true, BOSToken: a.bos, EOSToken: a.eos}
+	var choice string
+	if json.Unmarshal(body.ToolChoice, &choice) != nil || choice != "none" {
+		opt.Tools = body.Tools
+	}
+	prompt, err := a.tmpl.Render(body.Messages, opt)
+	if err != nil {
+		if errors.Is(err, chat.ErrInvalidMessages) {
+			return "", invalid("messages", "%v", err)
+		}
+		return "", &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: "render chat template: " + err.Error()}
+	}
+	// Templates often start with the BOS text; the tokenizer adds BOS
+	// itself (AddSpecial), so a second one would change the prompt.
+	if a.info.AddBOS && a.bos != "" {
+		prompt = strings.TrimPrefix(prompt, a.bos)
+	}
+	return prompt, nil
+}
+
+// chatResponder shapes chat.completion and chat.completion.chunk objects.
+type chatResponder struct {
+	h            header
+	includeUsage bool
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      chatMessage `json:"message"`
+	Logprobs     *struct{}   `json:"logprobs"`
+	FinishReason *string     `json:"finish_reason"`
+}
+
+type chatCompletion struct {
+	header
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage"`
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatChunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        chatDelta `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type chatChunk struct {
+	header
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   *usage            `json:"usage,omitempty"`
+}
+
+func (f *chatResponder) chunk(choices ...chatChunkChoice) *chatChunk {
+	h := f.h
+	h.Object = "chat.completion.chunk"
+	return &chatChunk{header: h, Choices: append([]chatChunkChoice{}, choices...)}
+}
+
+func (f *chatResponder) streamStart() any {
+	empty := ""
+	return f.chunk(chatChunkChoice{Delta: chatDelta{Role: "assistant", Content: &empty}})
+}
+
+func (f *chatResponder) streamText(text string, _ int) any {
+	return f.chunk(chatChunkChoice{Delta: chatDelta{Content: &text}})
+}
+
+func (f *chatResponder) streamEnd(res engine.Result) []any {
+	evs := []any{f.chunk(chatChunkChoice{FinishReason: finishReason(res)})}
+	if f.includeUsage {
+		c := f.chunk()
+		c.Usage = usageOf(res.Usage)
+		evs = append(evs, c)
+	}
+	return evs
+}
+
+func (f *chatResponder) whole(text string, res engine.Result) any {
+	h := f.h
+	h.Object = "chat.completion"
+	return &chatCompletion{
+		header:  h,
+		Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
+		Usage:   usageOf(res.Usage),
+	}
+}

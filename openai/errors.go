@@ -1,0 +1,123 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// Error types, as OpenAI names them in the error envelope.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeServer         = "server_error"
+)
+
+// Error is an API error, written as OpenAI's envelope
+// {"error":{"message","type","param","code"}} with HTTP status Status.
+type Error struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string // the request field at fault, "" when none
+	Code    string // a machine-readable code, "" when none
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// invalid returns a 400 invalid_request_error about param.
+func invalid(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// envelope is the JSON shape of an error response and of an error event.
+type envelope struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func (e *Error) envelope() envelope {
+	return envelope{errorBody{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// WriteError writes e as a JSON error response. Every 503 carries
+// Retry-After: 1, since the conditions behind it (full queue, loading,
+// shutting down) are transient.
+func WriteError(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.Status, e.envelope())
+}
+
+// writeJSON writes v as the JSON response body with status code.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own response types reach here; they always marshal.
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encode response","type":"server_error","param":null,"code":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// submitError maps an error from Engine.Submit to an API error. param names
+// the request field holding the prompt.
+func submitError(err error, param string) *Error {
+	switch {
+	case errors.Is(err, engine.ErrQueueFull):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_full", Message: "the server is busy: request queue is full, retry later"}
+	case errors.Is(err, engine.ErrQueueTimeout):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_timeout", Message: "the request waited too long for a free slot, retry later"}
+	case errors.Is(err, engine.ErrClosed):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
+	case errors.Is(err, engine.ErrPromptTooLong):
+		e := invalid(param, "%v", err)
+		e.Code = "context_length_exceeded"
+		return e
+	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadToken):
+		return invalid(param, "%v", err)
+	case errors.Is(err, engine.ErrBadSlot):
+		return invalid("id_slot", "%v", err)
+	case errors.Is(err, engine.ErrGrammar):
+		return invalid("grammar", "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client is gone; nobody reads this.
+		return &Error{Status: 499, Type: TypeServer, Message: err.Error()}
+	}
+	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: err.Error()}
+}
+
+// resultError reports a generation that did not finish normally, or nil.
+func resultError(r engine.Result) *Error {
+	switch r.FinishReason {
+	case engine.FinishError:
+		msg := "generation failed"
+		if r.Err != nil {
+			msg = fmt.Sprintf("generation failed: %v", r.Err)
+		}
+		return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: msg}
+	case engine.FinishCancelled:
+		// The client is connected (or we would not ask), so the engine
+		// cancelled the request itself: it is shutting down.
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the request was cancelled: the server is shutting down"}
+	}
+	return nil
+}

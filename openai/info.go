@@ -1,0 +1,116 @@
+package openai
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Tokenize serves POST /tokenize: {"content", "add_special"?,
+// "parse_special"?} → {"tokens"}. As in llama-server, special tokens are
+// not added unless asked and special-token text is parsed unless refused.
+func (a *API) Tokenize(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Content      string `json:"content"`
+		AddSpecial   bool   `json:"add_special"`
+		ParseSpecial *bool  `json:"parse_special"`
+	}
+	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	parse := body.ParseSpecial == nil || *body.ParseSpecial
+	toks := a.eng.Tokenize(body.Content, body.AddSpecial, parse)
+	if toks == nil {
+		toks = []int32{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+}
+
+// Detokenize serves POST /detokenize: {"tokens"} → {"content"}.
+func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Tokens []int64 `json:"tokens"`
+	}
+	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	toks, e := parseTokens(body.Tokens, a.info.VocabSize, "tokens")
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": a.eng.Detokenize(toks)})
+}
+
+// slot is one element of GET /slots, in llama-server's field names.
+type slot struct {
+	ID           int    `json:"id"`
+	IDTask       int64  `json:"id_task"` // -1 when idle
+	NCtx         int    `json:"n_ctx"`
+	IsProcessing bool   `json:"is_processing"`
+	State        string `json:"state"`
+	NCached      int    `json:"n_cached"`
+	NDecoded     int    `json:"n_decoded"`
+}
+
+// Slots serves GET /slots.
+func (a *API) Slots(w http.ResponseWriter, r *http.Request) {
+	infos, err := a.eng.Slots(r.Context())
+	if err != nil {
+		WriteError(w, submitError(err, ""))
+		return
+	}
+	out := make([]slot, len(infos))
+	for i, s := range infos {
+		out[i] = slot{ID: s.ID, IDTask: -1, NCtx: s.NCtx, IsProcessing: s.IsProcessing, State: s.State, NCached: s.CachedTokens, NDecoded: s.Decoded}
+		if s.RequestID != 0 {
+			out[i].IDTask = int64(s.RequestID)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// model is one element of GET /v1/models.
+type model struct {
+	ID      string    `json:"id"`
+	Object  string    `json:"object"`
+	Created int64     `json:"created"`
+	OwnedBy string    `json:"owned_by"`
+	Meta    modelMeta `json:"meta"`
+}
+
+type modelMeta struct {
+	Architecture string `json:"architecture"`
+	NCtxTrain    int    `json:"n_ctx_train"`
+	NCtx         int    `json:"n_ctx"` // per slot
+	NVocab       int    `json:"n_vocab"`
+}
+
+// Models serves GET /v1/models: the one model this API serves.
+func (a *API) Models(w http.ResponseWriter, r *http.Request) {
+	m := model{
+		ID: a.info.Name, Object: "model", Created: a.info.Created.Unix(), OwnedBy: "corral",
+		Meta: modelMeta{Architecture: a.info.Architecture, NCtxTrain: a.info.CtxTrain, NCtx: a.info.SlotCtx, NVocab: a.info.VocabSize},
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []model{m}})
+}
+
+// Metrics serves GET /metrics in Prometheus' text format.
+func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
+	st := a.eng.Stats()
+	var b strings.Builder
+	metric := func(name, kind, help string, v uint64) {
+		fmt.Fprintf(&b, "# HELP corral_%s %s\n# TYPE corral_%s %s\ncorral_%s %d\n", name, help, name, kind, name, v)
+	}
+	metric("slots", "gauge", "Number of slots.", uint64(st.SlotsTotal))
+	metric("slots_busy", "gauge", "Slots serving a request.", uint64(st.SlotsBusy))
+	metric("queue_depth", "gauge", "Requests waiting for a slot.", uint64(st.QueueDepth))
+	metric("kv_cells_used", "gauge", "KV cache cells in use.", uint64(st.KVCellsUsed))
+	metric("kv_cells", "gauge", "KV cache cells in all.", uint64(st.KVCellsTotal))
+	metric("requests_total", "counter", "Requests finished since start.", st.Requests)
+	metric("tokens_generated_total", "counter", "Tokens generated since start.", st.TokensOut)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write([]byte(b.String()))
+}

@@ -1,0 +1,179 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// llamaRequest is the body of llama-server's POST /completion.
+type llamaRequest struct {
+	Prompt      json.RawMessage `json:"prompt"`
+	NPredict    *int            `json:"n_predict"`
+	MaxTokens   *int            `json:"max_tokens"` // alias of n_predict
+	Stream      bool            `json:"stream"`
+	CachePrompt *bool           `json:"cache_prompt"`
+	IDSlot      *int            `json:"id_slot"`
+	Grammar     string          `json:"grammar"`
+	JSONSchema  json.RawMessage `json:"json_schema"`
+	samplingParams
+}
+
+// Completion serves llama-server's POST /completion. Its stream is
+// llama.cpp's: "data: {content, stop:false}" events, then one with
+// stop:true and the totals; no [DONE] marker.
+func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
+	var body llamaRequest
+	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	req, e := a.llamaRequest(&body)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	f := &llamaResponder{model: a.info.Name}
+	a.generate(w, r, req, genMode{stream: body.Stream, promptParam: "prompt"}, f)
+}
+
+func (a *API) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
+	req := engine.Request{
+		AddSpecial:    true,
+		ParseSpecial:  true,
+		IgnoreEOS:     body.IgnoreEOS,
+		NoCachePrompt: body.CachePrompt != nil && !*body.CachePrompt,
+		Grammar:       body.Grammar,
+	}
+	var e *Error
+	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, a.info.VocabSize); e != nil {
+		return req, e
+	}
+	n, param := body.NPredict, "n_predict"
+	if n == nil {
+		n, param = body.MaxTokens, "max_tokens"
+	}
+	if n != nil {
+		switch {
+		case *n == -1:
+			// unlimited: until the context is full
+		case *n < 1:
+			return req, invalid(param, "'%s' must be -1 (unlimited) or >= 1, got %d", param, *n)
+		default:
+			req.MaxTokens = *n
+		}
+	}
+	if body.IDSlot != nil && *body.IDSlot >= 0 {
+		req.PinSlot, req.SlotID = true, *body.IDSlot
+	}
+	if req.Sampling, e = body.sampling(a.info.VocabSize, a.info.SlotCtx); e != nil {
+		return req, e
+	}
+	if req.Stop, e = parseStop(body.Stop); e != nil {
+		return req, e
+	}
+	if !isNull(body.JSONSchema) {
+		if body.Grammar != "" {
+			return req, invalid("json_schema", "give either 'grammar' or 'json_schema', not both")
+		}
+		if req.Grammar, e = schemaGrammar(body.JSONSchema, "json_schema"); e != nil {
+			return req, e
+		}
+	}
+	return req, nil
+}
+
+// llamaResponder shapes llama-server's /completion objects.
+type llamaResponder struct {
+	model     string
+	predicted int // tokens streamed so far
+}
+
+type llamaPartial struct {
+	Content         string `json:"content"`
+	Stop            bool   `json:"stop"`
+	TokensPredicted int    `json:"tokens_predicted"`
+}
+
+type llamaFinal struct {
+	Content         string       `json:"content"`
+	Stop            bool         `json:"stop"`
+	Model           string       `json:"model"`
+	IDSlot          int          `json:"id_slot"`
+	TokensPredicted int          `json:"tokens_predicted"`
+	TokensEvaluated int          `json:"tokens_evaluated"`
+	TokensCached    int          `json:"tokens_cached"`
+	StopType        string       `json:"stop_type"` // "eos", "word", "limit"
+	StoppingWord    string       `json:"stopping_word"`
+	Truncated       bool         `json:"truncated"`
+	Timings         llamaTimings `json:"timings"`
+}
+
+// llamaTimings are llama-server's per-request timings.
+type llamaTimings struct {
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+func (f *llamaResponder) streamStart() any { return nil }
+
+func (f *llamaResponder) streamText(text string, tokens int) any {
+	f.predicted += tokens
+	return &llamaPartial{Content: text, TokensPredicted: f.predicted}
+}
+
+func (f *llamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", res)} }
+
+func (f *llamaResponder) whole(text string, res engine.Result) any {
+	stopType := "limit"
+	if res.FinishReason == engine.FinishStop {
+		stopType = "eos"
+		if res.StopWord != "" {
+			stopType = "word"
+		}
+	}
+	u := res.Usage
+	return &llamaFinal{
+		Content:         text,
+		Stop:            true,
+		Model:           f.model,
+		IDSlot:          res.Slot,
+		TokensPredicted: u.CompletionTokens,
+		TokensEvaluated: u.PromptTokens,
+		TokensCached:    u.CachedTokens,
+		StopType:        stopType,
+		StoppingWord:    res.StopWord,
+		Timings:         timingsOf(res),
+	}
+}
+
+func timingsOf(res engine.Result) llamaTimings {
+	t := llamaTimings{
+		PromptN:     res.Usage.PromptTokens - res.Usage.CachedTokens,
+		PromptMS:    ms(res.Timings.Prefill),
+		PredictedN:  res.Usage.CompletionTokens,
+		PredictedMS: ms(res.Timings.Decode),
+	}
+	t.PromptPerTokenMS, t.PromptPerSecond = rates(t.PromptN, t.PromptMS)
+	t.PredictedPerTokenMS, t.PredictedPerSecond = rates(t.PredictedN, t.PredictedMS)
+	return t
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// rates returns milliseconds per token and tokens per second, zero when
+// either is unknown.
+func rates(n int, msTotal float64) (perToken, perSecond float64) {
+	if n == 0 || msTotal == 0 {
+		return 0, 0
+	}
+	return msTotal / float64(n), float64(n) * 1000 / msTotal
+}

@@ -1,0 +1,263 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/grammar"
+)
+
+// Sampling defaults when a request leaves a parameter out. They are
+// llama-server's, so scripts written against it sample the same way.
+const (
+	defaultTemperature = 0.8
+	defaultTopK        = 40
+	defaultTopP        = 0.95
+	defaultMinP        = 0.05
+)
+
+// samplingParams are the sampling fields shared by every completion
+// endpoint. Pointers tell "absent" from zero.
+type samplingParams struct {
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	TopK             *int            `json:"top_k"`
+	MinP             *float64        `json:"min_p"`
+	TypicalP         *float64        `json:"typical_p"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	RepeatLastN      *int            `json:"repeat_last_n"`
+	Seed             *int64          `json:"seed"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	Stop             json.RawMessage `json:"stop"`
+	IgnoreEOS        bool            `json:"ignore_eos"`
+}
+
+// sampling validates p and converts it for a model with vocab tokens and
+// slotCtx tokens of context per slot.
+func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) {
+	s := engine.Sampling{
+		Temperature: defaultTemperature,
+		TopK:        defaultTopK,
+		TopP:        defaultTopP,
+		MinP:        defaultMinP,
+	}
+	checks := []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+		loOpen bool
+		dst    *float32
+	}{
+		{"temperature", p.Temperature, 0, 2, false, &s.Temperature},
+		{"top_p", p.TopP, 0, 1, true, &s.TopP},
+		{"min_p", p.MinP, 0, 1, false, &s.MinP},
+		{"typical_p", p.TypicalP, 0, 1, true, &s.TypicalP},
+		{"frequency_penalty", p.FrequencyPenalty, -2, 2, false, &s.FrequencyPenalty},
+		{"presence_penalty", p.PresencePenalty, -2, 2, false, &s.PresencePenalty},
+		{"repeat_penalty", p.RepeatPenalty, 0, math.MaxFloat32, false, &s.RepeatPenalty},
+	}
+	for _, c := range checks {
+		if c.v == nil {
+			continue
+		}
+		v := *c.v
+		if v < c.lo || v > c.hi || (c.loOpen && v == c.lo) {
+			open := "["
+			if c.loOpen {
+				open = "("
+			}
+			return s, invalid(c.param, "'%s' must be in %s%g, %g], got %g", c.param, open, c.lo, c.hi, v)
+		}
+		*c.dst = float32(v)
+	}
+	if p.TopK != nil {
+		if *p.TopK < 0 {
+			return s, invalid("top_k", "'top_k' must be >= 0, got %d", *p.TopK)
+		}
+		s.TopK = *p.TopK
+	}
+	if p.RepeatLastN != nil {
+		switch n := *p.RepeatLastN; {
+		case n == -1:
+			s.RepeatLastN = slotCtx
+		case n < 0:
+			return s, invalid("repeat_last_n", "'repeat_last_n' must be -1 (the context size) or >= 0, got %d", n)
+		default:
+			s.RepeatLastN = n
+		}
+	}
+	if p.Seed != nil && *p.Seed != -1 {
+		if *p.Seed < 0 || *p.Seed > math.MaxUint32 {
+			return s, invalid("seed", "'seed' must be -1 (random) or in [0, %d], got %d", uint32(math.MaxUint32), *p.Seed)
+		}
+		s.Seed = uint32(*p.Seed)
+	}
+	bias, err := parseLogitBias(p.LogitBias, vocab)
+	if err != nil {
+		return s, err
+	}
+	s.LogitBias = bias
+	return s, nil
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// parseStop accepts a string or an array of strings; empty strings are
+// dropped since they would stop before the first token.
+func parseStop(raw json.RawMessage) ([]string, *Error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, invalid("stop", "'stop' must be a string or an array of strings")
+	}
+	stops := many[:0]
+	for _, s := range many {
+		if s != "" {
+			stops = append(stops, s)
+		}
+	}
+	return stops, nil
+}
+
+// parseLogitBias accepts OpenAI's {"token id": bias} object and
+// llama.cpp's [[token id, bias], ...] array. Biases are in [-100, 100].
+func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	bias := make(map[int32]float32)
+	add := func(tok int64, b float64) *Error {
+		if tok < 0 || tok >= int64(vocab) {
+			return invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
+		}
+		if b < -100 || b > 100 {
+			return invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
+		}
+		bias[int32(tok)] = float32(b)
+		return nil
+	}
+	var obj map[string]float64
+	if json.Unmarshal(raw, &obj) == nil {
+		for k, b := range obj {
+			tok, err := strconv.ParseInt(k, 10, 32)
+			if err != nil {
+				return nil, invalid("logit_bias", "'logit_bias' keys must be token ids, got %q", k)
+			}
+			if e := add(tok, b); e != nil {
+				return nil, e
+			}
+		}
+		return bias, nil
+	}
+	var pairs [][2]float64
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, invalid("logit_bias", "'logit_bias' must map token ids to numbers")
+	}
+	for _, p := range pairs {
+		if p[0] != math.Trunc(p[0]) {
+			return nil, invalid("logit_bias", "'logit_bias' token ids must be integers, got %g", p[0])
+		}
+		if e := add(int64(p[0]), p[1]); e != nil {
+			return nil, e
+		}
+	}
+	return bias, nil
+}
+
+// parseTokens checks that every id is in the vocabulary.
+func parseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
+	toks := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= int64(vocab) {
+			return nil, invalid(param, "token %d at index %d is outside the vocabulary [0, %d)", id, i, vocab)
+		}
+		toks[i] = int32(id)
+	}
+	return toks, nil
+}
+
+// parsePrompt accepts a string, an array of one string, an array of token
+// ids, or an array of one array of token ids.
+func parsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *Error) {
+	if isNull(raw) {
+		return "", nil, invalid("prompt", "'prompt' is required")
+	}
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil, nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
+		toks, e = parseTokens(ids, vocab, "prompt")
+		return "", toks, e
+	}
+	var texts []string
+	if json.Unmarshal(raw, &texts) == nil && len(texts) == 1 {
+		return texts[0], nil, nil
+	}
+	var idLists [][]int64
+	if json.Unmarshal(raw, &idLists) == nil && len(idLists) == 1 && len(idLists[0]) > 0 {
+		toks, e = parseTokens(idLists[0], vocab, "prompt")
+		return "", toks, e
+	}
+	return "", nil, invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
+}
+
+// responseFormat is OpenAI's response_format.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema"`
+	// Schema is llama-server's extension: {"type":"json_object","schema":{...}}.
+	Schema json.RawMessage `json:"schema"`
+}
+
+// grammar returns the GBNF grammar that enforces f, "" for plain text.
+func (f *responseFormat) grammar() (string, *Error) {
+	if f == nil {
+		return "", nil
+	}
+	switch f.Type {
+	case "", "text":
+		return "", nil
+	case "json_object":
+		if isNull(f.Schema) {
+			return grammar.JSONObject, nil
+		}
+		return schemaGrammar(f.Schema, "response_format")
+	case "json_schema":
+		if f.JSONSchema == nil || isNull(f.JSONSchema.Schema) {
+			return "", invalid("response_format", "'response_format' of type json_schema needs json_schema.schema")
+		}
+		return schemaGrammar(f.JSONSchema.Schema, "response_format")
+	}
+	return "", invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
+}
+
+// schemaGrammar converts a JSON Schema, reporting a bad one against param.
+func schemaGrammar(schema json.RawMessage, param string) (string, *Error) {
+	g, err := grammar.FromSchema(schema)
+	if err != nil {
+		return "", invalid(param, "invalid JSON schema: %v", err)
+	}
+	return g, nil
+}

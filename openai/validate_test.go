@@ -1,0 +1,307 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// serve runs one request through handler h of an API over fake.
+func serve(t *testing.T, fake *fakeEngine, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
+	t.Helper()
+	a, err := New(fake, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	h(a, w, r)
+	return w
+}
+
+// decodeEnvelope parses an error response, failing t when it is not one.
+func decodeEnvelope(t *testing.T, w *httptest.ResponseRecorder) errorBody {
+	t.Helper()
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type = %q, want application/json", ct)
+	}
+	var env struct {
+		Error *errorBody `json:"error"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.Error == nil {
+		t.Fatalf("body %q is not an error envelope: %v", w.Body, err)
+	}
+	return *env.Error
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func TestBadRequests(t *testing.T) {
+	type handler = func(*API, http.ResponseWriter, *http.Request)
+	chatH, complH, llamaH := (*API).ChatCompletions, (*API).Completions, (*API).Completion
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name   string
+		h      handler
+		body   string
+		status int
+		param  string
+		code   string
+	}{
+		{"malformed JSON", chatH, `{"messages":[`, 400, "", ""},
+		{"syntax error", chatH, `{"messages" 1}`, 400, "", ""},
+		{"empty body", chatH, ``, 400, "", ""},
+		{"not an object", chatH, `[1,2]`, 400, "", ""},
+		{"trailing data", chatH, `{` + msgs + `} {}`, 400, "", ""},
+		{"temperature string", chatH, `{` + msgs + `,"temperature":"hot"}`, 400, "temperature", ""},
+		{"temperature too high", chatH, `{` + msgs + `,"temperature":2.5}`, 400, "temperature", ""},
+		{"temperature negative", chatH, `{` + msgs + `,"temperature":-0.1}`, 400, "temperature", ""},
+		{"top_p zero", chatH, `{` + msgs + `,"top_p":0}`, 400, "top_p", ""},
+		{"top_p above one", chatH, `{` + msgs + `,"top_p":1.01}`, 400, "top_p", ""},
+		{"top_k negative", chatH, `{` + msgs + `,"top_k":-1}`, 400, "top_k", ""},
+		{"top_k fraction", chatH, `{` + msgs + `,"top_k":1.5}`, 400, "top_k", ""},
+		{"min_p above one", chatH, `{` + msgs + `,"min_p":2}`, 400, "min_p", ""},
+		{"typical_p zero", chatH, `{` + msgs + `,"typical_p":0}`, 400, "typical_p", ""},
+		{"frequency_penalty", chatH, `{` + msgs + `,"frequency_penalty":3}`, 400, "frequency_penalty", ""},
+		{"presence_penalty", chatH, `{` + msgs + `,"presence_penalty":-2.5}`, 400, "presence_penalty", ""},
+		{"repeat_penalty", chatH, `{` + msgs + `,"repeat_penalty":-1}`, 400, "repeat_penalty", ""},
+		{"repeat_last_n", chatH, `{` + msgs + `,"repeat_last_n":-2}`, 400, "repeat_last_n", ""},
+		{"seed too big", chatH, `{` + msgs + `,"seed":4294967296}`, 400, "seed", ""},
+		{"seed negative", chatH, `{` + msgs + `,"seed":-5}`, 400, "seed", ""},
+		{"n two", chatH, `{` + msgs + `,"n":2}`, 400, "n", ""},
+		{"max_tokens zero", chatH, `{` + msgs + `,"max_tokens":0}`, 400, "max_tokens", ""},
+		{"max_completion_tokens", chatH, `{` + msgs + `,"max_completion_tokens":-3}`, 400, "max_completion_tokens", ""},
+		{"stop number", chatH, `{` + msgs + `,"stop":5}`, 400, "stop", ""},
+		{"stop mixed array", chatH, `{` + msgs + `,"stop":["a",1]}`, 400, "stop", ""},
+		{"logit_bias key", chatH, `{` + msgs + `,"logit_bias":{"abc":1}}`, 400, "logit_bias", ""},
+		{"logit_bias token", chatH, `{` + msgs + `,"logit_bias":{"100":1}}`, 400, "logit_bias", ""},
+		{"logit_bias value", chatH, `{` + msgs + `,"logit_bias":{"5":101}}`, 400, "logit_bias", ""},
+		{"logit_bias shape", chatH, `{` + msgs + `,"logit_bias":"x"}`, 400, "logit_bias", ""},
+		{"response_format type", chatH, `{` + msgs + `,"response_format":{"type":"xml"}}`, 400, "response_format", ""},
+		{"json_schema missing", chatH, `{` + msgs + `,"response_format":{"type":"json_schema"}}`, 400, "response_format", ""},
+		{"json_schema invalid", chatH, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"frobnicate"}}}}`, 400, "response_format", ""},
+		{"unknown model", chatH, `{"model":"gpt-9",` + msgs + `}`, 404, "model", "model_not_found"},
+		{"messages missing", chatH, `{}`, 400, "messages", ""},
+		{"messages empty", chatH, `{"messages":[]}`, 400, "messages", ""},
+		{"messages wrong type", chatH, `{"messages":"hi"}`, 400, "messages", ""},
+		{"unknown role", chatH, `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages", ""},
+		{"prompt missing", complH, `{}`, 400, "prompt", ""},
+		{"prompt number", complH, `{"prompt":5}`, 400, "prompt", ""},
+		{"prompt two strings", complH, `{"prompt":["a","b"]}`, 400, "prompt", ""},
+		{"prompt bad token", complH, `{"prompt":[1,2,100]}`, 400, "prompt", ""},
+		{"completions unknown model", complH, `{"model":"x","prompt":"a"}`, 404, "model", "model_not_found"},
+		{"completions temperature", complH, `{"prompt":"a","temperature":true}`, 400, "temperature", ""},
+		{"n_predict zero", llamaH, `{"prompt":"a","n_predict":0}`, 400, "n_predict", ""},
+		{"n_predict below -1", llamaH, `{"prompt":"a","n_predict":-2}`, 400, "n_predict", ""},
+		{"id_slot string", llamaH, `{"prompt":"a","id_slot":"0"}`, 400, "id_slot", ""},
+		{"grammar and schema", llamaH, `{"prompt":"a","grammar":"root ::= \"a\"","json_schema":{"type":"string"}}`, 400, "json_schema", ""},
+		{"json_schema bad", llamaH, `{"prompt":"a","json_schema":{"type":7}}`, 400, "json_schema", ""},
+		{"llama prompt missing", llamaH, `{"n_predict":4}`, 400, "prompt", ""},
+		{"detokenize bad id", (*API).Detokenize, `{"tokens":[1,-1]}`, 400, "tokens", ""},
+		{"detokenize strings", (*API).Detokenize, `{"tokens":["a"]}`, 400, "tokens", ""},
+		{"tokenize number", (*API).Tokenize, `{"content":5}`, 400, "content", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFake()
+			w := serve(t, fake, tt.h, tt.body)
+			if w.Code != tt.status {
+				t.Fatalf("status %d, want %d; body %s", w.Code, tt.status, w.Body)
+			}
+			e := decodeEnvelope(t, w)
+			if e.Type != TypeInvalidRequest {
+				t.Errorf("type %q, want %q", e.Type, TypeInvalidRequest)
+			}
+			if deref(e.Param) != tt.param {
+				t.Errorf("param %q, want %q (message %q)", deref(e.Param), tt.param, e.Message)
+			}
+			if deref(e.Code) != tt.code {
+				t.Errorf("code %q, want %q", deref(e.Code), tt.code)
+			}
+			if e.Message == "" {
+				t.Error("empty message")
+			}
+			if len(fake.submitted) != 0 {
+				t.Errorf("invalid request reached the engine: %+v", fake.submitted)
+			}
+		})
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	a, err := New(newFake(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	body := `{"prompt":"` + strings.Repeat("x", 2000) + `"}`
+	r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
+	r.Body = http.MaxBytesReader(w, r.Body, 1000)
+	a.Completions(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413; body %s", w.Code, w.Body)
+	}
+	if e := decodeEnvelope(t, w); deref(e.Code) != "request_too_large" {
+		t.Errorf("code %q, want request_too_large", deref(e.Code))
+	}
+}
+
+// TestSubmitErrors checks how engine errors reach the client.
+func TestSubmitErrors(t *testing.T) {
+	tests := []struct {
+		err        error
+		status     int
+		typ, code  string
+		param      string
+		retryAfter string
+	}{
+		{engine.ErrQueueFull, 503, TypeServer, "queue_full", "", "1"},
+		{engine.ErrQueueTimeout, 503, TypeServer, "queue_timeout", "", "1"},
+		{engine.ErrClosed, 503, TypeServer, "unavailable", "", "1"},
+		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
+		{engine.ErrEmptyPrompt, 400, TypeInvalidRequest, "", "prompt", ""},
+		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, TypeInvalidRequest, "", "prompt", ""},
+		{engine.ErrBadSlot, 400, TypeInvalidRequest, "", "id_slot", ""},
+		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, TypeInvalidRequest, "", "grammar", ""},
+		{errors.New("disk on fire"), 500, TypeServer, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			fake := newFake()
+			fake.submitErr = tt.err
+			w := serve(t, fake, (*API).Completion, `{"prompt":"hello"}`)
+			if w.Code != tt.status {
+				t.Fatalf("status %d, want %d", w.Code, tt.status)
+			}
+			e := decodeEnvelope(t, w)
+			if e.Type != tt.typ || deref(e.Code) != tt.code || deref(e.Param) != tt.param {
+				t.Errorf("got type %q code %q param %q, want %q %q %q", e.Type, deref(e.Code), deref(e.Param), tt.typ, tt.code, tt.param)
+			}
+			if got := w.Header().Get("Retry-After"); got != tt.retryAfter {
+				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
+			}
+		})
+	}
+}
+
+// TestChatRequest checks the engine request built from a valid chat body.
+func TestChatRequest(t *testing.T) {
+	fake := newFake()
+	serve(t, fake, (*API).ChatCompletions, `{
+		"model": "tiny",
+		"messages": [{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],
+		"max_tokens": 7, "max_completion_tokens": 9,
+		"temperature": 0, "top_p": 0.5, "top_k": 3, "min_p": 0.1, "seed": 42,
+		"frequency_penalty": 0.5, "presence_penalty": -0.5, "repeat_penalty": 1.1,
+		"logit_bias": {"5": -100, "7": 2.5},
+		"stop": "END", "ignore_eos": true, "stream": true,
+		"stream_options": {"include_usage": true},
+		"some_future_field": {"ignored": true}
+	}`)
+	if len(fake.submitted) != 1 {
+		t.Fatalf("submitted %d requests, want 1", len(fake.submitted))
+	}
+	got := fake.submitted[0]
+	want := engine.Request{
+		Prompt:       "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+		AddSpecial:   true,
+		ParseSpecial: true,
+		MaxTokens:    9,
+		Sampling: engine.Sampling{
+			Temperature: 0, TopP: 0.5, TopK: 3, MinP: 0.1, Seed: 42,
+			FrequencyPenalty: 0.5, PresencePenalty: -0.5, RepeatPenalty: 1.1,
+			LogitBias: map[int32]float32{5: -100, 7: 2.5},
+		},
+		Stop:      []string{"END", "<|im_end|>"},
+		IgnoreEOS: true,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("engine request\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestDefaults checks the sampling defaults and the prompt forms of the
+// completion endpoints.
+func TestDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		h    func(*API, http.ResponseWriter, *http.Request)
+		body string
+		want engine.Request
+	}{
+		{"completions string", (*API).Completions, `{"prompt":"Once"}`,
+			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
+		{"completions one string", (*API).Completions, `{"prompt":["Once"],"stop":["a","","b"]}`,
+			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true, Stop: []string{"a", "b"}}},
+		{"completions tokens", (*API).Completions, `{"prompt":[1,5,9]}`,
+			engine.Request{Tokens: []int32{1, 5, 9}, AddSpecial: true, ParseSpecial: true}},
+		{"completions nested tokens", (*API).Completions, `{"prompt":[[1,5]]}`,
+			engine.Request{Tokens: []int32{1, 5}, AddSpecial: true, ParseSpecial: true}},
+		{"llama defaults", (*API).Completion, `{"prompt":"Once","n_predict":-1}`,
+			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
+		{"llama options", (*API).Completion, `{"prompt":"Once","n_predict":12,"cache_prompt":false,"id_slot":2,"grammar":"root ::= \"a\"","repeat_last_n":-1,"logit_bias":[[3,-1]]}`,
+			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true, MaxTokens: 12, NoCachePrompt: true,
+				PinSlot: true, SlotID: 2, Grammar: `root ::= "a"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFake()
+			serve(t, fake, tt.h, tt.body)
+			if len(fake.submitted) != 1 {
+				t.Fatalf("submitted %d requests, want 1", len(fake.submitted))
+			}
+			got := fake.submitted[0]
+			// Sampling defaults are checked once, below.
+			wantS := engine.Sampling{Temperature: defaultTemperature, TopK: defaultTopK, TopP: defaultTopP, MinP: defaultMinP}
+			if tt.name == "llama options" {
+				wantS.RepeatLastN = 64 // -1: the slot context
+				wantS.LogitBias = map[int32]float32{3: -1}
+			}
+			if !reflect.DeepEqual(got.Sampling, wantS) {
+				t.Errorf("sampling %+v, want %+v", got.Sampling, wantS)
+			}
+			got.Sampling = engine.Sampling{}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("engine request\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResponseFormatGrammar(t *testing.T) {
+	fake := newFake()
+	serve(t, fake, (*API).ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`)
+	serve(t, fake, (*API).ChatCompletions, `{"messages":[{"role":"user","content":"x"}],
+		"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}}`)
+	serve(t, fake, (*API).ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`)
+	if len(fake.submitted) != 3 {
+		t.Fatalf("submitted %d requests, want 3", len(fake.submitted))
+	}
+	if g := fake.submitted[0].Grammar; g == "" || !strings.Contains(g, "root ::=") {
+		t.Errorf("json_object grammar %q", g)
+	}
+	if g := fake.submitted[1].Grammar; !strings.Contains(g, `\"a\"`) {
+		t.Errorf("json_schema grammar does not mention property a:\n%s", g)
+	}
+	if g := fake.submitted[2].Grammar; g != "" {
+		t.Errorf("text format got grammar %q", g)
+	}
+}
+
+func TestUnknownChatTemplate(t *testing.T) {
+	if _, err := New(newFake(), Options{ChatTemplate: "nonesuch"}); err == nil {
+		t.Fatal("New accepted an unknown chat template")
+	}
+}

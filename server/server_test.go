@@ -1,0 +1,296 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// logBuffer collects JSON log lines; safe for concurrent handlers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// records returns the log lines with message msg.
+func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func newLogger() (*slog.Logger, *logBuffer) {
+	b := &logBuffer{}
+	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+// errorOf decodes an OpenAI error envelope, failing t otherwise.
+func errorOf(t *testing.T, contentType string, body []byte) (typ, code string) {
+	t.Helper()
+	if contentType != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json (body %q)", contentType, body)
+	}
+	var env struct {
+		Error *struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Message == "" {
+		t.Fatalf("body %q is not an error envelope: %v", body, err)
+	}
+	if env.Error.Code != nil {
+		code = *env.Error.Code
+	}
+	return env.Error.Type, code
+}
+
+func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+	return w
+}
+
+func TestLoading(t *testing.T) {
+	log, _ := newLogger()
+	h := New(Config{Logger: log}).Handler()
+
+	w := do(t, h, http.MethodGet, "/health", "")
+	if w.Code != 503 || strings.TrimSpace(w.Body.String()) != `{"status":"loading"}` {
+		t.Errorf("/health while loading: %d %q", w.Code, w.Body)
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/completion", "/tokenize"} {
+		w := do(t, h, http.MethodPost, path, `{}`)
+		if w.Code != 503 || w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s while loading: status %d, Retry-After %q", path, w.Code, w.Header().Get("Retry-After"))
+		}
+		if typ, code := errorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "server_error" || code != "model_loading" {
+			t.Errorf("%s while loading: type %q code %q", path, typ, code)
+		}
+	}
+}
+
+func TestRouting(t *testing.T) {
+	log, _ := newLogger()
+	h := New(Config{Logger: log}).Handler()
+
+	w := do(t, h, http.MethodGet, "/v1/nothing", "")
+	if w.Code != 404 {
+		t.Errorf("unknown route: status %d", w.Code)
+	}
+	if typ, code := errorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "invalid_request_error" || code != "not_found" {
+		t.Errorf("unknown route: type %q code %q", typ, code)
+	}
+
+	for path, allow := range map[string]string{"/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET", "/completion": "POST"} {
+		method := http.MethodGet
+		if allow == "GET" {
+			method = http.MethodPost
+		}
+		w := do(t, h, method, path, "")
+		if w.Code != 405 || w.Header().Get("Allow") != allow {
+			t.Errorf("%s %s: status %d, Allow %q; want 405, %q", method, path, w.Code, w.Header().Get("Allow"), allow)
+		}
+		if typ, code := errorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "invalid_request_error" || code != "method_not_allowed" {
+			t.Errorf("%s %s: type %q code %q", method, path, typ, code)
+		}
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	log, logs := newLogger()
+	s := New(Config{Logger: log})
+	var seen []string
+	h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, RequestID(r.Context()))
+	}))
+	for _, in := range []string{"", "client-id-7", "bad id with spaces", strings.Repeat("x", 200)} {
+		r := httptest.NewRequest(http.MethodGet, "/x", nil)
+		if in != "" {
+			r.Header.Set(RequestIDHeader, in)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		got := w.Header().Get(RequestIDHeader)
+		if got == "" || got != seen[len(seen)-1] {
+			t.Errorf("in %q: header %q, handler saw %q", in, got, seen[len(seen)-1])
+		}
+		if valid := in == "client-id-7"; valid != (got == in) {
+			t.Errorf("in %q: got id %q", in, got)
+		}
+	}
+	if seen[0] == seen[2] {
+		t.Errorf("generated ids repeat: %q", seen)
+	}
+	recs := logs.records(t, "request")
+	if len(recs) != 4 || recs[1]["id"] != "client-id-7" || recs[1]["status"] != float64(200) || recs[1]["path"] != "/x" {
+		t.Errorf("request logs %v", recs)
+	}
+}
+
+func TestRecoverPanic(t *testing.T) {
+	log, logs := newLogger()
+	s := New(Config{Logger: log})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
+	mux.HandleFunc("/panic-late", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("partial"))
+		panic("late boom")
+	})
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("fine")) })
+	ts := httptest.NewServer(s.middleware(mux))
+	defer ts.Close()
+	client := ts.Client()
+
+	resp, err := client.Get(ts.URL + "/panic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 {
+		t.Errorf("panic: status %d", resp.StatusCode)
+	}
+	if typ, _ := errorOf(t, resp.Header.Get("Content-Type"), body); typ != "server_error" {
+		t.Errorf("panic: type %q", typ)
+	}
+	recs := logs.records(t, "handler panic")
+	if len(recs) != 1 || recs[0]["panic"] != "boom" || !strings.Contains(recs[0]["stack"].(string), "server_test.go") {
+		t.Errorf("panic log %v", recs)
+	}
+
+	// A panic after the response began aborts the connection: the client
+	// must not take the partial body for a complete one.
+	resp, err = client.Get(ts.URL + "/panic-late")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Error("late panic: response completed normally")
+	}
+
+	// The server lives on.
+	resp, err = client.Get(ts.URL + "/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "fine" {
+		t.Errorf("after panics: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	log, _ := newLogger()
+	s := New(Config{Logger: log, MaxBody: 10})
+	var readErr error
+	h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, readErr = io.ReadAll(r.Body)
+	}))
+	do(t, h, http.MethodPost, "/", "0123456789")
+	if readErr != nil {
+		t.Errorf("body at the limit: %v", readErr)
+	}
+	do(t, h, http.MethodPost, "/", "0123456789a")
+	var mbe *http.MaxBytesError
+	if !errors.As(readErr, &mbe) {
+		t.Errorf("body over the limit: err %v, want *http.MaxBytesError", readErr)
+	}
+}
+
+func TestLogBodies(t *testing.T) {
+	log, logs := newLogger()
+	s := New(Config{Logger: log, LogRequests: true, MaxBody: 100})
+	var got []byte
+	var readErr error
+	h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, readErr = io.ReadAll(r.Body)
+	}))
+	body := `{"prompt": "hi", "n": [1, 2]}`
+	do(t, h, http.MethodPost, "/completion", body)
+	if string(got) != body || readErr != nil {
+		t.Errorf("handler read %q, %v; want the body", got, readErr)
+	}
+	recs := logs.records(t, "request body")
+	if len(recs) != 1 {
+		t.Fatalf("%d body logs, want 1", len(recs))
+	}
+	want := map[string]any{"prompt": "hi", "n": []any{1.0, 2.0}}
+	if b, _ := json.Marshal(recs[0]["body"]); string(b) != `{"n":[1,2],"prompt":"hi"}` {
+		t.Errorf("logged body %s, want %v as JSON", b, want)
+	}
+
+	// Over the limit, the handler still sees the limit error.
+	do(t, h, http.MethodPost, "/completion", strings.Repeat("x", 200))
+	var mbe *http.MaxBytesError
+	if !errors.As(readErr, &mbe) {
+		t.Errorf("over the limit: handler got err %v", readErr)
+	}
+}
+
+func TestServeShutdown(t *testing.T) {
+	log, _ := newLogger()
+	s := New(Config{Logger: log})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + ln.Addr().String() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("/health while loading: %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after cancel: %v", err)
+	}
+	if _, err := client.Get("http://" + ln.Addr().String() + "/health"); err == nil {
+		t.Error("server still answers after shutdown")
+	}
+}

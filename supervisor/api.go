@@ -1,0 +1,293 @@
+// Package supervisor runs OpenAI-compatible inference servers (corral serve,
+// llama-server, vLLM) as supervised child processes and offers a job API on
+// top of them.
+//
+// A Worker owns one child process. Its slots are admission control: Submit
+// returns at once with a request id, or with ErrNoSlotAvailable,
+// ErrWorkerNotReady or ErrWorkerFailed; there is no queue. Callers poll
+// Status and read the outcome with Result, which releases everything held for
+// the request. Every request streams internally so that the worker sees
+// progress; a server that dies, stalls or becomes unreachable is killed and
+// started again (nuke and repave) and every request in flight fails with an
+// explicit FailReason. Requests are never replayed.
+//
+// Time to first token may be many minutes for a long prompt, so a request is
+// judged stalled only when no response bytes arrive AND the child's CPU time
+// (from /proc/<pid>/stat) stops advancing; a long prefill that burns CPU is
+// never killed.
+//
+// Prompting is layered: a BIOS system prompt (a pure function of a
+// BiosContext) comes first, then the caller's system prompt, then the
+// conversation. Tools follow the OpenAI function-calling schema and run
+// through a ToolRunner; exit tools are only recorded as signals.
+//
+// A Supervisor groups workers and serves the HTTP face described in http.go;
+// the YAML configuration format is documented in example.yaml.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// WorkerState is the lifecycle state of a Worker.
+type WorkerState string
+
+// Worker states.
+const (
+	// WorkerRunning means the child process runs but has not (yet, or again
+	// after a restart) passed the readiness probe.
+	WorkerRunning WorkerState = "running"
+	// WorkerReady means the child passed the readiness probe and Submit
+	// accepts requests.
+	WorkerReady WorkerState = "ready"
+	// WorkerFailed means the worker restarted too often within the restart
+	// window and gave up; the child is not running.
+	WorkerFailed WorkerState = "failed"
+	// WorkerStopped means the worker was never started or has been stopped.
+	WorkerStopped WorkerState = "stopped"
+)
+
+// RequestState is the state of one submitted request.
+type RequestState string
+
+// Request states. Completed, Failed and Canceled are terminal.
+const (
+	// RequestRunning: a turn is streaming from the child.
+	RequestRunning RequestState = "running"
+	// RequestToolRunning: the ToolRunner is executing the model's calls.
+	RequestToolRunning RequestState = "tool_running"
+	// RequestCompleted: the model finished (see FinishReason).
+	RequestCompleted RequestState = "completed"
+	// RequestFailed: see FailReason and FailDetail.
+	RequestFailed RequestState = "failed"
+	// RequestCanceled: Cancel was called.
+	RequestCanceled RequestState = "canceled"
+)
+
+// Terminal reports whether s is a final state.
+func (s RequestState) Terminal() bool {
+	return s == RequestCompleted || s == RequestFailed || s == RequestCanceled
+}
+
+// FailReason says why a request failed or why the worker restarted.
+type FailReason string
+
+// Fail reasons of the specification. Those of a restart fail every request
+// in flight on the worker.
+const (
+	// FailWorkerRestarted: the worker restarted for a reason that is not
+	// more specific.
+	FailWorkerRestarted FailReason = "worker_restarted"
+	// FailServerDied: the child exited (restart).
+	FailServerDied FailReason = "server_died"
+	// FailConnectFailed: no connection to the child (restart).
+	FailConnectFailed FailReason = "connect_failed"
+	// FailHeadersTimeout: no response headers in time (restart).
+	FailHeadersTimeout FailReason = "headers_timeout"
+	// FailStallTimeout: neither response bytes nor CPU progress within
+	// PrefillLiveness or IdleStream (restart).
+	FailStallTimeout FailReason = "stall_timeout"
+	// FailToolParse: the model's tool call could not be parsed strictly.
+	FailToolParse FailReason = "tool_parse_error"
+	// FailToolExecution: the ToolRunner returned an error.
+	FailToolExecution FailReason = "tool_execution_error"
+	// FailRepeatedLine: the repeated-line loop guard tripped.
+	FailRepeatedLine FailReason = "repeated_line_loop"
+	// FailCanceled: Cancel was called.
+	FailCanceled FailReason = "canceled"
+	// FailUnknown: anything else; FailDetail says what.
+	FailUnknown FailReason = "unknown_error"
+)
+
+// Fail reasons added by corral.
+const (
+	// FailTTFTTimeout: no token within TimeoutProfile.TTFT (request only).
+	FailTTFTTimeout FailReason = "ttft_timeout"
+	// FailAbsoluteTimeout: the request ran past TimeoutProfile.Absolute
+	// (request only).
+	FailAbsoluteTimeout FailReason = "absolute_timeout"
+	// FailConnectionLost: the response stream broke while the child was
+	// still alive; the worker restarts.
+	FailConnectionLost FailReason = "connection_lost"
+	// FailUpstream: the child answered with an HTTP error status or a body
+	// that is not a chat completion stream (request only).
+	FailUpstream FailReason = "upstream_error"
+	// FailWorkerStopped: Stop was called while the request was in flight.
+	FailWorkerStopped FailReason = "worker_stopped"
+	// FailProbe: an idle worker failed its periodic readiness probe; used
+	// as a restart reason.
+	FailProbe FailReason = "probe_failed"
+)
+
+// FinishReason says how a request ended.
+type FinishReason string
+
+// Finish reasons.
+const (
+	// FinishStop: the model ended its answer (end of generation or a stop
+	// string).
+	FinishStop FinishReason = "stop"
+	// FinishMaxToken: the answer hit max_tokens.
+	FinishMaxToken FinishReason = "max_tokens"
+	// FinishCanceled: Cancel was called.
+	FinishCanceled FinishReason = "canceled"
+	// FinishFailed: the request failed.
+	FinishFailed FinishReason = "failed"
+	// FinishToolBudget (a corral addition) means the model still asked for
+	// normal tools when no tool iterations were left; Text is its last reply.
+	FinishToolBudget FinishReason = "tool_budget_exhausted"
+)
+
+// Errors returned by Submit, Status and Result. Their texts are the codes of
+// the HTTP face.
+var (
+	// ErrNoSlotAvailable means every slot is in use; there is no queue.
+	ErrNoSlotAvailable = errors.New("NO_SLOT_AVAILABLE")
+	// ErrWorkerNotReady means the worker is stopped or (re)starting.
+	ErrWorkerNotReady = errors.New("WORKER_NOT_READY")
+	// ErrWorkerFailed means the worker gave up after too many restarts.
+	ErrWorkerFailed = errors.New("WORKER_FAILED")
+	// ErrNotFound means the id was never issued or its result was released.
+	ErrNotFound = errors.New("NOT_FOUND")
+	// ErrNotFinished means Result was asked for a request still in flight.
+	ErrNotFinished = errors.New("NOT_FINISHED")
+)
+
+// ChatMessage is one OpenAI chat message.
+type ChatMessage struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolFunctionDef describes a function the model may call.
+type ToolFunctionDef struct {
+	Name        string         `json:"name" yaml:"name"`
+	Description string         `json:"description,omitempty" yaml:"description"`
+	Parameters  map[string]any `json:"parameters,omitempty" yaml:"parameters"`
+}
+
+// ToolDef is an OpenAI tool definition; Type is "function".
+type ToolDef struct {
+	Type     string          `json:"type" yaml:"type"`
+	Function ToolFunctionDef `json:"function" yaml:"function"`
+}
+
+// ToolCall is a tool call emitted by the model, OpenAI style: Arguments is
+// the JSON text of an object.
+type ToolCall struct {
+	ID       string           `json:"id"`
+	Type     string           `json:"type"`
+	Function ToolCallFunction `json:"function"`
+}
+
+// ToolCallFunction is the function part of a ToolCall.
+type ToolCallFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ExitSignal records one exit-tool call emitted by the model.
+type ExitSignal struct {
+	ToolName  string         `json:"tool_name"`
+	Arguments map[string]any `json:"arguments"`
+	EmittedAt time.Time      `json:"emitted_at"`
+}
+
+// Job is what a caller submits.
+type Job struct {
+	// Name correlates the request in logs and status; it is not interpreted.
+	Name         string
+	SystemPrompt string
+	UserPrompt   string
+	// Params is merged into the upstream chat completion request; keys the
+	// worker does not control pass through unchanged.
+	Params map[string]any
+}
+
+// RequestStatus is a snapshot of one request.
+type RequestStatus struct {
+	RequestID      int64        `json:"request_id"`
+	JobName        string       `json:"job_name"`
+	State          RequestState `json:"state"`
+	CreatedAt      time.Time    `json:"created_at"`
+	DispatchedAt   time.Time    `json:"dispatched_at,omitzero"`
+	FirstTokenAt   time.Time    `json:"first_token_at,omitzero"`
+	CompletedAt    time.Time    `json:"completed_at,omitzero"`
+	LastProgressAt time.Time    `json:"last_progress_at,omitzero"`
+	OutputChars    int          `json:"output_chars"`
+	TokensReceived int          `json:"tokens_received"`
+	TokensPerSec   float64      `json:"tokens_per_second,omitzero"`
+	ToolItersLeft  int          `json:"tool_iters_remaining"`
+	Signals        []ExitSignal `json:"signals,omitempty"`
+	FailReason     FailReason   `json:"fail_reason,omitempty"`
+	FailDetail     string       `json:"fail_detail,omitempty"`
+	FinishReason   FinishReason `json:"finish_reason,omitempty"`
+}
+
+// RequestResult is the outcome of a terminal request.
+type RequestResult struct {
+	RequestID    int64        `json:"request_id"`
+	JobName      string       `json:"job_name"`
+	State        RequestState `json:"state"`
+	FinishReason FinishReason `json:"finish_reason"`
+	Text         string       `json:"text"`
+	Signals      []ExitSignal `json:"signals,omitempty"`
+	FailReason   FailReason   `json:"fail_reason,omitempty"`
+	FailDetail   string       `json:"fail_detail,omitempty"`
+}
+
+// WorkerStatus is a snapshot of a worker.
+type WorkerStatus struct {
+	Name             string      `json:"name"`
+	Model            string      `json:"model"`
+	State            WorkerState `json:"state"`
+	PID              int         `json:"pid,omitempty"`
+	SlotsTotal       int         `json:"slots_total"`
+	SlotsUsed        int         `json:"slots_used"`
+	ActiveRequestIDs []int64     `json:"active_request_ids"`
+	RestartCount     int         `json:"restart_count"`
+	LastError        string      `json:"last_error,omitempty"`
+	LastReadyAt      time.Time   `json:"last_ready_at,omitzero"`
+}
+
+// RestartRecord is one restart of the child process.
+type RestartRecord struct {
+	Reason FailReason `json:"reason"`
+	Detail string     `json:"detail,omitempty"`
+	At     time.Time  `json:"at"`
+}
+
+// WorkerDebugInfo carries recent child output and restart history.
+type WorkerDebugInfo struct {
+	RecentLogs           []string        `json:"recent_logs"`
+	RecentRestartReasons []RestartRecord `json:"recent_restart_reasons"`
+}
+
+// ToolInvocation is one call of a normal tool.
+type ToolInvocation struct {
+	Name      string
+	Arguments map[string]any
+	RequestID int64
+	JobName   string
+}
+
+// ToolRunner executes normal (round-trip) tools. The worker makes no
+// assumption about how long a tool takes; ctx ends when the request is
+// canceled or the worker restarts. The result is sent back to the model as
+// text (strings as is, other values as JSON).
+type ToolRunner interface {
+	RunTool(ctx context.Context, call ToolInvocation) (any, error)
+}
+
+// ToolRunnerFunc adapts a function to ToolRunner.
+type ToolRunnerFunc func(ctx context.Context, call ToolInvocation) (any, error)
+
+// RunTool calls f.
+func (f ToolRunnerFunc) RunTool(ctx context.Context, call ToolInvocation) (any, error) {
+	return f(ctx, call)
+}

@@ -1,0 +1,420 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// The end-to-end tests run real `corral serve` children.
+
+// readyTimeout bounds a model load plus the first readiness probe.
+const readyTimeout = 2 * time.Minute
+
+// jobTimeout bounds one job on the tiny test model.
+const jobTimeout = 2 * time.Minute
+
+// corralWorker returns a started, READY worker whose child is corral serve
+// with the given model and extra flags. It is stopped at the end of the test.
+func corralWorker(t *testing.T, model string, slots int, extra []string, mutate func(*WorkerConfig)) *Worker {
+	t.Helper()
+	cmd := append(DefaultServeCommand(corralBinary(t)), "-m", model, "--chat-template", "chatml", "-t", "1",
+		"-c", strconv.Itoa(2048*max(slots, 1)))
+	cfg := WorkerConfig{
+		Name: "tiny", Command: append(cmd, extra...), Port: freePort(t), Slots: slots,
+		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: ToolFormatJSON,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	w, err := NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopWorker(t, w)
+	waitState(t, w, WorkerReady, readyTimeout)
+	return w
+}
+
+// tinyWorker runs the stories260K model (its vocabulary has byte tokens, so
+// any text, JSON included, can be tokenized and generated).
+func tinyWorker(t *testing.T, slots int, extra []string, mutate func(*WorkerConfig)) *Worker {
+	t.Helper()
+	return corralWorker(t, testmodel.Path(t, testmodel.Stories260K), slots, extra, mutate)
+}
+
+// finish waits for a request to end and reads (releasing) its result.
+func finish(t *testing.T, w *Worker, id int64) (RequestStatus, RequestResult) {
+	t.Helper()
+	st := waitTerminal(t, w, id, jobTimeout)
+	res, err := w.Result(id)
+	if err != nil {
+		t.Fatalf("Result(%d): %v", id, err)
+	}
+	return st, res
+}
+
+// schemaParams asks for greedy output constrained by a JSON schema.
+func schemaParams(schema string) map[string]any {
+	return map[string]any{
+		"temperature": 0,
+		"max_tokens":  200,
+		"response_format": map[string]any{
+			"type":        "json_schema",
+			"json_schema": map[string]any{"name": "reply", "schema": json.RawMessage(schema)},
+		},
+	}
+}
+
+// callSchema is the schema of one tool call named name with arguments args.
+func callSchema(name, args string) string {
+	return fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%q},"arguments":%s},"required":["name","arguments"]}`, name, args)
+}
+
+const (
+	lookupArgs = `{"type":"object","properties":{"q":{"type":"string","maxLength":8}},"required":["q"]}`
+	reportArgs = `{"type":"object","properties":{"confidence":{"type":"integer","minimum":0,"maximum":9}},"required":["confidence"]}`
+)
+
+var (
+	lookupTool = ToolDef{Type: "function", Function: ToolFunctionDef{Name: "lookup", Description: "Look a word up.",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}}}
+	reportTool = ToolDef{Type: "function", Function: ToolFunctionDef{Name: "report", Description: "Report your confidence."}}
+)
+
+func TestE2EJobLifecycle(t *testing.T) {
+	w := tinyWorker(t, 2, nil, nil)
+	st := w.WorkerStatus()
+	if st.LastReadyAt.IsZero() || st.PID == 0 || st.SlotsTotal != 2 || st.SlotsUsed != 0 {
+		t.Fatalf("READY status: %+v", st)
+	}
+	for want := int64(1); want <= 2; want++ {
+		id, err := w.Submit(Job{Name: "story", SystemPrompt: "Tell a story.", UserPrompt: "Once upon a time",
+			Params: map[string]any{"temperature": 0, "max_tokens": 12}})
+		if err != nil || id != want {
+			t.Fatalf("Submit = %d, %v; want id %d", id, err, want)
+		}
+		rs, res := finish(t, w, id)
+		if rs.State != RequestCompleted || rs.TokensReceived == 0 || rs.DispatchedAt.IsZero() || rs.FirstTokenAt.IsZero() {
+			t.Fatalf("status: %+v", rs)
+		}
+		if res.State != RequestCompleted || res.JobName != "story" || res.Text == "" || res.FailReason != "" ||
+			(res.FinishReason != FinishStop && res.FinishReason != FinishMaxToken) {
+			t.Fatalf("result: %+v", res)
+		}
+		// Released on read.
+		if _, err := w.Result(id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("second Result: %v, want ErrNotFound", err)
+		}
+		if _, err := w.Status(id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Status after release: %v, want ErrNotFound", err)
+		}
+	}
+	if st := w.WorkerStatus(); st.SlotsUsed != 0 || len(st.ActiveRequestIDs) != 0 {
+		t.Fatalf("slots not freed: %+v", st)
+	}
+	// Stop leaves nothing of the child's process group.
+	pid := w.WorkerStatus().PID
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := liveGroupMembers(pid); len(left) > 0 {
+		t.Fatalf("processes survived Stop: %v", left)
+	}
+}
+
+// blockingRunner is a ToolRunner that holds every call until released.
+type blockingRunner struct {
+	entered chan ToolInvocation
+	release chan struct{}
+}
+
+func newBlockingRunner() *blockingRunner {
+	return &blockingRunner{entered: make(chan ToolInvocation, 16), release: make(chan struct{})}
+}
+
+func (b *blockingRunner) RunTool(ctx context.Context, call ToolInvocation) (any, error) {
+	b.entered <- call
+	select {
+	case <-b.release:
+		return "ok", nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// toolParams forces one call of lookup per reply.
+var toolParams = schemaParams(`{"type":"object","properties":{"tool_calls":{"type":"array","prefixItems":[` +
+	callSchema("lookup", lookupArgs) + `]}},"required":["tool_calls"]}`)
+
+// heldRequest submits a request that sits in a blocking tool call, holding
+// its slot deterministically.
+func heldRequest(t *testing.T, w *Worker, b *blockingRunner) int64 {
+	t.Helper()
+	id, err := w.Submit(Job{Name: "held", UserPrompt: "Look up cat.", Params: toolParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.entered:
+	case <-time.After(jobTimeout):
+		t.Fatalf("request %d never called its tool", id)
+	}
+	if st, _ := w.Status(id); st.State != RequestToolRunning {
+		t.Fatalf("held request state %s, want tool_running", st.State)
+	}
+	return id
+}
+
+func TestE2ENoSlotAvailable(t *testing.T) {
+	b := newBlockingRunner()
+	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
+		c.NormalTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookupTool}, b, 1
+	})
+	id := heldRequest(t, w, b)
+	if _, err := w.Submit(Job{UserPrompt: "x"}); !errors.Is(err, ErrNoSlotAvailable) {
+		t.Fatalf("Submit with all slots busy: %v, want ErrNoSlotAvailable", err)
+	}
+	if _, err := w.Result(id); !errors.Is(err, ErrNotFinished) {
+		t.Fatalf("Result in flight: %v, want ErrNotFinished", err)
+	}
+	// Cancel frees the slot at once.
+	if !w.Cancel(id) {
+		t.Fatal("Cancel of a request in flight reported false")
+	}
+	st, res := finish(t, w, id)
+	if st.State != RequestCanceled || res.FinishReason != FinishCanceled || res.FailReason != FailCanceled {
+		t.Fatalf("canceled: %+v / %+v", st, res)
+	}
+	if w.Cancel(id) {
+		t.Fatal("Cancel of a released request reported true")
+	}
+	id2, err := w.Submit(Job{UserPrompt: "Once upon a time", Params: map[string]any{"max_tokens": 4}})
+	if err != nil || id2 != id+1 {
+		t.Fatalf("Submit after cancel = %d, %v", id2, err)
+	}
+	if _, res := finish(t, w, id2); res.State != RequestCompleted {
+		t.Fatalf("after cancel: %+v", res)
+	}
+}
+
+func TestE2EToolLoopAndExitTools(t *testing.T) {
+	var mu sync.Mutex
+	var calls []ToolInvocation
+	runner := ToolRunnerFunc(func(_ context.Context, c ToolInvocation) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, c)
+		return map[string]any{"definition": "a small animal", "n": len(calls)}, nil
+	})
+	w := tinyWorker(t, 1, []string{"--log-requests"}, func(c *WorkerConfig) {
+		c.NormalTools, c.ExitTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookupTool}, []ToolDef{reportTool}, runner, 2
+	})
+
+	t.Run("loop until the budget is spent", func(t *testing.T) {
+		// Every reply calls lookup and report: two tool rounds run, the
+		// third reply finds the budget spent.
+		params := schemaParams(`{"type":"object","properties":{"tool_calls":{"type":"array","prefixItems":[` +
+			callSchema("lookup", lookupArgs) + `,` + callSchema("report", reportArgs) + `]}},"required":["tool_calls"]}`)
+		id, err := w.Submit(Job{Name: "tools", UserPrompt: "What is a cat?", Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, res := finish(t, w, id)
+		if res.State != RequestCompleted || res.FinishReason != FinishToolBudget || st.ToolItersLeft != 0 {
+			t.Fatalf("status %+v result %+v", st, res)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2 {
+			t.Fatalf("runner called %d times, want 2: %+v", len(calls), calls)
+		}
+		for _, c := range calls {
+			if _, ok := c.Arguments["q"].(string); c.Name != "lookup" || !ok || c.RequestID != id || c.JobName != "tools" {
+				t.Errorf("tool call %+v", c)
+			}
+		}
+		// One signal per reply, recorded on status and result alike.
+		if len(res.Signals) != 3 || len(st.Signals) != 3 {
+			t.Fatalf("signals: result %+v status %+v, want 3", res.Signals, st.Signals)
+		}
+		for _, s := range res.Signals {
+			if _, ok := s.Arguments["confidence"].(float64); s.ToolName != "report" || !ok || s.EmittedAt.IsZero() {
+				t.Errorf("signal %+v", s)
+			}
+		}
+		// The child saw three requests: the BIOS counted the budget down
+		// and the continuations carried the tool results.
+		logs := strings.Join(w.DebugInfo().RecentLogs, "\n")
+		for _, want := range []string{"at most 2 more tool rounds", "at most 1 more tool rounds", "no tool rounds are left", `tool_results`, `a small animal`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("child never received %q", want)
+			}
+		}
+	})
+
+	t.Run("exit tool does not change control flow", func(t *testing.T) {
+		params := schemaParams(`{"type":"object","properties":{"tool_calls":{"type":"array","prefixItems":[` +
+			callSchema("report", reportArgs) + `]},"content":{"type":"string","minLength":1,"maxLength":20}},"required":["tool_calls","content"]}`)
+		id, err := w.Submit(Job{Name: "signal", UserPrompt: "Say hi.", Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, res := finish(t, w, id)
+		if res.State != RequestCompleted || res.FinishReason != FinishStop || res.Text == "" {
+			t.Fatalf("result %+v", res)
+		}
+		if len(res.Signals) != 1 || res.Signals[0].ToolName != "report" {
+			t.Fatalf("signals %+v", res.Signals)
+		}
+	})
+}
+
+func TestE2EToolFailures(t *testing.T) {
+	runner := ToolRunnerFunc(func(context.Context, ToolInvocation) (any, error) {
+		return nil, errors.New("dictionary offline")
+	})
+	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
+		c.NormalTools, c.ToolRunner = []ToolDef{lookupTool}, runner
+	})
+	id, err := w.Submit(Job{UserPrompt: "What is a cat?", Params: toolParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res := finish(t, w, id); res.FailReason != FailToolExecution || !strings.Contains(res.FailDetail, "dictionary offline") || res.FinishReason != FinishFailed {
+		t.Fatalf("runner error: %+v", res)
+	}
+	// A call of a tool that does not exist is real model output that the
+	// strict parser refuses.
+	bad := schemaParams(`{"type":"object","properties":{"tool_calls":{"type":"array","prefixItems":[` +
+		callSchema("format_disk", lookupArgs) + `]}},"required":["tool_calls"]}`)
+	id, err = w.Submit(Job{UserPrompt: "What is a cat?", Params: bad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res := finish(t, w, id); res.FailReason != FailToolParse || !strings.Contains(res.FailDetail, "format_disk") {
+		t.Fatalf("unknown tool: %+v", res)
+	}
+	// Only the requests failed; the worker never restarted.
+	if st := w.WorkerStatus(); st.State != WorkerReady || st.RestartCount != 0 {
+		t.Fatalf("worker after tool failures: %+v", st)
+	}
+}
+
+func TestE2ERepeatedLine(t *testing.T) {
+	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
+		c.RepeatedLine = RepeatedLineGuard{MinChars: 16, Repeats: 4}
+	})
+	// An array of one long constant string, many times: the grammar allows
+	// a line break between tokens and the logit bias makes the model take
+	// it, so the same line comes again and again.
+	nl := newlineToken(t, w)
+	params := schemaParams(`{"type":"array","items":{"const":"the cat sat on the mat again"},"minItems":40}`)
+	params["logit_bias"] = map[string]any{fmt.Sprint(nl): 100}
+	params["max_tokens"] = 400
+	id, err := w.Submit(Job{UserPrompt: "Repeat.", Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, res := finish(t, w, id)
+	if res.State != RequestFailed || res.FailReason != FailRepeatedLine || !strings.Contains(res.FailDetail, "the cat sat on the mat again") {
+		t.Fatalf("status %+v result %+v", st, res)
+	}
+	if strings.Count(res.Text, "the cat sat on the mat again") < 4 {
+		t.Fatalf("partial text has fewer than 4 repeats: %q", res.Text)
+	}
+	if st := w.WorkerStatus(); st.State != WorkerReady || st.RestartCount != 0 || st.SlotsUsed != 0 {
+		t.Fatalf("worker after loop kill: %+v", st)
+	}
+}
+
+// newlineToken asks the child for the token id of "\n".
+func newlineToken(t *testing.T, w *Worker) int {
+	t.Helper()
+	var out struct {
+		Tokens []int `json:"tokens"`
+	}
+	postJSON(t, w.baseURL+"/tokenize", map[string]any{"content": "\n"}, &out)
+	if len(out.Tokens) == 0 {
+		t.Fatal(`tokenize "\n": no tokens`)
+	}
+	return out.Tokens[len(out.Tokens)-1]
+}
+
+func TestE2EParamsPassThrough(t *testing.T) {
+	w := tinyWorker(t, 1, []string{"--log-requests"}, nil)
+	id, err := w.Submit(Job{UserPrompt: "Once upon a time", Params: map[string]any{
+		"aaa_unknown_knob": map[string]any{"nested": []int{7, 8}},
+		"temperature":      0,
+		"max_tokens":       3,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res := finish(t, w, id); res.State != RequestCompleted {
+		t.Fatalf("result %+v", res)
+	}
+	var line string
+	for _, l := range w.DebugInfo().RecentLogs {
+		if strings.Contains(l, "request body") && strings.Contains(l, "aaa_unknown_knob") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no logged request body with the unknown key: %q", w.DebugInfo().RecentLogs)
+	}
+	for _, want := range []string{"nested", "[7,8]", "max_tokens", "stream"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("logged body lacks %q: %s", want, line)
+		}
+	}
+}
+
+func TestE2EKillNineIsServerDied(t *testing.T) {
+	b := newBlockingRunner()
+	w := tinyWorker(t, 2, nil, func(c *WorkerConfig) {
+		c.NormalTools, c.ToolRunner = []ToolDef{lookupTool}, b
+	})
+	old := w.WorkerStatus().PID
+	id := heldRequest(t, w, b)
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTerminal(t, w, id, jobTimeout)
+	if st.State != RequestFailed || st.FailReason != FailServerDied || !strings.Contains(st.FailDetail, "killed") {
+		t.Fatalf("in-flight request after kill -9: %+v", st)
+	}
+	ws := waitState(t, w, WorkerReady, readyTimeout)
+	if ws.PID == old || ws.RestartCount != 1 || !strings.HasPrefix(ws.LastError, "server_died") {
+		t.Fatalf("after restart: %+v", ws)
+	}
+	if alive(old) || len(liveGroupMembers(old)) > 0 {
+		t.Fatalf("old child %d or its group survived", old)
+	}
+	dbg := w.DebugInfo()
+	if len(dbg.RecentRestartReasons) != 1 || dbg.RecentRestartReasons[0].Reason != FailServerDied {
+		t.Fatalf("restart records: %+v", dbg.RecentRestartReasons)
+	}
+	// The new child serves.
+	id, err := w.Submit(Job{UserPrompt: "Once upon a time", Params: map[string]any{"max_tokens": 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res := finish(t, w, id); res.State != RequestCompleted {
+		t.Fatalf("after restart: %+v", res)
+	}
+}

@@ -1,0 +1,141 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// waitState waits for the worker to reach state.
+func waitState(t *testing.T, w *Worker, state WorkerState, timeout time.Duration) WorkerStatus {
+	t.Helper()
+	var st WorkerStatus
+	waitFor(t, timeout, fmt.Sprintf("worker %s to be %s", w.Name(), state), func() bool {
+		st = w.WorkerStatus()
+		return st.State == state
+	})
+	return st
+}
+
+// waitTerminal waits for a request to reach a terminal state.
+func waitTerminal(t *testing.T, w *Worker, id int64, timeout time.Duration) RequestStatus {
+	t.Helper()
+	var st RequestStatus
+	waitFor(t, timeout, fmt.Sprintf("request %d to finish", id), func() bool {
+		var err error
+		st, err = w.Status(id)
+		if err != nil {
+			t.Fatalf("Status(%d): %v", id, err)
+		}
+		return st.State.Terminal()
+	})
+	return st
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// liveGroupMembers lists the pids of live (non-zombie) processes in group
+// pgid.
+func liveGroupMembers(pgid int) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		st, err := parseProcStat(b)
+		if err != nil || st.pgrp != pgid || st.state == 'Z' {
+			continue
+		}
+		var pid int
+		fmt.Sscan(filepath.Base(d), &pid)
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	st, err := parseProcStat(b)
+	return err == nil && st.state != 'Z'
+}
+
+// stopWorker stops w at the end of a test.
+func stopWorker(t *testing.T, w *Worker) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+}
+
+// fastTimeouts is a profile for tests: quick probes and restarts.
+func fastTimeouts() TimeoutProfile {
+	return TimeoutProfile{
+		Connect: 2 * time.Second, Headers: 30 * time.Second,
+		PrefillLiveness: 30 * time.Second, IdleStream: 30 * time.Second,
+		ProbeInterval: 50 * time.Millisecond, RestartBackoff: 10 * time.Millisecond,
+		RestartWindow: time.Hour, MaxRestartsPerWindow: 5,
+	}
+}
+
+// postJSON posts body as JSON to url and decodes a 200 answer into out.
+func postJSON(t *testing.T, url string, body, out any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: status %d: %s", url, resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("POST %s: decode %s: %v", url, data, err)
+	}
+}

@@ -1,0 +1,274 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// doJSON does an HTTP request and decodes the JSON answer into out (if not
+// nil), returning the status code.
+func doJSON(t *testing.T, method, url string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, url, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func TestE2EHTTPFace(t *testing.T) {
+	b := newBlockingRunner()
+	bin := corralBinary(t)
+	model := testmodel.Path(t, testmodel.Stories260K)
+	cfg := WorkerConfig{
+		Name: "w1", Model: "tiny", Port: freePort(t), Slots: 1, Timeouts: fastTimeouts(),
+		Command:    append(DefaultServeCommand(bin), "-m", model, "--chat-template", "chatml", "-t", "1", "-c", "2048"),
+		ToolFormat: ToolFormatJSON, NormalTools: []ToolDef{lookupTool}, ToolRunner: b, MaxToolIterations: 1,
+	}
+	sup, err := New([]WorkerConfig{cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sup.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	srv := httptest.NewServer(sup.Handler())
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	waitState(t, sup.Worker("w1"), WorkerReady, readyTimeout)
+
+	var workers struct{ Workers []WorkerStatus }
+	if code := doJSON(t, "GET", srv.URL+"/v1/workers", nil, &workers); code != 200 || len(workers.Workers) != 1 || workers.Workers[0].State != WorkerReady {
+		t.Fatalf("GET /v1/workers: %d %+v", code, workers)
+	}
+
+	// A job by model, polled to completion, read once.
+	var sub struct {
+		OK        bool   `json:"ok"`
+		RequestID int64  `json:"request_id"`
+		Worker    string `json:"worker"`
+		Error     string `json:"error"`
+	}
+	job := map[string]any{"job_name": "j", "model": "tiny", "user_prompt": "Once upon a time", "params": map[string]any{"max_tokens": 5}}
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &sub); code != 200 || !sub.OK || sub.RequestID != 1 || sub.Worker != "w1" {
+		t.Fatalf("POST /v1/jobs: %d %+v", code, sub)
+	}
+	jobURL := fmt.Sprintf("%s/v1/jobs/%d", srv.URL, sub.RequestID)
+	waitFor(t, jobTimeout, "the job to finish", func() bool {
+		var st JobStatus
+		doJSON(t, "GET", jobURL, nil, &st)
+		return st.State.Terminal()
+	})
+	var res JobResult
+	if code := doJSON(t, "GET", jobURL+"/result", nil, &res); code != 200 || res.State != RequestCompleted || res.RequestID != 1 || res.Worker != "w1" || res.WorkerRequestID != 1 || res.Text == "" {
+		t.Fatalf("GET result: %d %+v", code, res)
+	}
+	var nf struct {
+		OK    bool
+		Error string
+	}
+	if code := doJSON(t, "GET", jobURL+"/result", nil, &nf); code != 404 || nf.Error != "NOT_FOUND" {
+		t.Fatalf("second GET result: %d %+v", code, nf)
+	}
+	if code := doJSON(t, "GET", jobURL, nil, &nf); code != 404 || nf.Error != "NOT_FOUND" {
+		t.Fatalf("GET status after release: %d %+v", code, nf)
+	}
+
+	// Hold the only slot in a tool call: jobs and chat completions are
+	// turned away at once.
+	held := map[string]any{"worker": "w1", "user_prompt": "Look up cat.", "params": toolParams}
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", held, &sub); code != 200 || !sub.OK {
+		t.Fatalf("POST held job: %d %+v", code, sub)
+	}
+	<-b.entered
+	heldURL := fmt.Sprintf("%s/v1/jobs/%d", srv.URL, sub.RequestID)
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &sub); code != 429 || sub.OK || sub.Error != "NO_SLOT_AVAILABLE" {
+		t.Fatalf("POST with no slot: %d %+v", code, sub)
+	}
+	var oaiErr struct {
+		Error struct{ Code, Type string }
+	}
+	chatBody := map[string]any{"model": "tiny", "messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 4}
+	if code := doJSON(t, "POST", srv.URL+"/v1/chat/completions", chatBody, &oaiErr); code != 429 || oaiErr.Error.Code != "no_slot_available" {
+		t.Fatalf("chat with no slot: %d %+v", code, oaiErr)
+	}
+	if code := doJSON(t, "GET", heldURL+"/result", nil, &nf); code != 409 || nf.Error != "NOT_FINISHED" {
+		t.Fatalf("result in flight: %d %+v", code, nf)
+	}
+	var canceled struct{ OK bool }
+	if code := doJSON(t, "DELETE", heldURL, nil, &canceled); code != 200 || !canceled.OK {
+		t.Fatalf("DELETE: %d %+v", code, canceled)
+	}
+	if code := doJSON(t, "GET", heldURL+"/result", nil, &res); code != 200 || res.State != RequestCanceled {
+		t.Fatalf("canceled result: %d %+v", code, res)
+	}
+
+	// Chat completions are routed, streaming or not.
+	var completion struct {
+		Choices []struct{ Message struct{ Content string } }
+	}
+	if code := doJSON(t, "POST", srv.URL+"/v1/chat/completions", chatBody, &completion); code != 200 || len(completion.Choices) != 1 {
+		t.Fatalf("routed chat: %d %+v", code, completion)
+	}
+	chatBody["stream"] = true
+	bb, _ := json.Marshal(chatBody)
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(bb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var events int
+	var done bool
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			events++
+			done = done || sc.Text() == "data: [DONE]"
+		}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || events < 2 || !done {
+		t.Fatalf("routed stream: status %d type %q, %d events, done %v", resp.StatusCode, resp.Header.Get("Content-Type"), events, done)
+	}
+	chatBody["model"] = "nope"
+	if code := doJSON(t, "POST", srv.URL+"/v1/chat/completions", chatBody, &oaiErr); code != 404 || oaiErr.Error.Code != "model_not_found" {
+		t.Fatalf("unknown model: %d %+v", code, oaiErr)
+	}
+	if st := sup.Worker("w1").WorkerStatus(); st.SlotsUsed != 0 {
+		t.Fatalf("proxied requests left slots used: %+v", st)
+	}
+
+	var dbg WorkerDebugInfo
+	if code := doJSON(t, "GET", srv.URL+"/v1/workers/w1/debug", nil, &dbg); code != 200 || len(dbg.RecentLogs) == 0 {
+		t.Fatalf("debug: %d %+v", code, dbg)
+	}
+	if code := doJSON(t, "GET", srv.URL+"/v1/workers/nope/debug", nil, &nf); code != 404 {
+		t.Fatalf("debug of unknown worker: %d", code)
+	}
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", map[string]any{"user_prompt": "x", "typo_field": 1}, &nf); code != 400 {
+		t.Fatalf("job with an unknown field: %d", code)
+	}
+}
+
+// TestE2ESupervisorKilled runs `corral supervise` as a child and ends it
+// with SIGTERM (graceful) or SIGKILL: its worker must not outlive it.
+func TestE2ESupervisorKilled(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) { superviseAndSignal(t, sig) })
+	}
+}
+
+func superviseAndSignal(t *testing.T, sig syscall.Signal) {
+	bin := corralBinary(t)
+	model := testmodel.Path(t, testmodel.Stories260K)
+	port := freePort(t)
+	conf := fmt.Sprintf(`
+port: %d
+workers:
+  - name: tiny
+    port: %d
+    args: [-m, %q, --chat-template, chatml, -t, "1", -c, "2048"]
+    timeouts: {probe_interval: 50ms}
+`, port, freePort(t), model)
+	path := filepath.Join(t.TempDir(), "supervise.yaml")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "supervise", "--config", path)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		http.DefaultClient.CloseIdleConnections()
+		if t.Failed() {
+			t.Logf("supervise output:\n%s", logs.String())
+		}
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var pid int
+	waitFor(t, readyTimeout, "the supervised worker to be ready", func() bool {
+		resp, err := http.Get(base + "/v1/workers")
+		if err != nil {
+			return false // not listening yet
+		}
+		defer resp.Body.Close()
+		var ws struct{ Workers []WorkerStatus }
+		if json.NewDecoder(resp.Body).Decode(&ws) != nil || len(ws.Workers) != 1 {
+			return false
+		}
+		pid = ws.Workers[0].PID
+		return ws.Workers[0].State == WorkerReady
+	})
+	if !alive(pid) {
+		t.Fatalf("worker pid %d not alive while READY", pid)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	waited = true
+	if sig == syscall.SIGTERM {
+		// A graceful stop returns only after the worker was reaped.
+		if err != nil {
+			t.Fatalf("supervise after SIGTERM: %v", err)
+		}
+		if alive(pid) || len(liveGroupMembers(pid)) > 0 {
+			t.Fatalf("worker %d outlived a graceful stop", pid)
+		}
+		return
+	}
+	// After SIGKILL, the kernel delivers the parent-death signal.
+	waitFor(t, 30*time.Second, fmt.Sprintf("worker %d to die with its supervisor", pid), func() bool {
+		return !alive(pid) && len(liveGroupMembers(pid)) == 0
+	})
+}

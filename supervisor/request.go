@@ -1,0 +1,255 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"time"
+)
+
+// maxEventBytes bounds one server-sent event line from the child.
+const maxEventBytes = 4 << 20
+
+// request is the record of one submitted job. id, job, proc and cancel are
+// fixed at creation; everything else is guarded by Worker.mu.
+type request struct {
+	id     int64
+	job    Job
+	proc   *process // the child current at submit
+	cancel context.CancelCauseFunc
+
+	state                       RequestState
+	created, started, completed time.Time
+	tl                          timeline        // the current turn
+	text                        strings.Builder // the current turn's text
+	outputChars, tokens         int
+	firstToken                  time.Time
+	toolItersLeft               int
+	signals                     []ExitSignal
+	finish                      FinishReason
+	failReason                  FailReason
+	failDetail                  string
+	resultText                  string
+}
+
+// turn is one streamed upstream response.
+type turn struct {
+	text      string
+	toolCalls []ToolCall // native format only
+	finish    FinishReason
+}
+
+// streamChunk is the part of an OpenAI chat.completion.chunk corral reads.
+type streamChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content   string          `json:"content"`
+			ToolCalls []toolCallDelta `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Error json.RawMessage `json:"error"`
+}
+
+// payload merges the fields the worker controls into a copy of params:
+// messages, stream, tools (native format), and the defaults model and
+// max_tokens when params does not set them. Other keys pass through.
+func (w *Worker) payload(params map[string]any, msgs []ChatMessage) map[string]any {
+	p := make(map[string]any, len(params)+4)
+	maps.Copy(p, params)
+	p["messages"] = msgs
+	p["stream"] = true
+	delete(p, "tools")
+	if w.cfg.ToolFormat == ToolFormatNative {
+		if tools := append(append([]ToolDef(nil), w.cfg.NormalTools...), w.cfg.ExitTools...); len(tools) > 0 {
+			p["tools"] = tools
+		}
+	}
+	if _, ok := p["model"]; !ok {
+		p["model"] = w.cfg.Model
+	}
+	_, hasMax := p["max_tokens"]
+	_, hasMaxCompletion := p["max_completion_tokens"]
+	if !hasMax && !hasMaxCompletion && w.cfg.MaxTokens > 0 {
+		p["max_tokens"] = w.cfg.MaxTokens
+	}
+	return p
+}
+
+// touch updates r's timeline under the lock.
+func (w *Worker) touch(r *request, f func(t *timeline, now time.Time)) {
+	now := time.Now()
+	w.mu.Lock()
+	f(&r.tl, now)
+	w.mu.Unlock()
+}
+
+// stampReader records the time of every read that returned bytes.
+type stampReader struct {
+	r      io.Reader
+	onData func()
+}
+
+func (s stampReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.onData()
+	}
+	return n, err
+}
+
+// streamTurn posts one chat completion with stream=true and reads it to the
+// end, recording progress for the timeout checks and feeding the
+// repeated-line detector.
+func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn, error) {
+	now := time.Now()
+	w.mu.Lock()
+	r.tl = timeline{dispatched: now}
+	if r.started.IsZero() {
+		r.started = now
+	}
+	r.text.Reset()
+	w.mu.Unlock()
+
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
+		w.touch(r, func(t *timeline, now time.Time) { t.connected = now })
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
+		http.MethodPost, w.baseURL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return turn{}, fail(FailUnknown, "build request: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return turn{}, w.transportFailure(ctx, r, err)
+	}
+	defer resp.Body.Close()
+	w.touch(r, func(t *timeline, now time.Time) { t.headers = now })
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return turn{}, fail(FailUpstream, "status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+
+	sc := bufio.NewScanner(stampReader{resp.Body, func() {
+		w.touch(r, func(t *timeline, now time.Time) { t.lastByte = now })
+	}})
+	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
+	loop := lineLoopDetector{guard: w.cfg.RepeatedLine}
+	var (
+		t    turn
+		acc  toolCallAccumulator
+		text strings.Builder
+		done bool
+	)
+	for !done && sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue // blank separators, comments, event names
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			done = true
+			break
+		}
+		var c streamChunk
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return turn{}, fail(FailUpstream, "bad stream event %.200q: %v", data, err)
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			return turn{}, fail(FailUpstream, "error event: %.500s", c.Error)
+		}
+		if len(c.Choices) == 0 {
+			continue // usage-only chunk
+		}
+		ch := c.Choices[0]
+		for _, d := range ch.Delta.ToolCalls {
+			if err := acc.add(d); err != nil {
+				return turn{}, &failure{FailToolParse, err.Error()}
+			}
+		}
+		if ch.Delta.Content != "" || len(ch.Delta.ToolCalls) > 0 {
+			w.progress(r, ch.Delta.Content)
+			text.WriteString(ch.Delta.Content)
+			if line, looping := loop.Feed(ch.Delta.Content); looping {
+				return turn{}, fail(FailRepeatedLine, "line repeated %d times: %.200q", w.cfg.RepeatedLine.Repeats, line)
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			t.finish = FinishStop
+			if *ch.FinishReason == "length" {
+				t.finish = FinishMaxToken
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return turn{}, fail(FailUpstream, "stream event longer than %d bytes", maxEventBytes)
+		}
+		return turn{}, w.transportFailure(ctx, r, err)
+	}
+	if !done && t.finish == "" {
+		return turn{}, w.transportFailure(ctx, r, io.ErrUnexpectedEOF)
+	}
+	if t.finish == "" {
+		t.finish = FinishStop
+	}
+	t.text, t.toolCalls = text.String(), acc.calls
+	return t, nil
+}
+
+// progress accounts one content-bearing chunk.
+func (w *Worker) progress(r *request, content string) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.tl.firstToken.IsZero() {
+		r.tl.firstToken = now
+	}
+	if r.firstToken.IsZero() {
+		r.firstToken = now
+	}
+	r.tokens++
+	r.outputChars += len(content)
+	r.text.WriteString(content)
+}
+
+// transportFailure handles a broken connection to the child. If the request
+// was canceled, its cause is the error. Otherwise the child either died
+// (the supervision loop restarts it with server_died) or is alive but
+// unreachable, in which case the worker is asked to restart. Either way the
+// restart fails this request, so it waits for that and returns the cause.
+func (w *Worker) transportFailure(ctx context.Context, r *request, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	w.mu.Lock()
+	reason := FailConnectionLost
+	if r.tl.connected.IsZero() {
+		reason = FailConnectFailed
+	}
+	w.mu.Unlock()
+	// The child may be exiting right now: give its exit the connect timeout
+	// to be seen, so that a crash is reported as server_died.
+	grace := time.NewTimer(w.cfg.Timeouts.Connect)
+	defer grace.Stop()
+	select {
+	case <-ctx.Done():
+	case <-r.proc.done:
+	case <-grace.C:
+		select {
+		case w.kick <- restartRequest{r.proc, reason, err.Error()}:
+		case <-ctx.Done():
+		}
+	}
+	<-ctx.Done()
+	return context.Cause(ctx)
+}

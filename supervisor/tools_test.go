@@ -1,0 +1,138 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func knownTools(names ...string) func(string) bool {
+	return func(n string) bool {
+		for _, k := range names {
+			if n == k {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestParseJSONToolReply(t *testing.T) {
+	known := knownTools("lookup", "done")
+	calls, content, isTools, err := parseJSONToolReply(
+		` {"tool_calls":[{"name":"lookup","arguments":{"q":"cat"}},{"name":"done","arguments":{}}],"content":"hi"}`+"\n", known)
+	if err != nil || !isTools {
+		t.Fatalf("valid envelope: isTools=%v err=%v", isTools, err)
+	}
+	want := []call{{id: "call_1", name: "lookup", args: map[string]any{"q": "cat"}}, {id: "call_2", name: "done", args: map[string]any{}}}
+	if !reflect.DeepEqual(calls, want) || content != "hi" {
+		t.Fatalf("calls = %+v content = %q, want %+v and hi", calls, content, want)
+	}
+
+	if calls, content, isTools, err := parseJSONToolReply("Plain answer {not json}", known); isTools || err != nil || calls != nil || content != "Plain answer {not json}" {
+		t.Fatalf("plain text: %v %q %v %v", calls, content, isTools, err)
+	}
+
+	bad := map[string]string{
+		"not json":          `{tool_calls: []}`,
+		"truncated":         `{"tool_calls":[{"name":"lookup","arguments":{"q":"c`,
+		"unknown key":       `{"tool_calls":[{"name":"lookup","arguments":{}}],"extra":1}`,
+		"unknown call key":  `{"tool_calls":[{"name":"lookup","arguments":{},"id":"x"}]}`,
+		"trailing data":     `{"tool_calls":[{"name":"lookup","arguments":{}}]} and more`,
+		"two objects":       `{"tool_calls":[{"name":"lookup","arguments":{}}]}{}`,
+		"no tool_calls":     `{"content":"x"}`,
+		"empty tool_calls":  `{"tool_calls":[]}`,
+		"unknown tool":      `{"tool_calls":[{"name":"rm_rf","arguments":{}}]}`,
+		"no name":           `{"tool_calls":[{"arguments":{}}]}`,
+		"array arguments":   `{"tool_calls":[{"name":"lookup","arguments":[1]}]}`,
+		"string arguments":  `{"tool_calls":[{"name":"lookup","arguments":"{}"}]}`,
+		"missing arguments": `{"tool_calls":[{"name":"lookup"}]}`,
+	}
+	for name, reply := range bad {
+		t.Run(name, func(t *testing.T) {
+			_, _, isTools, err := parseJSONToolReply(reply, known)
+			if !isTools || err == nil {
+				t.Fatalf("isTools=%v err=%v, want a parse error", isTools, err)
+			}
+		})
+	}
+}
+
+func TestToolCallAccumulator(t *testing.T) {
+	var a toolCallAccumulator
+	deltas := []toolCallDelta{
+		{Index: 0, ID: "a"}, {Index: 0}, {Index: 1, ID: "b"}, {Index: 1},
+	}
+	deltas[0].Function.Name = "look"
+	deltas[1].Function.Name = "up"
+	deltas[1].Function.Arguments = `{"q":`
+	deltas[2].Function.Name = "done"
+	deltas[3].Function.Arguments = `{}`
+	for _, d := range deltas {
+		if err := a.add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.calls[0].Function.Arguments += `"x"}`
+	calls, err := parseNativeCalls(a.calls, knownTools("lookup", "done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []call{{id: "a", name: "lookup", args: map[string]any{"q": "x"}}, {id: "b", name: "done", args: map[string]any{}}}
+	if !reflect.DeepEqual(calls, want) {
+		t.Fatalf("calls = %+v, want %+v", calls, want)
+	}
+	if err := a.add(toolCallDelta{Index: 5}); err == nil {
+		t.Error("out-of-order index accepted")
+	}
+}
+
+func TestParseNativeCallsFillsIDs(t *testing.T) {
+	tcs := []ToolCall{{Type: "function", Function: ToolCallFunction{Name: "done", Arguments: "{}"}}}
+	calls, err := parseNativeCalls(tcs, knownTools("done"))
+	if err != nil || calls[0].id != "call_1" || tcs[0].ID != "call_1" {
+		t.Fatalf("calls=%+v tcs=%+v err=%v", calls, tcs, err)
+	}
+	tcs[0].Function.Arguments = "{oops"
+	if _, err := parseNativeCalls(tcs, knownTools("done")); err == nil {
+		t.Error("malformed arguments accepted")
+	}
+}
+
+func TestToolResultText(t *testing.T) {
+	if s, err := toolResultText("plain"); s != "plain" || err != nil {
+		t.Errorf("string: %q %v", s, err)
+	}
+	if s, err := toolResultText(map[string]int{"n": 2}); s != `{"n":2}` || err != nil {
+		t.Errorf("map: %q %v", s, err)
+	}
+	if _, err := toolResultText(make(chan int)); err == nil {
+		t.Error("unencodable result accepted")
+	}
+}
+
+func TestCommandTools(t *testing.T) {
+	tools := CommandTools{
+		"echo": {"cat"},
+		"fail": {"sh", "-c", "echo broken >&2; exit 3"},
+	}
+	ctx := context.Background()
+	got, err := tools.RunTool(ctx, ToolInvocation{Name: "echo", Arguments: map[string]any{"q": "x"}})
+	if err != nil || got != `{"q":"x"}` {
+		t.Fatalf("echo: %v, %v", got, err)
+	}
+	_, err = tools.RunTool(ctx, ToolInvocation{Name: "fail", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), "broken") {
+		t.Fatalf("fail: err = %v, want one carrying stderr", err)
+	}
+	if _, err := tools.RunTool(ctx, ToolInvocation{Name: "missing"}); err == nil {
+		t.Fatal("unknown tool ran")
+	}
+	var ee interface{ ExitCode() int }
+	_, err = tools.RunTool(ctx, ToolInvocation{Name: "fail", Arguments: map[string]any{}})
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("fail: err = %v, want exit status 3 wrapped", err)
+	}
+}

@@ -1,0 +1,669 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// WorkerConfig describes one worker. The YAML names are those of
+// example.yaml; fields tagged "-" are set from Go only.
+type WorkerConfig struct {
+	// Name identifies the worker in logs, routes and the BIOS.
+	Name string `yaml:"name"`
+	// Model is the model id clients ask for in chat completions and the
+	// default "model" of upstream requests. Defaults to Name.
+	Model string `yaml:"model"`
+	// Command is the child's argv. The placeholders {host}, {port},
+	// {name}, {model} and {slots} are replaced in every argument.
+	Command []string `yaml:"command"`
+	// Env is added to the inherited environment of the child.
+	Env map[string]string `yaml:"env"`
+	// Host and Port locate the child's HTTP server; the port is assigned
+	// by whoever configures the worker. Host defaults to 127.0.0.1.
+	Host string `yaml:"host"`
+	Port int    `yaml:"port"`
+	// Slots is the number of requests in flight at once. Default 1.
+	Slots int `yaml:"slots"`
+	// Timeouts defaults to DefaultTimeouts() when entirely zero.
+	Timeouts TimeoutProfile `yaml:"timeouts"`
+	// NormalTools are round-trip tools run by ToolRunner.
+	NormalTools []ToolDef  `yaml:"-"`
+	ToolRunner  ToolRunner `yaml:"-"`
+	// ExitTools are shown to the model and recorded as signals when called.
+	ExitTools []ToolDef `yaml:"exit_tools"`
+	// BIOS defaults to the package's BIOS function.
+	BIOS BiosProvider `yaml:"-"`
+	// Timezone is an IANA name for the BIOS clock. Default UTC.
+	Timezone string `yaml:"timezone"`
+	// Readiness is the probe that makes the worker READY.
+	Readiness ReadinessProbe `yaml:"readiness"`
+	// ToolFormat defaults to ToolFormatNative.
+	ToolFormat ToolFormat `yaml:"tool_format"`
+	// MaxTokens is the max_tokens sent when params set none (0: none).
+	MaxTokens int `yaml:"max_tokens"`
+	// MaxToolIterations is each request's tool-round budget. Default 8.
+	MaxToolIterations int `yaml:"max_tool_iterations"`
+	// RepeatedLine is the loop guard; the zero value disables it.
+	RepeatedLine RepeatedLineGuard `yaml:"repeated_line"`
+	// StopTimeout is how long the child may take to exit after SIGTERM
+	// before the group gets SIGKILL. Default 10s.
+	StopTimeout time.Duration `yaml:"stop_timeout"`
+	// LogLines is the size of the child's log ring buffer. Default 256.
+	LogLines int `yaml:"log_lines"`
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// maxRestartRecords bounds WorkerDebugInfo.RecentRestartReasons.
+const maxRestartRecords = 32
+
+// restartRequest asks the supervision loop to restart proc.
+type restartRequest struct {
+	proc   *process
+	reason FailReason
+	detail string
+}
+
+// Worker supervises one child server process and runs requests against it.
+// Its methods are safe for concurrent use.
+type Worker struct {
+	cfg     WorkerConfig
+	loc     *time.Location
+	argv    []string
+	env     []string
+	baseURL string
+	logs    *lineRing
+	client  *http.Client // requests to the child
+	probes  *http.Client // readiness probes
+	log     *slog.Logger
+	kick    chan restartRequest
+
+	mu           sync.Mutex
+	state        WorkerState
+	proc         *process
+	stopLoop     context.CancelFunc
+	loopDone     chan struct{}
+	nextID       int64
+	reqs         map[int64]*request
+	proxies      map[int64]context.CancelCauseFunc
+	nextProxy    int64
+	slotsUsed    int
+	restartTimes []time.Time // within the restart window
+	restartCount int
+	restarts     []RestartRecord
+	lastError    string
+	lastReadyAt  time.Time
+	liveness     time.Time // last time the child's CPU time advanced
+	cpuTicks     uint64
+	reqWG        sync.WaitGroup
+}
+
+// NewWorker checks cfg, fills its defaults and returns a stopped worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("worker: name is empty")
+	}
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, fmt.Errorf("worker %s: command is empty", cfg.Name)
+	}
+	if cfg.Port <= 0 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("worker %s: port %d out of range", cfg.Name, cfg.Port)
+	}
+	if cfg.Model == "" {
+		cfg.Model = cfg.Name
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = 1
+	}
+	if cfg.Slots < 0 {
+		return nil, fmt.Errorf("worker %s: slots %d < 0", cfg.Name, cfg.Slots)
+	}
+	if cfg.Timeouts == (TimeoutProfile{}) {
+		cfg.Timeouts = DefaultTimeouts()
+	}
+	if cfg.Timeouts.ProbeInterval <= 0 {
+		return nil, fmt.Errorf("worker %s: timeouts.probe_interval must be positive", cfg.Name)
+	}
+	if cfg.BIOS == nil {
+		cfg.BIOS = BIOS
+	}
+	if cfg.Timezone == "" {
+		cfg.Timezone = "UTC"
+	}
+	loc, err := time.LoadLocation(cfg.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: timezone: %w", cfg.Name, err)
+	}
+	switch cfg.ToolFormat {
+	case "":
+		cfg.ToolFormat = ToolFormatNative
+	case ToolFormatNative, ToolFormatJSON:
+	default:
+		return nil, fmt.Errorf("worker %s: tool_format %q is neither native nor json", cfg.Name, cfg.ToolFormat)
+	}
+	for _, t := range append(slices.Clone(cfg.NormalTools), cfg.ExitTools...) {
+		if t.Function.Name == "" {
+			return nil, fmt.Errorf("worker %s: a tool has no name", cfg.Name)
+		}
+	}
+	if cfg.MaxToolIterations == 0 {
+		cfg.MaxToolIterations = 8
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = 10 * time.Second
+	}
+	if cfg.LogLines == 0 {
+		cfg.LogLines = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	hostPort := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	transport := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: cfg.Timeouts.Connect}).DialContext,
+		MaxIdleConnsPerHost: cfg.Slots + 1,
+		DisableCompression:  true,
+	}
+	w := &Worker{
+		cfg:     cfg,
+		loc:     loc,
+		argv:    expandArgs(cfg),
+		baseURL: "http://" + hostPort,
+		logs:    newLineRing(cfg.LogLines),
+		client:  &http.Client{Transport: transport},
+		probes:  &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		log:     cfg.Logger.With("worker", cfg.Name),
+		kick:    make(chan restartRequest),
+		state:   WorkerStopped,
+		reqs:    make(map[int64]*request),
+		proxies: make(map[int64]context.CancelCauseFunc),
+	}
+	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
+		w.env = append(w.env, k+"="+cfg.Env[k])
+	}
+	return w, nil
+}
+
+// expandArgs replaces the placeholders in cfg.Command.
+func expandArgs(cfg WorkerConfig) []string {
+	r := strings.NewReplacer("{host}", cfg.Host, "{port}", strconv.Itoa(cfg.Port),
+		"{name}", cfg.Name, "{model}", cfg.Model, "{slots}", strconv.Itoa(cfg.Slots))
+	argv := make([]string, len(cfg.Command))
+	for i, a := range cfg.Command {
+		argv[i] = r.Replace(a)
+	}
+	return argv
+}
+
+// Name returns the worker's name.
+func (w *Worker) Name() string { return w.cfg.Name }
+
+// Model returns the model id the worker serves.
+func (w *Worker) Model() string { return w.cfg.Model }
+
+// Start starts the child and its supervision. It returns once the child
+// runs; the worker becomes READY when the readiness probe passes.
+func (w *Worker) Start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != WorkerStopped {
+		return fmt.Errorf("start worker %s: state is %s", w.cfg.Name, w.state)
+	}
+	p, err := startProcess(w.argv, w.env, w.logs)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.proc, w.state, w.stopLoop, w.loopDone = p, WorkerRunning, cancel, make(chan struct{})
+	w.restartTimes, w.cpuTicks, w.lastError = nil, 0, ""
+	w.log.Info("worker started", "pid", p.pid, "command", w.argv)
+	go w.supervise(ctx, p)
+	return nil
+}
+
+// Stop fails the requests in flight with worker_stopped and ends the child
+// (SIGTERM to its process group, StopTimeout, SIGKILL). It returns when the
+// child is gone and the worker's goroutines have ended, or when ctx ends.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	stop, done := w.stopLoop, w.loopDone
+	w.stopLoop = nil
+	w.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	allDone := make(chan struct{})
+	go func() {
+		<-done
+		w.reqWG.Wait()
+		close(allDone)
+	}()
+	select {
+	case <-allDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop worker %s: %w", w.cfg.Name, ctx.Err())
+	}
+}
+
+// probeResult is the outcome of one readiness probe of proc.
+type probeResult struct {
+	proc *process
+	err  error
+}
+
+// supervise is the worker's supervision loop. It alone starts, stops and
+// restarts children after Start.
+func (w *Worker) supervise(ctx context.Context, p *process) {
+	defer close(w.loopDone)
+	tick := time.NewTicker(w.cfg.Timeouts.ProbeInterval)
+	defer tick.Stop()
+	probes := make(chan probeResult, 1)
+	probing := false
+	for p != nil {
+		select {
+		case <-ctx.Done():
+			w.failAll(FailWorkerStopped, "worker stopped")
+			p.stop(w.cfg.StopTimeout)
+			p = nil
+		case <-p.done:
+			p = w.restart(ctx, p, FailServerDied, p.exitDetail())
+		case k := <-w.kick:
+			if k.proc == p {
+				p = w.restart(ctx, p, k.reason, k.detail)
+			}
+		case res := <-probes:
+			probing = false
+			if res.proc == p {
+				if v, ok := w.probed(res.err); ok {
+					p = w.restart(ctx, p, v.reason, v.detail)
+				}
+			}
+		case <-tick.C:
+			if v, ok := w.check(p); ok {
+				p = w.restart(ctx, p, v.reason, v.detail)
+			} else if !probing && w.wantProbe() {
+				probing = true
+				go func(p *process) {
+					pctx, cancel := context.WithTimeout(ctx, w.probeTimeout())
+					defer cancel()
+					probes <- probeResult{p, probeReady(pctx, w.probes, w.baseURL, w.cfg.Readiness)}
+				}(p)
+			}
+		}
+	}
+	if probing {
+		<-probes
+	}
+	<-ctx.Done()
+	w.mu.Lock()
+	w.failAllLocked(FailWorkerStopped, "worker stopped")
+	w.state, w.proc = WorkerStopped, nil
+	w.mu.Unlock()
+	w.client.CloseIdleConnections()
+	w.log.Info("worker stopped")
+}
+
+// probeTimeout bounds one readiness probe.
+func (w *Worker) probeTimeout() time.Duration {
+	if t := w.cfg.Timeouts.Headers; t > 0 {
+		return t
+	}
+	return 10 * w.cfg.Timeouts.ProbeInterval
+}
+
+// wantProbe reports whether a readiness probe is due: while starting, and
+// while READY and idle (a busy worker is judged by its requests).
+func (w *Worker) wantProbe() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state == WorkerRunning || w.state == WorkerReady && w.slotsUsed == 0
+}
+
+// probed applies a probe result; it returns a verdict when an idle READY
+// worker failed its probe.
+func (w *Worker) probed(err error) (verdict, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil && w.state == WorkerRunning:
+		w.state, w.lastReadyAt = WorkerReady, time.Now()
+		w.log.Info("worker ready", "pid", w.proc.pid)
+	case err != nil && w.state == WorkerReady && w.slotsUsed == 0:
+		return verdict{reason: FailProbe, detail: err.Error(), restart: true}, true
+	}
+	return verdict{}, false
+}
+
+// check samples the child's CPU time and judges every request in flight.
+// Requests past a request-level timeout fail here; a verdict is returned
+// when the child must be restarted.
+func (w *Worker) check(p *process) (verdict, bool) {
+	ticks, _ := groupCPU(p.pid)
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ticks != w.cpuTicks {
+		w.cpuTicks, w.liveness = ticks, now
+	}
+	for _, id := range slices.Sorted(maps.Keys(w.reqs)) {
+		r := w.reqs[id]
+		if r.state.Terminal() {
+			continue
+		}
+		v, ok := w.cfg.Timeouts.judge(now, r.started, r.tl, w.liveness)
+		if !ok {
+			continue
+		}
+		if v.restart {
+			return v, true
+		}
+		w.finishLocked(r, RequestFailed, FinishFailed, v.reason, v.detail, r.text.String())
+	}
+	return verdict{}, false
+}
+
+// restart is nuke and repave: fail every request in flight with reason,
+// stop the child's process group, wait the backoff and start a new child.
+// It returns the new child, or nil when the crash-loop limit made the
+// worker FAILED or ctx ended.
+func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, detail string) *process {
+	for {
+		now := time.Now()
+		w.mu.Lock()
+		w.failAllLocked(reason, detail)
+		w.state = WorkerRunning
+		w.lastError = string(reason) + ": " + detail
+		w.restarts = append(w.restarts, RestartRecord{Reason: reason, Detail: detail, At: now})
+		if len(w.restarts) > maxRestartRecords {
+			w.restarts = slices.Delete(w.restarts, 0, len(w.restarts)-maxRestartRecords)
+		}
+		tp := w.cfg.Timeouts
+		allowed := tp.allowRestart(w.restartTimes, now)
+		w.restartTimes = slices.DeleteFunc(w.restartTimes, func(t time.Time) bool { return now.Sub(t) >= tp.RestartWindow })
+		if allowed {
+			w.restartTimes = append(w.restartTimes, now)
+			w.restartCount++
+		}
+		w.mu.Unlock()
+		w.log.Warn("worker restart", "reason", reason, "detail", detail, "allowed", allowed)
+		if p != nil {
+			p.stop(w.cfg.StopTimeout)
+		}
+		w.client.CloseIdleConnections()
+		if !allowed {
+			w.mu.Lock()
+			w.state, w.proc = WorkerFailed, nil
+			w.lastError = fmt.Sprintf("more than %d restarts within %s; last: %s: %s",
+				tp.MaxRestartsPerWindow, tp.RestartWindow, reason, detail)
+			w.mu.Unlock()
+			w.log.Error("worker failed", "error", w.lastError)
+			return nil
+		}
+		backoff := time.NewTimer(tp.RestartBackoff)
+		select {
+		case <-ctx.Done():
+			backoff.Stop()
+			return nil
+		case <-backoff.C:
+		}
+		np, err := startProcess(w.argv, w.env, w.logs)
+		if err == nil {
+			w.mu.Lock()
+			w.proc, w.cpuTicks = np, 0
+			w.mu.Unlock()
+			w.log.Info("worker restarted", "pid", np.pid)
+			return np
+		}
+		p, reason, detail = nil, FailServerDied, err.Error()
+	}
+}
+
+// failAll is failAllLocked under the lock.
+func (w *Worker) failAll(reason FailReason, detail string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failAllLocked(reason, detail)
+}
+
+// failAllLocked fails every request in flight and cancels the proxied
+// chat completions.
+func (w *Worker) failAllLocked(reason FailReason, detail string) {
+	for _, r := range w.reqs {
+		w.finishLocked(r, RequestFailed, FinishFailed, reason, detail, r.text.String())
+	}
+	for _, cancel := range w.proxies {
+		cancel(&failure{reason, detail})
+	}
+}
+
+// finishLocked moves r to a terminal state unless it is in one already,
+// frees its slot and cancels its context (ending its upstream stream).
+func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReason, reason FailReason, detail, text string) {
+	if r.state.Terminal() {
+		return
+	}
+	r.state, r.finish, r.failReason, r.failDetail, r.resultText = state, finish, reason, detail, text
+	r.completed = time.Now()
+	w.slotsUsed--
+	if reason != "" {
+		r.cancel(&failure{reason, detail})
+	} else {
+		r.cancel(nil)
+	}
+}
+
+// Submit starts a request and returns its id at once, or ErrWorkerFailed,
+// ErrWorkerNotReady or ErrNoSlotAvailable. Ids increase by one per
+// request over the worker's lifetime, starting at 1.
+func (w *Worker) Submit(job Job) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.admitLocked(); err != nil {
+		return 0, err
+	}
+	job.Params = maps.Clone(job.Params)
+	w.nextID++
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &request{
+		id: w.nextID, job: job, proc: w.proc, cancel: cancel,
+		state: RequestRunning, created: time.Now(), toolItersLeft: w.cfg.MaxToolIterations,
+	}
+	w.reqs[r.id] = r
+	w.slotsUsed++
+	w.reqWG.Add(1)
+	go w.run(ctx, r)
+	return r.id, nil
+}
+
+// admitLocked checks that the worker can take one more request.
+func (w *Worker) admitLocked() error {
+	switch {
+	case w.state == WorkerFailed:
+		return ErrWorkerFailed
+	case w.state != WorkerReady:
+		return ErrWorkerNotReady
+	case w.slotsUsed >= w.cfg.Slots:
+		return ErrNoSlotAvailable
+	}
+	return nil
+}
+
+// run executes a request and records its outcome, unless a cancellation,
+// timeout or restart has already made it terminal.
+func (w *Worker) run(ctx context.Context, r *request) {
+	defer w.reqWG.Done()
+	text, finish, err := w.converse(ctx, r)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		w.finishLocked(r, RequestCompleted, finish, "", "", text)
+		return
+	}
+	var f *failure
+	if !errors.As(err, &f) {
+		f = &failure{FailUnknown, err.Error()}
+	}
+	w.finishLocked(r, RequestFailed, FinishFailed, f.reason, f.detail, r.text.String())
+}
+
+// Cancel cancels a request in flight (best effort: its upstream stream is
+// closed). It reports whether the request was in flight.
+func (w *Worker) Cancel(id int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.reqs[id]
+	if !ok || r.state.Terminal() {
+		return false
+	}
+	w.finishLocked(r, RequestCanceled, FinishCanceled, FailCanceled, "canceled by caller", r.text.String())
+	return true
+}
+
+// Status returns a snapshot of a request, or ErrNotFound.
+func (w *Worker) Status(id int64) (RequestStatus, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.reqs[id]
+	if !ok {
+		return RequestStatus{}, ErrNotFound
+	}
+	s := RequestStatus{
+		RequestID: r.id, JobName: r.job.Name, State: r.state,
+		CreatedAt: r.created, DispatchedAt: r.started, FirstTokenAt: r.firstToken, CompletedAt: r.completed,
+		LastProgressAt: r.tl.progressAt(w.liveness),
+		OutputChars:    r.outputChars, TokensReceived: r.tokens,
+		ToolItersLeft: r.toolItersLeft, Signals: slices.Clone(r.signals),
+		FailReason: r.failReason, FailDetail: r.failDetail, FinishReason: r.finish,
+	}
+	if !r.firstToken.IsZero() {
+		end := r.completed
+		if end.IsZero() {
+			end = time.Now()
+		}
+		if d := end.Sub(r.firstToken).Seconds(); d > 0 {
+			s.TokensPerSec = float64(r.tokens) / d
+		}
+	}
+	return s, nil
+}
+
+// Result returns the outcome of a terminal request and releases everything
+// held for it: afterwards Status and Result return ErrNotFound. A request
+// still in flight gives ErrNotFinished.
+func (w *Worker) Result(id int64) (RequestResult, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.reqs[id]
+	if !ok {
+		return RequestResult{}, ErrNotFound
+	}
+	if !r.state.Terminal() {
+		return RequestResult{}, ErrNotFinished
+	}
+	delete(w.reqs, id)
+	return RequestResult{
+		RequestID: r.id, JobName: r.job.Name, State: r.state, FinishReason: r.finish,
+		Text: r.resultText, Signals: r.signals, FailReason: r.failReason, FailDetail: r.failDetail,
+	}, nil
+}
+
+// WorkerStatus returns a snapshot of the worker.
+func (w *Worker) WorkerStatus() WorkerStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := WorkerStatus{
+		Name: w.cfg.Name, Model: w.cfg.Model, State: w.state,
+		SlotsTotal: w.cfg.Slots, SlotsUsed: w.slotsUsed, ActiveRequestIDs: []int64{},
+		RestartCount: w.restartCount, LastError: w.lastError, LastReadyAt: w.lastReadyAt,
+	}
+	if w.proc != nil {
+		s.PID = w.proc.pid
+	}
+	for id, r := range w.reqs {
+		if !r.state.Terminal() {
+			s.ActiveRequestIDs = append(s.ActiveRequestIDs, id)
+		}
+	}
+	slices.Sort(s.ActiveRequestIDs)
+	return s
+}
+
+// DebugInfo returns the child's recent output lines and restart history.
+func (w *Worker) DebugInfo() WorkerDebugInfo {
+	w.mu.Lock()
+	restarts := slices.Clone(w.restarts)
+	w.mu.Unlock()
+	if restarts == nil {
+		restarts = []RestartRecord{}
+	}
+	return WorkerDebugInfo{RecentLogs: w.logs.Lines(), RecentRestartReasons: restarts}
+}
+
+// acquire takes a slot for a proxied chat completion. The returned context
+// ends with parent or when the worker restarts; release frees the slot.
+func (w *Worker) acquire(parent context.Context) (ctx context.Context, release func(), err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.admitLocked(); err != nil {
+		return nil, nil, err
+	}
+	w.nextProxy++
+	id := w.nextProxy
+	ctx, cancel := context.WithCancelCause(parent)
+	w.proxies[id] = cancel
+	w.slotsUsed++
+	return ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.proxies, id)
+		w.slotsUsed--
+		cancel(nil)
+	}, nil
+}
+
+// Helpers for the tool loop, under the lock.
+
+func (w *Worker) toolItersLeft(r *request) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return r.toolItersLeft
+}
+
+func (w *Worker) recordSignal(r *request, s ExitSignal) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.signals = append(r.signals, s)
+}
+
+// setToolRunning switches r between RUNNING and TOOL_RUNNING; entering a
+// tool round spends one tool iteration. No upstream call is open during a
+// tool round, so its timeline is cleared.
+func (w *Worker) setToolRunning(r *request, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.state.Terminal() {
+		return
+	}
+	r.tl = timeline{}
+	if on {
+		r.state = RequestToolRunning
+		r.toolItersLeft--
+	} else {
+		r.state = RequestRunning
+	}
+}
