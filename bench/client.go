@@ -217,7 +217,6 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 	}
 
 	r := bufio.NewReader(resp.Body)
-	chunks := 0
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
@@ -233,7 +232,6 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 			}
 			if ev.content {
 				rec.Chunks = append(rec.Chunks, now)
-				chunks++
 			}
 			if ev.usage != nil {
 				rec.FromUsage = true
@@ -245,7 +243,7 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 				rec.End = now
 				break
 			}
-			if cancelAfter > 0 && chunks >= cancelAfter {
+			if cancelAfter > 0 && len(rec.Chunks) >= cancelAfter {
 				rec.End, rec.Cancelled = now, true
 				return rec
 			}
@@ -261,7 +259,7 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 		}
 	}
 	if !rec.FromUsage {
-		rec.OutputTokens = chunks
+		rec.OutputTokens = len(rec.Chunks)
 	}
 	return rec
 }

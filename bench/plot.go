@@ -179,6 +179,11 @@ func (p panel) draw(w io.Writer, x0, y0 float64) {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+	fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="118" height="%d" fill="white" fill-opacity="0.85" stroke="#ccc"/>`+"\n",
+		left+width-124, top+3, 14*len(p.series)+4)
+	for i, s := range p.series {
+		color := palette[i%len(palette)]
 		ly := top + 14 + float64(i)*14
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, left+width-120, ly-4, left+width-104, ly-4, color)
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f">%s</text>`+"\n", left+width-100, ly, esc(s.name))

@@ -238,7 +238,11 @@ func (s *scheduler) sample() {
 			sl.state = stateDecode
 			sl.prefillDone = now
 		}
-		tok := sl.req.sampler.Sample(s.lctx, sl.outIdx)
+		tok, err := sl.req.sampler.Sample(s.lctx, sl.outIdx)
+		if err != nil {
+			s.finish(sl, FinishError, err)
+			continue
+		}
 		sl.decoded++
 		s.tokensOut++
 		if sl.decoded == 1 {

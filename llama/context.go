@@ -2,7 +2,7 @@ package llama
 
 /*
 #include <stdlib.h>
-#include "llama.h"
+#include "shim.h"
 */
 import "C"
 
@@ -111,6 +111,8 @@ func (e *DecodeError) Error() string {
 		return "llama: decode: no KV cache slot for the batch"
 	case 2:
 		return "llama: decode: aborted"
+	case -100:
+		return "llama: decode: exception in llama.cpp"
 	}
 	return fmt.Sprintf("llama: decode failed (%d)", e.Code)
 }
@@ -143,7 +145,7 @@ func (c *Context) Decode(b *Batch) error {
 		}
 	}
 	cb.n_tokens = C.int32_t(n)
-	if rc := C.llama_decode(c.c, *cb); rc != 0 {
+	if rc := C.corral_decode(c.c, *cb); rc != 0 {
 		return &DecodeError{Code: int(rc)}
 	}
 	return nil

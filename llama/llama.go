@@ -14,7 +14,7 @@ package llama
 #cgo CXXFLAGS: -std=c++17
 #include <stdlib.h>
 #include <stdio.h>
-#include "llama.h"
+#include "shim.h"
 
 static int corral_log_verbose = 0;
 
@@ -138,7 +138,8 @@ func (m *Model) AddBOS() bool { return bool(C.llama_vocab_get_add_bos(m.vocab)) 
 // IsEOG reports whether tok ends generation (EOS, EOT, ...).
 func (m *Model) IsEOG(tok Token) bool { return bool(C.llama_vocab_is_eog(m.vocab, C.llama_token(tok))) }
 
-// ErrTokenize is returned when llama.cpp cannot tokenize the input.
+// ErrTokenize is returned when llama.cpp cannot tokenize the input (for
+// example a character the vocabulary has no token or byte token for).
 var ErrTokenize = errors.New("llama: tokenize failed")
 
 // Tokenize converts text to tokens. addSpecial adds BOS/EOS as the model
@@ -148,28 +149,32 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, e
 	if len(text) > 1<<30 {
 		return nil, fmt.Errorf("%w: text too long", ErrTokenize)
 	}
+	// A token covers at least one byte, plus room for BOS/EOS.
+	toks := make([]Token, len(text)+2)
+	n, err := m.tokenize(text, toks, addSpecial, parseSpecial)
+	if err == nil && n < 0 {
+		toks = make([]Token, -n)
+		n, err = m.tokenize(text, toks, addSpecial, parseSpecial)
+	}
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("%w: %d bytes of text", ErrTokenize, len(text))
+	}
+	return toks[:n], nil
+}
+
+func (m *Model) tokenize(text string, toks []Token, addSpecial, parseSpecial bool) (int, error) {
 	var ctext *C.char
 	if len(text) > 0 {
 		ctext = (*C.char)(unsafe.Pointer(unsafe.StringData(text)))
 	}
-	// A token covers at least one byte, plus room for BOS/EOS.
-	toks := make([]Token, len(text)+2)
-	n := C.llama_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(unsafe.SliceData(toks))),
-		C.int32_t(len(toks)), C.bool(addSpecial), C.bool(parseSpecial))
+	var failed C.int
+	n := C.corral_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(unsafe.SliceData(toks))),
+		C.int32_t(len(toks)), C.bool(addSpecial), C.bool(parseSpecial), &failed)
 	runtime.KeepAlive(text)
-	if n < 0 {
-		if n == C.INT32_MIN {
-			return nil, ErrTokenize
-		}
-		toks = make([]Token, -n)
-		n = C.llama_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(unsafe.SliceData(toks))),
-			C.int32_t(len(toks)), C.bool(addSpecial), C.bool(parseSpecial))
-		runtime.KeepAlive(text)
-		if n < 0 {
-			return nil, ErrTokenize
-		}
+	if failed != 0 || n == C.INT32_MIN {
+		return 0, ErrTokenize
 	}
-	return toks[:n], nil
+	return int(n), nil
 }
 
 // AppendPiece appends the bytes of one token to buf (special tokens are
@@ -177,12 +182,12 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, e
 // a UTF-8 sequence that continues in the next token.
 func (m *Model) AppendPiece(buf []byte, tok Token, special bool) []byte {
 	var tmp [64]byte
-	n := C.llama_token_to_piece(m.vocab, C.llama_token(tok), (*C.char)(unsafe.Pointer(&tmp[0])), C.int32_t(len(tmp)), 0, C.bool(special))
+	n := C.corral_token_to_piece(m.vocab, C.llama_token(tok), (*C.char)(unsafe.Pointer(&tmp[0])), C.int32_t(len(tmp)), C.bool(special))
 	if n >= 0 {
 		return append(buf, tmp[:n]...)
 	}
 	big := make([]byte, -n)
-	n = C.llama_token_to_piece(m.vocab, C.llama_token(tok), (*C.char)(unsafe.Pointer(&big[0])), C.int32_t(len(big)), 0, C.bool(special))
+	n = C.corral_token_to_piece(m.vocab, C.llama_token(tok), (*C.char)(unsafe.Pointer(&big[0])), C.int32_t(len(big)), C.bool(special))
 	if n < 0 {
 		return buf
 	}
@@ -197,8 +202,8 @@ func (m *Model) Detokenize(toks []Token) string {
 	}
 	buf := make([]byte, len(toks)*8+16)
 	for {
-		n := C.llama_detokenize(m.vocab, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks)),
-			(*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(len(buf)), C.bool(false), C.bool(false))
+		n := C.corral_detokenize(m.vocab, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks)),
+			(*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(len(buf)))
 		if n >= 0 {
 			return string(buf[:n])
 		}

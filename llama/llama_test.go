@@ -1,6 +1,7 @@
 package llama_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/corral-llm/corral/internal/testmodel"
@@ -35,7 +36,10 @@ func generate(t testing.TB, m *llama.Model, prompt string, n int) string {
 		if err := ctx.Decode(&b); err != nil {
 			t.Fatal(err)
 		}
-		tok := s.Sample(ctx, b.Len()-1)
+		tok, err := s.Sample(ctx, b.Len()-1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		out = m.AppendPiece(out, tok, false)
 		b.Reset()
 		b.Add(tok, pos, 0, true)
@@ -67,5 +71,21 @@ func TestGoldenRawLoop(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s %q: got %q, want %q", c.model, c.prompt, got, c.want)
 		}
+	}
+}
+
+func TestTokenizeUnknownCharacterIsAnError(t *testing.T) {
+	// tinystories-656k has no byte-fallback tokens: llama.cpp throws for
+	// characters outside its vocabulary. That must be an error, not an abort.
+	m, err := llama.LoadModel(testmodel.Path(t, testmodel.TinyStories656K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Tokenize("{", true, true); !errors.Is(err, llama.ErrTokenize) {
+		t.Fatalf("got %v, want ErrTokenize", err)
+	}
+	if toks, err := m.Tokenize("Hello", true, true); err != nil || len(toks) == 0 {
+		t.Fatalf("model unusable after a failed tokenize: %v %v", toks, err)
 	}
 }

@@ -2,7 +2,7 @@ package llama
 
 /*
 #include <stdlib.h>
-#include "llama.h"
+#include "shim.h"
 */
 import "C"
 
@@ -64,10 +64,8 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	}
 	if p.Grammar != "" {
 		g := C.CString(p.Grammar)
-		root := C.CString("root")
-		gs := C.llama_sampler_init_grammar(m.vocab, g, root)
+		gs := C.corral_sampler_init_grammar(m.vocab, g)
 		C.free(unsafe.Pointer(g))
-		C.free(unsafe.Pointer(root))
 		if gs == nil {
 			C.llama_sampler_free(chain)
 			return nil, ErrGrammar
@@ -99,10 +97,18 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	return &Sampler{s: chain}, nil
 }
 
+// ErrSample is returned when no token can be sampled (for example a
+// grammar that accepts nothing more).
+var ErrSample = errors.New("llama: sampling failed")
+
 // Sample picks a token from the output at batch index i of the last
 // Decode and advances the sampler state (penalties, grammar) with it.
-func (s *Sampler) Sample(c *Context, i int) Token {
-	return Token(C.llama_sampler_sample(s.s, c.c, C.int32_t(i)))
+func (s *Sampler) Sample(c *Context, i int) (Token, error) {
+	tok := Token(C.corral_sampler_sample(s.s, c.c, C.int32_t(i)))
+	if tok == C.LLAMA_TOKEN_NULL {
+		return tok, ErrSample
+	}
+	return tok, nil
 }
 
 // Accept advances the sampler state with a token chosen elsewhere (e.g.

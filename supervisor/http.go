@@ -27,7 +27,8 @@ const maxBodyBytes = 64 << 20
 //	GET    /v1/workers/{name}/debug  WorkerDebugInfo | 404
 //	GET    /v1/models                the workers' model ids, OpenAI style
 //	POST   /v1/chat/completions      proxied (streaming or not) to a READY worker
-//	                                 serving the body's "model" with a free slot;
+//	                                 serving the body's "model" (any worker if it names
+//	                                 none) with a free slot;
 //	                                 429 no_slot_available when none has one
 //
 // A proxied chat completion holds a slot while it runs and is cut off when

@@ -74,10 +74,15 @@ func (p *process) signalGroup(sig syscall.Signal) {
 	_ = syscall.Kill(-p.pid, sig)
 }
 
+// groupGoneTimeout bounds the wait for killed grandchildren to finish
+// exiting; SIGKILL cannot be ignored, so this is only scheduling delay.
+const groupGoneTimeout = 5 * time.Second
+
 // stop ends the process group: SIGTERM (plus SIGCONT, so that a stopped
 // child can act on it), up to grace for the child to exit, then SIGKILL to
 // the group, which also reaches stragglers after the leader exited. It
-// returns once the child has been reaped.
+// returns once the child has been reaped and no live member of its group
+// is left (grandchildren are not ours to wait for, so that is polled).
 func (p *process) stop(grace time.Duration) {
 	if !p.exited() {
 		p.signalGroup(syscall.SIGTERM)
@@ -91,6 +96,13 @@ func (p *process) stop(grace time.Duration) {
 	}
 	p.signalGroup(syscall.SIGKILL)
 	<-p.done
+	deadline := time.Now().Add(groupGoneTimeout)
+	for {
+		if _, live := groupCPU(p.pid); live == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // exitDetail describes how the child exited; call it once exited.

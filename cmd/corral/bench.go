@@ -135,6 +135,9 @@ func (f *benchFlags) run(ctx context.Context) error {
 		}
 	}
 
+	if f.dataset != "" {
+		settings.PromptTokenizer = "words" // dataset prompts are measured in words
+	}
 	report := &bench.Report{Settings: settings}
 	var runErr error
 	for i, conc := range concs {

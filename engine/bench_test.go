@@ -1,0 +1,165 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/llama"
+)
+
+// Benchmarks run on the synthetic 135M model (gguf.Shapes["135m"], random
+// Q8_0 weights), written once into $CORRAL_BENCH_DIR (default: the OS temp
+// dir). Threads: $CORRAL_BENCH_THREADS (default 2).
+//
+//	make bench   or   go test -run '^$' -bench . -benchtime 3x ./engine/
+
+func benchModel(b *testing.B) string {
+	b.Helper()
+	dir := os.Getenv("CORRAL_BENCH_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, "corral-synth-135m.gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	tmp := path + ".tmp"
+	if err := gguf.WriteSynthetic(tmp, gguf.Shapes["135m"], 1); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+func benchThreads() int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("CORRAL_BENCH_THREADS"), &n); err != nil || n <= 0 {
+		return 2
+	}
+	return n
+}
+
+const benchTokens = 128
+
+// BenchmarkRawLoop is the baseline: one sequence, greedy, a plain loop over
+// the binding with no scheduler.
+func BenchmarkRawLoop(b *testing.B) {
+	m, err := llama.LoadModel(benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 2048, NBatch: 512, NSeqMax: 1, Threads: benchThreads()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	prompt, _ := m.Tokenize("Once upon a time", true, true)
+	b.ResetTimer()
+	for range b.N {
+		ctx.Clear()
+		s, _ := llama.NewSampler(m, llama.SamplerParams{})
+		var batch llama.Batch
+		for i, tok := range prompt {
+			batch.Add(tok, i, 0, i == len(prompt)-1)
+		}
+		pos := len(prompt)
+		for range benchTokens {
+			if err := ctx.Decode(&batch); err != nil {
+				b.Fatal(err)
+			}
+			tok, _ := s.Sample(ctx, batch.Len()-1)
+			batch.Reset()
+			batch.Add(tok, pos, 0, true)
+			pos++
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(b.N*benchTokens)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkEngineStreams measures aggregate decode throughput through the
+// engine (no HTTP) at several concurrencies, each stream generating
+// benchTokens tokens with ignore_eos.
+func BenchmarkEngineStreams(b *testing.B) {
+	path := benchModel(b)
+	for _, n := range []int{1, 4, 8, 16} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			e, err := engine.New(engine.Config{ModelPath: path, Parallel: n, Threads: benchThreads(), CtxSize: 1024 * n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			b.ResetTimer()
+			for range b.N {
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						s, err := e.Submit(context.Background(), engine.Request{
+							Prompt: fmt.Sprintf("Stream %d: once upon a time", i), AddSpecial: true,
+							MaxTokens: benchTokens, IgnoreEOS: true, NoCachePrompt: true,
+						})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						collect(b, s)
+					}()
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(b.N*n*benchTokens)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+// BenchmarkSubmitBurst submits 256 requests at once while a long prefill
+// runs, and reports the p50/p99 time spent inside Submit (seed 004).
+func BenchmarkSubmitBurst(b *testing.B) {
+	e, err := engine.New(engine.Config{ModelPath: benchModel(b), Parallel: 4, Threads: benchThreads(), CtxSize: 4 * 2048, MaxQueue: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 100)
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		ctx, cancel := context.WithCancel(context.Background())
+		prefill, err := e.Submit(ctx, engine.Request{Prompt: long, AddSpecial: true, MaxTokens: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams := make([]*engine.Stream, 0, 256)
+		for i := range 256 {
+			t0 := time.Now()
+			s, err := e.Submit(ctx, engine.Request{Prompt: fmt.Sprintf("Request %d says hello", i), AddSpecial: true, MaxTokens: 4})
+			lat = append(lat, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			streams = append(streams, s)
+		}
+		cancel()
+		collect(b, prefill)
+		for _, s := range streams {
+			collect(b, s)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
