@@ -210,6 +210,7 @@ const (
 	TokensFromUsage  = "usage"  // every successful request's usage was sent
 	TokensFromChunks = "chunks" // no usage: content chunks were counted
 	TokensMixed      = "mixed"  // some requests had usage, some not
+	TokensNone       = "none"   // no request completed
 )
 
 // Summary holds every figure of one run. Latencies are in milliseconds,
@@ -224,7 +225,8 @@ type Summary struct {
 	Errors map[string]int `json:"errors"`
 	// DurationS is the run's wall time in seconds.
 	DurationS float64 `json:"duration_s"`
-	// TokenSource says where token counts came from: usage, chunks or mixed.
+	// TokenSource says where token counts came from: usage, chunks, mixed
+	// or none.
 	TokenSource string `json:"token_source"`
 	// Token totals over completed requests.
 	InputTokens  int `json:"total_input_tokens"`
@@ -289,10 +291,12 @@ func Summarize(recs []Record, duration time.Duration, slo SLO) Summary {
 			good++
 		}
 	}
-	switch usage {
-	case 0:
+	switch {
+	case s.Completed == 0:
+		s.TokenSource = TokensNone
+	case usage == 0:
 		s.TokenSource = TokensFromChunks
-	case s.Completed:
+	case usage == s.Completed:
 		s.TokenSource = TokensFromUsage
 	default:
 		s.TokenSource = TokensMixed

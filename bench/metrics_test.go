@@ -121,6 +121,9 @@ func TestTokenSource(t *testing.T) {
 	if got := Summarize(recs, time.Second, SLO{}).TokenSource; got != TokensFromChunks {
 		t.Errorf("no usage: source %q, want chunks", got)
 	}
+	if got := Summarize(fixture()[3:4], time.Second, SLO{}).TokenSource; got != TokensNone {
+		t.Errorf("nothing completed: source %q, want none", got)
+	}
 }
 
 func TestGoodput(t *testing.T) {

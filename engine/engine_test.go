@@ -464,3 +464,26 @@ func TestCloseFinishesEverything(t *testing.T) {
 // testThreads keeps compute single-threaded in tests: the test models are
 // tiny, and ggml's spinning thread barriers crawl on a loaded 2-core CI box.
 const testThreads = 1
+
+func TestGrammarTheVocabCannotSatisfyIsAnError(t *testing.T) {
+	// tinystories-656k has no token that starts with "{": a JSON grammar
+	// leaves no candidate. That must fail the request, not abort the process.
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	for _, temp := range []float32{0, 0.8} {
+		req := greedy("Once upon a time", 8)
+		req.Grammar = `root ::= "{" [a-z]* "}"`
+		req.Sampling.Temperature = temp
+		s, err := e.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, res := collect(t, s)
+		if res.FinishReason != engine.FinishError || res.Err == nil {
+			t.Fatalf("temperature %v: %+v, want an error", temp, res)
+		}
+	}
+	s, _ := e.Submit(context.Background(), greedy("Hello", 16))
+	if got, _ := collect(t, s); got != goldens[4].want {
+		t.Fatalf("engine unusable afterwards: %q", got)
+	}
+}

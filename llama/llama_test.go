@@ -12,7 +12,7 @@ import (
 // prompt in one batch, then one token per Decode.
 func generate(t testing.TB, m *llama.Model, prompt string, n int) string {
 	t.Helper()
-	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 512, NSeqMax: 1, Threads: 2})
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 512, NSeqMax: 1, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,12 @@ type SamplerParams struct {
 // ErrGrammar is returned when llama.cpp rejects a grammar.
 var ErrGrammar = errors.New("llama: grammar could not be parsed")
 
-// Sampler is a llama.cpp sampler chain. It belongs to one goroutine.
+// Sampler is a llama.cpp sampler chain (the filters) plus the final
+// selector (greedy or a seeded draw), kept apart so a filter that leaves no
+// candidate is an error instead of an abort. It belongs to one goroutine.
 type Sampler struct {
-	s *C.struct_llama_sampler
+	s      *C.struct_llama_sampler // chain of filters
+	selown *C.struct_llama_sampler // greedy or dist
 }
 
 // NewSampler builds a sampler chain for the model.
@@ -73,8 +76,7 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 		add(gs)
 	}
 	if p.Temperature <= 0 {
-		add(C.llama_sampler_init_greedy())
-		return &Sampler{s: chain}, nil
+		return &Sampler{s: chain, selown: C.llama_sampler_init_greedy()}, nil
 	}
 	if p.TopK > 0 {
 		add(C.llama_sampler_init_top_k(C.int32_t(p.TopK)))
@@ -93,32 +95,28 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	if p.Seed == 0 {
 		seed = C.LLAMA_DEFAULT_SEED
 	}
-	add(C.llama_sampler_init_dist(seed))
-	return &Sampler{s: chain}, nil
+	return &Sampler{s: chain, selown: C.llama_sampler_init_dist(seed)}, nil
 }
 
-// ErrSample is returned when no token can be sampled (for example a
-// grammar that accepts nothing more).
+// ErrSample is returned when no token can be sampled: the grammar or the
+// logit biases exclude every token of the vocabulary.
 var ErrSample = errors.New("llama: sampling failed")
 
 // Sample picks a token from the output at batch index i of the last
 // Decode and advances the sampler state (penalties, grammar) with it.
 func (s *Sampler) Sample(c *Context, i int) (Token, error) {
-	tok := Token(C.corral_sampler_sample(s.s, c.c, C.int32_t(i)))
+	tok := Token(C.corral_sample(s.s, s.selown, c.c, C.int32_t(i)))
 	if tok == C.LLAMA_TOKEN_NULL {
 		return tok, ErrSample
 	}
 	return tok, nil
 }
 
-// Accept advances the sampler state with a token chosen elsewhere (e.g.
-// a prompt token, for penalties).
-func (s *Sampler) Accept(tok Token) { C.llama_sampler_accept(s.s, C.llama_token(tok)) }
-
 // Close frees the sampler.
 func (s *Sampler) Close() {
 	if s.s != nil {
 		C.llama_sampler_free(s.s)
-		s.s = nil
+		C.llama_sampler_free(s.selown)
+		s.s, s.selown = nil, nil
 	}
 }

@@ -3,11 +3,14 @@
 // Some llama.cpp entry points throw C++ exceptions through the C API: the
 // SPM tokenizer throws std::out_of_range for a character that has no token
 // in a vocabulary without byte fallback, the grammar sampler throws when a
-// grammar stack empties. An exception crossing into Go aborts the process,
+// grammar stack empties. Asserts cannot be caught, so corral_sample also
+// avoids the one a dead-end grammar would trip. An exception crossing into Go aborts the process,
 // so every such call goes through one of these wrappers.
 #include "shim.h"
 
+#include <cmath>
 #include <exception>
+#include <vector>
 
 extern "C" {
 
@@ -49,9 +52,41 @@ struct llama_sampler * corral_sampler_init_grammar(const struct llama_vocab * vo
     }
 }
 
-llama_token corral_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx) {
+llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * select, struct llama_context * ctx,
+                          int32_t idx) {
     try {
-        return llama_sampler_sample(smpl, ctx, idx);
+        const float * logits = llama_get_logits_ith(ctx, idx);
+        if (logits == nullptr) {
+            return LLAMA_TOKEN_NULL;
+        }
+        const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
+        thread_local std::vector<llama_token_data> cur;
+        cur.resize(n_vocab);
+        for (llama_token i = 0; i < n_vocab; i++) {
+            cur[i] = llama_token_data{i, logits[i], 0.0f};
+        }
+        llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
+        llama_sampler_apply(chain, &arr);
+        // When the filters (a grammar, logit biases) leave no candidate, the
+        // dist selector would trip an assert and abort the process.
+        bool any = false;
+        for (size_t i = 0; i < arr.size; i++) {
+            if (arr.data[i].logit != -INFINITY) {
+                any = true;
+                break;
+            }
+        }
+        if (!any) {
+            return LLAMA_TOKEN_NULL;
+        }
+        llama_sampler_apply(select, &arr);
+        if (arr.selected < 0 || (size_t) arr.selected >= arr.size) {
+            return LLAMA_TOKEN_NULL;
+        }
+        const llama_token tok = arr.data[arr.selected].id;
+        llama_sampler_accept(chain, tok);
+        llama_sampler_accept(select, tok);
+        return tok;
     } catch (const std::exception &) {
         return LLAMA_TOKEN_NULL;
     }

@@ -19,7 +19,8 @@ int32_t corral_token_to_piece(const struct llama_vocab * vocab, llama_token toke
 int32_t corral_detokenize(const struct llama_vocab * vocab, const llama_token * tokens, int32_t n_tokens,
                           char * text, int32_t text_len_max);
 struct llama_sampler * corral_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar);
-llama_token corral_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx);
+llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * select, struct llama_context * ctx,
+                          int32_t idx);
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
 #ifdef __cplusplus

@@ -26,6 +26,7 @@ type Error struct {
 	Code    string // a machine-readable code, "" when none
 }
 
+// Error returns the message.
 func (e *Error) Error() string { return e.Message }
 
 // invalid returns a 400 invalid_request_error about param.
@@ -109,6 +110,9 @@ func submitError(err error, param string) *Error {
 func resultError(r engine.Result) *Error {
 	switch r.FinishReason {
 	case engine.FinishError:
+		if errors.Is(r.Err, engine.ErrQueueTimeout) {
+			return submitError(r.Err, "")
+		}
 		msg := "generation failed"
 		if r.Err != nil {
 			msg = fmt.Sprintf("generation failed: %v", r.Err)

@@ -56,17 +56,27 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		return
 	}
 
-	sse := startSSE(w)
-	if ev := f.streamStart(); ev != nil {
-		if sse.event(ev) != nil {
-			return
-		}
-	}
+	// The stream begins with the first text, so that a request failing
+	// before any (queue timeout, engine error) still gets an HTTP status.
 	var (
+		sse   *sseWriter
 		carry utf8Carry
 		ntok  int // tokens received but not yet reported
 	)
+	begin := func() error {
+		if sse != nil {
+			return nil
+		}
+		sse = startSSE(w)
+		if ev := f.streamStart(); ev != nil {
+			return sse.event(ev)
+		}
+		return nil
+	}
 	if err := receive(ctx, s, func(c engine.Chunk) error {
+		if err := begin(); err != nil {
+			return err
+		}
 		ntok += c.Tokens
 		text := carry.next(c.Text)
 		if text == "" {
@@ -76,6 +86,15 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		ntok = 0
 		return sse.event(f.streamText(text, n))
 	}); err != nil {
+		return // the client is gone
+	}
+	res := s.Result()
+	e := resultError(res)
+	if e != nil && sse == nil {
+		WriteError(w, e)
+		return
+	}
+	if begin() != nil {
 		return
 	}
 	if rest := carry.rest(); rest != "" {
@@ -83,8 +102,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 			return
 		}
 	}
-	res := s.Result()
-	if e := resultError(res); e != nil {
+	if e != nil {
 		if sse.event(e.envelope()) != nil {
 			return
 		}

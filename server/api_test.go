@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// TestChat runs a chat completion whole and streamed: the model has no
+// template, so the prompt is ChatML, and both must say the same.
+func TestChat(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 2})
+	// The model has no chat template: ChatML is the fallback.
+	var tok struct{ Tokens []int }
+	_, b := ts.post(t, "/tokenize", map[string]any{"content": "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n", "add_special": true})
+	unmarshal(t, string(b), &tok)
+
+	req := map[string]any{
+		"model":      "tiny",
+		"messages":   []map[string]string{{"role": "user", "content": "Tell me a story."}},
+		"max_tokens": 12, "temperature": 0, "ignore_eos": true,
+	}
+	resp, b := ts.post(t, "/v1/chat/completions", req)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	var c chatCompletion
+	unmarshal(t, string(b), &c)
+	if c.Object != "chat.completion" || !strings.HasPrefix(c.ID, "chatcmpl-") || len(c.Choices) != 1 || c.Choices[0].Message.Role != "assistant" {
+		t.Fatalf("response %s", b)
+	}
+	whole := c.Choices[0].Message.Content
+	if whole == "" || c.Choices[0].FinishReason == nil || *c.Choices[0].FinishReason != "length" {
+		t.Errorf("response %s", b)
+	}
+	if u := c.Usage; u == nil || u.PromptTokens != len(tok.Tokens) || u.CompletionTokens != 12 || u.TotalTokens != u.PromptTokens+12 {
+		t.Errorf("usage %+v; want %d ChatML prompt tokens", u, len(tok.Tokens))
+	}
+
+	req["stream"] = true
+	req["stream_options"] = map[string]bool{"include_usage": true}
+	events := readEvents(t, ts.openStream(t, context.Background(), "/v1/chat/completions", req))
+	if n := len(events); n < 4 || events[n-1] != "[DONE]" {
+		t.Fatalf("events %q", events)
+	}
+	var streamed strings.Builder
+	for i, data := range events[:len(events)-1] {
+		var c chatCompletion
+		unmarshal(t, data, &c)
+		if c.Object != "chat.completion.chunk" {
+			t.Fatalf("event %d: %s", i, data)
+		}
+		switch i {
+		case 0:
+			if len(c.Choices) != 1 || c.Choices[0].Delta.Role != "assistant" || c.Choices[0].Delta.Content == nil || *c.Choices[0].Delta.Content != "" {
+				t.Errorf("first event %s", data)
+			}
+		case len(events) - 3:
+			if len(c.Choices) != 1 || c.Choices[0].FinishReason == nil || *c.Choices[0].FinishReason != "length" {
+				t.Errorf("finish event %s", data)
+			}
+		case len(events) - 2:
+			if len(c.Choices) != 0 || c.Usage == nil || c.Usage.CompletionTokens != 12 || c.Usage.PromptTokens != len(tok.Tokens) {
+				t.Errorf("usage event %s", data)
+			}
+		default:
+			if len(c.Choices) != 1 || c.Choices[0].FinishReason != nil || c.Choices[0].Delta.Content == nil {
+				t.Errorf("content event %d: %s", i, data)
+			} else {
+				streamed.WriteString(*c.Choices[0].Delta.Content)
+			}
+		}
+	}
+	if streamed.String() != whole {
+		t.Errorf("streamed %q, not streamed %q", streamed.String(), whole)
+	}
+}
+
+// TestResponseFormat checks that response_format constrains the output.
+// A story model fills a free-form object's first key forever, so plain
+// json_object is checked to be a valid JSON prefix within max_tokens; the
+// schemas end the object and must parse whole.
+func TestResponseFormat(t *testing.T) {
+	// TinyStories656K has no token for '{' and no byte fallback; this
+	// model has both.
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 2})
+	pet := map[string]any{
+		"type":                 "object",
+		"properties":           map[string]any{"name": map[string]any{"type": "string", "maxLength": 20}, "age": map[string]any{"type": "integer"}},
+		"required":             []string{"name", "age"},
+		"additionalProperties": false,
+	}
+	tests := []struct {
+		name     string
+		format   any
+		complete bool // the output must be a whole object
+	}{
+		{"json_object", map[string]any{"type": "json_object"}, false},
+		{"json_schema", map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "pet", "strict": true, "schema": pet}}, true},
+		{"json_object with schema", map[string]any{"type": "json_object", "schema": pet}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, b := ts.post(t, "/v1/chat/completions", map[string]any{
+				"messages":        []map[string]string{{"role": "user", "content": "Describe a pet as JSON."}},
+				"response_format": tt.format, "temperature": 0, "max_tokens": 150,
+			})
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			var c chatCompletion
+			unmarshal(t, string(b), &c)
+			content, finish := c.Choices[0].Message.Content, *c.Choices[0].FinishReason
+			if !strings.HasPrefix(content, "{") {
+				t.Fatalf("content %q does not start an object", content)
+			}
+			if finish == "length" && !tt.complete {
+				dec := json.NewDecoder(strings.NewReader(content))
+				for {
+					if _, err := dec.Token(); err != nil {
+						// The prefix may end between tokens (EOF) or in one.
+						if err != io.EOF && err != io.ErrUnexpectedEOF {
+							t.Errorf("content %q is not a JSON prefix: %v", content, err)
+						}
+						return
+					}
+				}
+			}
+			var v map[string]any
+			if err := json.Unmarshal([]byte(content), &v); err != nil || finish != "stop" {
+				t.Fatalf("content %q (finish %s) is not a JSON object: %v", content, finish, err)
+			}
+			if _, ok := v["name"].(string); tt.complete && (!ok || len(v) != 2) {
+				t.Errorf("content %q does not follow the schema", content)
+			}
+		})
+	}
+}
+
+// TestEndpoints covers the small endpoints and the errors only the engine
+// can detect.
+func TestEndpoints(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 2})
+
+	var health struct{ Status string }
+	ts.get(t, "/health", &health)
+	if health.Status != "ok" {
+		t.Errorf("/health %+v", health)
+	}
+
+	var tok struct{ Tokens []int32 }
+	_, b := ts.post(t, "/tokenize", map[string]any{"content": "Once upon a time"})
+	unmarshal(t, string(b), &tok)
+	if len(tok.Tokens) == 0 {
+		t.Fatalf("/tokenize: %s", b)
+	}
+	var withBOS struct{ Tokens []int32 }
+	_, b = ts.post(t, "/tokenize", map[string]any{"content": "Once upon a time", "add_special": true})
+	unmarshal(t, string(b), &withBOS)
+	if len(withBOS.Tokens) != len(tok.Tokens)+1 || withBOS.Tokens[0] != ts.info.BOS {
+		t.Errorf("add_special: %v, without %v", withBOS.Tokens, tok.Tokens)
+	}
+	var detok struct{ Content string }
+	_, b = ts.post(t, "/detokenize", map[string]any{"tokens": tok.Tokens})
+	unmarshal(t, string(b), &detok)
+	if strings.TrimSpace(detok.Content) != "Once upon a time" {
+		t.Errorf("/detokenize: %s", b)
+	}
+
+	var slots []struct {
+		ID           int  `json:"id"`
+		IDTask       int  `json:"id_task"`
+		NCtx         int  `json:"n_ctx"`
+		IsProcessing bool `json:"is_processing"`
+	}
+	ts.get(t, "/slots", &slots)
+	if len(slots) != 2 || slots[1].ID != 1 || slots[0].NCtx != ts.info.SlotCtx || slots[0].IsProcessing || slots[0].IDTask != -1 {
+		t.Errorf("/slots %+v", slots)
+	}
+
+	var models struct {
+		Object string
+		Data   []struct {
+			ID      string `json:"id"`
+			Object  string `json:"object"`
+			Created int64  `json:"created"`
+			OwnedBy string `json:"owned_by"`
+		}
+	}
+	ts.get(t, "/v1/models", &models)
+	if models.Object != "list" || len(models.Data) != 1 || models.Data[0].ID != "tiny" || models.Data[0].Object != "model" ||
+		models.Data[0].OwnedBy != "corral" || models.Data[0].Created == 0 {
+		t.Errorf("/v1/models %+v", models)
+	}
+
+	if m := metrics(t, ts); m["corral_slots"] != 2 {
+		t.Errorf("/metrics %v", m)
+	}
+
+	// Errors that only the engine can detect.
+	long := make([]int32, ts.info.SlotCtx+8)
+	for i := range long {
+		long[i] = tok.Tokens[i%len(tok.Tokens)]
+	}
+	errorCases := []struct {
+		path        string
+		body        any
+		status      int
+		param, code string
+	}{
+		{"/completion", map[string]any{"prompt": long, "n_predict": 1}, 400, "prompt", "context_length_exceeded"},
+		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("story ", ts.info.SlotCtx)}}}, 400, "messages", "context_length_exceeded"},
+		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "id_slot": 7}, 400, "id_slot", ""},
+		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": "root ::= ("}, 400, "grammar", ""},
+		{"/v1/completions", map[string]any{"prompt": strings.Repeat("x", DefaultMaxBody)}, 413, "", "request_too_large"},
+	}
+	for _, tc := range errorCases {
+		resp, b := ts.post(t, tc.path, tc.body)
+		var env struct {
+			Error struct {
+				Type  string  `json:"type"`
+				Param *string `json:"param"`
+				Code  *string `json:"code"`
+			} `json:"error"`
+		}
+		unmarshal(t, string(b), &env)
+		param, code := "", ""
+		if env.Error.Param != nil {
+			param = *env.Error.Param
+		}
+		if env.Error.Code != nil {
+			code = *env.Error.Code
+		}
+		if resp.StatusCode != tc.status || param != tc.param || code != tc.code || env.Error.Type != "invalid_request_error" {
+			t.Errorf("%s: %d %.300s; want %d param %q code %q", tc.path, resp.StatusCode, b, tc.status, tc.param, tc.code)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai"
+)
+
+// Helpers for the end-to-end tests (golden_test.go, api_test.go,
+// load_test.go), which run the real engine on a real model behind the
+// real server on a loopback port.
+
+// golden are greedy continuations of TinyStories656K, from
+// ../shared/models/GOLDEN.md (BOS added, n tokens, no EOG reached).
+var golden = []struct {
+	prompt string
+	n      int
+	want   string
+}{
+	{"Once upon a time", 32, ", a little girl named Lily lived in a small house. She loved to eat yummy food. One day, she saw a small bird on the ground. The bird was sad because it could not eat it.\nLily wanted to help the bird. She tried to eat the food and "},
+	{"Hello", 16, " and a girl were walking in the park. One day she saw a small bird flying in the sk"},
+	{"The little dog", 48, "was in a big forest. He liked to run and jump all day long. He liked to run and jump and play with his friends. One day, he saw a small bird flying in the sky. He wanted to be friends with it, but he was scared. He tried to jump and reach the bird, but he could not reach the bird"},
+}
+
+// testServer is a running server over a real engine.
+type testServer struct {
+	url    string
+	client *http.Client
+	info   engine.ModelInfo
+	stop   func() error // shuts the server down; returns Serve's error
+}
+
+// startServer loads TinyStories656K with cfg and serves it on 127.0.0.1.
+func startServer(t *testing.T, cfg engine.Config) *testServer {
+	t.Helper()
+	return startModel(t, testmodel.TinyStories656K, cfg)
+}
+
+// startModel serves the named test model with cfg on 127.0.0.1.
+func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
+	t.Helper()
+	cfg.ModelPath = testmodel.Path(t, model)
+	// One compute thread: the tiny models gain nothing from more, and
+	// spinning thread pools crawl on a loaded machine.
+	cfg.Threads = 1
+	cfg.Name = "tiny"
+	eng, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := newLogger()
+	api, err := openai.New(eng, openai.Options{Logger: log})
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	s := New(Config{Logger: log})
+	s.SetAPI(api)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	var served error
+	stopped := false
+	ts := &testServer{
+		url:    "http://" + ln.Addr().String(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}},
+		info:   eng.Info(),
+	}
+	ts.stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			served = <-done
+		}
+		return served
+	}
+	t.Cleanup(func() {
+		ts.client.CloseIdleConnections()
+		if err := ts.stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if err := eng.Close(); err != nil {
+			t.Errorf("engine Close: %v", err)
+		}
+	})
+	return ts
+}
+
+// post sends body as JSON and returns the whole response.
+func (ts *testServer) post(t *testing.T, path string, body any) (*http.Response, []byte) {
+	t.Helper()
+	return ts.do(t, context.Background(), http.MethodPost, path, body)
+}
+
+func (ts *testServer) do(t *testing.T, ctx context.Context, method, path string, body any) (*http.Response, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, ts.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp, b
+}
+
+// get fetches path and decodes its JSON body into v.
+func (ts *testServer) get(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, b := ts.do(t, context.Background(), http.MethodGet, path, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("GET %s: %v in %s", path, err, b)
+		}
+	}
+}
+
+// openStream posts body and returns the response of a stream, status 200
+// checked, for reading with readEvents.
+func (ts *testServer) openStream(t *testing.T, ctx context.Context, path string, body any) *http.Response {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+path, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("POST %s: %d %s %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return resp
+}
+
+// readEvents reads a whole event stream, checking its framing, and
+// returns the data of each event.
+func readEvents(t *testing.T, resp *http.Response) []string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read stream: %v", err)
+	}
+	if !bytes.HasSuffix(b, []byte("\n\n")) {
+		t.Fatalf("stream does not end with a blank line: %q", b)
+	}
+	var events []string
+	for _, ev := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+		data, ok := strings.CutPrefix(ev, "data: ")
+		if !ok || strings.Contains(data, "\n") {
+			t.Fatalf("malformed event %q", ev)
+		}
+		events = append(events, data)
+	}
+	return events
+}
+
+func unmarshal(t *testing.T, data string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(data), v); err != nil {
+		t.Fatalf("%v in %s", err, data)
+	}
+}
+
+type textCompletion struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+type llamaCompletion struct {
+	Content         string `json:"content"`
+	Stop            bool   `json:"stop"`
+	TokensPredicted int    `json:"tokens_predicted"`
+	TokensEvaluated int    `json:"tokens_evaluated"`
+	StopType        string `json:"stop_type"`
+	Timings         *struct {
+		PredictedN int `json:"predicted_n"`
+	} `json:"timings"`
+}
+
+// v1Stream reads a /v1/completions stream and returns its text, checking
+// the finish chunk and the [DONE] marker.
+func v1Stream(t *testing.T, resp *http.Response, finish string) string {
+	t.Helper()
+	events := readEvents(t, resp)
+	if len(events) < 2 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("stream does not end with [DONE]: %q", events)
+	}
+	var text strings.Builder
+	for i, data := range events[:len(events)-1] {
+		var c textCompletion
+		unmarshal(t, data, &c)
+		if c.Object != "text_completion" || len(c.Choices) != 1 || !strings.HasPrefix(c.ID, "cmpl-") {
+			t.Fatalf("chunk %d: %s", i, data)
+		}
+		last := i == len(events)-2
+		if got := c.Choices[0].FinishReason; (got != nil) != last || (last && *got != finish) {
+			t.Fatalf("chunk %d of %d: finish_reason in %s, want %q on the last only", i, len(events)-1, data, finish)
+		}
+		text.WriteString(c.Choices[0].Text)
+	}
+	return text.String()
+}
+
+// llamaStream reads a /completion stream and returns its text and final
+// object.
+func llamaStream(t *testing.T, resp *http.Response) (string, llamaCompletion) {
+	t.Helper()
+	events := readEvents(t, resp)
+	var text strings.Builder
+	var c llamaCompletion
+	for i, data := range events {
+		c = llamaCompletion{}
+		unmarshal(t, data, &c)
+		if c.Stop != (i == len(events)-1) {
+			t.Fatalf("event %d of %d: %s", i, len(events), data)
+		}
+		text.WriteString(c.Content)
+	}
+	return text.String(), c
+}
+
+type chatCompletion struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Choices []struct {
+		Message struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"message"`
+		Delta *struct {
+			Role    string  `json:"role"`
+			Content *string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// metrics reads /metrics as name → value.
+func metrics(t *testing.T, ts *testServer) map[string]float64 {
+	t.Helper()
+	resp, b := ts.do(t, context.Background(), http.MethodGet, "/metrics", nil)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	m := make(map[string]float64)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		f, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil {
+			t.Fatalf("/metrics line %q", line)
+		}
+		m[name] = f
+	}
+	return m
+}
+
+// waitFor polls cond until it holds, failing t after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func busySlots(t *testing.T, ts *testServer) int {
+	t.Helper()
+	var slots []struct {
+		IsProcessing bool `json:"is_processing"`
+	}
+	ts.get(t, "/slots", &slots)
+	n := 0
+	for _, s := range slots {
+		if s.IsProcessing {
+			n++
+		}
+	}
+	return n
+}

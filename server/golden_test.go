@@ -1,0 +1,135 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// TestGolden checks the greedy reference outputs through both completion
+// endpoints, streamed and whole, all running at once on 4 slots.
+func TestGolden(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 4})
+	for _, g := range golden {
+		v1 := map[string]any{"model": "tiny", "prompt": g.prompt, "max_tokens": g.n, "temperature": 0, "ignore_eos": true}
+		llama := map[string]any{"prompt": g.prompt, "n_predict": g.n, "temperature": 0, "ignore_eos": true}
+		t.Run(g.prompt+"/v1", func(t *testing.T) {
+			t.Parallel()
+			resp, b := ts.post(t, "/v1/completions", v1)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			var c textCompletion
+			unmarshal(t, string(b), &c)
+			if c.Object != "text_completion" || c.Model != "tiny" || len(c.Choices) != 1 {
+				t.Fatalf("response %s", b)
+			}
+			if c.Choices[0].Text != g.want {
+				t.Errorf("text %q\nwant %q", c.Choices[0].Text, g.want)
+			}
+			if fr := c.Choices[0].FinishReason; fr == nil || *fr != "length" {
+				t.Errorf("finish_reason %v, want length", fr)
+			}
+			if u := c.Usage; u == nil || u.CompletionTokens != g.n || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+				t.Errorf("usage %+v", u)
+			}
+		})
+		t.Run(g.prompt+"/v1 stream", func(t *testing.T) {
+			t.Parallel()
+			body := map[string]any{"stream": true}
+			for k, v := range v1 {
+				body[k] = v
+			}
+			if got := v1Stream(t, ts.openStream(t, context.Background(), "/v1/completions", body), "length"); got != g.want {
+				t.Errorf("text %q\nwant %q", got, g.want)
+			}
+		})
+		t.Run(g.prompt+"/completion", func(t *testing.T) {
+			t.Parallel()
+			resp, b := ts.post(t, "/completion", llama)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			var c llamaCompletion
+			unmarshal(t, string(b), &c)
+			if c.Content != g.want || !c.Stop || c.TokensPredicted != g.n || c.StopType != "limit" || c.TokensEvaluated == 0 {
+				t.Errorf("got %s\nwant content %q", b, g.want)
+			}
+		})
+		t.Run(g.prompt+"/completion stream", func(t *testing.T) {
+			t.Parallel()
+			body := map[string]any{"stream": true}
+			for k, v := range llama {
+				body[k] = v
+			}
+			text, final := llamaStream(t, ts.openStream(t, context.Background(), "/completion", body))
+			if text != g.want {
+				t.Errorf("text %q\nwant %q", text, g.want)
+			}
+			if final.TokensPredicted != g.n || final.StopType != "limit" || final.Timings == nil || final.Timings.PredictedN != g.n {
+				t.Errorf("final event %+v", final)
+			}
+		})
+	}
+}
+
+// TestConcurrentStreams runs 16 streams on 4 slots; each must produce its
+// greedy continuation exactly, whatever it was batched with.
+func TestConcurrentStreams(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 4})
+	type result struct {
+		i    int
+		text string
+	}
+	results := make(chan result, 16)
+	for i := range 16 {
+		g := golden[i%len(golden)]
+		go func() {
+			// Failures come back as an impossible text: t.Fatal must not
+			// be called off the test goroutine.
+			text := func() string {
+				body := map[string]any{"prompt": g.prompt, "max_tokens": g.n, "temperature": 0, "ignore_eos": true, "stream": true}
+				b, _ := json.Marshal(body)
+				resp, err := ts.client.Post(ts.url+"/v1/completions", "application/json", bytes.NewReader(b))
+				if err != nil {
+					return "<" + err.Error() + ">"
+				}
+				defer resp.Body.Close()
+				var sb strings.Builder
+				sc := bufio.NewScanner(resp.Body)
+				done := false
+				for sc.Scan() {
+					data, ok := strings.CutPrefix(sc.Text(), "data: ")
+					if !ok {
+						continue
+					}
+					if data == "[DONE]" {
+						done = true
+						continue
+					}
+					var c textCompletion
+					if json.Unmarshal([]byte(data), &c) != nil || len(c.Choices) != 1 {
+						return "<bad event " + data + ">"
+					}
+					sb.WriteString(c.Choices[0].Text)
+				}
+				if !done {
+					return "<no [DONE]>"
+				}
+				return sb.String()
+			}()
+			results <- result{i, text}
+		}()
+	}
+	for range 16 {
+		r := <-results
+		if want := golden[r.i%len(golden)].want; r.text != want {
+			t.Errorf("stream %d: %q\nwant %q", r.i, r.text, want)
+		}
+	}
+}
