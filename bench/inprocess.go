@@ -23,7 +23,8 @@ type EngineTarget struct {
 
 // CountTokens counts text's tokens with the engine's vocabulary.
 func (t *EngineTarget) CountTokens(_ context.Context, text string) (int, error) {
-	return len(t.Engine.Tokenize(text, false, false)), nil
+	toks, err := t.Engine.Tokenize(text, false, false)
+	return len(toks), err
 }
 
 // Do submits p (its Text, with the model's special tokens added) and reads

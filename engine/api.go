@@ -28,6 +28,11 @@ var (
 	ErrBadSlot = errors.New("engine: no such slot")
 	// ErrGrammar means the request's grammar could not be parsed.
 	ErrGrammar = errors.New("engine: invalid grammar")
+	// ErrTokenize means the text has characters the model's vocabulary
+	// cannot encode (a vocabulary without byte fallback).
+	ErrTokenize = errors.New("engine: text cannot be tokenized")
+	// ErrBadToken means a token id is outside the vocabulary.
+	ErrBadToken = errors.New("engine: bad token id")
 )
 
 // Config describes one engine: which model, how many slots, how much context.

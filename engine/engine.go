@@ -131,7 +131,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		var err error
 		toks, err = e.model.Tokenize(req.Prompt, req.AddSpecial, req.ParseSpecial)
 		if err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
+			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
 		}
 	}
 	if len(toks) == 0 {
@@ -178,9 +178,6 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	return r.stream, nil
 }
 
-// ErrBadToken means a prompt token id is outside the vocabulary.
-var ErrBadToken = fmt.Errorf("engine: bad token id")
-
 func (e *Engine) newSampler(req Request) (*llama.Sampler, error) {
 	sp := req.Sampling
 	p := llama.SamplerParams{
@@ -217,15 +214,18 @@ func (e *Engine) poke() {
 	}
 }
 
-// Tokenize converts text to token ids (nil if the text cannot be tokenized).
-func (e *Engine) Tokenize(text string, addSpecial, parseSpecial bool) []int32 {
+// Tokenize converts text to token ids.
+func (e *Engine) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
-		return nil
+		return nil, ErrClosed
 	}
-	toks, _ := e.model.Tokenize(text, addSpecial, parseSpecial)
-	return toks
+	toks, err := e.model.Tokenize(text, addSpecial, parseSpecial)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
+	}
+	return toks, nil
 }
 
 // Detokenize converts token ids back to text; ids outside the vocabulary

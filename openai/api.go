@@ -22,11 +22,12 @@ import (
 	"github.com/corral-llm/corral/engine"
 )
 
-// Engine is what the API needs from an engine; *engine.Engine satisfies it.
+// Engine is what the API needs from an engine; *engine.Engine satisfies it
+// and documents the methods.
 type Engine interface {
 	Info() engine.ModelInfo
 	Submit(ctx context.Context, req engine.Request) (*engine.Stream, error)
-	Tokenize(text string, addSpecial, parseSpecial bool) []int32
+	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
 	Detokenize(tokens []int32) string
 	TokenPiece(tok int32) string
 	Slots(ctx context.Context) ([]engine.SlotInfo, error)
@@ -65,7 +66,7 @@ func New(eng Engine, opt Options) (*API, error) {
 	switch {
 	case opt.ChatTemplate != "":
 		if a.tmpl, err = chat.Lookup(opt.ChatTemplate); err != nil {
-			return nil, fmt.Errorf("chat template %q: %w", opt.ChatTemplate, err)
+			return nil, err // it names the template and the known ones
 		}
 	case info.ChatTemplate != "":
 		if a.tmpl, err = chat.Parse(info.ChatTemplate); err != nil {

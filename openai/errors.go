@@ -95,6 +95,8 @@ func submitError(err error, param string) *Error {
 		return e
 	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadToken):
 		return invalid(param, "%v", err)
+	case errors.Is(err, engine.ErrTokenize):
+		return invalid(param, "the prompt has text this model's vocabulary cannot encode: %v", err)
 	case errors.Is(err, engine.ErrBadSlot):
 		return invalid("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrGrammar):

@@ -34,7 +34,9 @@ func (f *fakeEngine) Submit(ctx context.Context, req engine.Request) (*engine.St
 	return nil, f.submitErr
 }
 
-func (f *fakeEngine) Tokenize(text string, addSpecial, parseSpecial bool) []int32 { return nil }
+func (f *fakeEngine) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return nil, nil
+}
 
 func (f *fakeEngine) Detokenize(tokens []int32) string { return "" }
 

@@ -20,7 +20,11 @@ func (a *API) Tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parse := body.ParseSpecial == nil || *body.ParseSpecial
-	toks := a.eng.Tokenize(body.Content, body.AddSpecial, parse)
+	toks, err := a.eng.Tokenize(body.Content, body.AddSpecial, parse)
+	if err != nil {
+		WriteError(w, submitError(err, "content"))
+		return
+	}
 	if toks == nil {
 		toks = []int32{}
 	}
@@ -95,6 +99,17 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 		Meta: modelMeta{Architecture: a.info.Architecture, NCtxTrain: a.info.CtxTrain, NCtx: a.info.SlotCtx, NVocab: a.info.VocabSize},
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []model{m}})
+}
+
+// Props serves llama-server's GET /props, which clients read for the
+// context size and the number of slots.
+func (a *API) Props(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"default_generation_settings": map[string]any{"n_ctx": a.info.SlotCtx, "model": a.info.Name},
+		"total_slots":                 a.eng.Stats().SlotsTotal,
+		"model_path":                  a.info.Path,
+		"chat_template":               a.info.ChatTemplate,
+	})
 }
 
 // Metrics serves GET /metrics in Prometheus' text format.

@@ -173,6 +173,7 @@ func TestSubmitErrors(t *testing.T) {
 		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
 		{engine.ErrEmptyPrompt, 400, TypeInvalidRequest, "", "prompt", ""},
 		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, TypeInvalidRequest, "", "prompt", ""},
+		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, TypeInvalidRequest, "", "prompt", ""},
 		{engine.ErrBadSlot, 400, TypeInvalidRequest, "", "id_slot", ""},
 		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, TypeInvalidRequest, "", "grammar", ""},
 		{errors.New("disk on fire"), 500, TypeServer, "", "", ""},

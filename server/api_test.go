@@ -198,6 +198,17 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/v1/models %+v", models)
 	}
 
+	var props struct {
+		Settings struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+		TotalSlots int `json:"total_slots"`
+	}
+	ts.get(t, "/props", &props)
+	if props.TotalSlots != 2 || props.Settings.NCtx != ts.info.SlotCtx {
+		t.Errorf("/props %+v", props)
+	}
+
 	if m := metrics(t, ts); m["corral_slots"] != 2 {
 		t.Errorf("/metrics %v", m)
 	}
@@ -216,6 +227,9 @@ func TestEndpoints(t *testing.T) {
 		{"/completion", map[string]any{"prompt": long, "n_predict": 1}, 400, "prompt", "context_length_exceeded"},
 		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("story ", ts.info.SlotCtx)}}}, 400, "messages", "context_length_exceeded"},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "id_slot": 7}, 400, "id_slot", ""},
+		// TinyStories656K cannot encode '{': no such token, no byte fallback.
+		{"/v1/completions", map[string]any{"prompt": "a { b", "max_tokens": 1}, 400, "prompt", ""},
+		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "{}"}}}, 400, "messages", ""},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": "root ::= ("}, 400, "grammar", ""},
 		{"/v1/completions", map[string]any{"prompt": strings.Repeat("x", DefaultMaxBody)}, 413, "", "request_too_large"},
 	}

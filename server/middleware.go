@@ -97,7 +97,11 @@ func (s *Server) logRequests(h http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() { // deferred: aborted responses are logged too
 			status := sw.status
-			if status == 0 {
+			switch {
+			case status != 0:
+			case r.Context().Err() != nil:
+				status = 499 // nginx's "client closed request": nothing was sent
+			default:
 				status = http.StatusOK // nothing written: net/http sends 200
 			}
 			level := slog.LevelInfo
@@ -107,7 +111,7 @@ func (s *Server) logRequests(h http.Handler) http.Handler {
 			s.log.Log(r.Context(), level, "request",
 				"id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
 				"status", status, "bytes", sw.bytes, "duration", time.Since(start),
-				"remote", r.RemoteAddr, "client_gone", r.Context().Err() != nil)
+				"remote", r.RemoteAddr)
 		}()
 		h.ServeHTTP(sw, r)
 	})

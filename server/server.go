@@ -127,6 +127,7 @@ var apiRoutes = []route{
 	{http.MethodPost, []string{"/detokenize"}, (*openai.API).Detokenize},
 	{http.MethodGet, []string{"/v1/models", "/models"}, (*openai.API).Models},
 	{http.MethodGet, []string{"/slots"}, (*openai.API).Slots},
+	{http.MethodGet, []string{"/props"}, (*openai.API).Props},
 	{http.MethodGet, []string{"/metrics"}, (*openai.API).Metrics},
 }
 

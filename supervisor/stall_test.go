@@ -84,10 +84,12 @@ func TestE2EStoppedChildIsStalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Once the child answered (headers), freeze it mid-prefill.
-	waitFor(t, jobTimeout, "the response headers", func() bool {
+	// Once the request is on its way, freeze the child mid-prefill (the
+	// prompt takes seconds to evaluate; corral sends headers with the first
+	// token, so no byte has arrived yet and only CPU time shows liveness).
+	waitFor(t, jobTimeout, "the dispatch", func() bool {
 		st, err := w.Status(id)
-		return err == nil && !st.LastProgressAt.IsZero()
+		return err == nil && !st.DispatchedAt.IsZero()
 	})
 	if err := syscall.Kill(old, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

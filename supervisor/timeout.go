@@ -89,6 +89,11 @@ func (p TimeoutProfile) judge(now, start time.Time, t timeline, liveness time.Ti
 			return verdict{FailConnectFailed, fmt.Sprintf("no connection within %s", p.Connect), true}, true
 		}
 	case t.headers.IsZero():
+		// Servers that hold headers until the first token (corral,
+		// llama-server) prefill here: a child whose CPU stopped is stalled.
+		if over(p.PrefillLiveness, latest(t.connected, liveness)) {
+			return verdict{FailStallTimeout, fmt.Sprintf("prefill (awaiting headers): no CPU progress for %s", p.PrefillLiveness), true}, true
+		}
 		if over(p.Headers, latest(t.connected, liveness)) {
 			return verdict{FailHeadersTimeout, fmt.Sprintf("no response headers and no CPU progress for %s", p.Headers), true}, true
 		}
