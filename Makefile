@@ -13,7 +13,7 @@ GO          ?= go
 SHARED      ?= ../shared
 MODEL       ?= $(firstword $(wildcard $(SHARED)/models/tinystories-656k-q8_0.gguf))
 ARGS        ?=
-TESTFLAGS   ?= -race -timeout 60m
+TESTFLAGS   ?= -race -count=1 -timeout 60m
 OLLAMA_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama)
 HEADERS     := llama/include/llama.h
 

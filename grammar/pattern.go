@@ -32,9 +32,8 @@ func patternExpr(pattern string) (*expr, error) {
 
 // A reParser parses a regular expression.
 type reParser struct {
-	src   []rune
-	pos   int
-	depth int
+	src []rune
+	pos int
 }
 
 func (p *reParser) peek() (rune, bool) {
