@@ -18,22 +18,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type golden struct {
-	model, prompt string
-	n             int
-	want          string
-}
-
-// goldens are ../shared/models/GOLDEN.md: greedy outputs of llama.cpp at
-// the binding's revision.
-var goldens = []golden{
-	{testmodel.Stories260K, "Once upon a time", 60, ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily"},
-	{testmodel.Stories260K, "Hello", 16, " was a big, red ball. He was very excit"},
-	{testmodel.Stories260K, "The little dog", 48, " was a little girl named Lily. She loved to play with her toys and her toys. One day, she saw a big box with a big box. It was a big,"},
-	{testmodel.TinyStories656K, "Once upon a time", 32, ", a little girl named Lily lived in a small house. She loved to eat yummy food. One day, she saw a small bird on the ground. The bird was sad because it could not eat it.\nLily wanted to help the bird. She tried to eat the food and "},
-	{testmodel.TinyStories656K, "Hello", 16, " and a girl were walking in the park. One day she saw a small bird flying in the sk"},
-	{testmodel.TinyStories656K, "The little dog", 48, "was in a big forest. He liked to run and jump all day long. He liked to run and jump and play with his friends. One day, he saw a small bird flying in the sky. He wanted to be friends with it, but he was scared. He tried to jump and reach the bird, but he could not reach the bird"},
-}
+// goldens are ../shared/models/GOLDEN.md, in its order.
+var goldens = testmodel.Goldens
 
 func newEngine(t *testing.T, model string, cfg engine.Config) *engine.Engine {
 	t.Helper()
@@ -72,24 +58,19 @@ func greedy(prompt string, n int) engine.Request {
 func TestGoldenAloneAndBatched(t *testing.T) {
 	for _, model := range []string{testmodel.Stories260K, testmodel.TinyStories656K} {
 		e := newEngine(t, model, engine.Config{Parallel: 4, BatchSize: 64})
-		var cases []golden
-		for _, g := range goldens {
-			if g.model == model {
-				cases = append(cases, g)
-			}
-		}
+		cases := testmodel.GoldensFor(model)
 		// Alone: one request at a time.
 		for _, g := range cases {
-			s, err := e.Submit(context.Background(), greedy(g.prompt, g.n))
+			s, err := e.Submit(context.Background(), greedy(g.Prompt, g.N))
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, res := collect(t, s)
-			if got != g.want {
-				t.Errorf("%s %q alone:\n got %q\nwant %q", model, g.prompt, got, g.want)
+			if got != g.Want {
+				t.Errorf("%s %q alone:\n got %q\nwant %q", model, g.Prompt, got, g.Want)
 			}
-			if res.FinishReason != engine.FinishLength || res.Usage.CompletionTokens != g.n {
-				t.Errorf("%s %q: finish %s after %d tokens, want length after %d", model, g.prompt, res.FinishReason, res.Usage.CompletionTokens, g.n)
+			if res.FinishReason != engine.FinishLength || res.Usage.CompletionTokens != g.N {
+				t.Errorf("%s %q: finish %s after %d tokens, want length after %d", model, g.Prompt, res.FinishReason, res.Usage.CompletionTokens, g.N)
 			}
 		}
 		// Batched: every case three times at once, with different slots
@@ -100,13 +81,13 @@ func TestGoldenAloneAndBatched(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s, err := e.Submit(context.Background(), greedy(g.prompt, g.n))
+					s, err := e.Submit(context.Background(), greedy(g.Prompt, g.N))
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					if got, _ := collect(t, s); got != g.want {
-						t.Errorf("%s %q batched:\n got %q\nwant %q", model, g.prompt, got, g.want)
+					if got, _ := collect(t, s); got != g.Want {
+						t.Errorf("%s %q batched:\n got %q\nwant %q", model, g.Prompt, got, g.Want)
 					}
 				}()
 			}
@@ -117,7 +98,7 @@ func TestGoldenAloneAndBatched(t *testing.T) {
 
 func TestSixteenStreamsOnFourSlots(t *testing.T) {
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 4})
-	want := goldens[4].want
+	want := goldens[4].Want
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Add(1)
@@ -245,8 +226,8 @@ func TestCancelWhilePrefilling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := collect(t, s); got != goldens[1].want {
-		t.Fatalf("after a cancelled prefill: %q, want %q", got, goldens[1].want)
+	if got, _ := collect(t, s); got != goldens[1].Want {
+		t.Fatalf("after a cancelled prefill: %q, want %q", got, goldens[1].Want)
 	}
 }
 
@@ -340,7 +321,7 @@ func TestQueueFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the queue drained: %v", err)
 	}
-	if got, _ := collect(t, s); got != goldens[1].want {
+	if got, _ := collect(t, s); got != goldens[1].Want {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -357,8 +338,8 @@ func TestPromptCacheReuse(t *testing.T) {
 	if second.Usage.CachedTokens != second.Usage.PromptTokens-1 {
 		t.Fatalf("cached %d of %d prompt tokens, want all but the last", second.Usage.CachedTokens, second.Usage.PromptTokens)
 	}
-	if got != goldens[0].want {
-		t.Fatalf("output with a reused prefix differs:\n got %q\nwant %q", got, goldens[0].want)
+	if got != goldens[0].Want {
+		t.Fatalf("output with a reused prefix differs:\n got %q\nwant %q", got, goldens[0].Want)
 	}
 	s, _ = e.Submit(context.Background(), engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 4, NoCachePrompt: true})
 	if _, r := collect(t, s); r.Usage.CachedTokens != 0 {
@@ -480,7 +461,7 @@ func TestGrammarTheVocabCannotSatisfyIsAnError(t *testing.T) {
 		}
 	}
 	s, _ := e.Submit(context.Background(), greedy("Hello", 16))
-	if got, _ := collect(t, s); got != goldens[4].want {
+	if got, _ := collect(t, s); got != goldens[4].Want {
 		t.Fatalf("engine unusable afterwards: %q", got)
 	}
 }

@@ -49,27 +49,15 @@ func generate(t testing.TB, m *llama.Model, prompt string, n int) string {
 }
 
 func TestGoldenRawLoop(t *testing.T) {
-	cases := []struct {
-		model, prompt string
-		n             int
-		want          string
-	}{
-		{testmodel.Stories260K, "Once upon a time", 60, ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily"},
-		{testmodel.Stories260K, "Hello", 16, " was a big, red ball. He was very excit"},
-		{testmodel.Stories260K, "The little dog", 48, " was a little girl named Lily. She loved to play with her toys and her toys. One day, she saw a big box with a big box. It was a big,"},
-		{testmodel.TinyStories656K, "Once upon a time", 32, ", a little girl named Lily lived in a small house. She loved to eat yummy food. One day, she saw a small bird on the ground. The bird was sad because it could not eat it.\nLily wanted to help the bird. She tried to eat the food and "},
-		{testmodel.TinyStories656K, "Hello", 16, " and a girl were walking in the park. One day she saw a small bird flying in the sk"},
-		{testmodel.TinyStories656K, "The little dog", 48, "was in a big forest. He liked to run and jump all day long. He liked to run and jump and play with his friends. One day, he saw a small bird flying in the sky. He wanted to be friends with it, but he was scared. He tried to jump and reach the bird, but he could not reach the bird"},
-	}
-	for _, c := range cases {
-		m, err := llama.LoadModel(testmodel.Path(t, c.model))
+	for _, c := range testmodel.Goldens {
+		m, err := llama.LoadModel(testmodel.Path(t, c.Model))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := generate(t, m, c.prompt, c.n)
+		got := generate(t, m, c.Prompt, c.N)
 		m.Close()
-		if got != c.want {
-			t.Errorf("%s %q: got %q, want %q", c.model, c.prompt, got, c.want)
+		if got != c.Want {
+			t.Errorf("%s %q: got %q, want %q", c.Model, c.Prompt, got, c.Want)
 		}
 	}
 }

@@ -21,17 +21,8 @@ import (
 // load_test.go), which run the real engine on a real model behind the
 // real server on a loopback port.
 
-// golden are greedy continuations of TinyStories656K, from
-// ../shared/models/GOLDEN.md (BOS added, n tokens, no EOG reached).
-var golden = []struct {
-	prompt string
-	n      int
-	want   string
-}{
-	{"Once upon a time", 32, ", a little girl named Lily lived in a small house. She loved to eat yummy food. One day, she saw a small bird on the ground. The bird was sad because it could not eat it.\nLily wanted to help the bird. She tried to eat the food and "},
-	{"Hello", 16, " and a girl were walking in the park. One day she saw a small bird flying in the sk"},
-	{"The little dog", 48, "was in a big forest. He liked to run and jump all day long. He liked to run and jump and play with his friends. One day, he saw a small bird flying in the sky. He wanted to be friends with it, but he was scared. He tried to jump and reach the bird, but he could not reach the bird"},
-}
+// golden are TinyStories656K's greedy continuations from GOLDEN.md.
+var golden = testmodel.GoldensFor(testmodel.TinyStories656K)
 
 // testServer is a running server over a real engine.
 type testServer struct {
@@ -211,14 +202,17 @@ type textCompletion struct {
 		Text         string  `json:"text"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		TotalTokens         int `json:"total_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
+	Usage *wireUsage `json:"usage"`
+}
+
+// wireUsage is OpenAI's usage object as the client sees it.
+type wireUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 type llamaCompletion struct {
@@ -288,11 +282,7 @@ type chatCompletion struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-		TotalTokens      int `json:"total_tokens"`
-	} `json:"usage"`
+	Usage *wireUsage `json:"usage"`
 }
 
 // metrics reads /metrics as name → value.

@@ -16,9 +16,9 @@ import (
 func TestGolden(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 4})
 	for _, g := range golden {
-		v1 := map[string]any{"model": "tiny", "prompt": g.prompt, "max_tokens": g.n, "temperature": 0, "ignore_eos": true}
-		llama := map[string]any{"prompt": g.prompt, "n_predict": g.n, "temperature": 0, "ignore_eos": true}
-		t.Run(g.prompt+"/v1", func(t *testing.T) {
+		v1 := map[string]any{"model": "tiny", "prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true}
+		llama := map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true}
+		t.Run(g.Prompt+"/v1", func(t *testing.T) {
 			t.Parallel()
 			resp, b := ts.post(t, "/v1/completions", v1)
 			if resp.StatusCode != 200 {
@@ -29,27 +29,27 @@ func TestGolden(t *testing.T) {
 			if c.Object != "text_completion" || c.Model != "tiny" || len(c.Choices) != 1 {
 				t.Fatalf("response %s", b)
 			}
-			if c.Choices[0].Text != g.want {
-				t.Errorf("text %q\nwant %q", c.Choices[0].Text, g.want)
+			if c.Choices[0].Text != g.Want {
+				t.Errorf("text %q\nwant %q", c.Choices[0].Text, g.Want)
 			}
 			if fr := c.Choices[0].FinishReason; fr == nil || *fr != "length" {
 				t.Errorf("finish_reason %v, want length", fr)
 			}
-			if u := c.Usage; u == nil || u.CompletionTokens != g.n || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+			if u := c.Usage; u == nil || u.CompletionTokens != g.N || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
 				t.Errorf("usage %+v", u)
 			}
 		})
-		t.Run(g.prompt+"/v1 stream", func(t *testing.T) {
+		t.Run(g.Prompt+"/v1 stream", func(t *testing.T) {
 			t.Parallel()
 			body := map[string]any{"stream": true}
 			for k, v := range v1 {
 				body[k] = v
 			}
-			if got := v1Stream(t, ts.openStream(t, context.Background(), "/v1/completions", body), "length"); got != g.want {
-				t.Errorf("text %q\nwant %q", got, g.want)
+			if got := v1Stream(t, ts.openStream(t, context.Background(), "/v1/completions", body), "length"); got != g.Want {
+				t.Errorf("text %q\nwant %q", got, g.Want)
 			}
 		})
-		t.Run(g.prompt+"/completion", func(t *testing.T) {
+		t.Run(g.Prompt+"/completion", func(t *testing.T) {
 			t.Parallel()
 			resp, b := ts.post(t, "/completion", llama)
 			if resp.StatusCode != 200 {
@@ -57,21 +57,21 @@ func TestGolden(t *testing.T) {
 			}
 			var c llamaCompletion
 			unmarshal(t, string(b), &c)
-			if c.Content != g.want || !c.Stop || c.TokensPredicted != g.n || c.StopType != "limit" || c.TokensEvaluated == 0 {
-				t.Errorf("got %s\nwant content %q", b, g.want)
+			if c.Content != g.Want || !c.Stop || c.TokensPredicted != g.N || c.StopType != "limit" || c.TokensEvaluated == 0 {
+				t.Errorf("got %s\nwant content %q", b, g.Want)
 			}
 		})
-		t.Run(g.prompt+"/completion stream", func(t *testing.T) {
+		t.Run(g.Prompt+"/completion stream", func(t *testing.T) {
 			t.Parallel()
 			body := map[string]any{"stream": true}
 			for k, v := range llama {
 				body[k] = v
 			}
 			text, final := llamaStream(t, ts.openStream(t, context.Background(), "/completion", body))
-			if text != g.want {
-				t.Errorf("text %q\nwant %q", text, g.want)
+			if text != g.Want {
+				t.Errorf("text %q\nwant %q", text, g.Want)
 			}
-			if final.TokensPredicted != g.n || final.StopType != "limit" || final.Timings == nil || final.Timings.PredictedN != g.n {
+			if final.TokensPredicted != g.N || final.StopType != "limit" || final.Timings == nil || final.Timings.PredictedN != g.N {
 				t.Errorf("final event %+v", final)
 			}
 		})
@@ -93,7 +93,7 @@ func TestConcurrentStreams(t *testing.T) {
 			// Failures come back as an impossible text: t.Fatal must not
 			// be called off the test goroutine.
 			text := func() string {
-				body := map[string]any{"prompt": g.prompt, "max_tokens": g.n, "temperature": 0, "ignore_eos": true, "stream": true}
+				body := map[string]any{"prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true, "stream": true}
 				b, _ := json.Marshal(body)
 				resp, err := ts.client.Post(ts.url+"/v1/completions", "application/json", bytes.NewReader(b))
 				if err != nil {
@@ -128,7 +128,7 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 	for range 16 {
 		r := <-results
-		if want := golden[r.i%len(golden)].want; r.text != want {
+		if want := golden[r.i%len(golden)].Want; r.text != want {
 			t.Errorf("stream %d: %q\nwant %q", r.i, r.text, want)
 		}
 	}

@@ -71,7 +71,7 @@ func TestQueueFull(t *testing.T) {
 		}
 	}
 	resp, b := ts.post(t, "/completion", map[string]any{"prompt": "Hello", "n_predict": 16, "temperature": 0, "ignore_eos": true})
-	if resp.StatusCode != 200 || !strings.Contains(string(b), golden[1].want) {
+	if resp.StatusCode != 200 || !strings.Contains(string(b), golden[1].Want) {
 		t.Errorf("after the burst: %d %s", resp.StatusCode, b)
 	}
 }
@@ -173,11 +173,11 @@ func TestGracefulShutdown(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
 	g := golden[2]
 	resp := ts.openStream(t, context.Background(), "/completion",
-		map[string]any{"prompt": g.prompt, "n_predict": g.n, "temperature": 0, "ignore_eos": true, "stream": true})
+		map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true, "stream": true})
 	stopped := make(chan error, 1)
 	go func() { stopped <- ts.stop() }()
 	text, final := llamaStream(t, resp)
-	if text != g.want || final.TokensPredicted != g.n {
+	if text != g.Want || final.TokensPredicted != g.N {
 		t.Errorf("stream cut by shutdown: %q, %+v", text, final)
 	}
 	if err := <-stopped; err != nil {
