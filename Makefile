@@ -14,7 +14,7 @@ SHARED      ?= ../shared
 MODEL       ?= $(firstword $(wildcard $(SHARED)/models/tinystories-656k-q8_0.gguf))
 ARGS        ?=
 TESTFLAGS   ?= -race -count=1 -timeout 60m
-OLLAMA_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama)
+CORRAL_BIN  := $(abspath bin/corral)
 HEADERS     := llama/include/llama.h
 
 .PHONY: all build test run bench headers vet clean
@@ -25,20 +25,30 @@ all: build
 # binding package (git-ignored), so that plain `go build`/`go test` and
 # editors see them too.
 headers: $(HEADERS)
+# The module's folder is looked up in the recipe, after the download: a
+# make-time $(shell ...) would run before it and expand to nothing on a
+# machine whose module cache is empty.
 $(HEADERS): go.mod
-	$(GO) mod download github.com/ollama/ollama
-	mkdir -p llama/include
-	cp $(OLLAMA_DIR)/llama/llama.cpp/include/*.h llama/include/
-	cp $(OLLAMA_DIR)/ml/backend/ggml/ggml/include/*.h llama/include/
-	chmod u+w llama/include/*.h
+	@set -eu; \
+	$(GO) mod download github.com/ollama/ollama; \
+	dir=$$($(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama); \
+	if [ -z "$$dir" ] || [ ! -f "$$dir/llama/llama.cpp/include/llama.h" ]; then \
+		echo "headers: github.com/ollama/ollama not found in the module cache (dir='$$dir')" >&2; exit 1; \
+	fi; \
+	echo "headers: copying llama.h and ggml headers from $$dir"; \
+	mkdir -p llama/include; \
+	cp "$$dir"/llama/llama.cpp/include/*.h "$$dir"/ml/backend/ggml/ggml/include/*.h llama/include/; \
+	chmod u+w llama/include/*.h; \
 	touch $(HEADERS)
 
 build: $(HEADERS)
 	$(GO) build -o bin/corral ./cmd/corral
 
-test: $(HEADERS)
+# The end-to-end tests (bench, supervisor, server) run bin/corral, built
+# once here with the flags above, instead of each compiling its own.
+test: build
 	$(GO) vet ./...
-	$(GO) test $(TESTFLAGS) ./...
+	CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
 
 # Serve $(MODEL) (default: the shared test model; see README for others).
 run: build

@@ -3,30 +3,28 @@ package bench
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/corral-llm/corral/internal/testmodel"
 )
 
-// corralBin is the corral binary the end-to-end tests run, built once.
+// corralBin is the corral binary the end-to-end tests run: $CORRAL_BIN
+// (make test), else built once for this test process.
 var corralBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bench-test-")
+	bin, err := testmodel.BinaryPath()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	corralBin = filepath.Join(dir, "corral")
-	build := exec.Command("go", "build", "-o", corralBin, "github.com/corral-llm/corral/cmd/corral")
-	// The Makefile's flags, so the llama.cpp objects come from the cache.
-	build.Env = append(os.Environ(), "CGO_CFLAGS=-O3 -march=native", "CGO_CXXFLAGS=-O3 -march=native")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build corral: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	corralBin = bin
+	// With a Cleanup option goleak leaves the exit to it: without the
+	// os.Exit a leak would be printed and the run would still pass.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testmodel.RemoveBinary()
+		os.Exit(code)
+	}))
 }

@@ -26,13 +26,18 @@ var (
 	ErrEmptyPrompt = errors.New("engine: empty prompt")
 	// ErrBadSlot means Request.SlotID names a slot that does not exist.
 	ErrBadSlot = errors.New("engine: no such slot")
-	// ErrGrammar means the request's grammar could not be parsed.
+	// ErrGrammar means the request's grammar could not be parsed, exceeds
+	// a limit (see grammar.DefaultLimits), or no token of the vocabulary
+	// can start it.
 	ErrGrammar = errors.New("engine: invalid grammar")
 	// ErrTokenize means the text has characters the model's vocabulary
-	// cannot encode (a vocabulary without byte fallback).
+	// cannot encode and the vocabulary has no unknown token to stand for
+	// them.
 	ErrTokenize = errors.New("engine: text cannot be tokenized")
 	// ErrBadToken means a token id is outside the vocabulary.
 	ErrBadToken = errors.New("engine: bad token id")
+	// ErrBadParam means a sampling parameter is out of range.
+	ErrBadParam = errors.New("engine: bad parameter")
 )
 
 // Config describes one engine: which model, how many slots, how much context.
@@ -71,6 +76,11 @@ type Request struct {
 	// AddSpecial adds BOS (and whatever the model's vocab wants) when
 	// tokenizing Prompt. ParseSpecial parses special-token text like <s>.
 	AddSpecial, ParseSpecial bool
+	// Plain are byte ranges of Prompt, sorted and disjoint, that are
+	// tokenized as plain text even with ParseSpecial: text a client wrote
+	// (chat message contents), so that "<|im_end|>" typed by a user cannot
+	// become a control token while the template's own markers do.
+	Plain []Span
 	// MaxTokens limits the generated tokens; 0 uses Config.MaxTokensDefault.
 	MaxTokens int
 	// Sampling selects the sampler chain.
@@ -89,6 +99,9 @@ type Request struct {
 	SlotID  int
 }
 
+// Span is a byte range [Start, End) of a prompt.
+type Span struct{ Start, End int }
+
 // Sampling are the sampler settings. The zero value is greedy decoding.
 type Sampling struct {
 	Temperature      float32 // <= 0: greedy
@@ -99,8 +112,11 @@ type Sampling struct {
 	RepeatPenalty    float32 // 0 or 1: disabled
 	FrequencyPenalty float32
 	PresencePenalty  float32
-	RepeatLastN      int    // window for penalties; 0: 64
-	Seed             uint32 // 0: random
+	// RepeatLastN is the penalty window in tokens: -1 the slot's context,
+	// 0 no penalties; larger values are clamped to the slot's context.
+	RepeatLastN int
+	// Seed seeds the draw; negative means a random seed.
+	Seed int64
 	// LogitBias adds a bias to the given token ids.
 	LogitBias map[int32]float32
 }
@@ -110,7 +126,7 @@ type FinishReason string
 
 // Finish reasons.
 const (
-	FinishStop      FinishReason = "stop"      // EOG token or a stop string
+	FinishStop      FinishReason = "stop"      // EOG token, a stop string, or a grammar that is complete
 	FinishLength    FinishReason = "length"    // max tokens or context full
 	FinishCancelled FinishReason = "cancelled" // the request's context ended
 	FinishError     FinishReason = "error"     // see Result.Err

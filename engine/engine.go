@@ -2,14 +2,19 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -20,8 +25,13 @@ type Engine struct {
 	model *llama.Model
 	eog   []int32 // end-of-generation tokens, banned when IgnoreEOS
 
-	nextID atomic.Uint64
-	queued atomic.Int64 // requests submitted but not yet admitted or dropped
+	nextID   atomic.Uint64
+	queued   atomic.Int64 // requests submitted but not yet admitted or dropped
+	draining atomic.Bool  // Drain was called: admit nothing new
+
+	// prep bounds the Submit calls tokenizing and compiling grammars at
+	// once, so a burst of requests cannot take every core from decoding.
+	prep chan struct{}
 
 	// mu guards closed and the model's lifetime: Submit and the vocab
 	// methods hold it for reading while they use the model (tokenizing, a
@@ -30,11 +40,11 @@ type Engine struct {
 	mu      sync.RWMutex
 	closed  bool
 	submitq chan *request
-	wake    chan struct{}         // capacity 1: "look at cancellations"
-	ctrl    chan func(*scheduler) // snapshot requests, run by the scheduler
-	quit    chan struct{}         // closed by Close
-	done    chan struct{}         // closed when the scheduler has exited
-	stats   atomic.Pointer[Stats] // published by the scheduler every step
+	wake    chan struct{}              // capacity 1: "look at cancellations"
+	quit    chan struct{}              // closed by Close
+	done    chan struct{}              // closed when the scheduler has exited
+	stats   atomic.Pointer[Stats]      // published by the scheduler every step
+	slots   atomic.Pointer[[]SlotInfo] // likewise
 	once    sync.Once
 }
 
@@ -50,8 +60,10 @@ type request struct {
 	stopWatch func() bool // detaches the context.AfterFunc wake-up
 }
 
-// New loads the model, creates the context and starts the scheduler.
-func New(cfg Config) (*Engine, error) {
+// New loads the model, creates the context and starts the scheduler. When
+// ctx ends during the model load, New stops it and returns ctx's error;
+// after New returns, ctx no longer matters (use Close).
+func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 4
 	}
@@ -67,7 +79,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = 256
 	}
-	model, err := llama.LoadModel(cfg.ModelPath)
+	model, err := llama.LoadModel(ctx, cfg.ModelPath)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -97,9 +109,9 @@ func New(cfg Config) (*Engine, error) {
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Created: time.Now(),
 		},
+		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
 		submitq: make(chan *request, cfg.MaxQueue),
 		wake:    make(chan struct{}, 1),
-		ctrl:    make(chan func(*scheduler)),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -109,7 +121,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	s := newScheduler(e, lctx)
-	e.stats.Store(&Stats{SlotsTotal: cfg.Parallel, KVCellsTotal: lctx.NCtx()})
+	s.publish()
 	go s.run()
 	return e, nil
 }
@@ -117,60 +129,41 @@ func New(cfg Config) (*Engine, error) {
 // Info describes the loaded model.
 func (e *Engine) Info() ModelInfo { return e.info }
 
-// Submit tokenizes the prompt in the caller's goroutine, prepares the
-// sampler and enqueues the request without waiting for the model. The
-// request lives until ctx ends, it finishes, or Stream.Cancel is called.
+// Submit checks the request, tokenizes the prompt in the caller's
+// goroutine, prepares the sampler and enqueues the request without waiting
+// for the model. The request lives until ctx ends, it finishes, or
+// Stream.Cancel is called.
+//
+// The queue bound is checked first, so a refused request costs no
+// tokenization; at most a few Submit calls tokenize at once (the others
+// wait, or give up when ctx ends).
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.closed {
+	if e.closed || e.draining.Load() {
 		return nil, ErrClosed
 	}
-	toks := append([]int32(nil), req.Tokens...)
-	if len(toks) == 0 {
-		var err error
-		toks, err = e.model.Tokenize(req.Prompt, req.AddSpecial, req.ParseSpecial)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
-		}
-	}
-	if len(toks) == 0 {
-		return nil, ErrEmptyPrompt
-	}
-	for _, t := range toks {
-		if t < 0 || int(t) >= e.info.VocabSize {
-			return nil, fmt.Errorf("engine: token id %d out of range [0,%d): %w", t, e.info.VocabSize, ErrBadToken)
-		}
-	}
-	if len(toks) >= e.info.SlotCtx {
-		return nil, fmt.Errorf("%w: %d prompt tokens, %d per slot", ErrPromptTooLong, len(toks), e.info.SlotCtx)
-	}
-	if req.PinSlot && (req.SlotID < 0 || req.SlotID >= e.cfg.Parallel) {
-		return nil, fmt.Errorf("%w: %d (have %d)", ErrBadSlot, req.SlotID, e.cfg.Parallel)
-	}
-	sampler, err := e.newSampler(req)
-	if err != nil {
-		return nil, err
-	}
-
 	// Reserve a queue place; the counter is the bound, so the channel
 	// send below never blocks.
 	for {
 		n := e.queued.Load()
 		if n >= int64(e.cfg.MaxQueue) {
-			sampler.Close()
 			return nil, ErrQueueFull
 		}
 		if e.queued.CompareAndSwap(n, n+1) {
 			break
 		}
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	r := &request{
-		id: e.nextID.Add(1), ctx: rctx, params: req, tokens: toks, sampler: sampler,
-		submitted: time.Now(),
+	r, err := e.prepare(ctx, req)
+	if err != nil {
+		e.queued.Add(-1)
+		return nil, err
 	}
-	r.stream = newStream(r.id, len(toks), cancel)
+	rctx, cancel := context.WithCancel(ctx)
+	r.ctx = rctx
+	r.id = e.nextID.Add(1)
+	r.submitted = time.Now()
+	r.stream = newStream(r.id, len(r.tokens), cancel)
 	// Cancellation is a message: when the context ends, poke the scheduler,
 	// which retires the request at its next step boundary.
 	r.stopWatch = context.AfterFunc(rctx, e.poke)
@@ -178,18 +171,88 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	return r.stream, nil
 }
 
-func (e *Engine) newSampler(req Request) (*llama.Sampler, error) {
+// prepare validates req, tokenizes its prompt and builds its sampler.
+func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
+	if req.PinSlot && (req.SlotID < 0 || req.SlotID >= e.cfg.Parallel) {
+		return nil, fmt.Errorf("%w: %d (have %d)", ErrBadSlot, req.SlotID, e.cfg.Parallel)
+	}
+	select {
+	case e.prep <- struct{}{}:
+		defer func() { <-e.prep }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if req.Grammar != "" {
+		// Bounded in Go before llama.cpp parses it: its parser and its
+		// grammar engine recurse on the C stack and bound nothing.
+		if err := grammar.Validate(req.Grammar, grammar.DefaultLimits); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrGrammar, err)
+		}
+	}
+	// A prompt needs one free cell for the first generated token.
+	maxPrompt := e.info.SlotCtx - 1
+	toks := req.Tokens
+	if len(toks) == 0 {
+		plain := make([]llama.Span, len(req.Plain))
+		for i, sp := range req.Plain {
+			plain[i] = llama.Span{Start: sp.Start, End: sp.End}
+		}
+		var err error
+		toks, err = e.model.TokenizeText(req.Prompt, llama.TokenizeOptions{
+			AddSpecial: req.AddSpecial, ParseSpecial: req.ParseSpecial, Plain: plain, MaxTokens: maxPrompt,
+		})
+		switch {
+		case errors.Is(err, llama.ErrTooManyTokens):
+			return nil, fmt.Errorf("%w: %v; %d tokens per slot", ErrPromptTooLong, err, e.info.SlotCtx)
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
+		}
+	} else {
+		toks = slices.Clone(toks)
+		for _, t := range toks {
+			if t < 0 || int(t) >= e.info.VocabSize {
+				return nil, fmt.Errorf("engine: token id %d out of range [0,%d): %w", t, e.info.VocabSize, ErrBadToken)
+			}
+		}
+	}
+	if len(toks) == 0 {
+		return nil, ErrEmptyPrompt
+	}
+	if len(toks) > maxPrompt {
+		return nil, fmt.Errorf("%w: %d prompt tokens, %d per slot", ErrPromptTooLong, len(toks), e.info.SlotCtx)
+	}
+	sampler, err := e.newSampler(req, toks)
+	if err != nil {
+		return nil, err
+	}
+	return &request{params: req, tokens: toks, sampler: sampler}, nil
+}
+
+// newSampler builds the request's sampler, its penalties primed with the
+// end of the prompt as llama-server's are.
+func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error) {
 	sp := req.Sampling
+	lastN := sp.RepeatLastN
+	if lastN < 0 || lastN > e.info.SlotCtx {
+		lastN = e.info.SlotCtx
+	}
+	seed := uint32(sp.Seed)
+	if sp.Seed < 0 || sp.Seed > math.MaxUint32 {
+		seed = rand.Uint32()
+	}
 	p := llama.SamplerParams{
 		Temperature: sp.Temperature, TopK: sp.TopK, TopP: sp.TopP, MinP: sp.MinP, TypicalP: sp.TypicalP,
 		RepeatPenalty: sp.RepeatPenalty, FrequencyPenalty: sp.FrequencyPenalty, PresencePenalty: sp.PresencePenalty,
-		RepeatLastN: sp.RepeatLastN, Seed: sp.Seed, Grammar: req.Grammar,
+		RepeatLastN: lastN, Seed: seed, Grammar: req.Grammar,
 	}
 	if len(sp.LogitBias) > 0 || req.IgnoreEOS {
 		p.LogitBias = make(map[int32]float32, len(sp.LogitBias)+len(e.eog))
 		for tok, b := range sp.LogitBias {
 			if tok < 0 || int(tok) >= e.info.VocabSize {
 				return nil, fmt.Errorf("engine: logit_bias token %d out of range: %w", tok, ErrBadToken)
+			}
+			if math.IsNaN(float64(b)) || math.IsInf(float64(b), 1) {
+				return nil, fmt.Errorf("%w: logit_bias %g for token %d", ErrBadParam, b, tok)
 			}
 			p.LogitBias[tok] = b
 		}
@@ -200,10 +263,24 @@ func (e *Engine) newSampler(req Request) (*llama.Sampler, error) {
 		}
 	}
 	s, err := llama.NewSampler(e.model, p)
-	if err != nil {
+	switch {
+	case errors.Is(err, llama.ErrGrammar), errors.Is(err, llama.ErrGrammarDead):
 		return nil, fmt.Errorf("%w: %v", ErrGrammar, err)
+	case err != nil:
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if penalized(sp) && lastN > 0 {
+		if err := s.AcceptPrompt(prompt[max(0, len(prompt)-lastN):]); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("engine: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// penalized reports whether sp asks for any repetition penalty.
+func penalized(sp Sampling) bool {
+	return (sp.RepeatPenalty != 0 && sp.RepeatPenalty != 1) || sp.FrequencyPenalty != 0 || sp.PresencePenalty != 0
 }
 
 // poke wakes the scheduler without blocking.
@@ -221,6 +298,8 @@ func (e *Engine) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, 
 	if e.closed {
 		return nil, ErrClosed
 	}
+	e.prep <- struct{}{}
+	defer func() { <-e.prep }()
 	toks, err := e.model.Tokenize(text, addSpecial, parseSpecial)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
@@ -258,17 +337,22 @@ func (e *Engine) TokenPiece(tok int32) string {
 	return string(e.model.AppendPiece(nil, tok, true))
 }
 
-// Slots reports every slot's state, as seen by the scheduler.
+// Slots reports every slot's state as of the scheduler's last step. The
+// scheduler publishes one snapshot per step, however many callers poll.
 func (e *Engine) Slots(ctx context.Context) ([]SlotInfo, error) {
-	reply := make(chan []SlotInfo, 1)
-	select {
-	case e.ctrl <- func(s *scheduler) { reply <- s.slotInfo() }:
-	case <-e.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return <-reply, nil
+	return slices.Clone(*e.slots.Load()), nil
+}
+
+// Drain stops admission for a graceful shutdown: Submit returns ErrClosed
+// from now on, and every request still waiting for a slot finishes at
+// once with FinishError and ErrClosed. Running requests continue. Safe to
+// call more than once.
+func (e *Engine) Drain() {
+	e.draining.Store(true)
+	e.poke()
 }
 
 // Stats is a snapshot of the engine's load, published by the scheduler

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"math"
 	"runtime"
 	"time"
@@ -84,11 +85,10 @@ func (s *scheduler) busy() bool {
 func (s *scheduler) receive() bool {
 	for {
 		if !s.busy() {
+			s.publish() // what pollers see while the scheduler sleeps
 			select {
 			case r := <-s.e.submitq:
 				s.waiting = append(s.waiting, r)
-			case f := <-s.e.ctrl:
-				f(s)
 			case <-s.e.wake:
 				s.retire()
 			case <-s.e.quit:
@@ -100,9 +100,6 @@ func (s *scheduler) receive() bool {
 			select {
 			case r := <-s.e.submitq:
 				s.waiting = append(s.waiting, r)
-				continue
-			case f := <-s.e.ctrl:
-				f(s)
 				continue
 			case <-s.e.wake:
 				continue
@@ -119,8 +116,9 @@ func (s *scheduler) receive() bool {
 	}
 }
 
-// retire finishes requests whose context has ended, and queued requests
-// that waited longer than MaxQueueWait.
+// retire finishes requests whose context has ended, queued requests that
+// waited longer than MaxQueueWait, and every queued request once the
+// engine drains.
 func (s *scheduler) retire() {
 	for _, sl := range s.slots {
 		if sl.active() && sl.req.ctx.Err() != nil {
@@ -129,9 +127,12 @@ func (s *scheduler) retire() {
 	}
 	now := time.Now()
 	maxWait := s.e.cfg.MaxQueueWait
+	draining := s.e.draining.Load()
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
 		switch {
+		case draining:
+			s.drop(r, FinishError, ErrClosed)
 		case r.ctx.Err() != nil:
 			s.drop(r, FinishCancelled, nil)
 		case maxWait > 0 && now.Sub(r.submitted) > maxWait:
@@ -199,7 +200,9 @@ func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
 	for _, sl := range s.slots {
 		sl.outIdx = -1
+		sl.inBatch = false
 		if sl.state == stateDecode {
+			sl.inBatch = true
 			sl.outIdx = s.batch.Len()
 			s.batch.Add(sl.last, len(sl.cache), sl.id, true)
 			sl.cache = append(sl.cache, sl.last)
@@ -211,6 +214,7 @@ func (s *scheduler) buildBatch() bool {
 			continue
 		}
 		n := min(len(sl.pending), budget)
+		sl.inBatch = true
 		for i, tok := range sl.pending[:n] {
 			last := i == n-1 && n == len(sl.pending)
 			if last {
@@ -239,7 +243,13 @@ func (s *scheduler) sample() {
 			sl.prefillDone = now
 		}
 		tok, err := sl.req.sampler.Sample(s.lctx, sl.outIdx)
-		if err != nil {
+		switch {
+		case errors.Is(err, llama.ErrGrammarEnd):
+			// The grammar is complete but end-of-generation is banned
+			// (ignore_eos): the output is whole, so it is a normal stop.
+			s.finish(sl, FinishStop, nil)
+			continue
+		case err != nil:
 			s.finish(sl, FinishError, err)
 			continue
 		}
@@ -271,11 +281,12 @@ func (s *scheduler) sample() {
 	}
 }
 
-// failBatch ends every request that had tokens in a failed decode. Their
-// KV state is unknown, so their slots' caches are dropped.
+// failBatch ends every request that had tokens in a failed decode, and
+// only those. Their KV state is unknown, so their slots' caches are
+// dropped.
 func (s *scheduler) failBatch(err error) {
 	for _, sl := range s.slots {
-		if sl.active() {
+		if sl.active() && sl.inBatch {
 			s.lctx.SeqRemove(sl.id, -1, -1)
 			sl.cache = sl.cache[:0]
 			s.finish(sl, FinishError, err)
@@ -292,6 +303,9 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 		sl.pending = nil
 	}
 	r := sl.req
+	// Detach the wake-up first: finishing cancels the request's context,
+	// which must not poke the scheduler for nothing.
+	r.stopWatch()
 	text := sl.out.flush()
 	if reason == FinishStop && sl.stopWord != "" {
 		text = ""
@@ -299,13 +313,13 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 	r.stream.deliver(text, 0)
 	r.stream.finish(sl.result(reason, err, time.Now()))
 	r.sampler.Close()
-	r.stopWatch()
 	s.requests++
 	sl.reset()
 }
 
 // drop finishes a request that never reached a slot.
 func (s *scheduler) drop(r *request, reason FinishReason, err error) {
+	r.stopWatch()
 	s.e.queued.Add(-1)
 	now := time.Now()
 	r.stream.finish(Result{
@@ -314,7 +328,6 @@ func (s *scheduler) drop(r *request, reason FinishReason, err error) {
 		Timings: Timings{Queued: now.Sub(r.submitted), Total: now.Sub(r.submitted)},
 	})
 	r.sampler.Close()
-	r.stopWatch()
 }
 
 // shutdown finishes everything when the engine closes.
@@ -339,8 +352,10 @@ func (s *scheduler) shutdown() {
 	}
 }
 
-// publish stores a stats snapshot for Engine.Stats.
+// publish stores the stats and slot snapshots for Engine.Stats and
+// Engine.Slots: one of each per step, however many readers.
 func (s *scheduler) publish() {
+	s.e.slots.Store(ptr(s.slotInfo()))
 	st := &Stats{SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut}
 	for _, sl := range s.slots {
 		if sl.active() {
@@ -364,3 +379,5 @@ func (s *scheduler) slotInfo() []SlotInfo {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }

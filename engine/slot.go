@@ -45,7 +45,8 @@ type slot struct {
 	maxTokens int
 	out       textOut
 	stopWord  string
-	outIdx    int // batch index of this slot's logits in the current step, -1 if none
+	outIdx    int  // batch index of this slot's logits in the current step, -1 if none
+	inBatch   bool // the slot has tokens in the current step's batch
 
 	admitted, prefillDone, firstToken time.Time
 }

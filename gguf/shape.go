@@ -17,6 +17,9 @@ type Shape struct {
 	Vocab   int    // tokens, at least 260 (3 special + 256 byte tokens + 1)
 	Ctx     int    // training context length
 	Type    string // weight matrix type: "q8_0" or "f32"
+	// ChatML ends the vocabulary with the control tokens <|im_start|> and
+	// <|im_end|>, for testing chat prompts on a model that has them.
+	ChatML bool
 }
 
 // Shapes are the named shapes ParseShape accepts.
@@ -39,7 +42,7 @@ const (
 
 // ParseShape parses a shape: a name from Shapes, or comma-separated
 // key=value pairs with the keys embd, layers, heads, kv, ff, vocab, ctx and
-// type, as Shape.String writes them. The pairs may follow a name to
+// type (and chatml=true), as Shape.String writes them. The pairs may follow a name to
 // override its fields ("tiny,type=f32"); without a name, every key but kv
 // (default: heads) and type (default: q8_0) is required.
 func ParseShape(s string) (Shape, error) {
@@ -60,6 +63,14 @@ func ParseShape(s string) (Shape, error) {
 		}
 		if key == "type" {
 			sh.Type = val
+			continue
+		}
+		if key == "chatml" {
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return Shape{}, fmt.Errorf("shape %q: chatml: %w", s, err)
+			}
+			sh.ChatML = b
 			continue
 		}
 		f, ok := fields[key]
@@ -86,8 +97,12 @@ func ParseShape(s string) (Shape, error) {
 
 // String formats s as key=value pairs that ParseShape reads back.
 func (s Shape) String() string {
-	return fmt.Sprintf("embd=%d,layers=%d,heads=%d,kv=%d,ff=%d,vocab=%d,ctx=%d,type=%s",
+	str := fmt.Sprintf("embd=%d,layers=%d,heads=%d,kv=%d,ff=%d,vocab=%d,ctx=%d,type=%s",
 		s.Embd, s.Layers, s.Heads, s.HeadsKV, s.FF, s.Vocab, s.Ctx, s.Type)
+	if s.ChatML {
+		str += ",chatml=true"
+	}
+	return str
 }
 
 // Validate reports whether llama.cpp can load and run a model of shape s.
@@ -106,7 +121,11 @@ func (s Shape) Validate() error {
 	inRange("heads", s.Heads, 1, s.Embd)
 	inRange("kv", s.HeadsKV, 1, s.Heads)
 	inRange("ff", s.FF, 1, maxFF)
-	inRange("vocab", s.Vocab, firstPiece+1, maxVocab)
+	minVocab := firstPiece + 1
+	if s.ChatML {
+		minVocab += len(chatMLTokens)
+	}
+	inRange("vocab", s.Vocab, minVocab, maxVocab)
 	inRange("ctx", s.Ctx, 1, maxCtx)
 	if s.Heads > 0 && s.HeadsKV > 0 {
 		check(s.Embd%s.Heads == 0, "embd=%d is not a multiple of heads=%d", s.Embd, s.Heads)

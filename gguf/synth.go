@@ -65,7 +65,7 @@ func writeSynthetic(w *bufio.Writer, s Shape, seed int64) error {
 // synthKVs returns the metadata of a synthetic model of shape s, with the
 // key types llama.cpp insists on.
 func synthKVs(s Shape) []kv {
-	v := synthVocab(s.Vocab)
+	v := synthVocab(s.Vocab, s.ChatML)
 	u := func(n int) uint32 { return uint32(n) }
 	kvs := []kv{
 		{"general.architecture", "llama"},

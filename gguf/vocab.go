@@ -19,6 +19,9 @@ const (
 	firstPiece = 3 + 256
 )
 
+// chatMLTokens end the vocabulary of a Shape with ChatML set.
+var chatMLTokens = []string{"<|im_start|>", "<|im_end|>"}
+
 // spmSpace is SentencePiece's stand-in for a space.
 const spmSpace = "▁"
 
@@ -34,14 +37,19 @@ type vocab struct {
 // lower-case letter strings of growing length, each with and without a
 // leading spmSpace. Every piece is the concatenation of two shorter pieces,
 // so the SentencePiece merge loop can reach it. Earlier pieces score higher.
-func synthVocab(n int) vocab {
+// With chatml, the last tokens are chatMLTokens, as control tokens.
+func synthVocab(n int, chatml bool) vocab {
 	v := vocab{
 		tokens: make([]string, 0, n),
 		scores: make([]float32, 0, n),
 		types:  make([]int32, 0, n),
 	}
+	pieces := n
+	if chatml {
+		pieces -= len(chatMLTokens)
+	}
 	add := func(tok string, typ int32) {
-		if len(v.tokens) == n {
+		if len(v.tokens) == pieces {
 			return
 		}
 		score := float32(0)
@@ -62,13 +70,20 @@ func synthVocab(n int) vocab {
 	for c := byte('!'); c <= '~'; c++ {
 		add(string(c), tokenNormal)
 	}
-	for length, count := 1, 26; len(v.tokens) < n; length, count = length+1, count*26 {
-		for i := 0; i < count && len(v.tokens) < n; i++ {
+	for length, count := 1, 26; len(v.tokens) < pieces; length, count = length+1, count*26 {
+		for i := 0; i < count && len(v.tokens) < pieces; i++ {
 			w := letters(i, length)
 			add(spmSpace+w, tokenNormal)
 			if length > 1 {
 				add(w, tokenNormal)
 			}
+		}
+	}
+	if chatml {
+		for _, tok := range chatMLTokens {
+			v.tokens = append(v.tokens, tok)
+			v.scores = append(v.scores, 0)
+			v.types = append(v.types, tokenControl)
 		}
 	}
 	return v

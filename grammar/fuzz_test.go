@@ -6,8 +6,8 @@ import (
 )
 
 // FuzzFromSchema checks that no input panics, that every failure wraps
-// ErrInvalidSchema, and that every grammar parses and has no left
-// recursion.
+// ErrInvalidSchema, and that every grammar parses, has no left recursion
+// and passes Validate unless it is too big.
 func FuzzFromSchema(f *testing.F) {
 	for _, tc := range schemaCases {
 		f.Add(tc.schema)
@@ -16,6 +16,7 @@ func FuzzFromSchema(f *testing.F) {
 		`{"$ref": "#"}`, `{"allOf": [{"$ref": "#"}]}`, `{"anyOf": [{"$ref": "#/anyOf/0"}]}`,
 		`{"type": "object", "anyOf": [{"$ref": "#"}]}`, `{"pattern": "^(a|b)*?[^\\d]{2,}$"}`,
 		`{"minimum": 1.5, "maximum": 1e300, "type": "integer"}`, `{"items": [{}], "minItems": 3}`,
+		`{"pattern": "^((a)*|b)+(c?d?)*$"}`,
 	} {
 		f.Add(s)
 	}
@@ -30,6 +31,10 @@ func FuzzFromSchema(f *testing.F) {
 		g, err := parseGBNF(text)
 		if err != nil {
 			t.Fatalf("grammar does not parse: %v\n%s", err, text)
+		}
+		var le *LimitError
+		if err := Validate(text, DefaultLimits); err != nil && !errors.As(err, &le) {
+			t.Fatalf("grammar llama.cpp cannot run: %v\n%s", err, text)
 		}
 		for _, in := range []string{`{}`, `[]`, `"a"`, `1`, `null`} {
 			if _, err := g.match(in); err != nil {

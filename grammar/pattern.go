@@ -192,6 +192,17 @@ func (p *reParser) quantified(atom *expr) (*expr, error) {
 	if c, ok := p.peek(); ok && strings.ContainsRune("*+?{", c) {
 		return nil, p.errorf("nested quantifier %q", c)
 	}
+	if nullableExpr(atom) { // see nonempty.go
+		size := 0
+		ne, ok := nonEmpty(atom, &size)
+		if !ok {
+			return nil, p.errorf("quantified group too complex")
+		}
+		if ne == nil {
+			return empty(), nil
+		}
+		atom, lo = ne, 0
+	}
 	return rep(atom, lo, hi), nil
 }
 

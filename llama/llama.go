@@ -29,15 +29,27 @@ static void corral_log_init(int verbose) {
 	corral_log_verbose = verbose;
 	llama_log_set(corral_log, NULL);
 }
+
+// corral_load_progress continues a model load while *stop is 0.
+static bool corral_load_progress(float progress, void * stop) {
+	(void)progress;
+	return __atomic_load_n((int *)stop, __ATOMIC_RELAXED) == 0;
+}
+
+static void corral_set_progress(struct llama_model_params * p, int * stop) {
+	p->progress_callback = corral_load_progress;
+	p->progress_callback_user_data = stop;
+}
 */
 import "C"
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	_ "github.com/ollama/ollama/llama/llama.cpp/src" // compiles and links llama.cpp + ggml-cpu
@@ -66,20 +78,45 @@ type Token = int32
 type Model struct {
 	m     *C.struct_llama_model
 	vocab *C.struct_llama_vocab
+
+	specialsOnce sync.Once
+	specials     []special // control and unknown tokens, longest text first
+	unk          Token     // the unknown token, -1 if none
+	encodable    sync.Map  // rune → bool: can the vocabulary encode it alone?
 }
 
-// LoadModel loads a GGUF file into memory (CPU).
-func LoadModel(path string) (*Model, error) {
+// LoadModel loads a GGUF file into memory (CPU). When ctx ends during the
+// load, llama.cpp stops at its next progress report and LoadModel returns
+// ctx's error.
+func LoadModel(ctx context.Context, path string) (*Model, error) {
 	Init()
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load model %s: %w", path, err)
+	}
 	params := C.llama_model_default_params()
 	params.n_gpu_layers = 0
+	// The flag lives in C memory: llama.cpp reads it from its loader thread.
+	stop := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
+	defer C.free(unsafe.Pointer(stop))
+	C.corral_set_progress(&params, stop)
+	detach := context.AfterFunc(ctx, func() { (*atomic.Int32)(unsafe.Pointer(stop)).Store(1) })
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	m := C.llama_model_load_from_file(cpath, params)
+	if !detach() {
+		// The callback may still be storing into stop: wait for it by
+		// checking the flag it sets before the deferred free.
+		for (*atomic.Int32)(unsafe.Pointer(stop)).Load() == 0 {
+			runtime.Gosched()
+		}
+	}
 	if m == nil {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("load model %s: %w", path, err)
+		}
 		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
 	}
 	model := &Model{m: m, vocab: C.llama_model_get_vocab(m)}
@@ -137,45 +174,6 @@ func (m *Model) AddBOS() bool { return bool(C.llama_vocab_get_add_bos(m.vocab)) 
 
 // IsEOG reports whether tok ends generation (EOS, EOT, ...).
 func (m *Model) IsEOG(tok Token) bool { return bool(C.llama_vocab_is_eog(m.vocab, C.llama_token(tok))) }
-
-// ErrTokenize is returned when llama.cpp cannot tokenize the input (for
-// example a character the vocabulary has no token or byte token for).
-var ErrTokenize = errors.New("llama: tokenize failed")
-
-// Tokenize converts text to tokens. addSpecial adds BOS/EOS as the model
-// wants; parseSpecial turns special-token text (e.g. "<|im_end|>") into
-// the special token instead of plain text.
-func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, error) {
-	if len(text) > 1<<30 {
-		return nil, fmt.Errorf("%w: text too long", ErrTokenize)
-	}
-	// A token covers at least one byte, plus room for BOS/EOS.
-	toks := make([]Token, len(text)+2)
-	n, err := m.tokenize(text, toks, addSpecial, parseSpecial)
-	if err == nil && n < 0 {
-		toks = make([]Token, -n)
-		n, err = m.tokenize(text, toks, addSpecial, parseSpecial)
-	}
-	if err != nil || n < 0 {
-		return nil, fmt.Errorf("%w: %d bytes of text", ErrTokenize, len(text))
-	}
-	return toks[:n], nil
-}
-
-func (m *Model) tokenize(text string, toks []Token, addSpecial, parseSpecial bool) (int, error) {
-	var ctext *C.char
-	if len(text) > 0 {
-		ctext = (*C.char)(unsafe.Pointer(unsafe.StringData(text)))
-	}
-	var failed C.int
-	n := C.corral_tokenize(m.vocab, ctext, C.int32_t(len(text)), (*C.llama_token)(unsafe.Pointer(unsafe.SliceData(toks))),
-		C.int32_t(len(toks)), C.bool(addSpecial), C.bool(parseSpecial), &failed)
-	runtime.KeepAlive(text)
-	if failed != 0 || n == C.INT32_MIN {
-		return 0, ErrTokenize
-	}
-	return int(n), nil
-}
 
 // AppendPiece appends the bytes of one token to buf (special tokens are
 // rendered as their text when special is true). The bytes may be part of

@@ -1,7 +1,9 @@
 package llama_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/internal/testmodel"
@@ -12,12 +14,20 @@ import (
 // prompt in one batch, then one token per Decode.
 func generate(t testing.TB, m *llama.Model, prompt string, n int) string {
 	t.Helper()
+	out, _ := generateWith(t, m, prompt, n, llama.SamplerParams{})
+	return out
+}
+
+// generateWith is generate with the sampler p; it also returns how often
+// the sampler ran a grammar over the whole vocabulary.
+func generateWith(t testing.TB, m *llama.Model, prompt string, n int, p llama.SamplerParams) (string, int) {
+	t.Helper()
 	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 512, NSeqMax: 1, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ctx.Close()
-	s, err := llama.NewSampler(m, llama.SamplerParams{})
+	s, err := llama.NewSampler(m, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +55,12 @@ func generate(t testing.TB, m *llama.Model, prompt string, n int) string {
 		b.Add(tok, pos, 0, true)
 		pos++
 	}
-	return string(out)
+	return string(out), s.Resampled
 }
 
 func TestGoldenRawLoop(t *testing.T) {
 	for _, c := range testmodel.Goldens {
-		m, err := llama.LoadModel(testmodel.Path(t, c.Model))
+		m, err := llama.LoadModel(context.Background(), testmodel.Path(t, c.Model))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,18 +72,64 @@ func TestGoldenRawLoop(t *testing.T) {
 	}
 }
 
-func TestTokenizeUnknownCharacterIsAnError(t *testing.T) {
+func TestTokenizeUnknownCharacterIsTheUnknownToken(t *testing.T) {
 	// tinystories-656k has no byte-fallback tokens: llama.cpp throws for
-	// characters outside its vocabulary. That must be an error, not an abort.
-	m, err := llama.LoadModel(testmodel.Path(t, testmodel.TinyStories656K))
+	// characters outside its vocabulary. They become <unk> (id 0, which
+	// this vocabulary marks as a control token), as SentencePiece does.
+	m, err := llama.LoadModel(context.Background(), testmodel.Path(t, testmodel.TinyStories656K))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Tokenize("{", true, true); !errors.Is(err, llama.ErrTokenize) {
-		t.Fatalf("got %v, want ErrTokenize", err)
+	toks, err := m.Tokenize("a{b", true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) < 4 || toks[0] != m.BOS() || count(toks, 0) != 1 {
+		t.Fatalf("\"a{b\" → %v, want BOS, a, <unk>, b", toks)
 	}
 	if toks, err := m.Tokenize("Hello", true, true); err != nil || len(toks) == 0 {
-		t.Fatalf("model unusable after a failed tokenize: %v %v", toks, err)
+		t.Fatalf("model unusable afterwards: %v %v", toks, err)
+	}
+}
+
+func TestLoadModelHonoursCancellation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := llama.LoadModel(ctx, testmodel.Path(t, testmodel.TinyStories656K)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("load with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// TestGrammarChecksTheSampledTokenFirst: when the model's own choice fits
+// the grammar, the grammar never runs over the whole vocabulary; when it
+// does not, it does, and the output still follows the grammar.
+func TestGrammarChecksTheSampledTokenFirst(t *testing.T) {
+	g := testmodel.Goldens[3] // TinyStories656K, "Once upon a time"
+	m, err := llama.LoadModel(context.Background(), testmodel.Path(t, g.Model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	run := func(grammar string, n int) (string, int) {
+		return generateWith(t, m, g.Prompt, n, llama.SamplerParams{Grammar: grammar})
+	}
+	// The golden continuation itself as the grammar: greedy always fits.
+	want := g.Want
+	lit := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(want)
+	got, resampled := run(`root ::= "`+lit+`"`, 16)
+	if !strings.HasPrefix(want, got) || got == "" {
+		t.Fatalf("grammar of the golden text: got %q, want a prefix of %q", got, want)
+	}
+	if resampled != 0 {
+		t.Fatalf("the grammar ran over the whole vocabulary %d times though every greedy token fit", resampled)
+	}
+	// A grammar the greedy choice does not fit: the full pass runs.
+	got, resampled = run(`root ::= "the dog" [a-z ]*`, 6)
+	if !strings.HasPrefix("the dog", got) && !strings.HasPrefix(got, "the dog") {
+		t.Fatalf("forced text: got %q, want it to start with %q", got, "the dog")
+	}
+	if resampled == 0 {
+		t.Fatal("the greedy token fit a grammar it cannot fit")
 	}
 }

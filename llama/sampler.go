@@ -8,115 +8,161 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"runtime"
 	"unsafe"
 )
 
 // SamplerParams select the sampler chain, in llama-server's order:
-// logit bias, penalties, grammar, top-k, typical, top-p, min-p, temperature,
-// then a seeded draw (or greedy when Temperature <= 0).
+// logit bias, penalties, top-k, typical, top-p, min-p, temperature, then a
+// seeded draw (or greedy when Temperature <= 0). A grammar is checked
+// against the drawn token (see Sampler.Sample).
 type SamplerParams struct {
 	Temperature      float32
-	TopK             int
+	TopK             int // clamped to the vocabulary size
 	TopP             float32
 	MinP             float32
 	TypicalP         float32
 	RepeatPenalty    float32
 	FrequencyPenalty float32
 	PresencePenalty  float32
-	RepeatLastN      int
-	Seed             uint32
-	LogitBias        map[Token]float32
-	Grammar          string // GBNF with root rule "root"; "" for none
+	// RepeatLastN is the penalty window in tokens, 0 disabling penalties.
+	// The caller bounds it (the engine clamps it to a slot's context);
+	// NewSampler refuses more than MaxRepeatLastN.
+	RepeatLastN int
+	Seed        uint32
+	LogitBias   map[Token]float32 // token ids must be in the vocabulary
+	Grammar     string            // GBNF with root rule "root"; "" for none
 }
 
-// ErrGrammar is returned when llama.cpp rejects a grammar.
-var ErrGrammar = errors.New("llama: grammar could not be parsed")
+// MaxRepeatLastN bounds SamplerParams.RepeatLastN: llama.cpp allocates a
+// ring buffer of that many tokens.
+const MaxRepeatLastN = 1 << 20
 
-// Sampler is a llama.cpp sampler chain (the filters) plus the final
-// selector (greedy or a seeded draw), kept apart so a filter that leaves no
-// candidate is an error instead of an abort. It belongs to one goroutine.
+// Errors of NewSampler and Sample.
+var (
+	// ErrGrammar: llama.cpp rejected the grammar text.
+	ErrGrammar = errors.New("llama: grammar could not be parsed")
+	// ErrGrammarDead: no token of the vocabulary can start the grammar.
+	ErrGrammarDead = errors.New("llama: no token of this vocabulary can start the grammar")
+	// ErrSample: no token can be sampled (the grammar or the logit biases
+	// exclude every token of the vocabulary).
+	ErrSample = errors.New("llama: sampling failed")
+	// ErrGrammarEnd: the grammar is complete and allows only an
+	// end-of-generation token, which the logit biases ban.
+	ErrGrammarEnd = errors.New("llama: the grammar is complete")
+)
+
+// Sampler is the filter chain, an optional grammar and the final selector
+// (greedy or a seeded draw), kept apart so that a filter that leaves no
+// candidate is an error instead of an abort and the grammar is evaluated
+// only when needed. It belongs to one goroutine.
 type Sampler struct {
-	s      *C.struct_llama_sampler // chain of filters
-	selown *C.struct_llama_sampler // greedy or dist
+	chain, grammar, sel *C.struct_llama_sampler
+	// Resampled counts the steps whose drawn token the grammar rejected,
+	// so the grammar had to be applied to the whole vocabulary.
+	Resampled int
 }
 
-// NewSampler builds a sampler chain for the model.
+// NewSampler builds a sampler for the model. Every llama.cpp constructor
+// runs behind the exception barrier.
 func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
-	cp := C.llama_sampler_chain_default_params()
-	cp.no_perf = C.bool(true)
-	chain := C.llama_sampler_chain_init(cp)
-	add := func(s *C.struct_llama_sampler) { C.llama_sampler_chain_add(chain, s) }
-
+	if p.RepeatLastN < 0 || p.RepeatLastN > MaxRepeatLastN {
+		return nil, fmt.Errorf("llama: penalty window %d outside [0, %d]", p.RepeatLastN, MaxRepeatLastN)
+	}
+	cp := C.struct_corral_sampler_params{
+		temp:             C.float(p.Temperature),
+		top_k:            C.int32_t(min(max(p.TopK, 0), m.NVocab())),
+		top_p:            C.float(p.TopP),
+		min_p:            C.float(p.MinP),
+		typical_p:        C.float(p.TypicalP),
+		repeat_penalty:   C.float(p.RepeatPenalty),
+		freq_penalty:     C.float(p.FrequencyPenalty),
+		presence_penalty: C.float(p.PresencePenalty),
+		repeat_last_n:    C.int32_t(p.RepeatLastN),
+		seed:             C.uint32_t(p.Seed),
+	}
+	if cp.repeat_penalty == 0 {
+		cp.repeat_penalty = 1
+	}
 	if len(p.LogitBias) > 0 {
-		biases := make([]C.llama_logit_bias, 0, len(p.LogitBias))
+		// C memory: the struct holding the pointer is passed to C.
+		n := len(p.LogitBias)
+		biases := unsafe.Slice((*C.llama_logit_bias)(C.malloc(C.size_t(n)*C.size_t(unsafe.Sizeof(C.llama_logit_bias{})))), n)
+		defer C.free(unsafe.Pointer(&biases[0]))
+		i := 0
 		for tok, b := range p.LogitBias {
-			biases = append(biases, C.llama_logit_bias{token: C.llama_token(tok), bias: C.float(b)})
+			if tok < 0 || int(tok) >= m.NVocab() {
+				return nil, fmt.Errorf("llama: logit bias for token %d outside the vocabulary", tok)
+			}
+			if math.IsInf(float64(b), 1) || math.IsNaN(float64(b)) {
+				return nil, fmt.Errorf("llama: logit bias %g for token %d", b, tok)
+			}
+			biases[i] = C.llama_logit_bias{token: C.llama_token(tok), bias: C.float(b)}
+			i++
 		}
-		add(C.llama_sampler_init_logit_bias(C.int32_t(m.NVocab()), C.int32_t(len(biases)), &biases[0]))
+		cp.bias, cp.n_bias = &biases[0], C.int32_t(n)
 	}
-	if (p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 {
-		lastN := p.RepeatLastN
-		if lastN == 0 {
-			lastN = 64
-		}
-		rp := p.RepeatPenalty
-		if rp == 0 {
-			rp = 1
-		}
-		add(C.llama_sampler_init_penalties(C.int32_t(lastN), C.float(rp), C.float(p.FrequencyPenalty), C.float(p.PresencePenalty)))
-	}
+	var grammar *C.char
 	if p.Grammar != "" {
-		g := C.CString(p.Grammar)
-		gs := C.corral_sampler_init_grammar(m.vocab, g)
-		C.free(unsafe.Pointer(g))
-		if gs == nil {
-			C.llama_sampler_free(chain)
-			return nil, ErrGrammar
-		}
-		add(gs)
+		grammar = C.CString(p.Grammar)
+		defer C.free(unsafe.Pointer(grammar))
 	}
-	if p.Temperature <= 0 {
-		return &Sampler{s: chain, selown: C.llama_sampler_init_greedy()}, nil
+	s := &Sampler{}
+	switch rc := C.corral_sampler_new(m.vocab, &cp, grammar, &s.chain, &s.grammar, &s.sel); rc {
+	case C.CORRAL_SAMPLER_OK:
+		return s, nil
+	case C.CORRAL_SAMPLER_BAD_GRAMMAR:
+		return nil, ErrGrammar
+	case C.CORRAL_SAMPLER_DEAD_GRAMMAR:
+		return nil, ErrGrammarDead
+	default:
+		return nil, fmt.Errorf("llama: create sampler: exception in llama.cpp (%d)", int(rc))
 	}
-	if p.TopK > 0 {
-		add(C.llama_sampler_init_top_k(C.int32_t(p.TopK)))
-	}
-	if p.TypicalP > 0 && p.TypicalP < 1 {
-		add(C.llama_sampler_init_typical(C.float(p.TypicalP), 1))
-	}
-	if p.TopP > 0 && p.TopP < 1 {
-		add(C.llama_sampler_init_top_p(C.float(p.TopP), 1))
-	}
-	if p.MinP > 0 {
-		add(C.llama_sampler_init_min_p(C.float(p.MinP), 1))
-	}
-	add(C.llama_sampler_init_temp(C.float(p.Temperature)))
-	seed := C.uint32_t(p.Seed)
-	if p.Seed == 0 {
-		seed = C.LLAMA_DEFAULT_SEED
-	}
-	return &Sampler{s: chain, selown: C.llama_sampler_init_dist(seed)}, nil
 }
 
-// ErrSample is returned when no token can be sampled: the grammar or the
-// logit biases exclude every token of the vocabulary.
-var ErrSample = errors.New("llama: sampling failed")
-
-// Sample picks a token from the output at batch index i of the last
-// Decode and advances the sampler state (penalties, grammar) with it.
-func (s *Sampler) Sample(c *Context, i int) (Token, error) {
-	tok := Token(C.corral_sample(s.s, s.selown, c.c, C.int32_t(i)))
-	if tok == C.LLAMA_TOKEN_NULL {
-		return tok, ErrSample
+// AcceptPrompt records prompt tokens in the penalty history, as
+// llama-server does, so repetition penalties see the prompt. The grammar is
+// not advanced. Only the last RepeatLastN tokens matter; pass just those.
+func (s *Sampler) AcceptPrompt(toks []Token) error {
+	if len(toks) == 0 {
+		return nil
 	}
-	return tok, nil
+	ok := C.corral_sampler_accept_tokens(s.chain, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks)))
+	runtime.KeepAlive(toks)
+	if !ok {
+		return fmt.Errorf("llama: accept prompt: exception in llama.cpp")
+	}
+	return nil
+}
+
+// Sample picks a token from the output at batch index i of the last Decode
+// and advances the sampler state (penalties, grammar) with it. With a
+// grammar, the token is drawn first and only it is checked against the
+// grammar; the grammar runs over the whole vocabulary only when it rejects
+// that token (llama.cpp's common sampler does the same).
+func (s *Sampler) Sample(c *Context, i int) (Token, error) {
+	var resampled C.int
+	tok := Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, C.int32_t(i), &resampled))
+	if resampled != 0 {
+		s.Resampled++
+	}
+	switch {
+	case tok >= 0:
+		return tok, nil
+	case tok == C.CORRAL_SAMPLE_GRAMMAR_END:
+		return tok, ErrGrammarEnd
+	case tok == C.CORRAL_SAMPLE_EXCEPTION:
+		return tok, fmt.Errorf("%w: exception in llama.cpp", ErrSample)
+	}
+	return tok, ErrSample
 }
 
 // Close frees the sampler.
 func (s *Sampler) Close() {
-	if s.s != nil {
-		C.llama_sampler_free(s.s)
-		C.llama_sampler_free(s.selown)
-		s.s, s.selown = nil, nil
+	if s.chain != nil {
+		C.corral_sampler_free(s.chain, s.grammar, s.sel)
+		s.chain, s.grammar, s.sel = nil, nil, nil
 	}
 }

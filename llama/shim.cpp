@@ -3,14 +3,71 @@
 // Some llama.cpp entry points throw C++ exceptions through the C API: the
 // SPM tokenizer throws std::out_of_range for a character that has no token
 // in a vocabulary without byte fallback, the grammar sampler throws when a
-// grammar stack empties. Asserts cannot be caught, so corral_sample also
-// avoids the one a dead-end grammar would trip. An exception crossing into Go aborts the process,
-// so every such call goes through one of these wrappers.
+// grammar stack empties, constructors throw std::bad_alloc. An exception
+// crossing into Go aborts the process, so every call a request can reach
+// goes through one of these wrappers. Asserts cannot be caught, so
+// corral_sample also avoids the one a dead-end grammar would trip, and the
+// Go side bounds every size before it gets here.
 #include "shim.h"
 
 #include <cmath>
 #include <exception>
 #include <vector>
+
+namespace {
+
+// fill resets cur to the full distribution at batch index idx.
+bool fill(std::vector<llama_token_data> & cur, struct llama_context * ctx, int32_t idx) {
+    const float * logits = llama_get_logits_ith(ctx, idx);
+    if (logits == nullptr) {
+        return false;
+    }
+    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
+    cur.resize(n_vocab);
+    for (llama_token i = 0; i < n_vocab; i++) {
+        cur[i] = llama_token_data{i, logits[i], 0.0f};
+    }
+    return true;
+}
+
+bool any_left(const llama_token_data_array & arr) {
+    for (size_t i = 0; i < arr.size; i++) {
+        if (arr.data[i].logit != -INFINITY) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// only_eog reports whether every candidate left is an end-of-generation token.
+bool only_eog(const llama_vocab * vocab, const llama_token_data_array & arr) {
+    for (size_t i = 0; i < arr.size; i++) {
+        if (arr.data[i].logit != -INFINITY && !llama_vocab_is_eog(vocab, arr.data[i].id)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// grammar_can_start reports whether some token of the vocabulary is allowed
+// as the grammar's first token.
+bool grammar_can_start(const llama_vocab * vocab, struct llama_sampler * grmr) {
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    std::vector<llama_token_data> cur(n_vocab);
+    for (llama_token i = 0; i < n_vocab; i++) {
+        cur[i] = llama_token_data{i, 0.0f, 0.0f};
+    }
+    llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
+    llama_sampler_apply(grmr, &arr);
+    for (size_t i = 0; i < arr.size; i++) {
+        if (arr.data[i].logit != -INFINITY && !llama_vocab_is_eog(vocab, arr.data[i].id)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
 
 extern "C" {
 
@@ -44,51 +101,151 @@ int32_t corral_detokenize(const struct llama_vocab * vocab, const llama_token * 
     }
 }
 
-struct llama_sampler * corral_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar) {
+int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sampler_params * p, const char * grammar,
+                       struct llama_sampler ** chain_out, struct llama_sampler ** grmr_out,
+                       struct llama_sampler ** select_out) {
+    *chain_out = nullptr;
+    *grmr_out = nullptr;
+    *select_out = nullptr;
+    struct llama_sampler * chain = nullptr;
+    struct llama_sampler * grmr = nullptr;
+    struct llama_sampler * select = nullptr;
     try {
-        return llama_sampler_init_grammar(vocab, grammar, "root");
+        llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+        cp.no_perf = true;
+        chain = llama_sampler_chain_init(cp);
+        if (p->n_bias > 0) {
+            llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(llama_vocab_n_tokens(vocab), p->n_bias, p->bias));
+        }
+        if (p->repeat_last_n > 0 && (p->repeat_penalty != 1.0f || p->freq_penalty != 0.0f || p->presence_penalty != 0.0f)) {
+            llama_sampler_chain_add(chain, llama_sampler_init_penalties(p->repeat_last_n, p->repeat_penalty,
+                                                                        p->freq_penalty, p->presence_penalty));
+        }
+        if (p->temp > 0.0f) {
+            if (p->top_k > 0) {
+                llama_sampler_chain_add(chain, llama_sampler_init_top_k(p->top_k));
+            }
+            if (p->typical_p > 0.0f && p->typical_p < 1.0f) {
+                llama_sampler_chain_add(chain, llama_sampler_init_typical(p->typical_p, 1));
+            }
+            if (p->top_p > 0.0f && p->top_p < 1.0f) {
+                llama_sampler_chain_add(chain, llama_sampler_init_top_p(p->top_p, 1));
+            }
+            if (p->min_p > 0.0f) {
+                llama_sampler_chain_add(chain, llama_sampler_init_min_p(p->min_p, 1));
+            }
+            llama_sampler_chain_add(chain, llama_sampler_init_temp(p->temp));
+            select = llama_sampler_init_dist(p->seed);
+        } else {
+            select = llama_sampler_init_greedy();
+        }
+        if (grammar != nullptr) {
+            grmr = llama_sampler_init_grammar(vocab, grammar, "root");
+            if (grmr == nullptr) {
+                corral_sampler_free(chain, nullptr, select);
+                return CORRAL_SAMPLER_BAD_GRAMMAR;
+            }
+            if (!grammar_can_start(vocab, grmr)) {
+                corral_sampler_free(chain, grmr, select);
+                return CORRAL_SAMPLER_DEAD_GRAMMAR;
+            }
+        }
     } catch (const std::exception &) {
-        return nullptr;
+        corral_sampler_free(chain, grmr, select);
+        return CORRAL_SAMPLER_EXCEPTION;
+    }
+    *chain_out = chain;
+    *grmr_out = grmr;
+    *select_out = select;
+    return CORRAL_SAMPLER_OK;
+}
+
+bool corral_sampler_accept_tokens(struct llama_sampler * chain, const llama_token * tokens, int32_t n) {
+    try {
+        for (int32_t i = 0; i < n; i++) {
+            llama_sampler_accept(chain, tokens[i]);
+        }
+        return true;
+    } catch (const std::exception &) {
+        return false;
     }
 }
 
-llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * select, struct llama_context * ctx,
-                          int32_t idx) {
+void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select) {
+    if (chain != nullptr) {
+        llama_sampler_free(chain);
+    }
+    if (grmr != nullptr) {
+        llama_sampler_free(grmr);
+    }
+    if (select != nullptr) {
+        llama_sampler_free(select);
+    }
+}
+
+llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
+                          struct llama_context * ctx, int32_t idx, int * resampled) {
+    *resampled = 0;
     try {
-        const float * logits = llama_get_logits_ith(ctx, idx);
-        if (logits == nullptr) {
-            return LLAMA_TOKEN_NULL;
-        }
-        const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
         thread_local std::vector<llama_token_data> cur;
-        cur.resize(n_vocab);
-        for (llama_token i = 0; i < n_vocab; i++) {
-            cur[i] = llama_token_data{i, logits[i], 0.0f};
+        if (!fill(cur, ctx, idx)) {
+            return CORRAL_SAMPLE_NONE;
         }
         llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
         llama_sampler_apply(chain, &arr);
-        // When the filters (a grammar, logit biases) leave no candidate, the
-        // dist selector would trip an assert and abort the process.
-        bool any = false;
-        for (size_t i = 0; i < arr.size; i++) {
-            if (arr.data[i].logit != -INFINITY) {
-                any = true;
-                break;
+        llama_token tok = LLAMA_TOKEN_NULL;
+        // When the filters leave no candidate, the dist selector would trip
+        // an assert and abort the process.
+        if (any_left(arr)) {
+            llama_sampler_apply(select, &arr);
+            if (arr.selected >= 0 && (size_t) arr.selected < arr.size) {
+                tok = arr.data[arr.selected].id;
             }
         }
-        if (!any) {
-            return LLAMA_TOKEN_NULL;
+        if (grmr != nullptr) {
+            // Sample first, then ask the grammar about that one token: the
+            // full-vocabulary grammar pass is by far the most expensive part
+            // of a grammar-constrained step, and the model's own choice is
+            // usually allowed.
+            bool ok = false;
+            if (tok != LLAMA_TOKEN_NULL) {
+                llama_token_data one = {tok, 1.0f, 0.0f};
+                llama_token_data_array single = {&one, 1, -1, false};
+                llama_sampler_apply(grmr, &single);
+                ok = single.data[0].logit != -INFINITY;
+            }
+            if (!ok) {
+                *resampled = 1;
+                fill(cur, ctx, idx);
+                arr = {cur.data(), cur.size(), -1, false};
+                llama_sampler_apply(grmr, &arr);
+                if (!any_left(arr)) {
+                    return CORRAL_SAMPLE_NONE;
+                }
+                const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(ctx));
+                const bool at_end = only_eog(vocab, arr);
+                llama_sampler_apply(chain, &arr);
+                if (!any_left(arr)) {
+                    return at_end ? CORRAL_SAMPLE_GRAMMAR_END : CORRAL_SAMPLE_NONE;
+                }
+                llama_sampler_apply(select, &arr);
+                if (arr.selected < 0 || (size_t) arr.selected >= arr.size) {
+                    return CORRAL_SAMPLE_NONE;
+                }
+                tok = arr.data[arr.selected].id;
+            }
         }
-        llama_sampler_apply(select, &arr);
-        if (arr.selected < 0 || (size_t) arr.selected >= arr.size) {
-            return LLAMA_TOKEN_NULL;
+        if (tok == LLAMA_TOKEN_NULL) {
+            return CORRAL_SAMPLE_NONE;
         }
-        const llama_token tok = arr.data[arr.selected].id;
         llama_sampler_accept(chain, tok);
+        if (grmr != nullptr) {
+            llama_sampler_accept(grmr, tok);
+        }
         llama_sampler_accept(select, tok);
         return tok;
     } catch (const std::exception &) {
-        return LLAMA_TOKEN_NULL;
+        return CORRAL_SAMPLE_EXCEPTION;
     }
 }
 

@@ -1,5 +1,5 @@
-// Declarations of shim.cpp: llama.cpp calls that never let a C++
-// exception escape into Go.
+// Declarations of shim.cpp: the llama.cpp calls a request can reach, each
+// behind a barrier that never lets a C++ exception escape into Go.
 #ifndef CORRAL_SHIM_H
 #define CORRAL_SHIM_H
 
@@ -18,9 +18,58 @@ int32_t corral_token_to_piece(const struct llama_vocab * vocab, llama_token toke
                               bool special);
 int32_t corral_detokenize(const struct llama_vocab * vocab, const llama_token * tokens, int32_t n_tokens,
                           char * text, int32_t text_len_max);
-struct llama_sampler * corral_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar);
-llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * select, struct llama_context * ctx,
-                          int32_t idx);
+
+// Sampler settings, already bounded by the caller (see sampler.go).
+struct corral_sampler_params {
+    float    temp;
+    int32_t  top_k;
+    float    top_p;
+    float    min_p;
+    float    typical_p;
+    float    repeat_penalty;
+    float    freq_penalty;
+    float    presence_penalty;
+    int32_t  repeat_last_n;
+    uint32_t seed;
+    const llama_logit_bias * bias;
+    int32_t  n_bias;
+};
+
+// Results of corral_sampler_new.
+enum {
+    CORRAL_SAMPLER_OK            = 0,
+    CORRAL_SAMPLER_BAD_GRAMMAR   = 1, // llama.cpp rejected the grammar text
+    CORRAL_SAMPLER_DEAD_GRAMMAR  = 2, // no token of the vocabulary can start the grammar
+    CORRAL_SAMPLER_EXCEPTION     = 3,
+};
+
+// corral_sampler_new builds the filter chain (logit bias, penalties, top-k,
+// typical, top-p, min-p, temperature), the grammar sampler (NULL when
+// grammar is NULL) and the selector (greedy or a seeded draw).
+int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sampler_params * p, const char * grammar,
+                       struct llama_sampler ** chain, struct llama_sampler ** grmr, struct llama_sampler ** select);
+
+// corral_sampler_accept_tokens records tokens (the prompt) in the chain's
+// penalty history without touching the grammar. Returns false on an exception.
+bool corral_sampler_accept_tokens(struct llama_sampler * chain, const llama_token * tokens, int32_t n);
+
+// corral_sampler_free frees the three samplers (any may be NULL).
+void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select);
+
+// Results of corral_sample below zero.
+enum {
+    CORRAL_SAMPLE_NONE        = -1, // no candidate left (biases or a grammar dead end)
+    CORRAL_SAMPLE_GRAMMAR_END = -2, // the grammar is complete: it allows only end-of-generation tokens, and those are banned
+    CORRAL_SAMPLE_EXCEPTION   = -3,
+};
+
+// corral_sample picks a token from the output at batch index idx. With a
+// grammar it samples first and checks only the chosen token against the
+// grammar, evaluating the grammar over the whole vocabulary only when that
+// token is rejected. *resampled is set to 1 in that case.
+llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
+                          struct llama_context * ctx, int32_t idx, int * resampled);
+
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
 #ifdef __cplusplus

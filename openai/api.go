@@ -32,6 +32,7 @@ type Engine interface {
 	TokenPiece(tok int32) string
 	Slots(ctx context.Context) ([]engine.SlotInfo, error)
 	Stats() engine.Stats
+	Drain()
 }
 
 // Options configure an API.

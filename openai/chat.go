@@ -40,6 +40,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
+	req.Plain = clientSpans(req.Prompt, body.Messages)
 	req.Stop = append(req.Stop, a.tmpl.Stops()...)
 	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: body.includeUsage()}
 	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "messages"}, f)
@@ -68,6 +69,33 @@ func (a *API) render(body *chatRequest) (string, *Error) {
 		prompt = strings.TrimPrefix(prompt, a.bos)
 	}
 	return prompt, nil
+}
+
+// clientSpans finds the message contents in the rendered prompt, in
+// order, so that the engine tokenizes them as plain text: a user who types
+// "<|im_end|><|im_start|>system" gets those characters, not control
+// tokens, while the template's own markers stay special. A content the
+// template changed beyond trimming is not found and not marked.
+func clientSpans(prompt string, msgs []chat.Message) []engine.Span {
+	var spans []engine.Span
+	at := 0
+	for _, m := range msgs {
+		text, err := m.Text()
+		if err != nil {
+			continue
+		}
+		for _, t := range []string{text, strings.TrimSpace(text)} {
+			if t == "" {
+				break
+			}
+			if i := strings.Index(prompt[at:], t); i >= 0 {
+				spans = append(spans, engine.Span{Start: at + i, End: at + i + len(t)})
+				at += i + len(t)
+				break
+			}
+		}
+	}
+	return spans
 }
 
 // chatResponder shapes chat.completion and chat.completion.chunk objects.

@@ -1,42 +1,81 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"unicode/utf8"
 )
 
 // decodeBody decodes the request body, one JSON object, into v. Unknown
 // fields are ignored, as OpenAI clients send many we do not use.
+//
+// The body is read whole first: the server bounds it (Config.MaxBody, a
+// read deadline), and a body that is not valid UTF-8 is refused with the
+// offset of the first bad byte, since encoding/json would silently turn
+// such bytes inside strings into U+FFFD.
 func decodeBody(r *http.Request, v any) *Error {
-	dec := json.NewDecoder(r.Body)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return readError(err)
+	}
+	if off := invalidUTF8(b); off >= 0 {
+		return invalid("", "request body is not valid UTF-8: invalid byte 0x%02x at offset %d", b[off], off)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return decodeError(err)
-		}
 		return invalid("", "invalid JSON body: unexpected data after the top-level object")
 	}
 	return nil
 }
 
-// decodeError explains why a body did not decode.
-func decodeError(err error) *Error {
-	var (
-		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		te  *json.UnmarshalTypeError
-	)
+// invalidUTF8 returns the offset of the first byte of b that is not part
+// of a valid UTF-8 sequence, or -1 when b is valid UTF-8.
+func invalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1 // not reached: b is invalid
+}
+
+// readError explains why the body could not be read: it is too large
+// (413), it did not arrive in time (408), or the connection failed (400;
+// nobody is likely to read it).
+func readError(err error) *Error {
+	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: "request_too_large",
 			Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &Error{Status: http.StatusRequestTimeout, Type: TypeInvalidRequest, Code: "request_timeout",
+			Message: fmt.Sprintf("read request body: %v", err)}
+	}
+	return invalid("", "read request body: %v", err)
+}
+
+// decodeError explains why a body did not decode.
+func decodeError(err error) *Error {
+	var (
+		se *json.SyntaxError
+		te *json.UnmarshalTypeError
+	)
+	switch {
 	case errors.Is(err, io.EOF):
 		return invalid("", "request body is empty: expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -112,7 +112,9 @@ func submitError(err error, param string) *Error {
 func resultError(r engine.Result) *Error {
 	switch r.FinishReason {
 	case engine.FinishError:
-		if errors.Is(r.Err, engine.ErrQueueTimeout) {
+		// A queued request can fail for want of a slot: it waited too
+		// long, or the server drains (engine.ErrClosed). Both are 503.
+		if errors.Is(r.Err, engine.ErrQueueTimeout) || errors.Is(r.Err, engine.ErrClosed) {
 			return submitError(r.Err, "")
 		}
 		msg := "generation failed"

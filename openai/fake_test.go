@@ -53,3 +53,5 @@ func (f *fakeEngine) TokenPiece(tok int32) string {
 func (f *fakeEngine) Slots(ctx context.Context) ([]engine.SlotInfo, error) { return nil, nil }
 
 func (f *fakeEngine) Stats() engine.Stats { return engine.Stats{} }
+
+func (f *fakeEngine) Drain() {}

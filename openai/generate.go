@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"io"
 	"net/http"
 	"strings"
 
@@ -29,9 +30,19 @@ type genMode struct {
 
 // generate submits req on the request's context and answers with f. When
 // the client goes away, at any point, the request's context ends and the
-// engine drops the request.
+// engine drops the request; so does a client that stops reading, once a
+// write has waited StreamConfig.WriteTimeout.
+//
+// A stream sends its headers (200, text/event-stream) at the first text or
+// once StreamConfig.KeepAlive has passed without any, whichever comes
+// first, and then a ": ping" comment whenever KeepAlive passes without an
+// event. A request that fails before the headers (queue full, queue
+// timeout, engine error) gets a plain HTTP error status; one that fails
+// after them gets an error event with the error envelope, then [DONE]
+// where the endpoint uses it.
 func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Request, mode genMode, f responder) {
 	ctx := r.Context()
+	cfg := streamConfig(ctx)
 	s, err := a.eng.Submit(ctx, req)
 	if err != nil {
 		WriteError(w, submitError(err, mode.promptParam))
@@ -47,6 +58,9 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		}); err != nil {
 			return // the client is gone
 		}
+		if setWriteDeadline(http.NewResponseController(w), cfg.WriteTimeout) != nil {
+			return
+		}
 		res := s.Result()
 		if e := resultError(res); e != nil {
 			WriteError(w, e)
@@ -56,37 +70,59 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		return
 	}
 
-	// The stream begins with the first text, so that a request failing
-	// before any (queue timeout, engine error) still gets an HTTP status.
 	var (
-		sse   *sseWriter
-		carry utf8Carry
-		ntok  int // tokens received but not yet reported
+		sse     *sseWriter // non-nil once the headers are sent
+		started bool       // f.streamStart was sent
+		carry   utf8Carry
+		ntok    int // tokens received but not yet reported
 	)
-	begin := func() error {
+	headers := func() error {
 		if sse != nil {
 			return nil
 		}
-		sse = startSSE(w)
+		var err error
+		sse, err = startSSETimeout(w, cfg.WriteTimeout)
+		return err
+	}
+	begin := func() error {
+		if err := headers(); err != nil || started {
+			return err
+		}
+		started = true
 		if ev := f.streamStart(); ev != nil {
 			return sse.event(ev)
 		}
 		return nil
 	}
-	if err := receive(ctx, s, func(c engine.Chunk) error {
-		if err := begin(); err != nil {
-			return err
+	for {
+		c, err := recvWithin(ctx, s, cfg.KeepAlive)
+		if err == io.EOF {
+			break
+		}
+		if err == errIdle {
+			// Queued or prefilling: show the client (and any proxy) that
+			// the request is alive.
+			if headers() != nil || sse.ping() != nil {
+				return // the client is gone or does not read
+			}
+			continue
+		}
+		if err != nil {
+			return // the client is gone
+		}
+		if begin() != nil {
+			return
 		}
 		ntok += c.Tokens
 		text := carry.next(c.Text)
 		if text == "" {
-			return nil
+			continue
 		}
 		n := ntok
 		ntok = 0
-		return sse.event(f.streamText(text, n))
-	}); err != nil {
-		return // the client is gone
+		if sse.event(f.streamText(text, n)) != nil {
+			return
+		}
 	}
 	res := s.Result()
 	e := resultError(res)
@@ -94,7 +130,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		WriteError(w, e)
 		return
 	}
-	if begin() != nil {
+	if e == nil && begin() != nil {
 		return
 	}
 	if rest := carry.rest(); rest != "" {
@@ -117,3 +153,8 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		sse.done()
 	}
 }
+
+// Drain stops the engine admitting requests: from then on submissions
+// fail with engine.ErrClosed and queued requests end with it (503), while
+// running ones go on.
+func (a *API) Drain() { a.eng.Drain() }

@@ -18,6 +18,7 @@ type llamaRequest struct {
 	IDSlot      *int            `json:"id_slot"`
 	Grammar     string          `json:"grammar"`
 	JSONSchema  json.RawMessage `json:"json_schema"`
+	NProbs      *int            `json:"n_probs"`
 	samplingParams
 }
 
@@ -64,6 +65,12 @@ func (a *API) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 		default:
 			req.MaxTokens = *n
 		}
+	}
+	if body.NProbs != nil && *body.NProbs != 0 {
+		if *body.NProbs < 0 {
+			return req, invalid("n_probs", "'n_probs' must be >= 0, got %d", *body.NProbs)
+		}
+		return req, invalid("n_probs", "'n_probs' is not supported yet; send 0 or leave it out")
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot

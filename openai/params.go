@@ -17,6 +17,14 @@ const (
 	defaultTopK        = 40
 	defaultTopP        = 0.95
 	defaultMinP        = 0.05
+	defaultRepeatLastN = 64
+)
+
+// Limits on stop strings. OpenAI allows 4; these are generous, and keep
+// the per-token stop check cheap for every other slot.
+const (
+	MaxStops     = 16
+	MaxStopBytes = 256
 )
 
 // samplingParams are the sampling fields shared by every completion
@@ -45,6 +53,8 @@ func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 		TopK:        defaultTopK,
 		TopP:        defaultTopP,
 		MinP:        defaultMinP,
+		RepeatLastN: defaultRepeatLastN,
+		Seed:        -1,
 	}
 	checks := []struct {
 		param  string
@@ -79,23 +89,27 @@ func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 		if *p.TopK < 0 {
 			return s, invalid("top_k", "'top_k' must be >= 0, got %d", *p.TopK)
 		}
-		s.TopK = *p.TopK
+		// top_k beyond the vocabulary keeps every token, as 0 does.
+		s.TopK = min(*p.TopK, vocab)
 	}
 	if p.RepeatLastN != nil {
+		// llama-server's meaning: -1 the context size, 0 disabled; a
+		// window longer than a slot's context is the context.
 		switch n := *p.RepeatLastN; {
-		case n == -1:
-			s.RepeatLastN = slotCtx
-		case n < 0:
+		case n < -1:
 			return s, invalid("repeat_last_n", "'repeat_last_n' must be -1 (the context size) or >= 0, got %d", n)
+		case n == -1 || n > slotCtx:
+			s.RepeatLastN = slotCtx
 		default:
 			s.RepeatLastN = n
 		}
 	}
 	if p.Seed != nil && *p.Seed != -1 {
+		// 0 is a seed like any other; only an absent seed or -1 is random.
 		if *p.Seed < 0 || *p.Seed > math.MaxUint32 {
 			return s, invalid("seed", "'seed' must be -1 (random) or in [0, %d], got %d", uint32(math.MaxUint32), *p.Seed)
 		}
-		s.Seed = uint32(*p.Seed)
+		s.Seed = *p.Seed
 	}
 	bias, err := parseLogitBias(p.LogitBias, vocab)
 	if err != nil {
@@ -110,28 +124,34 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
-// parseStop accepts a string or an array of strings; empty strings are
-// dropped since they would stop before the first token.
+// parseStop accepts a string or an array of at most MaxStops strings of
+// at most MaxStopBytes bytes each; empty strings are dropped since they
+// would stop before the first token.
 func parseStop(raw json.RawMessage) ([]string, *Error) {
 	if isNull(raw) {
 		return nil, nil
 	}
+	var many []string
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
-		if one == "" {
-			return nil, nil
-		}
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
+		many = []string{one}
+	} else if err := json.Unmarshal(raw, &many); err != nil {
 		return nil, invalid("stop", "'stop' must be a string or an array of strings")
 	}
+	if len(many) > MaxStops {
+		return nil, invalid("stop", "'stop' has %d strings; at most %d are allowed", len(many), MaxStops)
+	}
 	stops := many[:0]
-	for _, s := range many {
+	for i, s := range many {
+		if len(s) > MaxStopBytes {
+			return nil, invalid("stop", "'stop' string %d is %d bytes long; at most %d are allowed", i, len(s), MaxStopBytes)
+		}
 		if s != "" {
 			stops = append(stops, s)
 		}
+	}
+	if len(stops) == 0 {
+		return nil, nil
 	}
 	return stops, nil
 }

@@ -85,6 +85,10 @@ func TestBadRequests(t *testing.T) {
 		{"max_completion_tokens", chatH, `{` + msgs + `,"max_completion_tokens":-3}`, 400, "max_completion_tokens", ""},
 		{"stop number", chatH, `{` + msgs + `,"stop":5}`, 400, "stop", ""},
 		{"stop mixed array", chatH, `{` + msgs + `,"stop":["a",1]}`, 400, "stop", ""},
+		{"stop too many", chatH, `{` + msgs + `,"stop":[` + strings.Repeat(`"x",`, MaxStops) + `"y"]}`, 400, "stop", ""},
+		{"stop too long", complH, `{"prompt":"a","stop":"` + strings.Repeat("x", MaxStopBytes+1) + `"}`, 400, "stop", ""},
+		{"n_probs", llamaH, `{"prompt":"a","n_probs":5}`, 400, "n_probs", ""},
+		{"n_probs negative", llamaH, `{"prompt":"a","n_probs":-1}`, 400, "n_probs", ""},
 		{"logit_bias key", chatH, `{` + msgs + `,"logit_bias":{"abc":1}}`, 400, "logit_bias", ""},
 		{"logit_bias token", chatH, `{` + msgs + `,"logit_bias":{"100":1}}`, 400, "logit_bias", ""},
 		{"logit_bias value", chatH, `{` + msgs + `,"logit_bias":{"5":101}}`, 400, "logit_bias", ""},
@@ -219,9 +223,11 @@ func TestChatRequest(t *testing.T) {
 		Prompt:       "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
 		AddSpecial:   true,
 		ParseSpecial: true,
-		MaxTokens:    9,
+		// The message contents, tokenized as plain text.
+		Plain:     []engine.Span{{Start: 19, End: 28}, {Start: 56, End: 58}},
+		MaxTokens: 9,
 		Sampling: engine.Sampling{
-			Temperature: 0, TopP: 0.5, TopK: 3, MinP: 0.1, Seed: 42,
+			Temperature: 0, TopP: 0.5, TopK: 3, MinP: 0.1, Seed: 42, RepeatLastN: 64,
 			FrequencyPenalty: 0.5, PresencePenalty: -0.5, RepeatPenalty: 1.1,
 			LogitBias: map[int32]float32{5: -100, 7: 2.5},
 		},
@@ -265,9 +271,10 @@ func TestDefaults(t *testing.T) {
 			}
 			got := fake.submitted[0]
 			// Sampling defaults are checked once, below.
-			wantS := engine.Sampling{Temperature: defaultTemperature, TopK: defaultTopK, TopP: defaultTopP, MinP: defaultMinP}
+			wantS := engine.Sampling{Temperature: defaultTemperature, TopK: defaultTopK, TopP: defaultTopP, MinP: defaultMinP,
+				RepeatLastN: defaultRepeatLastN, Seed: -1}
 			if tt.name == "llama options" {
-				wantS.RepeatLastN = 64 // -1: the slot context
+				wantS.RepeatLastN = 64 // -1: the slot context of the fake
 				wantS.LogitBias = map[int32]float32{3: -1}
 			}
 			if !reflect.DeepEqual(got.Sampling, wantS) {
@@ -304,5 +311,21 @@ func TestResponseFormatGrammar(t *testing.T) {
 func TestUnknownChatTemplate(t *testing.T) {
 	if _, err := New(newFake(), Options{ChatTemplate: "nonesuch"}); err == nil {
 		t.Fatal("New accepted an unknown chat template")
+	}
+}
+
+// TestSamplingBounds: seed 0 is a seed, not "random"; top_k and
+// repeat_last_n beyond what the model has are clamped, never passed on.
+func TestSamplingBounds(t *testing.T) {
+	fake := newFake()
+	serve(t, fake, (*API).Completion, `{"prompt":"a","seed":0,"top_k":1000000000,"repeat_last_n":2000000000,"repeat_penalty":1.1}`)
+	if len(fake.submitted) != 1 {
+		t.Fatalf("submitted %d requests, want 1", len(fake.submitted))
+	}
+	s := fake.submitted[0].Sampling
+	info := fake.Info()
+	if s.Seed != 0 || s.TopK != info.VocabSize || s.RepeatLastN != info.SlotCtx {
+		t.Fatalf("seed %d, top_k %d, repeat_last_n %d; want 0, %d (the vocabulary), %d (the slot context)",
+			s.Seed, s.TopK, s.RepeatLastN, info.VocabSize, info.SlotCtx)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,15 +39,28 @@ func startServer(t *testing.T, cfg engine.Config) *testServer {
 	return startModel(t, testmodel.TinyStories656K, cfg)
 }
 
-// startModel serves the named test model with cfg on 127.0.0.1.
+// startModel serves the named test model (or the model at an absolute
+// path) with cfg on 127.0.0.1.
 func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
 	t.Helper()
-	cfg.ModelPath = testmodel.Path(t, model)
+	ts, _ := startListener(t, model, cfg, Config{}, nil)
+	return ts
+}
+
+// startListener serves model (a test model's name or an absolute path)
+// with the engine config ecfg and the server config scfg on wrap(a
+// loopback listener), wrap nil meaning the listener itself.
+func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
+	t.Helper()
+	ecfg.ModelPath = model
+	if !filepath.IsAbs(model) {
+		ecfg.ModelPath = testmodel.Path(t, model)
+	}
 	// One compute thread: the tiny models gain nothing from more, and
 	// spinning thread pools crawl on a loaded machine.
-	cfg.Threads = 1
-	cfg.Name = "tiny"
-	eng, err := engine.New(cfg)
+	ecfg.Threads = 1
+	ecfg.Name = "tiny"
+	eng, err := engine.New(context.Background(), ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +70,16 @@ func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
 		eng.Close()
 		t.Fatal(err)
 	}
-	s := New(Config{Logger: log})
+	scfg.Logger = log
+	s := New(scfg)
 	s.SetAPI(api)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -90,7 +108,7 @@ func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
 			t.Errorf("engine Close: %v", err)
 		}
 	})
-	return ts
+	return ts, s
 }
 
 // post sends body as JSON and returns the whole response.

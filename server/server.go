@@ -1,6 +1,7 @@
 // Package server runs corral's HTTP server: routes, middleware (request
-// ids, request logs, body limit, panic recovery) and lifecycle (serving
-// /health while the model loads, graceful shutdown).
+// ids, request logs, body limit and deadline, panic recovery) and
+// lifecycle (serving /health while the model loads, draining and graceful
+// shutdown).
 package server
 
 import (
@@ -22,6 +23,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultBodyTimeout       = time.Minute
 )
 
 // Config configures a Server. The zero value is usable.
@@ -34,18 +36,32 @@ type Config struct {
 	Logger *slog.Logger
 	// ReadHeaderTimeout and IdleTimeout are http.Server's.
 	ReadHeaderTimeout, IdleTimeout time.Duration
+	// BodyTimeout is how long a client may take to send a request body,
+	// from the handler's first read of it; a slower one gets 408. It is
+	// not http.Server's ReadTimeout, which would also cut responses that
+	// stream for longer.
+	BodyTimeout time.Duration
+	// KeepAlive and WriteTimeout tune responses; see openai.StreamConfig
+	// (0: its defaults, 15s and 30s).
+	KeepAlive, WriteTimeout time.Duration
 	// ShutdownTimeout is how long Serve lets in-flight requests finish
 	// after its context ends before closing their connections.
 	ShutdownTimeout time.Duration
 }
 
 // Server serves the API. Until SetAPI is called it is "loading": /health
-// answers 503 {"status":"loading"} and API routes a 503 error.
+// answers 503 {"status":"loading"} and API routes a 503 error. After Drain
+// it is "draining": /health answers 503 {"status":"draining"} and the
+// engine admits no more requests.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	api     atomic.Pointer[openai.API]
-	handler http.Handler
+	cfg      Config
+	log      *slog.Logger
+	api      atomic.Pointer[openai.API]
+	draining atomic.Bool
+	handler  http.Handler
+
+	running atomic.Int64  // requests in API handlers
+	idle    chan struct{} // capacity 1: "running fell to 0"
 }
 
 // New returns a loading server.
@@ -62,7 +78,10 @@ func New(cfg Config) *Server {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -70,16 +89,42 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// SetAPI makes the server ready: API routes go to api from now on.
-func (s *Server) SetAPI(api *openai.API) { s.api.Store(api) }
+// SetAPI makes the server ready: API routes go to api from now on. An API
+// set after Drain is drained at once.
+func (s *Server) SetAPI(api *openai.API) {
+	s.api.Store(api)
+	if s.draining.Load() {
+		api.Drain()
+	}
+}
+
+// Drain starts the shutdown: /health answers 503 {"status":"draining"},
+// so that load balancers stop sending requests, and the API's engine stops
+// admitting them: new and queued requests fail at once with 503, while
+// running ones go on. Serve drains when its context ends; Drain is for
+// callers that want it earlier. Safe to call more than once.
+func (s *Server) Drain() {
+	if s.draining.Swap(true) {
+		return
+	}
+	s.log.Info("draining: new and queued requests get 503, running ones go on")
+	// SetAPI checks draining after storing its API, so whichever of the
+	// two runs last drains it.
+	if api := s.api.Load(); api != nil {
+		api.Drain()
+	}
+}
 
 // Handler is the server's root handler, middleware included.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Serve serves HTTP on ln until ctx ends, then shuts down gracefully:
-// it stops accepting, lets in-flight requests finish for up to
-// Config.ShutdownTimeout, then closes the remaining connections, which
-// cancels their requests. It returns nil after a shutdown caused by ctx.
+// Serve serves HTTP on ln until ctx ends, then shuts down gracefully. It
+// drains (see Drain) and lets running requests finish for up to
+// Config.ShutdownTimeout; meanwhile it still accepts connections, so that
+// /health reports draining and new requests get a 503 rather than a
+// refused connection. Then it stops accepting and closes the connections
+// left, which cancels their requests. It returns nil after a shutdown
+// caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
@@ -94,9 +139,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	s.Drain()
 	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	s.waitIdle(sctx)
 	if err := hs.Shutdown(sctx); err != nil {
 		s.log.Warn("in-flight requests outlived the shutdown grace; closing them", "err", err)
 		hs.Close()
@@ -105,6 +152,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// waitIdle returns when no request is in an API handler, or when ctx ends.
+func (s *Server) waitIdle(ctx context.Context) {
+	for s.running.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // apiMethod is one handler method of openai.API.
@@ -150,9 +208,14 @@ func (s *Server) routes() http.Handler {
 }
 
 // health answers 200 {"status":"ok"} when ready, 503 {"status":"loading"}
-// while the model loads.
+// while the model loads and 503 {"status":"draining"} once draining.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"status":"draining"}` + "\n"))
+		return
+	}
 	if s.api.Load() == nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(`{"status":"loading"}` + "\n"))
@@ -161,9 +224,19 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-// ready sends requests to the API once it is set, a 503 error before.
+// ready sends requests to the API once it is set, a 503 error before. It
+// counts the requests running, for waitIdle.
 func (s *Server) ready(m apiMethod) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.running.Add(1)
+		defer func() {
+			if s.running.Add(-1) == 0 {
+				select {
+				case s.idle <- struct{}{}:
+				default:
+				}
+			}
+		}()
 		api := s.api.Load()
 		if api == nil {
 			openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer, Code: "model_loading",

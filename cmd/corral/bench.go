@@ -103,7 +103,7 @@ func (f *benchFlags) run(ctx context.Context) error {
 		if f.engine.ModelPath == "" {
 			return errors.New("-in-process needs -m FILE")
 		}
-		eng, err := engine.New(f.engine)
+		eng, err := engine.New(ctx, f.engine)
 		if err != nil {
 			return err
 		}

@@ -34,11 +34,47 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+	ctx, stop := onSignals(os.Args[1])
+	err := run(ctx, os.Args[2:])
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "corral %s: %v\n", os.Args[1], err)
 		os.Exit(1)
+	}
+}
+
+// onSignals returns a context that ends at the first SIGINT or SIGTERM,
+// which asks the command to shut down gracefully (corral serve drains and
+// lets running requests finish). A second signal exits at once with
+// status 1. stop ends the watch: its goroutine exits and the signals get
+// their default behavior back.
+func onSignals(cmd string) (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	quit := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for n := 0; ; n++ {
+			select {
+			case sig := <-sigs:
+				if n > 0 {
+					fmt.Fprintf(os.Stderr, "corral %s: %v again: exiting now\n", cmd, sig)
+					os.Exit(1)
+				}
+				fmt.Fprintf(os.Stderr, "corral %s: %v: shutting down; signal again to exit now\n", cmd, sig)
+				cancel()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(quit)
+		<-exited
+		cancel()
 	}
 }
 

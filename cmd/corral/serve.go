@@ -20,7 +20,9 @@ import (
 
 // runServe serves one GGUF model over the OpenAI-compatible HTTP API. It
 // listens at once, answering /health with 503 {"status":"loading"} while
-// the model loads, and shuts down gracefully when ctx ends.
+// the model loads, and shuts down gracefully when ctx ends (the first
+// SIGTERM or SIGINT): /health answers 503 {"status":"draining"}, queued
+// requests fail with 503, running ones have -shutdown-timeout to finish.
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg engine.Config
@@ -43,6 +45,11 @@ func runServe(ctx context.Context, args []string) error {
 	logRequests := fs.Bool("log-requests", false, "log every request body")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
+	var scfg server.Config
+	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish")
+	fs.DurationVar(&scfg.KeepAlive, "sse-keepalive", openai.DefaultKeepAlive, "longest silence of an event stream; a waiting one gets its headers, then \": ping\" comments")
+	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", openai.DefaultWriteTimeout, "longest wait for a client to accept a write; then its request is cancelled")
+	fs.DurationVar(&scfg.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest time to receive a request body; then 408")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,14 +79,15 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Config{MaxBody: *maxBody, LogRequests: *logRequests, Logger: log})
+	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
+	srv := server.New(scfg)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, ln) }()
 	log.Info("listening; loading model", "addr", ln.Addr().String(), "model", cfg.ModelPath)
 
-	eng, err := engine.New(cfg)
+	eng, err := engine.New(sctx, cfg)
 	if err != nil {
 		stop()
 		<-served

@@ -1,0 +1,597 @@
+//go:build linux
+
+package server
+
+// The chaos test runs the real `corral serve` binary as a child process
+// and sends it hostile requests one at a time. After each one the child
+// must still be alive, healthy and idle. A crash fails the case (and the
+// test) and a fresh child serves the cases after it, so one run reports
+// every case.
+//
+// Linux only: the child is pinned to its parent with a parent-death
+// signal and limited with prlimit, and its peak memory is read from /proc.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+const (
+	// chaosMemLimit is the child's address-space limit: far above what it
+	// needs, far below the 8 GB a 2e9-token penalty window would take, so
+	// that such a bug fails the case instead of swapping the machine.
+	chaosMemLimit = 4 << 30
+	// chaosPeakRSS is the peak resident memory the child may reach.
+	chaosPeakRSS = 1 << 30
+	// chaosWait bounds every wait: for health at start, for the slots
+	// to go idle, for one request.
+	chaosWait = 2 * time.Minute
+)
+
+// chaosChild is one `corral serve` process on a loopback port.
+type chaosChild struct {
+	url    string
+	pid    int
+	client *http.Client
+	exited chan struct{} // closed once the process has been waited for
+	state  *os.ProcessState
+	stderr *tailBuffer
+	kill   func()
+	// bloated is set once the child's peak memory passed chaosPeakRSS: a
+	// fresh child serves the next cases, so that they are judged alone.
+	bloated bool
+}
+
+// tailBuffer keeps the last max bytes written to it; safe for concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (w *tailBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if len(w.b) > w.max {
+		w.b = append(w.b[:0], w.b[len(w.b)-w.max:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
+}
+
+// startChaosChild starts `corral serve` on the tiny model with two slots
+// and one thread, and waits until /health answers 200.
+func startChaosChild(t *testing.T) *chaosChild {
+	t.Helper()
+	bin := testmodel.Binary(t)
+	model := testmodel.Path(t, testmodel.TinyStories656K)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+
+	c := &chaosChild{
+		url:    "http://127.0.0.1:" + strconv.Itoa(port),
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: chaosWait},
+		exited: make(chan struct{}),
+		stderr: &tailBuffer{max: 1 << 20},
+	}
+	cmd := exec.Command(bin, "serve", "-m", model, "--port", strconv.Itoa(port), "-np", "2", "-t", "1")
+	cmd.Stdout = c.stderr
+	cmd.Stderr = c.stderr
+	// Killed with the test process even when it dies without cleanups (a
+	// -timeout panic). The signal comes when the thread that started the
+	// child ends, so that thread is locked until the child is gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		c.state = cmd.ProcessState
+		close(c.exited)
+	}()
+	if err := <-started; err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	c.pid = cmd.Process.Pid
+	var once sync.Once
+	c.kill = func() {
+		once.Do(func() { cmd.Process.Kill() })
+		<-c.exited
+	}
+	t.Cleanup(c.kill)
+	if err := setMemLimit(c.pid, chaosMemLimit); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(chaosWait)
+	defer deadline.Stop()
+	for {
+		if code, _, err := c.do(context.Background(), http.MethodGet, "/health", nil); err == nil && code == http.StatusOK {
+			return c
+		}
+		select {
+		case <-tick.C:
+		case <-c.exited:
+			t.Fatalf("corral serve exited before it was healthy (%v):\n%s", c.state, c.stderr)
+		case <-deadline.C:
+			t.Fatalf("corral serve not healthy after %s:\n%s", chaosWait, c.stderr)
+		}
+	}
+}
+
+// setMemLimit sets the process's RLIMIT_AS.
+func setMemLimit(pid int, bytes uint64) error {
+	lim := syscall.Rlimit{Cur: bytes, Max: bytes}
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), syscall.RLIMIT_AS,
+		uintptr(unsafe.Pointer(&lim)), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func (c *chaosChild) alive() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// died describes the child's death for a failure message: its output
+// from the first sign of the crash (a Go panic or fatal signal, a C++
+// abort), else its last lines.
+func (c *chaosChild) died() string {
+	out := c.stderr.String()
+	start := len(out)
+	for _, mark := range []string{"panic:", "fatal error:", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "terminate called", "GGML_ASSERT"} {
+		if i := strings.Index(out, mark); i >= 0 && i < start {
+			start = i
+		}
+	}
+	if start == len(out) {
+		start = max(0, len(out)-4096)
+	}
+	out = out[start:]
+	if len(out) > 6144 {
+		out = out[:6144] + "\n[...]"
+	}
+	return fmt.Sprintf("corral serve died (%v); its output:\n%s", c.state, out)
+}
+
+// do sends one request and reads the whole response.
+func (c *chaosChild) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// request sends one request, failing t (with the child's death, if that
+// is why) when there is no response.
+func (c *chaosChild) request(t *testing.T, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	code, b, err := c.do(context.Background(), method, path, body)
+	if err != nil {
+		c.settle()
+		if !c.alive() {
+			t.Fatalf("%s %s: %v\n%s", method, path, err, c.died())
+		}
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, b
+}
+
+// settle gives a crashing child a moment to be reaped, so that a failed
+// request is blamed on the crash.
+func (c *chaosChild) settle() {
+	select {
+	case <-c.exited:
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// checkHealthy asserts the invariants after every case: the child is
+// alive, /health is 200, no slot is processing (polled until idle,
+// bounded), and its peak memory stayed small.
+func (c *chaosChild) checkHealthy(t *testing.T) {
+	t.Helper()
+	if !c.alive() {
+		t.Fatal(c.died())
+	}
+	if code, b := c.request(t, http.MethodGet, "/health", nil); code != http.StatusOK {
+		t.Fatalf("GET /health: %d %s", code, b)
+	}
+	c.waitIdle(t)
+	if rss, err := peakRSS(c.pid); err != nil {
+		t.Errorf("peak memory: %v", err)
+	} else if rss > chaosPeakRSS {
+		c.bloated = true
+		t.Errorf("corral serve's peak resident memory is %d MiB (limit %d MiB)", rss>>20, chaosPeakRSS>>20)
+	}
+	if !c.alive() {
+		t.Fatal(c.died())
+	}
+}
+
+// waitIdle polls GET /slots until no slot is processing.
+func (c *chaosChild) waitIdle(t *testing.T) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(chaosWait)
+	defer deadline.Stop()
+	for {
+		code, b := c.request(t, http.MethodGet, "/slots", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /slots: %d %s", code, b)
+		}
+		var slots []struct {
+			IsProcessing bool `json:"is_processing"`
+		}
+		if err := json.Unmarshal(b, &slots); err != nil || len(slots) != 2 {
+			t.Fatalf("GET /slots: %v in %s, want 2 slots", err, b)
+		}
+		if !slots[0].IsProcessing && !slots[1].IsProcessing {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-c.exited:
+			t.Fatal(c.died())
+		case <-deadline.C:
+			t.Fatalf("a slot is still processing after %s: %s", chaosWait, b)
+		}
+	}
+}
+
+// peakRSS reads the process's peak resident memory (VmHWM) in bytes.
+func peakRSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// chaosCase is one hostile request, or a scenario of a few.
+type chaosCase struct {
+	name string
+	path string                  // POST here...
+	body func(*testing.T) []byte // ...this body
+	want []int                   // acceptable statuses
+	// check, if set, looks at a response with a wanted status.
+	check func(t *testing.T, code int, body []byte)
+	// run, if set, replaces path/body/want/check.
+	run func(t *testing.T, c *chaosChild)
+}
+
+// completion is a /completion body: prompt "a", 4 tokens, plus extra.
+func completion(extra map[string]any) func(*testing.T) []byte {
+	return func(t *testing.T) []byte {
+		body := map[string]any{"prompt": "a", "n_predict": 4}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return mustJSON(t, body)
+	}
+}
+
+// llamaResult is the part of /completion's answer the checks look at.
+type llamaResult struct {
+	Content         *string `json:"content"`
+	Stop            bool    `json:"stop"`
+	StopType        string  `json:"stop_type"`
+	TokensPredicted int     `json:"tokens_predicted"`
+	TokensEvaluated int     `json:"tokens_evaluated"`
+}
+
+// isCompletion checks that a 200 body is a finished /completion object.
+func isCompletion(t *testing.T, code int, body []byte) {
+	t.Helper()
+	var r llamaResult
+	if err := json.Unmarshal(body, &r); err != nil || r.Content == nil || !r.Stop {
+		t.Errorf("200 without a finished completion: %v in %.500s", err, body)
+	}
+}
+
+// isError checks that an error status comes with the error envelope.
+func isError(t *testing.T, code int, body []byte) {
+	t.Helper()
+	var env struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Message == "" {
+		t.Errorf("%d without an error envelope: %v in %.500s", code, err, body)
+	}
+}
+
+func chaosCases() []chaosCase {
+	ok := []int{http.StatusOK}
+	bad := []int{http.StatusBadRequest}
+	return []chaosCase{
+		{
+			name: "grammar nested 60000 deep",
+			path: "/completion",
+			body: completion(map[string]any{"grammar": "root ::= " + strings.Repeat("(", 60000) + `"a"` + strings.Repeat(")", 60000)}),
+			want: bad,
+		},
+		{
+			// A penalty window of 2e9 tokens must be clamped (or refused),
+			// never allocated: 8 GB.
+			name: "repeat_last_n 2000000000",
+			path: "/completion",
+			body: completion(map[string]any{"repeat_last_n": 2000000000, "repeat_penalty": 1.1}),
+			want: ok, check: isCompletion,
+		},
+		{
+			name: "repeat_last_n -1",
+			path: "/completion",
+			body: completion(map[string]any{"repeat_last_n": -1, "repeat_penalty": 1.1}),
+			want: ok, check: isCompletion,
+		},
+		{
+			name: "stop with 100 strings",
+			path: "/completion",
+			body: func(t *testing.T) []byte {
+				stops := make([]string, 100)
+				for i := range stops {
+					stops[i] = fmt.Sprintf("stop word %d", i)
+				}
+				return completion(map[string]any{"stop": stops})(t)
+			},
+			want: bad,
+		},
+		{
+			name: "stop string of 10000 bytes",
+			path: "/completion",
+			body: completion(map[string]any{"stop": []string{strings.Repeat("x", 10000)}}),
+			want: bad,
+		},
+		{
+			name: "logit_bias token 99999999",
+			path: "/completion",
+			body: completion(map[string]any{"logit_bias": map[string]float64{"99999999": 1}}),
+			want: bad,
+		},
+		{
+			name: "logit_bias key abc",
+			path: "/completion",
+			body: completion(map[string]any{"logit_bias": map[string]float64{"abc": 1}}),
+			want: bad,
+		},
+		{
+			name: "seed 0 twice at temperature 1",
+			run: func(t *testing.T, c *chaosChild) {
+				body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": 24, "temperature": 1, "seed": 0, "ignore_eos": true})
+				var texts []string
+				for i := range 2 {
+					code, b := c.request(t, http.MethodPost, "/completion", body)
+					if code != http.StatusOK {
+						t.Fatalf("request %d: %d %.500s", i+1, code, b)
+					}
+					var r llamaResult
+					if err := json.Unmarshal(b, &r); err != nil || r.Content == nil {
+						t.Fatalf("request %d: %v in %.500s", i+1, err, b)
+					}
+					texts = append(texts, *r.Content)
+				}
+				if texts[0] != texts[1] {
+					t.Errorf("seed 0 gave two texts:\n%q\n%q", texts[0], texts[1])
+				}
+			},
+		},
+		{
+			name: "top_k 1000000000",
+			path: "/completion",
+			body: completion(map[string]any{"top_k": 1000000000}),
+			want: ok, check: isCompletion,
+		},
+		{
+			// The slot's context (512 tokens) ends it.
+			name: "n_predict 1000000000",
+			path: "/completion",
+			body: completion(map[string]any{"n_predict": 1000000000, "ignore_eos": true}),
+			want: ok,
+			check: func(t *testing.T, code int, body []byte) {
+				isCompletion(t, code, body)
+				var r llamaResult
+				json.Unmarshal(body, &r)
+				if r.StopType != "limit" || r.TokensPredicted+r.TokensEvaluated > 513 {
+					t.Errorf("stop_type %q after %d+%d tokens, want limit within the 512-token slot", r.StopType, r.TokensEvaluated, r.TokensPredicted)
+				}
+			},
+		},
+		{
+			// tinystories has no token that starts with "{": no JSON
+			// object can start, so the grammar is refused up front (the
+			// grammar-complete-with-EOS-banned path is tested on
+			// stories260K in TestJSONObjectWithIgnoreEOS).
+			name: "chat json_object ignore_eos 400 tokens",
+			path: "/v1/chat/completions",
+			body: func(t *testing.T) []byte {
+				return mustJSON(t, map[string]any{
+					"messages":        []map[string]string{{"role": "user", "content": "Tell me a story as JSON."}},
+					"response_format": map[string]string{"type": "json_object"},
+					"ignore_eos":      true,
+					"max_tokens":      400,
+				})
+			},
+			want: bad,
+		},
+		{
+			// tinystories has no byte fallback and no token with "é".
+			name: "grammar the vocab cannot start",
+			path: "/completion",
+			body: completion(map[string]any{"grammar": "root ::= \"\u00e9\u00e9\u00e9\""}),
+			want: bad,
+		},
+		{
+			// Characters outside tinystories' vocab map to its unknown token.
+			name: "prompt of characters outside the vocab",
+			path: "/completion",
+			body: func(t *testing.T) []byte { return mustJSON(t, map[string]any{"prompt": "#({", "n_predict": 4}) },
+			want: ok, check: isCompletion,
+		},
+		{
+			name: "20 MB body",
+			path: "/completion",
+			body: completion(map[string]any{"prompt": strings.Repeat("a", 20<<20)}),
+			want: []int{http.StatusRequestEntityTooLarge},
+		},
+		{
+			name: "invalid UTF-8 in a JSON string",
+			path: "/completion",
+			body: func(*testing.T) []byte { return []byte("{\"prompt\":\"a\xff\xfe\xc3(b\",\"n_predict\":4}") },
+			want: bad,
+		},
+		{
+			name: "client stops reading a stream",
+			run:  stalledStream,
+		},
+	}
+}
+
+// stalledStream opens a long stream with a tiny receive buffer, reads the
+// response headers and then nothing more. The generation must still end
+// and free its slot while the client sits there, and the server must keep
+// answering others.
+func stalledStream(t *testing.T, c *chaosChild) {
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true, "stream": true})
+	fmt.Fprintf(conn, "POST /completion HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		strings.TrimPrefix(c.url, "http://"), len(body), body)
+	conn.SetReadDeadline(time.Now().Add(chaosWait))
+	head := make([]byte, 12) // "HTTP/1.1 200"
+	if _, err := io.ReadFull(conn, head); err != nil {
+		c.settle()
+		if !c.alive() {
+			t.Fatalf("stream: %v\n%s", err, c.died())
+		}
+		t.Fatalf("stream: reading the status line: %v", err)
+	}
+	if string(head) != "HTTP/1.1 200" {
+		t.Fatalf("stream: status line starts %q, want HTTP/1.1 200", head)
+	}
+	// Stop reading. The slot must go idle anyway, and others are served.
+	c.waitIdle(t)
+	if code, b := c.request(t, http.MethodPost, "/completion", mustJSON(t, map[string]any{"prompt": "Hello", "n_predict": 4})); code != http.StatusOK {
+		t.Fatalf("another client while one stalls: %d %.500s", code, b)
+	}
+}
+
+func TestChaos(t *testing.T) {
+	// The only test here that runs the binary: delete it if it was built
+	// for this process (plain go test), after the children are killed
+	// (cleanups run last-registered first).
+	t.Cleanup(testmodel.RemoveBinary)
+	c := startChaosChild(t)
+	for _, cc := range chaosCases() {
+		t.Run(strings.ReplaceAll(cc.name, " ", "_"), func(t *testing.T) {
+			if cc.run != nil {
+				cc.run(t, c)
+			} else {
+				code, b := c.request(t, http.MethodPost, cc.path, cc.body(t))
+				t.Logf("POST %s: %d %.200s", cc.path, code, b)
+				if !slices.Contains(cc.want, code) {
+					t.Errorf("POST %s: status %d, want one of %v; body %.500s", cc.path, code, cc.want, b)
+				} else if code == http.StatusOK {
+					if cc.check != nil {
+						cc.check(t, code, b)
+					}
+				} else {
+					isError(t, code, b)
+				}
+			}
+			c.checkHealthy(t)
+		})
+		if !c.alive() || c.bloated {
+			// The case has failed (with the child's log if it died); a
+			// fresh child serves the rest.
+			t.Logf("restarting corral serve after %q", cc.name)
+			c.kill()
+			c = startChaosChild(t)
+		}
+	}
+}
