@@ -10,14 +10,25 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/corral-llm/corral/internal/testmodel"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, and deletes the corral binary
+// the subprocess tests built if they built one (plain go test). With a
+// Cleanup option goleak leaves the exit to it.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testmodel.RemoveBinary()
+		os.Exit(code)
+	}))
+}
 
 // logBuffer collects JSON log lines; safe for concurrent handlers.
 type logBuffer struct {

@@ -1,0 +1,155 @@
+//go:build linux
+
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// These tests signal a real `corral serve` process. Its one slot runs a
+// stream to the end of stories260K's 2,048-token context (seconds), so
+// the checks made while it runs have ample time.
+
+// longStream starts a greedy stream that runs to the end of the context
+// and returns its reader once the first event has arrived.
+func longStream(t *testing.T, c *chaosChild) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true,
+		"temperature": 0, "stream": true})
+	req, err := http.NewRequest(http.MethodPost, c.url+"/completion", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: status %d", resp.StatusCode)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatalf("first event: %v", err)
+	}
+	return resp, r
+}
+
+// waitDraining polls /health until it answers 503 "draining".
+func waitDraining(t *testing.T, c *chaosChild) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(chaosWait)
+	for {
+		code, b, err := c.do(context.Background(), http.MethodGet, "/health", nil)
+		if err == nil && code == http.StatusServiceUnavailable && strings.Contains(string(b), "draining") {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("/health never answered 503 draining (last %d %s %v)", code, b, err)
+		}
+	}
+}
+
+// waitExit waits for the process to end and returns its exit code.
+func waitExit(t *testing.T, c *chaosChild) int {
+	t.Helper()
+	select {
+	case <-c.exited:
+		return c.state.ExitCode()
+	case <-time.After(chaosWait):
+		t.Fatalf("corral serve still running %s after the signal", chaosWait)
+		return -1
+	}
+}
+
+func TestSIGTERMDrainsThenExits(t *testing.T) {
+	c := startCorral(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--shutdown-timeout", "2m")
+	_, stream := longStream(t, c)
+
+	// A second request waits for the only slot.
+	queued := make(chan int, 1)
+	body := mustJSON(t, map[string]any{"prompt": "Hello", "n_predict": 4})
+	go func() {
+		code, _, _ := c.do(context.Background(), http.MethodPost, "/completion", body)
+		queued <- code
+	}()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(chaosWait)
+	for !strings.Contains(c.metricsText(t), "corral_queue_depth 1") {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the second request never showed in the queue")
+		}
+	}
+
+	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitDraining(t, c)
+	if code := <-queued; code != http.StatusServiceUnavailable {
+		t.Errorf("queued request after SIGTERM: status %d, want 503", code)
+	}
+	if code, b, err := c.do(context.Background(), http.MethodPost, "/completion", mustJSON(t, map[string]any{"prompt": "Hi", "n_predict": 2})); err != nil || code != http.StatusServiceUnavailable {
+		t.Errorf("new request while draining: %d %s %v, want 503", code, b, err)
+	}
+	// The running stream goes on to its end.
+	var last llamaResult
+	for {
+		line, err := stream.ReadString('\n')
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			if json.Unmarshal([]byte(data), &last) != nil {
+				t.Fatalf("event %q", line)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !last.Stop || last.StopType != "limit" || last.TokensPredicted < 1000 {
+		t.Fatalf("running stream after SIGTERM ended with %+v, want the whole generation", last)
+	}
+	if code := waitExit(t, c); code != 0 {
+		t.Fatalf("exit code %d after a graceful shutdown, want 0", code)
+	}
+}
+
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	c := startCorral(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--shutdown-timeout", "2m")
+	longStream(t, c)
+	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitDraining(t, c)
+	if err := syscall.Kill(c.pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, c); code != 1 {
+		t.Fatalf("exit code %d after a second signal, want 1", code)
+	}
+}
+
+// metricsText is GET /metrics.
+func (c *chaosChild) metricsText(t *testing.T) string {
+	t.Helper()
+	code, b, err := c.do(context.Background(), http.MethodGet, "/metrics", nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	return string(b)
+}
