@@ -56,6 +56,13 @@ type Config struct {
 	// BatchSize is the per-step token budget (decode tokens + prefill chunks).
 	// Default 512.
 	BatchSize int
+	// PrefillBudget bounds the prompt tokens evaluated in a step while
+	// other slots are decoding, so that a long prompt does not stall every
+	// running stream for the time of a whole batch: on a CPU a prompt
+	// token costs about as much as a decode step for a few streams.
+	// Without decoding slots prefill takes the whole BatchSize.
+	// Default DefaultPrefillBudget; negative means no separate budget.
+	PrefillBudget int
 	// MaxQueue bounds the number of requests waiting for a slot. Default 256.
 	MaxQueue int
 	// MaxQueueWait fails a request that waited this long for a slot with

@@ -18,6 +18,15 @@ import (
 	"github.com/corral-llm/corral/llama"
 )
 
+// DefaultPrefillBudget is Config.PrefillBudget's default, a trade-off
+// measured with corral bench on the synthetic 135M Q8_0 model (-np 8 -t 2,
+// 8 clients, 256-token prompts, 64 output tokens): against no separate
+// budget, 64 cut the inter-token latency p99 from about 1,050 ms to 200 ms
+// and the median TTFT from 2.1 s to 1.0 s, for 7 % less throughput;
+// 16 keeps every step within 2x a decode step but costs 25 % throughput,
+// since each step reads all the weights once whatever its size.
+const DefaultPrefillBudget = 64
+
 // Engine serves one model. Create it with New; it is safe for concurrent use.
 type Engine struct {
 	cfg   Config
@@ -78,6 +87,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = 256
+	}
+	if cfg.PrefillBudget == 0 {
+		cfg.PrefillBudget = DefaultPrefillBudget
 	}
 	model, err := llama.LoadModel(ctx, cfg.ModelPath)
 	if err != nil {

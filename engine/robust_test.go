@@ -248,3 +248,76 @@ func TestSlotPollersDoNotStarveDecoding(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestPrefillBudgetKeepsStreamsDecoding: while a stream decodes, a long
+// prompt is evaluated PrefillBudget tokens a step, and the stream gets a
+// token in each of those steps instead of waiting for the whole prompt.
+func TestPrefillBudgetKeepsStreamsDecoding(t *testing.T) {
+	const budget, promptLen = 8, 400
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 2, PrefillBudget: budget})
+	ctx := context.Background()
+	running := longRunning(t, e, ctx, 0) // slot 0
+	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
+	if err != nil || len(story) < promptLen {
+		t.Fatalf("test setup: %d tokens, %v", len(story), err)
+	}
+	decoded := func() int {
+		infos, err := e.Slots(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return infos[0].Decoded
+	}
+	before := decoded()
+	long := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
+	if _, err := long.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := decoded()-before, promptLen/budget-1; got < want {
+		t.Fatalf("the running stream got %d tokens while a %d-token prompt was evaluated, want at least %d (one a step)", got, promptLen, want)
+	}
+	running.Cancel()
+	collect(t, running)
+	collect(t, long)
+}
+
+// TestPrefillSharesTheBudgetInArrivalOrder: the older prompt gets the
+// prefill budget first even when it sits in a higher slot than a newer one.
+func TestPrefillSharesTheBudgetInArrivalOrder(t *testing.T) {
+	const budget, promptLen = 8, 400
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 3, PrefillBudget: budget})
+	ctx := context.Background()
+	running := longRunning(t, e, ctx, 0) // slot 0 decodes throughout
+	blocker := submit(t, e, greedy("Hello", 2000))
+	poll(t, "waiting for slot 1 to decode", func() (bool, string) {
+		infos, _ := e.Slots(ctx)
+		return infos[1].RequestID == blocker.ID() && infos[1].State == "decode", fmt.Sprintf("%+v", infos)
+	})
+	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
+	if err != nil || len(story) < promptLen {
+		t.Fatalf("test setup: %d tokens, %v", len(story), err)
+	}
+	older := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
+	poll(t, "waiting for the older prompt to take slot 2", func() (bool, string) {
+		infos, _ := e.Slots(ctx)
+		return infos[2].RequestID == older.ID(), fmt.Sprintf("%+v", infos)
+	})
+	blocker.Cancel()
+	collect(t, blocker)
+	newer := submit(t, e, engine.Request{Tokens: story[1 : promptLen+1], MaxTokens: 1})
+	poll(t, "waiting for the newer prompt to take slot 1", func() (bool, string) {
+		infos, _ := e.Slots(ctx)
+		return infos[1].RequestID == newer.ID(), fmt.Sprintf("%+v", infos)
+	})
+	if _, err := older.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := e.Slots(ctx)
+	if newer.Done() || infos[1].State != "prefill" {
+		t.Fatalf("the newer prompt (slot 1) finished its prefill no later than the older one (slot 2): %+v", infos)
+	}
+	running.Cancel()
+	for _, s := range []*engine.Stream{running, older, newer} {
+		collect(t, s)
+	}
+}

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/corral-llm/corral/llama"
@@ -14,12 +16,13 @@ var negInf = math.Inf(-1)
 // scheduler owns the llama context, the KV cache, the slots and the
 // samplers. Only its goroutine (run) touches them.
 type scheduler struct {
-	e       *Engine
-	lctx    *llama.Context
-	slots   []*slot
-	waiting []*request // admitted from submitq, not yet in a slot (FIFO)
-	batch   llama.Batch
-	piece   []byte // scratch for token bytes
+	e          *Engine
+	lctx       *llama.Context
+	slots      []*slot
+	waiting    []*request // admitted from submitq, not yet in a slot (FIFO)
+	batch      llama.Batch
+	prefilling []*slot // scratch for buildBatch
+	piece      []byte  // scratch for token bytes
 
 	requests, tokensOut uint64
 }
@@ -194,8 +197,9 @@ func (s *scheduler) pickSlot(r *request) *slot {
 
 // buildBatch fills the batch: first one token for every decoding slot, so
 // running streams never wait behind a prompt, then prompt chunks for
-// prefilling slots until the per-step budget is spent. It reports whether
-// the batch has anything to decode.
+// prefilling slots, oldest request first, until the per-step budget is
+// spent: BatchSize, or PrefillBudget while any slot decodes. It reports
+// whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
 	for _, sl := range s.slots {
@@ -209,9 +213,22 @@ func (s *scheduler) buildBatch() bool {
 		}
 	}
 	budget := s.e.cfg.BatchSize - s.batch.Len()
+	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
+		// Streams are decoding: prompts get a bounded share of the step.
+		budget = min(budget, s.e.cfg.PrefillBudget)
+	}
+	// Prompts share the budget in the order their requests arrived, so a
+	// prompt in a high slot is not starved by newer ones in lower slots.
+	s.prefilling = s.prefilling[:0]
 	for _, sl := range s.slots {
-		if sl.state != statePrefill || budget <= 0 {
-			continue
+		if sl.state == statePrefill {
+			s.prefilling = append(s.prefilling, sl)
+		}
+	}
+	slices.SortFunc(s.prefilling, func(a, b *slot) int { return cmp.Compare(a.req.id, b.req.id) })
+	for _, sl := range s.prefilling {
+		if budget <= 0 {
+			break
 		}
 		n := min(len(sl.pending), budget)
 		sl.inBatch = true

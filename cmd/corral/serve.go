@@ -36,6 +36,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Threads, "threads", 0, "same as -t")
 	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
+	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "prompt tokens per step while other slots decode (-1: the whole -b)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
