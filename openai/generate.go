@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -23,9 +24,10 @@ type responder interface {
 
 // genMode says how to answer one generation.
 type genMode struct {
-	stream      bool
-	doneMarker  bool   // end the stream with "data: [DONE]" (OpenAI)
-	promptParam string // request field reported for prompt errors
+	stream       bool
+	doneMarker   bool   // end the stream with "data: [DONE]" (OpenAI)
+	promptParam  string // request field reported for prompt errors
+	grammarParam string // request field the grammar came from ("" when none)
 }
 
 // generate submits req on the request's context and answers with f. When
@@ -45,7 +47,11 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 	cfg := streamConfig(ctx)
 	s, err := a.eng.Submit(ctx, req)
 	if err != nil {
-		WriteError(w, submitError(err, mode.promptParam))
+		e := submitError(err, mode.promptParam)
+		if errors.Is(err, engine.ErrGrammar) && mode.grammarParam != "" {
+			e.Param = mode.grammarParam
+		}
+		WriteError(w, e)
 		return
 	}
 	defer s.Cancel()

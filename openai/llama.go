@@ -37,7 +37,11 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := &llamaResponder{model: a.info.Name}
-	a.generate(w, r, req, genMode{stream: body.Stream, promptParam: "prompt"}, f)
+	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar"}
+	if !isNull(body.JSONSchema) {
+		mode.grammarParam = "json_schema"
+	}
+	a.generate(w, r, req, mode, f)
 }
 
 func (a *API) llamaRequest(body *llamaRequest) (engine.Request, *Error) {

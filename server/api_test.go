@@ -232,7 +232,7 @@ func TestEndpoints(t *testing.T) {
 		// start a grammar that begins with it.
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": `root ::= "{}"`}, 400, "grammar", ""},
 		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "{}"}},
-			"response_format": map[string]string{"type": "json_object"}}, 400, "grammar", ""},
+			"response_format": map[string]string{"type": "json_object"}}, 400, "response_format", ""},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": "root ::= ("}, 400, "grammar", ""},
 		{"/v1/completions", map[string]any{"prompt": strings.Repeat("x", DefaultMaxBody)}, 413, "", "request_too_large"},
 	}
