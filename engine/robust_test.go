@@ -321,3 +321,25 @@ func TestPrefillSharesTheBudgetInArrivalOrder(t *testing.T) {
 		collect(t, s)
 	}
 }
+
+// TestSlotChoiceKeepsCachesUseful: an unrelated prompt, or one that does
+// not want its prompt cached, takes the slot whose cache is worth least
+// instead of wiping a cached conversation that merely shares BOS with it.
+func TestSlotChoiceKeepsCachesUseful(t *testing.T) {
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 2})
+	story := greedy("Once upon a time, there was a little girl named Lily. She loved to play outside in the park.", 4)
+	_, first := collect(t, submit(t, e, story))
+	for _, other := range []engine.Request{
+		greedy("Hello", 4),
+		{Prompt: "The little dog", AddSpecial: true, MaxTokens: 4, NoCachePrompt: true},
+	} {
+		if _, res := collect(t, submit(t, e, other)); res.Slot == first.Slot {
+			t.Fatalf("%q took slot %d, which holds the story's cache", other.Prompt, res.Slot)
+		}
+		_, again := collect(t, submit(t, e, story))
+		if again.Usage.CachedTokens != again.Usage.PromptTokens-1 {
+			t.Fatalf("after %q the story reused %d of %d prompt tokens, want all but the last",
+				other.Prompt, again.Usage.CachedTokens, again.Usage.PromptTokens)
+		}
+	}
+}

@@ -175,6 +175,12 @@ func (s *scheduler) admit() {
 	s.waiting = kept
 }
 
+// pickSlot chooses the free slot for r. A slot whose cache holds at least
+// half of r's prompt (or, with NoCachePrompt, nothing worth keeping is
+// asked for) is reused: the longest match wins. Otherwise r takes the slot
+// whose cache is worth least (the shortest, then the least recently used),
+// so an unrelated prompt does not wipe another conversation's prefix
+// because both start with BOS.
 func (s *scheduler) pickSlot(r *request) *slot {
 	if r.params.PinSlot {
 		if sl := s.slots[r.params.SlotID]; !sl.active() {
@@ -182,17 +188,26 @@ func (s *scheduler) pickSlot(r *request) *slot {
 		}
 		return nil
 	}
-	var best *slot
-	bestN := -1
+	var best, cheapest *slot
+	bestN := 0
 	for _, sl := range s.slots {
 		if sl.active() {
 			continue
 		}
-		if n := commonPrefix(sl.cache, r.tokens); n > bestN {
-			best, bestN = sl, n
+		if !r.params.NoCachePrompt {
+			if n := commonPrefix(sl.cache, r.tokens); 2*n >= len(r.tokens) && n > bestN {
+				best, bestN = sl, n
+			}
+		}
+		if cheapest == nil || len(sl.cache) < len(cheapest.cache) ||
+			(len(sl.cache) == len(cheapest.cache) && sl.lastUsed.Before(cheapest.lastUsed)) {
+			cheapest = sl
 		}
 	}
-	return best
+	if best != nil {
+		return best
+	}
+	return cheapest
 }
 
 // buildBatch fills the batch: first one token for every decoding slot, so
@@ -331,6 +346,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 	r.stream.finish(sl.result(reason, err, time.Now()))
 	r.sampler.Close()
 	s.requests++
+	sl.lastUsed = time.Now()
 	sl.reset()
 }
 

@@ -35,6 +35,8 @@ type slot struct {
 	nctx  int // cells this sequence may use
 	state slotState
 	cache []int32
+	// lastUsed is when the slot's last request finished (zero: never).
+	lastUsed time.Time
 
 	// Set while a request runs.
 	req       *request
