@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Head to head: corral serve against a llama-server binary on the same model,
+# one server at a time (never together), interleaved over ROUNDS rounds, with
+# corral bench as the client. Prints each row's medians and the ratio
+# corral/llama-server, and keeps every run's JSON report in OUT.
+#
+# usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]
+# env:   MODEL    GGUF file (default: the synthetic 135M, written once by corral synth)
+#        THREADS  compute threads for both servers (default 2)
+#        NP       slots for both servers (default 16)
+#        N        requests per concurrency level (default 48)
+#        OUT      folder for the JSON reports (default: a new temporary folder)
+#
+# Workloads (the rows of issue 8's table):
+#   short   ~10-token prompts through /v1/completions, concurrency 1, 4, 8, 16
+#   shared  one ~1,030-token system prompt on every request, chat API, -c 32768,
+#           concurrency 4 and 16
+#   arrive  128-token prompts arriving while 16 streams decode
+set -euo pipefail
+peer=${1:?usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]}
+rounds=${2:-3}
+cd "$(dirname "$0")/.."
+threads=${THREADS:-2}
+np=${NP:-16}
+n=${N:-48}
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+port=18431
+corral=./bin/corral
+[ -x "$corral" ] || make build >/dev/null
+model=${MODEL:-${TMPDIR:-/tmp}/corral-synth-135m.gguf}
+[ -f "$model" ] || "$corral" synth --shape 135m -o "$model"
+
+# serve NAME CTX: start one server in the background and wait until healthy.
+serve() {
+  local name=$1 ctx=$2
+  case $name in
+  corral) "$corral" serve -m "$model" -np "$np" -t "$threads" -c "$ctx" --port "$port" >"$out/$name.log" 2>&1 & ;;
+  llama) "$peer" -m "$model" -np "$np" -t "$threads" -c "$ctx" --port "$port" >"$out/$name.log" 2>&1 & ;;
+  esac
+  server=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && return 0
+    kill -0 "$server" 2>/dev/null || { echo "$name exited; see $out/$name.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "$name not healthy after 120 s" >&2
+  exit 1
+}
+
+stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
+trap stop EXIT
+
+# bench WORKLOAD NAME ROUND ARGS...: one corral bench run into a JSON report.
+bench() {
+  local workload=$1 name=$2 round=$3
+  shift 3
+  "$corral" bench --url "http://127.0.0.1:$port" --progress=false --num-requests "$n" --output-len 64 --ignore-eos \
+    --json "$out/$workload-$name-$round.json" "$@" >/dev/null
+}
+
+for round in $(seq "$rounds"); do
+  for name in corral llama; do
+    echo "round $round: $name" >&2
+    serve "$name" $((np * 1024))
+    bench short "$name" "$round" --api completions --input-len 10 --sweep-concurrency 1,4,8,16
+    bench arrive "$name" "$round" --api completions --input-len 128 --concurrency 16
+    stop
+    serve "$name" 32768
+    bench shared "$name" "$round" --api chat --shared-prefix-len 1030 --input-len 30 --sweep-concurrency 4,16
+    stop
+  done
+done
+
+python3 - "$out" <<'PY'
+import glob, json, os, statistics, sys
+out = sys.argv[1]
+rows = {}  # (workload, concurrency) -> server -> list of runs
+for path in sorted(glob.glob(os.path.join(out, "*.json"))):
+    workload, server, _ = os.path.basename(path)[:-5].rsplit("-", 2)
+    for run in json.load(open(path))["runs"]:
+        key = (workload, run["load"].get("concurrency", 0))
+        rows.setdefault(key, {}).setdefault(server, []).append(run)
+def med(runs, f):
+    return statistics.median(f(r) for r in runs) if runs else float("nan")
+print(f"{'workload':8} {'c':>3} | {'out tok/s corral':>16} {'llama':>8} {'ratio':>6} | "
+      f"{'TTFT p99 ms':>12} {'llama':>8} | {'ITL p99 ms':>11} {'llama':>8} | {'cached %':>8}")
+for (workload, c), by in sorted(rows.items()):
+    a, b = by.get("corral", []), by.get("llama", [])
+    tput = lambda r: r["output_throughput"]
+    ta, tb = med(a, tput), med(b, tput)
+    cached = med(a, lambda r: 100 * r["total_cached_tokens"] / max(1, r["total_input_tokens"]))
+    print(f"{workload:8} {c:>3} | {ta:16.1f} {tb:8.1f} {ta / tb if tb else float('nan'):6.2f} | "
+          f"{med(a, lambda r: r['ttft_ms']['p99']):12.0f} {med(b, lambda r: r['ttft_ms']['p99']):8.0f} | "
+          f"{med(a, lambda r: r['itl_ms']['p99']):11.0f} {med(b, lambda r: r['itl_ms']['p99']):8.0f} | {cached:8.0f}")
+print(f"(medians over the rounds; reports in {out})")
+PY
