@@ -10,6 +10,8 @@ package engine
 import (
 	"errors"
 	"time"
+
+	"github.com/corral-llm/corral/llama"
 )
 
 // Errors returned by Submit. Callers branch on them with errors.Is.
@@ -36,8 +38,6 @@ var (
 	ErrTokenize = errors.New("engine: text cannot be tokenized")
 	// ErrBadToken means a token id is outside the vocabulary.
 	ErrBadToken = errors.New("engine: bad token id")
-	// ErrBadParam means a sampling parameter is out of range.
-	ErrBadParam = errors.New("engine: bad parameter")
 )
 
 // Config describes one engine: which model, how many slots, how much context.
@@ -107,7 +107,7 @@ type Request struct {
 }
 
 // Span is a byte range [Start, End) of a prompt.
-type Span struct{ Start, End int }
+type Span = llama.Span
 
 // Sampling are the sampler settings. The zero value is greedy decoding.
 type Sampling struct {

@@ -205,13 +205,9 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	maxPrompt := e.info.SlotCtx - 1
 	toks := req.Tokens
 	if len(toks) == 0 {
-		plain := make([]llama.Span, len(req.Plain))
-		for i, sp := range req.Plain {
-			plain[i] = llama.Span{Start: sp.Start, End: sp.End}
-		}
 		var err error
 		toks, err = e.model.TokenizeText(req.Prompt, llama.TokenizeOptions{
-			AddSpecial: req.AddSpecial, ParseSpecial: req.ParseSpecial, Plain: plain, MaxTokens: maxPrompt,
+			AddSpecial: req.AddSpecial, ParseSpecial: req.ParseSpecial, Plain: req.Plain, MaxTokens: maxPrompt,
 		})
 		switch {
 		case errors.Is(err, llama.ErrTooManyTokens):
@@ -262,9 +258,6 @@ func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error)
 		for tok, b := range sp.LogitBias {
 			if tok < 0 || int(tok) >= e.info.VocabSize {
 				return nil, fmt.Errorf("engine: logit_bias token %d out of range: %w", tok, ErrBadToken)
-			}
-			if math.IsNaN(float64(b)) || math.IsInf(float64(b), 1) {
-				return nil, fmt.Errorf("%w: logit_bias %g for token %d", ErrBadParam, b, tok)
 			}
 			p.LogitBias[tok] = b
 		}

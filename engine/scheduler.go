@@ -175,12 +175,12 @@ func (s *scheduler) admit() {
 	s.waiting = kept
 }
 
-// pickSlot chooses the free slot for r. A slot whose cache holds at least
-// half of r's prompt (or, with NoCachePrompt, nothing worth keeping is
-// asked for) is reused: the longest match wins. Otherwise r takes the slot
-// whose cache is worth least (the shortest, then the least recently used),
-// so an unrelated prompt does not wipe another conversation's prefix
-// because both start with BOS.
+// pickSlot chooses the free slot for r: the one with the longest cached
+// prefix of r's prompt, if that prefix is at least half the prompt.
+// Otherwise, and always for NoCachePrompt, the slot whose cache is worth
+// least (the shortest, then the least recently used), so an unrelated
+// prompt does not wipe another conversation's prefix because both start
+// with BOS.
 func (s *scheduler) pickSlot(r *request) *slot {
 	if r.params.PinSlot {
 		if sl := s.slots[r.params.SlotID]; !sl.active() {
@@ -388,7 +388,8 @@ func (s *scheduler) shutdown() {
 // publish stores the stats and slot snapshots for Engine.Stats and
 // Engine.Slots: one of each per step, however many readers.
 func (s *scheduler) publish() {
-	s.e.slots.Store(ptr(s.slotInfo()))
+	infos := s.slotInfo()
+	s.e.slots.Store(&infos)
 	st := &Stats{SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut}
 	for _, sl := range s.slots {
 		if sl.active() {
@@ -412,5 +413,3 @@ func (s *scheduler) slotInfo() []SlotInfo {
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }

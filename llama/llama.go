@@ -47,7 +47,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -81,6 +80,7 @@ type Model struct {
 
 	specialsOnce sync.Once
 	specials     []special // control and unknown tokens, longest text first
+	firstBytes   [256]bool // first bytes of the specials' texts
 	unk          Token     // the unknown token, -1 if none
 	encodable    sync.Map  // rune → bool: can the vocabulary encode it alone?
 }
@@ -102,16 +102,16 @@ func LoadModel(ctx context.Context, path string) (*Model, error) {
 	stop := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	defer C.free(unsafe.Pointer(stop))
 	C.corral_set_progress(&params, stop)
-	detach := context.AfterFunc(ctx, func() { (*atomic.Int32)(unsafe.Pointer(stop)).Store(1) })
+	stopped := make(chan struct{})
+	detach := context.AfterFunc(ctx, func() {
+		(*atomic.Int32)(unsafe.Pointer(stop)).Store(1)
+		close(stopped)
+	})
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	m := C.llama_model_load_from_file(cpath, params)
 	if !detach() {
-		// The callback may still be storing into stop: wait for it by
-		// checking the flag it sets before the deferred free.
-		for (*atomic.Int32)(unsafe.Pointer(stop)).Load() == 0 {
-			runtime.Gosched()
-		}
+		<-stopped // the flag is written before the deferred free
 	}
 	if m == nil {
 		if err := ctx.Err(); err != nil {

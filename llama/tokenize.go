@@ -230,15 +230,23 @@ func (m *Model) canEncode(r rune) bool {
 }
 
 // specialIn reports whether any span of text holds special-token text.
+// It runs on every chat prompt, so it reads each span once and tries the
+// specials only where one of their first bytes occurs.
 func (m *Model) specialIn(text string, spans []Span) bool {
 	m.specialsOnce.Do(m.loadSpecials)
 	for _, sp := range spans {
 		if sp.Start < 0 || sp.End > len(text) || sp.Start > sp.End {
 			return true // let splitPlain report it
 		}
-		for _, s := range m.specials {
-			if strings.Contains(text[sp.Start:sp.End], s.text) {
-				return true
+		span := text[sp.Start:sp.End]
+		for i := 0; i < len(span); i++ {
+			if !m.firstBytes[span[i]] {
+				continue
+			}
+			for _, s := range m.specials {
+				if strings.HasPrefix(span[i:], s.text) {
+					return true
+				}
 			}
 		}
 	}
@@ -266,6 +274,7 @@ func (m *Model) loadSpecials() {
 		}
 		if text := C.GoString(C.llama_vocab_get_text(m.vocab, C.llama_token(id))); text != "" {
 			m.specials = append(m.specials, special{id, text})
+			m.firstBytes[text[0]] = true
 		}
 	}
 	slices.SortStableFunc(m.specials, func(a, b special) int { return len(b.text) - len(a.text) })
