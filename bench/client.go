@@ -57,6 +57,8 @@ type Client struct {
 	// IgnoreEOS asks the server to generate MaxTokens tokens regardless of
 	// end-of-generation tokens.
 	IgnoreEOS bool
+	// Priority is sent as "priority" when not 0 (lower is served first).
+	Priority int
 	// HTTP is the client used; NewClient sets one with connection reuse.
 	HTTP *http.Client
 }
@@ -173,6 +175,9 @@ func (c *Client) requestBody(p Prompt) (string, []byte, error) {
 	}
 	if c.IgnoreEOS {
 		m["ignore_eos"] = true
+	}
+	if c.Priority != 0 {
+		m["priority"] = c.Priority
 	}
 	b, err := json.Marshal(m)
 	return path, b, err

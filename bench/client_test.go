@@ -66,8 +66,8 @@ func TestRequestBody(t *testing.T) {
 				`"ignore_eos":true`, `"include_usage":true`, `"model":"m"`, `"stream":true`}},
 		{Client{API: APICompletions, MaxTokens: 8}, "/v1/completions",
 			[]string{`"prompt":"S\nU"`, `"max_tokens":8`, `"include_usage":true`}},
-		{Client{API: APILlamaCpp, MaxTokens: 4}, "/completion",
-			[]string{`"prompt":"S\nU"`, `"n_predict":4`, `"cache_prompt":true`}},
+		{Client{API: APILlamaCpp, MaxTokens: 4, Priority: 2}, "/completion",
+			[]string{`"prompt":"S\nU"`, `"n_predict":4`, `"cache_prompt":true`, `"priority":2`}},
 	} {
 		path, body, err := tc.c.requestBody(p)
 		if err != nil {

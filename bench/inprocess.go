@@ -19,6 +19,8 @@ type EngineTarget struct {
 	MaxTokens int
 	// IgnoreEOS keeps generating past end-of-generation tokens.
 	IgnoreEOS bool
+	// Priority is every request's class (lower is served first).
+	Priority int
 }
 
 // CountTokens counts text's tokens with the engine's vocabulary.
@@ -40,6 +42,7 @@ func (t *EngineTarget) Do(ctx context.Context, p Prompt, cancelAfter int) Record
 		MaxTokens:  t.MaxTokens,
 		IgnoreEOS:  t.IgnoreEOS,
 		SlotID:     -1,
+		Priority:   t.Priority,
 	})
 	rec.Submit = time.Since(start)
 	if err != nil {

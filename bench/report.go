@@ -28,6 +28,7 @@ type Settings struct {
 	IgnoreEOS       bool   `json:"ignore_eos"`
 	Dataset         string `json:"dataset,omitempty"`
 	SharedPrefixLen int    `json:"shared_prefix_len"`
+	Priority        int    `json:"priority,omitempty"`
 	// PromptTokenizer says how prompt lengths were measured: "server"
 	// (/tokenize), "engine" or "words".
 	PromptTokenizer string `json:"prompt_tokenizer"`

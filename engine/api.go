@@ -71,6 +71,10 @@ type Config struct {
 	// MaxTokensDefault applies when a request does not set MaxTokens
 	// (0: until the slot's context is full).
 	MaxTokensDefault int
+	// HostCacheBytes is the host memory kept for the KV state of prefixes
+	// pushed out of the slots, so that a returning conversation need not
+	// evaluate its history again (llama-server's --cache-ram). 0: none.
+	HostCacheBytes int64
 }
 
 // Request is one generation. Prompt is tokenized by Submit in the caller's
@@ -101,9 +105,15 @@ type Request struct {
 	// NoCachePrompt disables reuse of the slot's cached prefix.
 	NoCachePrompt bool
 	// PinSlot runs the request in slot SlotID only (llama.cpp's id_slot);
-	// otherwise the scheduler picks the free slot with the longest cached prefix.
+	// otherwise the scheduler picks the free slot whose cache loses least.
 	PinSlot bool
 	SlotID  int
+	// Priority is the request's class, vLLM's meaning: a lower value is
+	// served first; 0 is the default. Within a class requests start in
+	// arrival order. A waiting request may pause a running one of a worse
+	// (higher) class when no slot is free; the paused one resumes later
+	// where it stopped, with no token lost.
+	Priority int
 }
 
 // Span is a byte range [Start, End) of a prompt.
@@ -169,7 +179,8 @@ type Result struct {
 	StopWord     string // the stop string that matched, if any
 	Usage        Usage
 	Timings      Timings
-	Slot         int
+	Slot         int   // the slot it finished in; -1 if none
+	Pauses       int   // times it was paused for a request of a better class
 	Err          error // set when FinishReason is FinishError
 }
 
@@ -177,22 +188,37 @@ type Result struct {
 type SlotInfo struct {
 	ID           int
 	IsProcessing bool
-	State        string // "idle", "prefill", "decode", "paused"
+	State        string // "idle", "prefill", "decode"
 	NCtx         int    // cells available to this slot
 	CachedTokens int    // tokens held in the slot's KV cache
 	RequestID    uint64 // 0 when idle
 	Decoded      int    // tokens generated for the current request
 }
 
-// Stats is a snapshot of the engine's load.
+// Stats is a snapshot of the engine's load. The counters run from the
+// engine's start.
 type Stats struct {
-	SlotsTotal   int
-	SlotsBusy    int
-	QueueDepth   int
+	SlotsTotal int
+	SlotsBusy  int
+	QueueDepth int
+	// KVCellsUsed counts the tokens the slots hold, a prefix shared by
+	// several slots once per slot; KVCellsTotal is the unified cache's size.
 	KVCellsUsed  int
 	KVCellsTotal int
-	Requests     uint64 // finished requests since start
-	TokensOut    uint64 // generated tokens since start
+	Requests     uint64 // finished requests
+	TokensOut    uint64 // generated tokens
+	// Steps counts scheduler steps that decoded a batch; ForwardPasses
+	// the model evaluations they took (llama.cpp's micro-batches).
+	Steps, ForwardPasses uint64
+	// PromptTokens counts admitted prompts' tokens, CachedPromptTokens
+	// those of them found in a cache instead of evaluated.
+	PromptTokens, CachedPromptTokens uint64
+	Pauses                           uint64 // requests paused for a better class
+	// The host cache of evicted prefixes: its size now, and how many
+	// states were saved into it and restored from it.
+	HostCacheBytes                    int64
+	HostCacheEntries                  int
+	HostCacheSaved, HostCacheRestored uint64
 }
 
 // ModelInfo describes the loaded model.

@@ -67,6 +67,9 @@ type request struct {
 	stream    *Stream
 	submitted time.Time
 	stopWatch func() bool // detaches the context.AfterFunc wake-up
+
+	gen    generation // progress, kept across pauses
+	resume []int32    // set while paused: the history to evaluate again (see pause)
 }
 
 // New loads the model, creates the context and starts the scheduler. When
@@ -99,13 +102,18 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if nctx <= 0 {
 		nctx = min(model.CtxTrain(), 4096) * cfg.Parallel
 	}
+	// One KV buffer for all slots: any mix of slots and prompt chunks is
+	// then one forward pass, and a prefix is shared by copying cell
+	// labels. llama.cpp lets every sequence use the whole buffer, so the
+	// per-slot cap (an equal share) is the engine's to enforce.
 	lctx, err := llama.NewContext(model, llama.ContextParams{
-		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel, Threads: cfg.Threads,
+		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel, Threads: cfg.Threads, Unified: true,
 	})
 	if err != nil {
 		model.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	slotCtx := lctx.NCtx() / cfg.Parallel
 	name := cfg.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
@@ -117,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		model: model,
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
-			CtxTrain: model.CtxTrain(), SlotCtx: lctx.NCtxSeq(), VocabSize: model.NVocab(),
+			CtxTrain: model.CtxTrain(), SlotCtx: slotCtx, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Created: time.Now(),
 		},
@@ -132,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			e.eog = append(e.eog, tok)
 		}
 	}
-	s := newScheduler(e, lctx)
+	s := newScheduler(e, lctx, slotCtx)
 	s.publish()
 	go s.run()
 	return e, nil

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"errors"
 	"math"
 	"runtime"
@@ -19,18 +18,20 @@ type scheduler struct {
 	e          *Engine
 	lctx       *llama.Context
 	slots      []*slot
-	waiting    []*request // admitted from submitq, not yet in a slot (FIFO)
+	waiting    []*request // taken from submitq or paused, not in a slot (served in the order of before)
+	host       hostCache
 	batch      llama.Batch
 	prefilling []*slot // scratch for buildBatch
 	piece      []byte  // scratch for token bytes
 
-	requests, tokensOut uint64
+	requests, tokensOut, steps, pauses uint64
+	promptTokens, cachedTokens         uint64
 }
 
-func newScheduler(e *Engine, lctx *llama.Context) *scheduler {
-	s := &scheduler{e: e, lctx: lctx}
+func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
+	s := &scheduler{e: e, lctx: lctx, host: hostCache{budget: e.cfg.HostCacheBytes}}
 	for i := range e.cfg.Parallel {
-		s.slots = append(s.slots, &slot{id: i, nctx: lctx.NCtxSeq()})
+		s.slots = append(s.slots, &slot{id: i, nctx: slotCtx})
 	}
 	return s
 }
@@ -39,9 +40,11 @@ func newScheduler(e *Engine, lctx *llama.Context) *scheduler {
 //
 //	receive  — take new submissions and control messages; block only when idle
 //	retire   — finish requests whose context ended or that waited too long
-//	admit    — move waiting requests into free slots (longest cached prefix first)
+//	admit    — move waiting requests into free slots by priority, then
+//	           arrival, with the longest cached prefix found (admit.go)
 //	batch    — one token per decoding slot + prefill chunks up to the budget
-//	decode   — one llama_decode for all of it
+//	decode   — one llama_decode for all of it: one forward pass, since the
+//	           KV cache is unified
 //	sample   — sample, detokenize, check stops, deliver (never blocking)
 func (s *scheduler) run() {
 	runtime.LockOSThread()
@@ -60,6 +63,7 @@ func (s *scheduler) run() {
 			continue
 		}
 		err := s.lctx.Decode(&s.batch)
+		s.steps++
 		if err != nil {
 			s.failBatch(err)
 		} else {
@@ -138,7 +142,7 @@ func (s *scheduler) retire() {
 			s.drop(r, FinishError, ErrClosed)
 		case r.ctx.Err() != nil:
 			s.drop(r, FinishCancelled, nil)
-		case maxWait > 0 && now.Sub(r.submitted) > maxWait:
+		case maxWait > 0 && !r.gen.started && now.Sub(r.submitted) > maxWait:
 			s.drop(r, FinishError, ErrQueueTimeout)
 		default:
 			kept = append(kept, r)
@@ -157,64 +161,11 @@ func (s *scheduler) freeSlot() bool {
 	return false
 }
 
-// admit moves waiting requests into free slots, in arrival order. A request
-// goes to the free slot whose cached tokens share the longest prefix with
-// its prompt; a request pinned to a busy slot waits without blocking others.
-func (s *scheduler) admit() {
-	kept := s.waiting[:0]
-	for _, r := range s.waiting {
-		sl := s.pickSlot(r)
-		if sl == nil {
-			kept = append(kept, r)
-			continue
-		}
-		s.e.queued.Add(-1)
-		sl.start(r, s.lctx, time.Now(), s.e.cfg.MaxTokensDefault)
-	}
-	clear(s.waiting[len(kept):])
-	s.waiting = kept
-}
-
-// pickSlot chooses the free slot for r: the one with the longest cached
-// prefix of r's prompt, if that prefix is at least half the prompt.
-// Otherwise, and always for NoCachePrompt, the slot whose cache is worth
-// least (the shortest, then the least recently used), so an unrelated
-// prompt does not wipe another conversation's prefix because both start
-// with BOS.
-func (s *scheduler) pickSlot(r *request) *slot {
-	if r.params.PinSlot {
-		if sl := s.slots[r.params.SlotID]; !sl.active() {
-			return sl
-		}
-		return nil
-	}
-	var best, cheapest *slot
-	bestN := 0
-	for _, sl := range s.slots {
-		if sl.active() {
-			continue
-		}
-		if !r.params.NoCachePrompt {
-			if n := commonPrefix(sl.cache, r.tokens); 2*n >= len(r.tokens) && n > bestN {
-				best, bestN = sl, n
-			}
-		}
-		if cheapest == nil || len(sl.cache) < len(cheapest.cache) ||
-			(len(sl.cache) == len(cheapest.cache) && sl.lastUsed.Before(cheapest.lastUsed)) {
-			cheapest = sl
-		}
-	}
-	if best != nil {
-		return best
-	}
-	return cheapest
-}
-
 // buildBatch fills the batch: first one token for every decoding slot, so
 // running streams never wait behind a prompt, then prompt chunks for
-// prefilling slots, oldest request first, until the per-step budget is
-// spent: BatchSize, or PrefillBudget while any slot decodes. It reports
-// whether the batch has anything to decode.
+// prefilling slots in service order (priority, then arrival), until the
+// per-step budget is spent: BatchSize, or PrefillBudget while any slot
+// decodes. It reports whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
 	for _, sl := range s.slots {
@@ -223,8 +174,8 @@ func (s *scheduler) buildBatch() bool {
 		if sl.state == stateDecode {
 			sl.inBatch = true
 			sl.outIdx = s.batch.Len()
-			s.batch.Add(sl.last, len(sl.cache), sl.id, true)
-			sl.cache = append(sl.cache, sl.last)
+			s.batch.Add(sl.req.gen.last, len(sl.cache), sl.id, true)
+			sl.cache = append(sl.cache, sl.req.gen.last)
 		}
 	}
 	budget := s.e.cfg.BatchSize - s.batch.Len()
@@ -232,15 +183,15 @@ func (s *scheduler) buildBatch() bool {
 		// Streams are decoding: prompts get a bounded share of the step.
 		budget = min(budget, s.e.cfg.PrefillBudget)
 	}
-	// Prompts share the budget in the order their requests arrived, so a
-	// prompt in a high slot is not starved by newer ones in lower slots.
+	// Prompts share the budget in service order, so a prompt in a high
+	// slot is not starved by newer ones in lower slots.
 	s.prefilling = s.prefilling[:0]
 	for _, sl := range s.slots {
 		if sl.state == statePrefill {
 			s.prefilling = append(s.prefilling, sl)
 		}
 	}
-	slices.SortFunc(s.prefilling, func(a, b *slot) int { return cmp.Compare(a.req.id, b.req.id) })
+	slices.SortFunc(s.prefilling, func(a, b *slot) int { return before(a.req, b.req) })
 	for _, sl := range s.prefilling {
 		if budget <= 0 {
 			break
@@ -270,9 +221,12 @@ func (s *scheduler) sample() {
 		if sl.outIdx < 0 || !sl.active() {
 			continue
 		}
+		g := &sl.req.gen
 		if sl.state == statePrefill {
 			sl.state = stateDecode
-			sl.prefillDone = now
+			if g.prefillDone.IsZero() {
+				g.prefillDone = now
+			}
 		}
 		tok, err := sl.req.sampler.Sample(s.lctx, sl.outIdx)
 		switch {
@@ -285,26 +239,26 @@ func (s *scheduler) sample() {
 			s.finish(sl, FinishError, err)
 			continue
 		}
-		sl.decoded++
+		g.decoded++
 		s.tokensOut++
-		if sl.decoded == 1 {
-			sl.firstToken = now
+		if g.decoded == 1 {
+			g.firstToken = now
 		}
 		if !sl.req.params.IgnoreEOS && s.e.model.IsEOG(tok) {
-			sl.decoded-- // the end token is not part of the output
+			g.decoded-- // the end token is not part of the output
 			s.tokensOut--
 			s.finish(sl, FinishStop, nil)
 			continue
 		}
 		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
-		text, stop := sl.out.push(s.piece)
+		text, stop := g.out.push(s.piece)
 		sl.req.stream.deliver(text, 1)
-		sl.last = tok
+		g.last = tok
 		switch {
 		case stop != "":
-			sl.stopWord = stop
+			g.stopWord = stop
 			s.finish(sl, FinishStop, nil)
-		case sl.decoded >= sl.maxTokens:
+		case g.decoded >= g.maxTokens:
 			s.finish(sl, FinishLength, nil)
 		case len(sl.cache) >= sl.nctx:
 			// The sampled token would need one more cell than the slot has.
@@ -334,33 +288,33 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 		// exactly what was evaluated.
 		sl.pending = nil
 	}
-	r := sl.req
-	// Detach the wake-up first: finishing cancels the request's context,
-	// which must not poke the scheduler for nothing.
-	r.stopWatch()
-	text := sl.out.flush()
-	if reason == FinishStop && sl.stopWord != "" {
-		text = ""
-	}
-	r.stream.deliver(text, 0)
-	r.stream.finish(sl.result(reason, err, time.Now()))
-	r.sampler.Close()
-	s.requests++
+	s.end(sl.req, sl.id, reason, err)
 	sl.lastUsed = time.Now()
 	sl.reset()
 }
 
-// drop finishes a request that never reached a slot.
+// drop finishes a request that is not in a slot: one still queued, or a
+// paused one (which keeps the output it produced).
 func (s *scheduler) drop(r *request, reason FinishReason, err error) {
+	if !r.gen.started {
+		s.e.queued.Add(-1)
+	}
+	s.end(r, -1, reason, err)
+}
+
+// end delivers the request's last text and its Result, and frees its sampler.
+func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) {
+	// Detach the wake-up first: finishing cancels the request's context,
+	// which must not poke the scheduler for nothing.
 	r.stopWatch()
-	s.e.queued.Add(-1)
-	now := time.Now()
-	r.stream.finish(Result{
-		FinishReason: reason, Err: err, Slot: -1,
-		Usage:   Usage{PromptTokens: len(r.tokens)},
-		Timings: Timings{Queued: now.Sub(r.submitted), Total: now.Sub(r.submitted)},
-	})
+	text := r.gen.out.flush()
+	if reason == FinishStop && r.gen.stopWord != "" {
+		text = ""
+	}
+	r.stream.deliver(text, 0)
+	r.stream.finish(r.result(slotID, reason, err, time.Now()))
 	r.sampler.Close()
+	s.requests++
 }
 
 // shutdown finishes everything when the engine closes.
@@ -390,7 +344,13 @@ func (s *scheduler) shutdown() {
 func (s *scheduler) publish() {
 	infos := s.slotInfo()
 	s.e.slots.Store(&infos)
-	st := &Stats{SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut}
+	st := &Stats{
+		SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut,
+		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Pauses: s.pauses,
+		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
+		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),
+		HostCacheSaved: s.host.saved, HostCacheRestored: s.host.restored,
+	}
 	for _, sl := range s.slots {
 		if sl.active() {
 			st.SlotsBusy++
@@ -405,10 +365,11 @@ func (s *scheduler) slotInfo() []SlotInfo {
 	for i, sl := range s.slots {
 		out[i] = SlotInfo{
 			ID: sl.id, IsProcessing: sl.active(), State: sl.state.String(),
-			NCtx: sl.nctx, CachedTokens: len(sl.cache), Decoded: sl.decoded,
+			NCtx: sl.nctx, CachedTokens: len(sl.cache),
 		}
 		if sl.req != nil {
 			out[i].RequestID = sl.req.id
+			out[i].Decoded = sl.req.gen.decoded
 		}
 	}
 	return out

@@ -2,12 +2,11 @@ package engine
 
 import (
 	"time"
-
-	"github.com/corral-llm/corral/llama"
 )
 
 // slotState is where a slot's request is in its lifecycle. A slot is in
-// exactly one state; only the scheduler changes it.
+// exactly one state; only the scheduler changes it. A paused request has
+// no slot: it waits in the queue with its progress (see request.gen).
 type slotState int
 
 const (
@@ -26,7 +25,9 @@ func (s slotState) String() string {
 	return "idle"
 }
 
-// slot is one sequence of the llama context (seq id = slot id).
+// slot is one sequence of the llama context (seq id = slot id). The KV
+// cache is unified: a slot's cells may be shared with other slots holding
+// the same prefix, and the engine, not llama.cpp, caps each slot at nctx.
 //
 // Invariant: cache lists exactly the tokens whose KV cells sequence id
 // holds, in position order, so len(cache) is the next position.
@@ -35,80 +36,83 @@ type slot struct {
 	nctx  int // cells this sequence may use
 	state slotState
 	cache []int32
-	// lastUsed is when the slot's last request finished (zero: never).
+	// lastUsed is when the slot last started or finished a request (zero:
+	// never); the least recently used cache is the first to go.
 	lastUsed time.Time
 
 	// Set while a request runs.
-	req       *request
-	pending   []int32 // prompt tokens not yet evaluated
-	cached    int     // prompt tokens reused from cache
-	last      int32   // last sampled token, evaluated in the next step
-	decoded   int
-	maxTokens int
-	out       textOut
-	stopWord  string
-	outIdx    int  // batch index of this slot's logits in the current step, -1 if none
-	inBatch   bool // the slot has tokens in the current step's batch
-
-	admitted, prefillDone, firstToken time.Time
+	req     *request
+	pending []int32 // tokens not yet evaluated (the prompt, or a resumed request's history)
+	outIdx  int     // batch index of this slot's logits in the current step, -1 if none
+	inBatch bool    // the slot has tokens in the current step's batch
 }
 
 func (sl *slot) active() bool { return sl.state != stateIdle }
 
-// start puts r into the idle slot, reusing the longest common prefix of the
-// slot's cached tokens and evaluating only the rest.
-func (sl *slot) start(r *request, lctx *llama.Context, now time.Time, maxDefault int) {
-	keep := 0
-	if !r.params.NoCachePrompt {
-		keep = commonPrefix(sl.cache, r.tokens)
+// generation is a request's progress. It lives in the request, not the
+// slot, so that a paused request resumes where it stopped, in any slot.
+type generation struct {
+	started   bool  // admitted to a slot at least once
+	cached    int   // prompt tokens reused from a cache at the first admission
+	last      int32 // last sampled token, evaluated in the next step
+	decoded   int
+	maxTokens int
+	out       textOut
+	stopWord  string
+	pauses    int
+
+	admitted, prefillDone, firstToken time.Time
+}
+
+// start puts r into the idle slot, whose cache already holds the first
+// keep tokens of what r needs evaluated: its prompt, or for a request
+// resumed after a pause its whole history.
+func (sl *slot) start(r *request, keep int, now time.Time, maxDefault int) {
+	need := r.tokens
+	if r.gen.started {
+		need = r.resume
+	} else {
+		g := &r.gen
+		g.started = true
+		g.cached = keep
+		g.admitted = now
+		g.maxTokens = r.params.MaxTokens
+		if g.maxTokens <= 0 {
+			g.maxTokens = maxDefault
+		}
+		if g.maxTokens <= 0 {
+			g.maxTokens = sl.nctx
+		}
+		g.out = textOut{stops: r.params.Stop}
 	}
-	if keep == len(r.tokens) {
-		keep-- // re-evaluate the last prompt token to get its logits
-	}
-	if keep < len(sl.cache) && !lctx.SeqRemove(sl.id, keep, -1) {
-		lctx.SeqRemove(sl.id, -1, -1)
-		keep = 0
-	}
-	sl.cache = sl.cache[:keep]
+	r.resume = nil
 	sl.req = r
-	sl.pending = r.tokens[keep:]
-	sl.cached = keep
+	sl.pending = need[keep:]
 	sl.state = statePrefill
-	sl.decoded = 0
-	sl.maxTokens = r.params.MaxTokens
-	if sl.maxTokens <= 0 {
-		sl.maxTokens = maxDefault
-	}
-	if sl.maxTokens <= 0 {
-		sl.maxTokens = sl.nctx
-	}
-	sl.out = textOut{stops: r.params.Stop}
-	sl.stopWord = ""
 	sl.outIdx = -1
-	sl.admitted = now
-	sl.prefillDone, sl.firstToken = time.Time{}, time.Time{}
+	sl.lastUsed = now
 }
 
 // result builds the request's final Result.
-func (sl *slot) result(reason FinishReason, err error, now time.Time) Result {
-	r := sl.req
-	t := Timings{
-		Queued: sl.admitted.Sub(r.submitted),
-		Total:  now.Sub(r.submitted),
+func (r *request) result(slotID int, reason FinishReason, err error, now time.Time) Result {
+	g := &r.gen
+	t := Timings{Total: now.Sub(r.submitted), Queued: now.Sub(r.submitted)}
+	if g.started {
+		t.Queued = g.admitted.Sub(r.submitted)
 	}
-	if !sl.prefillDone.IsZero() {
-		t.Prefill = sl.prefillDone.Sub(sl.admitted)
+	if !g.prefillDone.IsZero() {
+		t.Prefill = g.prefillDone.Sub(g.admitted)
 	}
-	if !sl.firstToken.IsZero() {
-		t.TTFT = sl.firstToken.Sub(r.submitted)
-		t.Decode = now.Sub(sl.firstToken)
-		if sl.decoded > 1 && t.Decode > 0 {
-			t.TokensPerSecond = float64(sl.decoded-1) / t.Decode.Seconds()
+	if !g.firstToken.IsZero() {
+		t.TTFT = g.firstToken.Sub(r.submitted)
+		t.Decode = now.Sub(g.firstToken)
+		if g.decoded > 1 && t.Decode > 0 {
+			t.TokensPerSecond = float64(g.decoded-1) / t.Decode.Seconds()
 		}
 	}
 	return Result{
-		FinishReason: reason, StopWord: sl.stopWord, Err: err, Slot: sl.id, Timings: t,
-		Usage: Usage{PromptTokens: len(r.tokens), CachedTokens: sl.cached, CompletionTokens: sl.decoded},
+		FinishReason: reason, StopWord: g.stopWord, Err: err, Slot: slotID, Timings: t, Pauses: g.pauses,
+		Usage: Usage{PromptTokens: len(r.tokens), CachedTokens: g.cached, CompletionTokens: g.decoded},
 	}
 }
 

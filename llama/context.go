@@ -3,6 +3,7 @@ package llama
 /*
 #include <stdlib.h>
 #include "shim.h"
+#include "ggml-cpu.h"
 */
 import "C"
 
@@ -18,17 +19,23 @@ type ContextParams struct {
 	NSeqMax int  // number of sequences (slots)
 	Threads int  // generation threads
 	Unified bool // one KV buffer shared by all sequences
+	// NoThreadPool lets ggml start and join its worker threads for every
+	// forward pass instead of keeping a pool attached to the context. It
+	// exists to measure what the pool saves.
+	NoThreadPool bool
 }
 
 // Context is a llama.cpp inference context: KV cache plus compute buffers.
 // It must be used from a single goroutine.
 type Context struct {
-	c     *C.struct_llama_context
-	mem   C.llama_memory_t
-	model *Model
-	batch C.struct_llama_batch
-	cap   int
-	nSeq  int
+	c      *C.struct_llama_context
+	mem    C.llama_memory_t
+	model  *Model
+	batch  C.struct_llama_batch
+	cap    int
+	nSeq   int
+	pool   *C.struct_ggml_threadpool // nil with NoThreadPool
+	passes *C.uint64_t               // C memory: the eval callback writes it
 }
 
 // NewContext creates an inference context for the model.
@@ -50,11 +57,24 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.no_perf = C.bool(true)
 	// Flash attention stays at llama.cpp's default (auto: on for CPU); the
 	// golden outputs in ../shared/models/GOLDEN.md depend on it.
+	passes := (*C.uint64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.uint64_t(0)))))
+	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)
+	cp.cb_eval_user_data = unsafe.Pointer(passes)
 	c := C.llama_init_from_model(m.m, cp)
 	if c == nil {
+		C.free(unsafe.Pointer(passes))
 		return nil, fmt.Errorf("llama: create context (n_ctx %d, n_seq %d): failed", p.NCtx, p.NSeqMax)
 	}
-	ctx := &Context{c: c, mem: C.llama_get_memory(c), model: m, nSeq: p.NSeqMax, cap: p.NBatch}
+	ctx := &Context{c: c, mem: C.llama_get_memory(c), model: m, nSeq: p.NSeqMax, cap: p.NBatch, passes: passes}
+	if !p.NoThreadPool {
+		// Without a pool ggml creates and joins its threads on every pass.
+		ctx.pool = C.corral_threadpool_new(C.int32_t(max(1, p.Threads)))
+		if ctx.pool == nil {
+			ctx.Close()
+			return nil, fmt.Errorf("llama: create a thread pool of %d threads: failed", p.Threads)
+		}
+		C.llama_attach_threadpool(c, ctx.pool, ctx.pool)
+	}
 	ctx.batch = C.llama_batch_init(C.int32_t(p.NBatch), 0, 1)
 	return ctx, nil
 }
@@ -65,8 +85,18 @@ func (c *Context) Close() {
 		C.llama_batch_free(c.batch)
 		C.llama_free(c.c)
 		c.c = nil
+		if c.pool != nil {
+			C.ggml_threadpool_free(c.pool)
+			c.pool = nil
+		}
+		C.free(unsafe.Pointer(c.passes))
+		c.passes = nil
 	}
 }
+
+// Passes is the number of forward passes (graph computations) the context
+// has run. llama_decode runs one per micro-batch it splits a batch into.
+func (c *Context) Passes() uint64 { return uint64(*c.passes) }
 
 // NCtx is the total number of KV cells.
 func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }

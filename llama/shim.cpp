@@ -10,7 +10,10 @@
 // Go side bounds every size before it gets here.
 #include "shim.h"
 
+#include "ggml-cpu.h"
+
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -255,6 +258,18 @@ int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch) {
     } catch (const std::exception &) {
         return -100;
     }
+}
+
+bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data) {
+    if (ask && std::strcmp(ggml_get_name(t), "inp_embd") == 0) {
+        ++*static_cast<uint64_t *>(user_data);
+    }
+    return false;
+}
+
+struct ggml_threadpool * corral_threadpool_new(int32_t n) {
+    struct ggml_threadpool_params p = ggml_threadpool_params_default(n);
+    return ggml_threadpool_new(&p);
 }
 
 } // extern "C"

@@ -72,6 +72,16 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
 
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
+// corral_count_pass is an eval callback (llama_context_params.cb_eval) that
+// counts forward passes: it adds one to *(uint64_t *)user_data each time
+// ggml is about to compute a graph's token-embedding node, which every
+// decoder graph computes exactly once, and asks for no tensor data.
+bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data);
+
+// corral_threadpool_new makes a persistent ggml thread pool of n threads
+// (NULL on failure); free it with ggml_threadpool_free after the context.
+struct ggml_threadpool * corral_threadpool_new(int32_t n);
+
 #ifdef __cplusplus
 }
 #endif

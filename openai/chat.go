@@ -43,7 +43,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	req.Plain = clientSpans(req.Prompt, body.Messages)
 	req.Stop = append(req.Stop, a.tmpl.Stops()...)
 	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: body.includeUsage()}
-	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format"}, f)
+	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}, f)
 }
 
 // render applies the chat template to the request's messages.

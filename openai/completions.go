@@ -31,7 +31,7 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	f := &textResponder{h: a.header("cmpl-"), includeUsage: body.includeUsage()}
-	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format"}, f)
+	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority}, f)
 }
 
 // textResponder shapes text_completion objects, streamed or whole.

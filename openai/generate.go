@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/corral-llm/corral/engine"
@@ -28,6 +29,34 @@ type genMode struct {
 	doneMarker   bool   // end the stream with "data: [DONE]" (OpenAI)
 	promptParam  string // request field reported for prompt errors
 	grammarParam string // request field the grammar came from ("" when none)
+	priority     *int   // the body's "priority", nil when absent
+}
+
+// PriorityHeader carries a request's priority class for clients that
+// cannot add a body field; the body's "priority" wins when both are set.
+const PriorityHeader = "X-Priority"
+
+// MaxPriority bounds the magnitude of a priority value.
+const MaxPriority = 1 << 20
+
+// priority returns the request's class: the body field, else the header,
+// else 0.
+func priority(body *int, h http.Header) (int, *Error) {
+	if body != nil {
+		if *body < -MaxPriority || *body > MaxPriority {
+			return 0, invalid("priority", "'priority' must be within [%d, %d], got %d", -MaxPriority, MaxPriority, *body)
+		}
+		return *body, nil
+	}
+	v := h.Get(PriorityHeader)
+	if v == "" {
+		return 0, nil
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || p < -MaxPriority || p > MaxPriority {
+		return 0, invalid("priority", "header %s must be an integer within [%d, %d], got %q", PriorityHeader, -MaxPriority, MaxPriority, v)
+	}
+	return p, nil
 }
 
 // generate submits req on the request's context and answers with f. When
@@ -45,6 +74,11 @@ type genMode struct {
 func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Request, mode genMode, f responder) {
 	ctx := r.Context()
 	cfg := streamConfig(ctx)
+	var e *Error
+	if req.Priority, e = priority(mode.priority, r.Header); e != nil {
+		WriteError(w, e)
+		return
+	}
 	s, err := a.eng.Submit(ctx, req)
 	if err != nil {
 		e := submitError(err, mode.promptParam)
@@ -131,7 +165,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		}
 	}
 	res := s.Result()
-	e := resultError(res)
+	e = resultError(res)
 	if e != nil && sse == nil {
 		WriteError(w, e)
 		return

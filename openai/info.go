@@ -126,6 +126,13 @@ func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
 	metric("kv_cells", "gauge", "KV cache cells in all.", uint64(st.KVCellsTotal))
 	metric("requests_total", "counter", "Requests finished since start.", st.Requests)
 	metric("tokens_generated_total", "counter", "Tokens generated since start.", st.TokensOut)
+	metric("steps_total", "counter", "Scheduler steps that decoded a batch.", st.Steps)
+	metric("forward_passes_total", "counter", "Model evaluations those steps took (one per step with the unified KV cache).", st.ForwardPasses)
+	metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", st.PromptTokens)
+	metric("prompt_tokens_cached_total", "counter", "Prompt tokens found in a slot or the host cache instead of evaluated.", st.CachedPromptTokens)
+	metric("pauses_total", "counter", "Requests paused for a request of a better priority class.", st.Pauses)
+	metric("host_cache_bytes", "gauge", "Host memory holding KV state of evicted prefixes.", uint64(st.HostCacheBytes))
+	metric("host_cache_restored_total", "counter", "Prefixes restored from the host cache.", st.HostCacheRestored)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write([]byte(b.String()))
 }

@@ -37,7 +37,7 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := &llamaResponder{model: a.info.Name}
-	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar"}
+	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority}
 	if !isNull(body.JSONSchema) {
 		mode.grammarParam = "json_schema"
 	}

@@ -43,6 +43,9 @@ type samplingParams struct {
 	LogitBias        json.RawMessage `json:"logit_bias"`
 	Stop             json.RawMessage `json:"stop"`
 	IgnoreEOS        bool            `json:"ignore_eos"`
+	// Priority is the request's class (vLLM's field): lower is served
+	// first. Not sampling, but shared by the same endpoints.
+	Priority *int `json:"priority"`
 }
 
 // sampling validates p and converts it for a model with vocab tokens and

@@ -116,6 +116,9 @@ func TestBadRequests(t *testing.T) {
 		{"detokenize bad id", (*API).Detokenize, `{"tokens":[1,-1]}`, 400, "tokens", ""},
 		{"detokenize strings", (*API).Detokenize, `{"tokens":["a"]}`, 400, "tokens", ""},
 		{"tokenize number", (*API).Tokenize, `{"content":5}`, 400, "content", ""},
+		{"priority string", chatH, `{` + msgs + `,"priority":"high"}`, 400, "priority", ""},
+		{"priority huge", complH, `{"prompt":"a","priority":99999999}`, 400, "priority", ""},
+		{"priority fraction", llamaH, `{"prompt":"a","priority":1.5}`, 400, "priority", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -327,5 +330,48 @@ func TestSamplingBounds(t *testing.T) {
 	if s.Seed != 0 || s.TopK != info.VocabSize || s.RepeatLastN != info.SlotCtx {
 		t.Fatalf("seed %d, top_k %d, repeat_last_n %d; want 0, %d (the vocabulary), %d (the slot context)",
 			s.Seed, s.TopK, s.RepeatLastN, info.VocabSize, info.SlotCtx)
+	}
+}
+
+// TestPriority: the body's "priority" and the X-Priority header set the
+// engine request's class; the body wins; a bad header is a 400. (The fake
+// engine records a request, then refuses it as if its queue were full.)
+func TestPriority(t *testing.T) {
+	tests := []struct {
+		body, header string
+		status, want int
+	}{
+		{`{"prompt":"a"}`, "", 503, 0},
+		{`{"prompt":"a","priority":-3}`, "", 503, -3},
+		{`{"prompt":"a"}`, "7", 503, 7},
+		{`{"prompt":"a","priority":2}`, "7", 503, 2},
+		{`{"prompt":"a"}`, "soon", 400, 0},
+		{`{"prompt":"a"}`, "99999999", 400, 0},
+	}
+	for _, tt := range tests {
+		fake := newFake()
+		a, err := New(fake, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+		if tt.header != "" {
+			r.Header.Set(PriorityHeader, tt.header)
+		}
+		a.Completions(w, r)
+		if w.Code != tt.status {
+			t.Errorf("%s with header %q: status %d, want %d; %s", tt.body, tt.header, w.Code, tt.status, w.Body)
+			continue
+		}
+		if tt.status == 400 {
+			if e := decodeEnvelope(t, w); e.Param == nil || *e.Param != "priority" {
+				t.Errorf("%s with header %q: error %+v, want param priority", tt.body, tt.header, e)
+			}
+			continue
+		}
+		if len(fake.submitted) != 1 || fake.submitted[0].Priority != tt.want {
+			t.Errorf("%s with header %q: submitted %+v, want priority %d", tt.body, tt.header, fake.submitted, tt.want)
+		}
 	}
 }

@@ -12,9 +12,12 @@ import (
 )
 
 // TestGolden checks the greedy reference outputs through both completion
-// endpoints, streamed and whole, all running at once on 4 slots.
+// endpoints, streamed and whole, all twelve running at once, a slot each.
+// (Exact outputs need each sequence's KV cells in position order, which a
+// cache whose cells were never freed guarantees: see the engine's
+// TestGoldenAloneAndBatched.)
 func TestGolden(t *testing.T) {
-	ts := startServer(t, engine.Config{Parallel: 4})
+	ts := startServer(t, engine.Config{Parallel: 4 * len(golden)})
 	for _, g := range golden {
 		v1 := map[string]any{"model": "tiny", "prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true}
 		llama := map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true}
@@ -78,10 +81,11 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestConcurrentStreams runs 16 streams on 4 slots; each must produce its
-// greedy continuation exactly, whatever it was batched with.
+// TestConcurrentStreams runs 16 streams at once, each in a fresh slot of
+// one unified cache; each must produce its greedy continuation exactly,
+// whatever it was batched with.
 func TestConcurrentStreams(t *testing.T) {
-	ts := startServer(t, engine.Config{Parallel: 4})
+	ts := startServer(t, engine.Config{Parallel: 16})
 	type result struct {
 		i    int
 		text string

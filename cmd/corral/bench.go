@@ -23,6 +23,7 @@ type benchFlags struct {
 	ignoreEOS           bool
 	dataset             string
 	sharedPrefixLen     int
+	priority            int
 	goodput, sweep      string
 	jsonPath, plotPath  string
 	progress            bool
@@ -53,6 +54,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "generate --output-len tokens regardless of end-of-generation")
 	fs.StringVar(&f.dataset, "dataset", "", "JSONL `file` with a \"prompt\" or \"messages\" per line")
 	fs.IntVar(&f.sharedPrefixLen, "shared-prefix-len", 0, "`tokens` of system prompt shared by every prompt")
+	fs.IntVar(&f.priority, "priority", 0, "every request's priority class (lower is served first; run two benches at once for a mix)")
 	fs.StringVar(&f.goodput, "goodput", "", "SLOs in ms for goodput, like \"ttft:300 tpot:50 e2el:2000\"")
 	fs.StringVar(&f.sweep, "sweep-concurrency", "", "comma-separated concurrencies to run in turn, like 1,4,8,16")
 	fs.StringVar(&f.jsonPath, "json", "", "write every figure and the configuration to this JSON `file`")
@@ -91,7 +93,7 @@ func (f *benchFlags) run(ctx context.Context) error {
 	}
 	settings := bench.Settings{
 		InProcess: f.inProcess, InputLen: f.inputLen, OutputLen: f.outputLen, IgnoreEOS: f.ignoreEOS,
-		Dataset: f.dataset, SharedPrefixLen: f.sharedPrefixLen, Goodput: slo.String(), Load: f.load,
+		Dataset: f.dataset, SharedPrefixLen: f.sharedPrefixLen, Priority: f.priority, Goodput: slo.String(), Load: f.load,
 	}
 	if f.sweep != "" {
 		settings.Sweep = concs
@@ -108,7 +110,7 @@ func (f *benchFlags) run(ctx context.Context) error {
 			return err
 		}
 		defer eng.Close()
-		et := &bench.EngineTarget{Engine: eng, MaxTokens: f.outputLen, IgnoreEOS: f.ignoreEOS}
+		et := &bench.EngineTarget{Engine: eng, MaxTokens: f.outputLen, IgnoreEOS: f.ignoreEOS, Priority: f.priority}
 		target, tok = et, et
 		settings.Model, settings.ModelPath = eng.Info().Name, f.engine.ModelPath
 		settings.Parallel, settings.Threads, settings.CtxSize = f.engine.Parallel, f.engine.Threads, f.engine.CtxSize
@@ -120,7 +122,7 @@ func (f *benchFlags) run(ctx context.Context) error {
 		}
 		c := bench.NewClient(f.url, api, slices.Max(concs))
 		defer c.Close()
-		c.Model, c.MaxTokens, c.IgnoreEOS = f.model, f.outputLen, f.ignoreEOS
+		c.Model, c.MaxTokens, c.IgnoreEOS, c.Priority = f.model, f.outputLen, f.ignoreEOS, f.priority
 		if c.Model == "" && api != bench.APILlamaCpp {
 			if c.Model, err = c.FirstModel(ctx); err != nil {
 				return fmt.Errorf("no -model given and %w", err)

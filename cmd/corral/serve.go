@@ -37,6 +37,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "prompt tokens per step while other slots decode (-1: the whole -b)")
+	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` for the KV of prefixes pushed out of the slots (0: none)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
@@ -54,6 +55,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	cfg.HostCacheBytes = *cacheRAM << 20
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}

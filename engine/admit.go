@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Admission: which waiting request gets a slot, which slot, and what it
+// finds already cached there. Only the scheduler goroutine runs this.
+
+// before orders requests for service: lower Priority first (vLLM's
+// meaning), then arrival order. A paused request keeps its id, so it
+// resumes ahead of everything that arrived after it in its class.
+func before(a, b *request) int {
+	if c := cmp.Compare(a.params.Priority, b.params.Priority); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// admit moves waiting requests into free slots in service order. When no
+// slot is free for a request and a slot runs one of a worse priority
+// class, that one is paused (see pause) to make room. A request pinned to
+// a busy slot waits without holding up the others.
+func (s *scheduler) admit() {
+	if len(s.waiting) == 0 {
+		return
+	}
+	slices.SortFunc(s.waiting, before)
+	var paused []*request
+	kept := s.waiting[:0]
+	for _, r := range s.waiting {
+		sl, keep := s.place(r)
+		if sl == nil {
+			if victim := s.victim(r); victim != nil {
+				paused = append(paused, s.pause(victim))
+				sl, keep = s.place(r)
+			}
+		}
+		if sl == nil {
+			kept = append(kept, r)
+			continue
+		}
+		if !r.gen.started {
+			s.e.queued.Add(-1)
+			s.promptTokens += uint64(len(r.tokens))
+			s.cachedTokens += uint64(keep)
+		}
+		sl.start(r, keep, time.Now(), s.e.cfg.MaxTokensDefault)
+	}
+	clear(s.waiting[len(kept):])
+	s.waiting = append(kept, paused...)
+}
+
+// victim returns the slot to pause for r: among the slots r could use,
+// the one running the request served last by the order of before, if
+// that request is of a worse priority class than r. Nil when r must wait.
+func (s *scheduler) victim(r *request) *slot {
+	var v *slot
+	for _, sl := range s.slots {
+		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
+			continue
+		}
+		if sl.req.params.Priority > r.params.Priority && (v == nil || before(sl.req, v.req) > 0) {
+			v = sl
+		}
+	}
+	return v
+}
+
+// pause takes the slot's request out of it without losing anything: the
+// request keeps its sampler and output state and remembers the tokens it
+// needs evaluated to go on (its history), and the slot becomes idle with
+// its cache intact. When the request gets a slot again, that history is
+// found in a slot or the host cache like any prompt prefix, so usually
+// nothing is evaluated twice.
+func (s *scheduler) pause(sl *slot) *request {
+	r := sl.req
+	tail := sl.pending
+	if sl.state == stateDecode {
+		tail = []int32{r.gen.last}
+	}
+	r.resume = append(slices.Clone(sl.cache), tail...)
+	r.gen.pauses++
+	s.pauses++
+	sl.lastUsed = time.Now()
+	sl.reset()
+	return r
+}
+
+// need is what r must have evaluated in its slot before it samples: the
+// prompt, or after a pause its history.
+func (r *request) need() []int32 {
+	if r.gen.started {
+		return r.resume
+	}
+	return r.tokens
+}
+
+// place chooses a free slot for r and fills its cache with the longest
+// prefix of r's tokens held anywhere, returning the slot and that length
+// (nil, 0 when no slot is free for r).
+//
+// The slot is the free one whose cache loses least (the tokens past its
+// own common prefix with r), the least recently used on a tie; so a new
+// conversation takes an empty or stale slot and leaves a returning one's
+// history alone. NoCachePrompt reuses nothing, and counts every cached
+// token as lost. The prefix then comes from the best of: the slot itself,
+// any other slot, busy or idle (its cells are shared, not copied), or the
+// host cache (restored).
+// Before a slot's tail is overwritten it is saved to the host cache,
+// unless it is short or held elsewhere already.
+func (s *scheduler) place(r *request) (*slot, int) {
+	need := r.need()
+	reuse := !r.params.NoCachePrompt
+	prefix := func(sl *slot) int {
+		if !reuse {
+			return 0
+		}
+		return commonPrefix(sl.cache, need)
+	}
+	var target *slot
+	loss := 0
+	for _, sl := range s.slots {
+		if sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
+			continue
+		}
+		l := len(sl.cache) - prefix(sl)
+		if target == nil || l < loss || (l == loss && sl.lastUsed.Before(target.lastUsed)) {
+			target, loss = sl, l
+		}
+	}
+	if target == nil {
+		return nil, 0
+	}
+	// The last token is evaluated again, even when cached, for its logits.
+	limit := len(need) - 1
+	own := min(prefix(target), limit)
+	src, n := target, own
+	if reuse {
+		for _, sl := range s.slots {
+			if m := min(commonPrefix(sl.cache, need), limit); m > n {
+				src, n = sl, m
+			}
+		}
+	}
+	if len(target.cache)-own >= minHostSave {
+		s.save(target)
+	}
+	if reuse {
+		if e, m := s.host.longest(need); min(m, limit) > n {
+			if s.restore(target, e, min(m, limit)) {
+				return target, len(target.cache)
+			}
+			if src == target { // the failed load emptied the slot
+				n = 0
+			}
+		}
+	}
+	if src == target {
+		s.truncate(target, n)
+		return target, len(target.cache)
+	}
+	// The whole prefix comes from src, even the part the slot holds itself:
+	// llama.cpp's CPU attention visits a sequence's cells in cell order, so
+	// cells kept in position order keep outputs bit for bit those of a
+	// request evaluated alone (see TestGoldenAloneAndBatched).
+	s.truncate(target, 0)
+	s.lctx.SeqCopy(src.id, target.id, 0, n)
+	target.cache = append(target.cache, need[:n]...)
+	return target, n
+}
+
+// truncate drops the slot's cached tokens from position n on.
+func (s *scheduler) truncate(sl *slot, n int) {
+	if n >= len(sl.cache) {
+		return
+	}
+	if !s.lctx.SeqRemove(sl.id, n, -1) {
+		s.lctx.SeqRemove(sl.id, -1, -1)
+		n = 0
+	}
+	sl.cache = sl.cache[:n]
+}
+
+// save copies the slot's KV state into the host cache, unless another
+// slot or an entry already holds all of its tokens.
+func (s *scheduler) save(sl *slot) {
+	if s.host.budget <= 0 || s.host.covers(sl.cache) {
+		return
+	}
+	for _, o := range s.slots {
+		if o != sl && commonPrefix(o.cache, sl.cache) == len(sl.cache) {
+			return
+		}
+	}
+	if state := s.lctx.SeqStateGet(sl.id); len(state) > 0 {
+		s.host.add(sl.cache, state)
+	}
+}
+
+// restore loads the host entry e into the slot's sequence and keeps its
+// first n tokens. It reports false, leaving the slot empty, when
+// llama.cpp cannot load it.
+func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
+	sl.cache = sl.cache[:0]
+	if !s.lctx.SeqStateSet(sl.id, e.state) || s.lctx.SeqPosMax(sl.id) != len(e.tokens)-1 {
+		s.lctx.SeqRemove(sl.id, -1, -1)
+		return false
+	}
+	sl.cache = append(sl.cache, e.tokens...)
+	s.truncate(sl, n)
+	s.host.touch(e)
+	s.host.restored++
+	return true
+}

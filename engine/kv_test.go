@@ -1,0 +1,168 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// tokens tokenizes text as a prompt (BOS added).
+func tokens(t *testing.T, e *engine.Engine, text string) []int32 {
+	t.Helper()
+	toks, err := e.Tokenize(text, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
+// waitDecoding polls until the request s has generated at least n tokens.
+func waitDecoding(t *testing.T, e *engine.Engine, s *engine.Stream, n int) {
+	t.Helper()
+	poll(t, fmt.Sprintf("waiting for request %d to generate %d tokens", s.ID(), n), func() (bool, string) {
+		infos, err := e.Slots(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			if in.RequestID == s.ID() && in.Decoded >= n {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("slots %+v", infos)
+	})
+}
+
+// silent reports whether s has neither text nor a result yet.
+func silent(s *engine.Stream) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Recv(ctx)
+	return err == context.Canceled
+}
+
+// alone is the greedy output of req on a fresh engine with one slot.
+func alone(t *testing.T, model string, req engine.Request) string {
+	t.Helper()
+	e := newEngine(t, model, engine.Config{Parallel: 1})
+	defer e.Close()
+	got, _ := collect(t, submit(t, e, req))
+	return got
+}
+
+// TestPrefixFromABusySlot: a prompt starting with what another slot holds
+// while that slot is still generating starts from those cells, and its
+// output is what it would be alone.
+func TestPrefixFromABusySlot(t *testing.T) {
+	model := testmodel.TinyStories656K
+	e := newEngine(t, model, engine.Config{Parallel: 2})
+	shared := tokens(t, e, "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.")
+	a := submit(t, e, engine.Request{Tokens: shared, MaxTokens: 1000, IgnoreEOS: true})
+	waitDecoding(t, e, a, 2)
+
+	tail := tokens(t, e, "One day")[1:] // without BOS
+	req := engine.Request{Tokens: append(append([]int32(nil), shared...), tail...), MaxTokens: 24, IgnoreEOS: true}
+	got, res := collect(t, submit(t, e, req))
+	if res.Usage.CachedTokens < len(shared) {
+		t.Errorf("cached %d prompt tokens; the busy slot held the first %d", res.Usage.CachedTokens, len(shared))
+	}
+	if want := alone(t, model, req); got != want {
+		t.Errorf("output from shared cells:\n got %q\nwant %q (alone)", got, want)
+	}
+	if st := e.Stats(); st.ForwardPasses != st.Steps {
+		t.Errorf("%d forward passes in %d steps, want one per step", st.ForwardPasses, st.Steps)
+	}
+	a.Cancel()
+	collect(t, a)
+}
+
+// TestPriorityThenArrivalOrder: with every slot busy, a request of a
+// better class starts before earlier ones of a worse class, and within a
+// class requests start in arrival order.
+func TestPriorityThenArrivalOrder(t *testing.T) {
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	blocker := longRunning(t, e, ctx, 0)
+	low1 := submit(t, e, engine.Request{Prompt: "Hello", AddSpecial: true, MaxTokens: 4, Priority: 5})
+	low2 := submit(t, e, engine.Request{Prompt: "The", AddSpecial: true, MaxTokens: 4, Priority: 5})
+	high := submit(t, e, engine.Request{Prompt: "Once", AddSpecial: true, MaxTokens: 4})
+	if st := e.Stats(); st.Pauses != 0 {
+		t.Fatalf("%d pauses: nothing waiting has a better class than the running request", st.Pauses)
+	}
+	blocker.Cancel()
+	collect(t, blocker)
+	// One slot: whoever produces text first was admitted first, and the
+	// others have produced nothing at that moment.
+	order := []*engine.Stream{high, low1, low2}
+	for i, s := range order {
+		if _, err := s.Recv(context.Background()); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		for _, later := range order[i+1:] {
+			if !silent(later) {
+				t.Fatalf("request %d ran before request %d: want priority, then arrival order", later.ID(), s.ID())
+			}
+		}
+		collect(t, s)
+	}
+}
+
+// TestPauseAndResumeLoseNothing: a request of a better class pauses the
+// only running one; that one resumes afterwards and its output is exactly
+// what it is without the pause, whether its history comes back from the
+// host cache or is evaluated again.
+func TestPauseAndResumeLoseNothing(t *testing.T) {
+	model := testmodel.TinyStories656K
+	low := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 100, IgnoreEOS: true, Priority: 1}
+	want := alone(t, model, low)
+	for _, host := range []int64{0, 64 << 20} {
+		t.Run(fmt.Sprintf("host cache %d MiB", host>>20), func(t *testing.T) {
+			e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: host})
+			l := submit(t, e, low)
+			waitDecoding(t, e, l, 70) // past minHostSave tokens of history
+			h := submit(t, e, engine.Request{Prompt: "Hello", AddSpecial: true, MaxTokens: 8})
+			hText, hRes := collect(t, h)
+			if hRes.FinishReason != engine.FinishLength || hText == "" {
+				t.Fatalf("the better-class request: %q, %+v", hText, hRes)
+			}
+			got, res := collect(t, l)
+			if res.Pauses != 1 || res.Usage.CompletionTokens != low.MaxTokens {
+				t.Errorf("paused request: %d pauses, %d tokens; want 1 pause, %d tokens", res.Pauses, res.Usage.CompletionTokens, low.MaxTokens)
+			}
+			if got != want {
+				t.Errorf("output with a pause:\n got %q\nwant %q", got, want)
+			}
+			st := e.Stats()
+			if host > 0 && st.HostCacheRestored == 0 {
+				t.Errorf("the paused history was not restored from the host cache: %+v", st)
+			}
+			if st.Pauses != 1 {
+				t.Errorf("stats count %d pauses, want 1", st.Pauses)
+			}
+		})
+	}
+}
+
+// TestHostCacheBringsBackAConversation: a conversation whose slot was
+// taken by another one finds its history in host memory on its next turn.
+func TestHostCacheBringsBackAConversation(t *testing.T) {
+	model := testmodel.TinyStories656K
+	e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20})
+	history := tokens(t, e, eogText) // the first turn: a long prompt
+	collect(t, submit(t, e, engine.Request{Tokens: history, MaxTokens: 8, IgnoreEOS: true}))
+	collect(t, submit(t, e, greedy("Hello", 8))) // takes the slot
+	next := engine.Request{Tokens: append(append([]int32(nil), history...), tokens(t, e, " The end.")[1:]...), MaxTokens: 16, IgnoreEOS: true}
+	got, res := collect(t, submit(t, e, next))
+	if res.Usage.CachedTokens < len(history) {
+		t.Errorf("second turn: %d of %d prompt tokens cached, want the first turn's %d from host memory (stats %+v)",
+			res.Usage.CachedTokens, res.Usage.PromptTokens, len(history), e.Stats())
+	}
+	if want := alone(t, model, next); got != want {
+		t.Errorf("second turn after a restore:\n got %q\nwant %q", got, want)
+	}
+}

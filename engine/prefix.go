@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"slices"
+)
+
+// Prefix reuse. Every slot's cache is a token sequence whose KV cells the
+// unified cache holds; a new request may start from the longest prefix of
+// its prompt found in any slot, busy or idle (llama_memory_seq_cp shares
+// those cells, it copies nothing), or in the host cache below, where the
+// KV of sequences pushed out of the slots is kept up to a byte budget.
+//
+// The search is a scan: with one sequence per slot and a bounded number
+// of host entries, comparing token slices costs microseconds per admission
+// (BenchmarkPrefixSearch), far below one decode step; an index over token
+// ids would have to follow every slot's cache through every step to save
+// that.
+
+// minHostSave is the shortest tail of a slot's cache worth saving to host
+// memory when the slot is reused for something else: below it, evaluating
+// the tokens again costs about as much as restoring them.
+const minHostSave = 64
+
+// hostEntry is the saved KV state of one sequence.
+type hostEntry struct {
+	tokens []int32
+	state  []byte
+	used   uint64 // hostCache.clock at the last save or restore
+}
+
+// hostCache holds KV states of evicted sequences, least recently used
+// first out, within budget bytes. Only the scheduler uses it.
+type hostCache struct {
+	budget  int64
+	size    int64
+	clock   uint64
+	entries []*hostEntry
+
+	saved, restored uint64 // counters for Stats
+}
+
+// longest returns the entry sharing the longest prefix with tokens, and
+// the length of that prefix.
+func (c *hostCache) longest(tokens []int32) (*hostEntry, int) {
+	var best *hostEntry
+	n := 0
+	for _, e := range c.entries {
+		if m := commonPrefix(e.tokens, tokens); m > n {
+			best, n = e, m
+		}
+	}
+	return best, n
+}
+
+// covers reports whether some entry already holds all of tokens.
+func (c *hostCache) covers(tokens []int32) bool {
+	_, n := c.longest(tokens)
+	return n == len(tokens)
+}
+
+// touch marks e as just used.
+func (c *hostCache) touch(e *hostEntry) {
+	c.clock++
+	e.used = c.clock
+}
+
+// add stores state for tokens, dropping the entries it makes redundant
+// (those whose tokens are a prefix of these) and then the least recently
+// used ones until the cache fits its budget. A state larger than the
+// whole budget is not kept.
+func (c *hostCache) add(tokens []int32, state []byte) {
+	if int64(len(state)) > c.budget {
+		return
+	}
+	c.entries = slices.DeleteFunc(c.entries, func(e *hostEntry) bool {
+		if commonPrefix(e.tokens, tokens) == len(e.tokens) {
+			c.size -= int64(len(e.state))
+			return true
+		}
+		return false
+	})
+	e := &hostEntry{tokens: slices.Clone(tokens), state: state}
+	c.touch(e)
+	c.entries = append(c.entries, e)
+	c.size += int64(len(state))
+	c.saved++
+	for c.size > c.budget {
+		oldest := 0
+		for i, e := range c.entries {
+			if e.used < c.entries[oldest].used {
+				oldest = i
+			}
+		}
+		c.size -= int64(len(c.entries[oldest].state))
+		c.entries = slices.Delete(c.entries, oldest, oldest+1)
+	}
+}
