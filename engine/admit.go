@@ -158,6 +158,9 @@ func (s *scheduler) place(r *request) (*slot, int) {
 			}
 		}
 	}
+	if reuse {
+		s.follow(target, need, n)
+	}
 	if src == target {
 		s.truncate(target, n)
 		return target, len(target.cache)
@@ -170,6 +173,65 @@ func (s *scheduler) place(r *request) (*slot, int) {
 	s.lctx.SeqCopy(src.id, target.id, 0, n)
 	target.cache = append(target.cache, need[:n]...)
 	return target, n
+}
+
+// minFollow is the least number of prompt tokens worth waiting for
+// another slot to evaluate rather than evaluating them again.
+const minFollow = 32
+
+// follow makes target, about to run a request needing need with its first
+// n tokens at hand, wait for the prefilling slot whose prompt shares the
+// most of need beyond n, if that is at least minFollow tokens more: when
+// requests with one long system prompt arrive together, it is evaluated
+// once, not once per slot.
+func (s *scheduler) follow(target *slot, need []int32, n int) {
+	var leader *slot
+	best := n + minFollow - 1
+	for _, sl := range s.slots {
+		if sl == target || sl.state != statePrefill || sl.leader != nil {
+			continue
+		}
+		// What the leader will hold: its cache, then its pending tokens.
+		m := commonPrefix(sl.cache, need)
+		if m == len(sl.cache) {
+			m += commonPrefix(sl.pending, need[m:])
+		}
+		if m = min(m, len(need)-1); m > best {
+			leader, best = sl, m
+		}
+	}
+	if leader != nil {
+		target.leader, target.leaderReq, target.followLen = leader, leader.req, best
+	}
+}
+
+// release ends the wait of every following slot whose leader now holds
+// the awaited prefix, or no longer runs the request it was following:
+// the follower shares the leader's cells for the longest prefix it has
+// and evaluates the rest itself.
+func (s *scheduler) release() {
+	for _, sl := range s.slots {
+		l := sl.leader
+		if l == nil || (l.req == sl.leaderReq && len(l.cache) < sl.followLen) {
+			continue
+		}
+		sl.leader, sl.leaderReq, sl.followLen = nil, nil, 0
+		r := sl.req
+		held := len(sl.cache) // the prefix placed at admission
+		need := append(slices.Clone(sl.cache), sl.pending...)
+		m := min(commonPrefix(l.cache, need), len(need)-1)
+		if m <= held {
+			continue
+		}
+		s.truncate(sl, 0)
+		s.lctx.SeqCopy(l.id, sl.id, 0, m)
+		sl.cache = append(sl.cache, need[:m]...)
+		sl.pending = need[m:]
+		if r.gen.pauses == 0 { // the first admission: count the reuse
+			s.cachedTokens += uint64(m - r.gen.cached)
+			r.gen.cached = m
+		}
+	}
 }
 
 // truncate drops the slot's cached tokens from position n on.

@@ -71,6 +71,10 @@ type Config struct {
 	// MaxTokensDefault applies when a request does not set MaxTokens
 	// (0: until the slot's context is full).
 	MaxTokensDefault int
+	// NoFlashAttn turns llama.cpp's flash-attention kernel off (see
+	// llama.ContextParams.NoFlashAttn): on a CPU, prompts evaluated over a
+	// long cached prefix get faster, decoding slower.
+	NoFlashAttn bool
 	// HostCacheBytes is the host memory kept for the KV state of prefixes
 	// pushed out of the slots, so that a returning conversation need not
 	// evaluate its history again (llama-server's --cache-ram). 0: none.

@@ -207,3 +207,78 @@ func BenchmarkGrammarAmong8(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeOneToken is one sequence decoding one token per pass, with
+// ggml's threads kept in a pool attached to the context and without (ggml
+// then starts and joins them for every pass): issue 8's single-stream
+// effect of the pool.
+func BenchmarkDecodeOneToken(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, pool := range []bool{true, false} {
+		b.Run(fmt.Sprintf("pool=%v", pool), func(b *testing.B) {
+			ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 64, NSeqMax: 1, Threads: benchThreads(), NoThreadPool: !pool})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ctx.Close()
+			var batch llama.Batch
+			for i := 0; b.Loop(); i++ {
+				pos := i % 500
+				if pos == 0 {
+					ctx.SeqRemove(0, -1, -1)
+				}
+				batch.Reset()
+				batch.Add(llama.Token(10+pos%50), pos, 0, true)
+				if err := ctx.Decode(&batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPrefillAfterPrefix evaluates a 128-token prompt chunk on top of
+// a cached prefix of 0 or 512 tokens, with and without flash attention:
+// the attention part of a prefill grows with the context it attends to,
+// much faster with the CPU flash-attention kernel (issue 8's TTFT anomaly).
+func BenchmarkPrefillAfterPrefix(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, tc := range []struct {
+		prefix int
+		fa     bool
+	}{{0, true}, {512, true}, {0, false}, {512, false}} {
+		prefix := tc.prefix
+		b.Run(fmt.Sprintf("prefix=%d/flash=%v", prefix, tc.fa), func(b *testing.B) {
+			ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 2048, NBatch: 512, NSeqMax: 1, Threads: benchThreads(), Unified: true, NoFlashAttn: !tc.fa})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ctx.Close()
+			var batch llama.Batch
+			for i := range prefix {
+				batch.Add(llama.Token(100+i%1000), i, 0, false)
+			}
+			if err := ctx.Decode(&batch); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				ctx.SeqRemove(0, prefix, -1)
+				batch.Reset()
+				for i := range 128 {
+					batch.Add(llama.Token(200+i), prefix+i, 0, i == 127)
+				}
+				if err := ctx.Decode(&batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -108,6 +108,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// per-slot cap (an equal share) is the engine's to enforce.
 	lctx, err := llama.NewContext(model, llama.ContextParams{
 		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel, Threads: cfg.Threads, Unified: true,
+		NoFlashAttn: cfg.NoFlashAttn,
 	})
 	if err != nil {
 		model.Close()

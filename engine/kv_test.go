@@ -166,3 +166,33 @@ func TestHostCacheBringsBackAConversation(t *testing.T) {
 		t.Errorf("second turn after a restore:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestSharedPromptIsEvaluatedOnce: requests arriving together with one
+// long system prompt evaluate it once between them (the others wait for
+// its cells, or find them), and each output is what it is alone.
+func TestSharedPromptIsEvaluatedOnce(t *testing.T) {
+	model := testmodel.TinyStories656K
+	e := newEngine(t, model, engine.Config{Parallel: 4, BatchSize: 32})
+	system := tokens(t, e, eogText)
+	var reqs []engine.Request
+	var streams []*engine.Stream
+	for _, user := range []string{" Tom", " The cat", " One day", " Sue"} {
+		prompt := append(append([]int32(nil), system...), tokens(t, e, user)[1:]...)
+		req := engine.Request{Tokens: prompt, MaxTokens: 8, IgnoreEOS: true}
+		reqs = append(reqs, req)
+		streams = append(streams, submit(t, e, req))
+	}
+	suffixes := 0
+	for i, s := range streams {
+		got, res := collect(t, s)
+		suffixes += res.Usage.PromptTokens - len(system)
+		if want := alone(t, model, reqs[i]); got != want {
+			t.Errorf("request %d:\n got %q\nwant %q (alone)", i, got, want)
+		}
+	}
+	st := e.Stats()
+	if evaluated := st.PromptTokens - st.CachedPromptTokens; evaluated > uint64(len(system)+suffixes+len(streams)) {
+		t.Errorf("evaluated %d prompt tokens; the %d-token system prompt once and the %d others allow at most %d",
+			evaluated, len(system), suffixes, len(system)+suffixes+len(streams))
+	}
+}

@@ -20,6 +20,9 @@ type scheduler struct {
 	slots      []*slot
 	waiting    []*request // taken from submitq or paused, not in a slot (served in the order of before)
 	host       hostCache
+	budget     prefillBudget
+	nDecode    int // decode tokens in the current batch
+	nPrefill   int // prompt tokens in the current batch
 	batch      llama.Batch
 	prefilling []*slot // scratch for buildBatch
 	piece      []byte  // scratch for token bytes
@@ -29,7 +32,11 @@ type scheduler struct {
 }
 
 func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
-	s := &scheduler{e: e, lctx: lctx, host: hostCache{budget: e.cfg.HostCacheBytes}}
+	s := &scheduler{
+		e: e, lctx: lctx,
+		host:   hostCache{budget: e.cfg.HostCacheBytes},
+		budget: prefillBudget{max: e.cfg.PrefillBudget},
+	}
 	for i := range e.cfg.Parallel {
 		s.slots = append(s.slots, &slot{id: i, nctx: slotCtx})
 	}
@@ -62,7 +69,9 @@ func (s *scheduler) run() {
 			s.publish()
 			continue
 		}
+		start := time.Now()
 		err := s.lctx.Decode(&s.batch)
+		s.budget.observe(s.nDecode, s.nPrefill, time.Since(start))
 		s.steps++
 		if err != nil {
 			s.failBatch(err)
@@ -164,8 +173,9 @@ func (s *scheduler) freeSlot() bool {
 // buildBatch fills the batch: first one token for every decoding slot, so
 // running streams never wait behind a prompt, then prompt chunks for
 // prefilling slots in service order (priority, then arrival), until the
-// per-step budget is spent: BatchSize, or PrefillBudget while any slot
-// decodes. It reports whether the batch has anything to decode.
+// per-step budget is spent: BatchSize, or while any slot decodes the
+// adaptive prefill budget (budget.go), at most PrefillBudget. It reports
+// whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
 	for _, sl := range s.slots {
@@ -178,16 +188,18 @@ func (s *scheduler) buildBatch() bool {
 			sl.cache = append(sl.cache, sl.req.gen.last)
 		}
 	}
+	s.release()
+	s.nDecode = s.batch.Len()
 	budget := s.e.cfg.BatchSize - s.batch.Len()
 	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
 		// Streams are decoding: prompts get a bounded share of the step.
-		budget = min(budget, s.e.cfg.PrefillBudget)
+		budget = min(budget, s.budget.tokens())
 	}
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.
 	s.prefilling = s.prefilling[:0]
 	for _, sl := range s.slots {
-		if sl.state == statePrefill {
+		if sl.state == statePrefill && sl.leader == nil {
 			s.prefilling = append(s.prefilling, sl)
 		}
 	}
@@ -209,6 +221,7 @@ func (s *scheduler) buildBatch() bool {
 		sl.pending = sl.pending[n:]
 		budget -= n
 	}
+	s.nPrefill = s.batch.Len() - s.nDecode
 	return s.batch.Len() > 0
 }
 

@@ -45,6 +45,14 @@ type slot struct {
 	pending []int32 // tokens not yet evaluated (the prompt, or a resumed request's history)
 	outIdx  int     // batch index of this slot's logits in the current step, -1 if none
 	inBatch bool    // the slot has tokens in the current step's batch
+
+	// A prefilling slot may follow another that is still evaluating the
+	// same prefix: it evaluates nothing until the leader's cache holds the
+	// first followLen tokens of its prompt (or the leader's request ends),
+	// then shares those cells (see scheduler.release).
+	leader    *slot
+	leaderReq *request
+	followLen int
 }
 
 func (sl *slot) active() bool { return sl.state != stateIdle }
@@ -122,4 +130,5 @@ func (sl *slot) reset() {
 	sl.req = nil
 	sl.pending = nil
 	sl.outIdx = -1
+	sl.leader, sl.leaderReq, sl.followLen = nil, nil, 0
 }

@@ -19,6 +19,11 @@ type ContextParams struct {
 	NSeqMax int  // number of sequences (slots)
 	Threads int  // generation threads
 	Unified bool // one KV buffer shared by all sequences
+	// NoFlashAttn computes attention with matrix products instead of
+	// llama.cpp's flash-attention kernel (its default on a CPU). On a CPU
+	// that kernel decodes faster but evaluates prompts over a long cached
+	// context slower; outputs differ in the last bits.
+	NoFlashAttn bool
 	// NoThreadPool lets ggml start and join its worker threads for every
 	// forward pass instead of keeping a pool attached to the context. It
 	// exists to measure what the pool saves.
@@ -55,8 +60,12 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.n_threads_batch = C.int32_t(p.Threads)
 	cp.kv_unified = C.bool(p.Unified)
 	cp.no_perf = C.bool(true)
-	// Flash attention stays at llama.cpp's default (auto: on for CPU); the
-	// golden outputs in ../shared/models/GOLDEN.md depend on it.
+	// Flash attention stays at llama.cpp's default (auto: on for CPU)
+	// unless turned off; the golden outputs in ../shared/models/GOLDEN.md
+	// depend on it.
+	if p.NoFlashAttn {
+		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
+	}
 	passes := (*C.uint64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.uint64_t(0)))))
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)
 	cp.cb_eval_user_data = unsafe.Pointer(passes)

@@ -67,35 +67,3 @@ func TestUnifiedCacheDecodesAnyMixInOnePass(t *testing.T) {
 		})
 	}
 }
-
-// BenchmarkDecodeOneToken is one sequence decoding one token per pass, with
-// ggml's threads kept in a pool attached to the context and without (ggml
-// then starts and joins them for every pass).
-func BenchmarkDecodeOneToken(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), testmodel.Path(b, testmodel.TinyStories656K))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	for _, pool := range []bool{true, false} {
-		b.Run(fmt.Sprintf("pool=%v", pool), func(b *testing.B) {
-			ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 64, NSeqMax: 1, Threads: 2, NoThreadPool: !pool})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ctx.Close()
-			var batch llama.Batch
-			for i := 0; b.Loop(); i++ {
-				pos := i % 500
-				if pos == 0 {
-					ctx.SeqRemove(0, -1, -1)
-				}
-				batch.Reset()
-				batch.Add(llama.Token(10+pos%50), pos, 0, true)
-				if err := ctx.Decode(&batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}

@@ -37,6 +37,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "prompt tokens per step while other slots decode (-1: the whole -b)")
+	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
+	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` for the KV of prefixes pushed out of the slots (0: none)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
@@ -56,6 +58,13 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.HostCacheBytes = *cacheRAM << 20
+	switch *fa {
+	case "on", "auto":
+	case "off":
+		cfg.NoFlashAttn = true
+	default:
+		return fmt.Errorf("-flash-attn %q: want on, off or auto", *fa)
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}

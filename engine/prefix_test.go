@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func TestHostCacheKeepsTheLongestWithinBudget(t *testing.T) {
+	c := hostCache{budget: 100}
+	c.add([]int32{1, 2, 3}, make([]byte, 30))
+	c.add([]int32{1, 2, 3, 4, 5}, make([]byte, 50)) // makes the first redundant
+	if len(c.entries) != 1 || c.size != 50 {
+		t.Fatalf("after a longer save of the same prefix: %d entries, %d bytes; want 1, 50", len(c.entries), c.size)
+	}
+	if e, n := c.longest([]int32{1, 2, 3, 9}); e == nil || n != 3 {
+		t.Fatalf("longest prefix of 1 2 3 9: %v, %d; want the entry, 3", e, n)
+	}
+	c.add([]int32{7, 8}, make([]byte, 40))
+	c.touch(c.entries[0]) // 1..5 is now the most recently used
+	c.add([]int32{9}, make([]byte, 40))
+	if c.size > c.budget {
+		t.Fatalf("%d bytes kept, budget %d", c.size, c.budget)
+	}
+	if !c.covers([]int32{1, 2, 3, 4, 5}) || c.covers([]int32{7, 8}) {
+		t.Fatalf("eviction dropped the wrong entry: %d entries", len(c.entries))
+	}
+	c.add([]int32{5}, make([]byte, 101))
+	if c.covers([]int32{5}) {
+		t.Fatal("kept a state larger than the whole budget")
+	}
+}
+
+func TestPrefillBudgetFollowsStepCosts(t *testing.T) {
+	b := prefillBudget{max: 64}
+	if got := b.tokens(); got != 64 {
+		t.Fatalf("before any measurement: %d, want the cap 64", got)
+	}
+	ms := time.Millisecond
+	for range 50 {
+		b.observe(16, 0, 100*ms)          // a decode step: 100 ms
+		b.observe(16, 20, 100*ms+20*4*ms) // 4 ms a prompt token
+		b.observe(0, 300, 900*ms)         // prompt only: no stream waits, ignored
+	}
+	if got := b.tokens(); got < 24 || got > 26 {
+		t.Fatalf("decode step 100 ms, 4 ms a prompt token: budget %d, want about 25 (a step at most twice a decode step)", got)
+	}
+	for range 50 {
+		b.observe(16, 0, 100*ms)
+		b.observe(16, 20, 100*ms+20*100*ms)
+	}
+	if got := b.tokens(); got != minPrefillBudget {
+		t.Fatalf("very dear prompt tokens: budget %d, want the floor %d", got, minPrefillBudget)
+	}
+}
