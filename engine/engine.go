@@ -362,8 +362,8 @@ func (e *Engine) Slots(ctx context.Context) ([]SlotInfo, error) {
 
 // Drain stops admission for a graceful shutdown: Submit returns ErrClosed
 // from now on, and every request still waiting for a slot finishes at
-// once with FinishError and ErrClosed. Running requests continue. Safe to
-// call more than once.
+// once with FinishError and ErrClosed. Running requests, and those paused
+// for a better class, continue. Safe to call more than once.
 func (e *Engine) Drain() {
 	e.draining.Store(true)
 	e.poke()

@@ -134,7 +134,8 @@ func (s *scheduler) receive() bool {
 
 // retire finishes requests whose context has ended, queued requests that
 // waited longer than MaxQueueWait, and every queued request once the
-// engine drains.
+// engine drains (a paused request is not queued: it was admitted, and
+// goes on like a running one).
 func (s *scheduler) retire() {
 	for _, sl := range s.slots {
 		if sl.active() && sl.req.ctx.Err() != nil {
@@ -147,7 +148,7 @@ func (s *scheduler) retire() {
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
 		switch {
-		case draining:
+		case draining && !r.gen.started: // a paused request was admitted: it goes on
 			s.drop(r, FinishError, ErrClosed)
 		case r.ctx.Err() != nil:
 			s.drop(r, FinishCancelled, nil)
@@ -174,8 +175,9 @@ func (s *scheduler) freeSlot() bool {
 // running streams never wait behind a prompt, then prompt chunks for
 // prefilling slots in service order (priority, then arrival), until the
 // per-step budget is spent: BatchSize, or while any slot decodes the
-// adaptive prefill budget (budget.go), at most PrefillBudget. It reports
-// whether the batch has anything to decode.
+// adaptive prefill budget (budget.go), at most PrefillBudget, except for
+// prompts of a better priority class than every decoding stream. It
+// reports whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
 	for _, sl := range s.slots {
@@ -190,10 +192,19 @@ func (s *scheduler) buildBatch() bool {
 	}
 	s.release()
 	s.nDecode = s.batch.Len()
-	budget := s.e.cfg.BatchSize - s.batch.Len()
+	// room is what the step has left; shared is the prompts' bounded share
+	// while streams decode. A prompt of a better class than every decoding
+	// stream is not bounded by it: those streams are the ones to wait.
+	room := s.e.cfg.BatchSize - s.batch.Len()
+	shared := room
+	decoding := math.MaxInt // the best class among decoding slots
 	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
-		// Streams are decoding: prompts get a bounded share of the step.
-		budget = min(budget, s.budget.tokens())
+		shared = min(room, s.budget.tokens())
+		for _, sl := range s.slots {
+			if sl.state == stateDecode {
+				decoding = min(decoding, sl.req.params.Priority)
+			}
+		}
 	}
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.
@@ -205,10 +216,14 @@ func (s *scheduler) buildBatch() bool {
 	}
 	slices.SortFunc(s.prefilling, func(a, b *slot) int { return before(a.req, b.req) })
 	for _, sl := range s.prefilling {
-		if budget <= 0 {
-			break
+		limit := shared
+		if sl.req.params.Priority < decoding {
+			limit = room
 		}
-		n := min(len(sl.pending), budget)
+		if limit <= 0 {
+			continue
+		}
+		n := min(len(sl.pending), limit)
 		sl.inBatch = true
 		for i, tok := range sl.pending[:n] {
 			last := i == n-1 && n == len(sl.pending)
@@ -219,7 +234,8 @@ func (s *scheduler) buildBatch() bool {
 			sl.cache = append(sl.cache, tok)
 		}
 		sl.pending = sl.pending[n:]
-		budget -= n
+		room -= n
+		shared = max(0, min(shared-n, room))
 	}
 	s.nPrefill = s.batch.Len() - s.nDecode
 	return s.batch.Len() > 0

@@ -25,13 +25,13 @@ trap 'kill $server $load 2>/dev/null || true' EXIT
 load=
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
 
-fg() { # fg NAME: priority-0 requests one at a time, 128-token prompts, 32 tokens out
+fg() { # fg NAME SEED: priority-0 requests (fresh prompts: none cached) one at a time, 128-token prompts, 32 tokens out
   "$corral" bench --url "http://127.0.0.1:$port" --progress=false --api completions --num-requests "$n" \
-    --concurrency 1 --input-len 128 --output-len 32 --ignore-eos --json "$out/$1.json" >/dev/null
+    --concurrency 1 --input-len 128 --output-len 32 --ignore-eos --seed "$2" --json "$out/$1.json" >/dev/null
 }
 for round in $(seq "$rounds"); do
   echo "round $round" >&2
-  fg "idle-$round"
+  fg "idle-$round" $((2 * round))
   "$corral" bench --url "http://127.0.0.1:$port" --progress=false --api completions --num-requests 0 \
     --duration 10m --concurrency $((2 * np)) --input-len 128 --output-len 256 --ignore-eos --priority 1 \
     --json "$out/batch-$round.json" >/dev/null 2>&1 &
@@ -42,7 +42,7 @@ for round in $(seq "$rounds"); do
     [ "${q:-0}" -gt 0 ] && break
     sleep 0.5
   done
-  fg "loaded-$round"
+  fg "loaded-$round" $((2 * round + 1))
   kill "$load" 2>/dev/null || true
   wait "$load" 2>/dev/null || true
   load=
@@ -60,7 +60,7 @@ import json, os, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 def ttft(name):
     r = json.load(open(os.path.join(out, name + ".json")))["runs"][0]["ttft_ms"]
-    return r["p50"], r["p99"]
+    return r["median"], r["p99"]
 idle = [ttft(f"idle-{i}") for i in range(1, rounds + 1)]
 loaded = [ttft(f"loaded-{i}") for i in range(1, rounds + 1)]
 for q, k in (("p50", 0), ("p99", 1)):
