@@ -208,19 +208,24 @@ func BenchmarkGrammarAmong8(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeOneToken is one sequence decoding one token per pass, with
-// ggml's threads kept in a pool attached to the context and without (ggml
-// then starts and joins them for every pass): issue 8's single-stream
-// effect of the pool.
+// BenchmarkDecodeOneToken is one sequence decoding one token per pass,
+// with ggml's threads kept in a pool attached to the context (spinning
+// between passes) and without (ggml then starts and joins them for every
+// pass): issue 8's single-stream effect of the pool.
 func BenchmarkDecodeOneToken(b *testing.B) {
 	m, err := llama.LoadModel(context.Background(), benchModel(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	for _, pool := range []bool{true, false} {
-		b.Run(fmt.Sprintf("pool=%v", pool), func(b *testing.B) {
-			ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 64, NSeqMax: 1, Threads: benchThreads(), NoThreadPool: !pool})
+	for _, tc := range []struct {
+		name string
+		p    llama.ContextParams
+	}{{"pool", llama.ContextParams{}}, {"no-pool", llama.ContextParams{NoThreadPool: true}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := tc.p
+			p.NCtx, p.NBatch, p.NSeqMax, p.Threads = 512, 64, 1, benchThreads()
+			ctx, err := llama.NewContext(m, p)
 			if err != nil {
 				b.Fatal(err)
 			}

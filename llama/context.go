@@ -25,8 +25,10 @@ type ContextParams struct {
 	// context slower; outputs differ in the last bits.
 	NoFlashAttn bool
 	// NoThreadPool lets ggml start and join its worker threads for every
-	// forward pass instead of keeping a pool attached to the context. It
-	// exists to measure what the pool saves.
+	// forward pass instead of keeping a pool attached to the context, whose
+	// workers spin between passes. The pool is faster when its threads have
+	// cores of their own, and slower when they take the cores the rest of
+	// the process needs (see engine.New).
 	NoThreadPool bool
 }
 
