@@ -287,3 +287,51 @@ func BenchmarkPrefillAfterPrefix(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeBesideIdleCaches decodes one token of a 128-token
+// sequence while other sequences of the unified cache hold 0 or 15x1,024
+// cells: every query scans the cache's whole used extent, masked cells
+// included.
+func BenchmarkDecodeBesideIdleCaches(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, others := range []int{0, 15} {
+		b.Run(fmt.Sprintf("others=%dx1024", others), func(b *testing.B) {
+			ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 16 * 2048, NBatch: 512, NSeqMax: 16, Threads: benchThreads(), Unified: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ctx.Close()
+			var batch llama.Batch
+			fill := func(seq, n int) {
+				for p := 0; p < n; p += 512 {
+					batch.Reset()
+					for i := p; i < min(n, p+512); i++ {
+						batch.Add(llama.Token(100+i%1000), i, seq, false)
+					}
+					if err := ctx.Decode(&batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for seq := 1; seq <= others; seq++ {
+				fill(seq, 1024)
+			}
+			fill(0, 128)
+			for i := 0; b.Loop(); i++ {
+				pos := 128 + i%256
+				if pos == 128 {
+					ctx.SeqRemove(0, 128, -1)
+				}
+				batch.Reset()
+				batch.Add(llama.Token(10+pos%50), pos, 0, true)
+				if err := ctx.Decode(&batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

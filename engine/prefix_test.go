@@ -52,3 +52,39 @@ func TestPrefillBudgetFollowsStepCosts(t *testing.T) {
 		t.Fatalf("very dear prompt tokens: budget %d, want the floor %d", got, minPrefillBudget)
 	}
 }
+
+// BenchmarkPrefixSearch is the scan place does for one admission at a
+// large scale: 16 slots of 4,096 cached tokens and 64 host entries of
+// 4,096, all sharing a 1,000-token system prompt with a 4,096-token
+// prompt (so each comparison runs 1,000 tokens deep).
+func BenchmarkPrefixSearch(b *testing.B) {
+	const n, system = 4096, 1000
+	seq := func(tag int32) []int32 {
+		s := make([]int32, n)
+		for i := range s {
+			s[i] = int32(i)
+			if i >= system {
+				s[i] = tag
+			}
+		}
+		return s
+	}
+	var slots [][]int32
+	for i := range 16 {
+		slots = append(slots, seq(int32(-1-i)))
+	}
+	c := hostCache{budget: 1 << 40}
+	for i := range 64 {
+		c.add(seq(int32(-100-i)), make([]byte, 1))
+	}
+	prompt := seq(7)
+	for b.Loop() {
+		best := 0
+		for _, s := range slots {
+			best = max(best, commonPrefix(s, prompt))
+		}
+		if _, m := c.longest(prompt); m < best || best != system {
+			b.Fatal(m, best)
+		}
+	}
+}

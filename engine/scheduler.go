@@ -21,8 +21,9 @@ type scheduler struct {
 	waiting    []*request // taken from submitq or paused, not in a slot (served in the order of before)
 	host       hostCache
 	budget     prefillBudget
-	nDecode    int // decode tokens in the current batch
-	nPrefill   int // prompt tokens in the current batch
+	nDecode    int  // decode tokens in the current batch
+	nPrefill   int  // prompt tokens in the current batch
+	freed      bool // a slot went idle since the last admission
 	batch      llama.Batch
 	prefilling []*slot // scratch for buildBatch
 	piece      []byte  // scratch for token bytes
@@ -320,6 +321,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 	s.end(sl.req, sl.id, reason, err)
 	sl.lastUsed = time.Now()
 	sl.reset()
+	s.freed = true
 }
 
 // drop finishes a request that is not in a slot: one still queued, or a

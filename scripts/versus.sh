@@ -10,6 +10,7 @@
 #        NP       slots for both servers (default 16)
 #        N        requests per concurrency level (default 48)
 #        OUT      folder for the JSON reports (default: a new temporary folder)
+#        ONLY     workloads to run, of "short arrive shared" (default: all)
 #
 # Workloads (the rows of issue 8's table):
 #   short   ~10-token prompts through /v1/completions, concurrency 1, 4, 8, 16
@@ -24,6 +25,8 @@ threads=${THREADS:-2}
 np=${NP:-16}
 n=${N:-48}
 out=${OUT:-$(mktemp -d)}
+only=${ONLY:-short arrive shared}
+want() { [[ " $only " == *" $1 "* ]]; }
 mkdir -p "$out"
 port=18431
 corral=./bin/corral
@@ -62,13 +65,17 @@ bench() {
 for round in $(seq "$rounds"); do
   for name in corral llama; do
     echo "round $round: $name" >&2
-    serve "$name" $((np * 1024))
-    bench short "$name" "$round" --api completions --input-len 10 --sweep-concurrency 1,4,8,16
-    bench arrive "$name" "$round" --api completions --input-len 128 --concurrency 16
-    stop
-    serve "$name" 32768
-    bench shared "$name" "$round" --api chat --shared-prefix-len 1030 --input-len 30 --sweep-concurrency 4,16
-    stop
+    if want short || want arrive; then
+      serve "$name" $((np * 1024))
+      if want short; then bench short "$name" "$round" --api completions --input-len 10 --sweep-concurrency 1,4,8,16; fi
+      if want arrive; then bench arrive "$name" "$round" --api completions --input-len 128 --concurrency 16; fi
+      stop
+    fi
+    if want shared; then
+      serve "$name" 32768
+      bench shared "$name" "$round" --api chat --shared-prefix-len 1030 --input-len 30 --sweep-concurrency 4,16
+      stop
+    fi
   done
 done
 
