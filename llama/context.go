@@ -37,10 +37,8 @@ type ContextParams struct {
 type Context struct {
 	c      *C.struct_llama_context
 	mem    C.llama_memory_t
-	model  *Model
 	batch  C.struct_llama_batch
 	cap    int
-	nSeq   int
 	pool   *C.struct_ggml_threadpool // nil with NoThreadPool
 	passes *C.uint64_t               // C memory: the eval callback writes it
 }
@@ -76,7 +74,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		C.free(unsafe.Pointer(passes))
 		return nil, fmt.Errorf("llama: create context (n_ctx %d, n_seq %d): failed", p.NCtx, p.NSeqMax)
 	}
-	ctx := &Context{c: c, mem: C.llama_get_memory(c), model: m, nSeq: p.NSeqMax, cap: p.NBatch, passes: passes}
+	ctx := &Context{c: c, mem: C.llama_get_memory(c), cap: p.NBatch, passes: passes}
 	if !p.NoThreadPool {
 		// Without a pool ggml creates and joins its threads on every pass.
 		ctx.pool = C.corral_threadpool_new(C.int32_t(max(1, p.Threads)))
@@ -111,12 +109,6 @@ func (c *Context) Passes() uint64 { return uint64(*c.passes) }
 
 // NCtx is the total number of KV cells.
 func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }
-
-// NCtxSeq is the number of KV cells one sequence may use.
-func (c *Context) NCtxSeq() int { return int(C.llama_n_ctx_seq(c.c)) }
-
-// NBatch is the most tokens one Decode accepts.
-func (c *Context) NBatch() int { return c.cap }
 
 // Batch is a set of tokens to evaluate in one Decode, filled by Add.
 type Batch struct {
@@ -192,16 +184,6 @@ func (c *Context) Decode(b *Batch) error {
 	return nil
 }
 
-// Logits returns the output distribution of batch index i (valid until
-// the next Decode). The slice aliases llama.cpp's memory.
-func (c *Context) Logits(i int) []float32 {
-	p := C.llama_get_logits_ith(c.c, C.int32_t(i))
-	if p == nil {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(p)), c.model.NVocab())
-}
-
 // SeqRemove removes positions [p0, p1) of sequence seq from the KV cache
 // (p1 < 0: to the end). It reports false if a partial removal is impossible.
 func (c *Context) SeqRemove(seq, p0, p1 int) bool {
@@ -221,17 +203,9 @@ func (c *Context) SeqPosMax(seq int) int {
 // Clear empties the whole KV cache.
 func (c *Context) Clear() { C.llama_memory_clear(c.mem, C.bool(true)) }
 
-// SetThreads changes the number of compute threads.
-func (c *Context) SetThreads(n int) { C.llama_set_n_threads(c.c, C.int32_t(n), C.int32_t(n)) }
-
-// SeqStateSize is the number of bytes SeqStateGet needs for seq.
-func (c *Context) SeqStateSize(seq int) int {
-	return int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq)))
-}
-
 // SeqStateGet copies the KV state of seq into a new byte slice.
 func (c *Context) SeqStateGet(seq int) []byte {
-	n := c.SeqStateSize(seq)
+	n := int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq)))
 	if n == 0 {
 		return nil
 	}
