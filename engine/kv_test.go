@@ -37,6 +37,18 @@ func waitDecoding(t *testing.T, e *engine.Engine, s *engine.Stream, n int) {
 	})
 }
 
+// settled returns the engine's stats once they count n finished
+// requests: a stream ends before the step that finished it publishes them.
+func settled(t *testing.T, e *engine.Engine, n uint64) engine.Stats {
+	t.Helper()
+	var st engine.Stats
+	poll(t, fmt.Sprintf("waiting for stats of %d finished requests", n), func() (bool, string) {
+		st = e.Stats()
+		return st.Requests >= n, fmt.Sprintf("%+v", st)
+	})
+	return st
+}
+
 // silent reports whether s has neither text nor a result yet.
 func silent(s *engine.Stream) bool {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,7 +149,7 @@ func TestPauseAndResumeLoseNothing(t *testing.T) {
 			if got != want {
 				t.Errorf("output with a pause:\n got %q\nwant %q", got, want)
 			}
-			st := e.Stats()
+			st := settled(t, e, 2)
 			if host > 0 && st.HostCacheRestored == 0 {
 				t.Errorf("the paused history was not restored from the host cache: %+v", st)
 			}
@@ -215,7 +227,7 @@ func TestIdleCachesAreBounded(t *testing.T) {
 	// The next admission trims the idle slots: 2x158 cells are more than
 	// one slot's 256.
 	collect(t, submit(t, e, greedy("Hello", 1)))
-	if st := e.Stats(); st.HostCacheSaved != 1 {
+	if st := settled(t, e, 3); st.HostCacheSaved != 1 {
 		t.Fatalf("%d states saved to host memory, want the first conversation's: %+v", st.HostCacheSaved, st)
 	}
 	infos, err := e.Slots(context.Background())
