@@ -60,6 +60,9 @@ type Config struct {
 	// other slots are decoding, so that a long prompt does not stall every
 	// running stream for the time of a whole batch: on a CPU a prompt
 	// token costs about as much as a decode step for a few streams.
+	// Within the bound the scheduler measures step times and keeps a step
+	// with prompt tokens at about twice a decode-only step (a prompt of a
+	// better priority class than every decoding stream is exempt).
 	// Without decoding slots prefill takes the whole BatchSize.
 	// Default DefaultPrefillBudget; negative means no separate budget.
 	PrefillBudget int

@@ -36,7 +36,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Threads, "threads", 0, "same as -t")
 	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
-	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "prompt tokens per step while other slots decode (-1: the whole -b)")
+	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` for the KV of prefixes pushed out of the slots (0: none)")
