@@ -92,6 +92,10 @@ func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
 		return 0, fmt.Errorf("tokenize: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// Tokenizing is idempotent: a nil Idempotency-Key (not sent) lets the
+	// Transport retry it on a kept-alive connection the server had just
+	// closed, which llama-server does under load (seen as EOF).
+	req.Header["Idempotency-Key"] = nil
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("tokenize: %w", err)
