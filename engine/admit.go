@@ -36,11 +36,11 @@ func (s *scheduler) admit() {
 	var paused []*request
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
-		sl, keep := s.place(r)
+		sl := s.place(r)
 		if sl == nil {
 			if victim := s.victim(r); victim != nil {
 				paused = append(paused, s.pause(victim))
-				sl, keep = s.place(r)
+				sl = s.place(r)
 			}
 		}
 		if sl == nil {
@@ -50,9 +50,9 @@ func (s *scheduler) admit() {
 		if !r.gen.started {
 			s.e.queued.Add(-1)
 			s.promptTokens += uint64(len(r.tokens))
-			s.cachedTokens += uint64(keep)
+			s.cachedTokens += uint64(len(sl.cache))
 		}
-		sl.start(r, keep, time.Now(), s.e.cfg.MaxTokensDefault)
+		sl.start(r, time.Now(), s.e.cfg.MaxTokensDefault)
 	}
 	clear(s.waiting[len(kept):])
 	s.waiting = append(kept, paused...)
@@ -104,8 +104,7 @@ func (r *request) need() []int32 {
 }
 
 // place chooses a free slot for r and fills its cache with the longest
-// prefix of r's tokens held anywhere, returning the slot and that length
-// (nil, 0 when no slot is free for r).
+// prefix of r's tokens held anywhere; nil when no slot is free for r.
 //
 // The slot is the free one whose cache loses least (the tokens past its
 // own common prefix with r), the least recently used on a tie; so a new
@@ -116,59 +115,57 @@ func (r *request) need() []int32 {
 // host cache (restored).
 // Before a slot's tail is overwritten it is saved to the host cache,
 // unless it is short or held elsewhere already.
-func (s *scheduler) place(r *request) (*slot, int) {
+func (s *scheduler) place(r *request) *slot {
 	need := r.need()
 	reuse := !r.params.NoCachePrompt
-	prefix := func(sl *slot) int {
-		if !reuse {
-			return 0
+	// Each slot's common prefix with need, compared once.
+	s.prefixes = s.prefixes[:0]
+	for _, sl := range s.slots {
+		m := 0
+		if reuse {
+			m = commonPrefix(sl.cache, need)
 		}
-		return commonPrefix(sl.cache, need)
+		s.prefixes = append(s.prefixes, m)
 	}
 	var target *slot
 	loss := 0
-	for _, sl := range s.slots {
+	for i, sl := range s.slots {
 		if sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
 			continue
 		}
-		l := len(sl.cache) - prefix(sl)
+		l := len(sl.cache) - s.prefixes[i]
 		if target == nil || l < loss || (l == loss && sl.lastUsed.Before(target.lastUsed)) {
 			target, loss = sl, l
 		}
 	}
 	if target == nil {
-		return nil, 0
+		return nil
+	}
+	if loss >= minHostSave {
+		s.save(target)
 	}
 	// The last token is evaluated again, even when cached, for its logits.
 	limit := len(need) - 1
-	own := min(prefix(target), limit)
-	src, n := target, own
-	if reuse {
-		for _, sl := range s.slots {
-			if m := min(commonPrefix(sl.cache, need), limit); m > n {
-				src, n = sl, m
-			}
+	src, n := target, min(s.prefixes[target.id], limit)
+	for i, sl := range s.slots {
+		if m := min(s.prefixes[i], limit); m > n {
+			src, n = sl, m
 		}
-	}
-	if len(target.cache)-own >= minHostSave {
-		s.save(target)
 	}
 	if reuse {
 		if e, m := s.host.longest(need); min(m, limit) > n {
 			if s.restore(target, e, min(m, limit)) {
-				return target, len(target.cache)
+				return target
 			}
 			if src == target { // the failed load emptied the slot
 				n = 0
 			}
 		}
-	}
-	if reuse {
 		s.follow(target, need, n)
 	}
 	if src == target {
 		s.truncate(target, n)
-		return target, len(target.cache)
+		return target
 	}
 	// The whole prefix comes from src, even the part the slot holds itself:
 	// llama.cpp's CPU attention visits a sequence's cells in cell order, so
@@ -177,7 +174,7 @@ func (s *scheduler) place(r *request) (*slot, int) {
 	s.truncate(target, 0)
 	s.lctx.SeqCopy(src.id, target.id, 0, n)
 	target.cache = append(target.cache, need[:n]...)
-	return target, n
+	return target
 }
 
 // minFollow is the least number of prompt tokens worth waiting for

@@ -26,6 +26,7 @@ type scheduler struct {
 	freed      bool // a slot went idle since the last admission
 	batch      llama.Batch
 	prefilling []*slot // scratch for buildBatch
+	prefixes   []int   // scratch for place: each slot's common prefix with a prompt
 	piece      []byte  // scratch for token bytes
 
 	requests, tokensOut, steps, pauses uint64
@@ -181,6 +182,7 @@ func (s *scheduler) freeSlot() bool {
 // reports whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
+	decoding := math.MaxInt // the best class among decoding slots
 	for _, sl := range s.slots {
 		sl.outIdx = -1
 		sl.inBatch = false
@@ -189,6 +191,7 @@ func (s *scheduler) buildBatch() bool {
 			sl.outIdx = s.batch.Len()
 			s.batch.Add(sl.req.gen.last, len(sl.cache), sl.id, true)
 			sl.cache = append(sl.cache, sl.req.gen.last)
+			decoding = min(decoding, sl.req.params.Priority)
 		}
 	}
 	s.release()
@@ -198,14 +201,8 @@ func (s *scheduler) buildBatch() bool {
 	// stream is not bounded by it: those streams are the ones to wait.
 	room := s.e.cfg.BatchSize - s.batch.Len()
 	shared := room
-	decoding := math.MaxInt // the best class among decoding slots
 	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
 		shared = min(room, s.budget.tokens())
-		for _, sl := range s.slots {
-			if sl.state == stateDecode {
-				decoding = min(decoding, sl.req.params.Priority)
-			}
-		}
 	}
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.

@@ -73,9 +73,10 @@ type generation struct {
 }
 
 // start puts r into the idle slot, whose cache already holds the first
-// keep tokens of what r needs evaluated: its prompt, or for a request
-// resumed after a pause its whole history.
-func (sl *slot) start(r *request, keep int, now time.Time, maxDefault int) {
+// tokens of what r needs evaluated (see scheduler.place): its prompt, or
+// for a request resumed after a pause its whole history.
+func (sl *slot) start(r *request, now time.Time, maxDefault int) {
+	keep := len(sl.cache)
 	need := r.tokens
 	if r.gen.started {
 		need = r.resume
