@@ -3,6 +3,7 @@ module github.com/corral-llm/corral
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/ollama/ollama v0.17.4
 	go.uber.org/goleak v1.3.0

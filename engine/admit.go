@@ -10,7 +10,7 @@ import (
 // finds already cached there. Only the scheduler goroutine runs this.
 
 // before orders requests for service: lower Priority first (vLLM's
-// meaning), then arrival order. A paused request keeps its id, so it
+// meaning), then arrival order. A preempted request keeps its id, so it
 // resumes ahead of everything that arrived after it in its class.
 func before(a, b *request) int {
 	if c := cmp.Compare(a.params.Priority, b.params.Priority); c != 0 {
@@ -22,7 +22,7 @@ func before(a, b *request) int {
 // admit first bounds what idle slots hold (trimIdle) when a slot went
 // idle, then moves waiting requests into free slots in service order. When no
 // slot is free for a request and a slot runs one of a worse priority
-// class, that one is paused (see pause) to make room. A request pinned to
+// class, that one is preempted (see preempt) to make room. A request pinned to
 // a busy slot waits without holding up the others.
 func (s *scheduler) admit() {
 	if s.freed {
@@ -33,13 +33,17 @@ func (s *scheduler) admit() {
 		return
 	}
 	slices.SortFunc(s.waiting, before)
-	var paused []*request
+	var preempted []*request
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
+		if !r.admissible() {
+			kept = append(kept, r)
+			continue
+		}
 		sl := s.place(r)
 		if sl == nil {
 			if victim := s.victim(r); victim != nil {
-				paused = append(paused, s.pause(victim))
+				preempted = append(preempted, s.preempt(victim))
 				sl = s.place(r)
 			}
 		}
@@ -55,47 +59,58 @@ func (s *scheduler) admit() {
 		sl.start(r, time.Now(), s.e.cfg.MaxTokensDefault)
 	}
 	clear(s.waiting[len(kept):])
-	s.waiting = append(kept, paused...)
+	s.waiting = append(kept, preempted...)
 }
 
-// victim returns the slot to pause for r: among the slots r could use,
-// the one running the request served last by the order of before, if
-// that request is of a worse priority class than r. Nil when r must wait.
+// victim returns the slot to preempt for r: among the slots r could use
+// whose request is of a worse priority class than r, a paused one (it
+// loses no time), else the one running the request served last by the
+// order of before. Nil when r must wait.
 func (s *scheduler) victim(r *request) *slot {
 	var v *slot
 	for _, sl := range s.slots {
-		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
+		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) || sl.req.params.Priority <= r.params.Priority {
 			continue
 		}
-		if sl.req.params.Priority > r.params.Priority && (v == nil || before(sl.req, v.req) > 0) {
+		if v == nil {
+			v = sl
+			continue
+		}
+		if p, vp := sl.state == statePaused, v.state == statePaused; p != vp {
+			if p {
+				v = sl
+			}
+			continue
+		}
+		if before(sl.req, v.req) > 0 {
 			v = sl
 		}
 	}
 	return v
 }
 
-// pause takes the slot's request out of it without losing anything: the
+// preempt takes the slot's request out of it without losing anything: the
 // request keeps its sampler and output state and remembers the tokens it
 // needs evaluated to go on (its history), and the slot becomes idle with
 // its cache intact. When the request gets a slot again, that history is
 // found in a slot or the host cache like any prompt prefix, so usually
 // nothing is evaluated twice.
-func (s *scheduler) pause(sl *slot) *request {
+func (s *scheduler) preempt(sl *slot) *request {
 	r := sl.req
 	tail := sl.pending
-	if sl.state == stateDecode {
+	if sl.state == stateDecode || sl.state == statePaused {
 		tail = []int32{r.gen.last}
 	}
 	r.resume = append(slices.Clone(sl.cache), tail...)
-	r.gen.pauses++
-	s.pauses++
+	r.gen.preemptions++
+	s.preemptions++
 	sl.lastUsed = time.Now()
 	sl.reset()
 	return r
 }
 
 // need is what r must have evaluated in its slot before it samples: the
-// prompt, or after a pause its history.
+// prompt, or after a preemption its history.
 func (r *request) need() []int32 {
 	if r.gen.started {
 		return r.resume
@@ -229,7 +244,7 @@ func (s *scheduler) release() {
 		s.lctx.SeqCopy(l.id, sl.id, 0, m)
 		sl.cache = append(sl.cache, need[:m]...)
 		sl.pending = need[m:]
-		if r.gen.pauses == 0 { // the first admission: count the reuse
+		if r.gen.preemptions == 0 { // the first admission: count the reuse
 			s.cachedTokens += uint64(m - r.gen.cached)
 			r.gen.cached = m
 		}

@@ -38,7 +38,13 @@ var (
 	ErrTokenize = errors.New("engine: text cannot be tokenized")
 	// ErrBadToken means a token id is outside the vocabulary.
 	ErrBadToken = errors.New("engine: bad token id")
+	// ErrBadChunking means Request.Chunking has a negative bound.
+	ErrBadChunking = errors.New("engine: invalid chunking")
 )
+
+// DefaultPauseTimeout is how long a paced request waits for Continue
+// when Request.PauseTimeout is 0.
+const DefaultPauseTimeout = 30 * time.Second
 
 // Config describes one engine: which model, how many slots, how much context.
 type Config struct {
@@ -117,10 +123,40 @@ type Request struct {
 	SlotID  int
 	// Priority is the request's class, vLLM's meaning: a lower value is
 	// served first; 0 is the default. Within a class requests start in
-	// arrival order. A waiting request may pause a running one of a worse
-	// (higher) class when no slot is free; the paused one resumes later
+	// arrival order. A waiting request may preempt a running one of a worse
+	// (higher) class when no slot is free; the preempted one resumes later
 	// where it stopped, with no token lost.
 	Priority int
+	// Chunking, when set, paces the output for a voice agent: text is
+	// delivered in sentence-sized chunks (Chunk.Index), and after each
+	// chunk but the last the request is paused (Chunk.Held) — it keeps
+	// its slot, KV cache and sampler but takes no part in batches —
+	// until Stream.Continue. Nothing is evaluated twice: the token that
+	// starts the next sentence was sampled, and is evaluated on Continue.
+	Chunking *Chunking
+	// PauseTimeout ends a paced request that waited this long for
+	// Continue, with FinishPauseTimeout; its tokens stay cached, so a
+	// re-sent prompt is cheap. 0 means DefaultPauseTimeout.
+	PauseTimeout time.Duration
+}
+
+// Chunking sets where paced output is cut into chunks (see
+// Request.Chunking). A chunk ends at the end of a sentence (., !, ?, …
+// and the CJK forms, with any closing quotes or brackets), decided with
+// one token of look-ahead, but not after an abbreviation, an initial, a
+// decimal point or a list number; a newline also ends one. Zero fields
+// take the defaults.
+type Chunking struct {
+	// FirstMinTokens: the first chunk has at least this many tokens
+	// (default 10), so that "Hi!" does not make a chunk of its own.
+	FirstMinTokens int
+	// FirstMaxTokens: the first chunk ends after at most this many tokens,
+	// at a word boundary, even without punctuation (default 24): time to
+	// first audio stays bounded.
+	FirstMaxTokens int
+	// MaxChars: any chunk ends, at a word boundary, once it is this many
+	// bytes long (default 300).
+	MaxChars int
 }
 
 // Span is a byte range [Start, End) of a prompt.
@@ -154,13 +190,26 @@ const (
 	FinishLength    FinishReason = "length"    // max tokens or context full
 	FinishCancelled FinishReason = "cancelled" // the request's context ended
 	FinishError     FinishReason = "error"     // see Result.Err
+	// FinishInterrupted: Stream.Interrupt ended it (a user barged in);
+	// its KV cache keeps only what was spoken.
+	FinishInterrupted FinishReason = "interrupted"
+	// FinishPauseTimeout: a paced request waited longer than its
+	// PauseTimeout for Continue.
+	FinishPauseTimeout FinishReason = "pause_timeout"
 )
 
 // Chunk is one delivery of generated text. When the reader is slower than
 // the scheduler, several tokens are coalesced into one chunk.
+//
+// A paced request (Request.Chunking) gets each chunk whole and alone:
+// Index counts them from 0, Held says the request is paused after it
+// until Stream.Continue(Index), and Last marks the final one.
 type Chunk struct {
 	Text   string
 	Tokens int // number of tokens this chunk covers
+	Index  int
+	Held   bool
+	Last   bool
 }
 
 // Usage counts tokens as OpenAI reports them.
@@ -168,6 +217,11 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens reused from the slot's KV cache
 	CompletionTokens int
+	// EvaluatedTokens counts the tokens the request put through the model:
+	// the uncached prompt, then one per generated token but the last
+	// (plus a preempted request's history, when it had to be evaluated
+	// again).
+	EvaluatedTokens int
 }
 
 // Timings are per-request measurements taken by the scheduler.
@@ -177,7 +231,9 @@ type Timings struct {
 	TTFT            time.Duration // submit → first generated token
 	Decode          time.Duration // first token → finish
 	Total           time.Duration // submit → finish
-	TokensPerSecond float64       // generated tokens / Decode
+	TokensPerSecond float64       // generated tokens / (Decode - Held)
+	FirstChunk      time.Duration // paced: submit → first chunk delivered
+	Held            time.Duration // paced: time spent paused waiting for Continue
 }
 
 // Result is the final state of a request, available after the stream ends.
@@ -187,7 +243,8 @@ type Result struct {
 	Usage        Usage
 	Timings      Timings
 	Slot         int   // the slot it finished in; -1 if none
-	Pauses       int   // times it was paused for a request of a better class
+	Preemptions  int   // times it was preempted for a request of a better class
+	Chunks       int   // paced: chunks delivered
 	Err          error // set when FinishReason is FinishError
 }
 
@@ -195,7 +252,7 @@ type Result struct {
 type SlotInfo struct {
 	ID           int
 	IsProcessing bool
-	State        string // "idle", "prefill", "decode"
+	State        string // "idle", "prefill", "decode", "paused"
 	NCtx         int    // cells available to this slot
 	CachedTokens int    // tokens held in the slot's KV cache
 	RequestID    uint64 // 0 when idle
@@ -220,12 +277,30 @@ type Stats struct {
 	// PromptTokens counts admitted prompts' tokens, CachedPromptTokens
 	// those of them found in a cache instead of evaluated.
 	PromptTokens, CachedPromptTokens uint64
-	Pauses                           uint64 // requests paused for a better class
+	Preemptions                      uint64 // requests preempted for a better class
 	// The host cache of evicted prefixes: its size now, and how many
 	// states were saved into it and restored from it.
 	HostCacheBytes                    int64
 	HostCacheEntries                  int
 	HostCacheSaved, HostCacheRestored uint64
+	// SlotsPaused counts slots holding a paced request that waits for
+	// Continue.
+	SlotsPaused int
+	Paced       PacedStats
+}
+
+// PacedStats sums the paced requests that finished (Request.Chunking).
+type PacedStats struct {
+	Requests      uint64
+	Chunks        uint64
+	PauseTimeouts uint64
+	Interrupted   uint64
+	// Prompt tokens found cached and evaluated, and generated tokens
+	// evaluated more than once (0 unless preempted without a cache).
+	CachedTokens, PromptEvaluated, Reevaluated uint64
+	// FirstChunk sums submit → first chunk over the requests with one.
+	FirstChunk      time.Duration
+	FirstChunkCount uint64
 }
 
 // ModelInfo describes the loaded model.

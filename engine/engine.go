@@ -68,8 +68,8 @@ type request struct {
 	submitted time.Time
 	stopWatch func() bool // detaches the context.AfterFunc wake-up
 
-	gen    generation // progress, kept across pauses
-	resume []int32    // set while paused: the history to evaluate again (see pause)
+	gen    generation // progress, kept across preemptions
+	resume []int32    // set while preempted: the history to evaluate again (see preempt)
 }
 
 // New loads the model, creates the context and starts the scheduler. When
@@ -189,7 +189,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	r.ctx = rctx
 	r.id = e.nextID.Add(1)
 	r.submitted = time.Now()
-	r.stream = newStream(r.id, len(r.tokens), cancel)
+	r.stream = newStream(r.id, len(r.tokens), cancel, e.poke)
 	// Cancellation is a message: when the context ends, poke the scheduler,
 	// which retires the request at its next step boundary.
 	r.stopWatch = context.AfterFunc(rctx, e.poke)
@@ -201,6 +201,12 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	if req.PinSlot && (req.SlotID < 0 || req.SlotID >= e.cfg.Parallel) {
 		return nil, fmt.Errorf("%w: %d (have %d)", ErrBadSlot, req.SlotID, e.cfg.Parallel)
+	}
+	if c := req.Chunking; c != nil && (c.FirstMinTokens < 0 || c.FirstMaxTokens < 0 || c.MaxChars < 0) {
+		return nil, fmt.Errorf("%w: negative bound in %+v", ErrBadChunking, *c)
+	}
+	if req.PauseTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative pause timeout %v", ErrBadChunking, req.PauseTimeout)
 	}
 	select {
 	case e.prep <- struct{}{}:
@@ -367,7 +373,7 @@ func (e *Engine) Slots(ctx context.Context) ([]SlotInfo, error) {
 
 // Drain stops admission for a graceful shutdown: Submit returns ErrClosed
 // from now on, and every request still waiting for a slot finishes at
-// once with FinishError and ErrClosed. Running requests, and those paused
+// once with FinishError and ErrClosed. Running requests, and those preempted
 // for a better class, continue. Safe to call more than once.
 func (e *Engine) Drain() {
 	e.draining.Store(true)

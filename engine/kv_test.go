@@ -103,8 +103,8 @@ func TestPriorityThenArrivalOrder(t *testing.T) {
 	low1 := submit(t, e, engine.Request{Prompt: "Hello", AddSpecial: true, MaxTokens: 4, Priority: 5})
 	low2 := submit(t, e, engine.Request{Prompt: "The", AddSpecial: true, MaxTokens: 4, Priority: 5})
 	high := submit(t, e, engine.Request{Prompt: "Once", AddSpecial: true, MaxTokens: 4})
-	if st := e.Stats(); st.Pauses != 0 {
-		t.Fatalf("%d pauses: nothing waiting has a better class than the running request", st.Pauses)
+	if st := e.Stats(); st.Preemptions != 0 {
+		t.Fatalf("%d preemptions: nothing waiting has a better class than the running request", st.Preemptions)
 	}
 	blocker.Cancel()
 	collect(t, blocker)
@@ -124,11 +124,11 @@ func TestPriorityThenArrivalOrder(t *testing.T) {
 	}
 }
 
-// TestPauseAndResumeLoseNothing: a request of a better class pauses the
+// TestPreemptAndResumeLoseNothing: a request of a better class preempts the
 // only running one; that one resumes afterwards and its output is exactly
-// what it is without the pause, whether its history comes back from the
+// what it is without the preemption, whether its history comes back from the
 // host cache or is evaluated again.
-func TestPauseAndResumeLoseNothing(t *testing.T) {
+func TestPreemptAndResumeLoseNothing(t *testing.T) {
 	model := testmodel.TinyStories656K
 	low := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 100, IgnoreEOS: true, Priority: 1}
 	want := alone(t, model, low)
@@ -143,18 +143,18 @@ func TestPauseAndResumeLoseNothing(t *testing.T) {
 				t.Fatalf("the better-class request: %q, %+v", hText, hRes)
 			}
 			got, res := collect(t, l)
-			if res.Pauses != 1 || res.Usage.CompletionTokens != low.MaxTokens {
-				t.Errorf("paused request: %d pauses, %d tokens; want 1 pause, %d tokens", res.Pauses, res.Usage.CompletionTokens, low.MaxTokens)
+			if res.Preemptions != 1 || res.Usage.CompletionTokens != low.MaxTokens {
+				t.Errorf("preempted request: %d preemptions, %d tokens; want 1, %d tokens", res.Preemptions, res.Usage.CompletionTokens, low.MaxTokens)
 			}
 			if got != want {
-				t.Errorf("output with a pause:\n got %q\nwant %q", got, want)
+				t.Errorf("output with a preemption:\n got %q\nwant %q", got, want)
 			}
 			st := settled(t, e, 2)
 			if host > 0 && st.HostCacheRestored == 0 {
-				t.Errorf("the paused history was not restored from the host cache: %+v", st)
+				t.Errorf("the preempted history was not restored from the host cache: %+v", st)
 			}
-			if st.Pauses != 1 {
-				t.Errorf("stats count %d pauses, want 1", st.Pauses)
+			if st.Preemptions != 1 {
+				t.Errorf("stats count %d preemptions, want 1", st.Preemptions)
 			}
 		})
 	}

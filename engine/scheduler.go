@@ -18,19 +18,21 @@ type scheduler struct {
 	e          *Engine
 	lctx       *llama.Context
 	slots      []*slot
-	waiting    []*request // taken from submitq or paused, not in a slot (served in the order of before)
+	waiting    []*request // taken from submitq or preempted, not in a slot (served in the order of before)
 	host       hostCache
 	budget     prefillBudget
 	nDecode    int  // decode tokens in the current batch
 	nPrefill   int  // prompt tokens in the current batch
 	freed      bool // a slot went idle since the last admission
 	batch      llama.Batch
-	prefilling []*slot // scratch for buildBatch
-	prefixes   []int   // scratch for place: each slot's common prefix with a prompt
-	piece      []byte  // scratch for token bytes
+	prefilling []*slot     // scratch for buildBatch
+	prefixes   []int       // scratch for place: each slot's common prefix with a prompt
+	piece      []byte      // scratch for token bytes
+	timer      *time.Timer // wakes receive when a pause times out
+	paced      PacedStats
 
-	requests, tokensOut, steps, pauses uint64
-	promptTokens, cachedTokens         uint64
+	requests, tokensOut, steps, preemptions uint64
+	promptTokens, cachedTokens              uint64
 }
 
 func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
@@ -38,7 +40,9 @@ func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
 		e: e, lctx: lctx,
 		host:   hostCache{budget: e.cfg.HostCacheBytes},
 		budget: prefillBudget{max: e.cfg.PrefillBudget},
+		timer:  time.NewTimer(time.Hour),
 	}
+	s.timer.Stop()
 	for i := range e.cfg.Parallel {
 		s.slots = append(s.slots, &slot{id: i, nctx: slotCtx})
 	}
@@ -84,13 +88,25 @@ func (s *scheduler) run() {
 	}
 }
 
-// busy reports whether there is work that needs the next step to run.
+// busy reports whether there is work that needs the next step to run: a
+// slot with tokens to evaluate, or a waiting request that admit can place
+// (a slot it may use is free, or one it may preempt runs).
 func (s *scheduler) busy() bool {
-	if len(s.waiting) > 0 && s.freeSlot() {
-		return true
-	}
 	for _, sl := range s.slots {
-		if sl.active() {
+		if sl.computing() {
+			return true
+		}
+	}
+	for _, r := range s.waiting {
+		if !r.admissible() {
+			continue
+		}
+		for _, sl := range s.slots {
+			if !sl.active() && (!r.params.PinSlot || sl.id == r.params.SlotID) {
+				return true
+			}
+		}
+		if s.victim(r) != nil {
 			return true
 		}
 	}
@@ -104,14 +120,23 @@ func (s *scheduler) receive() bool {
 	for {
 		if !s.busy() {
 			s.publish() // what pollers see while the scheduler sleeps
+			// A paused request's timeout must fire while nothing runs.
+			var expire <-chan time.Time
+			if d, ok := s.pauseDeadline(); ok {
+				s.timer.Reset(time.Until(d))
+				expire = s.timer.C
+			}
 			select {
 			case r := <-s.e.submitq:
 				s.waiting = append(s.waiting, r)
 			case <-s.e.wake:
 				s.retire()
+			case <-expire:
+				s.retire()
 			case <-s.e.quit:
 				return false
 			}
+			s.timer.Stop()
 		}
 		// Non-blocking drain of whatever else is pending.
 		for {
@@ -134,24 +159,54 @@ func (s *scheduler) receive() bool {
 	}
 }
 
-// retire finishes requests whose context has ended, queued requests that
-// waited longer than MaxQueueWait, and every queued request once the
-// engine drains (a paused request is not queued: it was admitted, and
-// goes on like a running one).
+// retire finishes requests whose context has ended (interrupted ones
+// keep only what was spoken in the cache), queued requests that waited
+// longer than MaxQueueWait, and every queued request once the engine
+// drains (a preempted request is not queued: it was admitted, and goes on
+// like a running one). It also ends the pauses of paced requests that
+// were continued or timed out.
 func (s *scheduler) retire() {
+	now := time.Now()
 	for _, sl := range s.slots {
-		if sl.active() && sl.req.ctx.Err() != nil {
-			s.finish(sl, FinishCancelled, nil)
+		if !sl.active() {
+			continue
+		}
+		r := sl.req
+		if r.ctx.Err() != nil {
+			if spoken := r.stream.spoken.Load(); spoken >= 0 {
+				s.keepSpoken(sl, int(spoken))
+				s.finish(sl, FinishInterrupted, nil)
+			} else {
+				s.finish(sl, FinishCancelled, nil)
+			}
+			continue
+		}
+		if sl.state == statePaused {
+			switch released, expired := s.unpause(r, now); {
+			case expired:
+				s.finish(sl, FinishPauseTimeout, nil)
+			case released && !s.nextChunk(r, now):
+				sl.state = stateDecode
+			}
 		}
 	}
-	now := time.Now()
 	maxWait := s.e.cfg.MaxQueueWait
 	draining := s.e.draining.Load()
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
+		if !r.admissible() && r.ctx.Err() == nil {
+			if released, expired := s.unpause(r, now); expired {
+				s.drop(r, FinishPauseTimeout, nil)
+				continue
+			} else if released {
+				s.nextChunk(r, now)
+			}
+		}
 		switch {
-		case draining && !r.gen.started: // a paused request was admitted: it goes on
+		case draining && !r.gen.started: // a preempted request was admitted: it goes on
 			s.drop(r, FinishError, ErrClosed)
+		case r.ctx.Err() != nil && r.stream.spoken.Load() >= 0:
+			s.drop(r, FinishInterrupted, nil)
 		case r.ctx.Err() != nil:
 			s.drop(r, FinishCancelled, nil)
 		case maxWait > 0 && !r.gen.started && now.Sub(r.submitted) > maxWait:
@@ -191,6 +246,7 @@ func (s *scheduler) buildBatch() bool {
 			sl.outIdx = s.batch.Len()
 			s.batch.Add(sl.req.gen.last, len(sl.cache), sl.id, true)
 			sl.cache = append(sl.cache, sl.req.gen.last)
+			sl.req.gen.evalDecode++
 			decoding = min(decoding, sl.req.params.Priority)
 		}
 	}
@@ -232,6 +288,7 @@ func (s *scheduler) buildBatch() bool {
 			sl.cache = append(sl.cache, tok)
 		}
 		sl.pending = sl.pending[n:]
+		sl.req.gen.evalPrompt += n
 		room -= n
 		shared = max(0, min(shared-n, room))
 	}
@@ -279,7 +336,12 @@ func (s *scheduler) sample() {
 		}
 		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
 		text, stop := g.out.push(s.piece)
-		sl.req.stream.deliver(text, 1)
+		g.countRunes(text)
+		if g.pace != nil {
+			g.pace.chunks.push(text, 1)
+		} else {
+			sl.req.stream.deliver(text, 1)
+		}
 		g.last = tok
 		switch {
 		case stop != "":
@@ -290,6 +352,8 @@ func (s *scheduler) sample() {
 		case len(sl.cache) >= sl.nctx:
 			// The sampled token would need one more cell than the slot has.
 			s.finish(sl, FinishLength, nil)
+		case g.pace != nil && s.nextChunk(sl.req, now):
+			sl.state = statePaused // until Continue (see retire)
 		}
 	}
 }
@@ -322,7 +386,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 }
 
 // drop finishes a request that is not in a slot: one still queued, or a
-// paused one (which keeps the output it produced).
+// preempted one (which keeps the output it produced).
 func (s *scheduler) drop(r *request, reason FinishReason, err error) {
 	if !r.gen.started {
 		s.e.queued.Add(-1)
@@ -335,12 +399,23 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	// Detach the wake-up first: finishing cancels the request's context,
 	// which must not poke the scheduler for nothing.
 	r.stopWatch()
+	now := time.Now()
 	text := r.gen.out.flush()
 	if reason == FinishStop && r.gen.stopWord != "" {
 		text = ""
 	}
-	r.stream.deliver(text, 0)
-	r.stream.finish(r.result(slotID, reason, err, time.Now()))
+	if p := r.gen.pace; p != nil {
+		// What the chunker holds goes out at a normal end; after a
+		// cancel, an interrupt or a pause timeout nobody waits for it.
+		if reason == FinishStop || reason == FinishLength || reason == FinishError {
+			p.chunks.push(text, 0)
+			s.lastChunks(r, now)
+		}
+		s.pacedDone(r, reason)
+	} else {
+		r.stream.deliver(text, 0)
+	}
+	r.stream.finish(r.result(slotID, reason, err, now))
 	r.sampler.Close()
 	s.requests++
 }
@@ -374,14 +449,18 @@ func (s *scheduler) publish() {
 	s.e.slots.Store(&infos)
 	st := &Stats{
 		SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut,
-		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Pauses: s.pauses,
+		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions,
 		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
 		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),
 		HostCacheSaved: s.host.saved, HostCacheRestored: s.host.restored,
+		Paced: s.paced,
 	}
 	for _, sl := range s.slots {
 		if sl.active() {
 			st.SlotsBusy++
+		}
+		if sl.state == statePaused {
+			st.SlotsPaused++
 		}
 		st.KVCellsUsed += len(sl.cache)
 	}

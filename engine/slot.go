@@ -13,6 +13,7 @@ const (
 	stateIdle    slotState = iota // no request; cache holds the last one's tokens
 	statePrefill                  // prompt tokens still being evaluated
 	stateDecode                   // generating one token per step
+	statePaused                   // a paced request waiting for Continue after a chunk
 )
 
 func (s slotState) String() string {
@@ -21,6 +22,8 @@ func (s slotState) String() string {
 		return "prefill"
 	case stateDecode:
 		return "decode"
+	case statePaused:
+		return "paused"
 	}
 	return "idle"
 }
@@ -57,24 +60,33 @@ type slot struct {
 
 func (sl *slot) active() bool { return sl.state != stateIdle }
 
+// computing reports whether the slot has work for the next step.
+func (sl *slot) computing() bool { return sl.state == statePrefill || sl.state == stateDecode }
+
 // generation is a request's progress. It lives in the request, not the
-// slot, so that a paused request resumes where it stopped, in any slot.
+// slot, so that a preempted request resumes where it stopped, in any slot.
 type generation struct {
-	started   bool  // admitted to a slot at least once
-	cached    int   // prompt tokens reused from a cache at the first admission
-	last      int32 // last sampled token, evaluated in the next step
-	decoded   int
-	maxTokens int
-	out       textOut
-	stopWord  string
-	pauses    int
+	started     bool  // admitted to a slot at least once
+	cached      int   // prompt tokens reused from a cache at the first admission
+	last        int32 // last sampled token, evaluated in the next step
+	decoded     int
+	maxTokens   int
+	out         textOut
+	stopWord    string
+	preemptions int
+	pace        *pacing // nil unless Request.Chunking is set
+	// runes[i] counts the characters of text released after generated
+	// token i+1 (see scheduler.keepSpoken).
+	runes []int32
+	// Tokens put through the model: prompt (or resumed history) and decode.
+	evalPrompt, evalDecode int
 
 	admitted, prefillDone, firstToken time.Time
 }
 
 // start puts r into the idle slot, whose cache already holds the first
 // tokens of what r needs evaluated (see scheduler.place): its prompt, or
-// for a request resumed after a pause its whole history.
+// for a request resumed after a preemption its whole history.
 func (sl *slot) start(r *request, now time.Time, maxDefault int) {
 	keep := len(sl.cache)
 	need := r.tokens
@@ -93,6 +105,9 @@ func (sl *slot) start(r *request, now time.Time, maxDefault int) {
 			g.maxTokens = sl.nctx
 		}
 		g.out = textOut{stops: r.params.Stop}
+		if c := r.params.Chunking; c != nil {
+			g.pace = newPacing(*c, r.params.PauseTimeout)
+		}
 	}
 	r.resume = nil
 	sl.req = r
@@ -112,16 +127,28 @@ func (r *request) result(slotID int, reason FinishReason, err error, now time.Ti
 	if !g.prefillDone.IsZero() {
 		t.Prefill = g.prefillDone.Sub(g.admitted)
 	}
+	chunks := 0
+	if p := g.pace; p != nil {
+		chunks = p.index
+		t.Held = p.heldTotal
+		if !p.firstChunk.IsZero() {
+			t.FirstChunk = p.firstChunk.Sub(r.submitted)
+		}
+	}
 	if !g.firstToken.IsZero() {
 		t.TTFT = g.firstToken.Sub(r.submitted)
 		t.Decode = now.Sub(g.firstToken)
-		if g.decoded > 1 && t.Decode > 0 {
-			t.TokensPerSecond = float64(g.decoded-1) / t.Decode.Seconds()
+		if busy := t.Decode - t.Held; g.decoded > 1 && busy > 0 {
+			t.TokensPerSecond = float64(g.decoded-1) / busy.Seconds()
 		}
 	}
 	return Result{
-		FinishReason: reason, StopWord: g.stopWord, Err: err, Slot: slotID, Timings: t, Pauses: g.pauses,
-		Usage: Usage{PromptTokens: len(r.tokens), CachedTokens: g.cached, CompletionTokens: g.decoded},
+		FinishReason: reason, StopWord: g.stopWord, Err: err, Slot: slotID, Timings: t, Preemptions: g.preemptions,
+		Chunks: chunks,
+		Usage: Usage{
+			PromptTokens: len(r.tokens), CachedTokens: g.cached, CompletionTokens: g.decoded,
+			EvaluatedTokens: g.evalPrompt + g.evalDecode,
+		},
 	}
 }
 

@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"io"
-	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Stream is the caller's handle on a submitted request. Text arrives through
@@ -12,23 +12,32 @@ import (
 //
 // The scheduler writes into the stream's mailbox under a short mutex and
 // signals a one-slot channel, so delivery never blocks the scheduler: a
-// reader that falls behind gets the text coalesced into its next chunk.
+// reader that falls behind gets the text coalesced into its next chunk
+// (a paced request's chunks stay apart).
 type Stream struct {
 	id           uint64
 	promptTokens int
 	cancel       context.CancelFunc // ends the request's context
+	wake         func()             // pokes the scheduler
 
 	notify chan struct{} // capacity 1: "the mailbox changed"
 
-	mu      sync.Mutex
-	pending strings.Builder
-	ntok    int
-	done    bool
-	result  Result
+	// Set by the caller, read by the scheduler.
+	continued atomic.Int64 // the highest chunk index passed to Continue, -1 for none
+	spoken    atomic.Int64 // Interrupt's spokenChars, -1 until then
+
+	mu     sync.Mutex
+	queue  []Chunk // delivered, unread
+	open   bool    // the last queued chunk may still grow (unpaced text)
+	done   bool
+	result Result
 }
 
-func newStream(id uint64, promptTokens int, cancel context.CancelFunc) *Stream {
-	return &Stream{id: id, promptTokens: promptTokens, cancel: cancel, notify: make(chan struct{}, 1)}
+func newStream(id uint64, promptTokens int, cancel context.CancelFunc, wake func()) *Stream {
+	s := &Stream{id: id, promptTokens: promptTokens, cancel: cancel, wake: wake, notify: make(chan struct{}, 1)}
+	s.continued.Store(-1)
+	s.spoken.Store(-1)
+	return s
 }
 
 // ID is the engine-wide request id (increasing from 1).
@@ -42,16 +51,46 @@ func (s *Stream) PromptTokens() int { return s.promptTokens }
 // more than once and after the request finished.
 func (s *Stream) Cancel() { s.cancel() }
 
+// Continue resumes a paced request held after the chunk with the given
+// index (see Request.Chunking); an index the request has not reached
+// yet allows it to go on through that chunk without a pause. Continuing
+// an older chunk, an unpaced request or a finished one does nothing.
+func (s *Stream) Continue(index int) {
+	for {
+		old := s.continued.Load()
+		if int64(index) <= old {
+			return
+		}
+		if s.continued.CompareAndSwap(old, int64(index)) {
+			s.wake()
+			return
+		}
+	}
+}
+
+// Interrupt ends the request like Cancel, after the listener heard only
+// the first spokenChars characters (runes) of its text: the KV cache keeps
+// the prompt and the generated tokens whose text lies within them, so
+// that the next turn, with the assistant's message cut to what was heard,
+// finds it cached. The request finishes with FinishInterrupted.
+func (s *Stream) Interrupt(spokenChars int) {
+	s.spoken.CompareAndSwap(-1, int64(max(0, spokenChars)))
+	s.cancel()
+}
+
 // Recv waits for generated text. It returns io.EOF once the request has
 // finished and all text was delivered, or ctx's error if ctx ends first
 // (which does not cancel the request; use Cancel or the Submit context).
 func (s *Stream) Recv(ctx context.Context) (Chunk, error) {
 	for {
 		s.mu.Lock()
-		if s.pending.Len() > 0 {
-			c := Chunk{Text: s.pending.String(), Tokens: s.ntok}
-			s.pending.Reset()
-			s.ntok = 0
+		if len(s.queue) > 0 {
+			c := s.queue[0]
+			s.queue[0] = Chunk{}
+			s.queue = s.queue[1:]
+			if len(s.queue) == 0 {
+				s.queue, s.open = nil, false
+			}
 			s.mu.Unlock()
 			return c, nil
 		}
@@ -83,14 +122,28 @@ func (s *Stream) Done() bool {
 	return s.done
 }
 
-// deliver appends text; called by the scheduler only. Never blocks.
+// deliver appends unpaced text; called by the scheduler only. Never blocks.
 func (s *Stream) deliver(text string, ntok int) {
 	if text == "" && ntok == 0 {
 		return
 	}
 	s.mu.Lock()
-	s.pending.WriteString(text)
-	s.ntok += ntok
+	if n := len(s.queue); n > 0 && s.open {
+		s.queue[n-1].Text += text
+		s.queue[n-1].Tokens += ntok
+	} else {
+		s.queue = append(s.queue, Chunk{Text: text, Tokens: ntok})
+		s.open = true
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// deliverChunk queues one whole paced chunk; called by the scheduler only.
+func (s *Stream) deliverChunk(c Chunk) {
+	s.mu.Lock()
+	s.queue = append(s.queue, c)
+	s.open = false
 	s.mu.Unlock()
 	s.signal()
 }

@@ -51,7 +51,13 @@ type API struct {
 	tmpl *chat.Template
 	bos  string // text of the BOS token
 	eos  string // text of the EOS token
+
+	paced pacedStreams // paced chat streams being served, by response id
+	log   *slog.Logger
 }
+
+// Logger is the API's logger (Options.Logger).
+func (a *API) Logger() *slog.Logger { return a.log }
 
 // New prepares the API for eng, resolving the chat template: the one named
 // by opt.ChatTemplate, else the model's, else ChatML. A model template that
@@ -62,7 +68,7 @@ func New(eng Engine, opt Options) (*API, error) {
 		log = slog.Default()
 	}
 	info := eng.Info()
-	a := &API{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
+	a := &API{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS), log: log}
 	var err error
 	switch {
 	case opt.ChatTemplate != "":

@@ -16,34 +16,58 @@ type chatRequest struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Tools               []chat.Tool     `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	// Chunking asks for paced output (corral's extension; see pace.go).
+	Chunking *chunkingParams `json:"chunking"`
 	oaiParams
 }
 
-// ChatCompletions serves POST /v1/chat/completions.
+// ChatCompletions serves POST /v1/chat/completions. With "chunking" and
+// "stream": true the answer is paced: one event per sentence-sized chunk,
+// each followed by a pause until POST .../{id}/continue (see pace.go).
 func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	var body chatRequest
 	if e := decodeBody(r, &body); e != nil {
 		WriteError(w, e)
 		return
 	}
+	req, e := a.chatRequest(&body)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	if req.Chunking != nil && !body.Stream {
+		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
+		return
+	}
+	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil}
+	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}
+	if f.paced {
+		mode.pacedID = f.h.ID
+	}
+	a.generate(w, r, req, mode, f)
+}
+
+// chatRequest validates a chat completion request and builds the engine
+// request, its prompt rendered by the chat template.
+func (a *API) chatRequest(body *chatRequest) (engine.Request, *Error) {
 	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = body.MaxTokens, "max_tokens"
 	}
 	req, e := a.request(&body.oaiParams, maxTokens, maxParam)
 	if e != nil {
-		WriteError(w, e)
-		return
+		return req, e
 	}
-	if req.Prompt, e = a.render(&body); e != nil {
-		WriteError(w, e)
-		return
+	if req.Chunking, req.PauseTimeout, e = body.Chunking.engine(); e != nil {
+		return req, e
+	}
+	if req.Prompt, e = a.render(body); e != nil {
+		return req, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	req.Plain = clientSpans(req.Prompt, body.Messages)
 	req.Stop = append(req.Stop, a.tmpl.Stops()...)
-	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: body.includeUsage()}
-	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}, f)
+	return req, nil
 }
 
 // render applies the chat template to the request's messages.
@@ -102,6 +126,7 @@ func clientSpans(prompt string, msgs []chat.Message) []engine.Span {
 type chatResponder struct {
 	h            header
 	includeUsage bool
+	paced        bool // each text event is a chunk (chunkInfo), usage has PacedMetrics
 }
 
 type chatMessage struct {
@@ -119,7 +144,7 @@ type chatChoice struct {
 type chatCompletion struct {
 	header
 	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage"`
+	Usage   *Usage       `json:"usage"`
 }
 
 type chatDelta struct {
@@ -137,7 +162,9 @@ type chatChunkChoice struct {
 type chatChunk struct {
 	header
 	Choices []chatChunkChoice `json:"choices"`
-	Usage   *usage            `json:"usage,omitempty"`
+	Usage   *Usage            `json:"usage,omitempty"`
+	// Chunk says where a paced stream stands (corral's extension).
+	Chunk *chunkInfo `json:"chunk,omitempty"`
 }
 
 func (f *chatResponder) chunk(choices ...chatChunkChoice) *chatChunk {
@@ -151,15 +178,23 @@ func (f *chatResponder) streamStart() any {
 	return f.chunk(chatChunkChoice{Delta: chatDelta{Role: "assistant", Content: &empty}})
 }
 
-func (f *chatResponder) streamText(text string, _ int) any {
-	return f.chunk(chatChunkChoice{Delta: chatDelta{Content: &text}})
+func (f *chatResponder) streamText(text string, c engine.Chunk) any {
+	ev := f.chunk(chatChunkChoice{Delta: chatDelta{Content: &text}})
+	if f.paced {
+		ev.Chunk = &chunkInfo{Index: c.Index, Held: c.Held, Last: c.Last}
+	}
+	return ev
 }
 
 func (f *chatResponder) streamEnd(res engine.Result) []any {
 	evs := []any{f.chunk(chatChunkChoice{FinishReason: finishReason(res)})}
 	if f.includeUsage {
 		c := f.chunk()
-		c.Usage = usageOf(res.Usage)
+		c.Usage = UsageOf(res.Usage)
+		if f.paced {
+			m := PacedMetricsOf(res)
+			c.Usage.Paced = &m
+		}
 		evs = append(evs, c)
 	}
 	return evs
@@ -171,6 +206,6 @@ func (f *chatResponder) whole(text string, res engine.Result) any {
 	return &chatCompletion{
 		header:  h,
 		Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
-		Usage:   usageOf(res.Usage),
+		Usage:   UsageOf(res.Usage),
 	}
 }

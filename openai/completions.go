@@ -50,7 +50,7 @@ type textChoice struct {
 type textCompletion struct {
 	header
 	Choices []textChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
+	Usage   *Usage       `json:"usage,omitempty"`
 }
 
 func (f *textResponder) object(choices ...textChoice) *textCompletion {
@@ -61,7 +61,7 @@ func (f *textResponder) object(choices ...textChoice) *textCompletion {
 
 func (f *textResponder) streamStart() any { return nil }
 
-func (f *textResponder) streamText(text string, _ int) any {
+func (f *textResponder) streamText(text string, _ engine.Chunk) any {
 	return f.object(textChoice{Text: text})
 }
 
@@ -69,7 +69,7 @@ func (f *textResponder) streamEnd(res engine.Result) []any {
 	evs := []any{f.object(textChoice{FinishReason: finishReason(res)})}
 	if f.includeUsage {
 		c := f.object()
-		c.Usage = usageOf(res.Usage)
+		c.Usage = UsageOf(res.Usage)
 		evs = append(evs, c)
 	}
 	return evs
@@ -77,6 +77,6 @@ func (f *textResponder) streamEnd(res engine.Result) []any {
 
 func (f *textResponder) whole(text string, res engine.Result) any {
 	c := f.object(textChoice{Text: text, FinishReason: finishReason(res)})
-	c.Usage = usageOf(res.Usage)
+	c.Usage = UsageOf(res.Usage)
 	return c
 }

@@ -24,6 +24,12 @@ func decodeBody(r *http.Request, v any) *Error {
 	if err != nil {
 		return readError(err)
 	}
+	return decodeJSON(b, v)
+}
+
+// decodeJSON decodes b, one JSON object in valid UTF-8, into v (see
+// decodeBody).
+func decodeJSON(b []byte, v any) *Error {
 	if off := invalidUTF8(b); off >= 0 {
 		return invalid("", "request body is not valid UTF-8: invalid byte 0x%02x at offset %d", b[off], off)
 	}

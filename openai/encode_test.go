@@ -91,7 +91,7 @@ func TestChatEncoding(t *testing.T) {
 	res := engine.Result{FinishReason: engine.FinishLength, Usage: engine.Usage{PromptTokens: 10, CachedTokens: 4, CompletionTokens: 3}}
 	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: true}
 	var events []string
-	for _, ev := range append([]any{f.streamStart(), f.streamText("Hi", 1)}, f.streamEnd(res)...) {
+	for _, ev := range append([]any{f.streamStart(), f.streamText("Hi", engine.Chunk{Tokens: 1})}, f.streamEnd(res)...) {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestTextEncoding(t *testing.T) {
 	if f.streamStart() != nil {
 		t.Error("text completions stream has a start event")
 	}
-	check(f.streamText("a", 1), `{`+h+`,"choices":[{"text":"a","index":0,"logprobs":null,"finish_reason":null}]}`)
+	check(f.streamText("a", engine.Chunk{Tokens: 1}), `{`+h+`,"choices":[{"text":"a","index":0,"logprobs":null,"finish_reason":null}]}`)
 	if evs := f.streamEnd(res); len(evs) != 1 {
 		t.Errorf("%d end events without include_usage, want 1", len(evs))
 	} else {
@@ -149,7 +149,7 @@ func TestTextEncoding(t *testing.T) {
 
 func TestLlamaEncoding(t *testing.T) {
 	f := &llamaResponder{model: "tiny"}
-	b, _ := json.Marshal(f.streamText("a", 2))
+	b, _ := json.Marshal(f.streamText("a", engine.Chunk{Tokens: 2}))
 	if want := `{"content":"a","stop":false,"tokens_predicted":2}`; string(b) != want {
 		t.Errorf("partial %s, want %s", b, want)
 	}

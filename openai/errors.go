@@ -36,18 +36,28 @@ func invalid(param, format string, args ...any) *Error {
 
 // envelope is the JSON shape of an error response and of an error event.
 type envelope struct {
-	Error errorBody `json:"error"`
+	Error ErrorObject `json:"error"`
 }
 
-type errorBody struct {
+// ErrorObject is the envelope's "error" object.
+type ErrorObject struct {
 	Message string  `json:"message"`
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
 }
 
+// Envelope is e as OpenAI's error envelope, {"error":{...}}, for JSON.
+func (e *Error) Envelope() any { return e.envelope() }
+
+// Object is e as the envelope's "error" object.
+func (e *Error) Object() *ErrorObject {
+	o := e.envelope().Error
+	return &o
+}
+
 func (e *Error) envelope() envelope {
-	return envelope{errorBody{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
+	return envelope{ErrorObject{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
 }
 
 func nilIfEmpty(s string) *string {

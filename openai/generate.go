@@ -15,8 +15,10 @@ import (
 type responder interface {
 	// streamStart is the first event of a stream, nil for none.
 	streamStart() any
-	// streamText is the event carrying generated text.
-	streamText(text string, tokens int) any
+	// streamText is the event carrying generated text: c's text, or
+	// part of it (a character split between chunks waits for the next).
+	// c.Tokens counts the tokens since the previous event.
+	streamText(text string, c engine.Chunk) any
 	// streamEnd are the events after the last text.
 	streamEnd(res engine.Result) []any
 	// whole is the response body when not streaming.
@@ -30,6 +32,7 @@ type genMode struct {
 	promptParam  string // request field reported for prompt errors
 	grammarParam string // request field the grammar came from ("" when none)
 	priority     *int   // the body's "priority", nil when absent
+	pacedID      string // a paced stream's response id: Continue and cancel find it by this
 }
 
 // PriorityHeader carries a request's priority class for clients that
@@ -89,6 +92,11 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		return
 	}
 	defer s.Cancel()
+	var paced *pacedStream
+	if mode.pacedID != "" {
+		paced = a.paced.add(mode.pacedID, s)
+		defer a.paced.remove(mode.pacedID)
+	}
 
 	if !mode.stream {
 		var text strings.Builder
@@ -158,9 +166,11 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		if text == "" {
 			continue
 		}
-		n := ntok
-		ntok = 0
-		if sse.event(f.streamText(text, n)) != nil {
+		c.Tokens, ntok = ntok, 0
+		if paced != nil {
+			paced.sent(c) // before the client can see it and continue
+		}
+		if sse.event(f.streamText(text, c)) != nil {
 			return
 		}
 	}
@@ -174,12 +184,12 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		return
 	}
 	if rest := carry.rest(); rest != "" {
-		if sse.event(f.streamText(rest, ntok)) != nil {
+		if sse.event(f.streamText(rest, engine.Chunk{Tokens: ntok})) != nil {
 			return
 		}
 	}
 	if e != nil {
-		if sse.event(e.envelope()) != nil {
+		if sse.event(e.Envelope()) != nil {
 			return
 		}
 	} else {

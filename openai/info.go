@@ -130,9 +130,20 @@ func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
 	metric("forward_passes_total", "counter", "Model evaluations those steps took (one per step with the unified KV cache).", st.ForwardPasses)
 	metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", st.PromptTokens)
 	metric("prompt_tokens_cached_total", "counter", "Prompt tokens found in a slot or the host cache instead of evaluated.", st.CachedPromptTokens)
-	metric("pauses_total", "counter", "Requests paused for a request of a better priority class.", st.Pauses)
+	metric("preemptions_total", "counter", "Requests preempted for a request of a better priority class.", st.Preemptions)
 	metric("host_cache_bytes", "gauge", "Host memory holding KV state of evicted prefixes.", uint64(st.HostCacheBytes))
 	metric("host_cache_restored_total", "counter", "Prefixes restored from the host cache.", st.HostCacheRestored)
+	p := st.Paced
+	metric("slots_paused", "gauge", "Slots holding a paced answer that waits for continue.", uint64(st.SlotsPaused))
+	metric("paced_requests_total", "counter", "Paced (voice) answers finished.", p.Requests)
+	metric("paced_chunks_total", "counter", "Chunks of paced answers.", p.Chunks)
+	metric("paced_interrupted_total", "counter", "Paced answers interrupted (barge-in or closed socket).", p.Interrupted)
+	metric("paced_pause_timeouts_total", "counter", "Paced answers ended because nobody continued them.", p.PauseTimeouts)
+	metric("paced_prompt_tokens_cached_total", "counter", "Prompt tokens of paced answers found cached.", p.CachedTokens)
+	metric("paced_prompt_tokens_evaluated_total", "counter", "Prompt tokens of paced answers evaluated.", p.PromptEvaluated)
+	metric("paced_reevaluated_tokens_total", "counter", "Tokens of paced answers evaluated a second time (0 unless preempted without a cache).", p.Reevaluated)
+	fmt.Fprintf(&b, "# HELP corral_paced_first_chunk_seconds Submit to first chunk of paced answers.\n# TYPE corral_paced_first_chunk_seconds summary\n"+
+		"corral_paced_first_chunk_seconds_sum %g\ncorral_paced_first_chunk_seconds_count %d\n", p.FirstChunk.Seconds(), p.FirstChunkCount)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write([]byte(b.String()))
 }

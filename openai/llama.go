@@ -136,8 +136,8 @@ type llamaTimings struct {
 
 func (f *llamaResponder) streamStart() any { return nil }
 
-func (f *llamaResponder) streamText(text string, tokens int) any {
-	f.predicted += tokens
+func (f *llamaResponder) streamText(text string, c engine.Chunk) any {
+	f.predicted += c.Tokens
 	return &llamaPartial{Content: text, TokensPredicted: f.predicted}
 }
 

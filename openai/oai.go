@@ -54,18 +54,20 @@ func (p *oaiParams) includeUsage() bool {
 	return p.StreamOptions != nil && p.StreamOptions.IncludeUsage
 }
 
-// usage is OpenAI's token accounting.
-type usage struct {
+// Usage is OpenAI's token accounting.
+type Usage struct {
 	PromptTokens        int `json:"prompt_tokens"`
 	CompletionTokens    int `json:"completion_tokens"`
 	TotalTokens         int `json:"total_tokens"`
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	// Paced are a paced response's measurements (corral's extension).
+	Paced *PacedMetrics `json:"paced,omitempty"`
 }
 
-func usageOf(u engine.Usage) *usage {
-	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+func UsageOf(u engine.Usage) *Usage {
+	out := &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 	out.PromptTokensDetails.CachedTokens = u.CachedTokens
 	return out
 }

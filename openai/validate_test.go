@@ -27,13 +27,13 @@ func serve(t *testing.T, fake *fakeEngine, h func(*API, http.ResponseWriter, *ht
 }
 
 // decodeEnvelope parses an error response, failing t when it is not one.
-func decodeEnvelope(t *testing.T, w *httptest.ResponseRecorder) errorBody {
+func decodeEnvelope(t *testing.T, w *httptest.ResponseRecorder) ErrorObject {
 	t.Helper()
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q, want application/json", ct)
 	}
 	var env struct {
-		Error *errorBody `json:"error"`
+		Error *ErrorObject `json:"error"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.Error == nil {
 		t.Fatalf("body %q is not an error envelope: %v", w.Body, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/voice"
 )
 
 // Defaults for zero Config fields.
@@ -126,11 +127,17 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // left, which cancels their requests. It returns nil after a shutdown
 // caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Requests' contexts end with base at the end of the grace period:
+	// http.Server.Close does not reach hijacked connections (voice
+	// WebSockets), whose handlers end with their context.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -148,6 +155,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("in-flight requests outlived the shutdown grace; closing them", "err", err)
 		hs.Close()
 	}
+	cancelBase()
+	wctx, cancelWait := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancelWait()
+	s.waitIdle(wctx) // handlers whose context just ended, WebSockets too
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}
@@ -187,6 +198,14 @@ var apiRoutes = []route{
 	{http.MethodGet, []string{"/slots"}, (*openai.API).Slots},
 	{http.MethodGet, []string{"/props"}, (*openai.API).Props},
 	{http.MethodGet, []string{"/metrics"}, (*openai.API).Metrics},
+	{http.MethodPost, []string{"/v1/chat/completions/{id}/continue", "/chat/completions/{id}/continue"}, (*openai.API).ContinueChat},
+	{http.MethodPost, []string{"/v1/chat/completions/{id}/cancel", "/chat/completions/{id}/cancel"}, (*openai.API).CancelChat},
+	{http.MethodGet, []string{"/v1/voice"}, serveVoice},
+}
+
+// serveVoice serves the voice WebSocket (package voice) on the API.
+func serveVoice(a *openai.API, w http.ResponseWriter, r *http.Request) {
+	voice.Serve(w, r, a, voice.Options{Logger: a.Logger()})
 }
 
 func (s *Server) routes() http.Handler {

@@ -1,0 +1,343 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// storyPrompt makes TinyStories656K tell a story of many sentences. Its
+// tokens are a prefix of the tokens of itself followed by what the model
+// writes (not so for "Once upon a time").
+const storyPrompt = "Lily and Tom went to the park.\n"
+
+// pacedStory is a greedy paced request for storyPrompt.
+func pacedStory(n int) engine.Request {
+	req := greedy(storyPrompt, n)
+	req.IgnoreEOS = false
+	req.Chunking = &engine.Chunking{}
+	return req
+}
+
+// nextChunk receives one chunk of a paced stream (io.EOF at the end).
+func nextChunk(t *testing.T, s *engine.Stream) (engine.Chunk, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), pollDeadline)
+	defer cancel()
+	c, err := s.Recv(ctx)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv: %v", err)
+	}
+	return c, err
+}
+
+// pace reads a paced stream to the end, from chunk index from on,
+// continuing after every chunk, and checks the chunks' indexes and flags.
+func pace(t *testing.T, s *engine.Stream, from int) ([]engine.Chunk, engine.Result) {
+	t.Helper()
+	var cs []engine.Chunk
+	for {
+		c, err := nextChunk(t, s)
+		if err == io.EOF {
+			res := s.Result()
+			if n := len(cs); n > 0 && !cs[n-1].Last && res.FinishReason != engine.FinishPauseTimeout {
+				t.Errorf("the final chunk is not marked Last: %+v", cs[n-1])
+			}
+			if res.Chunks != from+len(cs) {
+				t.Errorf("Result.Chunks = %d, received %d after %d", res.Chunks, len(cs), from)
+			}
+			return cs, res
+		}
+		if c.Index != from+len(cs) {
+			t.Fatalf("chunk %d has index %d", from+len(cs), c.Index)
+		}
+		if strings.TrimSpace(c.Text) == "" {
+			t.Errorf("chunk %d is blank: %q", c.Index, c.Text)
+		}
+		cs = append(cs, c)
+		if c.Held {
+			s.Continue(c.Index)
+		}
+	}
+}
+
+func joined(cs []engine.Chunk) string {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// slotOf returns the slot serving request id.
+func slotOf(t *testing.T, e *engine.Engine, id uint64) engine.SlotInfo {
+	t.Helper()
+	infos, err := e.Slots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.RequestID == id {
+			return in
+		}
+	}
+	t.Fatalf("no slot serves request %d: %+v", id, infos)
+	return engine.SlotInfo{}
+}
+
+// waitPaused polls until request s is paused in its slot.
+func waitPaused(t *testing.T, e *engine.Engine, s *engine.Stream) engine.SlotInfo {
+	t.Helper()
+	var in engine.SlotInfo
+	poll(t, fmt.Sprintf("waiting for request %d to pause", s.ID()), func() (bool, string) {
+		infos, _ := e.Slots(context.Background())
+		for _, in = range infos {
+			if in.RequestID == s.ID() && in.State == "paused" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", infos)
+	})
+	return in
+}
+
+// TestPacedEqualsUnpaced: the chunks of a paced greedy response,
+// concatenated, are the unpaced response, and it evaluates exactly as many
+// tokens: pausing re-evaluates nothing. Chunks end at sentence ends.
+func TestPacedEqualsUnpaced(t *testing.T) {
+	model := testmodel.TinyStories656K
+	req := pacedStory(120)
+	e := newEngine(t, model, engine.Config{Parallel: 1})
+	cs, res := pace(t, submit(t, e, req), 0)
+
+	plain := req
+	plain.Chunking = nil
+	u := newEngine(t, model, engine.Config{Parallel: 1})
+	want, wres := collect(t, submit(t, u, plain))
+
+	if got := joined(cs); got != want {
+		t.Fatalf("paced text differs from unpaced:\n got %q\nwant %q", got, want)
+	}
+	for _, c := range cs {
+		t.Logf("chunk %d (%d tokens, held %v): %q", c.Index, c.Tokens, c.Held, c.Text)
+	}
+	if len(cs) < 4 {
+		t.Fatalf("only %d chunks for %q", len(cs), want)
+	}
+	if res.Usage.EvaluatedTokens != wres.Usage.EvaluatedTokens || res.Usage.CompletionTokens != wres.Usage.CompletionTokens {
+		t.Errorf("paced usage %+v, unpaced %+v: tokens evaluated again", res.Usage, wres.Usage)
+	}
+	for _, c := range cs[:len(cs)-1] {
+		if !c.Held {
+			t.Errorf("chunk %d %q was not held", c.Index, c.Text)
+		}
+		if end := strings.TrimRight(c.Text, " \n\"'"); !strings.HasSuffix(end, ".") && !strings.HasSuffix(end, "!") &&
+			!strings.HasSuffix(end, "?") && !strings.HasSuffix(c.Text, "\n") {
+			t.Errorf("chunk %d %q does not end a sentence or a line", c.Index, c.Text)
+		}
+	}
+	if res.Timings.FirstChunk <= 0 || res.Timings.FirstChunk > res.Timings.Total {
+		t.Errorf("time to first chunk %v of %v", res.Timings.FirstChunk, res.Timings.Total)
+	}
+	st := settled(t, e, 1)
+	if st.Paced.Requests != 1 || st.Paced.Chunks != uint64(len(cs)) || st.Paced.Reevaluated != 0 || st.Paced.FirstChunkCount != 1 {
+		t.Errorf("paced stats %+v after %d chunks", st.Paced, len(cs))
+	}
+	if st.ForwardPasses != st.Steps {
+		t.Errorf("%d forward passes in %d steps", st.ForwardPasses, st.Steps)
+	}
+}
+
+// TestPausedSlotSitsOut: while a paced request is paused its slot keeps
+// its cache and takes no part in the batches another request decodes in;
+// Continue resumes it.
+func TestPausedSlotSitsOut(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 2})
+	p := submit(t, e, pacedStory(80))
+	c, _ := nextChunk(t, p)
+	if !c.Held {
+		t.Fatalf("first chunk %+v not held", c)
+	}
+	before := waitPaused(t, e, p)
+	stepsBefore := e.Stats().Steps
+	other, res := collect(t, submit(t, e, greedy("Tom had a red ball", 40)))
+	if res.Usage.CompletionTokens != 40 {
+		t.Fatalf("the other request: %q %+v", other, res)
+	}
+	after := slotOf(t, e, p.ID())
+	if after.State != "paused" || after.CachedTokens != before.CachedTokens || after.Decoded != before.Decoded {
+		t.Fatalf("the paused slot moved while another request decoded: before %+v, after %+v", before, after)
+	}
+	if st := e.Stats(); st.Steps < stepsBefore+40 || st.SlotsPaused != 1 {
+		t.Fatalf("stats %+v: want 40 more steps than %d and one paused slot", st, stepsBefore)
+	}
+	p.Continue(c.Index)
+	rest, r := pace(t, p, 1)
+	if r.FinishReason != engine.FinishLength && r.FinishReason != engine.FinishStop || len(rest) == 0 {
+		t.Fatalf("after Continue: %d chunks, %+v", len(rest), r)
+	}
+}
+
+// TestPauseTimeout: a paced request nobody continues ends with
+// FinishPauseTimeout, and its tokens stay cached: the prompt re-sent with
+// the text so far is found in the cache.
+func TestPauseTimeout(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	req := pacedStory(80)
+	req.PauseTimeout = 20 * time.Millisecond
+	s := submit(t, e, req)
+	c, _ := nextChunk(t, s)
+	if _, err := nextChunk(t, s); err != io.EOF {
+		t.Fatal("a chunk after the pause that was not continued")
+	}
+	res := s.Result()
+	if res.FinishReason != engine.FinishPauseTimeout || res.Chunks != 1 {
+		t.Fatalf("result %+v, want pause_timeout after 1 chunk", res)
+	}
+	again := greedy(storyPrompt+c.Text, 4)
+	prompt := tokens(t, e, again.Prompt)
+	_, r := collect(t, submit(t, e, again))
+	if r.Usage.CachedTokens <= len(tokens(t, e, storyPrompt)) {
+		t.Fatalf("re-sent prompt of %d tokens found %d cached", len(prompt), r.Usage.CachedTokens)
+	}
+	if st := settled(t, e, 2); st.Paced.PauseTimeouts != 1 {
+		t.Fatalf("stats %+v", st.Paced)
+	}
+}
+
+// TestCancelPacedInEveryState: a paced request ends in one step when
+// cancelled while queued behind a paused one, while paused, or after a
+// Continue; no slot stays busy.
+func TestCancelPacedInEveryState(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	a := submit(t, e, pacedStory(200))
+	c, _ := nextChunk(t, a)
+	waitPaused(t, e, a)
+
+	b := submit(t, e, pacedStory(200)) // queued: the only slot is paused
+	b.Cancel()
+	if _, res := collect(t, b); res.FinishReason != engine.FinishCancelled || res.Usage.CompletionTokens != 0 {
+		t.Fatalf("queued: %+v", res)
+	}
+	if in := slotOf(t, e, a.ID()); in.State != "paused" {
+		t.Fatalf("the paused request lost its slot: %+v", in)
+	}
+	a.Continue(c.Index)
+	a.Cancel()
+	if _, res := collect(t, a); res.FinishReason != engine.FinishCancelled {
+		t.Fatalf("continued then cancelled: %+v", res)
+	}
+	waitIdle(t, e)
+
+	d := submit(t, e, pacedStory(200))
+	nextChunk(t, d)
+	waitPaused(t, e, d)
+	d.Cancel()
+	if _, res := collect(t, d); res.FinishReason != engine.FinishCancelled {
+		t.Fatalf("paused: %+v", res)
+	}
+	waitIdle(t, e)
+}
+
+// TestInterruptKeepsWhatWasSpoken: after an interrupt the slot's cache
+// holds the prompt and the tokens of the text that was spoken, no more,
+// and the next turn (the spoken text and a new line) finds them cached as
+// far as its tokens are the same: this model's greedy tokens are not
+// always what its tokenizer makes of their text.
+func TestInterruptKeepsWhatWasSpoken(t *testing.T) {
+	const story = storyPrompt
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	req := pacedStory(200)
+	req.Prompt = story
+	s := submit(t, e, req)
+	first, _ := nextChunk(t, s)
+	s.Continue(first.Index)
+	if second, _ := nextChunk(t, s); !second.Held {
+		t.Fatalf("second chunk %+v", second)
+	}
+	spoken := utf8.RuneCountInString(first.Text) + 3 // a few characters into the second chunk
+	slot := slotOf(t, e, s.ID()).ID
+	s.Interrupt(spoken)
+	_, res := collect(t, s)
+	if res.FinishReason != engine.FinishInterrupted || res.Chunks != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	prompt := tokens(t, e, story)
+	infos, _ := e.Slots(context.Background())
+	if got, want := infos[slot].CachedTokens, len(prompt)+first.Tokens; got != want {
+		t.Errorf("after the interrupt the slot holds %d tokens, want the prompt and the first chunk: %d", got, want)
+	}
+	next := greedy(story+first.Text+"\nThe end.", 8)
+	_, r := collect(t, submit(t, e, next))
+	if c := r.Usage.CachedTokens; c <= len(prompt) || c > len(prompt)+first.Tokens {
+		t.Errorf("the next turn found %d tokens cached, want more than the %d of the prompt, at most %d", c, len(prompt), len(prompt)+first.Tokens)
+	}
+	if st := settled(t, e, 2); st.Paced.Interrupted != 1 {
+		t.Errorf("stats %+v", st.Paced)
+	}
+}
+
+// TestContinueAheadDoesNotPause: Continue with a chunk index not reached
+// yet lets the request run through those chunks without pausing.
+func TestContinueAheadDoesNotPause(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	s := submit(t, e, pacedStory(60))
+	s.Continue(1 << 20)
+	cs, res := pace(t, s, 0)
+	for _, c := range cs {
+		if c.Held {
+			t.Errorf("chunk %d held after Continue ahead", c.Index)
+		}
+	}
+	if len(cs) < 2 || res.Timings.Held != 0 {
+		t.Errorf("%d chunks, held %v", len(cs), res.Timings.Held)
+	}
+}
+
+// TestPausedRequestIsPreemptedFirst: a request of a better class takes
+// the slot of a paused one, which continues afterwards with the text it
+// would have had anyway.
+func TestPausedRequestIsPreemptedFirst(t *testing.T) {
+	model := testmodel.TinyStories656K
+	req := pacedStory(100)
+	req.Priority = 1
+	plain := req
+	plain.Chunking = nil
+	want := alone(t, model, plain)
+
+	e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20})
+	p := submit(t, e, req)
+	c, _ := nextChunk(t, p)
+	waitPaused(t, e, p)
+	if _, res := collect(t, submit(t, e, greedy("Tom had a red ball", 10))); res.Usage.CompletionTokens != 10 {
+		t.Fatalf("the better-class request: %+v", res)
+	}
+	p.Continue(c.Index)
+	rest, res := pace(t, p, 1)
+	if res.Preemptions != 1 {
+		t.Errorf("%d preemptions, want 1", res.Preemptions)
+	}
+	if got := c.Text + joined(rest); got != want {
+		t.Errorf("text after a preemption while paused:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestBadChunking(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	for _, req := range []engine.Request{
+		{Prompt: "x", Chunking: &engine.Chunking{FirstMinTokens: -1}},
+		{Prompt: "x", Chunking: &engine.Chunking{}, PauseTimeout: -time.Second},
+	} {
+		if _, err := e.Submit(context.Background(), req); !errors.Is(err, engine.ErrBadChunking) {
+			t.Errorf("%+v: err %v, want ErrBadChunking", req, err)
+		}
+	}
+}

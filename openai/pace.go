@@ -1,0 +1,247 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// Paced chat completions, for voice agents: "chunking" on a streamed
+// /v1/chat/completions request makes the engine cut the answer into
+// sentence-sized chunks and pause after each one, holding the slot, its KV
+// cache and the sampler, until the client says its text-to-speech is done
+// with the chunk:
+//
+//	POST /v1/chat/completions/{id}/continue   {"index": n}   (optional; default: the last chunk sent)
+//	POST /v1/chat/completions/{id}/cancel     {"spoken_chars": n}   (optional)
+//
+// {id} is the stream's response id. A cancel with spoken_chars is an
+// interrupt: the KV cache keeps the prompt and the tokens of the first n
+// characters, what the listener heard (see engine.Stream.Interrupt). Each
+// text event carries "chunk": {"index", "held", "last"}; the usage chunk
+// (stream_options.include_usage) carries "paced" metrics. The WebSocket
+// face of the same mechanism is package voice.
+
+// chunkingParams is the request's "chunking" object (see engine.Chunking).
+type chunkingParams struct {
+	FirstMinTokens *int     `json:"first_min_tokens"`
+	FirstMaxTokens *int     `json:"first_max_tokens"`
+	MaxChars       *int     `json:"max_chars"`
+	PauseTimeout   *float64 `json:"pause_timeout"` // seconds
+}
+
+// MaxPauseTimeout bounds a request's pause_timeout.
+const MaxPauseTimeout = time.Hour
+
+// engine converts p; nil p is no chunking.
+func (p *chunkingParams) engine() (*engine.Chunking, time.Duration, *Error) {
+	if p == nil {
+		return nil, 0, nil
+	}
+	var c engine.Chunking
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{
+		{"first_min_tokens", p.FirstMinTokens, &c.FirstMinTokens},
+		{"first_max_tokens", p.FirstMaxTokens, &c.FirstMaxTokens},
+		{"max_chars", p.MaxChars, &c.MaxChars},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 || *f.v > 1<<20 {
+			return nil, 0, invalid("chunking", "'chunking.%s' must be in [1, %d], got %d", f.name, 1<<20, *f.v)
+		}
+		*f.dst = *f.v
+	}
+	if c.FirstMinTokens > 0 && c.FirstMaxTokens > 0 && c.FirstMinTokens > c.FirstMaxTokens {
+		return nil, 0, invalid("chunking", "'chunking.first_min_tokens' (%d) is more than 'first_max_tokens' (%d)", c.FirstMinTokens, c.FirstMaxTokens)
+	}
+	var timeout time.Duration
+	if p.PauseTimeout != nil {
+		s := *p.PauseTimeout
+		if !(s > 0 && s <= MaxPauseTimeout.Seconds()) {
+			return nil, 0, invalid("chunking", "'chunking.pause_timeout' must be in (0, %g] seconds, got %g", MaxPauseTimeout.Seconds(), s)
+		}
+		timeout = time.Duration(s * float64(time.Second))
+	}
+	return &c, timeout, nil
+}
+
+// chunkInfo is a paced stream event's place in the answer.
+type chunkInfo struct {
+	Index int  `json:"index"`
+	Held  bool `json:"held"` // the answer pauses after this chunk until continue
+	Last  bool `json:"last"`
+}
+
+// PacedMetrics are one paced response's measurements: its slot, chunks,
+// total time, prompt tokens found cached and evaluated, and time to first
+// chunk.
+type PacedMetrics struct {
+	SlotID          int     `json:"slot_id"`
+	Chunks          int     `json:"chunks"`
+	TotalMS         float64 `json:"total_ms"`
+	FirstChunkMS    float64 `json:"time_to_first_chunk_ms"`
+	HeldMS          float64 `json:"held_ms"` // time paused, waiting for continue
+	CachedTokens    int     `json:"cached_tokens"`
+	EvaluatedTokens int     `json:"evaluated_tokens"` // prompt and generated tokens put through the model
+	CacheHitRatio   float64 `json:"cache_hit_ratio"`  // cached / prompt tokens
+	FinishReason    string  `json:"finish_reason"`
+}
+
+// PacedMetricsOf measures a finished paced response.
+func PacedMetricsOf(res engine.Result) PacedMetrics {
+	u := res.Usage
+	m := PacedMetrics{
+		SlotID: res.Slot, Chunks: res.Chunks, TotalMS: ms(res.Timings.Total), FirstChunkMS: ms(res.Timings.FirstChunk),
+		HeldMS: ms(res.Timings.Held), CachedTokens: u.CachedTokens, EvaluatedTokens: u.EvaluatedTokens,
+		FinishReason: string(res.FinishReason),
+	}
+	if u.PromptTokens > 0 {
+		m.CacheHitRatio = float64(u.CachedTokens) / float64(u.PromptTokens)
+	}
+	return m
+}
+
+// PacedChat starts a paced chat completion for another face of the API
+// (package voice): body is a chat completion request, its "chunking"
+// object optional (defaults); it is never streamed as HTTP. The request
+// lives until ctx ends or it finishes.
+func (a *API) PacedChat(ctx context.Context, body []byte) (*engine.Stream, *Error) {
+	var req chatRequest
+	if e := decodeJSON(body, &req); e != nil {
+		return nil, e
+	}
+	if req.Chunking == nil {
+		req.Chunking = &chunkingParams{}
+	}
+	r, e := a.chatRequest(&req)
+	if e != nil {
+		return nil, e
+	}
+	if r.Priority, e = priority(req.Priority, nil); e != nil {
+		return nil, e
+	}
+	s, err := a.eng.Submit(ctx, r)
+	if err != nil {
+		e := submitError(err, "messages")
+		return nil, e
+	}
+	return s, nil
+}
+
+// pacedStreams finds the paced streams being served by response id.
+type pacedStreams struct {
+	m sync.Map // id → *pacedStream
+}
+
+// pacedStream is one paced response being served.
+type pacedStream struct {
+	s    *engine.Stream
+	last atomic.Int64 // index of the last chunk sent, -1 before the first
+}
+
+func (p *pacedStreams) add(id string, s *engine.Stream) *pacedStream {
+	ps := &pacedStream{s: s}
+	ps.last.Store(-1)
+	p.m.Store(id, ps)
+	return ps
+}
+
+func (p *pacedStreams) remove(id string) { p.m.Delete(id) }
+
+func (p *pacedStreams) get(id string) (*pacedStream, *Error) {
+	v, ok := p.m.Load(id)
+	if !ok {
+		return nil, &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
+			Message: fmt.Sprintf("no paced response %q is streaming (it finished, or never existed)", id)}
+	}
+	return v.(*pacedStream), nil
+}
+
+// sent records a chunk written to the client.
+func (ps *pacedStream) sent(c engine.Chunk) { ps.last.Store(int64(c.Index)) }
+
+// continueBody is the optional body of .../continue.
+type continueBody struct {
+	Index *int `json:"index"`
+}
+
+// cancelBody is the optional body of .../cancel.
+type cancelBody struct {
+	SpokenChars *int `json:"spoken_chars"`
+}
+
+// pacedAck is the answer to continue and cancel.
+type pacedAck struct {
+	ID     string `json:"id"`
+	Object string `json:"object"` // "chat.completion.continue" or ".cancel"
+	Index  *int   `json:"index,omitempty"` // continue: the chunk continued
+}
+
+// ContinueChat serves POST /v1/chat/completions/{id}/continue: the paced
+// response goes on past the chunk given by index (default: the last one
+// sent).
+func (a *API) ContinueChat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var body continueBody
+	if r.ContentLength != 0 {
+		if e := decodeBody(r, &body); e != nil {
+			WriteError(w, e)
+			return
+		}
+	}
+	ps, e := a.paced.get(id)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	index := int(ps.last.Load())
+	if body.Index != nil {
+		if *body.Index < 0 {
+			WriteError(w, invalid("index", "'index' must be >= 0, got %d", *body.Index))
+			return
+		}
+		index = *body.Index
+	}
+	ps.s.Continue(index)
+	writeJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.continue", Index: &index})
+}
+
+// CancelChat serves POST /v1/chat/completions/{id}/cancel: the response
+// ends, its stream with finish_reason "interrupted"; spoken_chars says how
+// much of it the listener heard (default: all that was generated).
+func (a *API) CancelChat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var body cancelBody
+	if r.ContentLength != 0 {
+		if e := decodeBody(r, &body); e != nil {
+			WriteError(w, e)
+			return
+		}
+	}
+	if body.SpokenChars != nil && *body.SpokenChars < 0 {
+		WriteError(w, invalid("spoken_chars", "'spoken_chars' must be >= 0, got %d", *body.SpokenChars))
+		return
+	}
+	ps, e := a.paced.get(id)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	spoken := math.MaxInt32 // all of it
+	if body.SpokenChars != nil {
+		spoken = *body.SpokenChars
+	}
+	ps.s.Interrupt(spoken)
+	writeJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.cancel"})
+}

@@ -1,0 +1,338 @@
+package voice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai"
+)
+
+// Generator starts paced chat answers; *openai.API is one. body is a chat
+// completion request (all messages of the conversation so far).
+type Generator interface {
+	PacedChat(ctx context.Context, body []byte) (*engine.Stream, *openai.Error)
+}
+
+// MaxMessage bounds one client message (a turn with its messages).
+const MaxMessage = 4 << 20
+
+// Options configure Serve.
+type Options struct {
+	// OriginPatterns are the hosts besides the request's own whose web
+	// pages may open a socket (websocket.AcceptOptions); empty: same
+	// origin only.
+	OriginPatterns []string
+	// Logger receives a line per session; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Serve upgrades the request to a WebSocket and runs one conversation on
+// it until the client closes it or ctx (the request's) ends.
+func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opt.OriginPatterns})
+	if err != nil {
+		return // Accept has answered the request
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	conn.SetReadLimit(MaxMessage)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s := &session{conn: conn, g: g, log: log, msgs: make(chan []byte)}
+	go s.read(ctx)
+	err = s.run(ctx)
+	cancel()
+	switch {
+	case err == nil, errors.Is(err, errClosed):
+		conn.Close(websocket.StatusNormalClosure, "")
+	default:
+		log.Debug("voice session ended", "err", err)
+		conn.CloseNow()
+	}
+}
+
+// errClosed means the client closed the socket (or it broke).
+var errClosed = errors.New("voice: socket closed")
+
+// session is one socket's conversation. Its goroutine (run) owns the
+// conversation; read forwards client messages to it.
+type session struct {
+	conn    *websocket.Conn
+	g       Generator
+	log     *slog.Logger
+	msgs    chan []byte       // client messages; closed when the socket is
+	history []json.RawMessage // the conversation's messages
+}
+
+// read forwards client messages until the socket closes or ctx ends.
+func (s *session) read(ctx context.Context) {
+	defer close(s.msgs)
+	for {
+		typ, b, err := s.conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			b = nil // answered with an error by the session
+		}
+		select {
+		case s.msgs <- b:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// run serves turns until the socket closes.
+func (s *session) run(ctx context.Context) error {
+	for {
+		b, ok := <-s.msgs
+		if !ok {
+			return errClosed
+		}
+		ev, bad := decodeClient(b)
+		var err error
+		switch {
+		case bad != nil:
+			err = s.send(ctx, errorEvent(bad))
+		case ev.Type == TypeCreate:
+			err = s.turn(ctx, b)
+		case ev.Type == TypeContinue || ev.Type == TypeInterrupt:
+			err = s.send(ctx, errorEvent(invalid("type", "%q outside an answer: send response.create first", ev.Type)))
+		default:
+			err = s.send(ctx, errorEvent(invalid("type", "unknown message type %q", ev.Type)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// turn runs one response.create: the answer is generated paced, each
+// chunk sent after the client continued the one before, and what the
+// listener heard joins the conversation.
+func (s *session) turn(ctx context.Context, b []byte) error {
+	body, msgs, e := s.request(b)
+	if e != nil {
+		return s.send(ctx, errorEvent(e))
+	}
+	stream, e := s.g.PacedChat(ctx, body)
+	if e != nil {
+		return s.send(ctx, errorEvent(e))
+	}
+	defer stream.Cancel()
+	id := fmt.Sprintf("resp-%d", stream.ID())
+	if err := s.send(ctx, ServerEvent{Type: TypeCreated, ID: id}); err != nil {
+		return err
+	}
+
+	// Chunks come from the engine through pump; the session sends one,
+	// waits for the client's continue, then the next.
+	chunks := make(chan engine.Chunk)
+	pumped := make(chan struct{})
+	go pump(ctx, stream, chunks, pumped)
+	defer func() {
+		stream.Cancel()
+		for range chunks { // let pump see the end
+		}
+		<-pumped
+	}()
+
+	in := chunks // nil once the engine delivered everything
+	var (
+		queue    []engine.Chunk
+		waiting  *engine.Chunk // sent, not yet continued
+		text     strings.Builder
+		heard    int // characters of the chunks the client continued
+		spoken   = -1
+		finished bool // the engine delivered everything
+		closed   error
+	)
+	for closed == nil && spoken < 0 && !(finished && waiting == nil && len(queue) == 0) {
+		if waiting == nil && len(queue) > 0 {
+			c := queue[0]
+			queue = queue[1:]
+			ev := ServerEvent{Type: TypeChunk, ID: id, Index: &c.Index, Text: c.Text, Last: c.Last}
+			if err := s.send(ctx, ev); err != nil {
+				return err
+			}
+			text.WriteString(c.Text)
+			waiting = &c
+			continue
+		}
+		select {
+		case c, ok := <-in:
+			if !ok {
+				finished, in = true, nil
+				continue
+			}
+			queue = append(queue, c)
+		case b, ok := <-s.msgs:
+			if !ok {
+				// A closed socket is an interrupt after what was continued.
+				closed, spoken = errClosed, heard
+				stream.Interrupt(spoken)
+				break
+			}
+			ev, bad := decodeClient(b)
+			var err error
+			switch {
+			case bad != nil:
+				err = s.send(ctx, errorEvent(bad))
+			case ev.Type == TypeContinue && waiting == nil:
+				err = s.send(ctx, errorEvent(invalid("type", "continue before a chunk was sent")))
+			case ev.Type == TypeContinue:
+				heard += utf8.RuneCountInString(waiting.Text)
+				if waiting.Held {
+					stream.Continue(waiting.Index)
+				}
+				waiting = nil
+			case ev.Type == TypeInterrupt && (ev.SpokenChars == nil || *ev.SpokenChars < 0):
+				err = s.send(ctx, errorEvent(invalid("spoken_chars", "interrupt needs 'spoken_chars' >= 0")))
+			case ev.Type == TypeInterrupt:
+				spoken = *ev.SpokenChars
+				stream.Interrupt(spoken)
+			case ev.Type == TypeCreate:
+				err = s.send(ctx, errorEvent(invalid("type", "an answer is in progress: interrupt it first")))
+			default:
+				err = s.send(ctx, errorEvent(invalid("type", "unknown message type %q", ev.Type)))
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	// Wait for the engine's final state (an interrupt ends the request
+	// within a step).
+	for range chunks {
+	}
+	<-pumped
+	res := stream.Result()
+	content := text.String()
+	if spoken >= 0 {
+		content = cut(content, spoken)
+	}
+	s.history = append(s.history, msgs...)
+	kept, _ := json.Marshal(Message{Role: "assistant", Content: content})
+	s.history = append(s.history, kept)
+	if closed != nil {
+		return closed
+	}
+	m := openai.PacedMetricsOf(res)
+	done := ServerEvent{Type: TypeDone, ID: id, FinishReason: string(res.FinishReason),
+		Message: &Message{Role: "assistant", Content: content}, Usage: openai.UsageOf(res.Usage), Metrics: &m}
+	if res.FinishReason == engine.FinishError {
+		done.Error = (&openai.Error{Type: openai.TypeServer, Message: fmt.Sprintf("generation failed: %v", res.Err)}).Object()
+	}
+	return s.send(ctx, done)
+}
+
+// pump moves a stream's chunks into out until the stream ends, then
+// closes out and pumped.
+func pump(ctx context.Context, s *engine.Stream, out chan<- engine.Chunk, pumped chan<- struct{}) {
+	defer close(pumped)
+	defer close(out)
+	for {
+		c, err := s.Recv(ctx)
+		if err != nil {
+			return
+		}
+		select {
+		case out <- c:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// request builds the chat completion body for a response.create: the
+// conversation so far (unless reset) and the new messages, with the
+// turn's other fields. It returns the new messages too.
+func (s *session) request(b []byte) ([]byte, []json.RawMessage, *openai.Error) {
+	var c Create
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, nil, invalid("", "invalid response.create: %v", err)
+	}
+	if len(c.Messages) == 0 && (c.Reset || len(s.history) == 0) {
+		return nil, nil, invalid("messages", "'messages' must add at least one message to the conversation")
+	}
+	if c.Reset {
+		s.history = nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, nil, invalid("", "invalid response.create: %v", err)
+	}
+	delete(fields, "type")
+	delete(fields, "reset")
+	delete(fields, "stream")
+	all := append(append([]json.RawMessage{}, s.history...), c.Messages...)
+	msgs, err := json.Marshal(all)
+	if err != nil {
+		return nil, nil, invalid("messages", "%v", err)
+	}
+	fields["messages"] = msgs
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return nil, nil, invalid("", "%v", err)
+	}
+	return body, c.Messages, nil
+}
+
+// decodeClient reads a client message's type; b is nil for a binary one.
+func decodeClient(b []byte) (ClientEvent, *openai.Error) {
+	var ev ClientEvent
+	if b == nil {
+		return ev, invalid("", "messages are JSON text, not binary")
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return ev, invalid("", "invalid JSON message: %v", err)
+	}
+	return ev, nil
+}
+
+// send writes one event.
+func (s *session) send(ctx context.Context, ev ServerEvent) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		if errors.Is(err, io.EOF) || websocket.CloseStatus(err) != -1 {
+			return errClosed
+		}
+		return err
+	}
+	return nil
+}
+
+func errorEvent(e *openai.Error) ServerEvent {
+	return ServerEvent{Type: TypeError, Error: e.Object()}
+}
+
+func invalid(param, format string, args ...any) *openai.Error {
+	return &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// cut returns the first n characters of s.
+func cut(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
