@@ -219,15 +219,6 @@ func (s *scheduler) retire() {
 	s.waiting = kept
 }
 
-func (s *scheduler) freeSlot() bool {
-	for _, sl := range s.slots {
-		if !sl.active() {
-			return true
-		}
-	}
-	return false
-}
-
 // buildBatch fills the batch: first one token for every decoding slot, so
 // running streams never wait behind a prompt, then prompt chunks for
 // prefilling slots in service order (priority, then arrival), until the

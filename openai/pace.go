@@ -184,7 +184,7 @@ type cancelBody struct {
 // pacedAck is the answer to continue and cancel.
 type pacedAck struct {
 	ID     string `json:"id"`
-	Object string `json:"object"` // "chat.completion.continue" or ".cancel"
+	Object string `json:"object"`          // "chat.completion.continue" or ".cancel"
 	Index  *int   `json:"index,omitempty"` // continue: the chunk continued
 }
 
