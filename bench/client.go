@@ -276,6 +276,7 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 // event is what one SSE line said.
 type event struct {
 	content bool   // carried generated text
+	text    string // the text (llama.cpp's /completion)
 	done    bool   // the stream is complete
 	usage   *usage // token usage, when sent
 	errMsg  string // an error object's message
@@ -328,7 +329,7 @@ func (c *Client) parseLine(line []byte) (event, error) {
 	}
 	var ev event
 	if c.API == APILlamaCpp {
-		ev.content = ch.Content != ""
+		ev.content, ev.text = ch.Content != "", ch.Content
 		if ch.Stop {
 			ev.done = true
 			if ch.TokensPredicted > 0 || ch.TokensEvaluated > 0 {

@@ -62,27 +62,33 @@ func (s *scheduler) admit() {
 	s.waiting = append(kept, preempted...)
 }
 
-// victim returns the slot to preempt for r: among the slots r could use
-// whose request is of a worse priority class than r, a paused one (it
-// loses no time), else the one running the request served last by the
-// order of before. Nil when r must wait.
+// victim returns the slot to preempt for r, among the slots r could use:
+// one paused (a paced request waiting for its client computes nothing, so
+// a request of its class or a better one may have its slot; the longest
+// paused goes first), else the one running the request of a worse class
+// than r served last by the order of before. Nil when r must wait.
 func (s *scheduler) victim(r *request) *slot {
 	var v *slot
 	for _, sl := range s.slots {
-		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) || sl.req.params.Priority <= r.params.Priority {
+		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
 			continue
 		}
-		if v == nil {
+		paused := sl.state == statePaused
+		if worse := sl.req.params.Priority > r.params.Priority; !worse && !(paused && sl.req.params.Priority == r.params.Priority) {
+			continue
+		}
+		switch vp := v != nil && v.state == statePaused; {
+		case v == nil:
 			v = sl
-			continue
-		}
-		if p, vp := sl.state == statePaused, v.state == statePaused; p != vp {
-			if p {
+		case paused != vp:
+			if paused {
 				v = sl
 			}
-			continue
-		}
-		if before(sl.req, v.req) > 0 {
+		case paused:
+			if sl.req.gen.pace.heldAt.Before(v.req.gen.pace.heldAt) {
+				v = sl
+			}
+		case before(sl.req, v.req) > 0:
 			v = sl
 		}
 	}
@@ -100,6 +106,12 @@ func (s *scheduler) preempt(sl *slot) *request {
 	tail := sl.pending
 	if sl.state == stateDecode || sl.state == statePaused {
 		tail = []int32{r.gen.last}
+		r.gen.tails++
+	}
+	if sl.state == statePaused {
+		// Its client will continue it soon: keep the history in host
+		// memory whatever its length (place saves only long tails).
+		s.save(sl)
 	}
 	r.resume = append(slices.Clone(sl.cache), tail...)
 	r.gen.preemptions++

@@ -222,6 +222,10 @@ type Usage struct {
 	// (plus a preempted request's history, when it had to be evaluated
 	// again).
 	EvaluatedTokens int
+	// ReevaluatedTokens counts the prompt (or history) tokens evaluated
+	// beyond the uncached prompt: 0 unless a preempted request's history
+	// had to be evaluated again. A paced request pausing adds nothing.
+	ReevaluatedTokens int
 }
 
 // Timings are per-request measurements taken by the scheduler.

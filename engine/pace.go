@@ -163,10 +163,9 @@ func (s *scheduler) pacedDone(r *request, reason FinishReason) {
 		st.Interrupted++
 	}
 	if g.started {
-		fresh := len(r.tokens) - g.cached
 		st.CachedTokens += uint64(g.cached)
 		st.PromptEvaluated += uint64(g.evalPrompt)
-		st.Reevaluated += uint64(max(0, g.evalPrompt-fresh))
+		st.Reevaluated += uint64(g.reevaluated(len(r.tokens)))
 	}
 	if !p.firstChunk.IsZero() {
 		st.FirstChunk += p.firstChunk.Sub(r.submitted)

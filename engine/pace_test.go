@@ -222,7 +222,9 @@ func TestCancelPacedInEveryState(t *testing.T) {
 	c, _ := nextChunk(t, a)
 	waitPaused(t, e, a)
 
-	b := submit(t, e, pacedStory(200)) // queued: the only slot is paused
+	worse := pacedStory(200)
+	worse.Priority = 1
+	b := submit(t, e, worse) // queued: the only slot is paused, for a better class
 	b.Cancel()
 	if _, res := collect(t, b); res.FinishReason != engine.FinishCancelled || res.Usage.CompletionTokens != 0 {
 		t.Fatalf("queued: %+v", res)
@@ -339,5 +341,37 @@ func TestBadChunking(t *testing.T) {
 		if _, err := e.Submit(context.Background(), req); !errors.Is(err, engine.ErrBadChunking) {
 			t.Errorf("%+v: err %v, want ErrBadChunking", req, err)
 		}
+	}
+}
+
+// TestPausedSlotIsLent: a request of the same class that finds no free
+// slot takes a paused one's; the paused answer, continued, comes back
+// through the host cache with nothing evaluated twice and the text it
+// would have had anyway.
+func TestPausedSlotIsLent(t *testing.T) {
+	model := testmodel.TinyStories656K
+	req := pacedStory(100)
+	req.Prompt = strings.Repeat("Tom had a big red ball and a small blue car. ", 6) + storyPrompt
+	plain := req
+	plain.Chunking = nil
+	want := alone(t, model, plain)
+
+	e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20})
+	p := submit(t, e, req)
+	c, _ := nextChunk(t, p)
+	waitPaused(t, e, p)
+	if _, res := collect(t, submit(t, e, greedy("Hello", 10))); res.Usage.CompletionTokens != 10 {
+		t.Fatalf("the request that borrowed the slot: %+v", res)
+	}
+	p.Continue(c.Index)
+	rest, res := pace(t, p, 1)
+	if got := c.Text + joined(rest); got != want {
+		t.Errorf("text after lending the slot:\n got %q\nwant %q", got, want)
+	}
+	if res.Preemptions != 1 || res.Usage.ReevaluatedTokens != 0 {
+		t.Errorf("result %+v: want 1 preemption, nothing evaluated twice", res)
+	}
+	if st := settled(t, e, 2); st.HostCacheRestored != 1 {
+		t.Errorf("stats %+v: the paused history did not come back from the host cache", st)
 	}
 }

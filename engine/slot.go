@@ -80,6 +80,10 @@ type generation struct {
 	runes []int32
 	// Tokens put through the model: prompt (or resumed history) and decode.
 	evalPrompt, evalDecode int
+	// tails counts sampled tokens a preemption moved into the history to
+	// evaluate again: evaluated with it, they are decode tokens, not
+	// re-evaluated ones.
+	tails int
 
 	admitted, prefillDone, firstToken time.Time
 }
@@ -147,7 +151,8 @@ func (r *request) result(slotID int, reason FinishReason, err error, now time.Ti
 		Chunks: chunks,
 		Usage: Usage{
 			PromptTokens: len(r.tokens), CachedTokens: g.cached, CompletionTokens: g.decoded,
-			EvaluatedTokens: g.evalPrompt + g.evalDecode,
+			EvaluatedTokens:   g.evalPrompt + g.evalDecode,
+			ReevaluatedTokens: g.reevaluated(len(r.tokens)),
 		},
 	}
 }
@@ -159,4 +164,10 @@ func (sl *slot) reset() {
 	sl.pending = nil
 	sl.outIdx = -1
 	sl.leader, sl.leaderReq, sl.followLen = nil, nil, 0
+}
+
+// reevaluated counts the tokens evaluated beyond a prompt of n tokens'
+// uncached part and the generated ones: what preemptions cost.
+func (g *generation) reevaluated(n int) int {
+	return max(0, g.evalPrompt-g.tails-(n-g.cached))
 }

@@ -90,19 +90,24 @@ type PacedMetrics struct {
 	SlotID          int     `json:"slot_id"`
 	Chunks          int     `json:"chunks"`
 	TotalMS         float64 `json:"total_ms"`
+	TTFTMS          float64 `json:"ttft_ms"` // submit → first token
 	FirstChunkMS    float64 `json:"time_to_first_chunk_ms"`
 	HeldMS          float64 `json:"held_ms"` // time paused, waiting for continue
 	CachedTokens    int     `json:"cached_tokens"`
 	EvaluatedTokens int     `json:"evaluated_tokens"` // prompt and generated tokens put through the model
 	CacheHitRatio   float64 `json:"cache_hit_ratio"`  // cached / prompt tokens
-	FinishReason    string  `json:"finish_reason"`
+	// ReevaluatedTokens are tokens evaluated a second time: 0, unless the
+	// answer was preempted by a better class and its history was lost.
+	ReevaluatedTokens int    `json:"reevaluated_tokens"`
+	FinishReason      string `json:"finish_reason"`
 }
 
 // PacedMetricsOf measures a finished paced response.
 func PacedMetricsOf(res engine.Result) PacedMetrics {
 	u := res.Usage
 	m := PacedMetrics{
-		SlotID: res.Slot, Chunks: res.Chunks, TotalMS: ms(res.Timings.Total), FirstChunkMS: ms(res.Timings.FirstChunk),
+		SlotID: res.Slot, Chunks: res.Chunks, TotalMS: ms(res.Timings.Total), TTFTMS: ms(res.Timings.TTFT),
+		FirstChunkMS: ms(res.Timings.FirstChunk), ReevaluatedTokens: u.ReevaluatedTokens,
 		HeldMS: ms(res.Timings.Held), CachedTokens: u.CachedTokens, EvaluatedTokens: u.EvaluatedTokens,
 		FinishReason: string(res.FinishReason),
 	}

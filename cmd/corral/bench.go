@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,8 @@ type benchFlags struct {
 	progress            bool
 	inProcess           bool
 	engine              engine.Config
+	voiceMode           string
+	voice               bench.VoiceSpec
 }
 
 // runBench load-tests a server (or, with --in-process, an engine in this
@@ -61,6 +64,11 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&f.plotPath, "plot", "", "draw latency CDFs (and sweep curves) to this .svg or .html `file`")
 	fs.BoolVar(&f.progress, "progress", true, "draw a progress bar on stderr")
 	fs.BoolVar(&f.inProcess, "in-process", false, "drive an engine in this process instead of a server (needs -m)")
+	fs.StringVar(&f.voiceMode, "voice", "", "voice load instead: `paced` (corral's /v1/voice) or resend (the reference's close-and-resend on /completion, any llama-server)")
+	fs.IntVar(&f.voice.Sessions, "voice-sessions", 8, "voice: conversations at once")
+	fs.IntVar(&f.voice.Turns, "voice-turns", 3, "voice: answers per conversation")
+	fs.Float64Var(&f.voice.CharsPerSecond, "voice-cps", 15, "voice: the speaker's pace in characters per second")
+	fs.Float64Var(&f.voice.BargeIn, "voice-barge-in", 0.3, "voice: fraction of answers the user interrupts")
 	fs.StringVar(&f.engine.ModelPath, "m", "", "in-process: GGUF model `file`")
 	fs.IntVar(&f.engine.Parallel, "np", 4, "in-process: slots decoded together")
 	fs.IntVar(&f.engine.Parallel, "parallel", 4, "same as -np")
@@ -78,6 +86,9 @@ func runBench(ctx context.Context, args []string) error {
 }
 
 func (f *benchFlags) run(ctx context.Context) error {
+	if f.voiceMode != "" {
+		return f.runVoice(ctx)
+	}
 	slo, err := bench.ParseSLO(f.goodput)
 	if err != nil {
 		return err
@@ -220,4 +231,46 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// runVoice runs the voice load (see bench.RunVoice) and prints its summary.
+func (f *benchFlags) runVoice(ctx context.Context) error {
+	mode, err := bench.ParseVoiceMode(f.voiceMode)
+	if err != nil {
+		return err
+	}
+	if f.inProcess {
+		return errors.New("-voice drives a server: drop -in-process")
+	}
+	spec := f.voice
+	spec.Mode, spec.MaxTokens, spec.Seed = mode, f.outputLen, f.load.Seed
+	if spec.MaxTokens <= 0 {
+		spec.MaxTokens = 128
+	}
+	before, haveMetrics := bench.PromptEvaluated(ctx, f.url)
+	start := time.Now()
+	recs, runErr := bench.RunVoice(ctx, f.url, spec)
+	s := bench.SummarizeVoice(spec, recs)
+	s.DurationS = time.Since(start).Seconds()
+	if after, ok := bench.PromptEvaluated(ctx, f.url); ok && haveMetrics && s.Answers > 0 {
+		s.PromptEvaluated = (after - before) / float64(s.Answers)
+	}
+	s.SlotsLeaked = bench.BusySlots(ctx, f.url, 10*time.Second)
+	fmt.Printf("voice %s: %d sessions x %d turns at %g chars/s, %.0f%% barge-in, max %d tokens, %.1f s\n",
+		mode, spec.Sessions, spec.Turns, spec.CharsPerSecond, 100*spec.BargeIn, spec.MaxTokens, s.DurationS)
+	fmt.Printf("  answers %d  failed %d %v  interrupted %d  chunks/answer %.1f\n", s.Answers, s.Failed, s.Errors, s.Interrupted, s.Chunks)
+	fmt.Printf("  TTFT        p50 %8.1f ms  p99 %8.1f ms\n", s.TTFTP50, s.TTFTP99)
+	fmt.Printf("  first chunk p50 %8.1f ms  p99 %8.1f ms\n", s.FirstP50, s.FirstP99)
+	fmt.Printf("  re-evaluated tokens/answer %g   prompt tokens evaluated/answer %.1f   slots leaked %d\n",
+		s.Reevaluated, s.PromptEvaluated, s.SlotsLeaked)
+	if f.jsonPath != "" {
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return runErr
 }
