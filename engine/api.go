@@ -97,6 +97,10 @@ type Request struct {
 	Prompt string
 	// Tokens is the prompt as token ids, used as given.
 	Tokens []int32
+	// Prefix are token ids that come before Prompt, which is then
+	// tokenized without BOS (AddSpecial applies to nothing): a
+	// conversation continued from a Result.History.
+	Prefix []int32
 	// AddSpecial adds BOS (and whatever the model's vocab wants) when
 	// tokenizing Prompt. ParseSpecial parses special-token text like <s>.
 	AddSpecial, ParseSpecial bool
@@ -250,6 +254,16 @@ type Result struct {
 	Preemptions  int   // times it was preempted for a request of a better class
 	Chunks       int   // paced: chunks delivered
 	Err          error // set when FinishReason is FinishError
+	// History (paced requests) is the conversation so far as tokens: the
+	// prompt, then the generated tokens of the first HistoryChars
+	// characters of the text (after an interrupt, within what was
+	// spoken; never a token whose text was not released, like a stop
+	// string's). Sent back as the next turn's Request.Prefix, with the
+	// rest of its prompt as text, it makes that turn find the whole
+	// history in the KV cache: the model's own tokens, which its
+	// tokenizer need not give back from their text.
+	History      []int32
+	HistoryChars int
 }
 
 // SlotInfo describes one slot for GET /slots.

@@ -224,10 +224,14 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	// A prompt needs one free cell for the first generated token.
 	maxPrompt := e.info.SlotCtx - 1
 	toks := req.Tokens
+	if len(toks) == 0 && len(req.Prefix) >= maxPrompt {
+		return nil, fmt.Errorf("%w: a prefix of %d tokens, %d per slot", ErrPromptTooLong, len(req.Prefix), e.info.SlotCtx)
+	}
 	if len(toks) == 0 {
 		var err error
 		toks, err = e.model.TokenizeText(req.Prompt, llama.TokenizeOptions{
-			AddSpecial: req.AddSpecial, ParseSpecial: req.ParseSpecial, Plain: req.Plain, MaxTokens: maxPrompt,
+			AddSpecial: req.AddSpecial && len(req.Prefix) == 0, ParseSpecial: req.ParseSpecial, Plain: req.Plain,
+			MaxTokens: maxPrompt - len(req.Prefix),
 		})
 		switch {
 		case errors.Is(err, llama.ErrTooManyTokens):
@@ -235,8 +239,11 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 		case err != nil:
 			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
 		}
+		toks = append(slices.Clone(req.Prefix), toks...)
 	} else {
 		toks = slices.Clone(toks)
+	}
+	if len(req.Prefix) > 0 || len(req.Tokens) > 0 {
 		for _, t := range toks {
 			if t < 0 || int(t) >= e.info.VocabSize {
 				return nil, fmt.Errorf("engine: token id %d out of range [0,%d): %w", t, e.info.VocabSize, ErrBadToken)

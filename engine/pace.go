@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sort"
 	"time"
 	"unicode/utf8"
 )
@@ -23,6 +22,7 @@ type pacing struct {
 	heldAt     time.Time // when the current pause began; zero when not paused
 	heldTotal  time.Duration
 	firstChunk time.Time
+	delivered  int // characters of the chunks delivered
 }
 
 func newPacing(c Chunking, timeout time.Duration) *pacing {
@@ -53,6 +53,7 @@ func (s *scheduler) nextChunk(r *request, now time.Time) bool {
 			return false
 		}
 		c := Chunk{Text: text, Tokens: ntok, Index: p.index, Held: r.stream.continued.Load() < int64(p.index)}
+		p.delivered += utf8.RuneCountInString(text)
 		if p.index == 0 {
 			p.firstChunk = now
 		}
@@ -87,6 +88,7 @@ func (s *scheduler) lastChunks(r *request, now time.Time) {
 		}
 		c.Index = p.index
 		c.Last = i == len(cs)-1
+		p.delivered += utf8.RuneCountInString(c.Text)
 		p.index++
 		r.stream.deliverChunk(c)
 	}
@@ -135,18 +137,8 @@ func (s *scheduler) pauseDeadline() (time.Time, bool) {
 // nothing the user did not hear.
 func (s *scheduler) keepSpoken(sl *slot, spoken int) {
 	r := sl.req
-	k := sort.Search(len(r.gen.runes), func(i int) bool { return int(r.gen.runes[i]) > spoken })
+	k, _ := r.gen.history(spoken)
 	s.truncate(sl, min(len(sl.cache), len(r.tokens)+k))
-}
-
-// countRunes records how many characters of text r has released after
-// its latest token (see keepSpoken).
-func (g *generation) countRunes(text string) {
-	n := int32(0)
-	if len(g.runes) > 0 {
-		n = g.runes[len(g.runes)-1]
-	}
-	g.runes = append(g.runes, n+int32(utf8.RuneCountInString(text)))
 }
 
 // pacedDone adds a finished paced request to the engine's sums.

@@ -250,10 +250,10 @@ func TestCancelPacedInEveryState(t *testing.T) {
 }
 
 // TestInterruptKeepsWhatWasSpoken: after an interrupt the slot's cache
-// holds the prompt and the tokens of the text that was spoken, no more,
-// and the next turn (the spoken text and a new line) finds them cached as
-// far as its tokens are the same: this model's greedy tokens are not
-// always what its tokenizer makes of their text.
+// holds the prompt and the tokens of the text that was spoken, no more;
+// Result.History lists them, and the next turn sent as that history and
+// new text finds them all cached (as text alone it would not: this
+// model's greedy tokens are not what its tokenizer makes of their text).
 func TestInterruptKeepsWhatWasSpoken(t *testing.T) {
 	const story = storyPrompt
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
@@ -277,10 +277,17 @@ func TestInterruptKeepsWhatWasSpoken(t *testing.T) {
 	if got, want := infos[slot].CachedTokens, len(prompt)+first.Tokens; got != want {
 		t.Errorf("after the interrupt the slot holds %d tokens, want the prompt and the first chunk: %d", got, want)
 	}
-	next := greedy(story+first.Text+"\nThe end.", 8)
-	_, r := collect(t, submit(t, e, next))
-	if c := r.Usage.CachedTokens; c <= len(prompt) || c > len(prompt)+first.Tokens {
-		t.Errorf("the next turn found %d tokens cached, want more than the %d of the prompt, at most %d", c, len(prompt), len(prompt)+first.Tokens)
+	// The history: the same tokens, and the text they make (the chunk's
+	// last character may belong to the token that follows).
+	if n := utf8.RuneCountInString(first.Text); len(res.History) != len(prompt)+first.Tokens || res.HistoryChars > n || res.HistoryChars < n-2 {
+		t.Errorf("history of %d tokens, %d characters; want %d, about %d", len(res.History), res.HistoryChars, len(prompt)+first.Tokens, n)
+	}
+	// The next turn, as the history's tokens (Request.Prefix) and text,
+	// finds the whole history cached.
+	cont := greedy("\nThe end.", 8)
+	cont.Prefix = res.History
+	if _, r := collect(t, submit(t, e, cont)); r.Usage.CachedTokens != len(res.History) {
+		t.Errorf("the next turn as Prefix + text found %d tokens cached, want the %d of the history", r.Usage.CachedTokens, len(res.History))
 	}
 	if st := settled(t, e, 2); st.Paced.Interrupted != 1 {
 		t.Errorf("stats %+v", st.Paced)

@@ -327,7 +327,7 @@ func (s *scheduler) sample() {
 		}
 		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
 		text, stop := g.out.push(s.piece)
-		g.countRunes(text)
+		g.released(tok, text, g.out.holding() || stop != "", g.pace != nil)
 		if g.pace != nil {
 			g.pace.chunks.push(text, 1)
 		} else {
@@ -395,18 +395,32 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	if reason == FinishStop && r.gen.stopWord != "" {
 		text = ""
 	}
-	if p := r.gen.pace; p != nil {
+	if text != "" {
+		r.gen.released(0, text, false, false)
+	}
+	p := r.gen.pace
+	switch {
+	case p == nil:
+		r.stream.deliver(text, 0)
+	case reason == FinishStop || reason == FinishLength || reason == FinishError:
 		// What the chunker holds goes out at a normal end; after a
 		// cancel, an interrupt or a pause timeout nobody waits for it.
-		if reason == FinishStop || reason == FinishLength || reason == FinishError {
-			p.chunks.push(text, 0)
-			s.lastChunks(r, now)
-		}
-		s.pacedDone(r, reason)
-	} else {
-		r.stream.deliver(text, 0)
+		p.chunks.push(text, 0)
+		s.lastChunks(r, now)
 	}
-	r.stream.finish(r.result(slotID, reason, err, now))
+	res := r.result(slotID, reason, err, now)
+	if p != nil {
+		s.pacedDone(r, reason)
+		// The history ends within the text delivered (and spoken).
+		spoken := p.delivered
+		if reason == FinishInterrupted {
+			spoken = min(spoken, int(r.stream.spoken.Load()))
+		}
+		k, chars := r.gen.history(spoken)
+		res.History = append(slices.Clone(r.tokens), r.gen.outToks[:k]...)
+		res.HistoryChars = chars
+	}
+	r.stream.finish(res)
 	r.sampler.Close()
 	s.requests++
 }

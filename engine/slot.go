@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"sort"
 	"time"
+	"unicode/utf8"
 )
 
 // slotState is where a slot's request is in its lifecycle. A slot is in
@@ -75,9 +77,14 @@ type generation struct {
 	stopWord    string
 	preemptions int
 	pace        *pacing // nil unless Request.Chunking is set
-	// runes[i] counts the characters of text released after generated
-	// token i+1 (see scheduler.keepSpoken).
-	runes []int32
+	// whole lists the points where the text released so far is exactly
+	// the text of the tokens generated so far (nothing held back for a
+	// stop string or a split character): the places a history can end
+	// (see keepSpoken and Result.History). outToks are those tokens, kept
+	// for paced requests only.
+	whole   []wholePoint
+	runes   int // characters of text released so far
+	outToks []int32
 	// Tokens put through the model: prompt (or resumed history) and decode.
 	evalPrompt, evalDecode int
 	// tails counts sampled tokens a preemption moved into the history to
@@ -170,4 +177,35 @@ func (sl *slot) reset() {
 // uncached part and the generated ones: what preemptions cost.
 func (g *generation) reevaluated(n int) int {
 	return max(0, g.evalPrompt-g.tails-(n-g.cached))
+}
+
+// wholePoint is a place where the released text and the generated tokens
+// end together: after tokens tokens, runes characters.
+type wholePoint struct{ tokens, runes int32 }
+
+// released records a generated token (EOG excluded) and the text it
+// released; held reports whether text is still held back after it.
+func (g *generation) released(tok int32, text string, held bool, keepTokens bool) {
+	g.runes += utf8.RuneCountInString(text)
+	if keepTokens {
+		g.outToks = append(g.outToks, tok)
+	}
+	if !held {
+		g.whole = append(g.whole, wholePoint{int32(g.decoded), int32(g.runes)})
+	}
+}
+
+// history returns how many generated tokens, and characters of text,
+// a history keeps that ends within the first spoken characters
+// (spoken < 0: all that was released).
+func (g *generation) history(spoken int) (tokens, runes int) {
+	i := len(g.whole)
+	if spoken >= 0 {
+		i = sort.Search(len(g.whole), func(i int) bool { return int(g.whole[i].runes) > spoken })
+	}
+	if i == 0 {
+		return 0, 0
+	}
+	w := g.whole[i-1]
+	return int(w.tokens), int(w.runes)
 }

@@ -49,6 +49,10 @@ func (t *textOut) push(piece []byte) (ready string, stop string) {
 	return ready, ""
 }
 
+// holding reports whether text is held back: a possible stop string's
+// start or a split character.
+func (t *textOut) holding() bool { return t.held != "" || len(t.raw) > 0 }
+
 // flush returns everything still held, at the end of generation. Invalid
 // trailing bytes become U+FFFD.
 func (t *textOut) flush() string {

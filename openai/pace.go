@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,11 +118,36 @@ func PacedMetricsOf(res engine.Result) PacedMetrics {
 	return m
 }
 
+// Conversation carries a paced conversation from one turn to the next at
+// the token level: the next turn's prompt starts with exactly the tokens
+// the KV cache holds (the previous prompt and the answer's tokens, cut to
+// what was spoken), where the model's own words, tokenized again from
+// their text, need not give back its tokens. The zero value is a new
+// conversation. Not for concurrent use.
+type Conversation struct {
+	text    string  // the rendered prompt text tokens stand for
+	tokens  []int32 // engine.Result.History of the last turn
+	pending string  // the current turn's rendered prompt
+}
+
+// Answered records the turn's result: output is the answer's text as
+// delivered (its chunks).
+func (c *Conversation) Answered(res engine.Result, output string) {
+	kept := []rune(output)
+	if res.History == nil || res.HistoryChars > len(kept) {
+		c.text, c.tokens = "", nil // the text path will do
+		return
+	}
+	c.text = c.pending + string(kept[:res.HistoryChars])
+	c.tokens = res.History
+}
+
 // PacedChat starts a paced chat completion for another face of the API
 // (package voice): body is a chat completion request, its "chunking"
 // object optional (defaults); it is never streamed as HTTP. The request
-// lives until ctx ends or it finishes.
-func (a *API) PacedChat(ctx context.Context, body []byte) (*engine.Stream, *Error) {
+// lives until ctx ends or it finishes. With conv, its prompt continues
+// conv's tokens when its text does (see Conversation).
+func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (*engine.Stream, *Error) {
 	var req chatRequest
 	if e := decodeJSON(body, &req); e != nil {
 		return nil, e
@@ -135,6 +161,13 @@ func (a *API) PacedChat(ctx context.Context, body []byte) (*engine.Stream, *Erro
 	}
 	if r.Priority, e = priority(req.Priority, nil); e != nil {
 		return nil, e
+	}
+	if conv != nil {
+		conv.pending = r.Prompt
+		if cut := len(conv.text); conv.tokens != nil && strings.HasPrefix(r.Prompt, conv.text) {
+			r.Prefix, r.Prompt = conv.tokens, r.Prompt[cut:]
+			r.Plain = shiftSpans(r.Plain, cut)
+		}
 	}
 	s, err := a.eng.Submit(ctx, r)
 	if err != nil {
@@ -249,4 +282,17 @@ func (a *API) CancelChat(w http.ResponseWriter, r *http.Request) {
 	}
 	ps.s.Interrupt(spoken)
 	writeJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.cancel"})
+}
+
+// shiftSpans moves spans of a prompt to a suffix of it that starts at
+// byte cut, dropping what lies before.
+func shiftSpans(spans []engine.Span, cut int) []engine.Span {
+	var out []engine.Span
+	for _, sp := range spans {
+		if sp.End <= cut {
+			continue
+		}
+		out = append(out, engine.Span{Start: max(sp.Start, cut) - cut, End: sp.End - cut})
+	}
+	return out
 }

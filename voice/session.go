@@ -20,7 +20,7 @@ import (
 // Generator starts paced chat answers; *openai.API is one. body is a chat
 // completion request (all messages of the conversation so far).
 type Generator interface {
-	PacedChat(ctx context.Context, body []byte) (*engine.Stream, *openai.Error)
+	PacedChat(ctx context.Context, body []byte, conv *openai.Conversation) (*engine.Stream, *openai.Error)
 }
 
 // MaxMessage bounds one client message (a turn with its messages).
@@ -74,6 +74,7 @@ type session struct {
 	log     *slog.Logger
 	msgs    chan []byte       // client messages; closed when the socket is
 	history []json.RawMessage // the conversation's messages
+	conv    openai.Conversation
 }
 
 // read forwards client messages until the socket closes or ctx ends.
@@ -128,7 +129,7 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	if e != nil {
 		return s.send(ctx, errorEvent(e))
 	}
-	stream, e := s.g.PacedChat(ctx, body)
+	stream, e := s.g.PacedChat(ctx, body, &s.conv)
 	if e != nil {
 		return s.send(ctx, errorEvent(e))
 	}
@@ -224,6 +225,7 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	if spoken >= 0 {
 		content = cut(content, spoken)
 	}
+	s.conv.Answered(res, content)
 	s.history = append(s.history, msgs...)
 	kept, _ := json.Marshal(Message{Role: "assistant", Content: content})
 	s.history = append(s.history, kept)
@@ -269,7 +271,7 @@ func (s *session) request(b []byte) ([]byte, []json.RawMessage, *openai.Error) {
 		return nil, nil, invalid("messages", "'messages' must add at least one message to the conversation")
 	}
 	if c.Reset {
-		s.history = nil
+		s.history, s.conv = nil, openai.Conversation{}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
