@@ -263,3 +263,28 @@ func TestInProcessCLI(t *testing.T) {
 	}
 	checkCleanRun(t, doc["runs"].([]any)[0].(map[string]any), 8, 8)
 }
+
+// TestVoiceCLI: both voice modes against corral serve: every answer
+// arrives, paced answers evaluate nothing twice, no slot stays busy, and
+// the prompt tokens evaluated come from /metrics.
+func TestVoiceCLI(t *testing.T) {
+	s := startServer(t)
+	for _, mode := range []string{"paced", "resend"} {
+		path := filepath.Join(t.TempDir(), mode+".json")
+		corral(t, "bench", "--url", s.url, "--voice", mode, "--voice-sessions", "6", "--voice-turns", "2",
+			"--voice-cps", "5000", "--voice-barge-in", "0.5", "--output-len", "40", "--json", path)
+		doc := readJSON(t, path)
+		if doc["answers"] != 12.0 || doc["failed"] != 0.0 || doc["slots_leaked"] != 0.0 {
+			t.Errorf("%s: %v", mode, doc)
+		}
+		if ev, _ := doc["prompt_evaluated_per_answer"].(float64); ev <= 0 {
+			t.Errorf("%s: prompt tokens evaluated per answer %v, want them from /metrics", mode, doc["prompt_evaluated_per_answer"])
+		}
+		if re := doc["reevaluated_per_answer"]; mode == "paced" && re != 0.0 {
+			t.Errorf("paced: %v tokens re-evaluated per answer, want 0", re)
+		}
+		if f, _ := doc["first_chunk_p50_ms"].(float64); f <= 0 {
+			t.Errorf("%s: time to first chunk %v", mode, doc["first_chunk_p50_ms"])
+		}
+	}
+}
