@@ -61,6 +61,9 @@ type VoiceSpec struct {
 	BargeIn        float64   `json:"barge_in"`         // fraction of answers interrupted
 	MaxTokens      int       `json:"max_tokens"`       // per answer
 	Seed           uint64    `json:"seed"`
+	// FirstMinTokens is paced chunking's first_min_tokens (0: the
+	// server's default, 10; the resend mode's sentence test has none).
+	FirstMinTokens int `json:"first_min_tokens,omitempty"`
 }
 
 // VoiceRecord is one answer as the voice client saw it.
@@ -184,11 +187,15 @@ func (s *voiceSession) speak(ctx context.Context, n int) error {
 func (s *voiceSession) pacedTurn(ctx context.Context, c *voice.Client, q string) VoiceRecord {
 	rec := VoiceRecord{Reevaluated: -1}
 	bargeAt, frac := s.bargeIn()
+	chunking := map[string]any{}
+	if s.spec.FirstMinTokens > 0 {
+		chunking["first_min_tokens"] = s.spec.FirstMinTokens
+	}
 	err := c.Create(ctx, map[string]any{
 		"messages":    []voice.Message{{Role: "user", Content: q}},
 		"max_tokens":  s.spec.MaxTokens,
 		"temperature": 0,
-		"chunking":    map[string]any{},
+		"chunking":    chunking,
 	})
 	if err != nil {
 		rec.Err = ErrKindConnect
@@ -231,6 +238,9 @@ func (s *voiceSession) pacedTurn(ctx context.Context, c *voice.Client, q string)
 			return rec
 		case voice.TypeError:
 			rec.Err = ErrKindStream
+			if ev.Error != nil && ev.Error.Code != nil {
+				rec.Err = *ev.Error.Code // e.g. context_length_exceeded
+			}
 			return rec
 		}
 	}

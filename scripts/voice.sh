@@ -2,6 +2,8 @@
 # Voice load, three ways, one server at a time, interleaved over ROUNDS
 # rounds, with corral bench's voice mode as the client:
 #   corral paced     /v1/voice: pauses in the engine, continue / interrupt
+#   corral paced1    the same with first_min_tokens 1, cutting the first chunk at
+#                    the first sentence end as the reference's test does
 #   corral resend    the reference agent's close-and-resend on /completion
 #   llama resend     the same against llama-server (with --metrics)
 # Prints each way's medians and keeps every run's JSON summary in OUT.
@@ -50,13 +52,14 @@ serve() {
 stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
 trap stop EXIT
 
-# run NAME MODE ROUND: one voice run into $out/NAME-MODE-ROUND.json.
+# run NAME WAY ROUND: one voice run into $out/NAME-WAY-ROUND.json.
 run() {
-  local name=$1 mode=$2 round=$3
+  local name=$1 way=$2 round=$3 mode=$2 extra=()
+  if [ "$way" = paced1 ]; then mode=paced extra=(--voice-first-min-tokens 1); fi
   serve "$name"
   "$corral" bench --url "http://127.0.0.1:$port" --voice "$mode" --voice-sessions "$sessions" \
     --voice-turns "$turns" --voice-cps "$cps" --voice-barge-in "$barge" --output-len 128 \
-    --seed "$round" --json "$out/$name-$mode-$round.json" >/dev/null || true
+    --seed "$round" "${extra[@]}" --json "$out/$name-$way-$round.json" >/dev/null || true
   # A server that died under the load is a result, not an error of the script.
   kill -0 "$server" 2>/dev/null || echo "$name died during round $round ($mode); see $out/$name.log" | tee -a "$out/deaths.txt" >&2
   stop
@@ -64,6 +67,7 @@ run() {
 
 for round in $(seq "$rounds"); do
   run corral paced "$round"
+  run corral paced1 "$round"
   run corral resend "$round"
   [ "$peer" = - ] || run llama resend "$round"
 done
@@ -75,7 +79,7 @@ def med(runs, key):
     xs = [r[key] for r in runs if r.get(key) is not None]
     return statistics.median(xs) if xs else float("nan")
 print(f"{'way':16} {'answers':>8} {'failed':>7} {'TTFT p50':>9} {'p99':>8} {'1st chunk p50':>14} {'p99':>8} {'re-eval/ans':>12} {'prompt eval/ans':>16} {'leaked':>7}")
-for way in ("corral-paced", "corral-resend", "llama-resend"):
+for way in ("corral-paced", "corral-paced1", "corral-resend", "llama-resend"):
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, way + "-*.json")))]
     if not runs:
         continue

@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/voice"
 )
 
 // pacedEvent is a paced chat stream's event as a client sees it.
@@ -194,6 +197,7 @@ func TestReferenceClientPattern(t *testing.T) {
 	unpooled := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	text := ""
 	stories := 0
+	var cachedSum, promptSum float64
 	for i := range cycles {
 		client := pooled
 		if i%2 == 1 {
@@ -208,13 +212,16 @@ func TestReferenceClientPattern(t *testing.T) {
 		waitFor(t, fmt.Sprintf("cycle %d to finish", i), func() bool {
 			return metrics(t, ts)["corral_requests_total"] >= before["corral_requests_total"]+1
 		})
-		cached := metrics(t, ts)["corral_prompt_tokens_cached_total"] - before["corral_prompt_tokens_cached_total"]
+		after := metrics(t, ts)
+		cached := after["corral_prompt_tokens_cached_total"] - before["corral_prompt_tokens_cached_total"]
+		cachedSum += cached
+		promptSum += after["corral_prompt_tokens_total"] - before["corral_prompt_tokens_total"]
 		if i >= 2 && cached < float64(len(prompt)-1) {
 			t.Fatalf("cycle %d found %v tokens cached, want at least the story prompt's %d", i, cached, len(prompt)-1)
 		}
 	}
 	waitFor(t, "the slots to be idle", func() bool { return busySlots(t, ts) == 0 })
-	t.Logf("%d cycles, %d stories", cycles, stories)
+	t.Logf("%d cycles, %d stories; %.0f of %.0f prompt tokens found cached (%.1f%%)", cycles, stories, cachedSum, promptSum, 100*cachedSum/promptSum)
 }
 
 // referenceCycle is one sentence the reference way: it streams
@@ -254,5 +261,40 @@ func referenceCycle(t *testing.T, client *http.Client, url, prompt string, slot 
 		if referenceBoundary.MatchString(strings.TrimRight(text.String(), " \n\t")) {
 			return text.String(), false
 		}
+	}
+}
+
+// TestVoiceThroughTheServer: /v1/voice through the server's routes and
+// middleware (the socket hijacks a wrapped ResponseWriter); a server
+// shut down with a conversation paused ends it within the grace period.
+func TestVoiceThroughTheServer(t *testing.T) {
+	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1}, Config{ShutdownTimeout: 200 * time.Millisecond}, nil)
+	ctx := context.Background()
+	c, err := voice.Dial(ctx, "ws"+strings.TrimPrefix(ts.url, "http")+"/v1/voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	turn := map[string]any{"messages": []voice.Message{{Role: "user", Content: "Tell me a story."}}, "max_tokens": 100, "temperature": 0}
+	if err := c.Create(ctx, turn); err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for len(events) < 2 {
+		ev, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev.Type)
+	}
+	if events[0] != voice.TypeCreated || events[1] != voice.TypeChunk {
+		t.Fatalf("events %v", events)
+	}
+	waitFor(t, "the answer to pause", func() bool { return metrics(t, ts)["corral_slots_paused"] == 1 })
+	if err := ts.stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := c.Next(ctx); err == nil {
+		t.Fatal("the socket is still open after the shutdown")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -26,6 +27,9 @@ type Generator interface {
 // MaxMessage bounds one client message (a turn with its messages).
 const MaxMessage = 4 << 20
 
+// DefaultWriteTimeout is Options.WriteTimeout's default.
+const DefaultWriteTimeout = 30 * time.Second
+
 // Options configure Serve.
 type Options struct {
 	// OriginPatterns are the hosts besides the request's own whose web
@@ -34,6 +38,10 @@ type Options struct {
 	OriginPatterns []string
 	// Logger receives a line per session; nil means slog.Default().
 	Logger *slog.Logger
+	// WriteTimeout bounds each message written: a client that stops
+	// reading ends its session (and so its answer). Default
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
 
 // Serve upgrades the request to a WebSocket and runs one conversation on
@@ -50,10 +58,16 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 	conn.SetReadLimit(MaxMessage)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	s := &session{conn: conn, g: g, log: log, msgs: make(chan []byte)}
-	go s.read(ctx)
+	s := &session{conn: conn, g: g, log: log, msgs: make(chan []byte), writeTimeout: opt.WriteTimeout}
+	if s.writeTimeout <= 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		s.read(ctx)
+	}()
 	err = s.run(ctx)
-	cancel()
 	switch {
 	case err == nil, errors.Is(err, errClosed):
 		conn.Close(websocket.StatusNormalClosure, "")
@@ -61,6 +75,8 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 		log.Debug("voice session ended", "err", err)
 		conn.CloseNow()
 	}
+	cancel()
+	<-read
 }
 
 // errClosed means the client closed the socket (or it broke).
@@ -75,6 +91,8 @@ type session struct {
 	msgs    chan []byte       // client messages; closed when the socket is
 	history []json.RawMessage // the conversation's messages
 	conv    openai.Conversation
+
+	writeTimeout time.Duration
 }
 
 // read forwards client messages until the socket closes or ctx ends.
@@ -311,6 +329,8 @@ func (s *session) send(ctx context.Context, ev ServerEvent) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.writeTimeout)
+	defer cancel()
 	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
 		if errors.Is(err, io.EOF) || websocket.CloseStatus(err) != -1 {
 			return errClosed

@@ -69,6 +69,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&f.voice.Turns, "voice-turns", 3, "voice: answers per conversation")
 	fs.Float64Var(&f.voice.CharsPerSecond, "voice-cps", 15, "voice: the speaker's pace in characters per second")
 	fs.Float64Var(&f.voice.BargeIn, "voice-barge-in", 0.3, "voice: fraction of answers the user interrupts")
+	fs.IntVar(&f.voice.FirstMinTokens, "voice-first-min-tokens", 0, "voice paced: the first chunk's least tokens (0: the server's default, 10)")
 	fs.StringVar(&f.engine.ModelPath, "m", "", "in-process: GGUF model `file`")
 	fs.IntVar(&f.engine.Parallel, "np", 4, "in-process: slots decoded together")
 	fs.IntVar(&f.engine.Parallel, "parallel", 4, "same as -np")
