@@ -140,14 +140,14 @@ func TestConversation(t *testing.T) {
 	if m == nil || m.Chunks != len(texts) || m.FirstChunkMS <= 0 || m.FirstChunkMS > m.TotalMS || done.Usage == nil {
 		t.Fatalf("metrics %+v usage %+v", m, done.Usage)
 	}
-	if done.FinishReason != "length" {
-		t.Fatalf("first answer finished with %q, want length (all its tokens are then in the history)", done.FinishReason)
-	}
-	// The last token of a length-finished answer was sampled, never evaluated.
-	first := done.Usage.PromptTokens + done.Usage.CompletionTokens - 1
+	// The whole first turn but the last token (sampled, never evaluated)
+	// and, after a stop string, that string's tokens (never in the text):
+	// a few tokens of slack. Tokenized again from the text, the answer
+	// would match only its first few tokens.
+	first := done.Usage.PromptTokens + done.Usage.CompletionTokens - 8
 	_, done2 := answer(t, c, user("And then?", 20), -1, 0)
 	if got := done2.Usage.PromptTokensDetails.CachedTokens; got < first {
-		t.Errorf("second turn: %d tokens cached, want the whole first turn (%d)", got, first)
+		t.Errorf("second turn: %d tokens cached, want about the whole first turn (%d at least); first turn %s, %+v", got, first, done.FinishReason, done.Usage)
 	}
 	if r := done2.Metrics.CacheHitRatio; r != float64(done2.Usage.PromptTokensDetails.CachedTokens)/float64(done2.Usage.PromptTokens) {
 		t.Errorf("second turn cache hit ratio %v, usage %+v", r, done2.Usage)
