@@ -234,7 +234,8 @@ type Usage struct {
 
 // Timings are per-request measurements taken by the scheduler.
 type Timings struct {
-	Queued          time.Duration // submit → admitted to a slot
+	Submitted       time.Time     // when Submit enqueued it
+	Queued          time.Duration // submit → admitted to a slot (first admission)
 	Prefill         time.Duration // admitted → last prompt token evaluated
 	TTFT            time.Duration // submit → first generated token
 	Decode          time.Duration // first token → finish

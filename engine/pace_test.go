@@ -172,11 +172,12 @@ func TestPausedSlotSitsOut(t *testing.T) {
 	if res.Usage.CompletionTokens != 40 {
 		t.Fatalf("the other request: %q %+v", other, res)
 	}
+	st := settled(t, e, 1) // and the slots' snapshot of the same step
 	after := slotOf(t, e, p.ID())
 	if after.State != "paused" || after.CachedTokens != before.CachedTokens || after.Decoded != before.Decoded {
 		t.Fatalf("the paused slot moved while another request decoded: before %+v, after %+v", before, after)
 	}
-	if st := e.Stats(); st.Steps < stepsBefore+40 || st.SlotsPaused != 1 {
+	if st.Steps < stepsBefore+40 || st.SlotsPaused != 1 {
 		t.Fatalf("stats %+v: want 40 more steps than %d and one paused slot", st, stepsBefore)
 	}
 	p.Continue(c.Index)
@@ -273,6 +274,7 @@ func TestInterruptKeepsWhatWasSpoken(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	prompt := tokens(t, e, story)
+	settled(t, e, 1) // the slots' snapshot of the step that finished it
 	infos, _ := e.Slots(context.Background())
 	if got, want := infos[slot].CachedTokens, len(prompt)+first.Tokens; got != want {
 		t.Errorf("after the interrupt the slot holds %d tokens, want the prompt and the first chunk: %d", got, want)

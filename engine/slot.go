@@ -131,7 +131,7 @@ func (sl *slot) start(r *request, now time.Time, maxDefault int) {
 // result builds the request's final Result.
 func (r *request) result(slotID int, reason FinishReason, err error, now time.Time) Result {
 	g := &r.gen
-	t := Timings{Total: now.Sub(r.submitted), Queued: now.Sub(r.submitted)}
+	t := Timings{Submitted: r.submitted, Total: now.Sub(r.submitted), Queued: now.Sub(r.submitted)}
 	if g.started {
 		t.Queued = g.admitted.Sub(r.submitted)
 	}
