@@ -9,11 +9,16 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Client is one conversation on a /v1/voice socket. Its methods are not
-// for concurrent use, except that Continue, Interrupt and Close may be
-// called while another goroutine waits in Next.
+// Client is one conversation on a /v1/voice socket. A goroutine reads
+// the socket all along, so the server's pings get their pongs however
+// long the client takes between two Next calls (speaking a chunk, say).
+// Its methods are not for concurrent use, except that Continue, Interrupt
+// and Close may be called while another goroutine waits in Next.
 type Client struct {
-	conn *websocket.Conn
+	conn   *websocket.Conn
+	events chan []byte   // messages read; closed when the socket is
+	err    error         // why reading stopped; read after events closed
+	done   chan struct{} // closed when the reader has returned
 }
 
 // Dial opens a conversation at url (ws:// or http://…/v1/voice); hc nil
@@ -24,7 +29,23 @@ func Dial(ctx context.Context, url string, hc *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("voice: dial %s: %w", url, err)
 	}
 	conn.SetReadLimit(MaxMessage)
-	return &Client{conn: conn}, nil
+	c := &Client{conn: conn, events: make(chan []byte, 16), done: make(chan struct{})}
+	go c.read()
+	return c, nil
+}
+
+// read queues the server's messages until the socket closes.
+func (c *Client) read() {
+	defer close(c.done)
+	defer close(c.events)
+	for {
+		_, b, err := c.conn.Read(context.Background())
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.events <- b
+	}
 }
 
 // Create asks for the next answer: fields are chat completion fields
@@ -41,14 +62,18 @@ func (c *Client) Create(ctx context.Context, fields map[string]any) error {
 // Next waits for the server's next event.
 func (c *Client) Next(ctx context.Context) (ServerEvent, error) {
 	var ev ServerEvent
-	_, b, err := c.conn.Read(ctx)
-	if err != nil {
-		return ev, fmt.Errorf("voice: read: %w", err)
+	select {
+	case b, ok := <-c.events:
+		if !ok {
+			return ev, fmt.Errorf("voice: read: %w", c.err)
+		}
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return ev, fmt.Errorf("voice: bad event %q: %w", b, err)
+		}
+		return ev, nil
+	case <-ctx.Done():
+		return ev, ctx.Err()
 	}
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return ev, fmt.Errorf("voice: bad event %q: %w", b, err)
-	}
-	return ev, nil
 }
 
 // Continue says the client is done with the last chunk.
@@ -62,9 +87,15 @@ func (c *Client) Interrupt(ctx context.Context, spokenChars int) error {
 	return c.Send(ctx, ClientEvent{Type: TypeInterrupt, SpokenChars: &spokenChars})
 }
 
-// Close ends the conversation.
+// Close ends the conversation and waits for the reader.
 func (c *Client) Close() error {
-	return c.conn.Close(websocket.StatusNormalClosure, "")
+	go func() { // drop what nobody will read; ends with the reader
+		for range c.events {
+		}
+	}()
+	err := c.conn.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	return err
 }
 
 // Send writes v as one JSON message; the methods above cover the protocol.

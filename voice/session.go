@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,8 +28,11 @@ type Generator interface {
 // MaxMessage bounds one client message (a turn with its messages).
 const MaxMessage = 4 << 20
 
-// DefaultWriteTimeout is Options.WriteTimeout's default.
-const DefaultWriteTimeout = 30 * time.Second
+// Defaults for zero Options fields.
+const (
+	DefaultWriteTimeout = 30 * time.Second
+	DefaultPingInterval = 20 * time.Second
+)
 
 // Options configure Serve.
 type Options struct {
@@ -42,6 +46,11 @@ type Options struct {
 	// reading ends its session (and so its answer). Default
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// PingInterval is how often the server pings the client, so that a
+	// proxy's idle timeout does not cut a long pause and a client that
+	// vanished (no pong within the interval) ends its session, and so its
+	// answer, before the pause times out. Default DefaultPingInterval.
+	PingInterval time.Duration
 }
 
 // Serve upgrades the request to a WebSocket and runs one conversation on
@@ -67,6 +76,11 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 		defer close(read)
 		s.read(ctx)
 	}()
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		ping(ctx, conn, cmp.Or(opt.PingInterval, DefaultPingInterval))
+	}()
 	err = s.run(ctx)
 	switch {
 	case err == nil, errors.Is(err, errClosed):
@@ -77,6 +91,29 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 	}
 	cancel()
 	<-read
+	<-pinged
+}
+
+// ping pings the client every interval until ctx ends; a ping without a
+// pong within the interval closes the connection, which the session sees
+// as a closed socket.
+func ping(ctx context.Context, conn *websocket.Conn, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			conn.CloseNow()
+			return
+		}
+	}
 }
 
 // errClosed means the client closed the socket (or it broke).

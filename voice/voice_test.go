@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
 	"github.com/corral-llm/corral/engine"
@@ -377,4 +378,88 @@ func session(url string, rng *rand.Rand) error {
 		}
 	}
 	return nil
+}
+
+// TestPingsKeepAPausedConversation: the server pings during a pause of
+// ten ping intervals; voice.Client, whose reader answers them while
+// nobody calls Next, keeps its conversation, and the answer goes on after
+// continue.
+func TestPingsKeepAPausedConversation(t *testing.T) {
+	cfg := engine.Config{Parallel: 1, ModelPath: testmodel.Path(t, testmodel.TinyStories656K), Threads: 1}
+	eng, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	api, err := openai.New(eng, openai.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		voice.Serve(w, r, api, voice.Options{PingInterval: 10 * time.Millisecond})
+	}))
+	defer hs.Close()
+	c, err := voice.Dial(context.Background(), "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Create(ctx, user("Tell me a story.", 60)); err != nil {
+		t.Fatal(err)
+	}
+	next(t, c)
+	if ev := next(t, c); ev.Type != voice.TypeChunk {
+		t.Fatalf("event %+v", ev)
+	}
+	waitStats(t, eng, "the answer to pause", func(st engine.Stats) bool { return st.SlotsPaused == 1 })
+	time.Sleep(100 * time.Millisecond) // the pause under test (a listener hearing the chunk), not a synchronisation
+	if err := c.Continue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, c); ev.Type != voice.TypeChunk && ev.Type != voice.TypeDone {
+		t.Fatalf("after a pause with pings: %+v", ev)
+	}
+}
+
+// TestSilentClientIsInterrupted: a client that stops reading (a raw
+// socket: voice.Client always reads) answers no ping; the server closes
+// its socket, which interrupts the paused answer long before its pause
+// timeout.
+func TestSilentClientIsInterrupted(t *testing.T) {
+	cfg := engine.Config{Parallel: 1, ModelPath: testmodel.Path(t, testmodel.TinyStories656K), Threads: 1}
+	eng, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	api, err := openai.New(eng, openai.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		voice.Serve(w, r, api, voice.Options{PingInterval: 10 * time.Millisecond})
+	}))
+	defer hs.Close()
+	ctx := context.Background()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	turn := user("Tell me a story.", 60)
+	turn["type"] = voice.TypeCreate
+	turn["chunking"] = map[string]any{"pause_timeout": 3600}
+	b, _ := json.Marshal(turn)
+	if err := conn.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // response.created, then the first chunk; then it reads nothing
+		if _, _, err := conn.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStats(t, eng, "the silent client's answer to be interrupted", func(st engine.Stats) bool {
+		return st.Paced.Interrupted == 1 && st.SlotsBusy == 0
+	})
 }
