@@ -120,6 +120,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	slotCtx := lctx.NCtx() / cfg.Parallel
+	// A context smaller than the batch asked for takes smaller batches.
+	cfg.BatchSize = min(cfg.BatchSize, lctx.NBatch())
 	name := cfg.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")

@@ -343,3 +343,21 @@ func TestSlotChoiceKeepsCachesUseful(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallContextCapsTheBatch: with a context smaller than the batch size
+// llama.cpp takes smaller batches (it pads the cache past what it takes
+// per decode); a prompt longer than that batch but within the slot is
+// evaluated in several steps, not handed to llama.cpp whole (which aborts
+// the process).
+func TestSmallContextCapsTheBatch(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, CtxSize: 192, BatchSize: 512})
+	prompt := strings.Repeat("Tom had a big red ball. ", 70)
+	toks := tokens(t, e, prompt)
+	if n := e.Info().SlotCtx; len(toks) <= 192 || len(toks) >= n {
+		t.Fatalf("want a prompt longer than 192 tokens within the %d-token slot, got %d", n, len(toks))
+	}
+	_, res := collect(t, submit(t, e, engine.Request{Tokens: toks, MaxTokens: 4}))
+	if res.FinishReason != engine.FinishLength || res.Usage.CompletionTokens != 4 {
+		t.Fatalf("result %+v", res)
+	}
+}

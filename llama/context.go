@@ -74,7 +74,11 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		C.free(unsafe.Pointer(passes))
 		return nil, fmt.Errorf("llama: create context (n_ctx %d, n_seq %d): failed", p.NCtx, p.NSeqMax)
 	}
-	ctx := &Context{c: c, mem: C.llama_get_memory(c), cap: p.NBatch, passes: passes}
+	// llama.cpp may take fewer tokens per llama_decode than asked (no
+	// more than the n_ctx asked for, before it pads the cache), and
+	// aborts the process on a batch larger than that: the batch's
+	// capacity is what it took.
+	ctx := &Context{c: c, mem: C.llama_get_memory(c), cap: min(p.NBatch, int(C.llama_n_batch(c))), passes: passes}
 	if !p.NoThreadPool {
 		// Without a pool ggml creates and joins its threads on every pass.
 		ctx.pool = C.corral_threadpool_new(C.int32_t(max(1, p.Threads)))
@@ -84,7 +88,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		}
 		C.llama_attach_threadpool(c, ctx.pool, ctx.pool)
 	}
-	ctx.batch = C.llama_batch_init(C.int32_t(p.NBatch), 0, 1)
+	ctx.batch = C.llama_batch_init(C.int32_t(ctx.cap), 0, 1)
 	return ctx, nil
 }
 
@@ -109,6 +113,10 @@ func (c *Context) Passes() uint64 { return uint64(*c.passes) }
 
 // NCtx is the total number of KV cells.
 func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }
+
+// NBatch is the most tokens one Decode takes: ContextParams.NBatch, or
+// less when llama.cpp took less.
+func (c *Context) NBatch() int { return c.cap }
 
 // Batch is a set of tokens to evaluate in one Decode, filled by Add.
 type Batch struct {

@@ -179,14 +179,27 @@ func (s *session) run(ctx context.Context) error {
 // turn runs one response.create: the answer is generated paced, each
 // chunk sent after the client continued the one before, and what the
 // listener heard joins the conversation.
+//
+// A conversation that outgrew the context forgets its oldest messages
+// (system messages stay) until the turn fits.
 func (s *session) turn(ctx context.Context, b []byte) error {
-	body, msgs, e := s.request(b)
-	if e != nil {
-		return s.send(ctx, errorEvent(e))
-	}
-	stream, e := s.g.PacedChat(ctx, body, &s.conv)
-	if e != nil {
-		return s.send(ctx, errorEvent(e))
+	var (
+		stream *engine.Stream
+		msgs   []json.RawMessage
+	)
+	for {
+		var body []byte
+		var e *openai.Error
+		if body, msgs, e = s.request(b); e != nil {
+			return s.send(ctx, errorEvent(e))
+		}
+		stream, e = s.g.PacedChat(ctx, body, &s.conv)
+		if e == nil {
+			break
+		}
+		if e.Code != "context_length_exceeded" || !s.forgetOldest() {
+			return s.send(ctx, errorEvent(e))
+		}
 	}
 	defer stream.Cancel()
 	id := fmt.Sprintf("resp-%d", stream.ID())
@@ -294,6 +307,23 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 		done.Error = (&openai.Error{Type: openai.TypeServer, Message: fmt.Sprintf("generation failed: %v", res.Err)}).Object()
 	}
 	return s.send(ctx, done)
+}
+
+// forgetOldest drops the conversation's oldest message that is not a
+// system message; false when there is none.
+func (s *session) forgetOldest() bool {
+	for i, m := range s.history {
+		var role struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(m, &role) == nil && role.Role == "system" {
+			continue
+		}
+		s.history = append(s.history[:i:i], s.history[i+1:]...)
+		s.log.Debug("voice: the conversation outgrew the context; forgot its oldest message")
+		return true
+	}
+	return false
 }
 
 // pump moves a stream's chunks into out until the stream ends, then

@@ -463,3 +463,29 @@ func TestSilentClientIsInterrupted(t *testing.T) {
 		return st.Paced.Interrupted == 1 && st.SlotsBusy == 0
 	})
 }
+
+// TestLongConversationForgetsItsStart: a conversation that outgrows the
+// slot's context drops its oldest messages, not the system message, and
+// every turn is answered (answer's done arrives, no error event).
+func TestLongConversationForgetsItsStart(t *testing.T) {
+	s := start(t, engine.Config{Parallel: 1, CtxSize: 192})
+	c := s.dial(t)
+	turn := user("Tell me a story.", 40)
+	turn["messages"] = []voice.Message{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me a story."}}
+	forgot := false
+	prev := 0
+	slot := s.eng.Info().SlotCtx // llama.cpp rounds the context up
+	for i := range 8 {
+		_, done := answer(t, c, turn, -1, 0)
+		p := done.Usage.PromptTokens
+		if p >= slot {
+			t.Fatalf("turn %d: a prompt of %d tokens in a %d-token slot", i, p, slot)
+		}
+		forgot = forgot || p < prev
+		prev = p
+		turn = user(fmt.Sprintf("And then, part %d?", i+2), 40)
+	}
+	if !forgot {
+		t.Fatal("no turn's prompt was shorter than the one before: nothing was forgotten")
+	}
+}
