@@ -99,7 +99,8 @@ type Request struct {
 	Tokens []int32
 	// Prefix are token ids that come before Prompt, which is then
 	// tokenized without BOS (AddSpecial applies to nothing): a
-	// conversation continued from a Result.History.
+	// conversation continued from a Result.History. Ignored when Tokens
+	// is set.
 	Prefix []int32
 	// AddSpecial adds BOS (and whatever the model's vocab wants) when
 	// tokenizing Prompt. ParseSpecial parses special-token text like <s>.
