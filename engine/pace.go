@@ -137,6 +137,9 @@ func (s *scheduler) pauseDeadline() (time.Time, bool) {
 // nothing the user did not hear.
 func (s *scheduler) keepSpoken(sl *slot, spoken int) {
 	r := sl.req
+	if r.gen.pace == nil {
+		return // nothing records where an unpaced request's text lies
+	}
 	k, _ := r.gen.history(spoken)
 	s.truncate(sl, min(len(sl.cache), len(r.tokens)+k))
 }

@@ -317,28 +317,38 @@ func TestContinueAheadDoesNotPause(t *testing.T) {
 // the slot of a paused one, which continues afterwards with the text it
 // would have had anyway.
 func TestPausedRequestIsPreemptedFirst(t *testing.T) {
-	model := testmodel.TinyStories656K
 	req := pacedStory(100)
 	req.Priority = 1
-	plain := req
-	plain.Chunking = nil
-	want := alone(t, model, plain)
-
-	e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20})
-	p := submit(t, e, req)
-	c, _ := nextChunk(t, p)
-	waitPaused(t, e, p)
-	if _, res := collect(t, submit(t, e, greedy("Tom had a red ball", 10))); res.Usage.CompletionTokens != 10 {
-		t.Fatalf("the better-class request: %+v", res)
-	}
-	p.Continue(c.Index)
-	rest, res := pace(t, p, 1)
+	got, want, res, _ := yieldWhilePaused(t, req, greedy("Tom had a red ball", 10))
 	if res.Preemptions != 1 {
 		t.Errorf("%d preemptions, want 1", res.Preemptions)
 	}
-	if got := c.Text + joined(rest); got != want {
+	if got != want {
 		t.Errorf("text after a preemption while paused:\n got %q\nwant %q", got, want)
 	}
+}
+
+// yieldWhilePaused runs the paced req alone in a one-slot engine with a
+// host cache until its first chunk, then other to the end (it takes the
+// paused slot), then continues req. It returns req's text, its text
+// unpaced on a fresh engine, its result and the engine.
+func yieldWhilePaused(t *testing.T, req, other engine.Request) (got, want string, res engine.Result, e *engine.Engine) {
+	t.Helper()
+	model := testmodel.TinyStories656K
+	plain := req
+	plain.Chunking = nil
+	want = alone(t, model, plain)
+
+	e = newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20})
+	p := submit(t, e, req)
+	c, _ := nextChunk(t, p)
+	waitPaused(t, e, p)
+	if _, r := collect(t, submit(t, e, other)); r.Usage.CompletionTokens != other.MaxTokens {
+		t.Fatalf("the request that took the paused slot: %+v", r)
+	}
+	p.Continue(c.Index)
+	rest, res := pace(t, p, 1)
+	return c.Text + joined(rest), want, res, e
 }
 
 func TestBadChunking(t *testing.T) {
@@ -358,23 +368,10 @@ func TestBadChunking(t *testing.T) {
 // through the host cache with nothing evaluated twice and the text it
 // would have had anyway.
 func TestPausedSlotIsLent(t *testing.T) {
-	model := testmodel.TinyStories656K
 	req := pacedStory(100)
 	req.Prompt = strings.Repeat("Tom had a big red ball and a small blue car. ", 6) + storyPrompt
-	plain := req
-	plain.Chunking = nil
-	want := alone(t, model, plain)
-
-	e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20})
-	p := submit(t, e, req)
-	c, _ := nextChunk(t, p)
-	waitPaused(t, e, p)
-	if _, res := collect(t, submit(t, e, greedy("Hello", 10))); res.Usage.CompletionTokens != 10 {
-		t.Fatalf("the request that borrowed the slot: %+v", res)
-	}
-	p.Continue(c.Index)
-	rest, res := pace(t, p, 1)
-	if got := c.Text + joined(rest); got != want {
+	got, want, res, e := yieldWhilePaused(t, req, greedy("Hello", 10))
+	if got != want {
 		t.Errorf("text after lending the slot:\n got %q\nwant %q", got, want)
 	}
 	if res.Preemptions != 1 || res.Usage.ReevaluatedTokens != 0 {

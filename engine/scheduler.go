@@ -327,8 +327,8 @@ func (s *scheduler) sample() {
 		}
 		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
 		text, stop := g.out.push(s.piece)
-		g.released(tok, text, g.out.holding() || stop != "", g.pace != nil)
 		if g.pace != nil {
+			g.released(tok, text, g.out.holding() || stop != "")
 			g.pace.chunks.push(text, 1)
 		} else {
 			sl.req.stream.deliver(text, 1)
@@ -395,8 +395,8 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	if reason == FinishStop && r.gen.stopWord != "" {
 		text = ""
 	}
-	if text != "" {
-		r.gen.released(0, text, false, false)
+	if text != "" && r.gen.pace != nil {
+		r.gen.flushed(text)
 	}
 	p := r.gen.pace
 	switch {

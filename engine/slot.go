@@ -77,11 +77,11 @@ type generation struct {
 	stopWord    string
 	preemptions int
 	pace        *pacing // nil unless Request.Chunking is set
-	// whole lists the points where the text released so far is exactly
-	// the text of the tokens generated so far (nothing held back for a
-	// stop string or a split character): the places a history can end
-	// (see keepSpoken and Result.History). outToks are those tokens, kept
-	// for paced requests only.
+	// For paced requests only: whole lists the points where the text
+	// released so far is exactly the text of the tokens generated so far
+	// (nothing held back for a stop string or a split character), the
+	// places a history can end (see keepSpoken and Result.History);
+	// outToks are those tokens.
 	whole   []wholePoint
 	runes   int // characters of text released so far
 	outToks []int32
@@ -183,16 +183,22 @@ func (g *generation) reevaluated(n int) int {
 // end together: after tokens tokens, runes characters.
 type wholePoint struct{ tokens, runes int32 }
 
-// released records a generated token (EOG excluded) and the text it
-// released; held reports whether text is still held back after it.
-func (g *generation) released(tok int32, text string, held bool, keepTokens bool) {
+// released records a paced request's generated token (EOG excluded) and
+// the text it released; held reports whether text is still held back
+// after it.
+func (g *generation) released(tok int32, text string, held bool) {
 	g.runes += utf8.RuneCountInString(text)
-	if keepTokens {
-		g.outToks = append(g.outToks, tok)
-	}
+	g.outToks = append(g.outToks, tok)
 	if !held {
 		g.whole = append(g.whole, wholePoint{int32(g.decoded), int32(g.runes)})
 	}
+}
+
+// flushed records the held-back text released at the end: text and
+// tokens end together again.
+func (g *generation) flushed(text string) {
+	g.runes += utf8.RuneCountInString(text)
+	g.whole = append(g.whole, wholePoint{int32(g.decoded), int32(g.runes)})
 }
 
 // history returns how many generated tokens, and characters of text,

@@ -69,10 +69,11 @@ func (s *Stream) Continue(index int) {
 }
 
 // Interrupt ends the request like Cancel, after the listener heard only
-// the first spokenChars characters (runes) of its text: the KV cache keeps
-// the prompt and the generated tokens whose text lies within them, so
-// that the next turn, with the assistant's message cut to what was heard,
-// finds it cached. The request finishes with FinishInterrupted.
+// the first spokenChars characters (runes) of its text. For a paced
+// request (Request.Chunking) the KV cache keeps the prompt and the
+// generated tokens whose text lies within them, so that the next turn,
+// with the assistant's message cut to what was heard, finds it cached.
+// The request finishes with FinishInterrupted.
 func (s *Stream) Interrupt(spokenChars int) {
 	s.spoken.CompareAndSwap(-1, int64(max(0, spokenChars)))
 	s.cancel()

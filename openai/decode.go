@@ -27,6 +27,15 @@ func decodeBody(r *http.Request, v any) *Error {
 	return decodeJSON(b, v)
 }
 
+// decodeOptionalBody is decodeBody for an endpoint whose body may be
+// left out: an empty body leaves v as it is.
+func decodeOptionalBody(r *http.Request, v any) *Error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return decodeBody(r, v)
+}
+
 // decodeJSON decodes b, one JSON object in valid UTF-8, into v (see
 // decodeBody).
 func decodeJSON(b []byte, v any) *Error {

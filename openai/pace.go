@@ -232,11 +232,9 @@ type pacedAck struct {
 func (a *API) ContinueChat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var body continueBody
-	if r.ContentLength != 0 {
-		if e := decodeBody(r, &body); e != nil {
-			WriteError(w, e)
-			return
-		}
+	if e := decodeOptionalBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
 	}
 	ps, e := a.paced.get(id)
 	if e != nil {
@@ -261,11 +259,9 @@ func (a *API) ContinueChat(w http.ResponseWriter, r *http.Request) {
 func (a *API) CancelChat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var body cancelBody
-	if r.ContentLength != 0 {
-		if e := decodeBody(r, &body); e != nil {
-			WriteError(w, e)
-			return
-		}
+	if e := decodeOptionalBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
 	}
 	if body.SpokenChars != nil && *body.SpokenChars < 0 {
 		WriteError(w, invalid("spoken_chars", "'spoken_chars' must be >= 0, got %d", *body.SpokenChars))

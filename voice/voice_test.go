@@ -33,6 +33,12 @@ type server struct {
 
 func start(t *testing.T, cfg engine.Config) *server {
 	t.Helper()
+	return startWith(t, cfg, voice.Options{})
+}
+
+// startWith is start with the voice options opt.
+func startWith(t *testing.T, cfg engine.Config, opt voice.Options) *server {
+	t.Helper()
 	cfg.ModelPath = testmodel.Path(t, testmodel.TinyStories656K)
 	cfg.Threads = 1
 	eng, err := engine.New(context.Background(), cfg)
@@ -45,7 +51,7 @@ func start(t *testing.T, cfg engine.Config) *server {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		voice.Serve(w, r, api, voice.Options{})
+		voice.Serve(w, r, api, opt)
 	}))
 	t.Cleanup(func() {
 		hs.Close()
@@ -385,25 +391,9 @@ func session(url string, rng *rand.Rand) error {
 // nobody calls Next, keeps its conversation, and the answer goes on after
 // continue.
 func TestPingsKeepAPausedConversation(t *testing.T) {
-	cfg := engine.Config{Parallel: 1, ModelPath: testmodel.Path(t, testmodel.TinyStories656K), Threads: 1}
-	eng, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	api, err := openai.New(eng, openai.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		voice.Serve(w, r, api, voice.Options{PingInterval: 10 * time.Millisecond})
-	}))
-	defer hs.Close()
-	c, err := voice.Dial(context.Background(), "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	s := startWith(t, engine.Config{Parallel: 1}, voice.Options{PingInterval: 10 * time.Millisecond})
+	eng := s.eng
+	c := s.dial(t)
 	ctx := context.Background()
 	if err := c.Create(ctx, user("Tell me a story.", 60)); err != nil {
 		t.Fatal(err)
@@ -427,22 +417,10 @@ func TestPingsKeepAPausedConversation(t *testing.T) {
 // its socket, which interrupts the paused answer long before its pause
 // timeout.
 func TestSilentClientIsInterrupted(t *testing.T) {
-	cfg := engine.Config{Parallel: 1, ModelPath: testmodel.Path(t, testmodel.TinyStories656K), Threads: 1}
-	eng, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	api, err := openai.New(eng, openai.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		voice.Serve(w, r, api, voice.Options{PingInterval: 10 * time.Millisecond})
-	}))
-	defer hs.Close()
+	s := startWith(t, engine.Config{Parallel: 1}, voice.Options{PingInterval: 10 * time.Millisecond})
+	eng := s.eng
 	ctx := context.Background()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	conn, _, err := websocket.Dial(ctx, s.url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
