@@ -5,6 +5,11 @@
 //	corral bench     [flags]             load-test a server
 //	corral synth     --shape 135m -o F   write a random-weight model
 //	corral supervise --config FILE       run and supervise worker processes
+//	corral pull      REF                 download a model into the model directory
+//	corral ls                            list the models in the model directory
+//	corral rm        MODEL               remove a model from the model directory
+//	corral show      MODEL               describe a model
+//	corral run       MODEL [PROMPT]      chat with a model in the terminal
 package main
 
 import (
@@ -22,7 +27,16 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"bench":     runBench,
 	"synth":     runSynth,
 	"supervise": runSupervise,
+	"pull":      runPull,
+	"ls":        runList,
+	"rm":        runRemove,
+	"show":      runShow,
+	"run":       runRun,
 }
+
+// ownSignals are the commands that handle SIGINT themselves (corral run:
+// Ctrl-C cancels the answer being written, not the program).
+var ownSignals = map[string]bool{"run": true}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -34,7 +48,10 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	ctx, stop := onSignals(os.Args[1])
+	ctx, stop := context.Background(), func() {}
+	if !ownSignals[os.Args[1]] {
+		ctx, stop = onSignals(os.Args[1])
+	}
 	err := run(ctx, os.Args[2:])
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -86,6 +103,11 @@ commands:
   bench      load-test an OpenAI-compatible or llama.cpp server
   synth      write a random-weight llama model of a given shape
   supervise  run and supervise worker processes behind a job API
+  pull       download a model (Hugging Face or a URL) into the model directory
+  ls         list the models in the model directory
+  rm         remove a model from the model directory
+  show       describe a model: architecture, parameters, template
+  run        chat with a model in the terminal
 
 "corral <command> -h" lists a command's flags.
 `)
