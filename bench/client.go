@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -52,6 +53,11 @@ type Client struct {
 	API API
 	// Model is sent as "model" (OpenAI APIs).
 	Model string
+	// Models, when set, are sent in turn instead of Model: a load spread
+	// over several models of one server. NewClient's client takes turns
+	// across requests; a Client literal sends Models[0].
+	Models []string
+	next   *atomic.Uint64
 	// MaxTokens limits each generation (0: the server's default).
 	MaxTokens int
 	// IgnoreEOS asks the server to generate MaxTokens tokens regardless of
@@ -69,7 +75,7 @@ func NewClient(baseURL string, api API, conns int) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = max(conns, 2)
 	tr.MaxIdleConnsPerHost = max(conns, 2)
-	return &Client{BaseURL: baseURL, API: api, HTTP: &http.Client{Transport: tr}}
+	return &Client{BaseURL: baseURL, API: api, HTTP: &http.Client{Transport: tr}, next: new(atomic.Uint64)}
 }
 
 // Close closes idle connections.
@@ -158,7 +164,13 @@ func (c *Client) requestBody(p Prompt) (string, []byte, error) {
 			delete(m, "prompt")
 			m["messages"] = p.Messages
 		}
-		if c.Model != "" {
+		if len(c.Models) > 0 {
+			i := uint64(0)
+			if c.next != nil {
+				i = (c.next.Add(1) - 1) % uint64(len(c.Models))
+			}
+			m["model"] = c.Models[i]
+		} else if c.Model != "" {
 			m["model"] = c.Model
 		}
 		m["stream_options"] = map[string]any{"include_usage": true}

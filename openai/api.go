@@ -13,13 +13,16 @@ package openai
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/registry"
 )
 
 // Engine is what the API needs from an engine; *engine.Engine satisfies it
@@ -33,10 +36,69 @@ type Engine interface {
 	Slots(ctx context.Context) ([]engine.SlotInfo, error)
 	Stats() engine.Stats
 	Drain()
+	Close() error
 }
+
+// Registry holds the models an API serves (see package registry).
+type Registry = registry.Registry[*Model]
+
+// Lease is a request's hold on a loaded model.
+type Lease = registry.Lease[*Model]
 
 // Options configure an API.
 type Options struct {
+	// Logger receives warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// API serves the models of a registry. Its handler methods are safe for
+// concurrent use.
+type API struct {
+	models *Registry
+	paced  pacedStreams // paced chat streams being served, by response id
+	log    *slog.Logger
+}
+
+// New returns an API serving models.
+func New(models *Registry, opt Options) *API {
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &API{models: models, log: log}
+}
+
+// ForEngine returns an API serving one engine, already loaded, under any
+// model name: a registry of one model kept loaded. Closing the API's
+// registry (Registry().Close()) closes eng.
+func ForEngine(eng Engine, opt ModelOptions) (*API, error) {
+	m, err := NewModel(eng, opt)
+	if err != nil {
+		return nil, err
+	}
+	forever := time.Duration(-1)
+	spec := registry.Spec{ID: m.info.Name, Engine: engine.Config{ModelPath: m.info.Path}, KeepAlive: &forever}
+	reg, err := registry.New(registry.Config{Logger: opt.Logger}, []registry.Spec{spec},
+		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+	if err != nil {
+		return nil, err
+	}
+	l, err := reg.Acquire(context.Background(), "")
+	if err != nil {
+		return nil, err
+	}
+	l.Release()
+	return New(reg, Options{Logger: opt.Logger}), nil
+}
+
+// Registry is the registry of models the API serves.
+func (a *API) Registry() *Registry { return a.models }
+
+// Logger is the API's logger (Options.Logger).
+func (a *API) Logger() *slog.Logger { return a.log }
+
+// ModelOptions configure a Model.
+type ModelOptions struct {
 	// ChatTemplate names a built-in chat template (see chat.Lookup) used
 	// instead of the model's own.
 	ChatTemplate string
@@ -44,57 +106,113 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves one engine. Its handler methods are safe for concurrent use.
-type API struct {
+// Model is one loaded model as the API serves it: its engine, its chat
+// template and the text of its special tokens.
+type Model struct {
 	eng  Engine
 	info engine.ModelInfo
 	tmpl *chat.Template
 	bos  string // text of the BOS token
 	eos  string // text of the EOS token
-
-	paced pacedStreams // paced chat streams being served, by response id
-	log   *slog.Logger
 }
 
-// Logger is the API's logger (Options.Logger).
-func (a *API) Logger() *slog.Logger { return a.log }
-
-// New prepares the API for eng, resolving the chat template: the one named
-// by opt.ChatTemplate, else the model's, else ChatML. A model template that
-// does not parse falls back to ChatML with a warning.
-func New(eng Engine, opt Options) (*API, error) {
+// NewModel prepares eng for serving, resolving its chat template: the one
+// named by opt.ChatTemplate, else the model's, else ChatML. A model
+// template that does not parse falls back to ChatML with a warning.
+func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	info := eng.Info()
-	a := &API{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS), log: log}
+	m := &Model{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
 	var err error
 	switch {
 	case opt.ChatTemplate != "":
-		if a.tmpl, err = chat.Lookup(opt.ChatTemplate); err != nil {
+		if m.tmpl, err = chat.Lookup(opt.ChatTemplate); err != nil {
 			return nil, err // it names the template and the known ones
 		}
 	case info.ChatTemplate != "":
-		if a.tmpl, err = chat.Parse(info.ChatTemplate); err != nil {
+		if m.tmpl, err = chat.Parse(info.ChatTemplate); err != nil {
 			log.Warn("model chat template does not parse; using chatml", "model", info.Name, "err", err)
 		}
 	}
-	if a.tmpl == nil {
-		if a.tmpl, err = chat.Lookup("chatml"); err != nil {
+	if m.tmpl == nil {
+		if m.tmpl, err = chat.Lookup("chatml"); err != nil {
 			return nil, fmt.Errorf("chat template chatml: %w", err)
 		}
 	}
-	return a, nil
+	return m, nil
 }
 
-// checkModel accepts the served model id or no model at all.
-func (a *API) checkModel(model string) *Error {
-	if model == "" || model == a.info.Name {
-		return nil
+// Loader returns the registry loader of Models: an engine for the spec,
+// with its chat template; log receives template warnings.
+func Loader(log *slog.Logger) registry.Loader[*Model] {
+	return func(ctx context.Context, spec registry.Spec) (*Model, error) {
+		cfg := spec.Engine
+		if cfg.Name == "" {
+			cfg.Name = spec.ID
+		}
+		eng, err := engine.New(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, Logger: log})
+		if err != nil {
+			eng.Close()
+			return nil, err
+		}
+		return m, nil
 	}
-	return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Param: "model", Code: "model_not_found",
-		Message: fmt.Sprintf("the model %q does not exist; this server serves %q", model, a.info.Name)}
+}
+
+// Engine is the model's engine.
+func (m *Model) Engine() Engine { return m.eng }
+
+// Info describes the model.
+func (m *Model) Info() engine.ModelInfo { return m.info }
+
+// Drain stops the engine admitting requests (see engine.Engine.Drain).
+func (m *Model) Drain() { m.eng.Drain() }
+
+// Close frees the engine.
+func (m *Model) Close() error { return m.eng.Close() }
+
+// acquire leases the model a request names, loading it if need be. keep
+// is the request's keep_alive, nil when absent.
+func (a *API) acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
+	l, err := a.models.Acquire(ctx, name)
+	if err != nil {
+		return nil, modelError(err)
+	}
+	if keep != nil {
+		l.SetKeepAlive(keep.Duration)
+	}
+	return l, nil
+}
+
+// modelError maps an error from Registry.Acquire to an API error.
+func modelError(err error) *Error {
+	var (
+		unknown  *registry.UnknownModelError
+		tooLarge *registry.TooLargeError
+		busy     *registry.BusyError
+		load     *registry.LoadError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Param: "model", Code: "model_not_found", Message: err.Error()}
+	case errors.As(err, &tooLarge):
+		// Not a 5xx: retrying cannot help, and SDKs retry 5xx.
+		return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "model", Code: "model_too_large", Message: err.Error()}
+	case errors.As(err, &busy):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "model_busy", Message: err.Error()}
+	case errors.As(err, &load):
+		return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "model_load_failed", Message: err.Error()}
+	case errors.Is(err, registry.ErrDraining):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
+	}
+	return submitError(err, "")
 }
 
 // newID returns a fresh response id such as "chatcmpl-…".

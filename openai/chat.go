@@ -30,7 +30,14 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
-	req, e := a.chatRequest(&body)
+	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	defer l.Release()
+	m := l.Model()
+	req, e := m.chatRequest(&body)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -39,48 +46,48 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
 		return
 	}
-	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil}
+	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}
 	if f.paced {
 		mode.pacedID = f.h.ID
 	}
-	a.generate(w, r, req, mode, f)
+	a.generate(w, r, m, req, mode, f)
 }
 
 // chatRequest validates a chat completion request and builds the engine
 // request, its prompt rendered by the chat template.
-func (a *API) chatRequest(body *chatRequest) (engine.Request, *Error) {
+func (m *Model) chatRequest(body *chatRequest) (engine.Request, *Error) {
 	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = body.MaxTokens, "max_tokens"
 	}
-	req, e := a.request(&body.oaiParams, maxTokens, maxParam)
+	req, e := m.request(&body.oaiParams, maxTokens, maxParam)
 	if e != nil {
 		return req, e
 	}
 	if req.Chunking, req.PauseTimeout, e = body.Chunking.engine(); e != nil {
 		return req, e
 	}
-	if req.Prompt, e = a.render(body); e != nil {
+	if req.Prompt, e = m.render(body); e != nil {
 		return req, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	req.Plain = clientSpans(req.Prompt, body.Messages)
-	req.Stop = append(req.Stop, a.tmpl.Stops()...)
+	req.Stop = append(req.Stop, m.tmpl.Stops()...)
 	return req, nil
 }
 
 // render applies the chat template to the request's messages.
-func (a *API) render(body *chatRequest) (string, *Error) {
+func (m *Model) render(body *chatRequest) (string, *Error) {
 	if len(body.Messages) == 0 {
 		return "", invalid("messages", "'messages' must be a non-empty array")
 	}
-	opt := chat.Options{AddGenerationPrompt: true, BOSToken: a.bos, EOSToken: a.eos}
+	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos}
 	var choice string
 	if json.Unmarshal(body.ToolChoice, &choice) != nil || choice != "none" {
 		opt.Tools = body.Tools
 	}
-	prompt, err := a.tmpl.Render(body.Messages, opt)
+	prompt, err := m.tmpl.Render(body.Messages, opt)
 	if err != nil {
 		if errors.Is(err, chat.ErrInvalidMessages) {
 			return "", invalid("messages", "%v", err)
@@ -89,8 +96,8 @@ func (a *API) render(body *chatRequest) (string, *Error) {
 	}
 	// Templates often start with the BOS text; the tokenizer adds BOS
 	// itself (AddSpecial), so a second one would change the prompt.
-	if a.info.AddBOS && a.bos != "" {
-		prompt = strings.TrimPrefix(prompt, a.bos)
+	if m.info.AddBOS && m.bos != "" {
+		prompt = strings.TrimPrefix(prompt, m.bos)
 	}
 	return prompt, nil
 }

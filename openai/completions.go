@@ -20,18 +20,25 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
-	req, e := a.request(&body.oaiParams, body.MaxTokens, "max_tokens")
+	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
 	if e != nil {
 		WriteError(w, e)
 		return
 	}
-	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, a.info.VocabSize); e != nil {
+	defer l.Release()
+	m := l.Model()
+	req, e := m.request(&body.oaiParams, body.MaxTokens, "max_tokens")
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.info.VocabSize); e != nil {
 		WriteError(w, e)
 		return
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
-	f := &textResponder{h: a.header("cmpl-"), includeUsage: body.includeUsage()}
-	a.generate(w, r, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority}, f)
+	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage()}
+	a.generate(w, r, m, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority}, f)
 }
 
 // textResponder shapes text_completion objects, streamed or whole.

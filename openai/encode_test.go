@@ -84,7 +84,7 @@ func normalize(b []byte) string {
 }
 
 func TestChatEncoding(t *testing.T) {
-	a, err := New(newFake(), Options{})
+	a, err := NewModel(newFake(), ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestChatEncoding(t *testing.T) {
 }
 
 func TestTextEncoding(t *testing.T) {
-	a, err := New(newFake(), Options{})
+	a, err := NewModel(newFake(), ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -55,3 +56,23 @@ func (f *fakeEngine) Slots(ctx context.Context) ([]engine.SlotInfo, error) { ret
 func (f *fakeEngine) Stats() engine.Stats { return engine.Stats{} }
 
 func (f *fakeEngine) Drain() {}
+
+func (f *fakeEngine) Close() error { return nil }
+
+// strictAPI serves fake as the one model "tiny" with strict model names,
+// so that a request naming another model gets 404.
+func strictAPI(t *testing.T, fake *fakeEngine) *API {
+	t.Helper()
+	m, err := NewModel(fake, ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := registry.Spec{ID: fake.info.Name}
+	reg, err := registry.New(registry.Config{StrictNames: true, KeepAlive: -1}, []registry.Spec{spec},
+		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return New(reg, Options{})
+}

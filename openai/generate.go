@@ -33,6 +33,10 @@ type genMode struct {
 	grammarParam string // request field the grammar came from ("" when none)
 	priority     *int   // the body's "priority", nil when absent
 	pacedID      string // a paced stream's response id: Continue and cancel find it by this
+	// ollama answers in Ollama's wire format: a stream of NDJSON lines
+	// rather than server-sent events, and errors as {"error": message}
+	// (see writeOllamaError).
+	ollama bool
 }
 
 // PriorityHeader carries a request's priority class for clients that
@@ -73,22 +77,28 @@ func priority(body *int, h http.Header) (int, *Error) {
 // event. A request that fails before the headers (queue full, queue
 // timeout, engine error) gets a plain HTTP error status; one that fails
 // after them gets an error event with the error envelope, then [DONE]
-// where the endpoint uses it.
-func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Request, mode genMode, f responder) {
+// where the endpoint uses it. With mode.ollama the stream is NDJSON
+// (application/x-ndjson), its ping an object without text, and errors
+// take Ollama's shape.
+func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req engine.Request, mode genMode, f responder) {
 	ctx := r.Context()
 	cfg := streamConfig(ctx)
+	fail, errorEvent := WriteError, (*Error).Envelope
+	if mode.ollama {
+		fail, errorEvent = writeOllamaError, ollamaErrorBody
+	}
 	var e *Error
 	if req.Priority, e = priority(mode.priority, r.Header); e != nil {
-		WriteError(w, e)
+		fail(w, e)
 		return
 	}
-	s, err := a.eng.Submit(ctx, req)
+	s, err := m.eng.Submit(ctx, req)
 	if err != nil {
 		e := submitError(err, mode.promptParam)
 		if errors.Is(err, engine.ErrGrammar) && mode.grammarParam != "" {
 			e.Param = mode.grammarParam
 		}
-		WriteError(w, e)
+		fail(w, e)
 		return
 	}
 	defer s.Cancel()
@@ -111,7 +121,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		}
 		res := s.Result()
 		if e := resultError(res); e != nil {
-			WriteError(w, e)
+			fail(w, e)
 			return
 		}
 		writeJSON(w, http.StatusOK, f.whole(text.String(), res))
@@ -119,17 +129,21 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 	}
 
 	var (
-		sse     *sseWriter // non-nil once the headers are sent
-		started bool       // f.streamStart was sent
+		sw      streamWriter // non-nil once the headers are sent
+		started bool         // f.streamStart was sent
 		carry   utf8Carry
 		ntok    int // tokens received but not yet reported
 	)
 	headers := func() error {
-		if sse != nil {
+		if sw != nil {
 			return nil
 		}
 		var err error
-		sse, err = startSSETimeout(w, cfg.WriteTimeout)
+		if mode.ollama {
+			sw, err = startNDJSON(w, cfg.WriteTimeout, func() any { return f.streamText("", engine.Chunk{}) })
+		} else {
+			sw, err = startSSETimeout(w, cfg.WriteTimeout)
+		}
 		return err
 	}
 	begin := func() error {
@@ -138,7 +152,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		}
 		started = true
 		if ev := f.streamStart(); ev != nil {
-			return sse.event(ev)
+			return sw.event(ev)
 		}
 		return nil
 	}
@@ -150,7 +164,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		if err == errIdle {
 			// Queued or prefilling: show the client (and any proxy) that
 			// the request is alive.
-			if headers() != nil || sse.ping() != nil {
+			if headers() != nil || sw.ping() != nil {
 				return // the client is gone or does not read
 			}
 			continue
@@ -170,41 +184,40 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, req engine.Reques
 		if paced != nil {
 			paced.sent(c) // before the client can see it and continue
 		}
-		if sse.event(f.streamText(text, c)) != nil {
+		if sw.event(f.streamText(text, c)) != nil {
 			return
 		}
 	}
 	res := s.Result()
 	e = resultError(res)
-	if e != nil && sse == nil {
-		WriteError(w, e)
+	if e != nil && sw == nil {
+		fail(w, e)
 		return
 	}
 	if e == nil && begin() != nil {
 		return
 	}
 	if rest := carry.rest(); rest != "" {
-		if sse.event(f.streamText(rest, engine.Chunk{Tokens: ntok})) != nil {
+		if sw.event(f.streamText(rest, engine.Chunk{Tokens: ntok})) != nil {
 			return
 		}
 	}
 	if e != nil {
-		if sse.event(e.Envelope()) != nil {
+		if sw.event(errorEvent(e)) != nil {
 			return
 		}
 	} else {
 		for _, ev := range f.streamEnd(res) {
-			if sse.event(ev) != nil {
+			if sw.event(ev) != nil {
 				return
 			}
 		}
 	}
 	if mode.doneMarker {
-		sse.done()
+		sw.done()
 	}
 }
 
-// Drain stops the engine admitting requests: from then on submissions
-// fail with engine.ErrClosed and queued requests end with it (503), while
-// running ones go on.
-func (a *API) Drain() { a.eng.Drain() }
+// Drain stops admission: from then on requests fail with 503, and so do
+// those queued in every engine, while running ones go on.
+func (a *API) Drain() { a.models.Drain() }

@@ -11,6 +11,7 @@ import (
 // llamaRequest is the body of llama-server's POST /completion.
 type llamaRequest struct {
 	Prompt      json.RawMessage `json:"prompt"`
+	Model       string          `json:"model"`
 	NPredict    *int            `json:"n_predict"`
 	MaxTokens   *int            `json:"max_tokens"` // alias of n_predict
 	Stream      bool            `json:"stream"`
@@ -31,20 +32,27 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
-	req, e := a.llamaRequest(&body)
+	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
 	if e != nil {
 		WriteError(w, e)
 		return
 	}
-	f := &llamaResponder{model: a.info.Name}
+	defer l.Release()
+	m := l.Model()
+	req, e := m.llamaRequest(&body)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	f := &llamaResponder{model: m.info.Name}
 	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority}
 	if !isNull(body.JSONSchema) {
 		mode.grammarParam = "json_schema"
 	}
-	a.generate(w, r, req, mode, f)
+	a.generate(w, r, m, req, mode, f)
 }
 
-func (a *API) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
+func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 	req := engine.Request{
 		AddSpecial:    true,
 		ParseSpecial:  true,
@@ -53,7 +61,7 @@ func (a *API) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 		Grammar:       body.Grammar,
 	}
 	var e *Error
-	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, a.info.VocabSize); e != nil {
+	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.info.VocabSize); e != nil {
 		return req, e
 	}
 	n, param := body.NPredict, "n_predict"
@@ -79,7 +87,7 @@ func (a *API) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot
 	}
-	if req.Sampling, e = body.sampling(a.info.VocabSize, a.info.SlotCtx); e != nil {
+	if req.Sampling, e = body.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
 		return req, e
 	}
 	if req.Stop, e = parseStop(body.Stop); e != nil {

@@ -22,11 +22,8 @@ type oaiParams struct {
 
 // request validates p and builds the engine request, less its prompt.
 // maxParam names the field maxTokens came from.
-func (a *API) request(p *oaiParams, maxTokens *int, maxParam string) (engine.Request, *Error) {
+func (m *Model) request(p *oaiParams, maxTokens *int, maxParam string) (engine.Request, *Error) {
 	req := engine.Request{IgnoreEOS: p.IgnoreEOS}
-	if e := a.checkModel(p.Model); e != nil {
-		return req, e
-	}
 	if p.N != nil && *p.N != 1 {
 		return req, invalid("n", "'n' must be 1: this server generates one choice per request, got %d", *p.N)
 	}
@@ -37,7 +34,7 @@ func (a *API) request(p *oaiParams, maxTokens *int, maxParam string) (engine.Req
 		req.MaxTokens = *maxTokens
 	}
 	var e *Error
-	if req.Sampling, e = p.sampling(a.info.VocabSize, a.info.SlotCtx); e != nil {
+	if req.Sampling, e = p.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
 		return req, e
 	}
 	if req.Stop, e = parseStop(p.Stop); e != nil {
@@ -86,6 +83,6 @@ type header struct {
 	Model   string `json:"model"`
 }
 
-func (a *API) header(prefix string) header {
-	return header{ID: newID(prefix), Created: time.Now().Unix(), Model: a.info.Name}
+func (m *Model) header(prefix string) header {
+	return header{ID: newID(prefix), Created: time.Now().Unix(), Model: m.info.Name}
 }

@@ -125,6 +125,7 @@ func PacedMetricsOf(res engine.Result) PacedMetrics {
 // their text, need not give back its tokens. The zero value is a new
 // conversation. Not for concurrent use.
 type Conversation struct {
+	model   string  // the model whose tokens these are
 	text    string  // the rendered prompt text tokens stand for
 	tokens  []int32 // engine.Result.History of the last turn
 	pending string  // the current turn's rendered prompt
@@ -145,36 +146,46 @@ func (c *Conversation) Answered(res engine.Result, output string) {
 // PacedChat starts a paced chat completion for another face of the API
 // (package voice): body is a chat completion request, its "chunking"
 // object optional (defaults); it is never streamed as HTTP. The request
-// lives until ctx ends or it finishes. With conv, its prompt continues
-// conv's tokens when its text does (see Conversation).
-func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (*engine.Stream, *Error) {
+// lives until ctx ends or it finishes; its model stays loaded until the
+// caller calls release, once done with the stream. With conv, its prompt
+// continues conv's tokens when its text does (see Conversation).
+func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s *engine.Stream, release func(), e *Error) {
 	var req chatRequest
 	if e := decodeJSON(body, &req); e != nil {
-		return nil, e
+		return nil, nil, e
 	}
 	if req.Chunking == nil {
 		req.Chunking = &chunkingParams{}
 	}
-	r, e := a.chatRequest(&req)
+	l, e := a.acquire(ctx, req.Model, req.KeepAlive)
 	if e != nil {
-		return nil, e
+		return nil, nil, e
 	}
-	if r.Priority, e = priority(req.Priority, nil); e != nil {
-		return nil, e
+	m := l.Model()
+	r, e := m.chatRequest(&req)
+	if e == nil {
+		r.Priority, e = priority(req.Priority, nil)
+	}
+	if e != nil {
+		l.Release()
+		return nil, nil, e
 	}
 	if conv != nil {
+		if conv.model != m.info.Name {
+			*conv = Conversation{model: m.info.Name}
+		}
 		conv.pending = r.Prompt
 		if cut := len(conv.text); conv.tokens != nil && strings.HasPrefix(r.Prompt, conv.text) {
 			r.Prefix, r.Prompt = conv.tokens, r.Prompt[cut:]
 			r.Plain = shiftSpans(r.Plain, cut)
 		}
 	}
-	s, err := a.eng.Submit(ctx, r)
+	s, err := m.eng.Submit(ctx, r)
 	if err != nil {
-		e := submitError(err, "messages")
-		return nil, e
+		l.Release()
+		return nil, nil, submitError(err, "messages")
 	}
-	return s, nil
+	return s, l.Release, nil
 }
 
 // pacedStreams finds the paced streams being served by response id.

@@ -46,6 +46,9 @@ type samplingParams struct {
 	// Priority is the request's class (vLLM's field): lower is served
 	// first. Not sampling, but shared by the same endpoints.
 	Priority *int `json:"priority"`
+	// KeepAlive is how long the model stays loaded after this request
+	// (Ollama's field; see KeepAlive).
+	KeepAlive *KeepAlive `json:"keep_alive"`
 }
 
 // sampling validates p and converts it for a model with vocab tokens and

@@ -69,14 +69,61 @@ func setWriteDeadline(rc *http.ResponseController, d time.Duration) error {
 	return nil
 }
 
-// sseWriter writes server-sent events, one JSON object per "data:" line,
-// flushing after each so the client sees tokens as they come. Every write
-// has a deadline of writeTimeout.
-type sseWriter struct {
+// streamWriter frames the events of a streamed response: server-sent
+// events (sseWriter) or newline-delimited JSON (ndjsonWriter).
+type streamWriter interface {
+	// event writes v as one event. An error means the client is gone.
+	event(v any) error
+	// ping shows the client, and any proxy, that the request is alive.
+	ping() error
+	// done writes the end-of-stream marker, where the framing has one.
+	done() error
+}
+
+// flushWriter writes a streamed response, flushing after each write so
+// that the client sees it at once. Every write has a deadline of
+// writeTimeout.
+type flushWriter struct {
 	w            http.ResponseWriter
 	rc           *http.ResponseController
 	writeTimeout time.Duration
 }
+
+// startStream sends the headers of a 200 stream of contentType. An error
+// means the client is gone or does not read.
+func startStream(w http.ResponseWriter, contentType string, writeTimeout time.Duration) (flushWriter, error) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // tell nginx-like proxies not to buffer
+	f := flushWriter{w: w, rc: http.NewResponseController(w), writeTimeout: writeTimeout}
+	if err := setWriteDeadline(f.rc, writeTimeout); err != nil {
+		return f, err
+	}
+	w.WriteHeader(http.StatusOK)
+	return f, f.flush()
+}
+
+// write writes and flushes b within the write timeout.
+func (f flushWriter) write(b []byte) error {
+	if err := setWriteDeadline(f.rc, f.writeTimeout); err != nil {
+		return err
+	}
+	if _, err := f.w.Write(b); err != nil {
+		return err
+	}
+	return f.flush()
+}
+
+func (f flushWriter) flush() error {
+	if err := f.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// sseWriter writes server-sent events, one JSON object per "data:" line.
+type sseWriter struct{ flushWriter }
 
 // startSSE sends the event-stream headers, with the default write timeout.
 func startSSE(w http.ResponseWriter) *sseWriter {
@@ -87,16 +134,8 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 // startSSETimeout sends the event-stream headers. An error means the
 // client is gone or does not read.
 func startSSETimeout(w http.ResponseWriter, writeTimeout time.Duration) (*sseWriter, error) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // tell nginx-like proxies not to buffer
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), writeTimeout: writeTimeout}
-	if err := setWriteDeadline(s.rc, writeTimeout); err != nil {
-		return s, err
-	}
-	w.WriteHeader(http.StatusOK)
-	return s, s.flush()
+	f, err := startStream(w, "text/event-stream", writeTimeout)
+	return &sseWriter{f}, err
 }
 
 // event writes v as one event. An error means the client is gone.
@@ -123,23 +162,35 @@ func (s *sseWriter) raw(data []byte) error {
 	return s.write(buf)
 }
 
-// write writes and flushes b within the write timeout.
-func (s *sseWriter) write(b []byte) error {
-	if err := setWriteDeadline(s.rc, s.writeTimeout); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(b); err != nil {
-		return err
-	}
-	return s.flush()
+// ndjsonWriter writes newline-delimited JSON, one object per line (the
+// framing of Ollama's streams). NDJSON has no comments, so a ping is an
+// event too: keepAlive's, an object that carries no text.
+type ndjsonWriter struct {
+	flushWriter
+	keepAlive func() any
 }
 
-func (s *sseWriter) flush() error {
-	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
+// startNDJSON sends the headers of an NDJSON stream. An error means the
+// client is gone or does not read.
+func startNDJSON(w http.ResponseWriter, writeTimeout time.Duration, keepAlive func() any) (*ndjsonWriter, error) {
+	f, err := startStream(w, "application/x-ndjson", writeTimeout)
+	return &ndjsonWriter{f, keepAlive}, err
 }
+
+// event writes v as one line. An error means the client is gone.
+func (s *ndjsonWriter) event(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	return s.write(append(b, '\n'))
+}
+
+// ping writes the keep-alive object.
+func (s *ndjsonWriter) ping() error { return s.event(s.keepAlive()) }
+
+// done writes nothing: an NDJSON stream ends with its last object.
+func (s *ndjsonWriter) done() error { return nil }
 
 // utf8Carry holds back an incomplete UTF-8 sequence at the end of a chunk
 // (a character split across tokens) until the rest of it arrives, so that

@@ -9,17 +9,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral-llm/corral/engine"
 )
 
-// serve runs one request through handler h of an API over fake.
+// serve runs one request through handler h of an API over fake, with
+// strict model names.
 func serve(t *testing.T, fake *fakeEngine, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
 	t.Helper()
-	a, err := New(fake, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := strictAPI(t, fake)
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 	h(a, w, r)
@@ -148,7 +147,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestBodyTooLarge(t *testing.T) {
-	a, err := New(newFake(), Options{})
+	a, err := ForEngine(newFake(), ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +311,7 @@ func TestResponseFormatGrammar(t *testing.T) {
 }
 
 func TestUnknownChatTemplate(t *testing.T) {
-	if _, err := New(newFake(), Options{ChatTemplate: "nonesuch"}); err == nil {
+	if _, err := ForEngine(newFake(), ModelOptions{ChatTemplate: "nonesuch"}); err == nil {
 		t.Fatal("New accepted an unknown chat template")
 	}
 }
@@ -350,7 +349,7 @@ func TestPriority(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fake := newFake()
-		a, err := New(fake, Options{})
+		a, err := ForEngine(fake, ModelOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,6 +371,47 @@ func TestPriority(t *testing.T) {
 		}
 		if len(fake.submitted) != 1 || fake.submitted[0].Priority != tt.want {
 			t.Errorf("%s with header %q: submitted %+v, want priority %d", tt.body, tt.header, fake.submitted, tt.want)
+		}
+	}
+}
+
+// With one model and names not strict, a request naming another model is
+// served by it, as llama-server does.
+func TestOneModelServesAnyName(t *testing.T) {
+	fake := newFake()
+	a, err := ForEngine(fake, ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"model":"gpt-9","prompt":"a"}`))
+	a.Completions(w, r)
+	if w.Code != http.StatusServiceUnavailable || len(fake.submitted) != 1 {
+		t.Fatalf("status %d, %d submitted; want the fake's 503 after 1 submission", w.Code, len(fake.submitted))
+	}
+}
+
+func TestKeepAliveField(t *testing.T) {
+	for _, tt := range []struct {
+		json string
+		want time.Duration
+		ok   bool
+	}{
+		{`"5m"`, 5 * time.Minute, true},
+		{`300`, 300 * time.Second, true},
+		{`"300"`, 300 * time.Second, true},
+		{`0`, 0, true},
+		{`"0"`, 0, true},
+		{`-1`, -1, true},
+		{`"-1m"`, -1, true},
+		{`"1.5"`, 1500 * time.Millisecond, true},
+		{`"soon"`, 0, false},
+		{`true`, 0, false},
+	} {
+		var k KeepAlive
+		err := k.UnmarshalJSON([]byte(tt.json))
+		if (err == nil) != tt.ok || (tt.ok && k.Duration != tt.want) {
+			t.Errorf("%s: got %v, %v; want %v (ok %v)", tt.json, k.Duration, err, tt.want, tt.ok)
 		}
 	}
 }

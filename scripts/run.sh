@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# Serve a model with corral: $1 if given, else the shared test model, else a
-# small instruct model downloaded into ./models (needs network access).
+# Serve a model with corral: $1 if given (make run passes $(MODEL): the shared
+# test model when ../shared/models has it), else a small instruct model that
+# corral pull fetches from Hugging Face into the model directory the first
+# time (later runs use that copy and need no network).
 set -euo pipefail
 model="${1:-}"
 shift || true
 if [[ -z "$model" ]]; then
-  model="models/SmolLM2-135M-Instruct-Q8_0.gguf"
-  if [[ ! -f "$model" ]]; then
-    mkdir -p models
-    url="https://huggingface.co/bartowski/SmolLM2-135M-Instruct-GGUF/resolve/main/SmolLM2-135M-Instruct-Q8_0.gguf"
-    echo "downloading $url" >&2
-    curl -fL --progress-bar -o "$model.part" "$url"
-    mv "$model.part" "$model"
+  id=SmolLM2-135M-Instruct-Q8_0
+  if ! ./bin/corral show "$id" >/dev/null 2>&1; then
+    ./bin/corral pull bartowski/SmolLM2-135M-Instruct-GGUF:Q8_0 >/dev/null
   fi
+  model="$id"
 fi
 exec ./bin/corral serve -m "$model" "$@"

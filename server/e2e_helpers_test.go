@@ -65,7 +65,7 @@ func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, 
 		t.Fatal(err)
 	}
 	log, _ := newLogger()
-	api, err := openai.New(eng, openai.Options{Logger: log})
+	api, err := openai.ForEngine(eng, openai.ModelOptions{Logger: log})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
@@ -303,7 +303,7 @@ type chatCompletion struct {
 	Usage *wireUsage `json:"usage"`
 }
 
-// metrics reads /metrics as name → value.
+// metrics reads /metrics as name → value, summed over labels.
 func metrics(t *testing.T, ts *testServer) map[string]float64 {
 	t.Helper()
 	resp, b := ts.do(t, context.Background(), http.MethodGet, "/metrics", nil)
@@ -320,7 +320,8 @@ func metrics(t *testing.T, ts *testServer) map[string]float64 {
 		if !ok || err != nil {
 			t.Fatalf("/metrics line %q", line)
 		}
-		m[name] = f
+		name, _, _ = strings.Cut(name, "{") // summed over labels
+		m[name] += f
 	}
 	return m
 }

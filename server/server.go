@@ -201,6 +201,13 @@ var apiRoutes = []route{
 	{http.MethodPost, []string{"/v1/chat/completions/{id}/continue", "/chat/completions/{id}/continue"}, (*openai.API).ContinueChat},
 	{http.MethodPost, []string{"/v1/chat/completions/{id}/cancel", "/chat/completions/{id}/cancel"}, (*openai.API).CancelChat},
 	{http.MethodGet, []string{"/v1/voice"}, serveVoice},
+	// Ollama's API, for the tools that speak it.
+	{http.MethodPost, []string{"/api/chat"}, (*openai.API).OllamaChat},
+	{http.MethodPost, []string{"/api/generate"}, (*openai.API).OllamaGenerate},
+	{http.MethodGet, []string{"/api/tags"}, (*openai.API).OllamaTags},
+	{http.MethodGet, []string{"/api/ps"}, (*openai.API).OllamaPS},
+	{http.MethodPost, []string{"/api/show"}, (*openai.API).OllamaShow},
+	{http.MethodGet, []string{"/api/version"}, (*openai.API).OllamaVersion},
 }
 
 // serveVoice serves the voice WebSocket (package voice) on the API.
@@ -219,6 +226,12 @@ func (s *Server) routes() http.Handler {
 	health := allow(http.MethodGet, http.HandlerFunc(s.health))
 	mux.Handle("/health", health)
 	mux.Handle("/v1/health", health)
+	// GET or HEAD / is a liveness check some clients send (Ollama's
+	// heartbeat); it answers like Ollama's.
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("corral is running\n"))
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})

@@ -128,7 +128,13 @@ func TestRouting(t *testing.T) {
 		t.Errorf("unknown route: type %q code %q", typ, code)
 	}
 
-	for path, allow := range map[string]string{"/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET", "/completion": "POST"} {
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		if w := do(t, h, method, "/", ""); w.Code != 200 {
+			t.Errorf("%s /: status %d, want 200 (a liveness check)", method, w.Code)
+		}
+	}
+
+	for path, allow := range map[string]string{"/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET", "/completion": "POST", "/api/chat": "POST", "/api/tags": "GET"} {
 		method := http.MethodGet
 		if allow == "GET" {
 			method = http.MethodPost

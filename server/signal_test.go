@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,7 +91,8 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(chaosWait)
-	for !strings.Contains(c.metricsText(t), "corral_queue_depth 1") {
+	queuedOne := regexp.MustCompile(`(?m)^corral_queue_depth\{model="[^"]*"\} 1$`)
+	for !queuedOne.MatchString(c.metricsText(t)) {
 		select {
 		case <-tick.C:
 		case <-deadline:

@@ -1,15 +1,28 @@
 // Package store is corral's local model directory: models pulled from
 // Hugging Face or a URL, listed, shown and removed by id (the file name
 // without .gguf).
+//
+// A model is one file, DIR/ID.gguf. A download in progress (or an
+// interrupted one, which the next Pull resumes) is DIR/ID.gguf.part.
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/corral-llm/corral/gguf"
+)
+
+const (
+	ext     = ".gguf"
+	partExt = ".part"
 )
 
 // DefaultDir is the model directory: $CORRAL_MODELS when set, else
@@ -24,14 +37,120 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), "corral-models")
 }
 
+// Model is one model of the directory.
+type Model struct {
+	// ID is the file name without .gguf.
+	ID string
+	// Path is the file's path.
+	Path string
+	// Size is the file size in bytes.
+	Size int64
+	// Modified is the file's modification time (when it was pulled).
+	Modified time.Time
+	// Architecture is general.architecture, such as "llama".
+	Architecture string
+	// Quant is the quantization, such as "Q8_0" (see
+	// gguf.Metadata.Quantization).
+	Quant string
+	// Context is the context length the model was trained with.
+	Context int
+	// Parameters is the number of weights: the elements of every tensor.
+	Parameters int64
+	// Err is why the GGUF header could not be read; the fields above that
+	// come from it are then zero.
+	Err error
+}
+
+// Inspect describes the GGUF file at path. The metadata is nil when the
+// header cannot be read; the error is then returned and also kept in the
+// Model's Err, whose ID and Path are always set.
+func Inspect(path string) (Model, *gguf.Metadata, error) {
+	m := Model{ID: strings.TrimSuffix(filepath.Base(path), ext), Path: path}
+	st, err := os.Stat(path)
+	if err != nil {
+		m.Err = fmt.Errorf("inspect model: %w", err)
+		return m, nil, m.Err
+	}
+	m.Size, m.Modified = st.Size(), st.ModTime()
+	md, err := gguf.ReadMetadata(path)
+	if err != nil {
+		m.Err = err
+		return m, nil, err
+	}
+	m.Architecture = md.Architecture
+	m.Quant = md.Quantization()
+	m.Context = md.ContextLength
+	for _, t := range md.Tensors {
+		if n, ok := t.Elements(); ok {
+			m.Parameters += int64(n)
+		}
+	}
+	return m, md, nil
+}
+
+// List returns the models in dir, most recently modified first. A file
+// whose header cannot be read is listed with the error in its Err. A
+// directory that does not exist holds no models.
+func List(dir string) ([]Model, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	var models []Model
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ext) || strings.HasPrefix(name, ".") {
+			continue
+		}
+		m, _, err := Inspect(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since ReadDir, or a dangling link
+		}
+		models = append(models, m)
+	}
+	slices.SortFunc(models, func(a, b Model) int {
+		if c := b.Modified.Compare(a.Modified); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return models, nil
+}
+
+// Remove deletes the model id (a trailing .gguf is ignored) from dir,
+// along with a partial download of it. It fails when there is neither.
+func Remove(dir, id string) error {
+	p, err := modelPath(dir, id)
+	if err != nil {
+		return fmt.Errorf("remove model: %w", err)
+	}
+	found := false
+	for _, f := range []string{p, p + partExt} {
+		err := os.Remove(f)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("remove model %q: %w", id, err)
+		}
+	}
+	if !found {
+		return fmt.Errorf("remove model %q: not in %s", id, dir)
+	}
+	return nil
+}
+
 // Resolve returns the GGUF file ref names: ref itself when it is an existing
 // file, else the model with id ref in dir.
 func Resolve(dir, ref string) (string, error) {
 	if st, err := os.Stat(ref); err == nil && st.Mode().IsRegular() {
 		return ref, nil
 	}
-	p := filepath.Join(dir, strings.TrimSuffix(ref, ".gguf")+".gguf")
-	if filepath.Base(p) != strings.TrimSuffix(filepath.Base(ref), ".gguf")+".gguf" || strings.ContainsRune(ref, os.PathSeparator) {
+	p, err := modelPath(dir, ref)
+	if err != nil {
 		return "", fmt.Errorf("model %q: no such file", ref)
 	}
 	if _, err := os.Stat(p); err != nil {
@@ -41,4 +160,22 @@ func Resolve(dir, ref string) (string, error) {
 		return "", fmt.Errorf("model %q: %w", ref, err)
 	}
 	return p, nil
+}
+
+// modelPath returns the file of model id in dir. An id is a plain file name
+// (a trailing .gguf is ignored): no path separators, not hidden, not empty.
+func modelPath(dir, id string) (string, error) {
+	id = strings.TrimSuffix(id, ext)
+	if err := checkID(id); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, id+ext), nil
+}
+
+// checkID reports whether id can name a model file.
+func checkID(id string) error {
+	if id == "" || strings.HasPrefix(id, ".") || strings.ContainsAny(id, "/\\\x00") {
+		return fmt.Errorf("%q is not a model id (a file name without .gguf)", id)
+	}
+	return nil
 }

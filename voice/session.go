@@ -22,7 +22,7 @@ import (
 // Generator starts paced chat answers; *openai.API is one. body is a chat
 // completion request (all messages of the conversation so far).
 type Generator interface {
-	PacedChat(ctx context.Context, body []byte, conv *openai.Conversation) (*engine.Stream, *openai.Error)
+	PacedChat(ctx context.Context, body []byte, conv *openai.Conversation) (s *engine.Stream, release func(), e *openai.Error)
 }
 
 // MaxMessage bounds one client message (a turn with its messages).
@@ -184,8 +184,9 @@ func (s *session) run(ctx context.Context) error {
 // (system messages stay) until the turn fits.
 func (s *session) turn(ctx context.Context, b []byte) error {
 	var (
-		stream *engine.Stream
-		msgs   []json.RawMessage
+		stream  *engine.Stream
+		release func()
+		msgs    []json.RawMessage
 	)
 	for {
 		var body []byte
@@ -193,7 +194,7 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 		if body, msgs, e = s.request(b); e != nil {
 			return s.send(ctx, errorEvent(e))
 		}
-		stream, e = s.g.PacedChat(ctx, body, &s.conv)
+		stream, release, e = s.g.PacedChat(ctx, body, &s.conv)
 		if e == nil {
 			break
 		}
@@ -201,6 +202,7 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 			return s.send(ctx, errorEvent(e))
 		}
 	}
+	defer release() // after the stream ends (defers run last first)
 	defer stream.Cancel()
 	id := fmt.Sprintf("resp-%d", stream.ID())
 	if err := s.send(ctx, ServerEvent{Type: TypeCreated, ID: id}); err != nil {

@@ -45,7 +45,7 @@ func startWith(t *testing.T, cfg engine.Config, opt voice.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := openai.New(eng, openai.Options{})
+	api, err := openai.ForEngine(eng, openai.ModelOptions{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

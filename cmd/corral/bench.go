@@ -41,7 +41,7 @@ func runBench(ctx context.Context, args []string) error {
 	var f benchFlags
 	fs.StringVar(&f.url, "url", "http://127.0.0.1:8080", "server `URL`")
 	fs.StringVar(&f.api, "api", "chat", "request format: chat, completions or llamacpp")
-	fs.StringVar(&f.model, "model", "", "model `id` to request (default: the first of /v1/models)")
+	fs.StringVar(&f.model, "model", "", "model `id` to request (default: the first of /v1/models); several ids, comma-separated, are requested in turn")
 	fs.IntVar(&f.load.Concurrency, "concurrency", 1, "closed loop: clients; open loop: cap on requests in flight (0: none)")
 	fs.IntVar(&f.load.NumRequests, "num-requests", 100, "requests to send (0: until --duration)")
 	fs.Float64Var(&f.load.RequestRate, "request-rate", 0, "open loop: mean arrivals per second (0: closed loop; inf: all at once)")
@@ -135,6 +135,9 @@ func (f *benchFlags) run(ctx context.Context) error {
 		c := bench.NewClient(f.url, api, slices.Max(concs))
 		defer c.Close()
 		c.Model, c.MaxTokens, c.IgnoreEOS, c.Priority = f.model, f.outputLen, f.ignoreEOS, f.priority
+		if ids := strings.Split(f.model, ","); len(ids) > 1 {
+			c.Model, c.Models = ids[0], ids
+		}
 		if c.Model == "" && api != bench.APILlamaCpp {
 			if c.Model, err = c.FirstModel(ctx); err != nil {
 				return fmt.Errorf("no -model given and %w", err)

@@ -8,26 +8,38 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
 )
 
-// runServe serves one GGUF model over the OpenAI-compatible HTTP API. It
-// listens at once, answering /health with 503 {"status":"loading"} while
-// the model loads, and shuts down gracefully when ctx ends (the first
-// SIGTERM or SIGINT): /health answers 503 {"status":"draining"}, queued
-// requests fail with 503, running ones have -shutdown-timeout to finish.
+// runServe serves GGUF models over the OpenAI-compatible HTTP API: one
+// given by -m, as llama-server does, or several (-m repeated, a models
+// directory, a config file) loaded on demand under a memory budget. It
+// listens at once. With one model it loads it before answering /health
+// with 200 (503 {"status":"loading"} until then); with several it is
+// ready at once and loads each model at its first request. It shuts down
+// gracefully when ctx ends (the first SIGTERM or SIGINT): /health answers
+// 503 {"status":"draining"}, queued requests fail with 503, running ones
+// have -shutdown-timeout to finish.
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg engine.Config
-	fs.StringVar(&cfg.ModelPath, "m", "", "GGUF model `file` (required)")
-	fs.StringVar(&cfg.ModelPath, "model", "", "GGUF model `file` (same as -m)")
+	var models modelFlags
+	fs.Var(&models, "m", "GGUF model `file` (or the id of a pulled model), ID=FILE to name it; repeat for several models")
+	fs.Var(&models, "model", "same as -m")
+	modelsDir := fs.String("models-dir", "", "serve every .gguf file in `dir` (id: the file name without .gguf)")
+	configPath := fs.String("config", "", "YAML `file` listing models with their own settings (see README)")
+	budgetFlag := fs.String("memory-budget", "75%", "memory the loaded models may take together: bytes with a unit (8GiB, 512MB) or a percentage of physical memory; 0: unlimited")
+	keepAlive := fs.String("keep-alive", "", "how long an idle model stays loaded (a duration; -1: forever; 0: unload after each request); default 5m, forever when one model is served")
+	strict := fs.Bool("strict-model-names", false, "refuse a request naming an unknown model even when one model is served (default: it is served by that model, as llama-server does)")
+	loadWait := fs.Duration("model-wait", registry.DefaultMaxWait, "how long a request waits for memory when every loaded model is busy; then 503")
+	loadQueue := fs.Int("model-queue", registry.DefaultMaxWaiting, "requests that may wait for memory at once; more get 503")
 	fs.IntVar(&cfg.CtxSize, "c", 0, "KV cache size in `tokens`, shared by the slots (0: the model's training context per slot)")
 	fs.IntVar(&cfg.CtxSize, "ctx-size", 0, "same as -c")
 	fs.IntVar(&cfg.Parallel, "np", 4, "number of slots decoded together")
@@ -39,13 +51,13 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
-	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` for the KV of prefixes pushed out of the slots (0: none)")
+	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` per model for the KV of prefixes pushed out of the slots (0: none); counts in the memory budget")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
-	alias := fs.String("alias", "", "model id in the API (default: the file name without .gguf)")
+	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
 	logRequests := fs.Bool("log-requests", false, "log every request body")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
@@ -68,9 +80,6 @@ func runServe(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if cfg.ModelPath == "" {
-		return errors.New("-m FILE is required")
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
@@ -81,44 +90,127 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	cfg.Name = *alias
-	if cfg.Name == "" {
-		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
+	if *alias != "" {
+		if len(models) != 1 || models[0].id != "" {
+			return errors.New("--alias names the one model given with -m FILE; use -m ID=FILE for several")
+		}
+		models[0].id = *alias
+	}
+	specs, err := modelSpecs(cfg, *tmpl, models, *modelsDir, *configPath)
+	if err != nil {
+		return err
+	}
+	rcfg := registry.Config{StrictNames: *strict, MaxWait: *loadWait, MaxWaiting: *loadQueue, KeepAlive: registry.DefaultKeepAlive}
+	if len(specs) == 1 {
+		rcfg.KeepAlive = -1
+	}
+	if *keepAlive != "" {
+		var k openai.KeepAlive
+		if err := k.UnmarshalJSON(strconv.AppendQuote(nil, *keepAlive)); err != nil {
+			return fmt.Errorf("--keep-alive: %w", err)
+		}
+		rcfg.KeepAlive = k.Duration
+	}
+	if rcfg.Budget, err = memoryBudget(*budgetFlag); err != nil {
+		return fmt.Errorf("--memory-budget: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return err
 	}
 	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
+	return serveModels(ctx, ln, specs, rcfg, scfg, nil)
+}
+
+// serveModel serves the one model cfg describes on ln until ctx ends (see
+// serveModels); tmpl names a built-in chat template to use instead of the
+// model's ("": the model's).
+func serveModel(ctx context.Context, ln net.Listener, cfg engine.Config, tmpl string, scfg server.Config, ready func()) error {
+	spec := registry.Spec{ID: fileID(cfg.ModelPath), Engine: cfg, ChatTemplate: tmpl}
+	return serveModels(ctx, ln, []registry.Spec{spec}, registry.Config{KeepAlive: -1}, scfg, ready)
+}
+
+// serveModels serves specs on ln until ctx ends; corral serve and corral
+// run's in-process server are this function. With one model it loads it
+// before the server is ready (/health answers 503 {"status":"loading"}
+// until then); with several, each loads at its first request. ready, when
+// not nil, is called once the server is ready. When ctx ends it shuts
+// down gracefully (see server.Server.Serve) and frees every model.
+func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rcfg registry.Config, scfg server.Config, ready func()) error {
+	if scfg.Logger == nil {
+		scfg.Logger = slog.Default()
+	}
+	log := scfg.Logger
+	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
+	reg, err := registry.New(rcfg, specs, openai.Loader(log))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer reg.Close()
 	srv := server.New(scfg)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, ln) }()
-	log.Info("listening; loading model", "addr", ln.Addr().String(), "model", cfg.ModelPath)
-
-	eng, err := engine.New(sctx, cfg)
-	if err != nil {
-		stop()
-		<-served
-		return err
+	log.Info("listening", "addr", ln.Addr().String(), "models", len(specs), "memory_budget", registry.FormatBytes(reg.Budget().Limit()))
+	for _, s := range reg.Status() {
+		log.Info("model", "id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need))
 	}
-	api, err := openai.New(eng, openai.Options{ChatTemplate: *tmpl, Logger: log})
-	if err != nil {
-		stop()
-		<-served
-		eng.Close()
-		return err
+	if len(specs) == 1 {
+		l, err := reg.Acquire(sctx, "")
+		if err != nil {
+			stop()
+			<-served
+			return err
+		}
+		info := l.Model().Info()
+		l.Release()
+		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.SlotCtx)
 	}
-	srv.SetAPI(api)
-	info := eng.Info()
-	log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", cfg.Parallel, "slot_ctx", info.SlotCtx)
-
+	srv.SetAPI(openai.New(reg, openai.Options{Logger: log}))
+	if ready != nil {
+		ready()
+	}
 	err = <-served // after ctx ends and in-flight requests drained, or a serve error
-	if cerr := eng.Close(); err == nil {
+	if cerr := reg.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// memoryBudget parses --memory-budget: bytes or a percentage of physical
+// memory (the smaller of the machine's and the cgroup's limit).
+func memoryBudget(s string) (int64, error) {
+	total, _ := physicalMemory()
+	return registry.ParseBytes(s, total)
+}
+
+// physicalMemory is the memory this process may use: MemTotal, or the
+// cgroup v2 limit when lower.
+func physicalMemory() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/meminfo: %q: %w", line, err)
+			}
+			total = kb << 10
+		}
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && limit < total {
+			total = limit
+		}
+	}
+	if total == 0 {
+		return 0, errors.New("/proc/meminfo: no MemTotal")
+	}
+	return total, nil
 }

@@ -1,7 +1,7 @@
 // Package testmodel finds the GGUF models that tests load.
 //
 // The models live in ../shared/models relative to the repository root; the
-// environment variable CORRAL_MODELS overrides that folder. When a model is
+// environment variable CORRAL_TEST_MODELS overrides that folder. When a model is
 // missing the test fails (it never skips): CI must have the models.
 package testmodel
 
@@ -22,7 +22,7 @@ const (
 
 // Dir returns the folder holding the test models.
 func Dir() string {
-	if d := os.Getenv("CORRAL_MODELS"); d != "" {
+	if d := os.Getenv("CORRAL_TEST_MODELS"); d != "" {
 		return d
 	}
 	_, file, _, _ := runtime.Caller(0)
@@ -35,7 +35,7 @@ func Path(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join(Dir(), name)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("test model %s missing (set CORRAL_MODELS or provide ../shared/models): %v", name, err)
+		t.Fatalf("test model %s missing (set CORRAL_TEST_MODELS or provide ../shared/models): %v", name, err)
 	}
 	return p
 }

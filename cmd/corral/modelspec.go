@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/store"
+)
+
+// modelFlag is one -m value: FILE or ID=FILE.
+type modelFlag struct{ id, path string }
+
+// modelFlags collects repeated -m flags.
+type modelFlags []modelFlag
+
+func (m *modelFlags) String() string {
+	var parts []string
+	for _, f := range *m {
+		parts = append(parts, f.path)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m *modelFlags) Set(v string) error {
+	id, path, ok := strings.Cut(v, "=")
+	if !ok {
+		id, path = "", v
+	}
+	if path == "" || (ok && id == "") {
+		return fmt.Errorf("want FILE or ID=FILE, got %q", v)
+	}
+	*m = append(*m, modelFlag{id: id, path: path})
+	return nil
+}
+
+// fileID is the id of the model in file path: its name without .gguf.
+func fileID(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), ".gguf")
+}
+
+// modelConfig is the YAML file of --config:
+//
+//	keep_alive: 10m          # optional, for every model (like --keep-alive)
+//	models:
+//	  - id: stories          # optional: the file name without .gguf
+//	    path: /models/stories260K.gguf
+//	    ctx_size: 2048       # optional, like -c
+//	    parallel: 2          # optional, like -np
+//	    cache_ram: 64        # optional MiB, like --cache-ram
+//	    chat_template: chatml
+//	    keep_alive: -1       # optional, overrides the server's
+type modelConfig struct {
+	Models []struct {
+		ID           string `yaml:"id"`
+		Path         string `yaml:"path"`
+		CtxSize      *int   `yaml:"ctx_size"`
+		Parallel     *int   `yaml:"parallel"`
+		CacheRAM     *int64 `yaml:"cache_ram"`
+		ChatTemplate string `yaml:"chat_template"`
+		KeepAlive    string `yaml:"keep_alive"`
+	} `yaml:"models"`
+}
+
+// modelSpecs gathers the models to serve from -m flags, a models
+// directory and a config file, in that order; base configures each
+// engine unless the config file says otherwise.
+func modelSpecs(base engine.Config, tmpl string, flags modelFlags, dir, configPath string) ([]registry.Spec, error) {
+	var specs []registry.Spec
+	add := func(id, path string) *registry.Spec {
+		cfg := base
+		cfg.ModelPath, cfg.Name = path, id
+		specs = append(specs, registry.Spec{ID: id, Engine: cfg, ChatTemplate: tmpl})
+		return &specs[len(specs)-1]
+	}
+	for _, f := range flags {
+		// A file, or the id of a model in the model directory.
+		path, err := store.Resolve(store.DefaultDir(), f.path)
+		if err != nil {
+			return nil, fmt.Errorf("-m: %w", err)
+		}
+		id := f.id
+		if id == "" {
+			id = fileID(path)
+		}
+		add(id, path)
+	}
+	if len(flags) == 0 && dir == "" && configPath == "" {
+		// No model named: every model pulled into the model directory.
+		dir = store.DefaultDir()
+		if paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(paths) == 0 {
+			return nil, fmt.Errorf("no model: give -m FILE, --models-dir DIR or --config FILE, or corral pull one into %s", dir)
+		}
+	}
+	if dir != "" {
+		paths, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
+		if err != nil {
+			return nil, fmt.Errorf("--models-dir: %w", err)
+		}
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("--models-dir %s: no .gguf files", dir)
+		}
+		slices.Sort(paths)
+		for _, p := range paths {
+			add(fileID(p), p)
+		}
+	}
+	if configPath != "" {
+		b, err := os.ReadFile(configPath)
+		if err != nil {
+			return nil, err
+		}
+		var c modelConfig
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil {
+			return nil, fmt.Errorf("--config %s: %w", configPath, err)
+		}
+		for i, m := range c.Models {
+			where := fmt.Sprintf("--config %s: models[%d]", configPath, i)
+			if m.Path == "" {
+				return nil, fmt.Errorf("%s: no path", where)
+			}
+			if !filepath.IsAbs(m.Path) {
+				m.Path = filepath.Join(filepath.Dir(configPath), m.Path)
+			}
+			id := m.ID
+			if id == "" {
+				id = fileID(m.Path)
+			}
+			s := add(id, m.Path)
+			if m.CtxSize != nil {
+				s.Engine.CtxSize = *m.CtxSize
+			}
+			if m.Parallel != nil {
+				s.Engine.Parallel = *m.Parallel
+			}
+			if m.CacheRAM != nil {
+				s.Engine.HostCacheBytes = *m.CacheRAM << 20
+			}
+			if m.ChatTemplate != "" {
+				if _, err := chat.Lookup(m.ChatTemplate); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+				s.ChatTemplate = m.ChatTemplate
+			}
+			if m.KeepAlive != "" {
+				var k openai.KeepAlive
+				if err := k.UnmarshalJSON(strconv.AppendQuote(nil, m.KeepAlive)); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+				s.KeepAlive = &k.Duration
+			}
+		}
+	}
+	for _, s := range specs {
+		if _, err := os.Stat(s.Engine.ModelPath); err != nil {
+			return nil, fmt.Errorf("model %s: %w", s.ID, err)
+		}
+	}
+	return specs, nil
+}

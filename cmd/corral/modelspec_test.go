@@ -1,0 +1,111 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// touch writes an empty file (modelSpecs checks that model files exist,
+// not what they hold).
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestModelSpecs(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.gguf", "b.gguf", "notes.txt"} {
+		touch(t, filepath.Join(dir, f))
+	}
+	models := filepath.Join(dir, "models")
+	if err := os.Mkdir(models, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(models, "c.gguf"))
+	config := filepath.Join(dir, "models.yaml")
+	if err := os.WriteFile(config, []byte(`
+models:
+  - path: models/c.gguf
+    ctx_size: 2048
+    parallel: 2
+    cache_ram: 64
+    chat_template: chatml
+    keep_alive: -1
+  - id: c10
+    path: `+filepath.Join(models, "c.gguf")+`
+    keep_alive: 10m
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var flags modelFlags
+	for _, v := range []string{filepath.Join(dir, "a.gguf"), "bee=" + filepath.Join(dir, "b.gguf")} {
+		if err := flags.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := engine.Config{Parallel: 4, CtxSize: 0, HostCacheBytes: 1 << 30}
+	specs, err := modelSpecs(base, "", flags, dir, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range specs {
+		ids = append(ids, s.ID)
+	}
+	if got := strings.Join(ids, " "); got != "a bee a b c c10" {
+		t.Fatalf("ids %q", got)
+	}
+	// -m a and the directory's a are one id twice: the registry refuses
+	// that (registry.New), not modelSpecs.
+	c := specs[4]
+	if c.Engine.ModelPath != filepath.Join(models, "c.gguf") || c.Engine.CtxSize != 2048 || c.Engine.Parallel != 2 ||
+		c.Engine.HostCacheBytes != 64<<20 || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
+		t.Errorf("config model: %+v", c)
+	}
+	if c10 := specs[5]; c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute {
+		t.Errorf("defaults under a config model: %+v", c10)
+	}
+
+	for name, body := range map[string]string{
+		"unknown field":  "models:\n  - path: models/c.gguf\n    ctx: 10\n",
+		"no path":        "models:\n  - id: x\n",
+		"bad template":   "models:\n  - path: models/c.gguf\n    chat_template: nonesuch\n",
+		"bad keep_alive": "models:\n  - path: models/c.gguf\n    keep_alive: soon\n",
+		"missing file":   "models:\n  - path: nowhere.gguf\n",
+	} {
+		bad := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := modelSpecs(base, "", nil, "", bad); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := flags.Set("=x.gguf"); err == nil {
+		t.Error("-m =x.gguf accepted")
+	}
+	if _, err := modelSpecs(base, "", nil, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "no .gguf") {
+		t.Errorf("empty models dir: %v", err)
+	}
+}
+
+func TestMemoryBudget(t *testing.T) {
+	total, err := physicalMemory()
+	if err != nil || total <= 0 {
+		t.Fatalf("physical memory %d, %v", total, err)
+	}
+	half, err := memoryBudget("50%")
+	if err != nil || half != total/2 && half != total/2+1 && half != total/2-1 {
+		t.Errorf("50%% of %d = %d, %v", total, half, err)
+	}
+	if n, err := memoryBudget("2GiB"); err != nil || n != 2<<30 {
+		t.Errorf("2GiB = %d, %v", n, err)
+	}
+}

@@ -1,0 +1,341 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/registry"
+)
+
+// Ollama's API (https://github.com/ollama/ollama/blob/main/docs/api.md, as
+// of OllamaAPIVersion) for the tools that speak it: /api/chat and
+// /api/generate generate, /api/tags, /api/ps and /api/show describe the
+// models, /api/version names the API version. Streams are NDJSON, on by
+// default; errors are {"error": message} with the HTTP status. Where
+// corral differs from Ollama:
+//
+//   - Sampling options share the other endpoints' validation and defaults
+//     (llama-server's: top_p 0.95, min_p 0.05, no repeat penalty), not
+//     Ollama's (top_p 0.9, repeat_penalty 1.1); "options" also take
+//     corral's ignore_eos and logit_bias. Load-time options (num_ctx,
+//     num_gpu, num_thread, ...) are ignored: an engine is configured when
+//     its model loads. num_predict -1, -2 and 0 all mean "until the slot's
+//     context is full" (corral does not shift the context).
+//   - "images", "suffix" and "template" are refused (400): corral serves
+//     text models, has no fill-in-the-middle, and renders prompts with the
+//     model's Jinja chat template. "think" is ignored, and so is the
+//     deprecated "context": no "context" is returned either, since the
+//     engine keeps the tokens of a conversation only for paced requests.
+//   - A request without "model" is served by the default model, as on the
+//     other endpoints.
+//   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
+//     does; prompt_eval_duration is the time spent evaluating what was not
+//     cached. load_duration is the time spent getting the model, loading
+//     it if need be.
+//   - done_reason is "stop" or "length"; corral's other finish reasons end
+//     in an error ({"error"} line or status) except the paced ones, which
+//     these endpoints never start.
+
+// ollamaParams are the fields /api/generate and /api/chat share.
+type ollamaParams struct {
+	Model string `json:"model"`
+	// Stream is true when absent, as in Ollama.
+	Stream    *bool           `json:"stream"`
+	Format    json.RawMessage `json:"format"`
+	KeepAlive *KeepAlive      `json:"keep_alive"`
+	Options   json.RawMessage `json:"options"`
+	// Priority is the request's class, as on the other endpoints
+	// (corral's extension).
+	Priority *int `json:"priority"`
+}
+
+func (p *ollamaParams) stream() bool { return p.Stream == nil || *p.Stream }
+
+// ollamaGenerateRequest is the body of POST /api/generate.
+type ollamaGenerateRequest struct {
+	Prompt   string            `json:"prompt"`
+	System   string            `json:"system"`
+	Raw      bool              `json:"raw"`
+	Template string            `json:"template"`
+	Suffix   string            `json:"suffix"`
+	Images   []json.RawMessage `json:"images"`
+	ollamaParams
+}
+
+// ollamaChatRequest is the body of POST /api/chat.
+type ollamaChatRequest struct {
+	Messages []ollamaMessage `json:"messages"`
+	Tools    []chat.Tool     `json:"tools"`
+	ollamaParams
+}
+
+// ollamaMessage is a chat message in Ollama's shape (its "thinking" is
+// ignored); responses carry only role and content.
+type ollamaMessage struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Images     []json.RawMessage `json:"images,omitempty"`
+	ToolCalls  []ollamaToolCall  `json:"tool_calls,omitempty"`
+	ToolName   string            `json:"tool_name,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+}
+
+// ollamaToolCall is an assistant's call of a tool; unlike OpenAI's, its
+// arguments are a JSON object, not JSON text.
+type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// ollamaOptions are the "options" corral applies: num_predict and the
+// sampling fields of the other endpoints.
+type ollamaOptions struct {
+	NumPredict *int `json:"num_predict"`
+	samplingParams
+}
+
+// OllamaGenerate serves Ollama's POST /api/generate. An empty prompt
+// loads the model (with keep_alive 0: unloads it) and generates nothing.
+func (a *API) OllamaGenerate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var body ollamaGenerateRequest
+	if e := decodeBody(r, &body); e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	if body.Prompt == "" {
+		a.ollamaLoad(w, r, &body.ollamaParams, false)
+		return
+	}
+	l, load, e := a.ollamaAcquire(r, &body.ollamaParams)
+	if e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	defer l.Release()
+	m := l.Model()
+	req, e := m.ollamaGenerateRequest(&body)
+	if e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	f := &ollamaResponder{model: ollamaResponseName(body.Model, l.ID()), start: start, load: load, now: time.Now}
+	a.generate(w, r, m, req, body.genMode("prompt"), f)
+}
+
+// OllamaChat serves Ollama's POST /api/chat. Empty messages load the model
+// (with keep_alive 0: unload it) and generate nothing.
+func (a *API) OllamaChat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var body ollamaChatRequest
+	if e := decodeBody(r, &body); e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	if len(body.Messages) == 0 {
+		a.ollamaLoad(w, r, &body.ollamaParams, true)
+		return
+	}
+	l, load, e := a.ollamaAcquire(r, &body.ollamaParams)
+	if e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	defer l.Release()
+	m := l.Model()
+	req, e := m.ollamaChatRequest(&body)
+	if e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	f := &ollamaResponder{model: ollamaResponseName(body.Model, l.ID()), chat: true, start: start, load: load, now: time.Now}
+	a.generate(w, r, m, req, body.genMode("messages"), f)
+}
+
+// genMode is how to answer a generation asked with p.
+func (p *ollamaParams) genMode(promptParam string) genMode {
+	return genMode{stream: p.stream(), promptParam: promptParam, grammarParam: "format", priority: p.Priority, ollama: true}
+}
+
+// ollamaAcquire leases the model p names, returning how long that took
+// (loading it if need be: Ollama's load_duration).
+func (a *API) ollamaAcquire(r *http.Request, p *ollamaParams) (*Lease, time.Duration, *Error) {
+	start := time.Now()
+	l, e := a.acquire(r.Context(), p.Model, p.KeepAlive)
+	if e != nil {
+		return nil, 0, ollamaModelError(e, p.Model)
+	}
+	return l, time.Since(start), nil
+}
+
+// ollamaLoad answers a request with nothing to generate: it loads the
+// model ("done_reason": "load"), or with keep_alive 0 unloads it once no
+// request holds it ("unload"; a model that is not loaded is not loaded
+// for that, one still loading is unloaded once loaded).
+func (a *API) ollamaLoad(w http.ResponseWriter, r *http.Request, p *ollamaParams, isChat bool) {
+	f := &ollamaResponder{chat: isChat, now: time.Now}
+	reason := "load"
+	if p.KeepAlive != nil && p.KeepAlive.Duration == 0 {
+		reason = "unload"
+		st, e := a.status(p.Model)
+		if e != nil {
+			writeOllamaError(w, ollamaModelError(e, p.Model))
+			return
+		}
+		if st.State == registry.StateUnloaded || st.State == registry.StateUnloading {
+			f.model = ollamaResponseName(p.Model, st.ID)
+			writeJSON(w, http.StatusOK, f.object("", true, reason, ollamaMetrics{}))
+			return
+		}
+	}
+	// A lease with keep-alive 0 unloads the model when it is given back.
+	l, _, e := a.ollamaAcquire(r, p)
+	if e != nil {
+		writeOllamaError(w, e)
+		return
+	}
+	f.model = ollamaResponseName(p.Model, l.ID())
+	l.Release()
+	writeJSON(w, http.StatusOK, f.object("", true, reason, ollamaMetrics{}))
+}
+
+// ollamaGenerateRequest validates an /api/generate request with a prompt
+// and builds the engine request: the prompt as it is when raw, else
+// rendered by the chat template as a user message after the system one.
+func (m *Model) ollamaGenerateRequest(body *ollamaGenerateRequest) (engine.Request, *Error) {
+	switch {
+	case len(body.Images) > 0:
+		return engine.Request{}, invalid("images", "'images' are not supported: corral serves text models")
+	case body.Suffix != "":
+		return engine.Request{}, invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
+	case body.Template != "":
+		return engine.Request{}, invalid("template", "'template' is not supported: prompts are rendered with the model's chat template")
+	case body.Raw && body.System != "":
+		return engine.Request{}, invalid("system", "raw mode does not support 'system'")
+	}
+	req, e := m.ollamaRequest(&body.ollamaParams)
+	if e != nil {
+		return req, e
+	}
+	if body.Raw {
+		req.Prompt = body.Prompt
+		return req, nil
+	}
+	var msgs []chat.Message
+	if body.System != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
+	}
+	msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
+	return req, m.ollamaPrompt(&req, msgs, nil)
+}
+
+// ollamaChatRequest validates an /api/chat request with messages and
+// builds the engine request.
+func (m *Model) ollamaChatRequest(body *ollamaChatRequest) (engine.Request, *Error) {
+	msgs := make([]chat.Message, len(body.Messages))
+	for i, om := range body.Messages {
+		if len(om.Images) > 0 {
+			return engine.Request{}, invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
+		}
+		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID}
+		for _, tc := range om.ToolCalls {
+			var call chat.ToolCall
+			call.ID, call.Type, call.Function.Name = tc.ID, "function", tc.Function.Name
+			call.Function.Arguments = "{}"
+			if !isNull(tc.Function.Arguments) {
+				call.Function.Arguments = string(tc.Function.Arguments)
+			}
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
+		}
+	}
+	req, e := m.ollamaRequest(&body.ollamaParams)
+	if e != nil {
+		return req, e
+	}
+	return req, m.ollamaPrompt(&req, msgs, body.Tools)
+}
+
+// ollamaPrompt renders msgs with the chat template into req, the
+// clients' text marked plain and the template's stop strings added.
+func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool) *Error {
+	var e *Error
+	if req.Prompt, e = m.render(&chatRequest{Messages: msgs, Tools: tools}); e != nil {
+		return e
+	}
+	req.Plain = clientSpans(req.Prompt, msgs)
+	req.Stop = append(req.Stop, m.tmpl.Stops()...)
+	return nil
+}
+
+// ollamaRequest validates the options and format of p and builds the
+// engine request, less its prompt.
+func (m *Model) ollamaRequest(p *ollamaParams) (engine.Request, *Error) {
+	req := engine.Request{AddSpecial: true, ParseSpecial: true}
+	var o ollamaOptions
+	if !isNull(p.Options) {
+		if b := bytes.TrimSpace(p.Options); b[0] != '{' {
+			return req, invalid("options", "'options' must be an object")
+		}
+		if e := decodeJSON(p.Options, &o); e != nil {
+			e.Message = "options: " + e.Message
+			return req, e
+		}
+	}
+	if o.NumPredict != nil {
+		switch n := *o.NumPredict; {
+		case n > 0:
+			req.MaxTokens = n
+		case n < -2:
+			return req, invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
+		}
+	}
+	req.IgnoreEOS = o.IgnoreEOS
+	var e *Error
+	if req.Sampling, e = o.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
+		return req, e
+	}
+	if req.Stop, e = parseStop(o.Stop); e != nil {
+		return req, e
+	}
+	if req.Grammar, e = formatGrammar(p.Format); e != nil {
+		return req, e
+	}
+	return req, nil
+}
+
+// formatGrammar returns the grammar that enforces Ollama's "format":
+// "json" (any JSON object) or a JSON schema; "" for plain text.
+func formatGrammar(raw json.RawMessage) (string, *Error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "":
+			return "", nil
+		case "json":
+			return grammar.JSONObject, nil
+		}
+		return "", invalid("format", "'format' must be \"json\" or a JSON schema, got %q", s)
+	}
+	if bytes.TrimSpace(raw)[0] != '{' {
+		return "", invalid("format", "'format' must be \"json\" or a JSON schema object")
+	}
+	return schemaGrammar(raw, "format")
+}
+
+// jsonString is s as a JSON string, for chat.Message.Content.
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}

@@ -1,0 +1,112 @@
+package registry
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Lease is a request's hold on a loaded model: the model is not unloaded
+// while a lease on it is held.
+type Lease[M Model] struct {
+	r         *Registry[M]
+	e         *entry[M]
+	model     M
+	keepAlive *time.Duration // set by SetKeepAlive
+	once      sync.Once
+}
+
+// Model is the leased model.
+func (l *Lease[M]) Model() M { return l.model }
+
+// ID is the leased model's id.
+func (l *Lease[M]) ID() string { return l.e.spec.ID }
+
+// SetKeepAlive sets how long the model stays loaded once idle after this
+// request (Ollama's keep_alive): 0 unloads it when this request ends if no
+// other holds it, negative keeps it loaded. The request that ends last
+// decides; one that set nothing restores the model's default.
+func (l *Lease[M]) SetKeepAlive(d time.Duration) { l.keepAlive = &d }
+
+// Release gives the lease back. Safe to call more than once.
+func (l *Lease[M]) Release() {
+	l.once.Do(func() {
+		l.r.mu.Lock()
+		l.r.release(l.e, l.keepAlive)
+		l.r.mu.Unlock()
+	})
+}
+
+// release gives back a lease on e, setting its keep-alive to keepAlive,
+// or to its default when keepAlive is nil. r.mu is held.
+func (r *Registry[M]) release(e *entry[M], keepAlive *time.Duration) {
+	e.leases--
+	e.lastUsed = time.Now()
+	e.keepAlive = e.defaultKeepAlive
+	if keepAlive != nil {
+		e.keepAlive = *keepAlive
+	}
+	if e.leases == 0 && e.state == StateLoaded {
+		r.idle(e)
+	}
+}
+
+// Status describes one model.
+type Status[M Model] struct {
+	ID    string
+	Path  string
+	State State
+	// Need is the memory reserved while loaded, in bytes.
+	Need int64
+	// Requests is the number of leases held.
+	Requests int
+	// Model is the loaded model, the zero M when not loaded. It may be
+	// unloaded at any moment: use only what stays safe after Close.
+	Model M
+	// LoadedAt is when the current load finished; ExpiresAt when an idle
+	// model unloads (zero: in use, or kept forever).
+	LoadedAt, ExpiresAt time.Time
+	// LastLoad and LastUnload are how long the last load and unload took.
+	LastLoad, LastUnload time.Duration
+	// Loads counts the loads that succeeded.
+	Loads int
+	// Err is the last load's error, nil after a success.
+	Err error
+}
+
+// Status describes every model, the default first.
+func (r *Registry[M]) Status() []Status[M] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Status[M], len(r.entries))
+	for i, e := range r.entries {
+		out[i] = Status[M]{ID: e.spec.ID, Path: e.spec.Engine.ModelPath, State: e.state, Need: e.spec.Need,
+			Requests: e.leases, LoadedAt: e.loadedAt, ExpiresAt: e.expires, LastLoad: e.lastLoad,
+			LastUnload: e.lastUnload, Loads: e.loads, Err: e.lastErr}
+		if e.state == StateLoaded {
+			out[i].Model = e.model
+		}
+	}
+	return out
+}
+
+// Waiting is the number of requests waiting for memory.
+func (r *Registry[M]) Waiting() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.waiting
+}
+
+// Spec returns the spec of the model name names (see Acquire for names).
+func (r *Registry[M]) Spec(name string) (Spec, error) {
+	e, err := r.lookup(name)
+	if err != nil {
+		return Spec{}, err
+	}
+	return e.spec, nil
+}
+
+// Loaded returns the loaded models with their status; see Status.Model.
+func (r *Registry[M]) Loaded() []Status[M] {
+	return slices.DeleteFunc(r.Status(), func(s Status[M]) bool { return s.State != StateLoaded })
+}

@@ -1,0 +1,357 @@
+// Package registry keeps the models a server knows and loads them on
+// demand under a memory budget: one engine (one scheduler goroutine owning
+// its context, KV cache and slots) per loaded model.
+//
+// A request leases the model it names (Acquire); a model with no lease is
+// idle, unloads after its keep-alive, and is the first evicted, least
+// recently used first, when another model needs its memory. Each model's
+// need is estimated before loading and reserved in a Budget with one
+// atomic compare-and-swap. The registry's mutex guards only the models'
+// state fields for a few instructions at a time: it is never held while a
+// model loads, runs or unloads, and requests waiting for a load park on a
+// channel, not an OS thread.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultKeepAlive  = 5 * time.Minute
+	DefaultMaxWaiting = 64
+	DefaultMaxWait    = time.Minute
+)
+
+// Model is a loaded model as the registry holds it.
+type Model interface {
+	// Drain fails queued work and refuses new work; running work goes on.
+	Drain()
+	// Close frees the model. The registry calls it once per load.
+	Close() error
+}
+
+// Loader loads the model spec describes. It should stop and return ctx's
+// error when ctx ends (at Close).
+type Loader[M Model] func(ctx context.Context, spec Spec) (M, error)
+
+// Spec describes one model the registry may load.
+type Spec struct {
+	// ID is the model's name in requests.
+	ID string
+	// Engine configures its engine; Engine.ModelPath is the GGUF file.
+	Engine engine.Config
+	// ChatTemplate names a built-in chat template to use instead of the
+	// model's own ("" for the model's).
+	ChatTemplate string
+	// KeepAlive is how long the model stays loaded while idle; nil means
+	// Config.KeepAlive. 0 unloads it as soon as it is idle, negative never.
+	KeepAlive *time.Duration
+	// Need is the memory reserved while the model is loaded, in bytes.
+	// New fills it with Config.Estimate when it is 0.
+	Need int64
+}
+
+// Config configures a Registry.
+type Config struct {
+	// Budget is the memory models may reserve together, in bytes; 0 or
+	// less is unlimited.
+	Budget int64
+	// KeepAlive is how long an idle model stays loaded: 0 unloads it as
+	// soon as its last request ends, negative never. A request may change
+	// it for the time after it ends (Lease.SetKeepAlive).
+	KeepAlive time.Duration
+	// MaxWaiting bounds the requests waiting for memory, when no idle
+	// model can be evicted; more fail at once. Default DefaultMaxWaiting.
+	MaxWaiting int
+	// MaxWait bounds how long such a request waits. Default DefaultMaxWait.
+	MaxWait time.Duration
+	// StrictNames refuses a model name that is not a known id even when
+	// only one model is served (by default, with one model, any name is
+	// served by it, as llama-server does).
+	StrictNames bool
+	// Estimate returns a spec's memory need when its Need is 0; nil leaves
+	// it 0.
+	Estimate func(Spec) (int64, error)
+	// Logger receives load, unload and eviction events; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// State is a model's place in its life cycle.
+type State string
+
+// The states of a model.
+const (
+	StateUnloaded  State = "unloaded"
+	StateLoading   State = "loading"
+	StateLoaded    State = "loaded"
+	StateUnloading State = "unloading"
+)
+
+// Registry holds the models. Its methods are safe for concurrent use.
+type Registry[M Model] struct {
+	cfg     Config
+	log     *slog.Logger
+	load    Loader[M]
+	budget  *Budget
+	entries []*entry[M] // in the order given; the first is the default
+	byID    map[string]*entry[M]
+
+	ctx    context.Context // loads run under it; Close cancels it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // loads and unloads in flight
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced when memory may have become available
+	waiting  int           // requests waiting for memory
+	draining bool
+	closed   bool
+}
+
+// entry is one model. Fields below mu are guarded by Registry.mu.
+type entry[M Model] struct {
+	spec             Spec
+	defaultKeepAlive time.Duration // the spec's, else Config's
+	keepAlive        time.Duration // the last request's, else the default
+
+	state    State
+	model    M             // valid while loaded or unloading
+	leases   int           // requests holding it
+	lastUsed time.Time     // when a lease was last taken or given back
+	expires  time.Time     // when it unloads if still idle; zero: not scheduled
+	timer    *time.Timer   // the keep-alive timer
+	gen      uint64        // load count: a timer of an earlier load does nothing
+	loading  *attempt      // while loading
+	unloaded chan struct{} // while unloading: closed when it is done
+
+	loadedAt   time.Time
+	lastLoad   time.Duration
+	lastUnload time.Duration
+	loads      int
+	lastErr    error
+}
+
+// attempt is one load; the requests that wait for it are counted so that
+// their leases are taken the moment it succeeds, before an eviction can
+// see the model idle.
+type attempt struct {
+	done    chan struct{}
+	err     error // set before done closes
+	waiters int
+}
+
+// New returns a registry of specs, none loaded. It estimates each spec's
+// need with cfg.Estimate and warns about a model larger than the whole
+// budget (requests for it fail with ErrTooLarge).
+func New[M Model](cfg Config, specs []Spec, load Loader[M]) (*Registry[M], error) {
+	if len(specs) == 0 {
+		return nil, errors.New("registry: no models")
+	}
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	r := &Registry[M]{cfg: cfg, log: cfg.Logger, load: load, budget: NewBudget(cfg.Budget),
+		byID: make(map[string]*entry[M]), changed: make(chan struct{})}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	for _, s := range specs {
+		if s.ID == "" {
+			return nil, fmt.Errorf("registry: model %s has no id", s.Engine.ModelPath)
+		}
+		if _, dup := r.byID[s.ID]; dup {
+			return nil, fmt.Errorf("registry: two models are named %q", s.ID)
+		}
+		if s.Need == 0 && cfg.Estimate != nil {
+			need, err := cfg.Estimate(s)
+			if err != nil {
+				return nil, fmt.Errorf("registry: estimate %s: %w", s.ID, err)
+			}
+			s.Need = need
+		}
+		e := &entry[M]{spec: s, defaultKeepAlive: cfg.KeepAlive, state: StateUnloaded}
+		if s.KeepAlive != nil {
+			e.defaultKeepAlive = *s.KeepAlive
+		}
+		e.keepAlive = e.defaultKeepAlive
+		if s.Need > r.budget.Limit() {
+			r.log.Warn("model is larger than the memory budget; requests for it will fail",
+				"model", s.ID, "need", FormatBytes(s.Need), "budget", FormatBytes(r.budget.Limit()))
+		}
+		r.entries = append(r.entries, e)
+		r.byID[s.ID] = e
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Budget is the registry's memory budget.
+func (r *Registry[M]) Budget() *Budget { return r.budget }
+
+// IDs are the known model ids, the default first.
+func (r *Registry[M]) IDs() []string {
+	ids := make([]string, len(r.entries))
+	for i, e := range r.entries {
+		ids[i] = e.spec.ID
+	}
+	return ids
+}
+
+// lookup finds the model a request names. "" names the default (the first
+// model); so does any name when only one model is served, unless
+// Config.StrictNames. Ollama's ":latest" tag is ignored.
+func (r *Registry[M]) lookup(name string) (*entry[M], error) {
+	if name == "" {
+		return r.entries[0], nil
+	}
+	if e, ok := r.byID[name]; ok {
+		return e, nil
+	}
+	if e, ok := r.byID[strings.TrimSuffix(name, ":latest")]; ok {
+		return e, nil
+	}
+	if len(r.entries) == 1 && !r.cfg.StrictNames {
+		return r.entries[0], nil
+	}
+	return nil, &UnknownModelError{Name: name, Known: r.IDs()}
+}
+
+// Acquire leases the model name names, loading it first if it is not
+// loaded: concurrent requests for an unloaded model start one load and
+// wait for it. A model that does not fit in the budget evicts idle models,
+// least recently used first; when none can be evicted the request waits
+// (at most Config.MaxWaiting of them, for at most Config.MaxWait) and then
+// fails with a *BusyError. The caller must Release the lease.
+func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], error) {
+	e, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if e.spec.Need > r.budget.Limit() {
+		return nil, &TooLargeError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit()}
+	}
+	var deadline <-chan time.Time // set when the request first waits for memory
+	for {
+		r.mu.Lock()
+		if r.draining {
+			r.mu.Unlock()
+			return nil, ErrDraining
+		}
+		switch e.state {
+		case StateLoaded:
+			r.lease(e)
+			r.mu.Unlock()
+			return &Lease[M]{r: r, e: e, model: e.model}, nil
+		case StateLoading:
+			return r.awaitLoad(ctx, e)
+		case StateUnloading:
+			done := e.unloaded
+			r.mu.Unlock()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		// Unloaded: reserve its memory and load it, or make room.
+		if r.budget.TryReserve(e.spec.Need) {
+			r.startLoad(e)
+			return r.awaitLoad(ctx, e)
+		}
+		if !r.makeRoom(e.spec.Need) && deadline == nil {
+			if r.waiting >= r.cfg.MaxWaiting {
+				err := r.busy(e, "too many requests already wait for memory")
+				r.mu.Unlock()
+				return nil, err
+			}
+			t := time.NewTimer(r.cfg.MaxWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		changed := r.changed
+		counted := deadline != nil
+		if counted {
+			r.waiting++
+		}
+		r.mu.Unlock()
+		var err error
+		select {
+		case <-changed:
+		case <-deadline:
+			r.mu.Lock()
+			err = r.busy(e, fmt.Sprintf("no memory came free within %v", r.cfg.MaxWait))
+			r.mu.Unlock()
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if counted {
+			r.mu.Lock()
+			r.waiting--
+			r.mu.Unlock()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// lease takes a lease on loaded e. r.mu is held.
+func (r *Registry[M]) lease(e *entry[M]) {
+	e.leases++
+	e.lastUsed = time.Now()
+	e.expires = time.Time{}
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+}
+
+// makeRoom starts unloading idle models, least recently used first, until
+// need bytes will be free once the unloads in flight finish. It reports
+// whether that is so. r.mu is held.
+func (r *Registry[M]) makeRoom(need int64) bool {
+	free := r.budget.Limit() - r.budget.Used()
+	for _, e := range r.entries {
+		if e.state == StateUnloading {
+			free += e.spec.Need
+		}
+	}
+	for free < need {
+		var lru *entry[M]
+		for _, e := range r.entries {
+			if e.state == StateLoaded && e.leases == 0 && (lru == nil || e.lastUsed.Before(lru.lastUsed)) {
+				lru = e
+			}
+		}
+		if lru == nil {
+			return false
+		}
+		r.startUnload(lru, "evicted")
+		free += lru.spec.Need
+	}
+	return true
+}
+
+// busy is the error of a request that found no memory for e. r.mu is held.
+func (r *Registry[M]) busy(e *entry[M], why string) error {
+	err := &BusyError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit(), Used: r.budget.Used(), Why: why}
+	for _, o := range r.entries {
+		if o.state != StateUnloaded {
+			err.Holders = append(err.Holders, Holder{ID: o.spec.ID, State: o.state, Need: o.spec.Need, Requests: o.leases})
+		}
+	}
+	return err
+}
