@@ -72,21 +72,36 @@ type request struct {
 	resume []int32    // set while preempted: the history to evaluate again (see preempt)
 }
 
-// New loads the model, creates the context and starts the scheduler. When
-// ctx ends during the model load, New stops it and returns ctx's error;
-// after New returns, ctx no longer matters (use Close).
-func New(ctx context.Context, cfg Config) (*Engine, error) {
+// withDefaults fills the zero fields that shape memory (New and
+// EstimateMemory apply them alike): 4 slots, a 512-token batch of at least
+// one token per slot.
+func (cfg Config) withDefaults() Config {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 4
-	}
-	if cfg.Threads <= 0 {
-		cfg.Threads = runtime.NumCPU()
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 512
 	}
-	if cfg.BatchSize < cfg.Parallel {
-		cfg.BatchSize = cfg.Parallel
+	cfg.BatchSize = max(cfg.BatchSize, cfg.Parallel)
+	return cfg
+}
+
+// ctxSize is the KV cache size in tokens asked of llama.cpp: CtxSize, or
+// the training context (at most 4096) per slot.
+func (cfg Config) ctxSize(ctxTrain int) int {
+	if cfg.CtxSize > 0 {
+		return cfg.CtxSize
+	}
+	return min(ctxTrain, 4096) * cfg.Parallel
+}
+
+// New loads the model, creates the context and starts the scheduler. When
+// ctx ends during the model load, New stops it and returns ctx's error;
+// after New returns, ctx no longer matters (use Close).
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Threads <= 0 {
+		cfg.Threads = runtime.NumCPU()
 	}
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = 256
@@ -98,10 +113,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	nctx := cfg.CtxSize
-	if nctx <= 0 {
-		nctx = min(model.CtxTrain(), 4096) * cfg.Parallel
-	}
+	nctx := cfg.ctxSize(model.CtxTrain())
 	// One KV buffer for all slots: any mix of slots and prompt chunks is
 	// then one forward pass, and a prefix is shared by copying cell
 	// labels. llama.cpp lets every sequence use the whole buffer, so the

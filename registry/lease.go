@@ -94,7 +94,7 @@ func (r *Registry[M]) Status() []Status[M] {
 func (r *Registry[M]) Waiting() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.waiting
+	return len(r.queue)
 }
 
 // Spec returns the spec of the model name names (see Acquire for names).

@@ -87,6 +87,8 @@ func (r *Registry[M]) idle(e *entry[M]) {
 	r.broadcast() // an idle model can be evicted
 	switch {
 	case r.draining || r.closed:
+	case e.evicting:
+		r.startUnload(e, "evicted")
 	case e.keepAlive == 0:
 		r.startUnload(e, "keep_alive 0")
 	case e.keepAlive > 0:
@@ -109,7 +111,7 @@ func (r *Registry[M]) startUnload(e *entry[M], why string) {
 		e.timer.Stop()
 		e.timer = nil
 	}
-	e.state, e.unloaded, e.expires = StateUnloading, make(chan struct{}), time.Time{}
+	e.state, e.expires = StateUnloading, time.Time{}
 	m := e.model
 	r.wg.Add(1)
 	go func() {
@@ -121,8 +123,7 @@ func (r *Registry[M]) startUnload(e *entry[M], why string) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		var zero M
-		e.state, e.model, e.lastUnload = StateUnloaded, zero, took
-		close(e.unloaded)
+		e.state, e.model, e.lastUnload, e.evicting = StateUnloaded, zero, took, false
 		r.budget.Release(e.spec.Need)
 		r.broadcast()
 		log := r.log.Info

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -112,7 +113,7 @@ type Registry[M Model] struct {
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when memory may have become available
-	waiting  int           // requests waiting for memory
+	queue    []*waiter     // requests waiting for memory, in arrival order
 	draining bool
 	closed   bool
 }
@@ -124,14 +125,14 @@ type entry[M Model] struct {
 	keepAlive        time.Duration // the last request's, else the default
 
 	state    State
-	model    M             // valid while loaded or unloading
-	leases   int           // requests holding it
-	lastUsed time.Time     // when a lease was last taken or given back
-	expires  time.Time     // when it unloads if still idle; zero: not scheduled
-	timer    *time.Timer   // the keep-alive timer
-	gen      uint64        // load count: a timer of an earlier load does nothing
-	loading  *attempt      // while loading
-	unloaded chan struct{} // while unloading: closed when it is done
+	model    M           // valid while loaded or unloading
+	leases   int         // requests holding it
+	lastUsed time.Time   // when a lease was last taken or given back
+	expires  time.Time   // when it unloads if still idle; zero: not scheduled
+	timer    *time.Timer // the keep-alive timer
+	gen      uint64      // load count: a timer of an earlier load does nothing
+	loading  *attempt    // while loading
+	evicting bool        // loaded, taking no new requests, to unload when idle
 
 	loadedAt   time.Time
 	lastLoad   time.Duration
@@ -230,10 +231,12 @@ func (r *Registry[M]) lookup(name string) (*entry[M], error) {
 
 // Acquire leases the model name names, loading it first if it is not
 // loaded: concurrent requests for an unloaded model start one load and
-// wait for it. A model that does not fit in the budget evicts idle models,
-// least recently used first; when none can be evicted the request waits
-// (at most Config.MaxWaiting of them, for at most Config.MaxWait) and then
-// fails with a *BusyError. The caller must Release the lease.
+// wait for it. A model that does not fit in the budget makes room (see
+// makeRoom) and waits for it. Requests waiting for memory queue in
+// arrival order, and only the first may take memory, so that the requests
+// of a model just evicted cannot take back what it freed; at most
+// Config.MaxWaiting wait at once, each for at most Config.MaxWait, then
+// fail with a *BusyError. The caller must Release the lease.
 func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], error) {
 	e, err := r.lookup(name)
 	if err != nil {
@@ -242,69 +245,90 @@ func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], erro
 	if e.spec.Need > r.budget.Limit() {
 		return nil, &TooLargeError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit()}
 	}
-	var deadline <-chan time.Time // set when the request first waits for memory
+	var (
+		w        *waiter          // this request's place in the queue, once it waits
+		deadline <-chan time.Time // set with w
+	)
 	for {
 		r.mu.Lock()
 		if r.draining {
+			r.leave(w)
 			r.mu.Unlock()
 			return nil, ErrDraining
 		}
 		switch e.state {
 		case StateLoaded:
-			r.lease(e)
-			r.mu.Unlock()
-			return &Lease[M]{r: r, e: e, model: e.model}, nil
-		case StateLoading:
-			return r.awaitLoad(ctx, e)
-		case StateUnloading:
-			done := e.unloaded
-			r.mu.Unlock()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if !e.evicting {
+				r.leave(w)
+				r.lease(e)
+				r.mu.Unlock()
+				return &Lease[M]{r: r, e: e, model: e.model}, nil
 			}
-			continue
-		}
-		// Unloaded: reserve its memory and load it, or make room.
-		if r.budget.TryReserve(e.spec.Need) {
-			r.startLoad(e)
+			// Evicted for another model: wait for it to unload, then
+			// load it again.
+		case StateLoading:
+			r.leave(w)
 			return r.awaitLoad(ctx, e)
+		case StateUnloaded:
+			if len(r.queue) == 0 || r.queue[0] == w {
+				if r.budget.TryReserve(e.spec.Need) {
+					r.leave(w)
+					r.startLoad(e)
+					return r.awaitLoad(ctx, e)
+				}
+				r.makeRoom(e.spec.Need)
+			}
 		}
-		if !r.makeRoom(e.spec.Need) && deadline == nil {
-			if r.waiting >= r.cfg.MaxWaiting {
+		if w == nil {
+			if len(r.queue) >= r.cfg.MaxWaiting {
 				err := r.busy(e, "too many requests already wait for memory")
 				r.mu.Unlock()
 				return nil, err
 			}
+			w = &waiter{id: e.spec.ID}
+			r.queue = append(r.queue, w)
 			t := time.NewTimer(r.cfg.MaxWait)
 			defer t.Stop()
 			deadline = t.C
 		}
 		changed := r.changed
-		counted := deadline != nil
-		if counted {
-			r.waiting++
-		}
 		r.mu.Unlock()
 		var err error
 		select {
 		case <-changed:
+			continue
 		case <-deadline:
-			r.mu.Lock()
-			err = r.busy(e, fmt.Sprintf("no memory came free within %v", r.cfg.MaxWait))
-			r.mu.Unlock()
+			err = fmt.Errorf("no memory came free within %v", r.cfg.MaxWait)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
-		if counted {
-			r.mu.Lock()
-			r.waiting--
-			r.mu.Unlock()
+		r.mu.Lock()
+		r.leave(w)
+		if err != ctx.Err() {
+			err = r.busy(e, err.Error())
 		}
-		if err != nil {
-			return nil, err
-		}
+		r.mu.Unlock()
+		return nil, err
+	}
+}
+
+// waiter is a request's place in the queue for memory. (Not zero-sized:
+// distinct pointers to zero-sized values may be equal.)
+type waiter struct{ id string }
+
+// leave takes w, when not nil, out of the queue for memory; when it was
+// first, the next request may now take memory. r.mu is held.
+func (r *Registry[M]) leave(w *waiter) {
+	if w == nil {
+		return
+	}
+	i := slices.Index(r.queue, w)
+	if i < 0 {
+		return
+	}
+	r.queue = slices.Delete(r.queue, i, i+1)
+	if i == 0 {
+		r.broadcast()
 	}
 }
 
@@ -319,30 +343,45 @@ func (r *Registry[M]) lease(e *entry[M]) {
 	}
 }
 
-// makeRoom starts unloading idle models, least recently used first, until
-// need bytes will be free once the unloads in flight finish. It reports
-// whether that is so. r.mu is held.
-func (r *Registry[M]) makeRoom(need int64) bool {
+// makeRoom starts freeing need bytes. It unloads idle models, least
+// recently used first; when that is not enough it evicts busy ones, least
+// recently used first: an evicted model takes no new requests (they wait
+// for it to unload and load again) and unloads when its running requests
+// end, so that a model in steady use cannot starve the others. It stops
+// once need bytes will be free when the unloads and evictions under way
+// finish, or when nothing more can be freed. r.mu is held.
+func (r *Registry[M]) makeRoom(need int64) {
 	free := r.budget.Limit() - r.budget.Used()
 	for _, e := range r.entries {
-		if e.state == StateUnloading {
+		if e.state == StateUnloading || e.state == StateLoaded && e.evicting {
 			free += e.spec.Need
 		}
 	}
 	for free < need {
-		var lru *entry[M]
+		var idle, busy *entry[M]
 		for _, e := range r.entries {
-			if e.state == StateLoaded && e.leases == 0 && (lru == nil || e.lastUsed.Before(lru.lastUsed)) {
-				lru = e
+			if e.state != StateLoaded || e.evicting {
+				continue
+			}
+			if e.leases == 0 && (idle == nil || e.lastUsed.Before(idle.lastUsed)) {
+				idle = e
+			}
+			if e.leases > 0 && (busy == nil || e.lastUsed.Before(busy.lastUsed)) {
+				busy = e
 			}
 		}
-		if lru == nil {
-			return false
+		switch {
+		case idle != nil:
+			r.startUnload(idle, "evicted")
+			free += idle.spec.Need
+		case busy != nil:
+			busy.evicting = true
+			free += busy.spec.Need
+			r.log.Info("model evicted; it unloads when its running requests end", "model", busy.spec.ID, "requests", busy.leases)
+		default:
+			return
 		}
-		r.startUnload(lru, "evicted")
-		free += lru.spec.Need
 	}
-	return true
 }
 
 // busy is the error of a request that found no memory for e. r.mu is held.
@@ -350,7 +389,11 @@ func (r *Registry[M]) busy(e *entry[M], why string) error {
 	err := &BusyError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit(), Used: r.budget.Used(), Why: why}
 	for _, o := range r.entries {
 		if o.state != StateUnloaded {
-			err.Holders = append(err.Holders, Holder{ID: o.spec.ID, State: o.state, Need: o.spec.Need, Requests: o.leases})
+			h := Holder{ID: o.spec.ID, State: o.state, Need: o.spec.Need, Requests: o.leases}
+			if o.evicting {
+				h.State = StateUnloading
+			}
+			err.Holders = append(err.Holders, h)
 		}
 	}
 	return err

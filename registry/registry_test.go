@@ -255,11 +255,7 @@ func TestBusyModelsMakeRequestWaitThenFail(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitUntil(t, "the request to wait for memory", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.waiting == 1
-	})
+	waitUntil(t, "the request to wait for memory", func() bool { return r.Waiting() == 1 })
 	a.Release()
 	if err := <-got; err != nil {
 		t.Fatalf("waiting request: %v", err)
@@ -278,11 +274,7 @@ func TestWaitQueueIsBounded(t *testing.T) {
 		_, err := r.Acquire(ctx, "b")
 		waited <- err
 	}()
-	waitUntil(t, "one request to wait", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.waiting == 1
-	})
+	waitUntil(t, "one request to wait", func() bool { return r.Waiting() == 1 })
 	_, err := r.Acquire(context.Background(), "b")
 	var busy *BusyError
 	if !errors.As(err, &busy) {
@@ -449,11 +441,7 @@ func TestDrainAndClose(t *testing.T) {
 		_, err := r.Acquire(context.Background(), "b")
 		waiter <- err
 	}()
-	waitUntil(t, "a request to wait for memory", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.waiting == 1
-	})
+	waitUntil(t, "a request to wait for memory", func() bool { return r.Waiting() == 1 })
 	r.Drain()
 	if err := <-waiter; !errors.Is(err, ErrDraining) {
 		t.Errorf("waiting request: %v, want ErrDraining", err)
@@ -515,5 +503,46 @@ func TestStress(t *testing.T) {
 	fl.mu.Unlock()
 	if served.Load()+cancelled.Load() != 200 {
 		t.Errorf("%d requests accounted for, want 200", served.Load()+cancelled.Load())
+	}
+}
+
+// A model in steady use does not starve another: the request for the
+// other evicts it, its new requests wait, and it unloads as soon as its
+// running requests end; then its own waiting request evicts in turn.
+func TestBusyModelIsEvictedWhenItsRequestsEnd(t *testing.T) {
+	r, fl := newRegistry(t, Config{Budget: 15, KeepAlive: -1}, specs(10, "a", "b"))
+	a1 := acquire(t, r, "a")
+	got := make(chan string, 2)
+	leases := make(chan *Lease[*fakeModel], 2)
+	get := func(id string) {
+		l, err := r.Acquire(context.Background(), id)
+		if err != nil {
+			t.Error(err)
+			got <- "error"
+			return
+		}
+		got <- id
+		leases <- l
+	}
+	go get("b")
+	waitUntil(t, "b's request to wait", func() bool { return r.Waiting() == 1 })
+	go get("a") // a is evicted: this waits too, though a is loaded
+	waitUntil(t, "a's new request to wait", func() bool { return r.Waiting() == 2 })
+	if s := state(r, "a"); s != StateLoaded {
+		t.Fatalf("a is %s while its request runs", s)
+	}
+	a1.Release()
+	if first := <-got; first != "b" {
+		t.Fatalf("%s got the memory first, want b (it waited first)", first)
+	}
+	<-fl.model("a").closed
+	b := <-leases
+	b.Release() // b was evicted by a's waiting request: it unloads now
+	if second := <-got; second != "a" {
+		t.Fatalf("second: %s", second)
+	}
+	(<-leases).Release()
+	if loads, _ := fl.count("a"); loads != 2 {
+		t.Errorf("a loaded %d times, want 2", loads)
 	}
 }

@@ -40,7 +40,7 @@ func runServe(ctx context.Context, args []string) error {
 	strict := fs.Bool("strict-model-names", false, "refuse a request naming an unknown model even when one model is served (default: it is served by that model, as llama-server does)")
 	loadWait := fs.Duration("model-wait", registry.DefaultMaxWait, "how long a request waits for memory when every loaded model is busy; then 503")
 	loadQueue := fs.Int("model-queue", registry.DefaultMaxWaiting, "requests that may wait for memory at once; more get 503")
-	fs.IntVar(&cfg.CtxSize, "c", 0, "KV cache size in `tokens`, shared by the slots (0: the model's training context per slot)")
+	fs.IntVar(&cfg.CtxSize, "c", 0, "KV cache size in `tokens`, shared by the slots (0: the model's training context, at most 4096, per slot)")
 	fs.IntVar(&cfg.CtxSize, "ctx-size", 0, "same as -c")
 	fs.IntVar(&cfg.Parallel, "np", 4, "number of slots decoded together")
 	fs.IntVar(&cfg.Parallel, "parallel", 4, "same as -np")
