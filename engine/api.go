@@ -88,6 +88,10 @@ type Config struct {
 	// pushed out of the slots, so that a returning conversation need not
 	// evaluate its history again (llama-server's --cache-ram). 0: none.
 	HostCacheBytes int64
+	// CPU, when set, is shared with the other engines of the process:
+	// each forward pass holds Threads of its cores (see CPU). nil: the
+	// engine computes whenever it has work.
+	CPU *CPU
 }
 
 // Request is one generation. Prompt is tokenized by Submit in the caller's

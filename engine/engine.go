@@ -51,6 +51,8 @@ type Engine struct {
 	submitq chan *request
 	wake    chan struct{}              // capacity 1: "look at cancellations"
 	quit    chan struct{}              // closed by Close
+	life    context.Context            // ends with Close: the scheduler's waits for Config.CPU
+	endLife context.CancelFunc
 	done    chan struct{}              // closed when the scheduler has exited
 	stats   atomic.Pointer[Stats]      // published by the scheduler every step
 	slots   atomic.Pointer[[]SlotInfo] // likewise
@@ -155,6 +157,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	for tok := range int32(model.NVocab()) {
 		if model.IsEOG(tok) {
 			e.eog = append(e.eog, tok)
@@ -416,6 +419,7 @@ func (e *Engine) Close() error {
 		e.mu.Lock()
 		e.closed = true
 		e.mu.Unlock()
+		e.endLife()
 		close(e.quit)
 		<-e.done
 		e.model.Close()

@@ -75,9 +75,14 @@ func (s *scheduler) run() {
 			s.publish()
 			continue
 		}
+		release, err := s.cores()
+		if err != nil {
+			continue // closing: receive returns false
+		}
 		start := time.Now()
-		err := s.lctx.Decode(&s.batch)
+		err = s.lctx.Decode(&s.batch)
 		s.budget.observe(s.nDecode, s.nPrefill, time.Since(start))
+		release()
 		s.steps++
 		if err != nil {
 			s.failBatch(err)
@@ -86,6 +91,16 @@ func (s *scheduler) run() {
 		}
 		s.publish()
 	}
+}
+
+// cores waits for the engine's share of the CPU (Config.CPU) before a
+// forward pass, and returns the function that gives it back. It fails
+// only when the engine is closing.
+func (s *scheduler) cores() (release func(), err error) {
+	if s.e.cfg.CPU == nil {
+		return func() {}, nil
+	}
+	return s.e.cfg.CPU.acquire(s.e.life, s.e.cfg.Threads)
 }
 
 // busy reports whether there is work that needs the next step to run: a

@@ -49,6 +49,10 @@ func startModels(t *testing.T, rcfg registry.Config, specs ...registry.Spec) *mo
 	t.Helper()
 	log, _ := newLogger()
 	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
+	cpu := engine.NewCPU(2) // as corral serve shares the cores among models
+	for i := range specs {
+		specs[i].Engine.CPU = cpu
+	}
 	reg, err := registry.New(rcfg, specs, openai.Loader(log))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -142,6 +143,13 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		scfg.Logger = slog.Default()
 	}
 	log := scfg.Logger
+	if len(specs) > 1 {
+		// Models computing at once share the cores (see engine.CPU).
+		cpu := engine.NewCPU(runtime.NumCPU())
+		for i := range specs {
+			specs[i].Engine.CPU = cpu
+		}
+	}
 	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
 	reg, err := registry.New(rcfg, specs, openai.Loader(log))
 	if err != nil {
