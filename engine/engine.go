@@ -49,9 +49,9 @@ type Engine struct {
 	mu      sync.RWMutex
 	closed  bool
 	submitq chan *request
-	wake    chan struct{}              // capacity 1: "look at cancellations"
-	quit    chan struct{}              // closed by Close
-	life    context.Context            // ends with Close: the scheduler's waits for Config.CPU
+	wake    chan struct{}   // capacity 1: "look at cancellations"
+	quit    chan struct{}   // closed by Close
+	life    context.Context // ends with Close: the scheduler's waits for Config.CPU
 	endLife context.CancelFunc
 	done    chan struct{}              // closed when the scheduler has exited
 	stats   atomic.Pointer[Stats]      // published by the scheduler every step
