@@ -40,3 +40,14 @@ func TestQuantization(t *testing.T) {
 		t.Errorf("no file type, no tensors: got %q, want empty", got)
 	}
 }
+
+func TestParameterLabel(t *testing.T) {
+	for n, want := range map[uint64]string{
+		8030261248: "8.0B", 7615616512: "7.6B", 3e9: "3B", 135e6: "135M", 16780000: "16.78M",
+		656000: "656K", 655360: "655K", 999: "999", 0: "0",
+	} {
+		if got := ParameterLabel(n); got != want {
+			t.Errorf("ParameterLabel(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

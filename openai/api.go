@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
@@ -69,15 +68,16 @@ func New(models *Registry, opt Options) *API {
 }
 
 // ForEngine returns an API serving one engine, already loaded, under any
-// model name: a registry of one model kept loaded. Closing the API's
+// model name: a registry of one pinned model (a request's keep_alive does
+// not unload it). Closing the API's
 // registry (Registry().Close()) closes eng.
 func ForEngine(eng Engine, opt ModelOptions) (*API, error) {
 	m, err := NewModel(eng, opt)
 	if err != nil {
 		return nil, err
 	}
-	forever := time.Duration(-1)
-	spec := registry.Spec{ID: m.info.Name, Engine: engine.Config{ModelPath: m.info.Path}, KeepAlive: &forever}
+	// Pinned: the loader cannot load eng again once it is closed.
+	spec := registry.Spec{ID: m.info.Name, Engine: engine.Config{ModelPath: m.info.Path}, Pinned: true}
 	reg, err := registry.New(registry.Config{Logger: opt.Logger}, []registry.Spec{spec},
 		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
 	if err != nil {

@@ -677,17 +677,6 @@ func TestOllamaErrorShape(t *testing.T) {
 	}
 }
 
-func TestHumanNumber(t *testing.T) {
-	for n, want := range map[uint64]string{
-		8030261248: "8.0B", 7615616512: "7.6B", 3e9: "3B", 135e6: "135M", 16780000: "16.78M",
-		656000: "656K", 655360: "655K", 999: "999", 0: "0",
-	} {
-		if got := humanNumber(n); got != want {
-			t.Errorf("humanNumber(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func TestOllamaName(t *testing.T) {
 	for id, want := range map[string]string{"tiny": "tiny:latest", "llama3:8b": "llama3:8b", "org/model": "org/model:latest"} {
 		if got := ollamaName(id); got != want {

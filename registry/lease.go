@@ -60,7 +60,10 @@ type Status[M Model] struct {
 	Need int64
 	// Requests is the number of leases held.
 	Requests int
-	// Model is the loaded model, the zero M when not loaded. It may be
+	// InMemory reports whether the model is loaded and runs requests (an
+	// evicted one among them, whose State is already "unloading").
+	InMemory bool
+	// Model is the loaded model, the zero M when not in memory. It may be
 	// unloaded at any moment: use only what stays safe after Close.
 	Model M
 	// LoadedAt is when the current load finished; ExpiresAt when an idle
@@ -80,11 +83,15 @@ func (r *Registry[M]) Status() []Status[M] {
 	defer r.mu.Unlock()
 	out := make([]Status[M], len(r.entries))
 	for i, e := range r.entries {
-		out[i] = Status[M]{ID: e.spec.ID, Path: e.spec.Engine.ModelPath, State: e.state, Need: e.spec.Need,
+		state := e.state
+		if e.evicting {
+			state = StateUnloading // it takes no new requests
+		}
+		out[i] = Status[M]{ID: e.spec.ID, Path: e.spec.Engine.ModelPath, State: state, Need: e.spec.Need,
 			Requests: e.leases, LoadedAt: e.loadedAt, ExpiresAt: e.expires, LastLoad: e.lastLoad,
 			LastUnload: e.lastUnload, Loads: e.loads, Err: e.lastErr}
 		if e.state == StateLoaded {
-			out[i].Model = e.model
+			out[i].InMemory, out[i].Model = true, e.model
 		}
 	}
 	return out
@@ -106,7 +113,7 @@ func (r *Registry[M]) Spec(name string) (Spec, error) {
 	return e.spec, nil
 }
 
-// Loaded returns the loaded models with their status; see Status.Model.
+// Loaded returns the models in memory with their status; see Status.Model.
 func (r *Registry[M]) Loaded() []Status[M] {
-	return slices.DeleteFunc(r.Status(), func(s Status[M]) bool { return s.State != StateLoaded })
+	return slices.DeleteFunc(r.Status(), func(s Status[M]) bool { return !s.InMemory })
 }

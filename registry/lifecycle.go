@@ -39,6 +39,7 @@ func (r *Registry[M]) startLoad(e *entry[M]) {
 		e.loadedAt, e.lastLoad, e.lastUsed = time.Now(), took, time.Now()
 		e.leases += att.waiters
 		close(att.done)
+		r.broadcast() // a waiter for memory may now evict it
 		r.log.Info("model loaded", "model", e.spec.ID, "took", took.Round(time.Millisecond),
 			"need", FormatBytes(e.spec.Need), "budget_used", FormatBytes(r.budget.Used()))
 		if r.draining {
@@ -86,7 +87,7 @@ func (r *Registry[M]) awaitLoad(ctx context.Context, e *entry[M]) (*Lease[M], er
 func (r *Registry[M]) idle(e *entry[M]) {
 	r.broadcast() // an idle model can be evicted
 	switch {
-	case r.draining || r.closed:
+	case r.draining || r.closed || e.spec.Pinned:
 	case e.evicting:
 		r.startUnload(e, "evicted")
 	case e.keepAlive == 0:
@@ -97,7 +98,7 @@ func (r *Registry[M]) idle(e *entry[M]) {
 		e.timer = time.AfterFunc(e.keepAlive, func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			if e.gen == gen && e.state == StateLoaded && e.leases == 0 && !r.closed && !time.Now().Before(e.expires) {
+			if e.gen == gen && e.state == StateLoaded && e.leases == 0 && !r.draining && !time.Now().Before(e.expires) {
 				r.startUnload(e, "idle")
 			}
 		})

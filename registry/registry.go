@@ -59,6 +59,9 @@ type Spec struct {
 	// Need is the memory reserved while the model is loaded, in bytes.
 	// New fills it with Config.Estimate when it is 0.
 	Need int64
+	// Pinned keeps the model loaded once it is: it is never evicted, and
+	// its keep-alive (a request's too) does not apply.
+	Pinned bool
 }
 
 // Config configures a Registry.
@@ -113,7 +116,7 @@ type Registry[M Model] struct {
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when memory may have become available
-	queue    []*waiter     // requests waiting for memory, in arrival order
+	queue    []*waiter[M]  // requests waiting for memory, in arrival order
 	draining bool
 	closed   bool
 }
@@ -133,6 +136,8 @@ type entry[M Model] struct {
 	gen      uint64      // load count: a timer of an earlier load does nothing
 	loading  *attempt    // while loading
 	evicting bool        // loaded, taking no new requests, to unload when idle
+
+	estimateErr error // why Config.Estimate failed: requests fail with it
 
 	loadedAt   time.Time
 	lastLoad   time.Duration
@@ -175,14 +180,20 @@ func New[M Model](cfg Config, specs []Spec, load Loader[M]) (*Registry[M], error
 		if _, dup := r.byID[s.ID]; dup {
 			return nil, fmt.Errorf("registry: two models are named %q", s.ID)
 		}
+		var estimateErr error
 		if s.Need == 0 && cfg.Estimate != nil {
 			need, err := cfg.Estimate(s)
-			if err != nil {
-				return nil, fmt.Errorf("registry: estimate %s: %w", s.ID, err)
+			switch {
+			case err == nil:
+				s.Need = need
+			case r.budget.Unlimited():
+				r.log.Warn("cannot estimate the model's memory; with no budget it loads anyway", "model", s.ID, "err", err)
+			default:
+				r.log.Warn("cannot estimate the model's memory; requests for it will fail", "model", s.ID, "err", err)
+				estimateErr = fmt.Errorf("estimate its memory: %w", err)
 			}
-			s.Need = need
 		}
-		e := &entry[M]{spec: s, defaultKeepAlive: cfg.KeepAlive, state: StateUnloaded}
+		e := &entry[M]{spec: s, defaultKeepAlive: cfg.KeepAlive, state: StateUnloaded, estimateErr: estimateErr, lastErr: estimateErr}
 		if s.KeepAlive != nil {
 			e.defaultKeepAlive = *s.KeepAlive
 		}
@@ -233,20 +244,24 @@ func (r *Registry[M]) lookup(name string) (*entry[M], error) {
 // loaded: concurrent requests for an unloaded model start one load and
 // wait for it. A model that does not fit in the budget makes room (see
 // makeRoom) and waits for it. Requests waiting for memory queue in
-// arrival order, and only the first may take memory, so that the requests
-// of a model just evicted cannot take back what it freed; at most
-// Config.MaxWaiting wait at once, each for at most Config.MaxWait, then
-// fail with a *BusyError. The caller must Release the lease.
+// arrival order, and of those whose model is unloaded only the first may
+// take memory, so that the requests of a model just evicted cannot take
+// back what it freed; at most Config.MaxWaiting wait at once, each for at
+// most Config.MaxWait, then fail with a *BusyError. The caller must
+// Release the lease.
 func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], error) {
 	e, err := r.lookup(name)
 	if err != nil {
 		return nil, err
 	}
+	if e.estimateErr != nil {
+		return nil, &LoadError{ID: e.spec.ID, Err: e.estimateErr}
+	}
 	if e.spec.Need > r.budget.Limit() {
 		return nil, &TooLargeError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit()}
 	}
 	var (
-		w        *waiter          // this request's place in the queue, once it waits
+		w        *waiter[M]       // this request's place in the queue, once it waits
 		deadline <-chan time.Time // set with w
 	)
 	for {
@@ -270,13 +285,13 @@ func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], erro
 			r.leave(w)
 			return r.awaitLoad(ctx, e)
 		case StateUnloaded:
-			if len(r.queue) == 0 || r.queue[0] == w {
+			if first := r.first(); first == nil || first == w {
 				if r.budget.TryReserve(e.spec.Need) {
 					r.leave(w)
 					r.startLoad(e)
 					return r.awaitLoad(ctx, e)
 				}
-				r.makeRoom(e.spec.Need)
+				r.makeRoom(e)
 			}
 		}
 		if w == nil {
@@ -285,7 +300,7 @@ func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], erro
 				r.mu.Unlock()
 				return nil, err
 			}
-			w = &waiter{id: e.spec.ID}
+			w = &waiter[M]{e: e}
 			r.queue = append(r.queue, w)
 			t := time.NewTimer(r.cfg.MaxWait)
 			defer t.Stop()
@@ -312,13 +327,26 @@ func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], erro
 	}
 }
 
-// waiter is a request's place in the queue for memory. (Not zero-sized:
-// distinct pointers to zero-sized values may be equal.)
-type waiter struct{ id string }
+// waiter is a request's place in the queue for memory.
+type waiter[M Model] struct{ e *entry[M] }
 
-// leave takes w, when not nil, out of the queue for memory; when it was
-// first, the next request may now take memory. r.mu is held.
-func (r *Registry[M]) leave(w *waiter) {
+// first is the first waiter whose model is unloaded: the one that may take
+// memory. Waiters whose model is still unloading (or evicted, waiting for
+// its requests to end) come back to it when it is unloaded. r.mu is held.
+func (r *Registry[M]) first() *waiter[M] {
+	for _, w := range r.queue {
+		if w.e.state == StateUnloaded {
+			return w
+		}
+	}
+	return nil
+}
+
+// leave takes w, when not nil, out of the queue for memory. The models
+// evicted to make room are spared again (a waiter that gave up needs them
+// no more, one that took memory got what it needed), and the waiters left
+// make room anew. r.mu is held.
+func (r *Registry[M]) leave(w *waiter[M]) {
 	if w == nil {
 		return
 	}
@@ -327,9 +355,12 @@ func (r *Registry[M]) leave(w *waiter) {
 		return
 	}
 	r.queue = slices.Delete(r.queue, i, i+1)
-	if i == 0 {
-		r.broadcast()
+	for _, e := range r.entries {
+		if e.state == StateLoaded {
+			e.evicting = false // (an evicted model unloads at its last lease)
+		}
 	}
+	r.broadcast()
 }
 
 // lease takes a lease on loaded e. r.mu is held.
@@ -343,14 +374,16 @@ func (r *Registry[M]) lease(e *entry[M]) {
 	}
 }
 
-// makeRoom starts freeing need bytes. It unloads idle models, least
+// makeRoom starts freeing the memory want needs. It unloads idle models, least
 // recently used first; when that is not enough it evicts busy ones, least
 // recently used first: an evicted model takes no new requests (they wait
 // for it to unload and load again) and unloads when its running requests
 // end, so that a model in steady use cannot starve the others. It stops
-// once need bytes will be free when the unloads and evictions under way
-// finish, or when nothing more can be freed. r.mu is held.
-func (r *Registry[M]) makeRoom(need int64) {
+// once that memory will be free when the unloads and evictions under way
+// finish, or when nothing more can be freed (pinned models stay). r.mu
+// is held.
+func (r *Registry[M]) makeRoom(want *entry[M]) {
+	need := want.spec.Need
 	free := r.budget.Limit() - r.budget.Used()
 	for _, e := range r.entries {
 		if e.state == StateUnloading || e.state == StateLoaded && e.evicting {
@@ -360,7 +393,7 @@ func (r *Registry[M]) makeRoom(need int64) {
 	for free < need {
 		var idle, busy *entry[M]
 		for _, e := range r.entries {
-			if e.state != StateLoaded || e.evicting {
+			if e.state != StateLoaded || e.evicting || e.spec.Pinned {
 				continue
 			}
 			if e.leases == 0 && (idle == nil || e.lastUsed.Before(idle.lastUsed)) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -528,8 +529,13 @@ func TestBusyModelIsEvictedWhenItsRequestsEnd(t *testing.T) {
 	waitUntil(t, "b's request to wait", func() bool { return r.Waiting() == 1 })
 	go get("a") // a is evicted: this waits too, though a is loaded
 	waitUntil(t, "a's new request to wait", func() bool { return r.Waiting() == 2 })
-	if s := state(r, "a"); s != StateLoaded {
-		t.Fatalf("a is %s while its request runs", s)
+	if s := state(r, "a"); s != StateUnloading {
+		t.Fatalf("a is %s; want unloading (evicted) while its request runs", s)
+	}
+	select {
+	case <-fl.model("a").closed:
+		t.Fatal("a was closed while its request ran")
+	default:
 	}
 	a1.Release()
 	if first := <-got; first != "b" {
@@ -537,7 +543,9 @@ func TestBusyModelIsEvictedWhenItsRequestsEnd(t *testing.T) {
 	}
 	<-fl.model("a").closed
 	b := <-leases
-	b.Release() // b was evicted by a's waiting request: it unloads now
+	// a's request, waiting, evicts b while b's request still runs.
+	waitUntil(t, "b to be evicted", func() bool { return state(r, "b") == StateUnloading })
+	b.Release()
 	if second := <-got; second != "a" {
 		t.Fatalf("second: %s", second)
 	}
@@ -545,4 +553,80 @@ func TestBusyModelIsEvictedWhenItsRequestsEnd(t *testing.T) {
 	if loads, _ := fl.count("a"); loads != 2 {
 		t.Errorf("a loaded %d times, want 2", loads)
 	}
+}
+
+// A model loaded while another request waits for memory is evicted for
+// it (the load wakes the waiter), and a request that gives up spares the
+// model it had evicted.
+func TestEvictionFollowsLoadsAndIsUndone(t *testing.T) {
+	r, fl := newRegistry(t, Config{Budget: 15, KeepAlive: -1}, specs(10, "a", "b"))
+	fl.gate = make(chan struct{})
+	bl := make(chan *Lease[*fakeModel], 1)
+	go func() {
+		l, err := r.Acquire(context.Background(), "b")
+		if err != nil {
+			t.Error(err)
+		}
+		bl <- l
+	}()
+	waitUntil(t, "b to load", func() bool { return state(r, "b") == StateLoading })
+	ctx, cancel := context.WithCancel(context.Background())
+	ae := make(chan error, 1)
+	go func() {
+		_, err := r.Acquire(ctx, "a")
+		ae <- err
+	}()
+	waitUntil(t, "a's request to wait", func() bool { return r.Waiting() == 1 })
+	fl.gate <- struct{}{}
+	b := <-bl
+	waitUntil(t, "b to be evicted for a", func() bool { return state(r, "b") == StateUnloading })
+	cancel()
+	if err := <-ae; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a: %v", err)
+	}
+	waitUntil(t, "b to be spared", func() bool { return state(r, "b") == StateLoaded })
+	acquire(t, r, "b").Release() // b takes requests again
+	b.Release()
+	if _, live := fl.count("b"); live != 1 {
+		t.Errorf("b loaded %d times, want once, still loaded", live)
+	}
+}
+
+// A pinned model is never evicted nor unloaded by a keep-alive.
+func TestPinned(t *testing.T) {
+	ss := specs(10, "a", "b")
+	ss[0].Pinned = true
+	r, fl := newRegistry(t, Config{Budget: 15, KeepAlive: 0, MaxWait: time.Millisecond}, ss)
+	l := acquire(t, r, "a")
+	l.SetKeepAlive(0)
+	l.Release()
+	if s := state(r, "a"); s != StateLoaded {
+		t.Fatalf("pinned a is %s after keep_alive 0", s)
+	}
+	var busy *BusyError
+	if _, err := r.Acquire(context.Background(), "b"); !errors.As(err, &busy) {
+		t.Fatalf("b: %v, want BusyError (a is pinned)", err)
+	}
+	if _, live := fl.count("a"); live != 1 {
+		t.Error("pinned a was unloaded")
+	}
+}
+
+// A model whose memory cannot be estimated fails its requests under a
+// budget, and loads without one; the other models are served.
+func TestEstimateFailure(t *testing.T) {
+	estimate := func(s Spec) (int64, error) {
+		if s.ID == "odd" {
+			return 0, errors.New("no head count")
+		}
+		return 10, nil
+	}
+	r, _ := newRegistry(t, Config{Budget: 100, KeepAlive: -1, Estimate: estimate}, specs(0, "odd", "ok"))
+	var le *LoadError
+	if _, err := r.Acquire(context.Background(), "odd"); !errors.As(err, &le) || !strings.Contains(err.Error(), "no head count") {
+		t.Errorf("odd under a budget: %v", err)
+	}
+	acquire(t, r, "ok").Release()
+	free, _ := newRegistry(t, Config{KeepAlive: -1, Estimate: estimate}, specs(0, "odd"))
+	acquire(t, free, "odd").Release()
 }

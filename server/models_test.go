@@ -383,13 +383,11 @@ func TestManyClientsThreeModels(t *testing.T) {
 }
 
 // Draining a server of several models: every engine's queued requests and
-// the requests waiting for memory fail at once with 503, running streams
-// finish, and closing frees each model once.
+// the requests waiting for memory fail at once with 503, running answers
+// (paced ones, paused at their first chunk so that they run until the test
+// lets them go on) finish, and closing frees each model once.
 func TestDrainAcrossModels(t *testing.T) {
 	specs := []registry.Spec{spec(t, "stories", testmodel.Stories260K, 1), spec(t, "tiny", testmodel.TinyStories656K, 1), spec(t, "third", testmodel.Stories260K, 1)}
-	for i := range specs {
-		specs[i].Engine.CtxSize = 4096
-	}
 	var needs int64
 	for _, s := range specs[:2] {
 		n, err := registry.EstimateFromFile(s)
@@ -399,14 +397,31 @@ func TestDrainAcrossModels(t *testing.T) {
 		needs += n
 	}
 	ms := startModels(t, registry.Config{Budget: needs, KeepAlive: -1, MaxWait: 5 * time.Minute}, specs...)
-	const n = 1500
-	var running []*http.Response
+	goOn := make(chan struct{})
+	paused := make(chan struct{}, 2)
+	finishes := make(chan string, 2)
 	for _, id := range []string{"stories", "tiny"} {
-		resp := ms.openStream(t, context.Background(), "/completion",
-			map[string]any{"model": id, "prompt": "Once upon a time", "n_predict": n, "temperature": 0, "ignore_eos": true, "stream": true})
-		defer resp.Body.Close()
-		running = append(running, resp)
+		go func() {
+			// A better class than the queued requests: its paused slot
+			// is not lent to them.
+			body := map[string]any{"model": id, "messages": []map[string]string{{"role": "user", "content": "Tell me a story."}},
+				"max_tokens": 60, "ignore_eos": true, "stream": true, "chunking": map[string]any{}, "priority": -1}
+			first := true
+			_, finish, _ := pacedChat(t, ms.testServer, body, func(rid string, index int, _ string, held bool) {
+				if first {
+					first = false
+					paused <- struct{}{}
+					<-goOn
+				}
+				if held {
+					ms.post(t, "/v1/chat/completions/"+rid+"/continue", map[string]any{"index": index})
+				}
+			})
+			finishes <- finish
+		}()
 	}
+	<-paused
+	<-paused
 	type reply struct {
 		id     string
 		status int
@@ -441,9 +456,10 @@ func TestDrainAcrossModels(t *testing.T) {
 			t.Errorf("%s: %d %s; want 503 unavailable", r.id, r.status, r.body)
 		}
 	}
-	for i, resp := range running {
-		if _, final := llamaStream(t, resp); final.TokensPredicted != n {
-			t.Errorf("running stream %d ended with %+v", i, final)
+	close(goOn)
+	for range 2 {
+		if f := <-finishes; f != "length" {
+			t.Errorf("a running answer finished with %q, want length", f)
 		}
 	}
 	if err := ms.stop(); err != nil {

@@ -394,6 +394,14 @@ func TestOllamaCancel(t *testing.T) {
 		t.Fatalf("Generate: %v; want the callback's error", err)
 	}
 	waitFor(t, "the slot to come free", func() bool { return busySlots(t, ts) == 0 })
+	// Freed by the cancel, not by a full context.
+	var slots []struct {
+		NCtx int `json:"n_ctx"`
+	}
+	ts.get(t, "/slots", &slots)
+	if n := metrics(t, ts)["corral_tokens_generated_total"]; len(slots) == 0 || n >= float64(slots[0].NCtx)/2 {
+		t.Errorf("%v tokens generated of a %v-token slot: the cancel did not stop the answer", n, slots)
+	}
 }
 
 // TestOllamaModels lists, describes and versions the models.

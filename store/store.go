@@ -80,11 +80,7 @@ func Inspect(path string) (Model, *gguf.Metadata, error) {
 	m.Architecture = md.Architecture
 	m.Quant = md.Quantization()
 	m.Context = md.ContextLength
-	for _, t := range md.Tensors {
-		if n, ok := t.Elements(); ok {
-			m.Parameters += int64(n)
-		}
-	}
+	m.Parameters = int64(md.Parameters())
 	return m, md, nil
 }
 

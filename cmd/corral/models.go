@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/store"
 )
 
@@ -93,7 +95,7 @@ func runList(_ context.Context, args []string) error {
 			quant, arch = "?", "?"
 			broken = append(broken, fmt.Errorf("%s: %w", m.ID, m.Err))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, formatSize(m.Size), quant, ctxLen, arch, ago(now.Sub(m.Modified)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, registry.FormatBytes(m.Size), quant, ctxLen, arch, ago(now.Sub(m.Modified)))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write list: %w", err)
@@ -164,7 +166,7 @@ func runShow(_ context.Context, args []string) error {
 		row("name", md.Name)
 	}
 	row("architecture", orDash(md.Architecture))
-	row("parameters", formatParams(m.Parameters))
+	row("parameters", gguf.ParameterLabel(uint64(m.Parameters)))
 	row("quantization", orDash(m.Quant))
 	row("context length", md.ContextLength)
 	row("embedding length", md.EmbeddingLength)
@@ -178,7 +180,7 @@ func runShow(_ context.Context, args []string) error {
 		row("heads", md.HeadCount)
 	}
 	row("vocab size", md.VocabSize)
-	row("file", fmt.Sprintf("%s (%s)", path, formatSize(m.Size)))
+	row("file", fmt.Sprintf("%s (%s)", path, registry.FormatBytes(m.Size)))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write description: %w", err)
 	}
@@ -234,34 +236,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// formatSize formats a file size with a binary unit: "738.0 KiB".
-func formatSize(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, u := float64(n)/1024, 0
-	for ; f >= 1024 && u < len(units)-1; u++ {
-		f /= 1024
-	}
-	return fmt.Sprintf("%.1f %s", f, units[u])
-}
-
-// formatParams formats a parameter count as model names do: "134.5M",
-// "7.2B".
-func formatParams(n int64) string {
-	switch f := float64(n); {
-	case n >= 1e9:
-		return fmt.Sprintf("%.1fB", f/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1fM", f/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1fK", f/1e3)
-	default:
-		return strconv.FormatInt(n, 10)
-	}
 }
 
 // ago says how long ago something happened d ago, as ollama list does:

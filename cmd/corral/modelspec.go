@@ -23,6 +23,7 @@ type modelFlag struct{ id, path string }
 // modelFlags collects repeated -m flags.
 type modelFlags []modelFlag
 
+// String lists the files given (flag.Value).
 func (m *modelFlags) String() string {
 	var parts []string
 	for _, f := range *m {
@@ -31,10 +32,12 @@ func (m *modelFlags) String() string {
 	return strings.Join(parts, ",")
 }
 
+// Set adds one -m value (flag.Value): a file, or ID=FILE. A value that
+// names an existing file is a file, "=" or not.
 func (m *modelFlags) Set(v string) error {
 	id, path, ok := strings.Cut(v, "=")
-	if !ok {
-		id, path = "", v
+	if _, err := os.Stat(v); err == nil || !ok {
+		id, path, ok = "", v, false
 	}
 	if path == "" || (ok && id == "") {
 		return fmt.Errorf("want FILE or ID=FILE, got %q", v)
@@ -50,7 +53,6 @@ func fileID(path string) string {
 
 // modelConfig is the YAML file of --config:
 //
-//	keep_alive: 10m          # optional, for every model (like --keep-alive)
 //	models:
 //	  - id: stories          # optional: the file name without .gguf
 //	    path: /models/stories260K.gguf
@@ -106,6 +108,7 @@ func modelSpecs(base engine.Config, tmpl string, flags modelFlags, dir, configPa
 		if err != nil {
 			return nil, fmt.Errorf("--models-dir: %w", err)
 		}
+		paths = slices.DeleteFunc(paths, func(p string) bool { return strings.HasPrefix(filepath.Base(p), ".") })
 		if len(paths) == 0 {
 			return nil, fmt.Errorf("--models-dir %s: no .gguf files", dir)
 		}

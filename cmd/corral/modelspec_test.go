@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,11 +102,11 @@ func TestMemoryBudget(t *testing.T) {
 	if err != nil || total <= 0 {
 		t.Fatalf("physical memory %d, %v", total, err)
 	}
-	half, err := memoryBudget("50%")
+	half, err := memoryBudget("50%", slog.Default())
 	if err != nil || half != total/2 && half != total/2+1 && half != total/2-1 {
 		t.Errorf("50%% of %d = %d, %v", total, half, err)
 	}
-	if n, err := memoryBudget("2GiB"); err != nil || n != 2<<30 {
+	if n, err := memoryBudget("2GiB", slog.Default()); err != nil || n != 2<<30 {
 		t.Errorf("2GiB = %d, %v", n, err)
 	}
 }

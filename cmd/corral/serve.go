@@ -112,10 +112,10 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		rcfg.KeepAlive = k.Duration
 	}
-	if rcfg.Budget, err = memoryBudget(*budgetFlag); err != nil {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if rcfg.Budget, err = memoryBudget(*budgetFlag, log); err != nil {
 		return fmt.Errorf("--memory-budget: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return err
@@ -190,8 +190,12 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 
 // memoryBudget parses --memory-budget: bytes or a percentage of physical
 // memory (the smaller of the machine's and the cgroup's limit).
-func memoryBudget(s string) (int64, error) {
-	total, _ := physicalMemory()
+func memoryBudget(s string, log *slog.Logger) (int64, error) {
+	total, err := physicalMemory()
+	if err != nil && strings.HasSuffix(strings.TrimSpace(s), "%") {
+		log.Warn("physical memory unknown: no memory budget (give --memory-budget in bytes)", "err", err)
+		return 0, nil
+	}
 	return registry.ParseBytes(s, total)
 }
 
