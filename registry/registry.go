@@ -410,7 +410,7 @@ func (r *Registry[M]) makeRoom(want *entry[M]) {
 		case busy != nil:
 			busy.evicting = true
 			free += busy.spec.Need
-			r.log.Info("model evicted; it unloads when its running requests end", "model", busy.spec.ID, "requests", busy.leases)
+			r.log.Debug("model evicted; it unloads when its running requests end", "model", busy.spec.ID, "requests", busy.leases)
 		default:
 			return
 		}
