@@ -10,7 +10,7 @@ import (
 // startLoad loads e in a goroutine of the registry's, its memory already
 // reserved. r.mu is held.
 func (r *Registry[M]) startLoad(e *entry[M]) {
-	att := &attempt{done: make(chan struct{})}
+	att := &attempt[M]{done: make(chan struct{})}
 	e.state, e.loading = StateLoading, att
 	r.wg.Add(1)
 	go func() {
@@ -38,6 +38,7 @@ func (r *Registry[M]) startLoad(e *entry[M]) {
 		e.loads++
 		e.loadedAt, e.lastLoad, e.lastUsed = time.Now(), took, time.Now()
 		e.leases += att.waiters
+		att.model = m
 		close(att.done)
 		r.broadcast() // a waiter for memory may now evict it
 		r.log.Info("model loaded", "model", e.spec.ID, "took", took.Round(time.Millisecond),
@@ -76,10 +77,7 @@ func (r *Registry[M]) awaitLoad(ctx context.Context, e *entry[M]) (*Lease[M], er
 	if att.err != nil {
 		return nil, att.err
 	}
-	r.mu.Lock()
-	l := &Lease[M]{r: r, e: e, model: e.model}
-	r.mu.Unlock()
-	return l, nil
+	return &Lease[M]{r: r, e: e, model: att.model}, nil
 }
 
 // idle schedules the unload of e, which just lost its last lease, after
@@ -167,16 +165,17 @@ func (r *Registry[M]) Drain() {
 // Close drains, stops loads in progress, waits for unloads in progress and
 // frees every loaded model once. Leases still held keep working only as
 // far as a closed model allows (requests on it end with an error). Safe
-// to call more than once.
+// to call more than once: every call returns when the first is done.
 func (r *Registry[M]) Close() error {
+	r.closeOnce.Do(func() { r.closeErr = r.close() })
+	return r.closeErr
+}
+
+func (r *Registry[M]) close() error {
 	r.Drain()
 	r.cancel()
 	r.wg.Wait()
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
 	r.closed = true
 	var loaded []*entry[M]
 	for _, e := range r.entries {

@@ -114,6 +114,9 @@ type Registry[M Model] struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // loads and unloads in flight
 
+	closeOnce sync.Once
+	closeErr  error
+
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when memory may have become available
 	queue    []*waiter[M]  // requests waiting for memory, in arrival order
@@ -134,7 +137,7 @@ type entry[M Model] struct {
 	expires  time.Time   // when it unloads if still idle; zero: not scheduled
 	timer    *time.Timer // the keep-alive timer
 	gen      uint64      // load count: a timer of an earlier load does nothing
-	loading  *attempt    // while loading
+	loading  *attempt[M] // while loading
 	evicting bool        // loaded, taking no new requests, to unload when idle
 
 	estimateErr error // why Config.Estimate failed: requests fail with it
@@ -149,9 +152,10 @@ type entry[M Model] struct {
 // attempt is one load; the requests that wait for it are counted so that
 // their leases are taken the moment it succeeds, before an eviction can
 // see the model idle.
-type attempt struct {
+type attempt[M Model] struct {
 	done    chan struct{}
 	err     error // set before done closes
+	model   M     // set before done closes: the leases' model, even if Close follows
 	waiters int
 }
 
@@ -342,10 +346,10 @@ func (r *Registry[M]) first() *waiter[M] {
 	return nil
 }
 
-// leave takes w, when not nil, out of the queue for memory. The models
-// evicted to make room are spared again (a waiter that gave up needs them
-// no more, one that took memory got what it needed), and the waiters left
-// make room anew. r.mu is held.
+// leave takes w, when not nil, out of the queue for memory. When w was
+// the waiter that may take memory, the models evicted for it are spared
+// again (it gave up and needs them no more, or it took memory and got what
+// it needed), and the waiters left make room anew. r.mu is held.
 func (r *Registry[M]) leave(w *waiter[M]) {
 	if w == nil {
 		return
@@ -354,7 +358,11 @@ func (r *Registry[M]) leave(w *waiter[M]) {
 	if i < 0 {
 		return
 	}
+	wasFirst := r.first() == w
 	r.queue = slices.Delete(r.queue, i, i+1)
+	if !wasFirst {
+		return // the evictions under way were not made for w
+	}
 	for _, e := range r.entries {
 		if e.state == StateLoaded {
 			e.evicting = false // (an evicted model unloads at its last lease)
