@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/store"
@@ -181,6 +182,14 @@ func runShow(_ context.Context, args []string) error {
 	}
 	row("vocab size", md.VocabSize)
 	row("file", fmt.Sprintf("%s (%s)", path, registry.FormatBytes(m.Size)))
+	// What corral serve reserves for it with its defaults, less --cache-ram.
+	if fp, err := engine.EstimateMemory(md, engine.Config{}); err == nil {
+		row("memory (serve defaults)", fmt.Sprintf("%s: weights %s, KV %s, compute %s, other %s; plus --cache-ram",
+			registry.FormatBytes(fp.Total()), registry.FormatBytes(fp.Weights), registry.FormatBytes(fp.KV),
+			registry.FormatBytes(fp.Compute), registry.FormatBytes(fp.Overhead)))
+	} else {
+		row("memory (serve defaults)", err)
+	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write description: %w", err)
 	}
