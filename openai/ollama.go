@@ -116,6 +116,10 @@ func (a *API) OllamaGenerate(w http.ResponseWriter, r *http.Request) {
 		a.ollamaLoad(w, r, &body.ollamaParams, false)
 		return
 	}
+	if e := body.check(); e != nil { // before a refused request loads a model
+		writeOllamaError(w, e)
+		return
+	}
 	l, load, e := a.ollamaAcquire(r, &body.ollamaParams)
 	if e != nil {
 		writeOllamaError(w, e)
@@ -143,6 +147,10 @@ func (a *API) OllamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(body.Messages) == 0 {
 		a.ollamaLoad(w, r, &body.ollamaParams, true)
+		return
+	}
+	if e := body.check(); e != nil { // before a refused request loads a model
+		writeOllamaError(w, e)
 		return
 	}
 	l, load, e := a.ollamaAcquire(r, &body.ollamaParams)
@@ -208,19 +216,37 @@ func (a *API) ollamaLoad(w http.ResponseWriter, r *http.Request, p *ollamaParams
 	writeJSON(w, http.StatusOK, f.object("", true, reason, ollamaMetrics{}))
 }
 
+// check refuses what corral does not serve, whatever the model.
+func (body *ollamaGenerateRequest) check() *Error {
+	switch {
+	case len(body.Images) > 0:
+		return invalid("images", "'images' are not supported: corral serves text models")
+	case body.Suffix != "":
+		return invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
+	case body.Template != "":
+		return invalid("template", "'template' is not supported: prompts are rendered with the model's chat template")
+	case body.Raw && body.System != "":
+		return invalid("system", "raw mode does not support 'system'")
+	}
+	return nil
+}
+
+// check refuses what corral does not serve, whatever the model.
+func (body *ollamaChatRequest) check() *Error {
+	for i, om := range body.Messages {
+		if len(om.Images) > 0 {
+			return invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
+		}
+	}
+	return nil
+}
+
 // ollamaGenerateRequest validates an /api/generate request with a prompt
 // and builds the engine request: the prompt as it is when raw, else
 // rendered by the chat template as a user message after the system one.
 func (m *Model) ollamaGenerateRequest(body *ollamaGenerateRequest) (engine.Request, *Error) {
-	switch {
-	case len(body.Images) > 0:
-		return engine.Request{}, invalid("images", "'images' are not supported: corral serves text models")
-	case body.Suffix != "":
-		return engine.Request{}, invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
-	case body.Template != "":
-		return engine.Request{}, invalid("template", "'template' is not supported: prompts are rendered with the model's chat template")
-	case body.Raw && body.System != "":
-		return engine.Request{}, invalid("system", "raw mode does not support 'system'")
+	if e := body.check(); e != nil {
+		return engine.Request{}, e
 	}
 	req, e := m.ollamaRequest(&body.ollamaParams)
 	if e != nil {
@@ -241,11 +267,11 @@ func (m *Model) ollamaGenerateRequest(body *ollamaGenerateRequest) (engine.Reque
 // ollamaChatRequest validates an /api/chat request with messages and
 // builds the engine request.
 func (m *Model) ollamaChatRequest(body *ollamaChatRequest) (engine.Request, *Error) {
+	if e := body.check(); e != nil {
+		return engine.Request{}, e
+	}
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
-		if len(om.Images) > 0 {
-			return engine.Request{}, invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
-		}
 		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID}
 		for _, tc := range om.ToolCalls {
 			var call chat.ToolCall

@@ -690,3 +690,37 @@ func TestOllamaName(t *testing.T) {
 		t.Errorf("no name: got %q", got)
 	}
 }
+
+// A request refused whatever the model (images, suffix, …) is refused
+// before its model loads: it must not evict others to be turned away.
+func TestOllamaRefusesBeforeLoading(t *testing.T) {
+	loads := 0
+	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "tiny"}},
+		func(context.Context, registry.Spec) (*Model, error) {
+			loads++
+			return NewModel(newFake(), ModelOptions{})
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	a := New(reg, Options{})
+	for _, tt := range []struct {
+		h    func(*API, http.ResponseWriter, *http.Request)
+		body string
+	}{
+		{(*API).OllamaGenerate, `{"model":"tiny","prompt":"hi","images":["aGk="]}`},
+		{(*API).OllamaGenerate, `{"model":"tiny","prompt":"hi","suffix":"x"}`},
+		{(*API).OllamaGenerate, `{"model":"tiny","prompt":"hi","raw":true,"system":"s"}`},
+		{(*API).OllamaChat, `{"model":"tiny","messages":[{"role":"user","content":"hi","images":["aGk="]}]}`},
+	} {
+		w := httptest.NewRecorder()
+		tt.h(a, w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body)))
+		if w.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", tt.body, w.Code, w.Body)
+		}
+	}
+	if loads != 0 {
+		t.Errorf("refused requests loaded the model %d times", loads)
+	}
+}

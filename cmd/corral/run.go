@@ -42,6 +42,9 @@ func runRun(ctx context.Context, args []string) (err error) {
 	// command until the chat starts, then cancels answers.
 	intr := watchInterrupts()
 	defer intr.stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	intr.set(func() { cancel(errInterrupted) })
 
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -75,9 +78,9 @@ func runRun(ctx context.Context, args []string) (err error) {
 	stdinTTY := term.IsTerminal(int(os.Stdin.Fd()))
 	interactive := prompt == "" && stdinTTY
 	if !stdinTTY {
-		in, err := io.ReadAll(os.Stdin)
+		in, err := readAll(ctx, os.Stdin)
 		if err != nil {
-			return fmt.Errorf("read stdin: %w", err)
+			return err
 		}
 		if s := strings.TrimSpace(string(in)); s != "" && prompt != "" {
 			prompt = s + "\n\n" + prompt
@@ -89,9 +92,6 @@ func runRun(ctx context.Context, args []string) (err error) {
 		return errors.New("no prompt: give one as an argument or on stdin")
 	}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	intr.set(func() { cancel(errInterrupted) })
 	c := &chatClient{http: &http.Client{}, model: chatModelID(model), system: *system, params: params, out: os.Stdout, errOut: os.Stderr}
 	base, stop, err := c.connect(ctx, normalizeURL(*url), model)
 	if err != nil {
@@ -113,6 +113,30 @@ func runRun(ctx context.Context, args []string) (err error) {
 	}
 	c.stats = term.IsTerminal(int(os.Stdout.Fd()))
 	return c.repl(ctx, os.Stdin, intr)
+}
+
+// readAll reads r to its end, or until ctx ends (Ctrl-C): a prompt cut
+// short is not sent. On ctx's end the read goes on in its goroutine,
+// blocked on r, until the process exits right after.
+func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		done <- result{b, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			return nil, fmt.Errorf("read stdin: %w", res.err)
+		}
+		return res.b, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // defaultRunURL is $CORRAL_HOST, else corral serve's default address.
