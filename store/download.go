@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -31,17 +32,36 @@ const (
 var errStalled = fmt.Errorf("no data received for %v", stallTimeout)
 
 // download fetches src into part, resuming what part holds, and returns
-// its SHA-256. A failed connection is retried (with resume); a part whose
-// hash is wrong is removed.
+// its SHA-256. A failed connection is retried (with resume). A part whose
+// hash is wrong is removed; when it held bytes from before the attempt that
+// finished it (an earlier pull's, or a stale one), the download starts over
+// once before giving up. A failure that leaves the part empty removes it.
 func (p *puller) download(ctx context.Context, src *source, part string) (string, error) {
+	got, err := p.downloadTries(ctx, src, part)
+	if err != nil {
+		if st, serr := os.Stat(part); serr == nil && st.Size() == 0 {
+			removePart(part)
+		}
+	}
+	return got, err
+}
+
+func (p *puller) downloadTries(ctx context.Context, src *source, part string) (string, error) {
+	startedOver := false
 	for idle := 0; ; { // attempts in a row that received nothing
-		progressed, got, err := p.attempt(ctx, src, part)
+		a, err := p.attempt(ctx, src, part)
 		if err == nil {
-			return got, nil
+			return a.sha256, nil
 		}
 		if errors.Is(err, ErrChecksum) {
-			if rerr := os.Remove(part); rerr != nil {
+			if rerr := removePart(part); rerr != nil {
 				return "", errors.Join(err, fmt.Errorf("remove bad download: %w", rerr))
+			}
+			if a.resumed && !startedOver {
+				// The bytes an earlier attempt left may be what is wrong.
+				startedOver = true
+				p.prog.event("%s: the resumed download does not have the published sha256; starting over", p.prog.name)
+				continue
 			}
 			return "", err
 		}
@@ -52,7 +72,7 @@ func (p *puller) download(ctx context.Context, src *source, part string) (string
 		if !errors.As(err, &r) {
 			return "", err
 		}
-		if progressed {
+		if a.progressed {
 			idle = 0
 		} else {
 			idle++
@@ -82,33 +102,44 @@ type retryable struct{ err error }
 func (e retryable) Error() string { return e.err.Error() }
 func (e retryable) Unwrap() error { return e.err }
 
+// attemptResult is what an attempt did.
+type attemptResult struct {
+	progressed bool   // it received bytes
+	resumed    bool   // it went on from bytes an earlier attempt left in the part
+	sha256     string // the part's SHA-256, once complete
+}
+
 // attempt makes one request for the rest of src, appends what it receives
-// to part and, once part is complete, checks and syncs it. progressed
-// reports whether it received any bytes; got is the part's SHA-256.
-func (p *puller) attempt(ctx context.Context, src *source, part string) (progressed bool, got string, err error) {
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return false, "", fmt.Errorf("partial download: %w", err)
-	}
+// to part and, once part is complete, checks and syncs it. A part is
+// resumed when the server can tell it is of the same file (it answers a
+// Range request with If-Range, the validator of the response that started
+// the part, kept in part's meta file), or when the hash is known; else it
+// starts over. The part is created only once the server answers with the
+// file.
+func (p *puller) attempt(ctx context.Context, src *source, part string) (res attemptResult, err error) {
+	var f *os.File // the part, once open
 	defer func() {
+		if f == nil {
+			return
+		}
 		if cerr := f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("partial download: %w", cerr)
 		}
 	}()
-	st, err := f.Stat()
-	if err != nil {
-		return false, "", fmt.Errorf("partial download: %w", err)
-	}
-	have := st.Size()
 	h := sha256.New()
-	if src.size >= 0 && have > src.size {
-		have, err = 0, restart(f, h)
-	} else if have > 0 {
-		// The bytes already there count towards the hash: read them back.
-		_, err = io.CopyN(h, f, have)
-	}
+	have, validator, err := p.resumable(src, part)
 	if err != nil {
-		return false, "", fmt.Errorf("partial download: %w", err)
+		return res, fmt.Errorf("partial download: %w", err)
+	}
+	if have > 0 {
+		// The bytes already there count towards the hash: read them back.
+		if f, err = os.OpenFile(part, os.O_RDWR, 0); err == nil {
+			_, err = io.CopyN(h, f, have)
+		}
+		if err != nil {
+			return res, fmt.Errorf("partial download: %w", err)
+		}
+		res.resumed = true
 	}
 
 	actx, cancel := context.WithCancelCause(ctx)
@@ -117,55 +148,91 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (progres
 	defer watchdog.Stop()
 	req, err := p.newRequest(actx, http.MethodGet, src.url)
 	if err != nil {
-		return false, "", err
+		return res, err
 	}
 	if have > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+		if validator != "" {
+			req.Header.Set("If-Range", validator)
+		}
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return false, "", connError(actx, cleanURLError(err))
+		return res, connError(actx, cleanURLError(err))
 	}
 	defer resp.Body.Close()
 	p.learn(src, resp)
 
+	// discard removes the part, for the next attempt to start over.
+	discard := func(why error) error {
+		if f != nil {
+			cerr := f.Close()
+			f = nil
+			if cerr != nil {
+				return fmt.Errorf("partial download: %w", cerr)
+			}
+		}
+		if err := removePart(part); err != nil {
+			return fmt.Errorf("partial download: %w", err)
+		}
+		return retryable{why}
+	}
 	var total int64
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if have > 0 {
-			p.prog.event("%s: the server does not resume downloads; starting over", p.prog.name)
-			if err := restart(f, h); err != nil {
-				return false, "", fmt.Errorf("partial download: %w", err)
+			if validator != "" {
+				p.prog.event("%s: the file changed on the server, or the server does not resume downloads; starting over", p.prog.name)
+			} else {
+				p.prog.event("%s: the server does not resume downloads; starting over", p.prog.name)
 			}
-			have = 0
+			if err := restart(f, h); err != nil {
+				return res, fmt.Errorf("partial download: %w", err)
+			}
+			have, res.resumed = 0, false
 		}
 		total = resp.ContentLength
 	case http.StatusPartialContent:
 		start, t, ok := parseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || start != have {
-			err := fmt.Errorf("asked for bytes from %d, got Content-Range %q; starting over", have, resp.Header.Get("Content-Range"))
-			if rerr := restart(f, h); rerr != nil {
-				return false, "", fmt.Errorf("partial download: %w", rerr)
-			}
-			return false, "", retryable{err}
+			return res, discard(fmt.Errorf("asked for bytes from %d, got Content-Range %q; starting over", have, resp.Header.Get("Content-Range")))
+		}
+		if v := responseValidator(resp); validator != "" && v != "" && v != validator {
+			// A server that ignored If-Range.
+			return res, discard(fmt.Errorf("the file changed on the server (%s, was %s); starting over", v, validator))
 		}
 		total = t
 	case http.StatusRequestedRangeNotSatisfiable:
 		// Nothing after byte have: the part is the whole file, or too long.
-		_, t, _ := parseContentRange(resp.Header.Get("Content-Range"))
-		if (t >= 0 && t != have) || (src.size >= 0 && src.size != have) {
-			err := fmt.Errorf("the partial download (%d bytes) is longer than the file; starting over", have)
-			if rerr := restart(f, h); rerr != nil {
-				return false, "", fmt.Errorf("partial download: %w", rerr)
-			}
-			return false, "", retryable{err}
+		// With the size unknown it could be either: start over.
+		_, size, _ := parseContentRange(resp.Header.Get("Content-Range"))
+		if size < 0 {
+			size = src.size
+		}
+		switch {
+		case size < 0:
+			return res, discard(fmt.Errorf("the server cannot send bytes from %d, and does not say the file's size; starting over", have))
+		case size != have || (src.size >= 0 && src.size != have):
+			return res, discard(fmt.Errorf("the partial download (%d bytes) is not the size of the file (%d bytes); starting over", have, size))
 		}
 		total = have
 	default:
-		return false, "", statusError(resp)
+		return res, statusError(resp)
+	}
+	if have == 0 {
+		// This response starts the part. Keep its validator, to resume the
+		// part only with the same file.
+		if f == nil {
+			if f, err = os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+				return res, fmt.Errorf("partial download: %w", err)
+			}
+		}
+		if err := writeValidator(part, responseValidator(resp)); err != nil {
+			return res, fmt.Errorf("partial download: %w", err)
+		}
 	}
 	if total >= 0 && src.size >= 0 && total != src.size {
-		return false, "", fmt.Errorf("the server sends %d bytes; the hub lists %d", total, src.size)
+		return res, fmt.Errorf("the server sends %d bytes; the hub lists %d", total, src.size)
 	}
 	if src.size < 0 {
 		src.size = total
@@ -176,16 +243,16 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (progres
 		p.prog.begin(have, src.size)
 		n, rerr, werr := p.copy(f, h, resp.Body, have, src.size, watchdog)
 		done += n
-		progressed = n > 0
+		res.progressed = n > 0
 		switch {
 		case werr != nil:
-			return progressed, "", fmt.Errorf("partial download: %w", werr)
+			return res, fmt.Errorf("partial download: %w", werr)
 		case rerr != nil:
-			return progressed, "", connError(actx, fmt.Errorf("connection lost at %s: %w", fraction(done, src.size), rerr))
+			return res, connError(actx, fmt.Errorf("connection lost at %s: %w", fraction(done, src.size), rerr))
 		case src.size >= 0 && done < src.size:
-			return progressed, "", retryable{fmt.Errorf("connection closed at %s: %w", fraction(done, src.size), io.ErrUnexpectedEOF)}
+			return res, retryable{fmt.Errorf("connection closed at %s: %w", fraction(done, src.size), io.ErrUnexpectedEOF)}
 		case src.size >= 0 && done > src.size:
-			return progressed, "", fmt.Errorf("the server sent %d bytes, more than the %d it announced", done, src.size)
+			return res, fmt.Errorf("the server sent %d bytes, more than the %d it announced", done, src.size)
 		}
 		p.prog.end(done, src.size)
 	}
@@ -193,13 +260,98 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (progres
 		src.size = done
 	}
 	if err := f.Sync(); err != nil {
-		return progressed, "", fmt.Errorf("partial download: %w", err)
+		return res, fmt.Errorf("partial download: %w", err)
 	}
-	got = hex.EncodeToString(h.Sum(nil))
+	got := hex.EncodeToString(h.Sum(nil))
 	if src.sha256 != "" && got != src.sha256 {
-		return progressed, "", fmt.Errorf("%w: the download has sha256 %s, the hub publishes %s; deleted it", ErrChecksum, got, src.sha256)
+		return res, fmt.Errorf("%w: the download has sha256 %s, the hub publishes %s; deleted it", ErrChecksum, got, src.sha256)
 	}
-	return progressed, got, nil
+	res.sha256 = got
+	return res, nil
+}
+
+// resumable returns how many bytes of part to resume from, and the
+// validator to send with If-Range. A part is resumed when the validator of
+// the response that started it was kept, or when the file's hash is known
+// (the hash catches a part of another file). A part that cannot be resumed
+// is removed: the download starts over.
+func (p *puller) resumable(src *source, part string) (have int64, validator string, err error) {
+	st, err := os.Stat(part)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	validator, err = readValidator(part)
+	if err != nil {
+		return 0, "", err
+	}
+	switch {
+	case st.Size() == 0:
+		return 0, "", nil
+	case src.size >= 0 && st.Size() > src.size:
+		p.prog.event("%s: the partial download is longer than the file; starting over", p.prog.name)
+	case src.sha256 != "":
+		// Resumed as before validators were kept: the hash is enough, and
+		// a hub's CDN need not keep them across its signed URLs.
+		return st.Size(), "", nil
+	case validator == "":
+		p.prog.event("%s: cannot tell whether the partial download is of the same file; starting over", p.prog.name)
+	default:
+		return st.Size(), validator, nil
+	}
+	return 0, "", removePart(part)
+}
+
+// metaExt is the suffix of the file beside a part that keeps the validator
+// (ETag or Last-Modified) of the response that started the part.
+const metaExt = ".meta"
+
+// responseValidator is what identifies the version of the file resp
+// serves, for If-Range: its ETag when strong (If-Range takes no weak one),
+// else its Last-Modified; "" when it has neither.
+func responseValidator(resp *http.Response) string {
+	if etag := strings.TrimSpace(resp.Header.Get("Etag")); etag != "" && !strings.HasPrefix(etag, "W/") {
+		return etag
+	}
+	return strings.TrimSpace(resp.Header.Get("Last-Modified"))
+}
+
+// readValidator returns the validator kept beside part, "" when none is.
+func readValidator(part string) (string, error) {
+	b, err := os.ReadFile(part + metaExt)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(b))
+	if strings.ContainsAny(v, "\r\n") {
+		return "", nil
+	}
+	return v, nil
+}
+
+// writeValidator keeps v beside part; with v empty, removes what is kept.
+func writeValidator(part, v string) error {
+	if v == "" {
+		if err := os.Remove(part + metaExt); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(part+metaExt, []byte(v+"\n"), 0o644)
+}
+
+// removePart removes part and the validator kept beside it.
+func removePart(part string) error {
+	err := os.Remove(part)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	return errors.Join(err, writeValidator(part, ""))
 }
 
 // copy appends body to f and h, reporting progress, until body ends. done

@@ -40,6 +40,7 @@ type fakeHub struct {
 	down          bool // the CDN answers 503
 	ignoreRange   bool // the CDN answers every request with the whole file
 	noLinkedETag  bool // the resolve endpoint sends no X-Linked-Etag
+	cdnETag       bool // the CDN sends an ETag of the content (not its SHA-256)
 	pageSize      int  // > 0: listings come in pages of this many entries
 }
 
@@ -47,6 +48,7 @@ type fakeHub struct {
 type hubRequest struct {
 	cdn                 bool
 	method, path, rng   string
+	ifRange             string
 	auth                string
 	status              int
 	listing, resolution bool
@@ -109,7 +111,7 @@ func cdnGets(r hubRequest) bool { return r.cdn && r.method == http.MethodGet }
 func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	req := hubRequest{method: r.Method, path: r.URL.Path, rng: r.Header.Get("Range"), auth: r.Header.Get("Authorization")}
+	req := hubRequest{method: r.Method, path: r.URL.Path, rng: r.Header.Get("Range"), ifRange: r.Header.Get("If-Range"), auth: r.Header.Get("Authorization")}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	switch p := r.URL.Path; {
 	case strings.HasPrefix(p, "/api/models/"):
@@ -198,6 +200,10 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	case h.ignoreRange:
 		r.Header.Del("Range")
+	}
+	if h.cdnETag {
+		sum := sha256.Sum256(b)
+		w.Header().Set("Etag", `"`+hex.EncodeToString(sum[:8])+`"`)
 	}
 	if h.dropAt > 0 && h.drops > 0 && r.Method == http.MethodGet {
 		h.drops--

@@ -84,6 +84,15 @@ func (p *progress) end(done, total int64) {
 	}
 }
 
+// stop ends the status line, if it is on screen, for what follows to go
+// on a line of its own.
+func (p *progress) stop() {
+	if p.onScreen {
+		fmt.Fprintln(p.w)
+		p.onScreen = false
+	}
+}
+
 // draw rewrites the status line.
 func (p *progress) draw(done, total int64, now time.Time) {
 	fmt.Fprint(p.w, "\r"+statusLine(p.name, done, total, p.fetched, now.Sub(p.started))+"\x1b[K")

@@ -63,9 +63,13 @@ type PullOptions struct {
 //	hf://org/repo/path/file.gguf  a file of a Hugging Face repository
 //	https://host/path/file.gguf   any URL
 //
-// The file is downloaded to dir/ID.gguf.part, checked against the SHA-256
-// the hub publishes (when there is one), synced and renamed to dir/ID.gguf.
-// A part left by an interrupted pull is resumed; a connection that fails
+// The file is downloaded to dir/ID.gguf.part (beside it,
+// ID.gguf.part.meta keeps the ETag or Last-Modified of the response that
+// started it), checked against the SHA-256 the hub publishes (when there is
+// one), synced and renamed to dir/ID.gguf. A part left by an interrupted
+// pull is resumed when the server confirms it is of the same file
+// (If-Range) or the hash is published, and the download starts over once if
+// the resumed file then fails the hash. A connection that fails
 // mid-download is resumed a few times before Pull gives up. A model already
 // in dir with the published size and hash is not downloaded again.
 func Pull(ctx context.Context, ref, dir string, opt PullOptions) (string, error) {
@@ -76,6 +80,7 @@ func Pull(ctx context.Context, ref, dir string, opt PullOptions) (string, error)
 	defer p.close()
 	path, err := p.pull(ctx, ref, dir, opt.Name)
 	if err != nil {
+		p.prog.stop() // the error goes on a line of its own
 		return "", fmt.Errorf("pull %s: %w", ref, err)
 	}
 	return path, nil
@@ -158,10 +163,10 @@ func (p *puller) pull(ctx context.Context, ref, dir, id string) (string, error) 
 		return "", fmt.Errorf("%s is one of %d parts of a split model, which corral does not support: merge them with llama-gguf-split --merge", src.file, n)
 	}
 	if id == "" {
-		if !strings.HasSuffix(strings.ToLower(src.file), ext) {
+		if !hasExt(src.file) {
 			return "", fmt.Errorf("%s does not name a .gguf file (give the model a name)", src.file)
 		}
-		id = src.file[:len(src.file)-len(ext)]
+		id = src.file // modelPath drops the extension
 	}
 	final, err := modelPath(dir, id)
 	if err != nil {
@@ -181,6 +186,7 @@ func (p *puller) pull(ctx context.Context, ref, dir, id string) (string, error) 
 	if err := os.Rename(final+partExt, final); err != nil {
 		return "", fmt.Errorf("install download: %w", err)
 	}
+	writeValidator(final+partExt, "") // best effort: a validator without a part is ignored
 	syncDir(dir)
 	if src.sha256 != "" {
 		p.prog.event("pulled %s: %s, sha256 %s verified", p.prog.name, humanBytes(float64(src.size)), got)

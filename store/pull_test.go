@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,8 +44,10 @@ func checkFile(t *testing.T, path string, want []byte) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s: %d bytes, not the %d served", path, len(got), len(want))
 	}
-	if _, err := os.Stat(path + partExt); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s%s left behind (stat: %v)", path, partExt, err)
+	for _, left := range []string{path + partExt, path + partExt + metaExt} {
+		if _, err := os.Stat(left); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left behind (stat: %v)", left, err)
+		}
 	}
 }
 
@@ -201,7 +204,8 @@ func TestPullResumesDroppedConnection(t *testing.T) {
 func TestPullResumesAcrossCalls(t *testing.T) {
 	h := newFakeHub(t)
 	body := h.add(repo+"/Model-Q8_0.gguf", 100_000)
-	h.set(func() { h.dropAt, h.drops, h.downAfterDrop = 30_000, 1, true })
+	// The CDN's ETags play no part: the published hash checks the part.
+	h.set(func() { h.dropAt, h.drops, h.downAfterDrop, h.cdnETag = 30_000, 1, true, true })
 	dir := t.TempDir()
 	final := filepath.Join(dir, "Model-Q8_0.gguf")
 
@@ -224,8 +228,8 @@ func TestPullResumesAcrossCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFile(t, final, body)
-	if gets := h.seen(cdnGets); len(gets) != 1 || gets[0].rng != "bytes=30000-" {
-		t.Errorf("second pull: CDN requests %+v, want one from byte 30000", gets)
+	if gets := h.seen(cdnGets); len(gets) != 1 || gets[0].rng != "bytes=30000-" || gets[0].ifRange != "" || gets[0].status != 206 {
+		t.Errorf("second pull: CDN requests %+v, want one from byte 30000 without If-Range, answered 206", gets)
 	}
 }
 
@@ -272,18 +276,19 @@ func TestPullCompletePart(t *testing.T) {
 		t.Errorf("CDN requests %+v, want one answered 416", gets)
 	}
 
-	// A part of the right length but the wrong bytes fails the hash.
+	// A part of the right length but the wrong bytes fails the hash: the
+	// download starts over.
 	h.set(func() { h.requests = nil })
 	os.Remove(final)
 	if err := os.WriteFile(final+partExt, make([]byte, len(body)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Pull(context.Background(), repo+":Q8_0", dir, pullOpts(h, new(bytes.Buffer)))
-	if !errors.Is(err, ErrChecksum) {
-		t.Fatalf("bad complete part: error %v, want ErrChecksum", err)
+	if _, err := Pull(context.Background(), repo+":Q8_0", dir, pullOpts(h, new(bytes.Buffer))); err != nil {
+		t.Fatalf("bad complete part: %v", err)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-		t.Errorf("left %v in the directory", entries)
+	checkFile(t, final, body)
+	if gets := h.seen(cdnGets); len(gets) != 2 || gets[0].status != 416 || gets[1].rng != "" || gets[1].status != 200 {
+		t.Errorf("bad complete part: CDN requests %+v, want one answered 416, then a whole GET", gets)
 	}
 }
 
@@ -411,6 +416,250 @@ func TestPullInterrupted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
+}
+
+// A part of a URL's file, whose hash is not published, is resumed only
+// with the same version of the file: the request carries the validator of
+// the response that started the part in If-Range, and a server with
+// another version answers with the whole file.
+func TestPullURLResumesSameVersion(t *testing.T) {
+	for _, changed := range []bool{false, true} {
+		h := newFakeHub(t)
+		name := repo + "/Model-Q8_0.gguf"
+		want := h.add(name, 100_000)
+		h.set(func() {
+			h.noLinkedETag, h.cdnETag = true, true
+			h.dropAt, h.drops, h.downAfterDrop = 30_000, 1, true
+		})
+		dir := t.TempDir()
+		final := filepath.Join(dir, "Model-Q8_0.gguf")
+		url := h.srv.URL + "/" + repo + "/resolve/main/Model-Q8_0.gguf"
+		if _, err := Pull(context.Background(), url, dir, pullOpts(h, new(bytes.Buffer))); err == nil || !strings.Contains(err.Error(), "pull again to resume") {
+			t.Fatalf("first pull: error %v, want one that gave up", err)
+		}
+		if st, err := os.Stat(final + partExt); err != nil || st.Size() != 30_000 {
+			t.Fatalf("part after the first pull: %v, %v; want 30000 bytes", st, err)
+		}
+
+		if changed { // same size, other bytes
+			want = bytes.Clone(want)
+			for i := range want {
+				want[i] ^= 0xFF
+			}
+		}
+		h.set(func() { h.down, h.requests, h.files[name] = false, nil, want })
+		var log bytes.Buffer
+		got, err := Pull(context.Background(), url, dir, pullOpts(h, &log))
+		if err != nil {
+			t.Fatalf("changed %v: %v", changed, err)
+		}
+		checkFile(t, got, want)
+		status := http.StatusPartialContent
+		if changed {
+			status = http.StatusOK
+		}
+		if gets := h.seen(cdnGets); len(gets) != 1 || gets[0].rng != "bytes=30000-" || gets[0].ifRange == "" || gets[0].status != status {
+			t.Errorf("changed %v: CDN requests %+v, want one from byte 30000 with If-Range, answered %d", changed, gets, status)
+		}
+		if said := strings.Contains(log.String(), "the file changed on the server"); said != changed {
+			t.Errorf("changed %v: progress:\n%s", changed, log.String())
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("changed %v: the directory holds %v", changed, entries)
+		}
+	}
+}
+
+// A part of a URL's file without a validator kept beside it, whose hash is
+// not published, cannot be told to be of the same file: it is discarded.
+func TestPullURLPartWithoutValidator(t *testing.T) {
+	h := newFakeHub(t)
+	body := h.add(repo+"/Model-Q8_0.gguf", 20_000)
+	h.set(func() { h.noLinkedETag = true })
+	dir := t.TempDir()
+	final := filepath.Join(dir, "Model-Q8_0.gguf")
+	if err := os.WriteFile(final+partExt, bytes.Repeat([]byte{0xAA}, 5000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	got, err := Pull(context.Background(), h.srv.URL+"/"+repo+"/resolve/main/Model-Q8_0.gguf", dir, pullOpts(h, &log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, got, body)
+	if gets := h.seen(cdnGets); len(gets) != 1 || gets[0].rng != "" {
+		t.Errorf("CDN requests %+v, want one whole GET", gets)
+	}
+	if !strings.Contains(log.String(), "cannot tell whether the partial download is of the same file; starting over") {
+		t.Errorf("progress does not say it started over:\n%s", log.String())
+	}
+}
+
+// A stale part of a hub file fails the hash once resumed: the download
+// starts over once, and fails only if the whole file fails the hash too.
+func TestPullStalePartStartsOver(t *testing.T) {
+	h := newFakeHub(t)
+	name := repo + "/Model-Q4_K_M.gguf"
+	body := h.add(name, 3000)
+	dir := t.TempDir()
+	final := filepath.Join(dir, "Model-Q4_K_M.gguf")
+	stale := bytes.Repeat([]byte{0xAA}, 1000)
+	if err := os.WriteFile(final+partExt, stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	got, err := Pull(context.Background(), repo, dir, pullOpts(h, &log))
+	if err != nil {
+		t.Fatalf("pull with a stale part: %v", err)
+	}
+	checkFile(t, got, body)
+	gets := h.seen(cdnGets)
+	if len(gets) != 2 || gets[0].rng != "bytes=1000-" || gets[0].status != 206 || gets[1].rng != "" || gets[1].status != 200 {
+		t.Errorf("CDN requests %+v, want one from byte 1000, then a whole GET", gets)
+	}
+	if !strings.Contains(log.String(), "the resumed download does not have the published sha256; starting over") {
+		t.Errorf("progress does not say it started over:\n%s", log.String())
+	}
+
+	// The hub publishes a wrong hash: one retry from the start, then
+	// ErrChecksum, with nothing left.
+	h.set(func() { h.requests, h.published[name] = nil, strings.Repeat("ab", 32) })
+	os.Remove(final)
+	if err := os.WriteFile(final+partExt, stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Pull(context.Background(), repo, dir, pullOpts(h, new(bytes.Buffer))); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("wrong published hash: error %v, want ErrChecksum", err)
+	}
+	if gets := h.seen(cdnGets); len(gets) != 2 || gets[1].rng != "" {
+		t.Errorf("wrong published hash: CDN requests %+v, want a resume, then one whole GET", gets)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("wrong published hash: left %v in the directory", entries)
+	}
+}
+
+// A pull that fails before the server sends the file leaves no part.
+func TestPullFailureLeavesNoPart(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/gated.gguf":
+			http.Error(w, "no", http.StatusUnauthorized)
+		case "/down.gguf":
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for file, want := range map[string]string{
+		"typo.gguf":  "404 Not Found",
+		"gated.gguf": "401 Unauthorized",
+		"down.gguf":  "gave up after 5 tries",
+	} {
+		dir := t.TempDir()
+		_, err := Pull(context.Background(), srv.URL+"/"+file, dir, PullOptions{Backoff: func(int) time.Duration { return 0 }})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", file, err, want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s: left %v in the directory", file, entries)
+		}
+	}
+}
+
+// A 416 to a resume, without Content-Range, from a server whose file size
+// is unknown, does not say the part is complete: it is discarded.
+func TestPull416WithoutSize(t *testing.T) {
+	body := bytes.Repeat([]byte("C"), 100)
+	var (
+		mu   sync.Mutex
+		reqs []string // Range and If-Range of each request
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reqs = append(reqs, r.Header.Get("Range")+"|"+r.Header.Get("If-Range"))
+		mu.Unlock()
+		if r.Header.Get("Range") != "" {
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		w.Header().Set("Etag", `"v"`)
+		w.Write(body)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	part := filepath.Join(dir, "m.gguf") + partExt
+	if err := os.WriteFile(part, bytes.Repeat([]byte("Z"), 250), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeValidator(part, `"v"`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Pull(context.Background(), srv.URL+"/m.gguf", dir, PullOptions{Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, got, body)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reqs) != 2 || reqs[0] != `bytes=250-|"v"` || reqs[1] != "|" {
+		t.Errorf("requests (Range|If-Range) %q, want a resume from byte 250, then a whole GET", reqs)
+	}
+}
+
+// hookWriter calls hook with each write before keeping it.
+type hookWriter struct {
+	bytes.Buffer
+	hook func(string)
+}
+
+func (w *hookWriter) Write(b []byte) (int, error) {
+	w.hook(string(b))
+	return w.Buffer.Write(b)
+}
+
+// A pull that fails while the status line is on a terminal ends the line,
+// for the error to go on one of its own.
+func TestPullErrorEndsStatusLine(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.Write(make([]byte, 100))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the rest never comes
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &hookWriter{hook: func(s string) {
+		if strings.HasPrefix(s, "\r") { // the status line is drawn: interrupt
+			cancel()
+		}
+	}}
+	_, err := Pull(ctx, srv.URL+"/m.gguf", t.TempDir(), PullOptions{Progress: out, Terminal: true})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if s := out.String(); !strings.Contains(s, "\rpulling m:  10%") || !strings.HasSuffix(s, "\n") {
+		t.Errorf("output %q, want the status line ended", s)
+	}
+}
+
+// A name given with .gguf in any case names the same model.
+func TestPullNameExtension(t *testing.T) {
+	h := newFakeHub(t)
+	body := h.add(repo+"/Model-Q4_K_M.gguf", 1000)
+	dir := t.TempDir()
+	opt := pullOpts(h, new(bytes.Buffer))
+	opt.Name = "Mine.GGUF"
+	got, err := Pull(context.Background(), repo, dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "Mine.gguf"); got != want {
+		t.Fatalf("path %s, want %s", got, want)
+	}
+	checkFile(t, got, body)
 }
 
 func sha256Hex(b []byte) string {

@@ -3,7 +3,8 @@
 // without .gguf).
 //
 // A model is one file, DIR/ID.gguf. A download in progress (or an
-// interrupted one, which the next Pull resumes) is DIR/ID.gguf.part.
+// interrupted one, which the next Pull resumes) is DIR/ID.gguf.part, with
+// DIR/ID.gguf.part.meta beside it.
 package store
 
 import (
@@ -116,8 +117,9 @@ func List(dir string) ([]Model, error) {
 	return models, nil
 }
 
-// Remove deletes the model id (a trailing .gguf is ignored) from dir,
-// along with a partial download of it. It fails when there is neither.
+// Remove deletes the model id (a trailing .gguf, in any case, is ignored)
+// from dir, along with a partial download of it. It fails when there is
+// neither.
 func Remove(dir, id string) error {
 	p, err := modelPath(dir, id)
 	if err != nil {
@@ -132,6 +134,9 @@ func Remove(dir, id string) error {
 		case !errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("remove model %q: %w", id, err)
 		}
+	}
+	if err := writeValidator(p+partExt, ""); err != nil {
+		return fmt.Errorf("remove model %q: %w", id, err)
 	}
 	if !found {
 		return fmt.Errorf("remove model %q: not in %s", id, dir)
@@ -159,13 +164,21 @@ func Resolve(dir, ref string) (string, error) {
 }
 
 // modelPath returns the file of model id in dir. An id is a plain file name
-// (a trailing .gguf is ignored): no path separators, not hidden, not empty.
+// (a trailing .gguf, in any case, is ignored): no path separators, not
+// hidden, not empty.
 func modelPath(dir, id string) (string, error) {
-	id = strings.TrimSuffix(id, ext)
+	if hasExt(id) {
+		id = id[:len(id)-len(ext)]
+	}
 	if err := checkID(id); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, id+ext), nil
+}
+
+// hasExt reports whether name ends with .gguf, in any case.
+func hasExt(name string) bool {
+	return len(name) >= len(ext) && strings.EqualFold(name[len(name)-len(ext):], ext)
 }
 
 // checkID reports whether id can name a model file.

@@ -112,7 +112,7 @@ func TestInspectSharedModels(t *testing.T) {
 func TestRemove(t *testing.T) {
 	dir := t.TempDir()
 	writeModel(t, dir, "a", "tiny", time.Now())
-	for _, name := range []string{"a.gguf.part", "b.gguf.part"} {
+	for _, name := range []string{"a.gguf.part", "b.gguf.part", "b.gguf.part.meta"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestRemove(t *testing.T) {
 	if err := Remove(dir, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := Remove(dir, "b.gguf"); err != nil { // a partial download alone
+	if err := Remove(dir, "b.GGUF"); err != nil { // a partial download alone
 		t.Fatal(err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
@@ -146,6 +146,7 @@ func TestResolve(t *testing.T) {
 	for ref, want := range map[string]string{
 		"a":      filepath.Join(dir, "a.gguf"),
 		"a.gguf": filepath.Join(dir, "a.gguf"),
+		"a.GGUF": filepath.Join(dir, "a.gguf"),
 		other:    other,
 	} {
 		if got, err := Resolve(dir, ref); err != nil || got != want {
