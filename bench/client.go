@@ -159,17 +159,17 @@ func (c *Client) requestBody(p Prompt) (string, []byte, error) {
 		body any
 	)
 	zero := 0.0
+	params := func() wire.RequestParams {
+		return wire.RequestParams{Model: c.model(), Stream: true, StreamOptions: &wire.StreamOptions{IncludeUsage: true},
+			MaxTokens: c.MaxTokens, Temperature: &zero, IgnoreEOS: c.IgnoreEOS, Priority: c.Priority}
+	}
 	switch c.API {
 	case APIChat:
 		path = "/v1/chat/completions"
-		body = wire.ChatRequest{Model: c.model(), Messages: p.Messages, Stream: true,
-			StreamOptions: &wire.StreamOptions{IncludeUsage: true}, MaxTokens: c.MaxTokens, Temperature: &zero,
-			IgnoreEOS: c.IgnoreEOS, Priority: c.Priority}
+		body = wire.ChatRequest{Messages: p.Messages, RequestParams: params()}
 	case APICompletions:
 		path = "/v1/completions"
-		body = wire.CompletionRequest{Model: c.model(), Prompt: p.Text(), Stream: true,
-			StreamOptions: &wire.StreamOptions{IncludeUsage: true}, MaxTokens: c.MaxTokens, Temperature: &zero,
-			IgnoreEOS: c.IgnoreEOS, Priority: c.Priority}
+		body = wire.CompletionRequest{Prompt: p.Text(), RequestParams: params()}
 	case APILlamaCpp:
 		path = "/completion"
 		m := map[string]any{"stream": true, "prompt": p.Text(), "cache_prompt": true, "temperature": 0}

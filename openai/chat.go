@@ -175,7 +175,7 @@ func (f *chatResponder) whole(text string, res engine.Result) any {
 	h.Object = wire.ObjectChatCompletion
 	return &wire.ChatCompletion{
 		Header:  h,
-		Choices: []wire.ChatChoice{{Message: wire.ResponseMessage{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
+		Choices: []wire.ChatChoice{{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
 		Usage:   UsageOf(res.Usage),
 	}
 }

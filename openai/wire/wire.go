@@ -80,8 +80,20 @@ type StreamOptions struct {
 // clients send (bench, corral run). The server decodes a richer shape
 // (package openai); fields it does not know pass through as extensions.
 type ChatRequest struct {
+	Messages []Message `json:"messages"`
+	RequestParams
+}
+
+// CompletionRequest is the part of a text completion request that
+// corral's clients send (see ChatRequest).
+type CompletionRequest struct {
+	Prompt string `json:"prompt"`
+	RequestParams
+}
+
+// RequestParams are the fields ChatRequest and CompletionRequest share.
+type RequestParams struct {
 	Model         string         `json:"model,omitempty"`
-	Messages      []Message      `json:"messages"`
 	Stream        bool           `json:"stream,omitempty"`
 	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
 	MaxTokens     int            `json:"max_tokens,omitempty"`
@@ -91,19 +103,6 @@ type ChatRequest struct {
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	// Priority orders queued requests, lower first (corral's extension).
 	Priority int `json:"priority,omitempty"`
-}
-
-// CompletionRequest is the part of a text completion request that
-// corral's clients send (see ChatRequest).
-type CompletionRequest struct {
-	Model         string         `json:"model,omitempty"`
-	Prompt        string         `json:"prompt"`
-	Stream        bool           `json:"stream,omitempty"`
-	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
-	MaxTokens     int            `json:"max_tokens,omitempty"`
-	Temperature   *float64       `json:"temperature,omitempty"`
-	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
-	Priority      int            `json:"priority,omitempty"`
 }
 
 // Tool is a function tool definition, as a chat request's "tools" carry.
@@ -122,7 +121,7 @@ type FunctionDef struct {
 
 // Message is a chat message with text content, as a client sends it and
 // as a chat.completion returns it. (Requests may carry content parts too;
-// package chat decodes those.)
+// package chat decodes those: chat.Message.)
 type Message struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
@@ -163,17 +162,10 @@ type ChatCompletion struct {
 
 // ChatChoice is a choice of a ChatCompletion.
 type ChatChoice struct {
-	Index        int             `json:"index"`
-	Message      ResponseMessage `json:"message"`
-	Logprobs     *struct{}       `json:"logprobs"`
-	FinishReason *string         `json:"finish_reason"`
-}
-
-// ResponseMessage is the message of a ChatChoice.
-type ResponseMessage struct {
-	Role      string     `json:"role"`
-	Content   string     `json:"content"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Index        int       `json:"index"`
+	Message      Message   `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
 }
 
 // ChatCompletionChunk is one event of a streamed chat completion.
