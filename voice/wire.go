@@ -62,10 +62,7 @@ type Create struct {
 }
 
 // Message is a chat message kept in the conversation.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
+type Message = wire.Message
 
 // ServerEvent is a message from the server; Type says which fields are set.
 type ServerEvent struct {
