@@ -126,34 +126,42 @@ func (r *Reader) max() int {
 
 // readLine returns the next line without its end. At the end of the
 // input it returns the last, unterminated line with a nil error, then
-// nil and io.EOF. The line is valid until the next call.
+// nil and io.EOF. The line is valid until the next call. It never waits
+// for more input than the line needs: the "\n" of a "\r\n" is skipped
+// when the next line is read.
 func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
 	for {
-		b, err := r.br.ReadByte()
-		if err != nil {
+		if _, err := r.br.Peek(1); err != nil {
 			if err == io.EOF && len(r.line) > 0 {
 				return r.line, nil
 			}
 			return nil, err
 		}
+		buf, _ := r.br.Peek(r.br.Buffered())
 		if r.crSeen {
 			r.crSeen = false
-			if b == '\n' {
+			if buf[0] == '\n' {
+				r.br.Discard(1)
 				continue
 			}
 		}
-		switch b {
-		case '\n':
-			return r.line, nil
-		case '\r':
-			r.crSeen = true
-			return r.line, nil
+		end := bytes.IndexAny(buf, "\r\n")
+		n := end
+		if end < 0 {
+			n = len(buf)
 		}
-		if len(r.line) >= r.max() {
+		if len(r.line)+n > r.max() {
 			return nil, fmt.Errorf("%w: a line over %d bytes", ErrLineTooLong, r.max())
 		}
-		r.line = append(r.line, b)
+		r.line = append(r.line, buf[:n]...)
+		if end < 0 {
+			r.br.Discard(n)
+			continue
+		}
+		r.crSeen = buf[end] == '\r'
+		r.br.Discard(end + 1)
+		return r.line, nil
 	}
 }
 
