@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // API selects the request format a Client speaks.
@@ -153,50 +154,53 @@ func (c *Client) FirstModel(ctx context.Context) (string, error) {
 
 // requestBody builds the JSON body and path for p.
 func (c *Client) requestBody(p Prompt) (string, []byte, error) {
-	m := map[string]any{"stream": true}
-	var path string
+	var (
+		path string
+		body any
+	)
+	zero := 0.0
+	params := func() wire.RequestParams {
+		return wire.RequestParams{Model: c.model(), Stream: true, StreamOptions: &wire.StreamOptions{IncludeUsage: true},
+			MaxTokens: c.MaxTokens, Temperature: &zero, IgnoreEOS: c.IgnoreEOS, Priority: c.Priority}
+	}
 	switch c.API {
-	case APIChat, APICompletions:
+	case APIChat:
+		path = "/v1/chat/completions"
+		body = wire.ChatRequest{Messages: p.Messages, RequestParams: params()}
+	case APICompletions:
 		path = "/v1/completions"
-		m["prompt"] = p.Text()
-		if c.API == APIChat {
-			path = "/v1/chat/completions"
-			delete(m, "prompt")
-			m["messages"] = p.Messages
-		}
-		if len(c.Models) > 0 {
-			i := uint64(0)
-			if c.next != nil {
-				i = (c.next.Add(1) - 1) % uint64(len(c.Models))
-			}
-			m["model"] = c.Models[i]
-		} else if c.Model != "" {
-			m["model"] = c.Model
-		}
-		m["stream_options"] = map[string]any{"include_usage": true}
-		m["temperature"] = 0
-		if c.MaxTokens > 0 {
-			m["max_tokens"] = c.MaxTokens
-		}
+		body = wire.CompletionRequest{Prompt: p.Text(), RequestParams: params()}
 	case APILlamaCpp:
 		path = "/completion"
-		m["prompt"] = p.Text()
-		m["cache_prompt"] = true
-		m["temperature"] = 0
+		m := map[string]any{"stream": true, "prompt": p.Text(), "cache_prompt": true, "temperature": 0}
 		if c.MaxTokens > 0 {
 			m["n_predict"] = c.MaxTokens
 		}
+		if c.IgnoreEOS {
+			m["ignore_eos"] = true
+		}
+		if c.Priority != 0 {
+			m["priority"] = c.Priority
+		}
+		body = m
 	default:
 		return "", nil, fmt.Errorf("unknown api %q", c.API)
 	}
-	if c.IgnoreEOS {
-		m["ignore_eos"] = true
-	}
-	if c.Priority != 0 {
-		m["priority"] = c.Priority
-	}
-	b, err := json.Marshal(m)
+	b, err := json.Marshal(body)
 	return path, b, err
+}
+
+// model is the model to name in the next request, "" for none: the next
+// of Models in turn, else Model.
+func (c *Client) model() string {
+	if len(c.Models) == 0 {
+		return c.Model
+	}
+	i := uint64(0)
+	if c.next != nil {
+		i = (c.next.Add(1) - 1) % uint64(len(c.Models))
+	}
+	return c.Models[i]
 }
 
 // Do sends p as one streaming request and records its timings. With
@@ -237,45 +241,46 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 		return rec
 	}
 
-	r := bufio.NewReader(resp.Body)
+	r := wire.NewReader(resp.Body)
 	for {
-		line, err := r.ReadBytes('\n')
-		if len(line) > 0 {
-			ev, perr := c.parseLine(line)
-			now := time.Since(start)
-			switch {
-			case perr != nil:
-				rec.End, rec.Err, rec.ErrMsg = now, ErrKindStream, perr.Error()
-				return rec
-			case ev.errMsg != "":
-				rec.End, rec.Err, rec.ErrMsg = now, ErrKindStream, ev.errMsg
-				return rec
-			}
-			if ev.content {
-				rec.Chunks = append(rec.Chunks, now)
-			}
-			if ev.usage != nil {
-				rec.FromUsage = true
-				rec.PromptTokens = ev.usage.PromptTokens
-				rec.OutputTokens = ev.usage.CompletionTokens
-				rec.CachedTokens = ev.usage.PromptTokensDetails.CachedTokens
-			}
-			if ev.done {
-				rec.End = now
-				break
-			}
-			if cancelAfter > 0 && len(rec.Chunks) >= cancelAfter {
-				rec.End, rec.Cancelled = now, true
-				return rec
-			}
-		}
+		sse, err := r.Next()
 		if err != nil {
 			rec.End = time.Since(start)
-			if err == io.EOF {
+			switch {
+			case err == io.EOF:
 				rec.Err, rec.ErrMsg = ErrKindDisconnect, "stream ended before its final event"
-			} else {
+			case errors.Is(err, wire.ErrLineTooLong):
+				rec.Err, rec.ErrMsg = ErrKindStream, err.Error()
+			default:
 				rec.Err, rec.ErrMsg = classify(ctx, err), err.Error()
 			}
+			return rec
+		}
+		ev, perr := c.parseEvent(sse)
+		now := time.Since(start)
+		switch {
+		case perr != nil:
+			rec.End, rec.Err, rec.ErrMsg = now, ErrKindStream, perr.Error()
+			return rec
+		case ev.errMsg != "":
+			rec.End, rec.Err, rec.ErrMsg = now, ErrKindStream, ev.errMsg
+			return rec
+		}
+		if ev.content {
+			rec.Chunks = append(rec.Chunks, now)
+		}
+		if ev.usage != nil {
+			rec.FromUsage = true
+			rec.PromptTokens = ev.usage.PromptTokens
+			rec.OutputTokens = ev.usage.CompletionTokens
+			rec.CachedTokens = ev.usage.PromptTokensDetails.CachedTokens
+		}
+		if ev.done {
+			rec.End = now
+			break
+		}
+		if cancelAfter > 0 && len(rec.Chunks) >= cancelAfter {
+			rec.End, rec.Cancelled = now, true
 			return rec
 		}
 	}
@@ -285,35 +290,18 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 	return rec
 }
 
-// event is what one SSE line said.
+// event is what one server-sent event said.
 type event struct {
-	content bool   // carried generated text
-	text    string // the text (llama.cpp's /completion)
-	done    bool   // the stream is complete
-	usage   *usage // token usage, when sent
-	errMsg  string // an error object's message
+	content bool        // carried generated text
+	text    string      // the text (llama.cpp's /completion)
+	done    bool        // the stream is complete
+	usage   *wire.Usage // token usage, when sent
+	errMsg  string      // an error event's message
 }
 
-type usage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
-// streamChunk holds the fields of every API's stream chunk that matter here.
-type streamChunk struct {
-	Choices []struct {
-		Text  string `json:"text"`
-		Delta struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Usage *usage          `json:"usage"`
-	Error json.RawMessage `json:"error"`
-	// llama.cpp /completion
+// llamaChunk is an event of llama.cpp's /completion stream (not OpenAI's
+// format).
+type llamaChunk struct {
 	Content         string `json:"content"`
 	Stop            bool   `json:"stop"`
 	TokensPredicted int    `json:"tokens_predicted"`
@@ -321,54 +309,56 @@ type streamChunk struct {
 	TokensCached    int    `json:"tokens_cached"`
 }
 
-// parseLine interprets one line of a server-sent event stream.
-func (c *Client) parseLine(line []byte) (event, error) {
-	line = bytes.TrimSpace(line)
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
-		return event{}, nil // blank separator, comment or other SSE field
-	}
-	data = bytes.TrimSpace(data)
-	if string(data) == "[DONE]" {
+// parseEvent interprets one server-sent event.
+func (c *Client) parseEvent(sse wire.Event) (event, error) {
+	if sse.Done {
 		return event{done: true}, nil
 	}
-	var ch streamChunk
-	if err := json.Unmarshal(data, &ch); err != nil {
-		return event{}, fmt.Errorf("bad stream chunk %.200q: %w", data, err)
+	var (
+		ev    event
+		err   error
+		llama llamaChunk
+		chat  wire.ChatCompletionChunk
+		text  wire.TextCompletion
+	)
+	switch c.API {
+	case APILlamaCpp:
+		err = wire.DecodeEvent(sse.Data, &llama)
+	case APICompletions:
+		err = wire.DecodeEvent(sse.Data, &text)
+	default:
+		err = wire.DecodeEvent(sse.Data, &chat)
 	}
-	if len(ch.Error) > 0 && string(ch.Error) != "null" {
-		return event{errMsg: errorMessage(ch.Error)}, nil
+	var ee *wire.EventError
+	if errors.As(err, &ee) {
+		return event{errMsg: ee.Error()}, nil
 	}
-	var ev event
-	if c.API == APILlamaCpp {
-		ev.content, ev.text = ch.Content != "", ch.Content
-		if ch.Stop {
+	if err != nil {
+		return event{}, fmt.Errorf("bad stream chunk %.200q: %w", sse.Data, err)
+	}
+	switch c.API {
+	case APILlamaCpp:
+		ev.content, ev.text = llama.Content != "", llama.Content
+		if llama.Stop {
 			ev.done = true
-			if ch.TokensPredicted > 0 || ch.TokensEvaluated > 0 {
-				ev.usage = &usage{PromptTokens: ch.TokensEvaluated, CompletionTokens: ch.TokensPredicted}
-				ev.usage.PromptTokensDetails.CachedTokens = ch.TokensCached
+			if llama.TokensPredicted > 0 || llama.TokensEvaluated > 0 {
+				ev.usage = &wire.Usage{PromptTokens: llama.TokensEvaluated, CompletionTokens: llama.TokensPredicted,
+					PromptTokensDetails: wire.PromptTokensDetails{CachedTokens: llama.TokensCached}}
 			}
 		}
-		return ev, nil
-	}
-	for _, choice := range ch.Choices {
-		if choice.Text != "" || choice.Delta.Content != "" || choice.Delta.ReasoningContent != "" {
-			ev.content = true
+	case APICompletions:
+		for _, choice := range text.Choices {
+			ev.content = ev.content || choice.Text != ""
 		}
+		ev.usage = text.Usage
+	default:
+		for _, choice := range chat.Choices {
+			d := choice.Delta
+			ev.content = ev.content || d.Text() != "" || d.ReasoningContent != nil && *d.ReasoningContent != ""
+		}
+		ev.usage = chat.Usage
 	}
-	ev.usage = ch.Usage
 	return ev, nil
-}
-
-// errorMessage extracts "message" from an error object, or returns it raw.
-func errorMessage(raw json.RawMessage) string {
-	var e struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
-		return e.Message
-	}
-	return string(raw)
 }
 
 // classify names the kind of a transport error.

@@ -6,50 +6,54 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
-func TestParseLine(t *testing.T) {
+func TestParseEvent(t *testing.T) {
 	chat := &Client{API: APIChat}
 	llama := &Client{API: APILlamaCpp}
 	for _, tc := range []struct {
 		c       *Client
-		line    string
+		stream  string
 		content bool
 		done    bool
-		usage   *usage
+		usage   *wire.Usage
 		errMsg  string
 	}{
-		{chat, ": keep-alive comment", false, false, nil, ""},
-		{chat, "", false, false, nil, ""},
-		{chat, `data: {"choices":[{"delta":{"role":"assistant"}}]}`, false, false, nil, ""},
-		{chat, `data: {"choices":[{"delta":{"content":"Hi"}}]}`, true, false, nil, ""},
-		{chat, `data:{"choices":[{"delta":{"reasoning_content":"hmm"}}]}`, true, false, nil, ""},
-		{&Client{API: APICompletions}, `data: {"choices":[{"text":" there"}]}`, true, false, nil, ""},
-		{chat, `data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":5}}}`,
-			false, false, &usage{PromptTokens: 7, CompletionTokens: 3, PromptTokensDetails: struct {
-				CachedTokens int `json:"cached_tokens"`
-			}{5}}, ""},
-		{chat, `data: [DONE]`, false, true, nil, ""},
-		{chat, `data: {"error":{"message":"context full","type":"server_error"}}`, false, false, nil, "context full"},
-		{llama, `data: {"content":"Once","stop":false}`, true, false, nil, ""},
-		{llama, `data: {"content":"","stop":true,"tokens_predicted":9,"tokens_evaluated":4}`, false, true,
-			&usage{PromptTokens: 4, CompletionTokens: 9}, ""},
-		{llama, `data: {"content":"","stop":true}`, false, true, nil, ""},
+		{chat, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}", false, false, nil, ""},
+		{chat, ": keep-alive comment\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}", true, false, nil, ""},
+		{chat, "data:{\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}", true, false, nil, ""},
+		{&Client{API: APICompletions}, "data: {\"choices\":[{\"text\":\" there\"}]}", true, false, nil, ""},
+		{chat, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":5}}}",
+			false, false, &wire.Usage{PromptTokens: 7, CompletionTokens: 3, PromptTokensDetails: wire.PromptTokensDetails{CachedTokens: 5}}, ""},
+		{chat, "data: [DONE]", false, true, nil, ""},
+		{chat, "data: {\"error\":{\"message\":\"context full\",\"type\":\"server_error\"}}", false, false, nil, "context full"},
+		{chat, "data: {\"error\":\"plain\"}", false, false, nil, "\"plain\""},
+		{llama, "data: {\"content\":\"Once\",\"stop\":false}", true, false, nil, ""},
+		{llama, "data: {\"content\":\"\",\"stop\":true,\"tokens_predicted\":9,\"tokens_evaluated\":4}", false, true,
+			&wire.Usage{PromptTokens: 4, CompletionTokens: 9}, ""},
+		{llama, "data: {\"content\":\"\",\"stop\":true}", false, true, nil, ""},
 	} {
-		ev, err := tc.c.parseLine([]byte(tc.line + "\n"))
+		sse, err := wire.NewReader(strings.NewReader(tc.stream + "\n\n")).Next()
 		if err != nil {
-			t.Errorf("%s %q: %v", tc.c.API, tc.line, err)
+			t.Fatalf("%q: %v", tc.stream, err)
+		}
+		ev, err := tc.c.parseEvent(sse)
+		if err != nil {
+			t.Errorf("%s %q: %v", tc.c.API, tc.stream, err)
 			continue
 		}
 		if ev.content != tc.content || ev.done != tc.done || ev.errMsg != tc.errMsg ||
 			fmt.Sprint(ev.usage) != fmt.Sprint(tc.usage) {
 			t.Errorf("%s %q: got %+v (usage %v), want content %v done %v usage %v error %q",
-				tc.c.API, tc.line, ev, ev.usage, tc.content, tc.done, tc.usage, tc.errMsg)
+				tc.c.API, tc.stream, ev, ev.usage, tc.content, tc.done, tc.usage, tc.errMsg)
 		}
 	}
-	if _, err := chat.parseLine([]byte("data: {not json\n")); err == nil {
+	if _, err := chat.parseEvent(wire.Event{Data: []byte("{not json")}); err == nil {
 		t.Error("malformed chunk parsed without error")
 	}
 }

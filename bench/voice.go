@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/voice"
 )
 
@@ -313,32 +313,32 @@ func (s *voiceSession) sentence(ctx context.Context, prompt string, slot, maxTok
 		return "", 0, false, fmt.Errorf("http_%d", resp.StatusCode)
 	}
 	c := Client{API: APILlamaCpp}
-	r := bufio.NewReader(resp.Body)
+	r := wire.NewReader(resp.Body)
 	var b strings.Builder
 	for {
-		line, rerr := r.ReadBytes('\n')
-		if len(line) > 0 {
-			ev, perr := c.parseLine(line)
-			if perr != nil || ev.errMsg != "" {
-				return b.String(), ntok, false, errors.New(ErrKindStream)
-			}
-			if ev.content {
-				first()
-				b.WriteString(ev.text)
-				ntok++
-			}
-			if ev.done {
-				return b.String(), ntok, true, nil
-			}
-			if referenceBoundary.MatchString(strings.TrimRight(b.String(), " \t\n")) {
-				return b.String(), ntok, false, nil
-			}
-		}
-		if rerr != nil {
-			if rerr == io.EOF {
-				return b.String(), ntok, false, errors.New(ErrKindDisconnect)
-			}
+		sse, rerr := r.Next()
+		switch {
+		case rerr == io.EOF:
+			return b.String(), ntok, false, errors.New(ErrKindDisconnect)
+		case errors.Is(rerr, wire.ErrLineTooLong):
+			return b.String(), ntok, false, errors.New(ErrKindStream)
+		case rerr != nil:
 			return b.String(), ntok, false, errors.New(classify(ctx, rerr))
+		}
+		ev, perr := c.parseEvent(sse)
+		if perr != nil || ev.errMsg != "" {
+			return b.String(), ntok, false, errors.New(ErrKindStream)
+		}
+		if ev.content {
+			first()
+			b.WriteString(ev.text)
+			ntok++
+		}
+		if ev.done {
+			return b.String(), ntok, true, nil
+		}
+		if referenceBoundary.MatchString(strings.TrimRight(b.String(), " \t\n")) {
+			return b.String(), ntok, false, nil
 		}
 	}
 }

@@ -12,13 +12,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Message is one chat message.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
+type Message = wire.Message
 
 // Prompt is one request's input. Chat APIs send Messages as they are;
 // completion APIs send Text, the contents joined by newlines.

@@ -18,6 +18,8 @@ import (
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Message is one OpenAI chat message. Content is a string or an array of
@@ -31,24 +33,10 @@ type Message struct {
 }
 
 // ToolCall is an assistant's call of a function tool.
-type ToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"` // "function"
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"` // JSON text
-	} `json:"function"`
-}
+type ToolCall = wire.ToolCall
 
 // Tool is an OpenAI function tool definition.
-type Tool struct {
-	Type     string `json:"type"` // "function"
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters,omitempty"`
-	} `json:"function"`
-}
+type Tool = wire.Tool
 
 // Options control rendering.
 type Options struct {

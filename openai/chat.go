@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // chatRequest is the body of POST /v1/chat/completions.
@@ -131,70 +132,32 @@ func clientSpans(prompt string, msgs []chat.Message) []engine.Span {
 
 // chatResponder shapes chat.completion and chat.completion.chunk objects.
 type chatResponder struct {
-	h            header
+	h            wire.Header
 	includeUsage bool
-	paced        bool // each text event is a chunk (chunkInfo), usage has PacedMetrics
+	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type chatChoice struct {
-	Index        int         `json:"index"`
-	Message      chatMessage `json:"message"`
-	Logprobs     *struct{}   `json:"logprobs"`
-	FinishReason *string     `json:"finish_reason"`
-}
-
-type chatCompletion struct {
-	header
-	Choices []chatChoice `json:"choices"`
-	Usage   *Usage       `json:"usage"`
-}
-
-type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
-}
-
-type chatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        chatDelta `json:"delta"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
-}
-
-type chatChunk struct {
-	header
-	Choices []chatChunkChoice `json:"choices"`
-	Usage   *Usage            `json:"usage,omitempty"`
-	// Chunk says where a paced stream stands (corral's extension).
-	Chunk *chunkInfo `json:"chunk,omitempty"`
-}
-
-func (f *chatResponder) chunk(choices ...chatChunkChoice) *chatChunk {
+func (f *chatResponder) chunk(choices ...wire.ChatChunkChoice) *wire.ChatCompletionChunk {
 	h := f.h
-	h.Object = "chat.completion.chunk"
-	return &chatChunk{header: h, Choices: append([]chatChunkChoice{}, choices...)}
+	h.Object = wire.ObjectChatCompletionChunk
+	return &wire.ChatCompletionChunk{Header: h, Choices: append([]wire.ChatChunkChoice{}, choices...)}
 }
 
 func (f *chatResponder) streamStart() any {
 	empty := ""
-	return f.chunk(chatChunkChoice{Delta: chatDelta{Role: "assistant", Content: &empty}})
+	return f.chunk(wire.ChatChunkChoice{Delta: wire.Delta{Role: "assistant", Content: &empty}})
 }
 
 func (f *chatResponder) streamText(text string, c engine.Chunk) any {
-	ev := f.chunk(chatChunkChoice{Delta: chatDelta{Content: &text}})
+	ev := f.chunk(wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}})
 	if f.paced {
-		ev.Chunk = &chunkInfo{Index: c.Index, Held: c.Held, Last: c.Last}
+		ev.Chunk = &wire.ChunkInfo{Index: c.Index, Held: c.Held, Last: c.Last}
 	}
 	return ev
 }
 
 func (f *chatResponder) streamEnd(res engine.Result) []any {
-	evs := []any{f.chunk(chatChunkChoice{FinishReason: finishReason(res)})}
+	evs := []any{f.chunk(wire.ChatChunkChoice{FinishReason: finishReason(res)})}
 	if f.includeUsage {
 		c := f.chunk()
 		c.Usage = UsageOf(res.Usage)
@@ -209,10 +172,10 @@ func (f *chatResponder) streamEnd(res engine.Result) []any {
 
 func (f *chatResponder) whole(text string, res engine.Result) any {
 	h := f.h
-	h.Object = "chat.completion"
-	return &chatCompletion{
-		header:  h,
-		Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
+	h.Object = wire.ObjectChatCompletion
+	return &wire.ChatCompletion{
+		Header:  h,
+		Choices: []wire.ChatChoice{{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
 		Usage:   UsageOf(res.Usage),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // completionRequest is the body of POST /v1/completions.
@@ -43,37 +44,24 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 
 // textResponder shapes text_completion objects, streamed or whole.
 type textResponder struct {
-	h            header
+	h            wire.Header
 	includeUsage bool
 }
 
-type textChoice struct {
-	Text         string    `json:"text"`
-	Index        int       `json:"index"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
-}
-
-type textCompletion struct {
-	header
-	Choices []textChoice `json:"choices"`
-	Usage   *Usage       `json:"usage,omitempty"`
-}
-
-func (f *textResponder) object(choices ...textChoice) *textCompletion {
+func (f *textResponder) object(choices ...wire.TextChoice) *wire.TextCompletion {
 	h := f.h
-	h.Object = "text_completion"
-	return &textCompletion{header: h, Choices: append([]textChoice{}, choices...)}
+	h.Object = wire.ObjectTextCompletion
+	return &wire.TextCompletion{Header: h, Choices: append([]wire.TextChoice{}, choices...)}
 }
 
 func (f *textResponder) streamStart() any { return nil }
 
 func (f *textResponder) streamText(text string, _ engine.Chunk) any {
-	return f.object(textChoice{Text: text})
+	return f.object(wire.TextChoice{Text: text})
 }
 
 func (f *textResponder) streamEnd(res engine.Result) []any {
-	evs := []any{f.object(textChoice{FinishReason: finishReason(res)})}
+	evs := []any{f.object(wire.TextChoice{FinishReason: finishReason(res)})}
 	if f.includeUsage {
 		c := f.object()
 		c.Usage = UsageOf(res.Usage)
@@ -83,7 +71,7 @@ func (f *textResponder) streamEnd(res engine.Result) []any {
 }
 
 func (f *textResponder) whole(text string, res engine.Result) any {
-	c := f.object(textChoice{Text: text, FinishReason: finishReason(res)})
+	c := f.object(wire.TextChoice{Text: text, FinishReason: finishReason(res)})
 	c.Usage = UsageOf(res.Usage)
 	return c
 }

@@ -2,18 +2,18 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Error types, as OpenAI names them in the error envelope.
 const (
-	TypeInvalidRequest = "invalid_request_error"
-	TypeServer         = "server_error"
+	TypeInvalidRequest = wire.TypeInvalidRequest
+	TypeServer         = wire.TypeServer
 )
 
 // Error is an API error, written as OpenAI's envelope
@@ -34,30 +34,17 @@ func invalid(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// envelope is the JSON shape of an error response and of an error event.
-type envelope struct {
-	Error ErrorObject `json:"error"`
-}
-
-// ErrorObject is the envelope's "error" object.
-type ErrorObject struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
 // Envelope is e as OpenAI's error envelope, {"error":{...}}, for JSON.
 func (e *Error) Envelope() any { return e.envelope() }
 
 // Object is e as the envelope's "error" object.
-func (e *Error) Object() *ErrorObject {
+func (e *Error) Object() *wire.ErrorObject {
 	o := e.envelope().Error
 	return &o
 }
 
-func (e *Error) envelope() envelope {
-	return envelope{ErrorObject{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
+func (e *Error) envelope() wire.Envelope {
+	return wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
 }
 
 func nilIfEmpty(s string) *string {
@@ -78,16 +65,7 @@ func WriteError(w http.ResponseWriter, e *Error) {
 }
 
 // writeJSON writes v as the JSON response body with status code.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Only our own response types reach here; they always marshal.
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encode response","type":"server_error","param":null,"code":null}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }
 
 // submitError maps an error from Engine.Submit to an API error. param names
 // the request field holding the prompt.

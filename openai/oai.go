@@ -4,19 +4,18 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // oaiParams are the request fields shared by /v1/chat/completions and
 // /v1/completions.
 type oaiParams struct {
-	Model         string `json:"model"`
-	MaxTokens     *int   `json:"max_tokens"`
-	N             *int   `json:"n"`
-	Stream        bool   `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	ResponseFormat *responseFormat `json:"response_format"`
+	Model          string              `json:"model"`
+	MaxTokens      *int                `json:"max_tokens"`
+	N              *int                `json:"n"`
+	Stream         bool                `json:"stream"`
+	StreamOptions  *wire.StreamOptions `json:"stream_options"`
+	ResponseFormat *responseFormat     `json:"response_format"`
 	samplingParams
 }
 
@@ -51,22 +50,12 @@ func (p *oaiParams) includeUsage() bool {
 	return p.StreamOptions != nil && p.StreamOptions.IncludeUsage
 }
 
-// Usage is OpenAI's token accounting.
-type Usage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	// Paced are a paced response's measurements (corral's extension).
-	Paced *PacedMetrics `json:"paced,omitempty"`
-}
-
-func UsageOf(u engine.Usage) *Usage {
-	out := &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
-	out.PromptTokensDetails.CachedTokens = u.CachedTokens
-	return out
+// UsageOf is an engine's token accounting as OpenAI reports it.
+func UsageOf(u engine.Usage) *wire.Usage {
+	return &wire.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails: wire.PromptTokensDetails{CachedTokens: u.CachedTokens},
+	}
 }
 
 // finishReason names r's finish reason as OpenAI does.
@@ -75,14 +64,8 @@ func finishReason(r engine.Result) *string {
 	return &s
 }
 
-// header are the fields every OpenAI response object starts with.
-type header struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-}
-
-func (m *Model) header(prefix string) header {
-	return header{ID: newID(prefix), Created: time.Now().Unix(), Model: m.info.Name}
+// header starts a response object: a fresh id with prefix, the time, the
+// model's name.
+func (m *Model) header(prefix string) wire.Header {
+	return wire.Header{ID: newID(prefix), Created: time.Now().Unix(), Model: m.info.Name}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Paced chat completions, for voice agents: "chunking" on a streamed
@@ -77,36 +78,10 @@ func (p *chunkingParams) engine() (*engine.Chunking, time.Duration, *Error) {
 	return &c, timeout, nil
 }
 
-// chunkInfo is a paced stream event's place in the answer.
-type chunkInfo struct {
-	Index int  `json:"index"`
-	Held  bool `json:"held"` // the answer pauses after this chunk until continue
-	Last  bool `json:"last"`
-}
-
-// PacedMetrics are one paced response's measurements: its slot, chunks,
-// total time, prompt tokens found cached and evaluated, and time to first
-// chunk.
-type PacedMetrics struct {
-	SlotID          int     `json:"slot_id"`
-	Chunks          int     `json:"chunks"`
-	TotalMS         float64 `json:"total_ms"`
-	TTFTMS          float64 `json:"ttft_ms"` // submit → first token
-	FirstChunkMS    float64 `json:"time_to_first_chunk_ms"`
-	HeldMS          float64 `json:"held_ms"` // time paused, waiting for continue
-	CachedTokens    int     `json:"cached_tokens"`
-	EvaluatedTokens int     `json:"evaluated_tokens"` // prompt and generated tokens put through the model
-	CacheHitRatio   float64 `json:"cache_hit_ratio"`  // cached / prompt tokens
-	// ReevaluatedTokens are tokens evaluated a second time: 0, unless the
-	// answer was preempted by a better class and its history was lost.
-	ReevaluatedTokens int    `json:"reevaluated_tokens"`
-	FinishReason      string `json:"finish_reason"`
-}
-
 // PacedMetricsOf measures a finished paced response.
-func PacedMetricsOf(res engine.Result) PacedMetrics {
+func PacedMetricsOf(res engine.Result) wire.PacedMetrics {
 	u := res.Usage
-	m := PacedMetrics{
+	m := wire.PacedMetrics{
 		SlotID: res.Slot, Chunks: res.Chunks, TotalMS: ms(res.Timings.Total), TTFTMS: ms(res.Timings.TTFT),
 		FirstChunkMS: ms(res.Timings.FirstChunk), ReevaluatedTokens: u.ReevaluatedTokens,
 		HeldMS: ms(res.Timings.Held), CachedTokens: u.CachedTokens, EvaluatedTokens: u.EvaluatedTokens,

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Defaults for zero StreamConfig fields.
@@ -106,13 +107,21 @@ func startStream(w http.ResponseWriter, contentType string, writeTimeout time.Du
 
 // write writes and flushes b within the write timeout.
 func (f flushWriter) write(b []byte) error {
+	_, err := f.Write(b)
+	return err
+}
+
+// Write writes and flushes b within the write timeout: one event of a
+// stream.
+func (f flushWriter) Write(b []byte) (int, error) {
 	if err := setWriteDeadline(f.rc, f.writeTimeout); err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := f.w.Write(b); err != nil {
-		return err
+	n, err := f.w.Write(b)
+	if err != nil {
+		return n, err
 	}
-	return f.flush()
+	return n, f.flush()
 }
 
 func (f flushWriter) flush() error {
@@ -122,8 +131,10 @@ func (f flushWriter) flush() error {
 	return nil
 }
 
-// sseWriter writes server-sent events, one JSON object per "data:" line.
-type sseWriter struct{ flushWriter }
+// sseWriter writes server-sent events, one JSON object per "data:" line,
+// framed by wire.Writer; each event is one write, flushed, within the
+// write timeout.
+type sseWriter struct{ sse *wire.Writer }
 
 // startSSE sends the event-stream headers, with the default write timeout.
 func startSSE(w http.ResponseWriter) *sseWriter {
@@ -135,32 +146,18 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 // client is gone or does not read.
 func startSSETimeout(w http.ResponseWriter, writeTimeout time.Duration) (*sseWriter, error) {
 	f, err := startStream(w, "text/event-stream", writeTimeout)
-	return &sseWriter{f}, err
+	return &sseWriter{wire.NewWriter(f)}, err
 }
 
 // event writes v as one event. An error means the client is gone.
-func (s *sseWriter) event(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode event: %w", err)
-	}
-	return s.raw(b)
-}
+func (s *sseWriter) event(v any) error { return s.sse.Event(v) }
 
 // done writes OpenAI's end-of-stream marker.
-func (s *sseWriter) done() error { return s.raw([]byte("[DONE]")) }
+func (s *sseWriter) done() error { return s.sse.Done() }
 
 // ping writes an SSE comment, which clients ignore and proxies count as
 // traffic.
-func (s *sseWriter) ping() error { return s.write([]byte(": ping\n\n")) }
-
-func (s *sseWriter) raw(data []byte) error {
-	buf := make([]byte, 0, len(data)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	return s.write(buf)
-}
+func (s *sseWriter) ping() error { return s.sse.Comment("ping") }
 
 // ndjsonWriter writes newline-delimited JSON, one object per line (the
 // framing of Ollama's streams). NDJSON has no comments, so a ping is an

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // serve runs one request through handler h of an API over fake, with
@@ -26,13 +27,13 @@ func serve(t *testing.T, fake *fakeEngine, h func(*API, http.ResponseWriter, *ht
 }
 
 // decodeEnvelope parses an error response, failing t when it is not one.
-func decodeEnvelope(t *testing.T, w *httptest.ResponseRecorder) ErrorObject {
+func decodeEnvelope(t *testing.T, w *httptest.ResponseRecorder) wire.ErrorObject {
 	t.Helper()
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q, want application/json", ct)
 	}
 	var env struct {
-		Error *ErrorObject `json:"error"`
+		Error *wire.ErrorObject `json:"error"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.Error == nil {
 		t.Fatalf("body %q is not an error envelope: %v", w.Body, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // TestChat runs a chat completion whole and streamed: the model has no
@@ -238,13 +239,7 @@ func TestEndpoints(t *testing.T) {
 	}
 	for _, tc := range errorCases {
 		resp, b := ts.post(t, tc.path, tc.body)
-		var env struct {
-			Error struct {
-				Type  string  `json:"type"`
-				Param *string `json:"param"`
-				Code  *string `json:"code"`
-			} `json:"error"`
-		}
+		var env wire.Envelope
 		unmarshal(t, string(b), &env)
 		param, code := "", ""
 		if env.Error.Param != nil {

@@ -382,11 +382,7 @@ func isCompletion(t *testing.T, code int, body []byte) {
 // isError checks that an error status comes with the error envelope.
 func isError(t *testing.T, code int, body []byte) {
 	t.Helper()
-	var env struct {
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var env errorEnvelope
 	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Message == "" {
 		t.Errorf("%d without an error envelope: %v in %.500s", code, err, body)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Helpers for the end-to-end tests (golden_test.go, api_test.go,
@@ -194,15 +195,19 @@ func readEvents(t *testing.T, resp *http.Response) []string {
 	if !bytes.HasSuffix(b, []byte("\n\n")) {
 		t.Fatalf("stream does not end with a blank line: %q", b)
 	}
+	r := wire.NewReader(bytes.NewReader(b))
+	r.Comments = true
 	var events []string
-	for _, ev := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
-		data, ok := strings.CutPrefix(ev, "data: ")
-		if !ok || strings.Contains(data, "\n") {
-			t.Fatalf("malformed event %q", ev)
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return events
 		}
-		events = append(events, data)
+		if err != nil || ev.IsComment || bytes.Contains(ev.Data, []byte("\n")) {
+			t.Fatalf("malformed event %+v, %v in %q", ev, err, b)
+		}
+		events = append(events, string(ev.Data))
 	}
-	return events
 }
 
 func unmarshal(t *testing.T, data string, v any) {
@@ -212,26 +217,7 @@ func unmarshal(t *testing.T, data string, v any) {
 	}
 }
 
-type textCompletion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Text         string  `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *wireUsage `json:"usage"`
-}
-
-// wireUsage is OpenAI's usage object as the client sees it.
-type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
+type textCompletion = wire.TextCompletion
 
 type llamaCompletion struct {
 	Content         string `json:"content"`
@@ -300,8 +286,34 @@ type chatCompletion struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *wireUsage `json:"usage"`
+	Usage *wire.Usage `json:"usage"`
 }
+
+// sseEvents reads an event stream, comments included, failing t when
+// the stream breaks or ends.
+type sseEvents struct {
+	t *testing.T
+	r *wire.Reader
+}
+
+func newSSEEvents(t *testing.T, r io.Reader) sseEvents {
+	sr := wire.NewReader(r)
+	sr.Comments = true
+	return sseEvents{t, sr}
+}
+
+// next returns the next event or comment.
+func (s sseEvents) next() wire.Event {
+	s.t.Helper()
+	ev, err := s.r.Next()
+	if err != nil {
+		s.t.Fatalf("read stream: %v", err)
+	}
+	return ev
+}
+
+// isPing reports whether ev is the keep-alive comment, ": ping".
+func isPing(ev wire.Event) bool { return ev.IsComment && ev.Comment == "ping" }
 
 // metrics reads /metrics as name → value, summed over labels.
 func metrics(t *testing.T, ts *testServer) map[string]float64 {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // TestGolden checks the greedy reference outputs through both completion
@@ -105,17 +105,18 @@ func TestConcurrentStreams(t *testing.T) {
 				}
 				defer resp.Body.Close()
 				var sb strings.Builder
-				sc := bufio.NewScanner(resp.Body)
+				r := wire.NewReader(resp.Body)
 				done := false
-				for sc.Scan() {
-					data, ok := strings.CutPrefix(sc.Text(), "data: ")
-					if !ok {
-						continue
+				for {
+					ev, err := r.Next()
+					if err != nil {
+						break
 					}
-					if data == "[DONE]" {
+					if ev.Done {
 						done = true
 						continue
 					}
+					data := string(ev.Data)
 					var c textCompletion
 					if json.Unmarshal([]byte(data), &c) != nil || len(c.Choices) != 1 {
 						return "<bad event " + data + ">"

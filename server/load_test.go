@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // TestQueueFull fills one slot and a queue of one: the requests beyond get
@@ -94,9 +94,8 @@ func TestDisconnect(t *testing.T) {
 			body[k] = v
 		}
 		resp := ts.openStream(t, ctx, "/completion", body)
-		line, err := bufio.NewReader(resp.Body).ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, "data: ") {
-			t.Fatalf("first event %q, %v", line, err)
+		if ev, err := wire.NewReader(resp.Body).Next(); err != nil || ev.Data == nil {
+			t.Fatalf("first event %+v, %v", ev, err)
 		}
 		cancel()
 		resp.Body.Close()

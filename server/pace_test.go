@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -15,17 +14,14 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/voice"
 )
 
 // pacedEvent is a paced chat stream's event as a client sees it.
 type pacedEvent struct {
 	chatCompletion
-	Chunk *struct {
-		Index int  `json:"index"`
-		Held  bool `json:"held"`
-		Last  bool `json:"last"`
-	} `json:"chunk"`
+	Chunk *wire.ChunkInfo `json:"chunk"`
 }
 
 // pacedChat opens a paced chat stream and reads it, calling onChunk with
@@ -35,22 +31,19 @@ func pacedChat(t *testing.T, ts *testServer, body map[string]any, onChunk func(i
 	t.Helper()
 	resp := ts.openStream(t, context.Background(), "/v1/chat/completions", body)
 	defer resp.Body.Close()
-	lines := sseLines{t, bufio.NewReader(resp.Body)}
+	events := newSSEEvents(t, resp.Body)
 	var text strings.Builder
 	finish := ""
 	var usage map[string]any
 	for n := 0; ; n++ {
-		line := lines.next()
-		if strings.HasPrefix(line, ":") {
+		sse := events.next()
+		if sse.IsComment {
 			continue // a keep-alive ping
 		}
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			t.Fatalf("line %q", line)
-		}
-		if data == "[DONE]" {
+		if sse.Done {
 			return text.String(), finish, usage
 		}
+		data := string(sse.Data)
 		var ev pacedEvent
 		unmarshal(t, data, &ev)
 		var raw struct {
@@ -244,14 +237,14 @@ func referenceCycle(t *testing.T, client *http.Client, url, prompt string, slot 
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST /completion: %d", resp.StatusCode)
 	}
-	lines := sseLines{t, bufio.NewReader(resp.Body)}
+	events := newSSEEvents(t, resp.Body)
 	var text strings.Builder
 	for {
-		line := lines.next()
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
+		sse := events.next()
+		if sse.IsComment {
 			continue
 		}
+		data := string(sse.Data)
 		var ev llamaCompletion
 		unmarshal(t, data, &ev)
 		text.WriteString(ev.Content)

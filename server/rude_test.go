@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Tests of clients that misbehave (huge or invalid bodies, stalled
@@ -29,13 +30,10 @@ func startWith(t *testing.T, ecfg engine.Config, scfg Config) (*testServer, *Ser
 	return startListener(t, testmodel.TinyStories656K, ecfg, scfg, nil)
 }
 
-// errorEnvelope is OpenAI's error object as the client sees it.
+// errorEnvelope is OpenAI's error envelope as a client decodes it: Error
+// is nil when the body has none.
 type errorEnvelope struct {
-	Error *struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Code    *string `json:"code"`
-	} `json:"error"`
+	Error *wire.ErrorObject `json:"error"`
 }
 
 // errorCode decodes an error envelope and returns its code and message.
@@ -241,24 +239,6 @@ func TestStalledReader(t *testing.T) {
 }
 
 // sseLines reads an event stream line by line, blank lines skipped.
-type sseLines struct {
-	t *testing.T
-	r *bufio.Reader
-}
-
-func (s sseLines) next() string {
-	s.t.Helper()
-	for {
-		line, err := s.r.ReadString('\n')
-		if err != nil {
-			s.t.Fatalf("read stream: %q, %v", line, err)
-		}
-		if line = strings.TrimSuffix(line, "\n"); line != "" {
-			return line
-		}
-	}
-}
-
 // TestKeepAlive queues a stream behind a long generation in the only
 // slot: it must get its headers and ": ping" comments while it waits, as
 // a proxy with an idle timeout needs, and then its text as usual. A
@@ -276,8 +256,8 @@ func TestKeepAlive(t *testing.T) {
 				map[string]any{"prompt": "Once upon a time", "n_predict": -1, "temperature": 0, "ignore_eos": true, "stream": true})
 			defer running.Body.Close()
 			// The running stream sent text, so it holds the slot.
-			if line := (sseLines{t, bufio.NewReader(running.Body)}).next(); !strings.HasPrefix(line, "data: ") {
-				t.Fatalf("running stream: %q", line)
+			if ev := newSSEEvents(t, running.Body).next(); ev.IsComment {
+				t.Fatalf("running stream: %+v", ev)
 			}
 
 			g := golden[1]
@@ -287,27 +267,26 @@ func TestKeepAlive(t *testing.T) {
 			}
 			waiting := ts.openStream(t, context.Background(), path, body)
 			defer waiting.Body.Close()
-			lines := sseLines{t, bufio.NewReader(waiting.Body)}
+			events := newSSEEvents(t, waiting.Body)
 			for i := range 2 {
-				if line := lines.next(); line != ": ping" {
-					t.Fatalf("line %d of a waiting stream: %q, want \": ping\"", i, line)
+				if ev := events.next(); !isPing(ev) {
+					t.Fatalf("event %d of a waiting stream: %+v, want \": ping\"", i, ev)
 				}
 			}
 
 			if tt.maxWait > 0 {
-				line := lines.next()
-				for line == ": ping" {
-					line = lines.next()
+				ev := events.next()
+				for isPing(ev) {
+					ev = events.next()
 				}
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok {
-					t.Fatalf("line %q", line)
+				if ev.IsComment {
+					t.Fatalf("comment %q", ev.Comment)
 				}
-				if code, _ := errorCode(t, []byte(data)); code != "queue_timeout" {
-					t.Errorf("error event %s; want code queue_timeout", data)
+				if code, _ := errorCode(t, ev.Data); code != "queue_timeout" {
+					t.Errorf("error event %s; want code queue_timeout", ev.Data)
 				}
-				if line := lines.next(); line != "data: [DONE]" {
-					t.Errorf("after the error event: %q", line)
+				if ev := events.next(); !ev.Done {
+					t.Errorf("after the error event: %+v", ev)
 				}
 				return
 			}
@@ -316,14 +295,14 @@ func TestKeepAlive(t *testing.T) {
 			stopRunning()
 			var text strings.Builder
 			for {
-				line := lines.next()
-				if line == ": ping" {
+				ev := events.next()
+				if isPing(ev) {
 					continue
 				}
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok {
-					t.Fatalf("line %q", line)
+				if ev.IsComment {
+					t.Fatalf("comment %q", ev.Comment)
 				}
+				data := string(ev.Data)
 				var c llamaCompletion
 				unmarshal(t, data, &c)
 				text.WriteString(c.Content)

@@ -74,13 +74,7 @@ func errorOf(t *testing.T, contentType string, body []byte) (typ, code string) {
 	if contentType != "application/json" {
 		t.Fatalf("Content-Type %q, want application/json (body %q)", contentType, body)
 	}
-	var env struct {
-		Error *struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
+	var env errorEnvelope
 	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Message == "" {
 		t.Fatalf("body %q is not an error envelope: %v", body, err)
 	}

@@ -3,7 +3,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // These tests signal a real `corral serve` process. Its one slot runs a
@@ -23,7 +23,7 @@ import (
 
 // longStream starts a greedy stream that runs to the end of the context
 // and returns its reader once the first event has arrived.
-func longStream(t *testing.T, c *chaosChild) (*http.Response, *bufio.Reader) {
+func longStream(t *testing.T, c *chaosChild) (*http.Response, *wire.Reader) {
 	t.Helper()
 	body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true,
 		"temperature": 0, "stream": true})
@@ -39,8 +39,8 @@ func longStream(t *testing.T, c *chaosChild) (*http.Response, *bufio.Reader) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("stream: status %d", resp.StatusCode)
 	}
-	r := bufio.NewReader(resp.Body)
-	if _, err := r.ReadString('\n'); err != nil {
+	r := wire.NewReader(resp.Body)
+	if _, err := r.Next(); err != nil {
 		t.Fatalf("first event: %v", err)
 	}
 	return resp, r
@@ -113,14 +113,12 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 	// The running stream goes on to its end.
 	var last llamaResult
 	for {
-		line, err := stream.ReadString('\n')
-		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			if json.Unmarshal([]byte(data), &last) != nil {
-				t.Fatalf("event %q", line)
-			}
-		}
+		ev, err := stream.Next()
 		if err != nil {
 			break
+		}
+		if json.Unmarshal(ev.Data, &last) != nil {
+			t.Fatalf("event %q", ev.Data)
 		}
 	}
 	if !last.Stop || last.StopType != "limit" || last.TokensPredicted < 1000 {

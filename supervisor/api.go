@@ -29,6 +29,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // WorkerState is the lifecycle state of a Worker.
@@ -156,13 +158,7 @@ var (
 )
 
 // ChatMessage is one OpenAI chat message.
-type ChatMessage struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	Name       string     `json:"name,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-}
+type ChatMessage = wire.Message
 
 // ToolFunctionDef describes a function the model may call.
 type ToolFunctionDef struct {
@@ -179,17 +175,10 @@ type ToolDef struct {
 
 // ToolCall is a tool call emitted by the model, OpenAI style: Arguments is
 // the JSON text of an object.
-type ToolCall struct {
-	ID       string           `json:"id"`
-	Type     string           `json:"type"`
-	Function ToolCallFunction `json:"function"`
-}
+type ToolCall = wire.ToolCall
 
 // ToolCallFunction is the function part of a ToolCall.
-type ToolCallFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+type ToolCallFunction = wire.FunctionCall
 
 // ExitSignal records one exit-tool call emitted by the model.
 type ExitSignal struct {

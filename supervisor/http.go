@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // maxBodyBytes bounds request bodies accepted by the HTTP face.
@@ -62,11 +64,8 @@ type submitRequest struct {
 	Model        string         `json:"model"`
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v) // the client is gone if this fails
-}
+// writeJSON writes v as the JSON response body with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) { wire.WriteJSON(w, code, v) }
 
 // writeCode writes {"ok":false,"error":err} with the status code that
 // matches err.
@@ -195,9 +194,7 @@ func (s *Supervisor) handleModels(w http.ResponseWriter, _ *http.Request) {
 
 // openAIError writes an OpenAI error envelope.
 func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{
-		"message": msg, "type": typ, "param": nil, "code": code,
-	}})
+	writeJSON(w, status, wire.Envelope{Error: wire.ErrorObject{Message: msg, Type: typ, Code: &code}})
 }
 
 // handleChat proxies a chat completion to a worker of the requested model

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // doJSON does an HTTP request and decodes the JSON answer into out (if not
@@ -160,14 +160,16 @@ func TestE2EHTTPFace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	sr := wire.NewReader(resp.Body)
 	var events int
 	var done bool
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "data: ") {
-			events++
-			done = done || sc.Text() == "data: [DONE]"
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			break
 		}
+		events++
+		done = done || ev.Done
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || events < 2 || !done {

@@ -1,10 +1,8 @@
 package supervisor
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"maps"
@@ -12,10 +10,12 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // maxEventBytes bounds one server-sent event line from the child.
-const maxEventBytes = 4 << 20
+const maxEventBytes = wire.DefaultMaxLine
 
 // request is the record of one submitted job. id, job, proc and cancel are
 // fixed at creation; everything else is guarded by Worker.mu.
@@ -44,18 +44,6 @@ type turn struct {
 	text      string
 	toolCalls []ToolCall // native format only
 	finish    FinishReason
-}
-
-// streamChunk is the part of an OpenAI chat.completion.chunk corral reads.
-type streamChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content   string          `json:"content"`
-			ToolCalls []toolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Error json.RawMessage `json:"error"`
 }
 
 // payload merges the fields the worker controls into a copy of params:
@@ -139,10 +127,10 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 		return turn{}, fail(FailUpstream, "status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
 	}
 
-	sc := bufio.NewScanner(stampReader{resp.Body, func() {
+	sr := wire.NewReader(stampReader{resp.Body, func() {
 		w.touch(r, func(t *timeline, now time.Time) { t.lastByte = now })
 	}})
-	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
+	sr.MaxLine = maxEventBytes
 	loop := lineLoopDetector{guard: w.cfg.RepeatedLine}
 	var (
 		t    turn
@@ -150,22 +138,29 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 		text strings.Builder
 		done bool
 	)
-	for !done && sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data:")
-		if !ok {
-			continue // blank separators, comments, event names
+	for !done {
+		ev, err := sr.Next()
+		switch {
+		case err == io.EOF:
+		case errors.Is(err, wire.ErrLineTooLong):
+			return turn{}, fail(FailUpstream, "stream event longer than %d bytes", maxEventBytes)
+		case err != nil:
+			return turn{}, w.transportFailure(ctx, r, err)
 		}
-		data = strings.TrimSpace(data)
-		if data == "[DONE]" {
+		if err != nil {
+			break
+		}
+		if ev.Done {
 			done = true
 			break
 		}
-		var c streamChunk
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			return turn{}, fail(FailUpstream, "bad stream event %.200q: %v", data, err)
-		}
-		if len(c.Error) > 0 && string(c.Error) != "null" {
-			return turn{}, fail(FailUpstream, "error event: %.500s", c.Error)
+		var c wire.ChatCompletionChunk
+		if err := wire.DecodeEvent(ev.Data, &c); err != nil {
+			var ee *wire.EventError
+			if errors.As(err, &ee) {
+				return turn{}, fail(FailUpstream, "error event: %.500s", ee.Raw)
+			}
+			return turn{}, fail(FailUpstream, "bad stream event %.200q: %v", ev.Data, err)
 		}
 		if len(c.Choices) == 0 {
 			continue // usage-only chunk
@@ -176,10 +171,10 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 				return turn{}, &failure{FailToolParse, err.Error()}
 			}
 		}
-		if ch.Delta.Content != "" || len(ch.Delta.ToolCalls) > 0 {
-			w.progress(r, ch.Delta.Content)
-			text.WriteString(ch.Delta.Content)
-			if line, looping := loop.Feed(ch.Delta.Content); looping {
+		if content := ch.Delta.Text(); content != "" || len(ch.Delta.ToolCalls) > 0 {
+			w.progress(r, content)
+			text.WriteString(content)
+			if line, looping := loop.Feed(content); looping {
 				return turn{}, fail(FailRepeatedLine, "line repeated %d times: %.200q", w.cfg.RepeatedLine.Repeats, line)
 			}
 		}
@@ -189,12 +184,6 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 				t.finish = FinishMaxToken
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return turn{}, fail(FailUpstream, "stream event longer than %d bytes", maxEventBytes)
-		}
-		return turn{}, w.transportFailure(ctx, r, err)
 	}
 	if !done && t.finish == "" {
 		return turn{}, w.transportFailure(ctx, r, io.ErrUnexpectedEOF)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // failure is a request-level error carrying its FailReason.
@@ -94,22 +96,12 @@ func decodeCall(id, name, arguments string, known func(string) bool) (call, erro
 	return call{id: id, name: name, args: args}, nil
 }
 
-// toolCallDelta is one entry of a streamed delta.tool_calls.
-type toolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
 // toolCallAccumulator joins streamed tool-call fragments by index.
 type toolCallAccumulator struct {
 	calls []ToolCall
 }
 
-func (a *toolCallAccumulator) add(d toolCallDelta) error {
+func (a *toolCallAccumulator) add(d wire.ToolCallDelta) error {
 	if d.Index < 0 || d.Index > len(a.calls) {
 		return fmt.Errorf("tool call delta index %d out of order", d.Index)
 	}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 func knownTools(names ...string) func(string) bool {
@@ -62,7 +64,7 @@ func TestParseJSONToolReply(t *testing.T) {
 
 func TestToolCallAccumulator(t *testing.T) {
 	var a toolCallAccumulator
-	deltas := []toolCallDelta{
+	deltas := []wire.ToolCallDelta{
 		{Index: 0, ID: "a"}, {Index: 0}, {Index: 1, ID: "b"}, {Index: 1},
 	}
 	deltas[0].Function.Name = "look"
@@ -84,7 +86,7 @@ func TestToolCallAccumulator(t *testing.T) {
 	if !reflect.DeepEqual(calls, want) {
 		t.Fatalf("calls = %+v, want %+v", calls, want)
 	}
-	if err := a.add(toolCallDelta{Index: 5}); err == nil {
+	if err := a.add(wire.ToolCallDelta{Index: 5}); err == nil {
 		t.Error("out-of-order index accepted")
 	}
 }

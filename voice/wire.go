@@ -30,7 +30,7 @@ package voice
 import (
 	"encoding/json"
 
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // Message types.
@@ -62,21 +62,18 @@ type Create struct {
 }
 
 // Message is a chat message kept in the conversation.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
+type Message = wire.Message
 
 // ServerEvent is a message from the server; Type says which fields are set.
 type ServerEvent struct {
-	Type         string               `json:"type"`
-	ID           string               `json:"id,omitempty"`
-	Index        *int                 `json:"index,omitempty"` // chunk
-	Text         string               `json:"text,omitempty"`
-	Last         bool                 `json:"last,omitempty"`
-	FinishReason string               `json:"finish_reason,omitempty"`
-	Message      *Message             `json:"message,omitempty"`
-	Usage        *openai.Usage        `json:"usage,omitempty"`
-	Metrics      *openai.PacedMetrics `json:"metrics,omitempty"`
-	Error        *openai.ErrorObject  `json:"error,omitempty"`
+	Type         string             `json:"type"`
+	ID           string             `json:"id,omitempty"`
+	Index        *int               `json:"index,omitempty"` // chunk
+	Text         string             `json:"text,omitempty"`
+	Last         bool               `json:"last,omitempty"`
+	FinishReason string             `json:"finish_reason,omitempty"`
+	Message      *Message           `json:"message,omitempty"`
+	Usage        *wire.Usage        `json:"usage,omitempty"`
+	Metrics      *wire.PacedMetrics `json:"metrics,omitempty"`
+	Error        *wire.ErrorObject  `json:"error,omitempty"`
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,14 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/openai/wire"
 )
-
-// chatMessage is one message of a conversation.
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
 
 // chatClient is a conversation with a model over the OpenAI chat API.
 type chatClient struct {
@@ -29,7 +22,7 @@ type chatClient struct {
 	model       string // model id to request
 	system      string // system message, "" for none
 	params      chatParams
-	history     []chatMessage // user and assistant messages, in turn
+	history     []wire.Message // user and assistant messages, in turn
 	out, errOut io.Writer
 	stats       bool // show the tokens and speed of each answer
 }
@@ -84,14 +77,15 @@ type answerStats struct {
 // message line, writing its text to c.out as it streams. It returns the
 // text written, also when it fails or ctx ends midway.
 func (c *chatClient) send(ctx context.Context, line string) (string, answerStats, error) {
-	msgs := make([]chatMessage, 0, len(c.history)+2)
+	msgs := make([]wire.Message, 0, len(c.history)+2)
 	if c.system != "" {
-		msgs = append(msgs, chatMessage{"system", c.system})
+		msgs = append(msgs, wire.Message{Role: "system", Content: c.system})
 	}
-	msgs = append(append(msgs, c.history...), chatMessage{"user", line})
+	msgs = append(append(msgs, c.history...), wire.Message{Role: "user", Content: line})
+	// The parameters /set sets are any of chatParamTable's: a map.
 	body := map[string]any{
 		"model": c.model, "messages": msgs, "stream": true,
-		"stream_options": map[string]bool{"include_usage": true},
+		"stream_options": wire.StreamOptions{IncludeUsage: true},
 	}
 	for _, p := range chatParamTable {
 		if v, ok := c.params[p.name]; ok {
@@ -141,7 +135,7 @@ func (c *chatClient) send(ctx context.Context, line string) (string, answerStats
 func responseError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var env struct {
-		Error *openai.ErrorObject `json:"error"`
+		Error *wire.ErrorObject `json:"error"`
 	}
 	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Message != "" {
 		return errors.New(env.Error.Message)
@@ -152,57 +146,41 @@ func responseError(resp *http.Response) error {
 	return errors.New(resp.Status)
 }
 
-// chatStreamChunk holds the fields of a chat.completion.chunk event (or an
-// error event) that corral run uses.
-type chatStreamChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Usage *openai.Usage       `json:"usage"`
-	Error *openai.ErrorObject `json:"error"`
-}
-
 // readChatStream reads a chat completion event stream up to its
 // "data: [DONE]", calling text with each piece of content, and returns the
-// usage it reported (nil if none). An error event is an error. It reads
-// only "data:" lines: the minimum of server-sent events that OpenAI's
-// streams use (bench and supervisor have their own readers, unexported).
-func readChatStream(r io.Reader, text func(string)) (*openai.Usage, error) {
-	var usage *openai.Usage
-	br := bufio.NewReader(r)
+// usage it reported (nil if none). An error event is an error.
+func readChatStream(r io.Reader, text func(string)) (*wire.Usage, error) {
+	var usage *wire.Usage
+	sr := wire.NewReader(r)
 	for {
-		line, err := br.ReadBytes('\n')
-		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
-			data = bytes.TrimSpace(data)
-			if string(data) == "[DONE]" {
-				return usage, nil
-			}
-			var ch chatStreamChunk
-			if err := json.Unmarshal(data, &ch); err != nil {
-				return usage, fmt.Errorf("bad stream event %.200q: %w", data, err)
-			}
-			if ch.Error != nil {
-				if ch.Error.Message == "" {
-					return usage, fmt.Errorf("error event without a message: %.200s", data)
-				}
-				return usage, errors.New(ch.Error.Message)
-			}
-			for _, c := range ch.Choices {
-				if c.Delta.Content != "" {
-					text(c.Delta.Content)
-				}
-			}
-			if ch.Usage != nil {
-				usage = ch.Usage
-			}
-		}
+		ev, err := sr.Next()
 		if err == io.EOF {
 			return usage, errors.New("the answer stream ended early")
 		}
 		if err != nil {
 			return usage, fmt.Errorf("read answer stream: %w", err)
+		}
+		if ev.Done {
+			return usage, nil
+		}
+		var ch wire.ChatCompletionChunk
+		if err := wire.DecodeEvent(ev.Data, &ch); err != nil {
+			var ee *wire.EventError
+			switch {
+			case !errors.As(err, &ee):
+				return usage, fmt.Errorf("bad stream event %.200q: %w", ev.Data, err)
+			case ee.Object.Message == "":
+				return usage, fmt.Errorf("error event without a message: %.200s", ev.Data)
+			}
+			return usage, errors.New(ee.Object.Message)
+		}
+		for _, c := range ch.Choices {
+			if t := c.Delta.Text(); t != "" {
+				text(t)
+			}
+		}
+		if ch.Usage != nil {
+			usage = ch.Usage
 		}
 	}
 }

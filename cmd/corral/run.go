@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/store"
 )
 
@@ -298,7 +299,7 @@ func (c *chatClient) turn(ctx context.Context, line string, intr *interrupts) {
 		fmt.Fprintf(c.errOut, "Error: %v\n", err)
 		return
 	}
-	c.history = append(c.history, chatMessage{"user", line}, chatMessage{"assistant", text})
+	c.history = append(c.history, wire.Message{Role: "user", Content: line}, wire.Message{Role: "assistant", Content: text})
 	if c.stats && st.tokens > 0 {
 		s := fmt.Sprintf("%d tokens", st.tokens)
 		if st.tokens == 1 {

@@ -13,8 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -193,8 +194,8 @@ func TestTurn(t *testing.T) {
 	ctx := context.Background()
 
 	c.turn(ctx, "hello", intr)
-	want := []chatMessage{{"user", "hello"}, {"assistant", "Hi there."}}
-	if !slices.Equal(c.history, want) {
+	want := []wire.Message{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "Hi there."}}
+	if !reflect.DeepEqual(c.history, want) {
 		t.Fatalf("history %v, want %v", c.history, want)
 	}
 	if !strings.Contains(out.String(), "Hi there.\n\x1b[2m(3 tokens") {
@@ -214,7 +215,7 @@ func TestTurn(t *testing.T) {
 	for _, line := range []string{"fail", "fail later"} {
 		c.turn(ctx, line, intr)
 	}
-	if !slices.Equal(c.history, want) {
+	if !reflect.DeepEqual(c.history, want) {
 		t.Errorf("history after a cancelled and two failed answers: %v, want %v", c.history, want)
 	}
 	if got := errOut.String(); got != "Error: no such model\nError: engine failed\n" {

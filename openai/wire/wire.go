@@ -1,0 +1,220 @@
+// Package wire defines OpenAI's wire format as corral speaks it, for
+// servers and clients alike: the JSON shapes of chat completion and text
+// completion requests, responses and stream chunks, token usage, the
+// error envelope, and the server-sent-event framing of streams (Reader
+// and Writer).
+//
+// It has no dependency on the engine or on cgo: a client such as the load
+// generator links it without linking llama.cpp. The server's HTTP
+// behaviour (headers, write deadlines, flushing) belongs to package
+// openai, which frames its streams with this package.
+package wire
+
+import "encoding/json"
+
+// Object names, the "object" field of each response type.
+const (
+	ObjectChatCompletion      = "chat.completion"
+	ObjectChatCompletionChunk = "chat.completion.chunk"
+	ObjectTextCompletion      = "text_completion"
+)
+
+// Header are the fields every OpenAI response object starts with.
+type Header struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+}
+
+// Usage is OpenAI's token accounting.
+type Usage struct {
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	// Paced are a paced response's measurements (corral's extension).
+	Paced *PacedMetrics `json:"paced,omitempty"`
+}
+
+// PromptTokensDetails break the prompt tokens down.
+type PromptTokensDetails struct {
+	// CachedTokens were found in the cache, not evaluated again.
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// PacedMetrics are one paced response's measurements (corral's
+// extension): its slot, chunks, total time, prompt tokens found cached and
+// evaluated, and time to first chunk.
+type PacedMetrics struct {
+	SlotID          int     `json:"slot_id"`
+	Chunks          int     `json:"chunks"`
+	TotalMS         float64 `json:"total_ms"`
+	TTFTMS          float64 `json:"ttft_ms"` // submit → first token
+	FirstChunkMS    float64 `json:"time_to_first_chunk_ms"`
+	HeldMS          float64 `json:"held_ms"` // time paused, waiting for continue
+	CachedTokens    int     `json:"cached_tokens"`
+	EvaluatedTokens int     `json:"evaluated_tokens"` // prompt and generated tokens put through the model
+	CacheHitRatio   float64 `json:"cache_hit_ratio"`  // cached / prompt tokens
+	// ReevaluatedTokens are tokens evaluated a second time: 0, unless the
+	// answer was preempted by a better class and its history was lost.
+	ReevaluatedTokens int    `json:"reevaluated_tokens"`
+	FinishReason      string `json:"finish_reason"`
+}
+
+// ChunkInfo is a paced stream event's place in the answer (corral's
+// extension).
+type ChunkInfo struct {
+	Index int  `json:"index"`
+	Held  bool `json:"held"` // the answer pauses after this chunk until continue
+	Last  bool `json:"last"`
+}
+
+// StreamOptions are a streamed request's options.
+type StreamOptions struct {
+	// IncludeUsage asks for a last chunk carrying the usage.
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// ChatRequest is the part of a chat completion request that corral's
+// clients send (bench, corral run). The server decodes a richer shape
+// (package openai); fields it does not know pass through as extensions.
+type ChatRequest struct {
+	Messages []Message `json:"messages"`
+	RequestParams
+}
+
+// CompletionRequest is the part of a text completion request that
+// corral's clients send (see ChatRequest).
+type CompletionRequest struct {
+	Prompt string `json:"prompt"`
+	RequestParams
+}
+
+// RequestParams are the fields ChatRequest and CompletionRequest share.
+type RequestParams struct {
+	Model         string         `json:"model,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+	Temperature   *float64       `json:"temperature,omitempty"`
+	// IgnoreEOS asks for MaxTokens tokens regardless of end-of-generation
+	// tokens (llama.cpp's extension).
+	IgnoreEOS bool `json:"ignore_eos,omitempty"`
+	// Priority orders queued requests, lower first (corral's extension).
+	Priority int `json:"priority,omitempty"`
+}
+
+// Tool is a function tool definition, as a chat request's "tools" carry.
+type Tool struct {
+	Type     string      `json:"type"` // "function"
+	Function FunctionDef `json:"function"`
+}
+
+// FunctionDef describes a function the model may call. Parameters is a
+// JSON schema, kept as sent (templates render it key by key).
+type FunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Message is a chat message with text content, as a client sends it and
+// as a chat.completion returns it. (Requests may carry content parts too;
+// package chat decodes those: chat.Message.)
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a model's call of a function tool. Arguments is the JSON
+// text of an object.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"` // "function"
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function part of a ToolCall.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // JSON text
+}
+
+// ToolCallDelta is one entry of a streamed delta.tool_calls: a piece of
+// the call at Index (its id and name first, then argument fragments).
+type ToolCallDelta struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function FunctionCall `json:"function"`
+}
+
+// ChatCompletion is a whole chat.completion response.
+type ChatCompletion struct {
+	Header
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage"`
+}
+
+// ChatChoice is a choice of a ChatCompletion.
+type ChatChoice struct {
+	Index        int       `json:"index"`
+	Message      Message   `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// ChatCompletionChunk is one event of a streamed chat completion.
+type ChatCompletionChunk struct {
+	Header
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *Usage            `json:"usage,omitempty"`
+	// Chunk says where a paced stream stands (corral's extension).
+	Chunk *ChunkInfo `json:"chunk,omitempty"`
+}
+
+// ChatChunkChoice is a choice of a ChatCompletionChunk.
+type ChatChunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        Delta     `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// Delta is what a chunk adds to the message.
+type Delta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the reasoning text some servers (llama-server,
+	// vLLM) stream apart from the content.
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// Text is the delta's content, "" when none.
+func (d Delta) Text() string {
+	if d.Content == nil {
+		return ""
+	}
+	return *d.Content
+}
+
+// TextCompletion is a text_completion response, whole or one event of a
+// stream.
+type TextCompletion struct {
+	Header
+	Choices []TextChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
+}
+
+// TextChoice is a choice of a TextCompletion.
+type TextChoice struct {
+	Text         string    `json:"text"`
+	Index        int       `json:"index"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
