@@ -20,6 +20,7 @@ type chatRequest struct {
 	// Chunking asks for paced output (corral's extension; see pace.go).
 	Chunking *chunkingParams `json:"chunking"`
 	oaiParams
+	chatUnsupported
 }
 
 // ChatCompletions serves POST /v1/chat/completions. With "chunking" and
@@ -28,6 +29,10 @@ type chatRequest struct {
 func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	var body chatRequest
 	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	if e := body.chatUnsupported.check(); e != nil { // before the model loads
 		WriteError(w, e)
 		return
 	}

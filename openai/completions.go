@@ -12,12 +12,17 @@ import (
 type completionRequest struct {
 	Prompt json.RawMessage `json:"prompt"`
 	oaiParams
+	completionUnsupported
 }
 
 // Completions serves POST /v1/completions.
 func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 	var body completionRequest
 	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	if e := body.completionUnsupported.check(); e != nil { // before the model loads
 		WriteError(w, e)
 		return
 	}

@@ -132,6 +132,9 @@ func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s
 	if req.Chunking == nil {
 		req.Chunking = &chunkingParams{}
 	}
+	if e := req.chatUnsupported.check(); e != nil {
+		return nil, nil, e
+	}
 	l, e := a.acquire(ctx, req.Model, req.KeepAlive)
 	if e != nil {
 		return nil, nil, e

@@ -416,3 +416,44 @@ func TestKeepAliveField(t *testing.T) {
 		}
 	}
 }
+
+// Known OpenAI fields corral does not implement get a 400 naming them;
+// their no-op values and unknown fields pass.
+func TestUnsupportedFields(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"Hi"}]`
+	for _, tt := range []struct {
+		h     func(*API, http.ResponseWriter, *http.Request)
+		body  string
+		param string // "" when the request passes validation (the fake then answers 503)
+	}{
+		{(*API).ChatCompletions, `{` + msgs + `,"audio":{"voice":"alloy","format":"wav"}}`, "audio"},
+		{(*API).ChatCompletions, `{` + msgs + `,"modalities":["text","audio"]}`, "modalities"},
+		{(*API).ChatCompletions, `{` + msgs + `,"modalities":["text"]}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true}`, "logprobs"},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
+		{(*API).ChatCompletions, `{` + msgs + `,"prediction":{"type":"content","content":"x"}}`, "prediction"},
+		{(*API).ChatCompletions, `{` + msgs + `,"functions":[{"name":"f"}]}`, "functions"},
+		{(*API).ChatCompletions, `{` + msgs + `,"function_call":"auto"}`, "function_call"},
+		{(*API).ChatCompletions, `{` + msgs + `,"web_search_options":{}}`, "web_search_options"},
+		{(*API).ChatCompletions, `{` + msgs + `,"vendor_extension":{"x":1},"user":"u","store":false}`, ""},
+		{(*API).Completions, `{"prompt":"a","logprobs":2}`, "logprobs"},
+		{(*API).Completions, `{"prompt":"a","logprobs":0}`, ""},
+		{(*API).Completions, `{"prompt":"a","echo":true}`, "echo"},
+		{(*API).Completions, `{"prompt":"a","best_of":3}`, "best_of"},
+		{(*API).Completions, `{"prompt":"a","best_of":1}`, ""},
+		{(*API).Completions, `{"prompt":"a","suffix":"end"}`, "suffix"},
+	} {
+		w := serve(t, newFake(), tt.h, tt.body)
+		if tt.param == "" {
+			if w.Code != http.StatusServiceUnavailable {
+				t.Errorf("%s: %d %s; want it accepted (the fake's 503)", tt.body, w.Code, w.Body)
+			}
+			continue
+		}
+		e := decodeEnvelope(t, w)
+		if w.Code != http.StatusBadRequest || e.Param == nil || *e.Param != tt.param || !strings.Contains(e.Message, tt.param) {
+			t.Errorf("%s: %d %s; want 400 naming %s", tt.body, w.Code, w.Body, tt.param)
+		}
+	}
+}
