@@ -1,0 +1,333 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/registry"
+)
+
+// The official Go SDK, github.com/openai/openai-go/v3, against corral's
+// OpenAI API over real HTTP on loopback, with a real engine and model.
+
+// sdkClient is an SDK client for ts: no retries (a 503 must reach the
+// test), and ts's HTTP client, whose idle connections the test's cleanup
+// closes.
+func sdkClient(ts *testServer) openai.Client {
+	return openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey("x"),
+		option.WithMaxRetries(0), option.WithHTTPClient(ts.client))
+}
+
+// ignoreEOS is corral's extension field, which the SDK's params lack.
+var ignoreEOS = option.WithJSONSet("ignore_eos", true)
+
+const sdkPrompt = "Tell me a story."
+
+// sdkChat is a greedy chat request for n tokens.
+func sdkChat(n int64) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:       "tiny",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage(sdkPrompt)},
+		MaxTokens:   openai.Int(n),
+		Temperature: openai.Float(0),
+		Seed:        openai.Int(42),
+	}
+}
+
+// apiError returns err as the SDK's *openai.Error, failing t otherwise.
+func apiError(t *testing.T, err error) *openai.Error {
+	t.Helper()
+	var e *openai.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *openai.Error", err, err)
+	}
+	return e
+}
+
+// TestSDKChat checks a greedy chat completion, whole and streamed with
+// usage, against what a plain HTTP request gets. Each greedy answer comes
+// from a fresh server: on one server, the second request would find the
+// prompt cached and compute the same answer in another order, where the
+// tiny model's near-ties may flip a token.
+func TestSDKChat(t *testing.T) {
+	const n = 24
+	raw := startServer(t, engine.Config{Parallel: 1})
+	resp, b := raw.post(t, "/v1/chat/completions", map[string]any{
+		"model": "tiny", "messages": []map[string]string{{"role": "user", "content": sdkPrompt}},
+		"max_tokens": n, "temperature": 0, "seed": 42, "ignore_eos": true,
+	})
+	if resp.StatusCode != 200 {
+		t.Fatalf("raw POST: %d %s", resp.StatusCode, b)
+	}
+	var want chatCompletion
+	unmarshal(t, string(b), &want)
+	if len(want.Choices) != 1 || want.Choices[0].Message.Content == "" {
+		t.Fatalf("raw POST: %s", b)
+	}
+	wantText := want.Choices[0].Message.Content
+
+	t.Run("whole", func(t *testing.T) {
+		ts := startServer(t, engine.Config{Parallel: 1})
+		client := sdkClient(ts)
+		c, err := client.Chat.Completions.New(context.Background(), sdkChat(n), ignoreEOS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Choices) != 1 {
+			t.Fatalf("%d choices in %s", len(c.Choices), c.RawJSON())
+		}
+		ch := c.Choices[0]
+		if ch.Message.Content == "" || ch.Message.Content != wantText {
+			t.Errorf("content %q\nwant %q (the raw POST's)", ch.Message.Content, wantText)
+		}
+		if ch.FinishReason != "length" || ch.Message.Role != "assistant" {
+			t.Errorf("finish_reason %q, role %q; want length, assistant", ch.FinishReason, ch.Message.Role)
+		}
+		if u := c.Usage; u.CompletionTokens != n || u.PromptTokens <= 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+			t.Errorf("usage %+v, want %d completion tokens", u, n)
+		}
+		if c.Object != "chat.completion" || c.Model != "tiny" || c.ID == "" {
+			t.Errorf("object %q, model %q, id %q", c.Object, c.Model, c.ID)
+		}
+	})
+
+	t.Run("stream", func(t *testing.T) {
+		ts := startServer(t, engine.Config{Parallel: 1})
+		client := sdkClient(ts)
+		p := sdkChat(n)
+		p.StreamOptions.IncludeUsage = openai.Bool(true)
+		stream := client.Chat.Completions.NewStreaming(context.Background(), p, ignoreEOS)
+		defer stream.Close()
+		var acc openai.ChatCompletionAccumulator
+		var last openai.ChatCompletionChunk
+		chunks := 0
+		for stream.Next() {
+			last = stream.Current()
+			if !acc.AddChunk(last) {
+				t.Fatalf("chunk %d not accumulated: %s", chunks, last.RawJSON())
+			}
+			chunks++
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if chunks < 2 || len(acc.Choices) != 1 {
+			t.Fatalf("%d chunks, %d choices", chunks, len(acc.Choices))
+		}
+		if got := acc.Choices[0].Message.Content; got != wantText {
+			t.Errorf("streamed content %q\nwant %q (the raw POST's)", got, wantText)
+		}
+		if fr := acc.Choices[0].FinishReason; fr != "length" {
+			t.Errorf("finish_reason %q, want length", fr)
+		}
+		// The usage chunk is the last, with no choices.
+		if len(last.Choices) != 0 || !last.JSON.Usage.Valid() || last.Usage.CompletionTokens != n || last.Usage.PromptTokens <= 0 {
+			t.Errorf("last chunk %s, want usage with %d completion tokens", last.RawJSON(), n)
+		}
+		if acc.Usage.CompletionTokens != n {
+			t.Errorf("accumulated usage %+v", acc.Usage)
+		}
+	})
+}
+
+// TestSDKAbort cancels a stream's context after its first chunk: the slot
+// frees, and the request generated far fewer tokens than it asked for.
+func TestSDKAbort(t *testing.T) {
+	const n = 8000
+	ts := startServer(t, engine.Config{CtxSize: 8192, Parallel: 1})
+	client := sdkClient(ts)
+	generated := func() float64 { return metrics(t, ts)["corral_tokens_generated_total"] }
+	before := generated()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := sdkChat(n)
+	stream := client.Chat.Completions.NewStreaming(ctx, p, ignoreEOS)
+	if !stream.Next() {
+		t.Fatalf("no first chunk: %v", stream.Err())
+	}
+	cancel()
+	for stream.Next() { // what was already read, then the cancellation
+	}
+	if err := stream.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("stream error %v, want context.Canceled", err)
+	}
+	if err := stream.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
+	if got := generated() - before; got >= n/2 {
+		t.Errorf("%v tokens generated of %d asked: the request was not cancelled", got, n)
+	}
+}
+
+// TestSDKCompletions checks /v1/completions through the SDK against the
+// model's greedy golden.
+func TestSDKCompletions(t *testing.T) {
+	g := golden[0]
+	ts := startServer(t, engine.Config{Parallel: 1})
+	client := sdkClient(ts)
+	c, err := client.Completions.New(context.Background(), openai.CompletionNewParams{
+		Model:       "tiny",
+		Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String(g.Prompt)},
+		MaxTokens:   openai.Int(int64(g.N)),
+		Temperature: openai.Float(0),
+	}, ignoreEOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Choices) != 1 {
+		t.Fatalf("%d choices in %s", len(c.Choices), c.RawJSON())
+	}
+	if got := c.Choices[0].Text; got != g.Want {
+		t.Errorf("text %q\nwant %q", got, g.Want)
+	}
+	if fr := c.Choices[0].FinishReason; fr != openai.CompletionChoiceFinishReasonLength {
+		t.Errorf("finish_reason %q, want length", fr)
+	}
+	if u := c.Usage; u.CompletionTokens != int64(g.N) || u.PromptTokens <= 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+		t.Errorf("usage %+v, want %d completion tokens", u, g.N)
+	}
+	if c.Object != "text_completion" || c.Model != "tiny" {
+		t.Errorf("object %q, model %q", c.Object, c.Model)
+	}
+}
+
+// TestSDKErrors checks that corral's errors reach the SDK as *openai.Error
+// with OpenAI's status, code and param.
+func TestSDKErrors(t *testing.T) {
+	t.Run("400", func(t *testing.T) {
+		ts := startServer(t, engine.Config{Parallel: 1})
+		client := sdkClient(ts)
+		p := sdkChat(4)
+		p.Temperature = openai.Float(-1)
+		_, err := client.Chat.Completions.New(context.Background(), p)
+		e := apiError(t, err)
+		if e.StatusCode != 400 || e.Type != "invalid_request_error" || e.Param != "temperature" || !strings.Contains(e.Message, "temperature") {
+			t.Errorf("temperature -1: status %d, type %q, param %q, message %q", e.StatusCode, e.Type, e.Param, e.Message)
+		}
+
+		p = sdkChat(4)
+		p.N = openai.Int(2)
+		_, err = client.Chat.Completions.New(context.Background(), p)
+		e = apiError(t, err)
+		if e.StatusCode != 400 || e.Param != "n" || !strings.Contains(e.Message, "'n'") {
+			t.Errorf("n 2: status %d, param %q, message %q", e.StatusCode, e.Param, e.Message)
+		}
+
+		_, err = client.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:  "tiny",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hello")},
+			Echo:   openai.Bool(true),
+		})
+		e = apiError(t, err)
+		if e.StatusCode != 400 || e.Param != "echo" || !strings.Contains(e.Message, "echo") {
+			t.Errorf("echo: status %d, param %q, message %q", e.StatusCode, e.Param, e.Message)
+		}
+	})
+
+	t.Run("404", func(t *testing.T) {
+		ms := startModels(t, registry.Config{StrictNames: true, KeepAlive: -1}, spec(t, "tiny", testmodel.TinyStories656K, 1))
+		client := sdkClient(ms.testServer)
+		p := sdkChat(4)
+		p.Model = "no-such-model"
+		_, err := client.Chat.Completions.New(context.Background(), p)
+		e := apiError(t, err)
+		if e.StatusCode != 404 || e.Code != "model_not_found" || e.Param != "model" {
+			t.Errorf("unknown model: status %d, code %q, param %q, message %q", e.StatusCode, e.Code, e.Param, e.Message)
+		}
+		// The SDK's stream reports the error too, before any chunk.
+		stream := client.Chat.Completions.NewStreaming(context.Background(), p)
+		if stream.Next() {
+			t.Errorf("a chunk from an unknown model: %s", stream.Current().RawJSON())
+		}
+		if e := apiError(t, stream.Err()); e.StatusCode != 404 || e.Code != "model_not_found" {
+			t.Errorf("unknown model, streamed: status %d, code %q", e.StatusCode, e.Code)
+		}
+		stream.Close()
+	})
+
+	t.Run("503 queue full", func(t *testing.T) {
+		ts := startServer(t, engine.Config{CtxSize: 8192, Parallel: 1, MaxQueue: 1})
+		client := sdkClient(ts)
+		// A long stream holds the only slot...
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		holder := client.Chat.Completions.NewStreaming(ctx, sdkChat(8000), ignoreEOS)
+		defer holder.Close()
+		if !holder.Next() {
+			t.Fatalf("no first chunk: %v", holder.Err())
+		}
+		// ...one request fills the queue...
+		queued := make(chan error, 1)
+		go func() {
+			_, err := client.Chat.Completions.New(context.Background(), sdkChat(4))
+			queued <- err
+		}()
+		waitFor(t, "a queued request", func() bool { return metrics(t, ts)["corral_queue_depth"] == 1 })
+		// ...and the next is refused.
+		_, err := client.Chat.Completions.New(context.Background(), sdkChat(4))
+		e := apiError(t, err)
+		if e.StatusCode != 503 || e.Code != "queue_full" || e.Response.Header.Get("Retry-After") == "" {
+			t.Errorf("queue full: status %d, code %q, Retry-After %q, message %q", e.StatusCode, e.Code, e.Response.Header.Get("Retry-After"), e.Message)
+		}
+		cancel()
+		if err := <-queued; err != nil {
+			t.Errorf("the queued request: %v", err)
+		}
+	})
+
+	t.Run("503 draining", func(t *testing.T) {
+		ts, s := startWith(t, engine.Config{Parallel: 1}, Config{})
+		client := sdkClient(ts)
+		s.Drain()
+		_, err := client.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:     "tiny",
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hello")},
+			MaxTokens: openai.Int(4),
+		})
+		e := apiError(t, err)
+		if e.StatusCode != 503 || e.Code != "unavailable" {
+			t.Errorf("draining: status %d, code %q, message %q", e.StatusCode, e.Code, e.Message)
+		}
+	})
+}
+
+// TestSDKModels lists the models through the SDK.
+func TestSDKModels(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 1})
+	client := sdkClient(ts)
+	page, err := client.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	found := false
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+		if m.ID == "tiny" {
+			found = true
+			if m.Object != "model" {
+				t.Errorf("object %q, want model", m.Object)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("models %q lack tiny", ids)
+	}
+	// The auto-pager walks the same list and stops.
+	iter := client.Models.ListAutoPaging(context.Background())
+	n := 0
+	for iter.Next() {
+		n++
+	}
+	if err := iter.Err(); err != nil || n != len(page.Data) {
+		t.Errorf("auto-paging: %d models, %v; want %d", n, err, len(page.Data))
+	}
+}
