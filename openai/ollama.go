@@ -106,68 +106,64 @@ type ollamaOptions struct {
 // OllamaGenerate serves Ollama's POST /api/generate. An empty prompt
 // loads the model (with keep_alive 0: unloads it) and generates nothing.
 func (a *API) OllamaGenerate(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	var body ollamaGenerateRequest
-	if e := decodeBody(r, &body); e != nil {
-		writeOllamaError(w, e)
-		return
-	}
-	if body.Prompt == "" {
-		a.ollamaLoad(w, r, &body.ollamaParams, false)
-		return
-	}
-	if e := body.check(); e != nil { // before a refused request loads a model
-		writeOllamaError(w, e)
-		return
-	}
-	l, load, e := a.ollamaAcquire(r, &body.ollamaParams)
-	if e != nil {
-		writeOllamaError(w, e)
-		return
-	}
-	defer l.Release()
-	m := l.Model()
-	req, e := m.ollamaGenerateRequest(&body)
-	if e != nil {
-		writeOllamaError(w, e)
-		return
-	}
-	f := &ollamaResponder{model: ollamaResponseName(body.Model, l.ID()), start: start, load: load, now: time.Now}
-	a.generate(w, r, m, req, body.genMode("prompt"), f)
+	a.ollamaServe(w, r, &ollamaGenerateRequest{}, false, "prompt")
 }
 
 // OllamaChat serves Ollama's POST /api/chat. Empty messages load the model
 // (with keep_alive 0: unload it) and generate nothing.
 func (a *API) OllamaChat(w http.ResponseWriter, r *http.Request) {
+	a.ollamaServe(w, r, &ollamaChatRequest{}, true, "messages")
+}
+
+// ollamaBody is the body of /api/generate or /api/chat.
+type ollamaBody interface {
+	params() *ollamaParams
+	// empty reports a request with nothing to generate (load or unload).
+	empty() bool
+	// check refuses what corral does not serve, whatever the model.
+	check() *Error
+	// request builds the engine request for m.
+	request(m *Model) (engine.Request, *Error)
+}
+
+// ollamaServe decodes body and answers it: refusals first, so that a
+// request turned away whatever the model does not load one (and evict
+// others), then the model's lease, then the generation.
+func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBody, chat bool, promptParam string) {
 	start := time.Now()
-	var body ollamaChatRequest
-	if e := decodeBody(r, &body); e != nil {
+	if e := decodeBody(r, body); e != nil {
 		writeOllamaError(w, e)
 		return
 	}
-	if len(body.Messages) == 0 {
-		a.ollamaLoad(w, r, &body.ollamaParams, true)
+	p := body.params()
+	if body.empty() {
+		a.ollamaLoad(w, r, p, chat)
 		return
 	}
-	if e := body.check(); e != nil { // before a refused request loads a model
+	if e := body.check(); e != nil {
 		writeOllamaError(w, e)
 		return
 	}
-	l, load, e := a.ollamaAcquire(r, &body.ollamaParams)
+	l, load, e := a.ollamaAcquire(r, p)
 	if e != nil {
 		writeOllamaError(w, e)
 		return
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := m.ollamaChatRequest(&body)
+	req, e := body.request(m)
 	if e != nil {
 		writeOllamaError(w, e)
 		return
 	}
-	f := &ollamaResponder{model: ollamaResponseName(body.Model, l.ID()), chat: true, start: start, load: load, now: time.Now}
-	a.generate(w, r, m, req, body.genMode("messages"), f)
+	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: chat, start: start, load: load, now: time.Now}
+	a.generate(w, r, m, req, p.genMode(promptParam), f)
 }
+
+func (body *ollamaGenerateRequest) params() *ollamaParams { return &body.ollamaParams }
+func (body *ollamaGenerateRequest) empty() bool           { return body.Prompt == "" }
+func (body *ollamaChatRequest) params() *ollamaParams     { return &body.ollamaParams }
+func (body *ollamaChatRequest) empty() bool               { return len(body.Messages) == 0 }
 
 // genMode is how to answer a generation asked with p.
 func (p *ollamaParams) genMode(promptParam string) genMode {
@@ -241,13 +237,11 @@ func (body *ollamaChatRequest) check() *Error {
 	return nil
 }
 
-// ollamaGenerateRequest validates an /api/generate request with a prompt
-// and builds the engine request: the prompt as it is when raw, else
-// rendered by the chat template as a user message after the system one.
-func (m *Model) ollamaGenerateRequest(body *ollamaGenerateRequest) (engine.Request, *Error) {
-	if e := body.check(); e != nil {
-		return engine.Request{}, e
-	}
+// request validates an /api/generate request with a prompt (check
+// passed) and builds the engine request: the prompt as it is when raw,
+// else rendered by the chat template as a user message after the system
+// one.
+func (body *ollamaGenerateRequest) request(m *Model) (engine.Request, *Error) {
 	req, e := m.ollamaRequest(&body.ollamaParams)
 	if e != nil {
 		return req, e
@@ -264,12 +258,9 @@ func (m *Model) ollamaGenerateRequest(body *ollamaGenerateRequest) (engine.Reque
 	return req, m.ollamaPrompt(&req, msgs, nil)
 }
 
-// ollamaChatRequest validates an /api/chat request with messages and
-// builds the engine request.
-func (m *Model) ollamaChatRequest(body *ollamaChatRequest) (engine.Request, *Error) {
-	if e := body.check(); e != nil {
-		return engine.Request{}, e
-	}
+// request validates an /api/chat request with messages (check passed)
+// and builds the engine request.
+func (body *ollamaChatRequest) request(m *Model) (engine.Request, *Error) {
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
 		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID}
