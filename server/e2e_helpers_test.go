@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,9 +75,19 @@ func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, 
 	scfg.Logger = log
 	s := New(scfg)
 	s.SetAPI(api)
+	ts := serveTest(t, s, wrap, eng.Close)
+	ts.info = eng.Info()
+	return ts, s
+}
+
+// serveTest serves s on wrap(a loopback listener), wrap nil meaning the
+// listener itself, until the test ends (or ts.stop); then, once Serve has
+// returned, closeModels frees what s served.
+func serveTest(t *testing.T, s *Server, wrap func(net.Listener) net.Listener, closeModels func() error) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		eng.Close()
+		closeModels()
 		t.Fatal(err)
 	}
 	if wrap != nil {
@@ -85,31 +96,24 @@ func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	var served error
-	stopped := false
 	ts := &testServer{
 		url:    "http://" + ln.Addr().String(),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}},
-		info:   eng.Info(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 	}
-	ts.stop = func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			served = <-done
-		}
-		return served
-	}
+	ts.stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
 	t.Cleanup(func() {
 		ts.client.CloseIdleConnections()
 		if err := ts.stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-		if err := eng.Close(); err != nil {
-			t.Errorf("engine Close: %v", err)
+		if err := closeModels(); err != nil {
+			t.Errorf("close the models: %v", err)
 		}
 	})
-	return ts, s
+	return ts
 }
 
 // post sends body as JSON and returns the whole response.

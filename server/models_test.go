@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,34 +58,12 @@ func startModels(t *testing.T, rcfg registry.Config, specs ...registry.Spec) *mo
 	}
 	s := New(Config{Logger: log})
 	s.SetAPI(openai.New(reg, openai.Options{Logger: log}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	ts := &testServer{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	var once sync.Once
-	var served error
-	ts.stop = func() error {
-		once.Do(func() {
-			cancel()
-			served = <-done
-		})
-		return served
-	}
-	t.Cleanup(func() {
-		ts.client.CloseIdleConnections()
-		if err := ts.stop(); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		if err := reg.Close(); err != nil {
-			t.Errorf("registry Close: %v", err)
-		}
+	ts := serveTest(t, s, nil, func() error {
+		err := reg.Close()
 		if u := reg.Budget().Used(); u != 0 {
 			t.Errorf("%d bytes stay reserved after Close", u)
 		}
+		return err
 	})
 	return &modelServer{testServer: ts, reg: reg, srv: s}
 }

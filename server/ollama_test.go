@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -44,28 +43,7 @@ func startRegistry(t *testing.T, scfg Config) (*testServer, *ollama.Client) {
 	scfg.Logger = log
 	s := New(scfg)
 	s.SetAPI(openai.New(reg, openai.Options{Logger: log}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		reg.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	ts := &testServer{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
-	ts.stop = func() error {
-		cancel()
-		return <-done
-	}
-	t.Cleanup(func() {
-		ts.client.CloseIdleConnections()
-		if err := ts.stop(); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		if err := reg.Close(); err != nil {
-			t.Errorf("registry Close: %v", err)
-		}
-	})
+	ts := serveTest(t, s, nil, reg.Close)
 	base, err := url.Parse(ts.url)
 	if err != nil {
 		t.Fatal(err)
