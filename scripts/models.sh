@@ -16,6 +16,7 @@
 set -euo pipefail
 rounds=${1:-3}
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 threads=${THREADS:-2}
 np=${NP:-4}
 clients=${C:-128}
@@ -35,15 +36,8 @@ serve() {
   "$corral" serve "${models[@]}" -np "$np" -t "$threads" --cache-ram 64 --memory-budget "$2" \
     --keep-alive -1 --model-wait 10m --model-queue 1024 --port "$port" >"$out/$1" 2>&1 &
   server=$!
-  for _ in $(seq 300); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && return 0
-    kill -0 "$server" 2>/dev/null || { echo "corral exited; see $out/$1" >&2; exit 1; }
-    sleep 0.2
-  done
-  echo "corral not healthy after 60 s" >&2
-  exit 1
+  healthy "corral" "$port" "$out/$1"
 }
-stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
 trap stop EXIT
 
 # The estimated needs, from /v1/models, decide the budgets.

@@ -21,6 +21,7 @@ set -euo pipefail
 peer=${1:?usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]}
 rounds=${2:-3}
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 threads=${THREADS:-2}
 np=${NP:-16}
 n=${N:-48}
@@ -42,16 +43,9 @@ serve() {
   llama) "$peer" -m "$model" -np "$np" -t "$threads" -c "$ctx" --port "$port" >"$out/$name.log" 2>&1 & ;;
   esac
   server=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && return 0
-    kill -0 "$server" 2>/dev/null || { echo "$name exited; see $out/$name.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  echo "$name not healthy after 120 s" >&2
-  exit 1
+  healthy "$name" "$port" "$out/$name.log"
 }
 
-stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
 trap stop EXIT
 
 # bench WORKLOAD NAME ROUND ARGS...: one corral bench run into a JSON report.

@@ -21,6 +21,7 @@ set -euo pipefail
 peer=${1:?usage: scripts/voice.sh LLAMA_SERVER [ROUNDS]}
 rounds=${2:-3}
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 threads=${THREADS:-2}
 np=${NP:-16}
 sessions=${SESSIONS:-8}
@@ -41,15 +42,8 @@ serve() {
   llama) "$peer" -m "$model" -np "$np" -t "$threads" -c $((np * 2048)) --metrics --slots --port "$port" >"$out/$name.log" 2>&1 & ;;
   esac
   server=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && return 0
-    kill -0 "$server" 2>/dev/null || { echo "$name exited; see $out/$name.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  echo "$name not healthy after 120 s" >&2
-  exit 1
+  healthy "$name" "$port" "$out/$name.log"
 }
-stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
 trap stop EXIT
 
 # run NAME WAY ROUND: one voice run into $out/NAME-WAY-ROUND.json.
