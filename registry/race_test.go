@@ -52,21 +52,10 @@ func TestLoadRacingClose(t *testing.T) {
 func TestLeavingWaiterKeepsOthersEvictions(t *testing.T) {
 	r, _ := newRegistry(t, Config{Budget: 15, KeepAlive: -1}, specs(10, "a", "b", "c"))
 	a := acquire(t, r, "a")
-	bl := make(chan *Lease[*fakeModel], 1)
-	go func() {
-		l, err := r.Acquire(context.Background(), "b")
-		if err != nil {
-			t.Error(err)
-		}
-		bl <- l
-	}()
+	bl := acquireLater(r, context.Background(), "b")
 	waitUntil(t, "b's request to evict a", func() bool { return state(r, "a") == StateUnloading })
 	ctx, cancel := context.WithCancel(context.Background())
-	cerr := make(chan error, 1)
-	go func() {
-		_, err := r.Acquire(ctx, "c")
-		cerr <- err
-	}()
+	cerr := acquireLater(r, ctx, "c")
 	waitUntil(t, "c's request to wait", func() bool { return r.Waiting() == 2 })
 	cancel()
 	<-cerr
@@ -74,5 +63,5 @@ func TestLeavingWaiterKeepsOthersEvictions(t *testing.T) {
 		t.Fatalf("a is %s after c's request left; want still evicted for b's", s)
 	}
 	a.Release()
-	(<-bl).Release()
+	mustGet(t, <-bl).Release()
 }

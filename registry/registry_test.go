@@ -148,6 +148,32 @@ func acquire(t *testing.T, r *Registry[*fakeModel], name string) *Lease[*fakeMod
 	return l
 }
 
+// acquired is the outcome of acquireLater.
+type acquired struct {
+	l   *Lease[*fakeModel]
+	err error
+}
+
+// acquireLater asks for id in a goroutine; the outcome arrives on the
+// channel.
+func acquireLater(r *Registry[*fakeModel], ctx context.Context, id string) <-chan acquired {
+	c := make(chan acquired, 1)
+	go func() {
+		l, err := r.Acquire(ctx, id)
+		c <- acquired{l, err}
+	}()
+	return c
+}
+
+// mustGet is a's lease, failing t on an error.
+func mustGet(t *testing.T, a acquired) *Lease[*fakeModel] {
+	t.Helper()
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	return a.l
+}
+
 // waitUntil polls cond (registry state that has no event to wait on),
 // failing t after a generous deadline.
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -270,11 +296,7 @@ func TestWaitQueueIsBounded(t *testing.T) {
 	r, _ := newRegistry(t, Config{Budget: 15, KeepAlive: -1, MaxWaiting: 1}, specs(10, "a", "b"))
 	a := acquire(t, r, "a")
 	ctx, cancel := context.WithCancel(context.Background())
-	waited := make(chan error, 1)
-	go func() {
-		_, err := r.Acquire(ctx, "b")
-		waited <- err
-	}()
+	waited := acquireLater(r, ctx, "b")
 	waitUntil(t, "one request to wait", func() bool { return r.Waiting() == 1 })
 	_, err := r.Acquire(context.Background(), "b")
 	var busy *BusyError
@@ -282,7 +304,7 @@ func TestWaitQueueIsBounded(t *testing.T) {
 		t.Fatalf("second waiter: got %v, want BusyError at once", err)
 	}
 	cancel()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
+	if err := (<-waited).err; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled waiter: %v", err)
 	}
 	a.Release()
@@ -418,14 +440,10 @@ func TestCancelledWaiterLeavesNoLease(t *testing.T) {
 	r, fl := newRegistry(t, Config{KeepAlive: 0}, specs(10, "a"))
 	fl.gate = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, err := r.Acquire(ctx, "a")
-		errc <- err
-	}()
+	errc := acquireLater(r, ctx, "a")
 	waitUntil(t, "the request to wait", func() bool { return state(r, "a") == StateLoading })
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := (<-errc).err; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 	fl.gate <- struct{}{}
@@ -437,14 +455,10 @@ func TestCancelledWaiterLeavesNoLease(t *testing.T) {
 func TestDrainAndClose(t *testing.T) {
 	r, fl := newRegistry(t, Config{Budget: 15, KeepAlive: -1}, specs(10, "a", "b"))
 	a := acquire(t, r, "a")
-	waiter := make(chan error, 1)
-	go func() {
-		_, err := r.Acquire(context.Background(), "b")
-		waiter <- err
-	}()
+	waiter := acquireLater(r, context.Background(), "b")
 	waitUntil(t, "a request to wait for memory", func() bool { return r.Waiting() == 1 })
 	r.Drain()
-	if err := <-waiter; !errors.Is(err, ErrDraining) {
+	if err := (<-waiter).err; !errors.Is(err, ErrDraining) {
 		t.Errorf("waiting request: %v, want ErrDraining", err)
 	}
 	if !fl.model("a").drained.Load() {
@@ -561,27 +575,16 @@ func TestBusyModelIsEvictedWhenItsRequestsEnd(t *testing.T) {
 func TestEvictionFollowsLoadsAndIsUndone(t *testing.T) {
 	r, fl := newRegistry(t, Config{Budget: 15, KeepAlive: -1}, specs(10, "a", "b"))
 	fl.gate = make(chan struct{})
-	bl := make(chan *Lease[*fakeModel], 1)
-	go func() {
-		l, err := r.Acquire(context.Background(), "b")
-		if err != nil {
-			t.Error(err)
-		}
-		bl <- l
-	}()
+	bl := acquireLater(r, context.Background(), "b")
 	waitUntil(t, "b to load", func() bool { return state(r, "b") == StateLoading })
 	ctx, cancel := context.WithCancel(context.Background())
-	ae := make(chan error, 1)
-	go func() {
-		_, err := r.Acquire(ctx, "a")
-		ae <- err
-	}()
+	ae := acquireLater(r, ctx, "a")
 	waitUntil(t, "a's request to wait", func() bool { return r.Waiting() == 1 })
 	fl.gate <- struct{}{}
-	b := <-bl
+	b := mustGet(t, <-bl)
 	waitUntil(t, "b to be evicted for a", func() bool { return state(r, "b") == StateUnloading })
 	cancel()
-	if err := <-ae; !errors.Is(err, context.Canceled) {
+	if err := (<-ae).err; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a: %v", err)
 	}
 	waitUntil(t, "b to be spared", func() bool { return state(r, "b") == StateLoaded })
