@@ -27,19 +27,25 @@ func (k *KeepAlive) UnmarshalJSON(b []byte) error {
 		k.Duration = seconds(v)
 		return nil
 	case string:
-		s := strings.TrimSpace(v)
-		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			k.Duration = seconds(f)
-			return nil
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("keep_alive %q: want a duration such as \"5m\" or a number of seconds", v)
-		}
-		k.Duration = max(d, -1)
-		return nil
+		d, err := ParseKeepAlive(v)
+		k.Duration = d
+		return err
 	}
 	return fmt.Errorf("keep_alive: want a duration string or a number of seconds, got %s", b)
+}
+
+// ParseKeepAlive reads a keep-alive written as text: a duration ("5m") or
+// a number of seconds; negative means forever (-1).
+func ParseKeepAlive(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(t, 64); err == nil {
+		return seconds(f), nil
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		return 0, fmt.Errorf("keep_alive %q: want a duration such as \"5m\" or a number of seconds", s)
+	}
+	return max(d, -1), nil
 }
 
 // seconds converts a number of seconds; negative means forever (-1).

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -157,11 +156,11 @@ func modelSpecs(base engine.Config, tmpl string, flags modelFlags, dir, configPa
 				s.ChatTemplate = m.ChatTemplate
 			}
 			if m.KeepAlive != "" {
-				var k openai.KeepAlive
-				if err := k.UnmarshalJSON(strconv.AppendQuote(nil, m.KeepAlive)); err != nil {
+				d, err := openai.ParseKeepAlive(m.KeepAlive)
+				if err != nil {
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}
-				s.KeepAlive = &k.Duration
+				s.KeepAlive = &d
 			}
 		}
 	}

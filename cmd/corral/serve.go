@@ -106,11 +106,9 @@ func runServe(ctx context.Context, args []string) error {
 		rcfg.KeepAlive = -1
 	}
 	if *keepAlive != "" {
-		var k openai.KeepAlive
-		if err := k.UnmarshalJSON(strconv.AppendQuote(nil, *keepAlive)); err != nil {
+		if rcfg.KeepAlive, err = openai.ParseKeepAlive(*keepAlive); err != nil {
 			return fmt.Errorf("--keep-alive: %w", err)
 		}
-		rcfg.KeepAlive = k.Duration
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if rcfg.Budget, err = memoryBudget(*budgetFlag, log); err != nil {
