@@ -47,7 +47,8 @@ var builtinTemplates = map[string]builtin{
 		stops: []string{"<|eot_id|>", "<|eom_id|>"},
 	},
 	// mistral: [INST] turns; a system message is prepended to the first
-	// user turn, tool results are given as user turns.
+	// user turn, tool calls follow [TOOL_CALLS] as a JSON list, tool
+	// results are given as user turns.
 	"mistral": {
 		source: `{{- bos_token }}
 {%- set ns = namespace(system='') %}
@@ -56,9 +57,14 @@ var builtinTemplates = map[string]builtin{
 {%- set ns.system = ns.system + message.content + '\n\n' %}
 {%- elif message.role == 'assistant' %}
 {{- ' ' + message.content | trim }}
+{%- if message.tool_calls %}
+{{- '[TOOL_CALLS][' }}
 {%- for call in message.tool_calls %}
-{{- ' ' + {'name': call.function.name, 'arguments': call.function.arguments} | tojson }}
+{%- if not loop.first %}{{- ', ' }}{% endif %}
+{{- {'name': call.function.name, 'arguments': call.function.arguments} | tojson }}
 {%- endfor %}
+{{- ']' }}
+{%- endif %}
 {{- eos_token }}
 {%- else %}
 {{- '[INST] ' + ns.system + message.content | trim + ' [/INST]' }}

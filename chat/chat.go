@@ -53,6 +53,7 @@ type Template struct {
 	tpl      *exec.Template
 	bos, eos string // defaults for empty Options.BOSToken/EOSToken
 	stops    []string
+	tools    ToolFormat
 }
 
 // templateName is what the loader calls the one template source; no other
@@ -69,7 +70,7 @@ func Lookup(name string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
-	return &Template{tpl: tpl, bos: b.bos, eos: b.eos, stops: b.stops}, nil
+	return &Template{tpl: tpl, bos: b.bos, eos: b.eos, stops: b.stops, tools: DetectToolFormat(b.source)}, nil
 }
 
 // Parse parses a Jinja chat template source (tokenizer.chat_template).
@@ -78,7 +79,7 @@ func Parse(src string) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Template{tpl: tpl, stops: markersIn(src)}, nil
+	return &Template{tpl: tpl, stops: markersIn(src), tools: DetectToolFormat(src)}, nil
 }
 
 // compile parses src with the options transformers uses (trim_blocks,
@@ -175,3 +176,7 @@ func joinArgs(args *exec.VarArgs) string {
 // to be used as stop strings when the model does not emit EOG. For a
 // parsed template they are the well-known markers its source contains.
 func (t *Template) Stops() []string { return append([]string(nil), t.stops...) }
+
+// ToolFormat is the format the template writes tool calls in (see
+// DetectToolFormat), which models trained on it answer in.
+func (t *Template) ToolFormat() ToolFormat { return t.tools }

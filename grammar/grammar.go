@@ -71,6 +71,30 @@ escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 // FromSchema converts a JSON Schema to a GBNF grammar with root rule "root".
 // Invalid or unsupported schemas give an error wrapping ErrInvalidSchema.
 func FromSchema(data json.RawMessage) (string, error) {
+	return convert(data, nil)
+}
+
+// Frame is literal text around the JSON documents of a grammar built by
+// FromSchemaFramed: Open, then documents separated by Sep, each between
+// Before and After, then Close. Tool calls use it to write a model's own
+// call markup around the call objects.
+type Frame struct {
+	Open, Close   string // before the first document and after the last
+	Before, After string // around each document
+	Sep           string // between documents
+	// Max bounds the number of documents: 1 allows exactly one, 0 any
+	// number from one up.
+	Max int
+}
+
+// FromSchemaFramed converts a JSON Schema like FromSchema, for one or more
+// documents inside the literal text of f. The documents' trailing
+// whitespace rule stays, so a model may write a line break before After.
+func FromSchemaFramed(data json.RawMessage, f Frame) (string, error) {
+	return convert(data, &f)
+}
+
+func convert(data json.RawMessage, f *Frame) (string, error) {
 	doc, err := parseJSON(data)
 	if err != nil {
 		return "", fmt.Errorf("%w: not JSON: %v", ErrInvalidSchema, err)
@@ -81,14 +105,26 @@ func FromSchema(data json.RawMessage) (string, error) {
 	}
 	c := &converter{doc: doc, g: newRuleSet(), refs: map[string]string{}, defs: map[string]*schema{}, where: map[string]string{}}
 	c.g.reserve("root")
+	top := "root"
+	if f != nil {
+		top = c.g.name("document")
+	}
 	c.defs["#"] = root
-	c.refs["#"] = "root"
-	c.where["root"] = "#"
-	e, err := c.body(root, "root")
+	c.refs["#"] = top
+	c.where[top] = "#"
+	e, err := c.body(root, top)
 	if err != nil {
 		return "", err
 	}
-	c.g.define("root", e)
+	c.g.define(top, e)
+	if f != nil {
+		item := seq(lit(f.Before), ref(top), lit(f.After))
+		body := item
+		if f.Max != 1 {
+			body = seq(item, star(seq(lit(f.Sep), item)))
+		}
+		c.g.define("root", seq(lit(f.Open), body, lit(f.Close)))
+	}
 	c.g.addBuiltins()
 	if n := c.g.leftRecursive(); n != "" {
 		ptr := c.where[n]

@@ -464,3 +464,67 @@ func TestDeepNesting(t *testing.T) {
 		t.Errorf("FromSchema(too deep) = %v", err)
 	}
 }
+
+func TestFromSchemaFramed(t *testing.T) {
+	schema := []byte(`{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}`)
+	cases := []struct {
+		name   string
+		frame  Frame
+		accept []string
+		reject []string
+	}{
+		{
+			name:   "one document in tags",
+			frame:  Frame{Before: "<t>\n", After: "\n</t>", Sep: "\n", Max: 1},
+			accept: []string{"<t>\n{\"a\": 1}\n</t>", "<t>\n{\"a\":2} \n</t>"},
+			reject: []string{"{\"a\": 1}", "<t>\n{\"a\": 1}\n</t>\n<t>\n{\"a\": 2}\n</t>", "<t>\n{\"b\": 1}\n</t>"},
+		},
+		{
+			name:   "many documents in a list",
+			frame:  Frame{Open: "[X][", Close: "]", Sep: ", "},
+			accept: []string{`[X][{"a": 1}]`, `[X][{"a": 1}, {"a": 2}, {"a": 3}]`},
+			reject: []string{`[X][]`, `[{"a": 1}]`, `[X][{"a": 1},{"a": 2}]`},
+		},
+		{
+			name:   "root refers to itself",
+			frame:  Frame{Before: "<", After: ">", Max: 1},
+			accept: []string{`<{"a": 1}>`},
+			reject: []string{`<{"a": 1}><{"a": 1}>`},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text, err := FromSchemaFramed(schema, tc.frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := parseGBNF(text)
+			if err != nil {
+				t.Fatalf("grammar llama.cpp would reject: %v\n%s", err, text)
+			}
+			for _, in := range tc.accept {
+				if !matches(t, g, in) {
+					t.Errorf("rejects %q\n%s", in, text)
+				}
+			}
+			for _, in := range tc.reject {
+				if matches(t, g, in) {
+					t.Errorf("accepts %q", in)
+				}
+			}
+		})
+	}
+	// A schema whose $ref points at the document root still works framed.
+	rec := []byte(`{"type": "object", "properties": {"next": {"$ref": "#"}}}`)
+	text, err := FromSchemaFramed(rec, Frame{Before: "<", After: ">", Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := parseGBNF(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !matches(t, g, `<{"next": {"next": {}}}>`) {
+		t.Errorf("rejects a nested document\n%s", text)
+	}
+}

@@ -11,6 +11,7 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -102,6 +103,9 @@ type ModelOptions struct {
 	// ChatTemplate names a built-in chat template (see chat.Lookup) used
 	// instead of the model's own.
 	ChatTemplate string
+	// ToolFormat overrides the tool-call format the chat template implies
+	// (see chat.DetectToolFormat); "" keeps it.
+	ToolFormat chat.ToolFormat
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -109,11 +113,12 @@ type ModelOptions struct {
 // Model is one loaded model as the API serves it: its engine, its chat
 // template and the text of its special tokens.
 type Model struct {
-	eng  Engine
-	info engine.ModelInfo
-	tmpl *chat.Template
-	bos  string // text of the BOS token
-	eos  string // text of the EOS token
+	eng   Engine
+	info  engine.ModelInfo
+	tmpl  *chat.Template
+	tools chat.ToolFormat // how the model writes tool calls
+	bos   string          // text of the BOS token
+	eos   string          // text of the EOS token
 }
 
 // NewModel prepares eng for serving, resolving its chat template: the one
@@ -142,6 +147,7 @@ func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 			return nil, fmt.Errorf("chat template chatml: %w", err)
 		}
 	}
+	m.tools = cmp.Or(opt.ToolFormat, m.tmpl.ToolFormat())
 	return m, nil
 }
 
@@ -157,7 +163,7 @@ func Loader(log *slog.Logger) registry.Loader[*Model] {
 		if err != nil {
 			return nil, err
 		}
-		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, Logger: log})
+		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ToolFormat: chat.ToolFormat(spec.ToolFormat), Logger: log})
 		if err != nil {
 			eng.Close()
 			return nil, err

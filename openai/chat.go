@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -13,10 +12,9 @@ import (
 
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
-	Messages            []chat.Message  `json:"messages"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Tools               []chat.Tool     `json:"tools"`
-	ToolChoice          json.RawMessage `json:"tool_choice"`
+	Messages            []chat.Message `json:"messages"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	toolFields
 	// Chunking asks for paced output (corral's extension; see pace.go).
 	Chunking *chunkingParams `json:"chunking"`
 	oaiParams
@@ -43,7 +41,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := m.chatRequest(&body)
+	req, plan, e := m.chatRequest(&body)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -52,8 +50,14 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
 		return
 	}
-	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil}
+	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, tools: plan}
+	if plan.parse {
+		f.calls = chat.NewToolParser(plan.format, plan.max)
+	}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}
+	if plan.grammar != "" {
+		mode.grammarParam = "tools"
+	}
 	if f.paced {
 		mode.pacedID = f.h.ID
 	}
@@ -61,39 +65,48 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // chatRequest validates a chat completion request and builds the engine
-// request, its prompt rendered by the chat template.
-func (m *Model) chatRequest(body *chatRequest) (engine.Request, *Error) {
+// request, its prompt rendered by the chat template, and what the
+// request's tools ask of the answer.
+func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error) {
 	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = body.MaxTokens, "max_tokens"
 	}
 	req, e := m.request(&body.oaiParams, maxTokens, maxParam)
 	if e != nil {
-		return req, e
+		return req, toolPlan{}, e
 	}
 	if req.Chunking, req.PauseTimeout, e = body.Chunking.engine(); e != nil {
-		return req, e
+		return req, toolPlan{}, e
 	}
-	if req.Prompt, e = m.render(body); e != nil {
-		return req, e
+	plan, e := m.toolPlan(&body.toolFields)
+	if e != nil {
+		return req, plan, e
+	}
+	switch {
+	case plan.parse && req.Chunking != nil:
+		return req, plan, invalid("chunking", "'chunking' cannot pace an answer that may call tools: send \"tool_choice\": \"none\" or no 'tools'")
+	case plan.grammar != "" && req.Grammar != "":
+		return req, plan, invalid("tool_choice", "'tool_choice' %s forces tool calls, which 'response_format' cannot constrain as well", string(body.ToolChoice))
+	case plan.grammar != "":
+		req.Grammar = plan.grammar
+	}
+	if req.Prompt, e = m.render(body.Messages, plan.render); e != nil {
+		return req, plan, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	req.Plain = clientSpans(req.Prompt, body.Messages)
 	req.Stop = append(req.Stop, m.tmpl.Stops()...)
-	return req, nil
+	return req, plan, nil
 }
 
-// render applies the chat template to the request's messages.
-func (m *Model) render(body *chatRequest) (string, *Error) {
-	if len(body.Messages) == 0 {
+// render applies the chat template to the messages, showing it tools.
+func (m *Model) render(msgs []chat.Message, tools []chat.Tool) (string, *Error) {
+	if len(msgs) == 0 {
 		return "", invalid("messages", "'messages' must be a non-empty array")
 	}
-	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos}
-	var choice string
-	if json.Unmarshal(body.ToolChoice, &choice) != nil || choice != "none" {
-		opt.Tools = body.Tools
-	}
-	prompt, err := m.tmpl.Render(body.Messages, opt)
+	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos, Tools: tools}
+	prompt, err := m.tmpl.Render(msgs, opt)
 	if err != nil {
 		if errors.Is(err, chat.ErrInvalidMessages) {
 			return "", invalid("messages", "%v", err)
@@ -140,6 +153,8 @@ type chatResponder struct {
 	h            wire.Header
 	includeUsage bool
 	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
+	tools        toolPlan
+	calls        *chat.ToolParser // reads a stream's calls; nil when tools are not read
 }
 
 func (f *chatResponder) chunk(choices ...wire.ChatChunkChoice) *wire.ChatCompletionChunk {
@@ -154,6 +169,9 @@ func (f *chatResponder) streamStart() any {
 }
 
 func (f *chatResponder) streamText(text string, c engine.Chunk) any {
+	if f.calls != nil {
+		return f.deltas(f.calls.Push(text))
+	}
 	ev := f.chunk(wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}})
 	if f.paced {
 		ev.Chunk = &wire.ChunkInfo{Index: c.Index, Held: c.Held, Last: c.Last}
@@ -161,8 +179,35 @@ func (f *chatResponder) streamText(text string, c engine.Chunk) any {
 	return ev
 }
 
+// deltas merges the pieces the tool-call parser decided into one chunk,
+// nil when there are none.
+func (f *chatResponder) deltas(ds []wire.Delta) any {
+	if len(ds) == 0 {
+		return nil
+	}
+	var d wire.Delta
+	var text strings.Builder
+	for _, x := range ds {
+		text.WriteString(x.Text())
+		d.ToolCalls = append(d.ToolCalls, x.ToolCalls...)
+	}
+	if text.Len() > 0 {
+		s := text.String()
+		d.Content = &s
+	}
+	return f.chunk(wire.ChatChunkChoice{Delta: d})
+}
+
 func (f *chatResponder) streamEnd(res engine.Result) []any {
-	evs := []any{f.chunk(wire.ChatChunkChoice{FinishReason: finishReason(res)})}
+	var evs []any
+	finish := finishReason(res)
+	if f.calls != nil {
+		if ev := f.deltas(f.calls.Finish()); ev != nil {
+			evs = append(evs, ev)
+		}
+		finish = toolsFinish(res, f.calls.Calls())
+	}
+	evs = append(evs, f.chunk(wire.ChatChunkChoice{FinishReason: finish}))
 	if f.includeUsage {
 		c := f.chunk()
 		c.Usage = UsageOf(res.Usage)
@@ -178,9 +223,25 @@ func (f *chatResponder) streamEnd(res engine.Result) []any {
 func (f *chatResponder) whole(text string, res engine.Result) any {
 	h := f.h
 	h.Object = wire.ObjectChatCompletion
+	msg := wire.Message{Role: "assistant", Content: text}
+	finish := finishReason(res)
+	if f.tools.parse {
+		msg.Content, msg.ToolCalls = chat.ParseToolCalls(f.tools.format, text, f.tools.max)
+		finish = toolsFinish(res, msg.ToolCalls)
+	}
 	return &wire.ChatCompletion{
 		Header:  h,
-		Choices: []wire.ChatChoice{{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
+		Choices: []wire.ChatChoice{{Message: msg, FinishReason: finish}},
 		Usage:   UsageOf(res.Usage),
 	}
+}
+
+// toolsFinish is the finish reason of an answer that may call tools:
+// "tool_calls" when it made calls and ended by itself.
+func toolsFinish(res engine.Result, calls []wire.ToolCall) *string {
+	if len(calls) > 0 && res.FinishReason == engine.FinishStop {
+		s := "tool_calls"
+		return &s
+	}
+	return finishReason(res)
 }

@@ -16,7 +16,8 @@ type responder interface {
 	// streamStart is the first event of a stream, nil for none.
 	streamStart() any
 	// streamText is the event carrying generated text: c's text, or
-	// part of it (a character split between chunks waits for the next).
+	// part of it (a character split between chunks waits for the next);
+	// nil when the text is held back for now (tool-call markup).
 	// c.Tokens counts the tokens since the previous event.
 	streamText(text string, c engine.Chunk) any
 	// streamEnd are the events after the last text.
@@ -184,7 +185,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		if paced != nil {
 			paced.sent(c) // before the client can see it and continue
 		}
-		if sw.event(f.streamText(text, c)) != nil {
+		if ev := f.streamText(text, c); ev != nil && sw.event(ev) != nil {
 			return
 		}
 	}
@@ -198,7 +199,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		return
 	}
 	if rest := carry.rest(); rest != "" {
-		if sw.event(f.streamText(rest, engine.Chunk{Tokens: ntok})) != nil {
+		if ev := f.streamText(rest, engine.Chunk{Tokens: ntok}); ev != nil && sw.event(ev) != nil {
 			return
 		}
 	}

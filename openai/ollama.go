@@ -285,7 +285,7 @@ func (body *ollamaChatRequest) request(m *Model) (engine.Request, *Error) {
 // clients' text marked plain and the template's stop strings added.
 func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool) *Error {
 	var e *Error
-	if req.Prompt, e = m.render(&chatRequest{Messages: msgs, Tools: tools}); e != nil {
+	if req.Prompt, e = m.render(msgs, tools); e != nil {
 		return e
 	}
 	req.Plain = clientSpans(req.Prompt, msgs)

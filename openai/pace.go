@@ -140,7 +140,7 @@ func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s
 		return nil, nil, e
 	}
 	m := l.Model()
-	r, e := m.chatRequest(&req)
+	r, _, e := m.chatRequest(&req)
 	if e == nil {
 		r.Priority, e = priority(req.Priority, nil)
 	}

@@ -53,6 +53,9 @@ type Spec struct {
 	// ChatTemplate names a built-in chat template to use instead of the
 	// model's own ("" for the model's).
 	ChatTemplate string
+	// ToolFormat names the tool-call format (chat.ToolFormat) to read
+	// instead of the one the chat template implies ("" for that one).
+	ToolFormat string
 	// KeepAlive is how long the model stays loaded while idle; nil means
 	// Config.KeepAlive. 0 unloads it as soon as it is idle, negative never.
 	KeepAlive *time.Duration

@@ -10,7 +10,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/store"
@@ -59,6 +58,7 @@ func fileID(path string) string {
 //	    parallel: 2          # optional, like -np
 //	    cache_ram: 64        # optional MiB, like --cache-ram
 //	    chat_template: chatml
+//	    tool_format: hermes  # optional, like --tool-format
 //	    keep_alive: -1       # optional, overrides the server's
 type modelConfig struct {
 	Models []struct {
@@ -68,19 +68,21 @@ type modelConfig struct {
 		Parallel     *int   `yaml:"parallel"`
 		CacheRAM     *int64 `yaml:"cache_ram"`
 		ChatTemplate string `yaml:"chat_template"`
+		ToolFormat   string `yaml:"tool_format"`
 		KeepAlive    string `yaml:"keep_alive"`
 	} `yaml:"models"`
 }
 
 // modelSpecs gathers the models to serve from -m flags, a models
-// directory and a config file, in that order; base configures each
-// engine unless the config file says otherwise.
-func modelSpecs(base engine.Config, tmpl string, flags modelFlags, dir, configPath string) ([]registry.Spec, error) {
+// directory and a config file, in that order; base (its engine, chat
+// template and tool-call format) configures each unless the config file
+// says otherwise.
+func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([]registry.Spec, error) {
 	var specs []registry.Spec
 	add := func(id, path string) *registry.Spec {
-		cfg := base
-		cfg.ModelPath, cfg.Name = path, id
-		specs = append(specs, registry.Spec{ID: id, Engine: cfg, ChatTemplate: tmpl})
+		s := base
+		s.ID, s.Engine.ModelPath, s.Engine.Name = id, path, id
+		specs = append(specs, s)
 		return &specs[len(specs)-1]
 	}
 	for _, f := range flags {
@@ -154,6 +156,12 @@ func modelSpecs(base engine.Config, tmpl string, flags modelFlags, dir, configPa
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}
 				s.ChatTemplate = m.ChatTemplate
+			}
+			if m.ToolFormat != "" {
+				if _, err := chat.ParseToolFormat(m.ToolFormat); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+				s.ToolFormat = m.ToolFormat
 			}
 			if m.KeepAlive != "" {
 				d, err := openai.ParseKeepAlive(m.KeepAlive)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/registry"
 )
 
 // touch writes an empty file (modelSpecs checks that model files exist,
@@ -52,7 +53,7 @@ models:
 		}
 	}
 	base := engine.Config{Parallel: 4, CtxSize: 0, HostCacheBytes: 1 << 30}
-	specs, err := modelSpecs(base, "", flags, dir, config)
+	specs, err := modelSpecs(registry.Spec{Engine: base}, flags, dir, config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +86,14 @@ models:
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := modelSpecs(base, "", nil, "", bad); err == nil {
+		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	if err := flags.Set("=x.gguf"); err == nil {
 		t.Error("-m =x.gguf accepted")
 	}
-	if _, err := modelSpecs(base, "", nil, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "no .gguf") {
+	if _, err := modelSpecs(registry.Spec{Engine: base}, nil, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "no .gguf") {
 		t.Errorf("empty models dir: %v", err)
 	}
 }

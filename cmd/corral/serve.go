@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string) error {
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
+	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies (hermes, llama3, mistral, json)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
 	logRequests := fs.Bool("log-requests", false, "log every request body")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -91,13 +92,18 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if *toolFormat != "" {
+		if _, err := chat.ParseToolFormat(*toolFormat); err != nil {
+			return fmt.Errorf("--tool-format: %w", err)
+		}
+	}
 	if *alias != "" {
 		if len(models) != 1 || models[0].id != "" {
 			return errors.New("--alias names the one model given with -m FILE; use -m ID=FILE for several")
 		}
 		models[0].id = *alias
 	}
-	specs, err := modelSpecs(cfg, *tmpl, models, *modelsDir, *configPath)
+	specs, err := modelSpecs(registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ToolFormat: *toolFormat}, models, *modelsDir, *configPath)
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,19 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 }
 
+// MarshalJSON writes the message with "content": null when it is empty
+// and the message calls tools, as OpenAI does.
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message
+	if m.Content != "" || len(m.ToolCalls) == 0 {
+		return json.Marshal(plain(m))
+	}
+	return json.Marshal(struct {
+		plain
+		Content *string `json:"content"`
+	}{plain: plain(m)})
+}
+
 // ToolCall is a model's call of a function tool. Arguments is the JSON
 // text of an object.
 type ToolCall struct {

@@ -1,0 +1,208 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+type call struct{ name, args string }
+
+var toolParseCases = []struct {
+	name    string
+	format  ToolFormat
+	max     int
+	text    string
+	content string
+	calls   []call
+}{
+	{"hermes one call", ToolsHermes, 0,
+		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+		"", []call{{"get_weather", `{"city": "Paris"}`}}},
+	{"hermes text then two calls", ToolsHermes, 0,
+		"Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, {\"y\": \"}\"}]}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>\n",
+		"Let me check.", []call{{"a", `{"x": [1, {"y": "}"}]}`}, {"b", `{}`}}},
+	{"hermes parallel off keeps the first", ToolsHermes, 1,
+		"<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>",
+		"", []call{{"a", `{}`}}},
+	{"hermes arguments before name", ToolsHermes, 0,
+		"<tool_call>{\"arguments\": {\"x\": 1}, \"name\": \"f\"}</tool_call>",
+		"", []call{{"f", `{"x": 1}`}}},
+	{"hermes arguments as a string", ToolsHermes, 0,
+		"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>",
+		"", []call{{"f", `{"x": 1}`}}},
+	{"hermes end tag cut by a stop", ToolsHermes, 0,
+		"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"a b\"}}\n",
+		"", []call{{"f", `{"q": "a b"}`}}},
+	{"hermes plain text with angle brackets", ToolsHermes, 0,
+		"a <tool b <tool_cal c",
+		"a <tool b <tool_cal c", nil},
+	{"hermes marker around something else", ToolsHermes, 0,
+		"x <tool_call> not json </tool_call>",
+		"x <tool_call> not json </tool_call>", nil},
+	{"hermes whitespace only", ToolsHermes, 0, "\n \n", "\n \n", nil},
+	{"llama3 bare call", ToolsLlama3, 0,
+		"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+		"", []call{{"get_weather", `{"city": "Paris"}`}}},
+	{"llama3 python tag", ToolsLlama3, 0,
+		"<|python_tag|>{\"name\": \"f\", \"parameters\": {}}",
+		"", []call{{"f", `{}`}}},
+	{"llama3 calls separated by semicolons", ToolsLlama3, 0,
+		" {\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": [1, 2]}}",
+		"", []call{{"a", `{}`}, {"b", `{"x": [1, 2]}`}}},
+	{"llama3 text with braces", ToolsLlama3, 0,
+		"The set is {x}.", "The set is {x}.", nil},
+	{"llama3 JSON that is not a call", ToolsLlama3, 0,
+		"{\"foo\": 1}", "{\"foo\": 1}", nil},
+	{"llama3 text after a call", ToolsLlama3, 0,
+		"{\"name\": \"f\", \"parameters\": {}} done",
+		"done", []call{{"f", `{}`}}},
+	{"mistral list", ToolsMistral, 0,
+		"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": \"b\"}}, {\"name\": \"g\", \"arguments\": {}}]",
+		"", []call{{"f", `{"a": "b"}`}, {"g", `{}`}}},
+	{"mistral with ids and text before", ToolsMistral, 0,
+		"Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123def\"}]",
+		"Sure.", []call{{"f", `{"a": 1}`}}},
+	{"mistral plain text", ToolsMistral, 0,
+		"[TOOL is not a call", "[TOOL is not a call", nil},
+	{"json wrapper", ToolsJSON, 0,
+		"{\"tool_calls\": [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"q\": 1}}]}",
+		"", []call{{"a", `{}`}, {"b", `{"q": 1}`}}},
+	{"json list", ToolsJSON, 0,
+		"[{\"name\": \"a\", \"arguments\": {\"k\": \"v\"}}]",
+		"", []call{{"a", `{"k": "v"}`}}},
+	{"json OpenAI shape", ToolsJSON, 0,
+		"{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}",
+		"", []call{{"f", `{}`}}},
+	{"json plain answer", ToolsJSON, 0,
+		"Hello there.", "Hello there.", nil},
+}
+
+// stream feeds text to a parser in pieces of n bytes and reassembles what
+// it sends the way an OpenAI client does.
+func stream(f ToolFormat, max int, text string, n int) (content string, calls []wire.ToolCall, ids map[int]string) {
+	p := NewToolParser(f, max)
+	var deltas []wire.Delta
+	for i := 0; i < len(text); i += n {
+		deltas = append(deltas, p.Push(text[i:min(i+n, len(text))])...)
+	}
+	deltas = append(deltas, p.Finish()...)
+	var b strings.Builder
+	ids = map[int]string{}
+	for _, d := range deltas {
+		b.WriteString(d.Text())
+		for _, tc := range d.ToolCalls {
+			for len(calls) <= tc.Index {
+				calls = append(calls, wire.ToolCall{})
+			}
+			c := &calls[tc.Index]
+			if tc.ID != "" {
+				if c.ID != "" {
+					panic("id sent twice")
+				}
+				c.ID, c.Type, c.Function.Name = tc.ID, tc.Type, tc.Function.Name
+				ids[tc.Index] = tc.ID
+			}
+			c.Function.Arguments += tc.Function.Arguments
+		}
+	}
+	return b.String(), calls, ids
+}
+
+func TestToolParser(t *testing.T) {
+	for _, tc := range toolParseCases {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(how, content string, calls []wire.ToolCall) {
+				t.Helper()
+				if content != tc.content {
+					t.Errorf("%s: content %q, want %q", how, content, tc.content)
+				}
+				if len(calls) != len(tc.calls) {
+					t.Fatalf("%s: %d calls %+v, want %d", how, len(calls), calls, len(tc.calls))
+				}
+				for i, c := range calls {
+					if c.Function.Name != tc.calls[i].name || c.Function.Arguments != tc.calls[i].args || c.Type != "function" || !strings.HasPrefix(c.ID, "call_") {
+						t.Errorf("%s: call %d = %+v, want %s(%s)", how, i, c, tc.calls[i].name, tc.calls[i].args)
+					}
+				}
+			}
+			content, calls := ParseToolCalls(tc.format, tc.text, tc.max)
+			check("whole", content, calls)
+			for _, n := range []int{1, 2, 3, 7, len(tc.text)} {
+				content, calls, _ := stream(tc.format, tc.max, tc.text, n)
+				check("streamed by "+string(rune('0'+n%10)), content, calls)
+			}
+		})
+	}
+}
+
+// A call that names its function first is sent as it is written: its
+// name before the arguments are complete, then argument fragments.
+func TestToolParserStreamsArguments(t *testing.T) {
+	p := NewToolParser(ToolsHermes, 0)
+	var got []wire.Delta
+	for _, piece := range []string{"<tool_", "call>\n{\"name\": \"f\", \"arg", "uments\": {\"q\": \"par", "is\"}", "}\n</tool_call>"} {
+		got = append(got, p.Push(piece)...)
+	}
+	got = append(got, p.Finish()...)
+	var frags []string
+	for i, d := range got {
+		if d.Content != nil {
+			t.Fatalf("delta %d has content %q", i, *d.Content)
+		}
+		tc := d.ToolCalls[0]
+		if i == 0 && (tc.ID == "" || tc.Function.Name != "f") {
+			t.Fatalf("first delta %+v does not name the call", tc)
+		}
+		if i > 0 && (tc.ID != "" || tc.Function.Name != "") {
+			t.Fatalf("delta %d repeats the head: %+v", i, tc)
+		}
+		frags = append(frags, tc.Function.Arguments)
+	}
+	if len(frags) < 2 || strings.Join(frags, "") != `{"q": "paris"}` {
+		t.Fatalf("argument fragments %q", frags)
+	}
+	if c := p.Calls(); len(c) != 1 || c[0].ID != got[0].ToolCalls[0].ID {
+		t.Fatalf("calls %+v", c)
+	}
+}
+
+// A call cut off by the end of the answer stays as far as it was
+// streamed; the whole-answer parse drops it. Neither gives its markup as
+// content. A bare answer that only begins like a call is content.
+func TestToolParserTruncated(t *testing.T) {
+	text := "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"pa"
+	content, calls, ids := stream(ToolsHermes, 0, text, 4)
+	if content != "Sure." || len(calls) != 1 || len(ids) != 1 || calls[0].Function.Arguments != `{"q": "pa` {
+		t.Fatalf("streamed: content %q calls %+v", content, calls)
+	}
+	content, whole := ParseToolCalls(ToolsHermes, text, 0)
+	if content != "Sure." || len(whole) != 0 {
+		t.Fatalf("whole: content %q calls %+v", content, whole)
+	}
+	bare := "{Once upon a time"
+	for _, n := range []int{1, len(bare)} {
+		if content, calls, _ := stream(ToolsLlama3, 0, bare, n); content != bare || len(calls) != 0 {
+			t.Fatalf("bare by %d: content %q calls %+v", n, content, calls)
+		}
+	}
+}
+
+func TestDetectToolFormat(t *testing.T) {
+	for src, want := range map[string]ToolFormat{
+		`{{- '<tool_call>\n' + call | tojson + '\n</tool_call>' }}`:                ToolsHermes,
+		`{{- '[TOOL_CALLS][' }}`:                                                   ToolsMistral,
+		`{{- '<|start_header_id|>assistant<|end_header_id|>' }}`:                   ToolsLlama3,
+		`{{- '<|python_tag|>' + tool_call.function.name }}`:                        ToolsLlama3,
+		`{%- for m in messages %}{{ '<start_of_turn>' + m.content }}{%- endfor %}`: ToolsJSON,
+		builtinTemplates["chatml"].source:                                          ToolsHermes,
+		builtinTemplates["llama3"].source:                                          ToolsLlama3,
+		builtinTemplates["mistral"].source:                                         ToolsMistral,
+		builtinTemplates["gemma"].source:                                           ToolsJSON,
+	} {
+		if got := DetectToolFormat(src); got != want {
+			t.Errorf("DetectToolFormat(%.40q) = %s, want %s", src, got, want)
+		}
+	}
+}

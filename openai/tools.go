@@ -1,0 +1,139 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/grammar"
+)
+
+// toolFields are a chat request's tool fields.
+type toolFields struct {
+	Tools             []chat.Tool     `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+}
+
+// toolPlan is what a chat request's tools ask of its answer.
+type toolPlan struct {
+	render []chat.Tool // the tools the template shows the model
+	// parse: the answer is read for calls in format (tool_choice other
+	// than "none"), keeping at most max of them (0: any).
+	parse  bool
+	format chat.ToolFormat
+	max    int
+	// grammar forces a call ("required" or a named function); "" for none.
+	grammar string
+}
+
+// functionName is OpenAI's rule for function names.
+var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// toolPlan checks the tool fields and decides how to answer them.
+//
+// tool_choice "none" hides the tools from the template and reads no
+// calls; "auto" (the default with tools) shows them and reads the calls
+// the model writes in the model's format; "required" and a named
+// function also force the answer to be calls, with a grammar built from
+// the tools' parameters schemas. parallel_tool_calls false allows one
+// call: the grammar writes one, and in "auto" only the first call the
+// model writes is kept.
+func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
+	plan := toolPlan{format: m.tools}
+	names := map[string]bool{}
+	for i, t := range f.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "function":
+			return plan, invalid(param+".type", "'%s.type' must be \"function\", got %q", param, t.Type)
+		case !functionName.MatchString(t.Function.Name):
+			return plan, invalid(param+".function.name", "'%s.function.name' must be 1 to 64 letters, digits, '_' or '-', got %q", param, t.Function.Name)
+		case names[t.Function.Name]:
+			return plan, invalid(param+".function.name", "tool %q is defined twice", t.Function.Name)
+		}
+		names[t.Function.Name] = true
+		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
+			return plan, invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
+		}
+	}
+	choice, named, e := parseToolChoice(f.ToolChoice)
+	if e != nil {
+		return plan, e
+	}
+	if choice == "" {
+		choice = "none"
+		if len(f.Tools) > 0 {
+			choice = "auto"
+		}
+	}
+	switch {
+	case len(f.Tools) > 0:
+	case choice == "required" || choice == "function":
+		return plan, invalid("tool_choice", "'tool_choice' %s needs 'tools'", string(f.ToolChoice))
+	default:
+		choice = "none" // "auto" with no tools: clients send it as a default
+	}
+	if choice == "none" {
+		return plan, nil
+	}
+	plan.render, plan.parse = f.Tools, true
+	parallel := f.ParallelToolCalls == nil || *f.ParallelToolCalls
+	if !parallel {
+		plan.max = 1
+	}
+	forced := f.Tools
+	switch choice {
+	case "auto":
+		return plan, nil
+	case "function":
+		forced = nil
+		for _, t := range f.Tools {
+			if t.Function.Name == named {
+				forced = []chat.Tool{t}
+			}
+		}
+		if forced == nil {
+			return plan, invalid("tool_choice", "'tool_choice' names function %q, which is not among 'tools'", named)
+		}
+		parallel = false // OpenAI calls the named function once
+		plan.max = 1
+	}
+	g, err := plan.format.Grammar(forced, parallel)
+	if err != nil {
+		if errors.Is(err, grammar.ErrInvalidSchema) {
+			return plan, invalid("tools", "cannot force a call: %v", err)
+		}
+		return plan, &Error{Status: 500, Type: TypeServer, Message: "tool-call grammar: " + err.Error()}
+	}
+	plan.grammar = g
+	return plan, nil
+}
+
+// parseToolChoice reads tool_choice: "" when absent or null, "none",
+// "auto", "required", or "function" with the function's name.
+func parseToolChoice(raw json.RawMessage) (choice, name string, e *Error) {
+	if isNull(raw) {
+		return "", "", nil
+	}
+	if err := json.Unmarshal(raw, &choice); err == nil {
+		switch choice {
+		case "none", "auto", "required":
+			return choice, "", nil
+		}
+		return "", "", invalid("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}, got %q", choice)
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
+		return "", "", invalid("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+	}
+	return "function", obj.Function.Name, nil
+}

@@ -1,0 +1,275 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+// Tool calls end to end: stories260K (its byte tokens can write any
+// text; no chat template, so the chatml
+// built-in and its Hermes format) is forced by tool_choice to call, and
+// its answer comes back as OpenAI tool_calls, whole and streamed.
+
+var weatherTool = map[string]any{
+	"type": "function",
+	"function": map[string]any{
+		"name":        "get_weather",
+		"description": "Weather forecast for a city.",
+		"parameters": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"city": map[string]any{"type": "string", "enum": []string{"Paris", "Tokyo", "Lima"}},
+				"days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7},
+			},
+			"required": []string{"city", "days"},
+		},
+	},
+}
+
+var timeTool = map[string]any{
+	"type": "function",
+	"function": map[string]any{
+		"name": "get_time",
+		"parameters": map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"zone": map[string]any{"type": "string", "enum": []string{"UTC", "CET"}}},
+			"required":   []string{"zone"},
+		},
+	},
+}
+
+func toolRequest(choice any, extra map[string]any) map[string]any {
+	body := map[string]any{
+		"model":       "tiny",
+		"messages":    []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
+		"tools":       []any{weatherTool, timeTool},
+		"tool_choice": choice,
+		"max_tokens":  120, "temperature": 0,
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	return body
+}
+
+// checkCall checks that a call is one of the tools, with arguments that
+// are a JSON object following its schema's enums.
+func checkCall(t *testing.T, c wire.ToolCall) {
+	t.Helper()
+	if !strings.HasPrefix(c.ID, "call_") || c.Type != "function" {
+		t.Errorf("call %+v: id or type", c)
+	}
+	var args map[string]any
+	if err := json.Unmarshal([]byte(c.Function.Arguments), &args); err != nil {
+		t.Fatalf("call %s: arguments %q are not a JSON object: %v", c.Function.Name, c.Function.Arguments, err)
+	}
+	switch c.Function.Name {
+	case "get_weather":
+		days, _ := args["days"].(float64)
+		if !slices.Contains([]any{"Paris", "Tokyo", "Lima"}, args["city"]) || days < 1 || days > 7 || days != float64(int(days)) {
+			t.Errorf("get_weather arguments %s break the schema", c.Function.Arguments)
+		}
+	case "get_time":
+		if !slices.Contains([]any{"UTC", "CET"}, args["zone"]) {
+			t.Errorf("get_time arguments %s break the schema", c.Function.Arguments)
+		}
+	default:
+		t.Errorf("call of unknown function %q", c.Function.Name)
+	}
+}
+
+// streamCalls reads a chat stream and reassembles its content and calls
+// the way OpenAI's clients do, checking that each call's id and name come
+// once, first.
+func streamCalls(t *testing.T, ts *testServer, body map[string]any) (content string, calls []wire.ToolCall, finish string) {
+	t.Helper()
+	body["stream"] = true
+	events := readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body))
+	if events[len(events)-1] != "[DONE]" {
+		t.Fatalf("no [DONE]: %q", events)
+	}
+	var text strings.Builder
+	for _, data := range events[:len(events)-1] {
+		var c wire.ChatCompletionChunk
+		unmarshal(t, data, &c)
+		if len(c.Choices) != 1 {
+			t.Fatalf("chunk %s", data)
+		}
+		ch := c.Choices[0]
+		text.WriteString(ch.Delta.Text())
+		for _, d := range ch.Delta.ToolCalls {
+			if d.Index > len(calls) {
+				t.Fatalf("call index %d skips one: %s", d.Index, data)
+			}
+			if d.Index == len(calls) {
+				if d.ID == "" || d.Function.Name == "" {
+					t.Fatalf("call %d starts without id and name: %s", d.Index, data)
+				}
+				calls = append(calls, wire.ToolCall{ID: d.ID, Type: d.Type, Function: wire.FunctionCall{Name: d.Function.Name}})
+			} else if d.ID != "" || d.Function.Name != "" {
+				t.Fatalf("call %d: id or name sent again: %s", d.Index, data)
+			}
+			calls[d.Index].Function.Arguments += d.Function.Arguments
+		}
+		if ch.FinishReason != nil {
+			finish = *ch.FinishReason
+		}
+	}
+	return text.String(), calls, finish
+}
+
+func wholeCalls(t *testing.T, ts *testServer, body map[string]any) (wire.ChatChoice, string) {
+	t.Helper()
+	resp, b := ts.post(t, "/v1/chat/completions", body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	var c wire.ChatCompletion
+	unmarshal(t, string(b), &c)
+	if len(c.Choices) != 1 {
+		t.Fatalf("choices: %s", b)
+	}
+	return c.Choices[0], string(b)
+}
+
+func TestToolChoiceForcesCalls(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 2})
+	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
+	for _, tc := range []struct {
+		name   string
+		choice any
+		extra  map[string]any
+		want   func(calls []wire.ToolCall) bool
+	}{
+		{"named", named, nil, func(c []wire.ToolCall) bool { return len(c) == 1 && c[0].Function.Name == "get_weather" }},
+		// Parallel calls: the model may go on calling until max_tokens.
+		{"required", "required", map[string]any{"max_tokens": 300}, func(c []wire.ToolCall) bool { return len(c) >= 1 }},
+		{"required one call", "required", map[string]any{"parallel_tool_calls": false}, func(c []wire.ToolCall) bool { return len(c) == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			choice, raw := wholeCalls(t, ts, toolRequest(tc.choice, tc.extra))
+			msg := choice.Message
+			if !tc.want(msg.ToolCalls) {
+				t.Fatalf("calls %+v: %s", msg.ToolCalls, raw)
+			}
+			for _, c := range msg.ToolCalls {
+				checkCall(t, c)
+			}
+			if msg.Content != "" || !strings.Contains(raw, `"content":null`) || strings.Contains(raw, "tool_call>") {
+				t.Errorf("content beside the calls: %s", raw)
+			}
+			if *choice.FinishReason != "tool_calls" && (tc.name != "required" || *choice.FinishReason != "length") {
+				t.Errorf("finish_reason %q, want tool_calls", *choice.FinishReason)
+			}
+
+			content, calls, finish := streamCalls(t, ts, toolRequest(tc.choice, tc.extra))
+			if content != "" || finish != *choice.FinishReason {
+				t.Errorf("stream: content %q, finish %q", content, finish)
+			}
+			if finish == "length" && len(calls) == len(msg.ToolCalls)+1 {
+				// The call cut off at max_tokens was streamed as far as it
+				// went; the whole answer leaves it out.
+				calls = calls[:len(msg.ToolCalls)]
+			}
+			if len(calls) != len(msg.ToolCalls) {
+				t.Fatalf("stream: %d calls, whole: %d", len(calls), len(msg.ToolCalls))
+			}
+			for i, c := range calls {
+				checkCall(t, c)
+				// Greedy: the same call, with another id.
+				if c.Function != msg.ToolCalls[i].Function {
+					t.Errorf("stream call %d %+v, whole %+v", i, c.Function, msg.ToolCalls[i].Function)
+				}
+			}
+		})
+	}
+}
+
+// With tool_choice auto nothing forces a call; TinyStories tells a story,
+// which comes back as content.
+func TestToolChoiceAutoAnswersText(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	choice, raw := wholeCalls(t, ts, toolRequest("auto", map[string]any{"max_tokens": 16}))
+	if len(choice.Message.ToolCalls) != 0 || choice.Message.Content == "" || *choice.FinishReason == "tool_calls" {
+		t.Fatalf("auto: %s", raw)
+	}
+	content, calls, finish := streamCalls(t, ts, toolRequest("auto", map[string]any{"max_tokens": 16}))
+	if len(calls) != 0 || content != choice.Message.Content || finish != *choice.FinishReason {
+		t.Fatalf("auto stream: content %q calls %+v finish %q; whole %s", content, calls, finish, raw)
+	}
+}
+
+// A conversation carrying an assistant's calls and the tools' results
+// renders and is answered; a forced call can follow it.
+func TestToolRoundTrip(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	first, raw := wholeCalls(t, ts, toolRequest("required", map[string]any{"parallel_tool_calls": false}))
+	if len(first.Message.ToolCalls) != 1 {
+		t.Fatalf("first turn: %s", raw)
+	}
+	call := first.Message.ToolCalls[0]
+	msgs := []any{
+		map[string]any{"role": "user", "content": "What is the weather in Paris?"},
+		map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}},
+		map[string]any{"role": "tool", "tool_call_id": call.ID, "content": `{"forecast": "sun"}`},
+	}
+	body := toolRequest("auto", map[string]any{"messages": msgs, "max_tokens": 8})
+	second, raw := wholeCalls(t, ts, body)
+	if second.FinishReason == nil || second.Message.Role != "assistant" {
+		t.Fatalf("second turn: %s", raw)
+	}
+	body = toolRequest(map[string]any{"type": "function", "function": map[string]any{"name": "get_time"}}, map[string]any{"messages": msgs})
+	third, raw := wholeCalls(t, ts, body)
+	if len(third.Message.ToolCalls) != 1 || third.Message.ToolCalls[0].Function.Name != "get_time" {
+		t.Fatalf("third turn: %s", raw)
+	}
+}
+
+func TestToolBadRequests(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	unknown := map[string]any{"type": "function", "function": map[string]any{"name": "nope"}}
+	badSchema := map[string]any{"type": "function", "function": map[string]any{"name": "f", "parameters": map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"$ref": "#/$defs/missing"}}}}}
+	for _, tc := range []struct {
+		name  string
+		body  map[string]any
+		param string
+	}{
+		{"unknown named function", toolRequest(unknown, nil), "tool_choice"},
+		{"bad choice string", toolRequest("always", nil), "tool_choice"},
+		{"bad choice object", toolRequest(map[string]any{"type": "function"}, nil), "tool_choice"},
+		{"required without tools", toolRequest("required", map[string]any{"tools": nil}), "tool_choice"},
+		{"tool type", toolRequest("auto", map[string]any{"tools": []any{map[string]any{"type": "retrieval", "function": map[string]any{"name": "f"}}}}), "tools[0].type"},
+		{"function name", toolRequest("auto", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "a b"}}}}), "tools[0].function.name"},
+		{"duplicate name", toolRequest("auto", map[string]any{"tools": []any{weatherTool, weatherTool}}), "tools[1].function.name"},
+		{"parameters not a schema", toolRequest("auto", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f", "parameters": []int{1}}}}}), "tools[0].function.parameters"},
+		{"schema the grammar cannot express", toolRequest("required", map[string]any{"tools": []any{badSchema}}), "tools"},
+		{"forced call and response_format", toolRequest("required", map[string]any{"response_format": map[string]any{"type": "json_object"}}), "tool_choice"},
+		{"paced answer with tools", toolRequest("auto", map[string]any{"stream": true, "chunking": map[string]any{}}), "chunking"},
+		{"assistant message without content or calls", toolRequest("auto", map[string]any{"messages": []any{map[string]any{"role": "assistant"}}}), "messages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := ts.post(t, "/v1/chat/completions", tc.body)
+			var e struct {
+				Error struct {
+					Type  string `json:"type"`
+					Param string `json:"param"`
+				} `json:"error"`
+			}
+			unmarshal(t, string(b), &e)
+			if resp.StatusCode != http.StatusBadRequest || e.Error.Type != "invalid_request_error" || e.Error.Param != tc.param {
+				t.Fatalf("status %d %s, want 400 naming %s", resp.StatusCode, b, tc.param)
+			}
+		})
+	}
+	// The server still answers.
+	if choice, raw := wholeCalls(t, ts, toolRequest("none", map[string]any{"max_tokens": 4})); len(choice.Message.ToolCalls) != 0 {
+		t.Fatalf("tool_choice none: %s", raw)
+	}
+}
