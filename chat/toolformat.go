@@ -29,6 +29,8 @@ const (
 	ToolsLlama3 ToolFormat = "llama3"
 	// ToolsMistral: [TOOL_CALLS] and then a JSON array of
 	// {"name": ..., "arguments": {...}} (Mistral 7B v0.3, Nemo, Small).
+	// The array alone also opens an answer: in Mistral's own vocabularies
+	// [TOOL_CALLS] is a control token, whose text is not output.
 	ToolsMistral ToolFormat = "mistral"
 	// ToolsJSON: the whole answer is a call object, an array of them, or
 	// {"tool_calls": [...]}: the fallback for templates without a
@@ -88,7 +90,7 @@ func (f ToolFormat) syntax() syntax {
 		}
 	case ToolsMistral:
 		return syntax{
-			start: []string{"[TOOL_CALLS]"}, argsKey: "arguments",
+			start: []string{"[TOOL_CALLS]"}, bare: true, argsKey: "arguments",
 			frame: grammar.Frame{Open: "[TOOL_CALLS][", Close: "]", Sep: ", "},
 		}
 	}

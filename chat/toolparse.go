@@ -114,7 +114,7 @@ func (p *ToolParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool
 		if trimmed == "" && !end {
 			return out, false
 		}
-		if trimmed != "" && (trimmed[0] == '{' || trimmed[0] == '[') {
+		if trimmed != "" && (trimmed[0] == '{' || trimmed[0] == '[') && !p.atMarker(trimmed) {
 			p.open(p.pos, p.pos+len(rest)-len(trimmed), "")
 			return out, true
 		}
@@ -140,6 +140,17 @@ func (p *ToolParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool
 	}
 	// Whitespace after the last call is not content.
 	return p.content(out, upto, end && len(p.done) == 0), false
+}
+
+// atMarker reports whether s begins with a marker, or may as more text
+// arrives.
+func (p *ToolParser) atMarker(s string) bool {
+	for _, m := range p.sx.start {
+		if strings.HasPrefix(s, m) || strings.HasPrefix(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // content sends text[pos:upto] as content, holding back trailing
@@ -182,8 +193,12 @@ func (p *ToolParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) 
 	switch {
 	case r.bad:
 		return p.fail(out), true
+	case end && !r.closed && !r.complete() && len(r.objs) > 1:
+		// Cut off by the answer's end (max_tokens) within a call: the
+		// calls before it stand.
+		r.objs = r.objs[:len(r.objs)-1]
 	case end && !r.closed && !r.complete() && p.marker != "":
-		// Cut off by the answer's end (max_tokens): markup, but no call.
+		// Cut off within the first call: markup, but no call.
 		p.pos, p.calls = len(p.text), false
 		return out, true
 	case end && !r.closed && !r.complete():
@@ -193,7 +208,7 @@ func (p *ToolParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) 
 	for i, o := range r.objs {
 		out = p.sendCall(out, i, o)
 	}
-	if !r.closed && !(end && r.complete()) {
+	if !r.closed && !end {
 		return out, false
 	}
 	if !r.closed {

@@ -54,6 +54,13 @@ func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
 // loopback listener), wrap nil meaning the listener itself.
 func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
 	t.Helper()
+	return startOptions(t, model, ecfg, openai.ModelOptions{}, scfg, wrap)
+}
+
+// startOptions is startListener with the model's options (chat template,
+// tool-call format).
+func startOptions(t *testing.T, model string, ecfg engine.Config, mopt openai.ModelOptions, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
+	t.Helper()
 	ecfg.ModelPath = model
 	if !filepath.IsAbs(model) {
 		ecfg.ModelPath = testmodel.Path(t, model)
@@ -67,7 +74,8 @@ func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, 
 		t.Fatal(err)
 	}
 	log, _ := newLogger()
-	api, err := openai.ForEngine(eng, openai.ModelOptions{Logger: log})
+	mopt.Logger = log
+	api, err := openai.ForEngine(eng, mopt)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

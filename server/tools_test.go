@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/openai/wire"
 )
 
@@ -140,7 +142,20 @@ func wholeCalls(t *testing.T, ts *testServer, body map[string]any) (wire.ChatCho
 }
 
 func TestToolChoiceForcesCalls(t *testing.T) {
-	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 2})
+	// chatml's own format, and the others as --tool-format would set them.
+	for _, f := range chat.ToolFormats() {
+		t.Run(string(f), func(t *testing.T) {
+			opt := openai.ModelOptions{}
+			if f != chat.ToolsHermes {
+				opt.ToolFormat = f
+			}
+			ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 2}, opt, Config{}, nil)
+			forceCalls(t, ts)
+		})
+	}
+}
+
+func forceCalls(t *testing.T, ts *testServer) {
 	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
 	for _, tc := range []struct {
 		name   string
