@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
@@ -329,5 +331,92 @@ func TestSDKModels(t *testing.T) {
 	}
 	if err := iter.Err(); err != nil || n != len(page.Data) {
 		t.Errorf("auto-paging: %d models, %v; want %d", n, err, len(page.Data))
+	}
+}
+
+// TestSDKTools forces a call with a named tool_choice, whole and
+// streamed through the SDK's accumulator, and sends the tool's result
+// back for the next turn.
+func TestSDKTools(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	client := sdkClient(ts)
+	ctx := context.Background()
+	p := openai.ChatCompletionNewParams{
+		Model:    "tiny",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:        "get_weather",
+			Description: openai.String("Weather forecast for a city."),
+			Parameters: openai.FunctionParameters{
+				"type": "object",
+				"properties": map[string]any{
+					"city": map[string]any{"type": "string", "enum": []string{"Paris", "Tokyo"}},
+					"days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7},
+				},
+				"required": []string{"city", "days"},
+			},
+		})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"},
+		}},
+		MaxTokens:   openai.Int(120),
+		Temperature: openai.Float(0),
+	}
+	c, err := client.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Choices[0]
+	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.Content != "" {
+		t.Fatalf("answer %s", c.RawJSON())
+	}
+	call := ch.Message.ToolCalls[0]
+	var args struct {
+		City string `json:"city"`
+		Days int    `json:"days"`
+	}
+	if err := json.Unmarshal([]byte(call.Function.Arguments), &args); err != nil || call.Function.Name != "get_weather" || args.City == "" || args.Days < 1 {
+		t.Fatalf("call %s: %v", call.RawJSON(), err)
+	}
+	if fc := call.AsFunction(); len(ch.Message.JSON.ExtraFields) != 0 || len(fc.JSON.ExtraFields) != 0 || len(call.Function.JSON.ExtraFields) != 0 {
+		t.Errorf("fields the SDK does not know: %v %v %v", ch.Message.JSON.ExtraFields, fc.JSON.ExtraFields, call.Function.JSON.ExtraFields)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, p)
+	var acc openai.ChatCompletionAccumulator
+	finished := 0
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			t.Fatalf("chunk not accumulated: %s", stream.Current().RawJSON())
+		}
+		if tc, ok := acc.JustFinishedToolCall(); ok {
+			finished++
+			if tc.Name != "get_weather" || tc.Arguments != call.Function.Arguments {
+				t.Errorf("streamed call %+v, whole %+v", tc, call.Function)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	stream.Close()
+	got := acc.Choices[0].Message.ToolCalls
+	if len(got) != 1 || got[0].Function.Arguments != call.Function.Arguments || acc.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("streamed %+v, finish %q", got, acc.Choices[0].FinishReason)
+	}
+	if finished != 1 {
+		t.Errorf("JustFinishedToolCall fired %d times", finished)
+	}
+
+	// The result goes back; tool_choice none answers in text.
+	p.Messages = append(p.Messages, ch.Message.ToParam(), openai.ToolMessage(`{"forecast": "sunny"}`, call.ID))
+	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
+	p.MaxTokens = openai.Int(8)
+	c, err = client.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Choices[0].Message.ToolCalls) != 0 || c.Choices[0].Message.Content == "" {
+		t.Fatalf("second turn %s", c.RawJSON())
 	}
 }
