@@ -284,6 +284,86 @@ func TestE2EToolLoopAndExitTools(t *testing.T) {
 	})
 }
 
+// TestE2ENativeToolLoop runs the native tool loop against corral serve:
+// the tools go in the request's "tools", tool_choice makes the model
+// call, and corral's parsed tool_calls drive the rounds.
+func TestE2ENativeToolLoop(t *testing.T) {
+	var mu sync.Mutex
+	var calls []ToolInvocation
+	runner := ToolRunnerFunc(func(_ context.Context, c ToolInvocation) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, c)
+		return map[string]any{"definition": "a small animal"}, nil
+	})
+	schema := func(s string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	lookup := ToolDef{Type: "function", Function: ToolFunctionDef{Name: "lookup", Description: "Look a word up.",
+		Parameters: schema(lookupArgs)}}
+	report := ToolDef{Type: "function", Function: ToolFunctionDef{Name: "report", Description: "Report your confidence.",
+		Parameters: schema(reportArgs)}}
+	w := tinyWorker(t, 1, []string{"--log-requests"}, func(c *WorkerConfig) {
+		c.ToolFormat = ToolFormatNative
+		c.NormalTools, c.ExitTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookup}, []ToolDef{report}, runner, 2
+	})
+	force := func(name string) map[string]any {
+		return map[string]any{"temperature": 0, "max_tokens": 120,
+			"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": name}}}
+	}
+
+	t.Run("normal tool until the budget is spent", func(t *testing.T) {
+		id, err := w.Submit(Job{Name: "native", UserPrompt: "What is a cat?", Params: force("lookup")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, res := finish(t, w, id)
+		if res.State != RequestCompleted || res.FinishReason != FinishToolBudget || st.ToolItersLeft != 0 {
+			t.Fatalf("status %+v result %+v", st, res)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2 {
+			t.Fatalf("runner called %d times, want 2: %+v", len(calls), calls)
+		}
+		for _, c := range calls {
+			if q, ok := c.Arguments["q"].(string); c.Name != "lookup" || !ok || len(q) > 8 || c.RequestID != id {
+				t.Errorf("tool call %+v", c)
+			}
+		}
+		// The continuations carried the calls and their results as
+		// messages, which corral rendered.
+		logs := strings.Join(w.DebugInfo().RecentLogs, "\n")
+		for _, want := range []string{`tool_call_id`, `a small animal`, `tool_calls`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("child never received %q", want)
+			}
+		}
+	})
+
+	t.Run("exit tool", func(t *testing.T) {
+		id, err := w.Submit(Job{Name: "signal", UserPrompt: "Say hi.", Params: force("report")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, res := finish(t, w, id)
+		// The answer was the call ("tool_calls"), which ends the turn.
+		if res.State != RequestCompleted || res.FinishReason != FinishStop {
+			t.Fatalf("result %+v", res)
+		}
+		if len(res.Signals) != 1 || res.Signals[0].ToolName != "report" {
+			t.Fatalf("signals %+v", res.Signals)
+		}
+		if c, ok := res.Signals[0].Arguments["confidence"].(float64); !ok || c < 0 || c > 9 {
+			t.Fatalf("signal arguments %+v", res.Signals[0].Arguments)
+		}
+	})
+}
+
 func TestE2EToolFailures(t *testing.T) {
 	runner := ToolRunnerFunc(func(context.Context, ToolInvocation) (any, error) {
 		return nil, errors.New("dictionary offline")
