@@ -124,12 +124,15 @@ type ollamaBody interface {
 	check() *Error
 	// request builds the engine request for m.
 	request(m *Model) (engine.Request, *Error)
+	// hasTools reports tools offered to the model, whose calls the
+	// answer is read for.
+	hasTools() bool
 }
 
 // ollamaServe decodes body and answers it: refusals first, so that a
 // request turned away whatever the model does not load one (and evict
 // others), then the model's lease, then the generation.
-func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBody, chat bool, promptParam string) {
+func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBody, isChat bool, promptParam string) {
 	start := time.Now()
 	if e := decodeBody(r, body); e != nil {
 		writeOllamaError(w, e)
@@ -137,7 +140,7 @@ func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBod
 	}
 	p := body.params()
 	if body.empty() {
-		a.ollamaLoad(w, r, p, chat)
+		a.ollamaLoad(w, r, p, isChat)
 		return
 	}
 	if e := body.check(); e != nil {
@@ -156,14 +159,19 @@ func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBod
 		writeOllamaError(w, e)
 		return
 	}
-	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: chat, start: start, load: load, now: time.Now}
+	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: isChat, start: start, load: load, now: time.Now}
+	if body.hasTools() {
+		f.calls, f.tools = chat.NewToolParser(m.tools, 0), m.tools
+	}
 	a.generate(w, r, m, req, p.genMode(promptParam), f)
 }
 
 func (body *ollamaGenerateRequest) params() *ollamaParams { return &body.ollamaParams }
 func (body *ollamaGenerateRequest) empty() bool           { return body.Prompt == "" }
+func (body *ollamaGenerateRequest) hasTools() bool        { return false }
 func (body *ollamaChatRequest) params() *ollamaParams     { return &body.ollamaParams }
 func (body *ollamaChatRequest) empty() bool               { return len(body.Messages) == 0 }
+func (body *ollamaChatRequest) hasTools() bool            { return len(body.Tools) > 0 }
 
 // genMode is how to answer a generation asked with p.
 func (p *ollamaParams) genMode(promptParam string) genMode {

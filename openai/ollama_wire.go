@@ -1,12 +1,15 @@
 package openai
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // ollamaMetrics are the timings and counts of a final object, durations
@@ -49,26 +52,75 @@ type ollamaResponder struct {
 	start time.Time        // when the request arrived: total_duration runs from it
 	load  time.Duration    // spent getting the model
 	now   func() time.Time // the clock, time.Now but in tests
+	// calls reads /api/chat's tool calls when the request has tools
+	// (nil otherwise); sent counts those already in a streamed object.
+	calls *chat.ToolParser
+	tools chat.ToolFormat
+	sent  int
 }
 
-func (f *ollamaResponder) object(text string, done bool, reason string, mt ollamaMetrics) any {
+func (f *ollamaResponder) object(text string, done bool, reason string, mt ollamaMetrics, calls ...wire.ToolCall) any {
 	at := f.now().UTC()
 	if f.chat {
-		return &ollamaChatResponse{Model: f.model, CreatedAt: at, Message: ollamaMessage{Role: "assistant", Content: text},
-			Done: done, DoneReason: reason, ollamaMetrics: mt}
+		msg := ollamaMessage{Role: "assistant", Content: text}
+		for _, c := range calls {
+			var tc ollamaToolCall
+			tc.ID, tc.Function.Name, tc.Function.Arguments = c.ID, c.Function.Name, json.RawMessage(c.Function.Arguments)
+			if !json.Valid(tc.Function.Arguments) {
+				tc.Function.Arguments, _ = json.Marshal(c.Function.Arguments) // arguments that are no JSON stay text
+			}
+			msg.ToolCalls = append(msg.ToolCalls, tc)
+		}
+		return &ollamaChatResponse{Model: f.model, CreatedAt: at, Message: msg, Done: done, DoneReason: reason, ollamaMetrics: mt}
 	}
 	return &ollamaGenerateResponse{Model: f.model, CreatedAt: at, Response: text, Done: done, DoneReason: reason, ollamaMetrics: mt}
 }
 
 func (f *ollamaResponder) streamStart() any { return nil }
 
+// streamText sends text as it comes; with tools, the content the parser
+// decided and each call once it is complete, as Ollama streams them.
 func (f *ollamaResponder) streamText(text string, _ engine.Chunk) any {
-	return f.object(text, false, "", ollamaMetrics{})
+	if f.calls == nil {
+		return f.object(text, false, "", ollamaMetrics{})
+	}
+	content := deltaText(f.calls.Push(text))
+	calls := f.calls.Calls()[f.sent:]
+	f.sent += len(calls)
+	if content == "" && len(calls) == 0 {
+		return nil
+	}
+	return f.object(content, false, "", ollamaMetrics{}, calls...)
 }
 
-func (f *ollamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", res)} }
+func (f *ollamaResponder) streamEnd(res engine.Result) []any {
+	var evs []any
+	if f.calls != nil {
+		content := deltaText(f.calls.Finish())
+		if calls := f.calls.Calls()[f.sent:]; content != "" || len(calls) > 0 {
+			f.sent += len(calls)
+			evs = append(evs, f.object(content, false, "", ollamaMetrics{}, calls...))
+		}
+	}
+	return append(evs, f.final("", res))
+}
 
 func (f *ollamaResponder) whole(text string, res engine.Result) any {
+	return f.final(text, res)
+}
+
+// deltaText joins the content of parser pieces.
+func deltaText(ds []wire.Delta) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.Text())
+	}
+	return b.String()
+}
+
+// final is the last object: done, with the metrics, and the whole
+// answer's text and calls when not streamed.
+func (f *ollamaResponder) final(text string, res engine.Result) any {
 	mt := ollamaMetrics{
 		TotalDuration:      f.now().Sub(f.start),
 		LoadDuration:       f.load,
@@ -80,7 +132,11 @@ func (f *ollamaResponder) whole(text string, res engine.Result) any {
 	// corral's "stop" and "length" are Ollama's done_reason too; the
 	// other reasons end in an error but the paced ones, which these
 	// endpoints never start.
-	return f.object(text, true, string(res.FinishReason), mt)
+	var calls []wire.ToolCall
+	if f.calls != nil && text != "" {
+		text, calls = chat.ParseToolCalls(f.tools, text, 0)
+	}
+	return f.object(text, true, string(res.FinishReason), mt, calls...)
 }
 
 // ollamaError is the body of Ollama's errors, and a stream's error line.

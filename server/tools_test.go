@@ -288,3 +288,66 @@ func TestToolBadRequests(t *testing.T) {
 		t.Fatalf("tool_choice none: %s", raw)
 	}
 }
+
+// Ollama's /api/chat reads the calls of an answer when the request has
+// tools, and gives their arguments as a JSON object. Ollama has no
+// tool_choice: the test makes the model call with "format", a schema of
+// the JSON format's call object.
+func TestOllamaToolCalls(t *testing.T) {
+	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, openai.ModelOptions{ToolFormat: chat.ToolsJSON}, Config{}, nil)
+	callSchema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name":      map[string]any{"const": "get_weather"},
+			"arguments": weatherTool["function"].(map[string]any)["parameters"],
+		},
+		"required": []string{"name", "arguments"},
+	}
+	body := func(stream bool) map[string]any {
+		return map[string]any{
+			"model":    "tiny",
+			"messages": []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
+			"tools":    []any{weatherTool},
+			"format":   callSchema,
+			"stream":   stream,
+			"options":  map[string]any{"temperature": 0, "num_predict": 120},
+		}
+	}
+	type ollamaCall struct {
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	type object struct {
+		Message struct {
+			Content   string       `json:"content"`
+			ToolCalls []ollamaCall `json:"tool_calls"`
+		} `json:"message"`
+		Done bool `json:"done"`
+	}
+	resp, b := ts.post(t, "/api/chat", body(false))
+	var whole object
+	unmarshal(t, string(b), &whole)
+	if resp.StatusCode != http.StatusOK || len(whole.Message.ToolCalls) != 1 || whole.Message.Content != "" {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	call := whole.Message.ToolCalls[0]
+	var args map[string]any
+	if err := json.Unmarshal(call.Function.Arguments, &args); err != nil || call.Function.Name != "get_weather" || args["city"] == nil {
+		t.Fatalf("call %s: arguments are not an object: %v", b, err)
+	}
+
+	resp, b = ts.post(t, "/api/chat", body(true))
+	var calls []ollamaCall
+	var content strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var o object
+		unmarshal(t, line, &o)
+		content.WriteString(o.Message.Content)
+		calls = append(calls, o.Message.ToolCalls...)
+	}
+	if resp.StatusCode != http.StatusOK || content.Len() != 0 || len(calls) != 1 || string(calls[0].Function.Arguments) != string(call.Function.Arguments) {
+		t.Fatalf("stream %s; whole call %s", b, call.Function.Arguments)
+	}
+}
