@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
 )
 
@@ -365,4 +366,48 @@ func BenchmarkEmbed32(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestEstimateMemoryPooling: an engine that embeds is estimated with its
+// reserved batch of KV cells and its larger output buffer; the pooling
+// the GGUF declares counts like the one asked for.
+func TestEstimateMemoryPooling(t *testing.T) {
+	md := &gguf.Metadata{
+		Architecture: "llama", ContextLength: 1000, EmbeddingLength: 512, BlockCount: 2, VocabSize: 1000,
+		KV:      map[string]any{"general.architecture": "llama", "llama.attention.head_count": uint32(8)},
+		Tensors: []gguf.TensorInfo{{Name: "token_embd.weight", Dims: []uint64{512, 1000}, Type: gguf.TypeQ8_0}},
+	}
+	// 2 slots of 768 cells; with the reserve, 1,536 + 512 = 2,048 cells
+	// (no padding either way), and passes of 512 tokens.
+	cfg := engine.Config{Parallel: 2, CtxSize: 1536}
+	plain, err := engine.EstimateMemory(md, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Pooling = "none"
+	if none, err := engine.EstimateMemory(md, cfg); err != nil || none != plain {
+		t.Errorf("pooling none: %+v, %v; want %+v", none, err, plain)
+	}
+	cfg.Pooling = "mean"
+	mean, err := engine.EstimateMemory(md, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := plain.KV * 2048 / 1536; mean.KV != want {
+		t.Errorf("KV %d with pooling, want %d (512 more cells)", mean.KV, want)
+	}
+	// The output buffer: (vocab + embd) × 512 tokens × 4 B, where one
+	// token's logits per slot were.
+	if grow := mean.Compute - plain.Compute; grow < (1000+512)*512*4-1000*4*2 {
+		t.Errorf("compute grows by %d with pooling, less than the output buffer", grow)
+	}
+	md.KV["llama.pooling_type"] = uint32(1) // mean
+	cfg.Pooling = ""
+	if declared, err := engine.EstimateMemory(md, cfg); err != nil || declared != mean {
+		t.Errorf("declared mean: %+v, %v; want %+v", declared, err, mean)
+	}
+	cfg.Pooling = "max"
+	if _, err := engine.EstimateMemory(md, cfg); err == nil {
+		t.Error("pooling max: no error")
+	}
 }
