@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"testing"
 
@@ -337,10 +338,16 @@ func TestEmbedDrain(t *testing.T) {
 }
 
 // BenchmarkEmbed32: 32 short inputs embedded as one call (one forward
-// pass) against 32 calls one after the other.
+// pass) against 32 calls one after the other. $CORRAL_EMBED_BENCH_MODEL
+// names another GGUF file to measure (corral synth --shape 135m makes
+// one whose passes are dominated by reading the weights).
 func BenchmarkEmbed32(b *testing.B) {
+	path := os.Getenv("CORRAL_EMBED_BENCH_MODEL")
+	if path == "" {
+		path = testmodel.Path(b, testmodel.TinyStories656K)
+	}
 	e, err := engine.New(context.Background(), engine.Config{
-		ModelPath: testmodel.Path(b, testmodel.TinyStories656K), Parallel: 1, Threads: testThreads, Pooling: "mean",
+		ModelPath: path, Parallel: 1, Threads: testThreads, Pooling: "mean",
 	})
 	if err != nil {
 		b.Fatal(err)
