@@ -9,6 +9,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/corral-llm/corral/llama"
@@ -40,7 +41,48 @@ var (
 	ErrBadToken = errors.New("engine: bad token id")
 	// ErrBadChunking means Request.Chunking has a negative bound.
 	ErrBadChunking = errors.New("engine: invalid chunking")
+	// ErrNotEmbedding means Embed was called on an engine whose pooling
+	// is none (or rank): the model gives no sequence embedding.
+	ErrNotEmbedding = errors.New("engine: the model does not embed: its pooling is none")
+	// ErrTooManyInputs means Embed got more than MaxEmbedInputs inputs.
+	ErrTooManyInputs = errors.New("engine: too many inputs")
 )
+
+// MaxEmbedInputs bounds the inputs of one Embed call, as OpenAI's
+// embeddings endpoint does.
+const MaxEmbedInputs = 2048
+
+// EmbedInputError is an Embed error about one input: Err (ErrEmptyPrompt,
+// ErrPromptTooLong, ErrBadToken or ErrTokenize) at index Index.
+type EmbedInputError struct {
+	Index int
+	Err   error
+}
+
+// Error names the input and the fault.
+func (e *EmbedInputError) Error() string { return fmt.Sprintf("input %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the fault, for errors.Is.
+func (e *EmbedInputError) Unwrap() error { return e.Err }
+
+// EmbedInput is one input of Embed: token ids used as given when Tokens
+// is non-empty, else Text, tokenized with the model's special tokens
+// (BOS, and EOS or SEP where the vocabulary adds them) but without
+// parsing special-token text.
+type EmbedInput struct {
+	Text   string
+	Tokens []int32
+}
+
+// Embeddings is what Embed returns.
+type Embeddings struct {
+	// Vectors holds one embedding per input, in input order: the pooled
+	// output normalized to unit L2 length (a zero vector stays zero),
+	// ModelInfo.EmbeddingSize values each.
+	Vectors [][]float32
+	// Tokens counts the tokens of all inputs, each evaluated once.
+	Tokens int
+}
 
 // DefaultPauseTimeout is how long a paced request waits for Continue
 // when Request.PauseTimeout is 0.
@@ -88,6 +130,15 @@ type Config struct {
 	// pushed out of the slots, so that a returning conversation need not
 	// evaluate its history again (llama-server's --cache-ram). 0: none.
 	HostCacheBytes int64
+	// Pooling is how Embed pools a sequence's token embeddings into one
+	// vector (llama-server's --pooling): "mean", "cls" (the first
+	// token), "last", or "none" (the engine cannot embed: Embed returns
+	// ErrNotEmbedding). "" takes what the GGUF declares
+	// (<arch>.pooling_type), none when it declares nothing, as plain
+	// language models do. A pooling other than none costs BatchSize
+	// more KV cells and an output buffer for BatchSize tokens' logits
+	// and embeddings (see EstimateMemory).
+	Pooling string
 	// CPU, when set, is shared with the other engines of the process:
 	// each forward pass holds Threads of its cores (see CPU). nil: the
 	// engine computes whenever it has work.
@@ -311,6 +362,9 @@ type Stats struct {
 	// Continue.
 	SlotsPaused int
 	Paced       PacedStats
+	// Embed calls finished (or failed), inputs embedded, and the forward
+	// passes that embedded them.
+	EmbedRequests, EmbedInputs, EmbedPasses uint64
 }
 
 // PacedStats sums the paced requests that finished (Request.Chunking).
@@ -336,7 +390,15 @@ type ModelInfo struct {
 	SlotCtx      int // context per slot
 	VocabSize    int
 	ChatTemplate string // tokenizer.chat_template, "" when absent
-	BOS, EOS     int32
-	AddBOS       bool
-	Created      time.Time
+	// Pooling is the pooling Embed applies ("none", "mean", "cls",
+	// "last", or "rank" for a reranker, which cannot embed).
+	Pooling string
+	// EmbeddingSize is the length of an embedding (the model's n_embd).
+	EmbeddingSize int
+	// EmbedMaxTokens is the most tokens one Embed input may have; 0 when
+	// the engine cannot embed.
+	EmbedMaxTokens int
+	BOS, EOS       int32
+	AddBOS         bool
+	Created        time.Time
 }

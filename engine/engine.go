@@ -49,6 +49,7 @@ type Engine struct {
 	mu      sync.RWMutex
 	closed  bool
 	submitq chan *request
+	embedq  chan *embedJob  // Embed calls; the queue bound counts them with submitq's
 	wake    chan struct{}   // capacity 1: "look at cancellations"
 	quit    chan struct{}   // closed by Close
 	life    context.Context // ends with Close: the scheduler's waits for Config.CPU
@@ -115,27 +116,44 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	nctx := cfg.ctxSize(model.CtxTrain())
+	pooling, err := modelPooling(cfg.Pooling, model)
+	if err != nil {
+		model.Close()
+		return nil, err
+	}
+	reserve := cfg.embedReserve(pooling)
+	nctx := cfg.ctxSize(model.CtxTrain()) + reserve
 	// One KV buffer for all slots: any mix of slots and prompt chunks is
 	// then one forward pass, and a prefix is shared by copying cell
 	// labels. llama.cpp lets every sequence use the whole buffer, so the
 	// per-slot cap (an equal share) is the engine's to enforce.
+	//
+	// An engine that embeds has BatchSize more cells, and sequence ids
+	// after the slots', for its embedding passes (see embed.go).
 	//
 	// A persistent thread pool, whose workers spin between passes, only
 	// when the compute threads leave a core to the Go runtime: on 2 cores
 	// with -t 2 it cost 6 % of single-stream throughput over HTTP (the
 	// handler waits for a core), though in-process it saves about 3 %.
 	lctx, err := llama.NewContext(model, llama.ContextParams{
-		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel, Threads: cfg.Threads, Unified: true,
-		NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(),
+		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel + cfg.lanes(pooling), Threads: cfg.Threads, Unified: true,
+		NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(), Pooling: pooling,
 	})
 	if err != nil {
 		model.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	slotCtx := lctx.NCtx() / cfg.Parallel
+	slotCtx := (lctx.NCtx() - reserve) / cfg.Parallel
 	// A context smaller than the batch asked for takes smaller batches.
 	cfg.BatchSize = min(cfg.BatchSize, lctx.NBatch())
+	embedMax := 0
+	if embeds(lctx.Pooling()) {
+		// An input is one pass, within the training context.
+		embedMax = cfg.BatchSize
+		if ct := model.CtxTrain(); ct > 0 {
+			embedMax = min(embedMax, ct)
+		}
+	}
 	name := cfg.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
@@ -149,10 +167,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
 			CtxTrain: model.CtxTrain(), SlotCtx: slotCtx, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
+			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
 			Created: time.Now(),
 		},
 		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
 		submitq: make(chan *request, cfg.MaxQueue),
+		embedq:  make(chan *embedJob, cfg.MaxQueue),
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),

@@ -108,6 +108,11 @@ const (
 //     weights' dot type (at most 2 bytes a value: max(E, F)×T×2) or,
 //     without flash attention, the soft-maxed scores converted to F16
 //     (C×T×H×2), which is larger.
+//   - Embeddings (Config.Pooling resolving to mean, cls or last): C
+//     counts BatchSize more cells (the embedding passes' reserve), and
+//     the output buffer is the larger of V×a for each of the slots and
+//     embedding lanes and (V + E)×T×a (a pass outputs every token), plus
+//     (E×T + T×L + E×L)×a for the pooling nodes, L the embedding lanes.
 //   - Overhead: 1 MiB, 1 KiB a graph node, 180 B a vocabulary token and
 //     150 B a BPE merge (see the constants).
 //   - HostCache: cfg.HostCacheBytes.
@@ -138,7 +143,12 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	if cfg.CtxSize <= 0 && h.ctxTrain <= 0 {
 		return Footprint{}, fmt.Errorf("%w: no %s.context_length and no CtxSize", ErrEstimate, md.Architecture)
 	}
-	nctx := cfg.ctxSize(h.ctxTrain)
+	declared, ok := md.Uint(md.Architecture + poolingKey)
+	pooling, err := resolvePooling(cfg.Pooling, declared, ok)
+	if err != nil {
+		return Footprint{}, fmt.Errorf("%w: %w", ErrEstimate, err)
+	}
+	nctx := cfg.ctxSize(h.ctxTrain) + cfg.embedReserve(pooling)
 	fa := !cfg.NoFlashAttn
 	cells := int64(alignTo(nctx, ctxPad))
 	// llama.cpp caps n_batch at the context asked for, before padding it,
@@ -149,10 +159,22 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	if err != nil {
 		return Footprint{}, err
 	}
+	// The output buffer: one token's logits per sequence, and for an
+	// engine that embeds, after its first embedding pass, the logits and
+	// embeddings of a whole batch (llama.cpp outputs every token of a
+	// pooled sequence, and keeps the buffer at its largest).
+	compute := h.compute(cells, tokens, fa) + h.vocab*4*int64(cfg.Parallel)
+	if lanes := int64(cfg.lanes(pooling)); lanes > 0 {
+		out := max(h.vocab*4*(int64(cfg.Parallel)+lanes), (h.vocab+h.embd)*4*tokens)
+		// The pooling nodes: the transposed embeddings, the mean matrix
+		// (or row ids) and the pooled vectors.
+		pool := (h.embd*tokens + tokens*lanes + h.embd*lanes) * 4
+		compute = h.compute(cells, tokens, fa) + out + pool
+	}
 	return Footprint{
 		Weights:   weights,
 		KV:        cells * h.kvPerCell(fa),
-		Compute:   h.compute(cells, tokens, fa) + h.vocab*4*int64(cfg.Parallel),
+		Compute:   compute,
 		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges,
 		HostCache: max(cfg.HostCacheBytes, 0),
 	}, nil

@@ -30,9 +30,12 @@ type scheduler struct {
 	piece      []byte      // scratch for token bytes
 	timer      *time.Timer // wakes receive when a pause times out
 	paced      PacedStats
+	embeds     []*embedJob // Embed calls with inputs to evaluate, in arrival order
+	lanes      int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
 	promptTokens, cachedTokens              uint64
+	embedRequests, embedInputs, embedPasses uint64
 }
 
 func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
@@ -41,6 +44,7 @@ func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
 		host:   hostCache{budget: e.cfg.HostCacheBytes},
 		budget: prefillBudget{max: e.cfg.PrefillBudget},
 		timer:  time.NewTimer(time.Hour),
+		lanes:  e.cfg.lanes(lctx.Pooling()),
 	}
 	s.timer.Stop()
 	for i := range e.cfg.Parallel {
@@ -55,6 +59,8 @@ func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
 //	retire   — finish requests whose context ended or that waited too long
 //	admit    — move waiting requests into free slots by priority, then
 //	           arrival, with the longest cached prefix found (admit.go)
+//	embed    — one forward pass of pending Embed inputs, if any, with
+//	           embeddings on (embed.go)
 //	batch    — one token per decoding slot + prefill chunks up to the budget
 //	decode   — one llama_decode for all of it: one forward pass, since the
 //	           KV cache is unified
@@ -71,6 +77,7 @@ func (s *scheduler) run() {
 		}
 		s.retire()
 		s.admit()
+		s.embedPass()
 		if !s.buildBatch() {
 			s.publish()
 			continue
@@ -107,6 +114,9 @@ func (s *scheduler) cores() (release func(), err error) {
 // slot with tokens to evaluate, or a waiting request that admit can place
 // (a slot it may use is free, or one it may preempt runs).
 func (s *scheduler) busy() bool {
+	if len(s.embeds) > 0 {
+		return true
+	}
 	for _, sl := range s.slots {
 		if sl.computing() {
 			return true
@@ -144,6 +154,8 @@ func (s *scheduler) receive() bool {
 			select {
 			case r := <-s.e.submitq:
 				s.waiting = append(s.waiting, r)
+			case j := <-s.e.embedq:
+				s.embeds = append(s.embeds, j)
 			case <-s.e.wake:
 				s.retire()
 			case <-expire:
@@ -158,6 +170,9 @@ func (s *scheduler) receive() bool {
 			select {
 			case r := <-s.e.submitq:
 				s.waiting = append(s.waiting, r)
+				continue
+			case j := <-s.e.embedq:
+				s.embeds = append(s.embeds, j)
 				continue
 			case <-s.e.wake:
 				continue
@@ -232,6 +247,7 @@ func (s *scheduler) retire() {
 	}
 	clear(s.waiting[len(kept):])
 	s.waiting = kept
+	s.retireEmbeds(now)
 }
 
 // buildBatch fills the batch: first one token for every decoding slot, so
@@ -451,10 +467,16 @@ func (s *scheduler) shutdown() {
 		s.drop(r, FinishCancelled, ErrClosed)
 	}
 	s.waiting = nil
+	for _, j := range s.embeds {
+		s.endEmbed(j, ErrClosed)
+	}
+	s.embeds = nil
 	for {
 		select {
 		case r := <-s.e.submitq:
 			s.drop(r, FinishCancelled, ErrClosed)
+		case j := <-s.e.embedq:
+			s.endEmbed(j, ErrClosed)
 		default:
 			s.lctx.Close()
 			return
@@ -473,7 +495,8 @@ func (s *scheduler) publish() {
 		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
 		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),
 		HostCacheSaved: s.host.saved, HostCacheRestored: s.host.restored,
-		Paced: s.paced,
+		Paced:         s.paced,
+		EmbedRequests: s.embedRequests, EmbedInputs: s.embedInputs, EmbedPasses: s.embedPasses,
 	}
 	for _, sl := range s.slots {
 		if sl.active() {

@@ -30,6 +30,41 @@ type ContextParams struct {
 	// cores of their own, and slower when they take the cores the rest of
 	// the process needs (see engine.New).
 	NoThreadPool bool
+	// Pooling is how Context.SeqEmbedding pools a sequence's token
+	// embeddings; PoolingUnspecified (the zero value) takes what the
+	// model's GGUF declares, none when it declares nothing.
+	Pooling Pooling
+}
+
+// Pooling is llama.cpp's llama_pooling_type, shifted so that the zero
+// value means "unspecified".
+type Pooling int
+
+// Pooling types.
+const (
+	PoolingUnspecified Pooling = iota // the model's own (ContextParams only)
+	PoolingNone                       // no pooled embedding: the model cannot embed sequences
+	PoolingMean                       // the mean of the sequence's token embeddings
+	PoolingCLS                        // the first token's embedding
+	PoolingLast                       // the last token's embedding
+	PoolingRank                       // a reranker's classification head: scores, not embeddings
+)
+
+// String names the pooling as llama-server's --pooling does.
+func (p Pooling) String() string {
+	switch p {
+	case PoolingNone:
+		return "none"
+	case PoolingMean:
+		return "mean"
+	case PoolingCLS:
+		return "cls"
+	case PoolingLast:
+		return "last"
+	case PoolingRank:
+		return "rank"
+	}
+	return "unspecified"
 }
 
 // Context is a llama.cpp inference context: KV cache plus compute buffers.
@@ -66,6 +101,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if p.NoFlashAttn {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
 	}
+	cp.pooling_type = C.enum_llama_pooling_type(int(p.Pooling) - 1)
 	passes := (*C.uint64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.uint64_t(0)))))
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)
 	cp.cb_eval_user_data = unsafe.Pointer(passes)
@@ -113,6 +149,31 @@ func (c *Context) Passes() uint64 { return uint64(*c.passes) }
 
 // NCtx is the total number of KV cells.
 func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }
+
+// Pooling is the pooling the context applies when embeddings are on: the
+// one asked for in ContextParams, or the model's.
+func (c *Context) Pooling() Pooling { return Pooling(C.llama_pooling_type(c.c)) + 1 }
+
+// SetEmbeddings turns the output of embeddings on or off for the next
+// Decode calls. With it on, a pooled context (Pooling not none) pools
+// each sequence of the batch into one vector, read with SeqEmbedding;
+// every token of a sequence must then be marked for output (Batch.Add's
+// logits), and a sequence must lie within one micro-batch (no more than
+// NBatch tokens in all): llama.cpp pools per micro-batch, and a later one
+// overwrites an earlier one's vector. Logits are still computed for every
+// marked token.
+func (c *Context) SetEmbeddings(on bool) { C.llama_set_embeddings(c.c, C.bool(on)) }
+
+// SeqEmbedding appends the pooled embedding of seq from the last Decode
+// (which had embeddings on) to dst; n is the model's embedding size. It
+// reports false when that Decode pooled nothing for seq.
+func (c *Context) SeqEmbedding(dst []float32, seq, n int) ([]float32, bool) {
+	p := C.llama_get_embeddings_seq(c.c, C.llama_seq_id(seq))
+	if p == nil {
+		return dst, false
+	}
+	return append(dst, unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...), true
+}
 
 // NBatch is the most tokens one Decode takes: ContextParams.NBatch, or
 // less when llama.cpp took less.

@@ -163,6 +163,9 @@ func (m *Model) NParams() uint64 { return uint64(C.llama_model_n_params(m.m)) }
 // NVocab is the vocabulary size.
 func (m *Model) NVocab() int { return int(C.llama_vocab_n_tokens(m.vocab)) }
 
+// NEmbd is the model's embedding size: the length of a pooled embedding.
+func (m *Model) NEmbd() int { return int(C.llama_model_n_embd(m.m)) }
+
 // BOS is the beginning-of-sequence token (-1 if none).
 func (m *Model) BOS() Token { return Token(C.llama_vocab_bos(m.vocab)) }
 

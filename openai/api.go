@@ -1,5 +1,5 @@
 // Package openai serves an engine over HTTP with OpenAI's API
-// (/v1/chat/completions, /v1/completions, /v1/models) and llama-server's
+// (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models) and llama-server's
 // (/completion, /tokenize, /detokenize, /slots, /metrics).
 //
 // It decodes and validates requests, renders chat templates, submits to the
@@ -30,6 +30,7 @@ import (
 type Engine interface {
 	Info() engine.ModelInfo
 	Submit(ctx context.Context, req engine.Request) (*engine.Stream, error)
+	Embed(ctx context.Context, inputs []engine.EmbedInput) (*engine.Embeddings, error)
 	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
 	Detokenize(tokens []int32) string
 	TokenPiece(tok int32) string

@@ -35,6 +35,10 @@ func (f *fakeEngine) Submit(ctx context.Context, req engine.Request) (*engine.St
 	return nil, f.submitErr
 }
 
+func (f *fakeEngine) Embed(ctx context.Context, inputs []engine.EmbedInput) (*engine.Embeddings, error) {
+	return nil, f.submitErr
+}
+
 func (f *fakeEngine) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	return nil, nil
 }

@@ -251,6 +251,9 @@ func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
 		{"paced_prompt_tokens_evaluated_total", "counter", "Prompt tokens of paced answers evaluated.", func(s engine.Stats) float64 { return float64(s.Paced.PromptEvaluated) }},
 		{"paced_reevaluated_tokens_total", "counter", "Tokens of paced answers evaluated a second time (0 unless preempted without a cache).", func(s engine.Stats) float64 { return float64(s.Paced.Reevaluated) }},
 		{"paced_first_chunk_seconds_sum", "counter", "Submit to first chunk of paced answers, summed.", func(s engine.Stats) float64 { return s.Paced.FirstChunk.Seconds() }},
+		{"embed_requests_total", "counter", "Embedding requests finished (or failed).", func(s engine.Stats) float64 { return float64(s.EmbedRequests) }},
+		{"embed_inputs_total", "counter", "Inputs embedded.", func(s engine.Stats) float64 { return float64(s.EmbedInputs) }},
+		{"embed_passes_total", "counter", "Forward passes that embedded them (several inputs, of several requests, per pass).", func(s engine.Stats) float64 { return float64(s.EmbedPasses) }},
 		{"paced_first_chunk_seconds_count", "counter", "Paced answers with a first chunk.", func(s engine.Stats) float64 { return float64(s.Paced.FirstChunkCount) }},
 	}
 	stats := make([]engine.Stats, 0, loaded)

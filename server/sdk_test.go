@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -418,5 +419,59 @@ func TestSDKTools(t *testing.T) {
 	}
 	if len(c.Choices[0].Message.ToolCalls) != 0 || c.Choices[0].Message.Content == "" {
 		t.Fatalf("second turn %s", c.RawJSON())
+	}
+}
+
+// TestSDKEmbeddings: client.Embeddings.New, float and base64 (which the
+// SDK decodes), gives the same unit vectors, with no field the SDK does
+// not know; a model that cannot embed is an *openai.Error 400.
+func TestSDKEmbeddings(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 1, Pooling: "mean"})
+	client := sdkClient(ts)
+	texts := []string{"Once upon a time", "The dog barked at the cat."}
+	var got [2][][]float64
+	for i, format := range []openai.EmbeddingNewParamsEncodingFormat{openai.EmbeddingNewParamsEncodingFormatFloat, openai.EmbeddingNewParamsEncodingFormatBase64} {
+		res, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+			Model: "tiny", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
+			EncodingFormat: format, Dimensions: openai.Int(int64(ts.info.EmbeddingSize)), User: openai.String("u1"),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if len(res.JSON.ExtraFields) != 0 || len(res.Usage.JSON.ExtraFields) != 0 {
+			t.Errorf("%s: unknown fields %v %v", format, res.JSON.ExtraFields, res.Usage.JSON.ExtraFields)
+		}
+		if res.Object != "list" || res.Model != "tiny" || len(res.Data) != len(texts) || res.Usage.PromptTokens == 0 || res.Usage.TotalTokens != res.Usage.PromptTokens {
+			t.Fatalf("%s: response %s", format, res.RawJSON())
+		}
+		for j, d := range res.Data {
+			if len(d.JSON.ExtraFields) != 0 || d.Index != int64(j) || d.Object != "embedding" || len(d.Embedding) != ts.info.EmbeddingSize {
+				t.Fatalf("%s: data[%d]: %s", format, j, d.RawJSON())
+			}
+			n := 0.0
+			for _, x := range d.Embedding {
+				n += x * x
+			}
+			if math.Abs(n-1) > 1e-5 {
+				t.Errorf("%s: data[%d] has squared norm %v", format, j, n)
+			}
+			got[i] = append(got[i], d.Embedding)
+		}
+	}
+	for j := range texts {
+		for k := range got[0][j] {
+			if math.Abs(got[0][j][k]-got[1][j][k]) > 1e-4 {
+				t.Fatalf("data[%d][%d]: float %v, base64 %v", j, k, got[0][j][k], got[1][j][k])
+			}
+		}
+	}
+
+	none := startServer(t, engine.Config{Parallel: 1})
+	noneClient := sdkClient(none)
+	_, err := noneClient.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+		Model: "tiny", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hi")},
+	})
+	if e := apiError(t, err); e.StatusCode != 400 || e.Code != "model_not_embedding" {
+		t.Errorf("pooling none: %d %s %s", e.StatusCode, e.Code, e.Message)
 	}
 }

@@ -192,6 +192,7 @@ var apiRoutes = []route{
 	{http.MethodPost, []string{"/v1/chat/completions", "/chat/completions"}, (*openai.API).ChatCompletions},
 	{http.MethodPost, []string{"/v1/completions", "/completions"}, (*openai.API).Completions},
 	{http.MethodPost, []string{"/completion"}, (*openai.API).Completion},
+	{http.MethodPost, []string{"/v1/embeddings", "/embeddings"}, (*openai.API).Embeddings},
 	{http.MethodPost, []string{"/tokenize"}, (*openai.API).Tokenize},
 	{http.MethodPost, []string{"/detokenize"}, (*openai.API).Detokenize},
 	{http.MethodGet, []string{"/v1/models", "/models"}, (*openai.API).Models},

@@ -44,6 +44,16 @@ func (m *modelFlags) Set(v string) error {
 	return nil
 }
 
+// checkPooling refuses a pooling name engine.New would refuse, before
+// any model loads.
+func checkPooling(name string) error {
+	switch name {
+	case "", "none", "mean", "cls", "last":
+		return nil
+	}
+	return fmt.Errorf("%q: want none, mean, cls or last", name)
+}
+
 // fileID is the id of the model in file path: its name without .gguf.
 func fileID(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), ".gguf")
@@ -57,6 +67,7 @@ func fileID(path string) string {
 //	    ctx_size: 2048       # optional, like -c
 //	    parallel: 2          # optional, like -np
 //	    cache_ram: 64        # optional MiB, like --cache-ram
+//	    pooling: mean        # optional, like --pooling
 //	    chat_template: chatml
 //	    tool_format: hermes  # optional, like --tool-format
 //	    keep_alive: -1       # optional, overrides the server's
@@ -67,6 +78,7 @@ type modelConfig struct {
 		CtxSize      *int   `yaml:"ctx_size"`
 		Parallel     *int   `yaml:"parallel"`
 		CacheRAM     *int64 `yaml:"cache_ram"`
+		Pooling      string `yaml:"pooling"`
 		ChatTemplate string `yaml:"chat_template"`
 		ToolFormat   string `yaml:"tool_format"`
 		KeepAlive    string `yaml:"keep_alive"`
@@ -150,6 +162,12 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 			}
 			if m.CacheRAM != nil {
 				s.Engine.HostCacheBytes = *m.CacheRAM << 20
+			}
+			if m.Pooling != "" {
+				if err := checkPooling(m.Pooling); err != nil {
+					return nil, fmt.Errorf("%s: pooling: %w", where, err)
+				}
+				s.Engine.Pooling = m.Pooling
 			}
 			if m.ChatTemplate != "" {
 				if _, err := chat.Lookup(m.ChatTemplate); err != nil {

@@ -38,6 +38,7 @@ models:
     ctx_size: 2048
     parallel: 2
     cache_ram: 64
+    pooling: mean
     chat_template: chatml
     keep_alive: -1
   - id: c10
@@ -68,10 +69,10 @@ models:
 	// that (registry.New), not modelSpecs.
 	c := specs[4]
 	if c.Engine.ModelPath != filepath.Join(models, "c.gguf") || c.Engine.CtxSize != 2048 || c.Engine.Parallel != 2 ||
-		c.Engine.HostCacheBytes != 64<<20 || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
+		c.Engine.HostCacheBytes != 64<<20 || c.Engine.Pooling != "mean" || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
 		t.Errorf("config model: %+v", c)
 	}
-	if c10 := specs[5]; c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute {
+	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute {
 		t.Errorf("defaults under a config model: %+v", c10)
 	}
 
@@ -80,6 +81,7 @@ models:
 		"no path":        "models:\n  - id: x\n",
 		"bad template":   "models:\n  - path: models/c.gguf\n    chat_template: nonesuch\n",
 		"bad keep_alive": "models:\n  - path: models/c.gguf\n    keep_alive: soon\n",
+		"bad pooling":    "models:\n  - path: models/c.gguf\n    pooling: max\n",
 		"missing file":   "models:\n  - path: nowhere.gguf\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")

@@ -52,6 +52,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
+	fs.StringVar(&cfg.Pooling, "pooling", "", "how /v1/embeddings pools a sequence: none, mean, cls or last (default: what the model declares; a plain language model declares none and cannot embed)")
 	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` per model for the KV of prefixes pushed out of the slots (0: none); counts in the memory budget")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
@@ -78,6 +79,9 @@ func runServe(ctx context.Context, args []string) error {
 		cfg.NoFlashAttn = true
 	default:
 		return fmt.Errorf("-flash-attn %q: want on, off or auto", *fa)
+	}
+	if err := checkPooling(cfg.Pooling); err != nil {
+		return fmt.Errorf("--pooling: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -1,6 +1,6 @@
 // Package wire defines OpenAI's wire format as corral speaks it, for
 // servers and clients alike: the JSON shapes of chat completion and text
-// completion requests, responses and stream chunks, token usage, the
+// completion requests, responses and stream chunks, embeddings, token usage, the
 // error envelope, and the server-sent-event framing of streams (Reader
 // and Writer).
 //
@@ -10,7 +10,13 @@
 // openai, which frames its streams with this package.
 package wire
 
-import "encoding/json"
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+)
 
 // Object names, the "object" field of each response type.
 const (
@@ -230,4 +236,93 @@ type TextChoice struct {
 	Index        int       `json:"index"`
 	Logprobs     *struct{} `json:"logprobs"`
 	FinishReason *string   `json:"finish_reason"`
+}
+
+// Object names of the embeddings endpoint.
+const (
+	ObjectList      = "list"
+	ObjectEmbedding = "embedding"
+)
+
+// Encoding formats of EmbeddingRequest.EncodingFormat.
+const (
+	EncodingFloat  = "float"
+	EncodingBase64 = "base64"
+)
+
+// EmbeddingRequest is the body of POST /v1/embeddings. Input is a string,
+// an array of strings, an array of token ids or an array of arrays of
+// token ids.
+type EmbeddingRequest struct {
+	Model          string          `json:"model"`
+	Input          json.RawMessage `json:"input"`
+	EncodingFormat string          `json:"encoding_format,omitempty"` // "float" (default) or "base64"
+	Dimensions     *int            `json:"dimensions,omitempty"`
+	User           string          `json:"user,omitempty"`
+}
+
+// EmbeddingList is the response of POST /v1/embeddings.
+type EmbeddingList struct {
+	Object string         `json:"object"` // ObjectList
+	Data   []Embedding    `json:"data"`
+	Model  string         `json:"model"`
+	Usage  EmbeddingUsage `json:"usage"`
+}
+
+// Embedding is one input's embedding.
+type Embedding struct {
+	Object    string `json:"object"` // ObjectEmbedding
+	Index     int    `json:"index"`
+	Embedding Vector `json:"embedding"`
+}
+
+// EmbeddingUsage counts the inputs' tokens.
+type EmbeddingUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// Vector is an embedding as it goes on the wire: a JSON array of numbers,
+// or with Base64 set a string, the base64 of the values as little-endian
+// float32 bytes (encoding_format "base64").
+type Vector struct {
+	Floats []float32
+	Base64 bool
+}
+
+// MarshalJSON writes the array, or the base64 string.
+func (v Vector) MarshalJSON() ([]byte, error) {
+	if !v.Base64 {
+		if v.Floats == nil {
+			return []byte("[]"), nil
+		}
+		return json.Marshal(v.Floats)
+	}
+	b := make([]byte, 4*len(v.Floats))
+	for i, f := range v.Floats {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return json.Marshal(base64.StdEncoding.EncodeToString(b))
+}
+
+// UnmarshalJSON reads either form.
+func (v *Vector) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		v.Base64 = false
+		return json.Unmarshal(b, &v.Floats)
+	}
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return fmt.Errorf("embedding: %w", err)
+	}
+	if len(raw)%4 != 0 {
+		return fmt.Errorf("embedding: %d base64 bytes are not float32 values", len(raw))
+	}
+	v.Base64 = true
+	v.Floats = make([]float32, len(raw)/4)
+	for i := range v.Floats {
+		v.Floats[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return nil
 }

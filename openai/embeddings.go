@@ -1,0 +1,187 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+// embeddingRequest is the body of POST /v1/embeddings.
+type embeddingRequest struct {
+	wire.EmbeddingRequest
+	// KeepAlive is Ollama's field, as in the other requests.
+	KeepAlive *KeepAlive `json:"keep_alive"`
+}
+
+// Embeddings serves POST /v1/embeddings: one embedding per input, pooled
+// as the model's engine pools (engine.Config.Pooling) and normalized to
+// unit length. The inputs of a request, and of requests arriving
+// together, are evaluated together by the engine's scheduler.
+func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) {
+	var body embeddingRequest
+	if e := decodeBody(r, &body); e != nil {
+		WriteError(w, e)
+		return
+	}
+	// What needs no model is checked before it loads.
+	base64 := false
+	switch body.EncodingFormat {
+	case "", wire.EncodingFloat:
+	case wire.EncodingBase64:
+		base64 = true
+	default:
+		WriteError(w, invalid("encoding_format", "'encoding_format' must be float or base64, got %q", body.EncodingFormat))
+		return
+	}
+	inputs, e := parseEmbedInput(body.Input)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	defer l.Release()
+	m := l.Model()
+	info := m.info
+	if info.EmbedMaxTokens == 0 {
+		WriteError(w, notEmbedding(info))
+		return
+	}
+	if d := body.Dimensions; d != nil && *d != info.EmbeddingSize {
+		WriteError(w, invalid("dimensions", "'dimensions' must be %d, the model's embedding size, or left out: corral does not shorten embeddings, got %d", info.EmbeddingSize, *d))
+		return
+	}
+	res, err := m.eng.Embed(r.Context(), inputs)
+	if err != nil {
+		WriteError(w, embedError(err, info))
+		return
+	}
+	out := wire.EmbeddingList{
+		Object: wire.ObjectList, Model: info.Name, Data: make([]wire.Embedding, len(res.Vectors)),
+		Usage: wire.EmbeddingUsage{PromptTokens: res.Tokens, TotalTokens: res.Tokens},
+	}
+	for i, v := range res.Vectors {
+		out.Data[i] = wire.Embedding{Object: wire.ObjectEmbedding, Index: i, Embedding: wire.Vector{Floats: v, Base64: base64}}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseEmbedInput accepts OpenAI's forms of 'input': a string, an array
+// of strings, an array of token ids, or an array of arrays of token ids.
+// Token ids are checked against the vocabulary by the engine.
+func parseEmbedInput(raw json.RawMessage) ([]engine.EmbedInput, *Error) {
+	if isNull(raw) {
+		return nil, invalid("input", "'input' is required")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		if text == "" {
+			return nil, invalid("input", "'input' must not be an empty string")
+		}
+		return []engine.EmbedInput{{Text: text}}, nil
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return nil, invalid("input", "'input' must be a string, an array of strings, an array of token ids or an array of arrays of token ids")
+	}
+	if len(list) == 0 {
+		return nil, invalid("input", "'input' must not be an empty array")
+	}
+	if len(list) > engine.MaxEmbedInputs {
+		return nil, invalid("input", "'input' has %d items, at most %d", len(list), engine.MaxEmbedInputs)
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil {
+		toks, e := embedTokens(ids, "input")
+		if e != nil {
+			return nil, e
+		}
+		return []engine.EmbedInput{{Tokens: toks}}, nil
+	}
+	out := make([]engine.EmbedInput, len(list))
+	texts := false
+	for i, item := range list {
+		var s string
+		if err := json.Unmarshal(item, &s); err == nil {
+			if i > 0 && !texts {
+				return nil, mixed()
+			}
+			texts = true
+			if s == "" {
+				return nil, invalid("input", "'input[%d]' is an empty string", i)
+			}
+			out[i].Text = s
+			continue
+		}
+		var ids []int64
+		if err := json.Unmarshal(item, &ids); err != nil {
+			return nil, invalid("input", "'input[%d]' must be a string or an array of token ids", i)
+		}
+		if texts {
+			return nil, mixed()
+		}
+		toks, e := embedTokens(ids, fmt.Sprintf("input[%d]", i))
+		if e != nil {
+			return nil, e
+		}
+		out[i].Tokens = toks
+	}
+	return out, nil
+}
+
+func mixed() *Error {
+	return invalid("input", "'input' mixes strings and token arrays: send one kind")
+}
+
+// embedTokens converts one input's token ids; where names the input.
+func embedTokens(ids []int64, where string) ([]int32, *Error) {
+	if len(ids) == 0 {
+		return nil, invalid("input", "'%s' is an empty array of token ids", where)
+	}
+	toks := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id > 1<<31-1 {
+			return nil, invalid("input", "'%s' has token %d at index %d, outside the vocabulary", where, id, i)
+		}
+		toks[i] = int32(id)
+	}
+	return toks, nil
+}
+
+// notEmbedding is the error for a model that gives no embedding.
+func notEmbedding(info engine.ModelInfo) *Error {
+	return &Error{
+		Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "model", Code: "model_not_embedding",
+		Message: fmt.Sprintf("model %q cannot embed: its pooling is %s; serve it with --pooling mean, last or cls (or the model's pooling: field), or use an embedding model", info.Name, info.Pooling),
+	}
+}
+
+// embedError maps an error from Engine.Embed to an API error.
+func embedError(err error, info engine.ModelInfo) *Error {
+	var ie *engine.EmbedInputError
+	switch {
+	case errors.Is(err, engine.ErrNotEmbedding):
+		return notEmbedding(info)
+	case errors.Is(err, engine.ErrTooManyInputs):
+		return invalid("input", "%v", err)
+	case errors.As(err, &ie):
+		where := fmt.Sprintf("'input[%d]'", ie.Index)
+		switch {
+		case errors.Is(err, engine.ErrPromptTooLong):
+			e := invalid("input", "%s is too long: %v", where, ie.Err)
+			e.Code = "context_length_exceeded"
+			return e
+		case errors.Is(err, engine.ErrTokenize):
+			return invalid("input", "%s has text this model's vocabulary cannot encode: %v", where, ie.Err)
+		}
+		return invalid("input", "%s: %v", where, ie.Err)
+	}
+	return submitError(err, "input")
+}
