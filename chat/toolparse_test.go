@@ -215,3 +215,31 @@ func TestDetectToolFormat(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkToolParserStream feeds a Hermes answer with one call whose
+// arguments are about 2 KB, four bytes at a time, as tokens arrive. The
+// parser scans the open call again at each piece, so the cost per piece
+// grows with the call's length.
+func BenchmarkToolParserStream(b *testing.B) {
+	var args strings.Builder
+	args.WriteString(`{"items": [`)
+	for i := range 100 {
+		if i > 0 {
+			args.WriteString(", ")
+		}
+		args.WriteString(`{"k": "value", "n": 12}`)
+	}
+	args.WriteString(`]}`)
+	text := "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": " + args.String() + "}\n</tool_call>"
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		p := NewToolParser(ToolsHermes, 0)
+		for i := 0; i < len(text); i += 4 {
+			p.Push(text[i:min(i+4, len(text))])
+		}
+		p.Finish()
+		if len(p.Calls()) != 1 {
+			b.Fatal("no call")
+		}
+	}
+}
