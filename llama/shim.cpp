@@ -12,6 +12,7 @@
 
 #include "ggml-cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -68,6 +69,45 @@ bool grammar_can_start(const llama_vocab * vocab, struct llama_sampler * grmr) {
         }
     }
     return false;
+}
+
+// logprobs computes the log-softmax of the candidates left in arr (those
+// with a finite logit) for the token at arr.data[chosen], and the n_top
+// most likely candidates, most likely first. See corral_sample.
+void logprobs(const llama_token_data_array & arr, size_t chosen, int32_t n_top, float * chosen_lp,
+              llama_token * top_ids, float * top_lps, int32_t * n_out) {
+    float max_l = -INFINITY;
+    for (size_t i = 0; i < arr.size; i++) {
+        max_l = std::max(max_l, arr.data[i].logit);
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < arr.size; i++) {
+        if (arr.data[i].logit != -INFINITY) {
+            sum += std::exp(double(arr.data[i].logit) - double(max_l));
+        }
+    }
+    const double norm = double(max_l) + std::log(sum);
+    *chosen_lp = float(double(arr.data[chosen].logit) - norm);
+    // The n_top largest logits by insertion into a sorted array: n_top is
+    // small, and most candidates fail the first comparison.
+    int32_t n = 0;
+    for (size_t i = 0; i < arr.size && n_top > 0; i++) {
+        const float l = arr.data[i].logit;
+        if (l == -INFINITY || std::isnan(l) || (n == n_top && l <= top_lps[n - 1])) {
+            continue;
+        }
+        int32_t j = n < n_top ? n++ : n - 1;
+        for (; j > 0 && top_lps[j - 1] < l; j--) {
+            top_lps[j] = top_lps[j - 1];
+            top_ids[j] = top_ids[j - 1];
+        }
+        top_lps[j] = l;
+        top_ids[j] = arr.data[i].id;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        top_lps[j] = float(double(top_lps[j]) - norm);
+    }
+    *n_out = n;
 }
 
 } // namespace
@@ -187,7 +227,9 @@ void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * gr
 }
 
 llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
-                          struct llama_context * ctx, int32_t idx, int * resampled) {
+                          struct llama_context * ctx, int32_t idx, int * resampled,
+                          int32_t n_top, float * chosen_logprob, llama_token * top_ids, float * top_logprobs,
+                          int32_t * n_out) {
     *resampled = 0;
     try {
         thread_local std::vector<llama_token_data> cur;
@@ -205,6 +247,9 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
                 tok = arr.data[arr.selected].id;
             }
         }
+        // The array the selector drew from, for the log-probabilities: the
+        // first draw's, or the full grammar pass's when that one ran.
+        size_t chosen = arr.selected >= 0 ? (size_t) arr.selected : 0;
         if (grmr != nullptr) {
             // Sample first, then ask the grammar about that one token: the
             // full-vocabulary grammar pass is by far the most expensive part
@@ -236,10 +281,14 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
                     return CORRAL_SAMPLE_NONE;
                 }
                 tok = arr.data[arr.selected].id;
+                chosen = (size_t) arr.selected;
             }
         }
         if (tok == LLAMA_TOKEN_NULL) {
             return CORRAL_SAMPLE_NONE;
+        }
+        if (n_top >= 0) {
+            logprobs(arr, chosen, n_top, chosen_logprob, top_ids, top_logprobs, n_out);
         }
         llama_sampler_accept(chain, tok);
         if (grmr != nullptr) {
@@ -249,6 +298,19 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
         return tok;
     } catch (const std::exception &) {
         return CORRAL_SAMPLE_EXCEPTION;
+    }
+}
+
+bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t n_vocab) {
+    try {
+        const float * logits = llama_get_logits_ith(ctx, idx);
+        if (logits == nullptr) {
+            return false;
+        }
+        std::memcpy(out, logits, sizeof(float) * (size_t) n_vocab);
+        return true;
+    } catch (const std::exception &) {
+        return false;
     }
 }
 
