@@ -19,6 +19,11 @@ type chatRequest struct {
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	// Chunking asks for paced output (corral's extension; see pace.go).
 	Chunking *chunkingParams `json:"chunking"`
+	// Logprobs asks for each content token's log-probability,
+	// TopLogprobs (0 to MaxChatTopLogprobs) for the most likely tokens
+	// at each step with it.
+	Logprobs    *bool `json:"logprobs"`
+	TopLogprobs *int  `json:"top_logprobs"`
 	oaiParams
 	chatUnsupported
 }
@@ -33,6 +38,10 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := body.chatUnsupported.check(); e != nil { // before the model loads
+		WriteError(w, e)
+		return
+	}
+	if _, _, e := chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
 		WriteError(w, e)
 		return
 	}
@@ -52,7 +61,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
 		return
 	}
-	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil}
+	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, logprobs: req.Logprobs}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}
 	if f.paced {
 		mode.pacedID = f.h.ID
@@ -73,6 +82,12 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, *Error) {
 	}
 	if req.Chunking, req.PauseTimeout, e = body.Chunking.engine(); e != nil {
 		return req, e
+	}
+	if req.Logprobs, req.TopLogprobs, e = chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
+		return req, e
+	}
+	if req.Logprobs && req.Chunking != nil {
+		return req, invalid("logprobs", "'logprobs' cannot be combined with 'chunking'")
 	}
 	if req.Prompt, e = m.render(body); e != nil {
 		return req, e
@@ -140,6 +155,7 @@ type chatResponder struct {
 	h            wire.Header
 	includeUsage bool
 	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
+	logprobs     bool // text events and the message carry logprobs
 }
 
 func (f *chatResponder) chunk(choices ...wire.ChatChunkChoice) *wire.ChatCompletionChunk {
@@ -154,7 +170,11 @@ func (f *chatResponder) streamStart() any {
 }
 
 func (f *chatResponder) streamText(text string, c engine.Chunk) any {
-	ev := f.chunk(wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}})
+	choice := wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}}
+	if f.logprobs {
+		choice.Logprobs = chatLogprobsOf(c.Logprobs)
+	}
+	ev := f.chunk(choice)
 	if f.paced {
 		ev.Chunk = &wire.ChunkInfo{Index: c.Index, Held: c.Held, Last: c.Last}
 	}
@@ -175,12 +195,12 @@ func (f *chatResponder) streamEnd(res engine.Result) []any {
 	return evs
 }
 
-func (f *chatResponder) whole(text string, res engine.Result) any {
+func (f *chatResponder) whole(text string, lps []engine.TokenLogprobs, res engine.Result) any {
 	h := f.h
 	h.Object = wire.ObjectChatCompletion
-	return &wire.ChatCompletion{
-		Header:  h,
-		Choices: []wire.ChatChoice{{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}},
-		Usage:   UsageOf(res.Usage),
+	choice := wire.ChatChoice{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}
+	if f.logprobs {
+		choice.Logprobs = chatLogprobsOf(lps)
 	}
+	return &wire.ChatCompletion{Header: h, Choices: []wire.ChatChoice{choice}, Usage: UsageOf(res.Usage)}
 }

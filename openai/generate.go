@@ -17,12 +17,14 @@ type responder interface {
 	streamStart() any
 	// streamText is the event carrying generated text: c's text, or
 	// part of it (a character split between chunks waits for the next).
-	// c.Tokens counts the tokens since the previous event.
+	// c.Tokens counts the tokens since the previous event, c.Logprobs
+	// has their logprobs entries (with engine.Request.Logprobs).
 	streamText(text string, c engine.Chunk) any
 	// streamEnd are the events after the last text.
 	streamEnd(res engine.Result) []any
-	// whole is the response body when not streaming.
-	whole(text string, res engine.Result) any
+	// whole is the response body when not streaming: the text and, with
+	// engine.Request.Logprobs, every token's logprobs entry.
+	whole(text string, lps []engine.TokenLogprobs, res engine.Result) any
 }
 
 // genMode says how to answer one generation.
@@ -110,8 +112,10 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 
 	if !mode.stream {
 		var text strings.Builder
+		var lps []engine.TokenLogprobs
 		if err := receive(ctx, s, func(c engine.Chunk) error {
 			text.WriteString(c.Text)
+			lps = append(lps, c.Logprobs...)
 			return nil
 		}); err != nil {
 			return // the client is gone
@@ -124,7 +128,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			fail(w, e)
 			return
 		}
-		writeJSON(w, http.StatusOK, f.whole(text.String(), res))
+		writeJSON(w, http.StatusOK, f.whole(text.String(), lps, res))
 		return
 	}
 
@@ -132,7 +136,8 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		sw      streamWriter // non-nil once the headers are sent
 		started bool         // f.streamStart was sent
 		carry   utf8Carry
-		ntok    int // tokens received but not yet reported
+		ntok    int                    // tokens received but not yet reported
+		lps     []engine.TokenLogprobs // their logprobs entries
 	)
 	headers := func() error {
 		if sw != nil {
@@ -176,11 +181,13 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			return
 		}
 		ntok += c.Tokens
+		lps = append(lps, c.Logprobs...)
 		text := carry.next(c.Text)
 		if text == "" {
 			continue
 		}
 		c.Tokens, ntok = ntok, 0
+		c.Logprobs, lps = lps, nil
 		if paced != nil {
 			paced.sent(c) // before the client can see it and continue
 		}
@@ -197,8 +204,8 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 	if e == nil && begin() != nil {
 		return
 	}
-	if rest := carry.rest(); rest != "" {
-		if sw.event(f.streamText(rest, engine.Chunk{Tokens: ntok})) != nil {
+	if rest := carry.rest(); rest != "" || len(lps) > 0 {
+		if sw.event(f.streamText(rest, engine.Chunk{Tokens: ntok, Logprobs: lps})) != nil {
 			return
 		}
 	}

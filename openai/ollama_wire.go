@@ -66,9 +66,9 @@ func (f *ollamaResponder) streamText(text string, _ engine.Chunk) any {
 	return f.object(text, false, "", ollamaMetrics{})
 }
 
-func (f *ollamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", res)} }
+func (f *ollamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", nil, res)} }
 
-func (f *ollamaResponder) whole(text string, res engine.Result) any {
+func (f *ollamaResponder) whole(text string, _ []engine.TokenLogprobs, res engine.Result) any {
 	mt := ollamaMetrics{
 		TotalDuration:      f.now().Sub(f.start),
 		LoadDuration:       f.load,
