@@ -46,7 +46,13 @@ var (
 	ErrNotEmbedding = errors.New("engine: the model does not embed: its pooling is none")
 	// ErrTooManyInputs means Embed got more than MaxEmbedInputs inputs.
 	ErrTooManyInputs = errors.New("engine: too many inputs")
+	// ErrBadLogprobs means Request.TopLogprobs is outside [0,
+	// MaxTopLogprobs], or logprobs were asked of a paced request.
+	ErrBadLogprobs = errors.New("engine: invalid logprobs request")
 )
+
+// MaxTopLogprobs bounds Request.TopLogprobs.
+const MaxTopLogprobs = llama.MaxTopLogprobs
 
 // MaxEmbedInputs bounds the inputs of one Embed call, as OpenAI's
 // embeddings endpoint does.
@@ -194,6 +200,13 @@ type Request struct {
 	// until Stream.Continue. Nothing is evaluated twice: the token that
 	// starts the next sentence was sampled, and is evaluated on Continue.
 	Chunking *Chunking
+	// Logprobs asks for each generated token's log-probability, delivered
+	// with its text (Chunk.Logprobs), and TopLogprobs (0 to
+	// MaxTopLogprobs; ignored without Logprobs) for that many of the most
+	// likely tokens at each step. Not for paced requests. When not asked
+	// for, nothing is computed. See TokenLogprobs for what the values are.
+	Logprobs    bool
+	TopLogprobs int
 	// PauseTimeout ends a paced request that waited this long for
 	// Continue, with FinishPauseTimeout; its tokens stay cached, so a
 	// re-sent prompt is cheap. 0 means DefaultPauseTimeout.
@@ -270,6 +283,42 @@ type Chunk struct {
 	Index  int
 	Held   bool
 	Last   bool
+	// Logprobs (with Request.Logprobs) has an entry for each generated
+	// token whose text begins in this chunk's Text or in an earlier
+	// one's: a token's entry comes with its first released byte.
+	Logprobs []TokenLogprobs
+}
+
+// TokenLogprob is a token, its text and its log-probability (natural
+// logarithm).
+type TokenLogprob struct {
+	Token int32
+	// Text is the token's bytes as they would appear in the output (a
+	// control token's is empty); it may be part of a UTF-8 character.
+	Text    string
+	Logprob float32
+}
+
+// TokenLogprobs is one generated token's log-probability and the most
+// likely tokens of that step (Request.TopLogprobs of them, most likely
+// first; fewer when the filters left fewer candidates).
+//
+// The values are the log-softmax of the distribution the token was drawn
+// from, after the sampler's filter chain (see llama.Sampler.SampleLogprobs),
+// as llama-server's post_sampling_probs: with a temperature they reflect
+// the truncation (top-k, top-p, min-p, typical) and the temperature, and
+// tokens outside the kept candidates do not appear; greedy decoding keeps
+// every token, so there (without logit biases or penalties) they are the
+// log-softmax of the model's logits, and the token is Top[0].
+//
+// Entries are per generated token, the end-of-generation token excepted
+// (it is not part of the output). When a stop string matches, the tokens
+// whose text begins at or after the match are dropped with the text; a
+// token that straddles the match keeps its entry (and its whole Text),
+// since part of its text was returned.
+type TokenLogprobs struct {
+	TokenLogprob
+	Top []TokenLogprob
 }
 
 // Usage counts tokens as OpenAI reports them.

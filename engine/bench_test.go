@@ -335,3 +335,80 @@ func BenchmarkDecodeBesideIdleCaches(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLogprobs is one greedy stream of benchTokens tokens through the
+// engine without logprobs and with top-20 logprobs (Request.Logprobs,
+// TopLogprobs 20): the cost of computing and delivering them per token.
+func BenchmarkLogprobs(b *testing.B) {
+	path := benchModel(b)
+	for _, top := range []int{-1, 20} {
+		name := "off"
+		if top >= 0 {
+			name = fmt.Sprintf("top=%d", top)
+		}
+		b.Run(name, func(b *testing.B) {
+			e, err := engine.New(context.Background(), engine.Config{ModelPath: path, Parallel: 1, Threads: benchThreads(), CtxSize: 1024})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			req := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: benchTokens, IgnoreEOS: true, NoCachePrompt: true}
+			req.Logprobs, req.TopLogprobs = top >= 0, max(top, 0)
+			for b.Loop() {
+				s, err := e.Submit(context.Background(), req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				collect(b, s)
+			}
+			b.ReportMetric(float64(b.N*benchTokens)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+// BenchmarkSampleLogprobs is the sampling step alone over the synthetic
+// model's vocabulary: Sample, and SampleLogprobs with 0 and 20
+// alternatives (a log-softmax over the vocabulary, and a top-20 pass).
+func BenchmarkSampleLogprobs(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NSeqMax: 1, Threads: benchThreads()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	prompt, _ := m.Tokenize("Once upon a time", true, true)
+	var batch llama.Batch
+	for i, tok := range prompt {
+		batch.Add(tok, i, 0, i == len(prompt)-1)
+	}
+	if err := ctx.Decode(&batch); err != nil {
+		b.Fatal(err)
+	}
+	s, err := llama.NewSampler(m, llama.SamplerParams{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	idx := batch.Len() - 1
+	b.Run("off", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Sample(ctx, idx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	var top []llama.TokenLogprob
+	for _, n := range []int{0, 20} {
+		b.Run(fmt.Sprintf("top=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, top, err = s.SampleLogprobs(ctx, idx, n, top); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

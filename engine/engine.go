@@ -242,6 +242,12 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	if c := req.Chunking; c != nil && (c.FirstMinTokens < 0 || c.FirstMaxTokens < 0 || c.MaxChars < 0) {
 		return nil, fmt.Errorf("%w: negative bound in %+v", ErrBadChunking, *c)
 	}
+	if req.Logprobs && (req.TopLogprobs < 0 || req.TopLogprobs > MaxTopLogprobs) {
+		return nil, fmt.Errorf("%w: %d top logprobs, want 0 to %d", ErrBadLogprobs, req.TopLogprobs, MaxTopLogprobs)
+	}
+	if req.Logprobs && req.Chunking != nil {
+		return nil, fmt.Errorf("%w: a paced request cannot have logprobs", ErrBadLogprobs)
+	}
 	if req.PauseTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative pause timeout %v", ErrBadChunking, req.PauseTimeout)
 	}

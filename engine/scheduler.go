@@ -25,13 +25,18 @@ type scheduler struct {
 	nPrefill   int  // prompt tokens in the current batch
 	freed      bool // a slot went idle since the last admission
 	batch      llama.Batch
-	prefilling []*slot     // scratch for buildBatch
-	prefixes   []int       // scratch for place: each slot's common prefix with a prompt
-	piece      []byte      // scratch for token bytes
-	timer      *time.Timer // wakes receive when a pause times out
-	paced      PacedStats
-	embeds     []*embedJob // Embed calls with inputs to evaluate, in arrival order
-	lanes      int         // embedding sequence ids, after the slots' (see embed.go)
+	prefilling []*slot              // scratch for buildBatch
+	prefixes   []int                // scratch for place: each slot's common prefix with a prompt
+	piece      []byte               // scratch for token bytes
+	top        []llama.TokenLogprob // scratch for SampleLogprobs
+	// pieces caches token texts for logprobs entries, filled on demand
+	// (known says which are); nil until a request asks for logprobs.
+	pieces []string
+	known  []bool
+	timer  *time.Timer // wakes receive when a pause times out
+	paced  PacedStats
+	embeds []*embedJob // Embed calls with inputs to evaluate, in arrival order
+	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
 	promptTokens, cachedTokens              uint64
@@ -334,7 +339,15 @@ func (s *scheduler) sample() {
 				g.prefillDone = now
 			}
 		}
-		tok, err := sl.req.sampler.Sample(s.lctx, sl.outIdx)
+		var tok llama.Token
+		var lp float32
+		var err error
+		logprobs := sl.req.params.Logprobs
+		if logprobs {
+			tok, lp, s.top, err = sl.req.sampler.SampleLogprobs(s.lctx, sl.outIdx, sl.req.params.TopLogprobs, s.top)
+		} else {
+			tok, err = sl.req.sampler.Sample(s.lctx, sl.outIdx)
+		}
 		switch {
 		case errors.Is(err, llama.ErrGrammarEnd):
 			// The grammar is complete but end-of-generation is banned
@@ -357,12 +370,19 @@ func (s *scheduler) sample() {
 			continue
 		}
 		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
+		if logprobs {
+			g.lp.add(s.entry(tok, lp), len(s.piece))
+		}
 		text, stop := g.out.push(s.piece)
 		if g.pace != nil {
 			g.released(tok, text, g.out.holding() || stop != "")
 			g.pace.chunks.push(text, 1)
 		} else {
-			sl.req.stream.deliver(text, 1)
+			var lps []TokenLogprobs
+			if logprobs {
+				lps = g.lp.release(len(text), stop != "", false)
+			}
+			sl.req.stream.deliver(text, 1, lps)
 		}
 		g.last = tok
 		switch {
@@ -378,6 +398,33 @@ func (s *scheduler) sample() {
 			sl.state = statePaused // until Continue (see retire)
 		}
 	}
+}
+
+// entry is the logprobs entry of the sampled token tok (logprob lp) and
+// the alternatives SampleLogprobs left in s.top.
+func (s *scheduler) entry(tok llama.Token, lp float32) TokenLogprobs {
+	e := TokenLogprobs{TokenLogprob: TokenLogprob{Token: tok, Text: s.pieceText(tok), Logprob: lp}}
+	if len(s.top) > 0 {
+		e.Top = make([]TokenLogprob, len(s.top))
+		for i, a := range s.top {
+			e.Top[i] = TokenLogprob{Token: a.Token, Text: s.pieceText(a.Token), Logprob: a.Logprob}
+		}
+	}
+	return e
+}
+
+// pieceText is the token's text as the output would have it, cached: the
+// same few tokens come back as alternatives step after step.
+func (s *scheduler) pieceText(tok llama.Token) string {
+	if s.pieces == nil {
+		n := s.e.info.VocabSize
+		s.pieces, s.known = make([]string, n), make([]bool, n)
+	}
+	if !s.known[tok] {
+		s.pieces[tok] = string(s.e.model.AppendPiece(nil, tok, false))
+		s.known[tok] = true
+	}
+	return s.pieces[tok]
 }
 
 // failBatch ends every request that had tokens in a failed decode, and
@@ -423,8 +470,11 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	r.stopWatch()
 	now := time.Now()
 	text := r.gen.out.flush()
+	var lps []TokenLogprobs
 	if reason == FinishStop && r.gen.stopWord != "" {
-		text = ""
+		text = "" // and the entries after the stop string are gone
+	} else if r.params.Logprobs {
+		lps = r.gen.lp.release(len(text), false, true)
 	}
 	if text != "" && r.gen.pace != nil {
 		r.gen.flushed(text)
@@ -432,7 +482,7 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	p := r.gen.pace
 	switch {
 	case p == nil:
-		r.stream.deliver(text, 0)
+		r.stream.deliver(text, 0, lps)
 	case reason == FinishStop || reason == FinishLength || reason == FinishError:
 		// What the chunker holds goes out at a normal end; after a
 		// cancel, an interrupt or a pause timeout nobody waits for it.

@@ -74,6 +74,7 @@ type generation struct {
 	decoded     int
 	maxTokens   int
 	out         textOut
+	lp          logprobQueue // with Request.Logprobs
 	stopWord    string
 	preemptions int
 	pace        *pacing // nil unless Request.Chunking is set

@@ -123,17 +123,25 @@ func (s *Stream) Done() bool {
 	return s.done
 }
 
-// deliver appends unpaced text; called by the scheduler only. Never blocks.
-func (s *Stream) deliver(text string, ntok int) {
-	if text == "" && ntok == 0 {
+// deliver appends unpaced text and the logprobs entries released with it
+// (copied: the caller reuses lps); called by the scheduler only. Never
+// blocks.
+func (s *Stream) deliver(text string, ntok int, lps []TokenLogprobs) {
+	if text == "" && ntok == 0 && len(lps) == 0 {
 		return
 	}
 	s.mu.Lock()
 	if n := len(s.queue); n > 0 && s.open {
-		s.queue[n-1].Text += text
-		s.queue[n-1].Tokens += ntok
+		c := &s.queue[n-1]
+		c.Text += text
+		c.Tokens += ntok
+		c.Logprobs = append(c.Logprobs, lps...)
 	} else {
-		s.queue = append(s.queue, Chunk{Text: text, Tokens: ntok})
+		c := Chunk{Text: text, Tokens: ntok}
+		if len(lps) > 0 {
+			c.Logprobs = append([]TokenLogprobs(nil), lps...)
+		}
+		s.queue = append(s.queue, c)
 		s.open = true
 	}
 	s.mu.Unlock()

@@ -105,3 +105,44 @@ func commonPrefix(a, b []int32) int {
 	}
 	return n
 }
+
+// logprobQueue holds the logprobs entries of the tokens pushed into a
+// textOut whose text has not been released yet: an entry goes out with
+// its token's first released byte (see TokenLogprobs).
+type logprobQueue struct {
+	pending  []TokenLogprobs
+	starts   []int           // byte offset of each pending token's text in the output
+	out      []TokenLogprobs // release's result, reused
+	pushed   int             // bytes pushed
+	released int             // bytes released
+}
+
+// add queues the entry of a token of n bytes, pushed after those before.
+func (q *logprobQueue) add(e TokenLogprobs, n int) {
+	q.pending = append(q.pending, e)
+	q.starts = append(q.starts, q.pushed)
+	q.pushed += n
+}
+
+// release returns the entries of the tokens whose text begins within the
+// first released+n bytes, after n more bytes were released. With cut (a
+// stop string matched, and nothing after those bytes will be released)
+// the rest are dropped; with all (the end of the text), every entry goes
+// out. The result is valid until the next call.
+func (q *logprobQueue) release(n int, cut, all bool) []TokenLogprobs {
+	q.released += n
+	k := 0
+	for k < len(q.starts) && (all || q.starts[k] < q.released) {
+		k++
+	}
+	clear(q.out)
+	q.out = append(q.out[:0], q.pending[:k]...)
+	if cut || all {
+		k = len(q.pending)
+	}
+	rest := copy(q.pending, q.pending[k:])
+	clear(q.pending[rest:])
+	q.pending = q.pending[:rest]
+	q.starts = q.starts[:copy(q.starts, q.starts[k:])]
+	return q.out
+}

@@ -77,3 +77,41 @@ func TestCommonPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestLogprobQueue: an entry goes out with its token's first released
+// byte; a stop cut drops the entries after it; the end releases the rest.
+func TestLogprobQueue(t *testing.T) {
+	var q logprobQueue
+	names := func(es []TokenLogprobs) string {
+		var b strings.Builder
+		for _, e := range es {
+			b.WriteString(e.Text + "|")
+		}
+		return b.String()
+	}
+	add := func(s string) { q.add(TokenLogprobs{TokenLogprob: TokenLogprob{Text: s}}, len(s)) }
+	add("ab")
+	add("c")
+	if got := names(q.release(1, false, false)); got != "ab|" { // "a" released, "b" "c" held
+		t.Fatalf("after 1 byte: %q", got)
+	}
+	if got := names(q.release(0, false, false)); got != "" {
+		t.Fatalf("after nothing more: %q", got)
+	}
+	add("")
+	add("de")
+	// "bc" released; the empty token begins after them, with "de".
+	if got := names(q.release(2, false, false)); got != "c|" {
+		t.Fatalf("after 3 bytes: %q", got)
+	}
+	add("f")
+	// A stop string began at "d": "", "de" and "f" are dropped.
+	if got := names(q.release(0, true, false)); got != "" {
+		t.Fatalf("at a cut before \"de\": %q", got)
+	}
+	add("g")
+	add("h")
+	if got := names(q.release(0, false, true)); got != "g|h|" {
+		t.Fatalf("at the end: %q", got)
+	}
+}

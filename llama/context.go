@@ -253,6 +253,17 @@ func (c *Context) Decode(b *Batch) error {
 	return nil
 }
 
+// Logits returns a copy of the raw logits (one per vocabulary token) at
+// batch index i of the last Decode, nil when that index asked for none.
+func (c *Context) Logits(i int) []float32 {
+	n := int(C.llama_vocab_n_tokens(C.llama_model_get_vocab(C.llama_get_model(c.c))))
+	out := make([]float32, n)
+	if !C.corral_logits(c.c, C.int32_t(i), (*C.float)(&out[0]), C.int32_t(n)) {
+		return nil
+	}
+	return out
+}
+
 // SeqRemove removes positions [p0, p1) of sequence seq from the KV cache
 // (p1 < 0: to the end). It reports false if a partial removal is impossible.
 func (c *Context) SeqRemove(seq, p0, p1 int) bool {

@@ -60,6 +60,7 @@ var (
 // only when needed. It belongs to one goroutine.
 type Sampler struct {
 	chain, grammar, sel *C.struct_llama_sampler
+	lp                  logprobScratch
 	// Resampled counts the steps whose drawn token the grammar rejected,
 	// so the grammar had to be applied to the whole vocabulary.
 	Resampled int
@@ -143,8 +144,66 @@ func (s *Sampler) AcceptPrompt(toks []Token) error {
 // grammar; the grammar runs over the whole vocabulary only when it rejects
 // that token (llama.cpp's common sampler does the same).
 func (s *Sampler) Sample(c *Context, i int) (Token, error) {
+	return s.sample(c, i, -1, nil)
+}
+
+// TokenLogprob is a token and its log-probability.
+type TokenLogprob struct {
+	Token   Token
+	Logprob float32
+}
+
+// MaxTopLogprobs bounds the top alternatives SampleLogprobs reports.
+const MaxTopLogprobs = 100
+
+// SampleLogprobs is Sample that also reports log-probabilities: the drawn
+// token's, and the nTop (at most MaxTopLogprobs) most likely candidates,
+// most likely first, appended to top[:0].
+//
+// They are the log-softmax of the distribution the selector drew from:
+// the logits after the filter chain (logit bias and penalties; with
+// Temperature > 0 also top-k, typical, top-p, min-p and the temperature),
+// like llama-server's post_sampling_probs. With Temperature > 0 they
+// reflect the truncation and the temperature, and tokens the filters
+// removed do not appear (top may be shorter than nTop). Greedy sampling
+// keeps every token, so without biases and penalties they are the
+// log-softmax of the raw logits, and the drawn token is top[0]. With a
+// grammar, the distribution is the chain's when the grammar accepted the
+// first draw (alternatives the grammar would refuse can appear), and the
+// grammar-filtered one when its full pass ran.
+func (s *Sampler) SampleLogprobs(c *Context, i, nTop int, top []TokenLogprob) (Token, float32, []TokenLogprob, error) {
+	nTop = min(max(nTop, 0), MaxTopLogprobs)
+	lp := &s.lp
+	tok, err := s.sample(c, i, nTop, lp)
+	top = top[:0]
+	if err != nil {
+		return tok, 0, top, err
+	}
+	for j := range int(lp.n) {
+		top = append(top, TokenLogprob{Token: lp.ids[j], Logprob: lp.lps[j]})
+	}
+	return tok, lp.chosen, top, nil
+}
+
+// logprobScratch receives corral_sample's log-probabilities.
+type logprobScratch struct {
+	chosen float32
+	n      C.int32_t
+	ids    [MaxTopLogprobs]Token
+	lps    [MaxTopLogprobs]float32
+}
+
+// sample runs corral_sample; with nTop >= 0 it fills lp.
+func (s *Sampler) sample(c *Context, i, nTop int, lp *logprobScratch) (Token, error) {
 	var resampled C.int
-	tok := Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, C.int32_t(i), &resampled))
+	var tok Token
+	if nTop < 0 {
+		tok = Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, C.int32_t(i), &resampled, -1, nil, nil, nil, nil))
+	} else {
+		lp.n = 0
+		tok = Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, C.int32_t(i), &resampled, C.int32_t(nTop),
+			(*C.float)(&lp.chosen), (*C.llama_token)(&lp.ids[0]), (*C.float)(&lp.lps[0]), &lp.n))
+	}
 	if resampled != 0 {
 		s.Resampled++
 	}

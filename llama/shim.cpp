@@ -12,6 +12,7 @@
 
 #include "ggml-cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -68,6 +69,109 @@ bool grammar_can_start(const llama_vocab * vocab, struct llama_sampler * grmr) {
         }
     }
     return false;
+}
+
+// exp_nonpos is exp(x) for x <= 0 (-inf included), within about 2e-7
+// relative error, and 0 below -87 (where expf's result would be 0 or a
+// denormal, slow to add up and negligible in a softmax). Branch-free
+// arithmetic the compiler vectorizes, where expf is a library call per
+// token of the vocabulary.
+inline float exp_nonpos(float x) {
+    const bool under = !(x >= -87.0f); // -inf and NaN too
+    x = under ? -87.0f : x;
+    // exp(x) = 2^n * 2^f, n = round(x*log2(e)), |f| <= 1/2.
+    const float t = x * 1.44269504088896341f;
+    const float n = (t + 12582912.0f) - 12582912.0f; // round to nearest (1.5*2^23)
+    const float y = (t - n) * 0.693147180559945309f;  // f*ln(2), |y| <= 0.347
+    // Taylor series of e^y to degree 6: error below y^7/7! = 1.3e-7.
+    float p = 1.0f / 720.0f;
+    p = p * y + 1.0f / 120.0f;
+    p = p * y + 1.0f / 24.0f;
+    p = p * y + 1.0f / 6.0f;
+    p = p * y + 0.5f;
+    p = p * y + 1.0f;
+    p = p * y + 1.0f;
+    int32_t bits;
+    std::memcpy(&bits, &p, sizeof bits);
+    bits += int32_t(n) * (1 << 23); // n >= -126: a normal result
+    float r;
+    std::memcpy(&r, &bits, sizeof r);
+    return under ? 0.0f : r;
+}
+
+// logprobs computes the log-softmax of the candidates left in arr (those
+// with a finite logit) for the token at arr.data[chosen], and the n_top
+// most likely candidates, most likely first. See corral_sample.
+void logprobs(const llama_token_data_array & arr, size_t chosen, int32_t n_top, float * chosen_lp,
+              llama_token * top_ids, float * top_lps, int32_t * n_out) {
+    // The logits, contiguous: the loops below then vectorize. Each keeps
+    // sixteen independent partial results, which the compiler maps onto
+    // vector lanes (a single one is a chain it may not reorder).
+    constexpr size_t lanes = 16;
+    thread_local std::vector<float> buf;
+    const size_t n_cand = arr.size;
+    buf.resize((n_cand + lanes - 1) / lanes * lanes);
+    for (size_t i = 0; i < n_cand; i++) {
+        buf[i] = arr.data[i].logit;
+    }
+    std::fill(buf.begin() + n_cand, buf.end(), -INFINITY);
+    float maxes[lanes];
+    std::fill(maxes, maxes + lanes, -INFINITY);
+    for (size_t i = 0; i < buf.size(); i += lanes) {
+        for (size_t k = 0; k < lanes; k++) {
+            maxes[k] = buf[i + k] > maxes[k] ? buf[i + k] : maxes[k];
+        }
+    }
+    float max_l = -INFINITY;
+    for (float m : maxes) {
+        max_l = std::max(max_l, m);
+    }
+    float sums[lanes] = {};
+    for (size_t i = 0; i < buf.size(); i += lanes) {
+        for (size_t k = 0; k < lanes; k++) {
+            sums[k] += exp_nonpos(buf[i + k] - max_l);
+        }
+    }
+    double sum = 0.0;
+    for (float v : sums) {
+        sum += v;
+    }
+    const double norm = double(max_l) + std::log(sum);
+    *chosen_lp = float(double(arr.data[chosen].logit) - norm);
+    // The n_top largest logits by insertion into a sorted array, a block
+    // of logits at a time: n_top is small, and soon most blocks have none
+    // above the smallest kept (-inf and NaN never are).
+    int32_t n = 0;
+    float thr = -INFINITY;
+    for (size_t i = 0; i < buf.size() && n_top > 0; i += lanes) {
+        int any = 0;
+        for (size_t k = 0; k < lanes; k++) {
+            any |= buf[i + k] > thr;
+        }
+        if (!any) {
+            continue;
+        }
+        for (size_t k = 0; k < lanes; k++) {
+            const float l = buf[i + k];
+            if (!(l > thr)) {
+                continue;
+            }
+            int32_t j = n < n_top ? n++ : n - 1;
+            for (; j > 0 && top_lps[j - 1] < l; j--) {
+                top_lps[j] = top_lps[j - 1];
+                top_ids[j] = top_ids[j - 1];
+            }
+            top_lps[j] = l;
+            top_ids[j] = arr.data[i + k].id;
+            if (n == n_top) {
+                thr = top_lps[n - 1];
+            }
+        }
+    }
+    for (int32_t j = 0; j < n; j++) {
+        top_lps[j] = float(double(top_lps[j]) - norm);
+    }
+    *n_out = n;
 }
 
 } // namespace
@@ -187,7 +291,9 @@ void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * gr
 }
 
 llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
-                          struct llama_context * ctx, int32_t idx, int * resampled) {
+                          struct llama_context * ctx, int32_t idx, int * resampled,
+                          int32_t n_top, float * chosen_logprob, llama_token * top_ids, float * top_logprobs,
+                          int32_t * n_out) {
     *resampled = 0;
     try {
         thread_local std::vector<llama_token_data> cur;
@@ -205,6 +311,9 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
                 tok = arr.data[arr.selected].id;
             }
         }
+        // The array the selector drew from, for the log-probabilities: the
+        // first draw's, or the full grammar pass's when that one ran.
+        size_t chosen = arr.selected >= 0 ? (size_t) arr.selected : 0;
         if (grmr != nullptr) {
             // Sample first, then ask the grammar about that one token: the
             // full-vocabulary grammar pass is by far the most expensive part
@@ -236,10 +345,14 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
                     return CORRAL_SAMPLE_NONE;
                 }
                 tok = arr.data[arr.selected].id;
+                chosen = (size_t) arr.selected;
             }
         }
         if (tok == LLAMA_TOKEN_NULL) {
             return CORRAL_SAMPLE_NONE;
+        }
+        if (n_top >= 0) {
+            logprobs(arr, chosen, n_top, chosen_logprob, top_ids, top_logprobs, n_out);
         }
         llama_sampler_accept(chain, tok);
         if (grmr != nullptr) {
@@ -249,6 +362,19 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
         return tok;
     } catch (const std::exception &) {
         return CORRAL_SAMPLE_EXCEPTION;
+    }
+}
+
+bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t n_vocab) {
+    try {
+        const float * logits = llama_get_logits_ith(ctx, idx);
+        if (logits == nullptr) {
+            return false;
+        }
+        std::memcpy(out, logits, sizeof(float) * (size_t) n_vocab);
+        return true;
+    } catch (const std::exception &) {
+        return false;
     }
 }
 

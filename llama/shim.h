@@ -67,8 +67,23 @@ enum {
 // grammar it samples first and checks only the chosen token against the
 // grammar, evaluating the grammar over the whole vocabulary only when that
 // token is rejected. *resampled is set to 1 in that case.
+//
+// With n_top >= 0 it also computes log-probabilities: the log-softmax of
+// the candidates the selector drew from (after the filter chain, and after
+// the grammar when its full pass ran). *chosen_logprob is the drawn
+// token's; top_ids/top_logprobs (capacity n_top) receive the n_top most
+// likely candidates, most likely first, and *n_out how many there were
+// (fewer when fewer candidates are left). Candidates the filters removed
+// (or set to -inf) are not counted. With n_top < 0 nothing is computed and
+// the four pointers may be NULL.
 llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
-                          struct llama_context * ctx, int32_t idx, int * resampled);
+                          struct llama_context * ctx, int32_t idx, int * resampled,
+                          int32_t n_top, float * chosen_logprob, llama_token * top_ids, float * top_logprobs,
+                          int32_t * n_out);
+
+// corral_logits copies the n_vocab logits at batch index idx of the last
+// decode into out. Returns false when there are none (or on an exception).
+bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t n_vocab);
 
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 

@@ -17,6 +17,11 @@ type chatRequest struct {
 	toolFields
 	// Chunking asks for paced output (corral's extension; see pace.go).
 	Chunking *chunkingParams `json:"chunking"`
+	// Logprobs asks for each content token's log-probability,
+	// TopLogprobs (0 to MaxChatTopLogprobs) for the most likely tokens
+	// at each step with it.
+	Logprobs    *bool `json:"logprobs"`
+	TopLogprobs *int  `json:"top_logprobs"`
 	oaiParams
 	chatUnsupported
 }
@@ -31,6 +36,10 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := body.chatUnsupported.check(); e != nil { // before the model loads
+		WriteError(w, e)
+		return
+	}
+	if _, _, e := chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
 		WriteError(w, e)
 		return
 	}
@@ -50,7 +59,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
 		return
 	}
-	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, tools: plan}
+	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, tools: plan, logprobs: req.Logprobs}
 	if plan.parse {
 		f.calls = chat.NewToolParser(plan.format, plan.max)
 	}
@@ -78,6 +87,12 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error
 	}
 	if req.Chunking, req.PauseTimeout, e = body.Chunking.engine(); e != nil {
 		return req, toolPlan{}, e
+	}
+	if req.Logprobs, req.TopLogprobs, e = chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
+		return req, toolPlan{}, e
+	}
+	if req.Logprobs && req.Chunking != nil {
+		return req, toolPlan{}, invalid("logprobs", "'logprobs' cannot be combined with 'chunking'")
 	}
 	plan, e := m.toolPlan(&body.toolFields)
 	if e != nil {
@@ -154,7 +169,9 @@ type chatResponder struct {
 	includeUsage bool
 	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
 	tools        toolPlan
-	calls        *chat.ToolParser // reads a stream's calls; nil when tools are not read
+	calls        *chat.ToolParser       // reads a stream's calls; nil when tools are not read
+	logprobs     bool                   // text events and the message carry logprobs
+	pending      []engine.TokenLogprobs // logprobs of text the tool-call parser holds back
 }
 
 func (f *chatResponder) chunk(choices ...wire.ChatChunkChoice) *wire.ChatCompletionChunk {
@@ -170,9 +187,14 @@ func (f *chatResponder) streamStart() any {
 
 func (f *chatResponder) streamText(text string, c engine.Chunk) any {
 	if f.calls != nil {
-		return f.deltas(f.calls.Push(text))
+		f.pending = append(f.pending, c.Logprobs...)
+		return f.deltas(f.calls.Push(text), false)
 	}
-	ev := f.chunk(wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}})
+	choice := wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}}
+	if f.logprobs {
+		choice.Logprobs = chatLogprobsOf(c.Logprobs)
+	}
+	ev := f.chunk(choice)
 	if f.paced {
 		ev.Chunk = &wire.ChunkInfo{Index: c.Index, Held: c.Held, Last: c.Last}
 	}
@@ -180,9 +202,10 @@ func (f *chatResponder) streamText(text string, c engine.Chunk) any {
 }
 
 // deltas merges the pieces the tool-call parser decided into one chunk,
-// nil when there are none.
-func (f *chatResponder) deltas(ds []wire.Delta) any {
-	if len(ds) == 0 {
+// with the logprobs of the tokens received since the last one; nil when
+// there are none, unless at the end logprobs are still to be sent.
+func (f *chatResponder) deltas(ds []wire.Delta, end bool) any {
+	if len(ds) == 0 && !(end && f.logprobs && len(f.pending) > 0) {
 		return nil
 	}
 	var d wire.Delta
@@ -195,14 +218,19 @@ func (f *chatResponder) deltas(ds []wire.Delta) any {
 		s := text.String()
 		d.Content = &s
 	}
-	return f.chunk(wire.ChatChunkChoice{Delta: d})
+	choice := wire.ChatChunkChoice{Delta: d}
+	if f.logprobs {
+		choice.Logprobs = chatLogprobsOf(f.pending)
+		f.pending = f.pending[:0]
+	}
+	return f.chunk(choice)
 }
 
 func (f *chatResponder) streamEnd(res engine.Result) []any {
 	var evs []any
 	finish := finishReason(res)
 	if f.calls != nil {
-		if ev := f.deltas(f.calls.Finish()); ev != nil {
+		if ev := f.deltas(f.calls.Finish(), true); ev != nil {
 			evs = append(evs, ev)
 		}
 		finish = toolsFinish(res, f.calls.Calls())
@@ -220,20 +248,18 @@ func (f *chatResponder) streamEnd(res engine.Result) []any {
 	return evs
 }
 
-func (f *chatResponder) whole(text string, res engine.Result) any {
+func (f *chatResponder) whole(text string, lps []engine.TokenLogprobs, res engine.Result) any {
 	h := f.h
 	h.Object = wire.ObjectChatCompletion
-	msg := wire.Message{Role: "assistant", Content: text}
-	finish := finishReason(res)
+	choice := wire.ChatChoice{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}
 	if f.tools.parse {
-		msg.Content, msg.ToolCalls = chat.ParseToolCalls(f.tools.format, text, f.tools.max)
-		finish = toolsFinish(res, msg.ToolCalls)
+		choice.Message.Content, choice.Message.ToolCalls = chat.ParseToolCalls(f.tools.format, text, f.tools.max)
+		choice.FinishReason = toolsFinish(res, choice.Message.ToolCalls)
 	}
-	return &wire.ChatCompletion{
-		Header:  h,
-		Choices: []wire.ChatChoice{{Message: msg, FinishReason: finish}},
-		Usage:   UsageOf(res.Usage),
+	if f.logprobs {
+		choice.Logprobs = chatLogprobsOf(lps)
 	}
+	return &wire.ChatCompletion{Header: h, Choices: []wire.ChatChoice{choice}, Usage: UsageOf(res.Usage)}
 }
 
 // toolsFinish is the finish reason of an answer that may call tools:

@@ -11,6 +11,9 @@ import (
 // completionRequest is the body of POST /v1/completions.
 type completionRequest struct {
 	Prompt json.RawMessage `json:"prompt"`
+	// Logprobs asks for each token's log-probability and that many (0 to
+	// MaxCompletionLogprobs) of the most likely tokens at each step.
+	Logprobs *int `json:"logprobs"`
 	oaiParams
 	completionUnsupported
 }
@@ -24,6 +27,10 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if e := body.completionUnsupported.check(); e != nil { // before the model loads
 		WriteError(w, e)
+		return
+	}
+	if n := body.Logprobs; n != nil && (*n < 0 || *n > MaxCompletionLogprobs) {
+		WriteError(w, invalid("logprobs", "'logprobs' must be in [0, %d], got %d", MaxCompletionLogprobs, *n))
 		return
 	}
 	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
@@ -43,7 +50,10 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
-	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage()}
+	if body.Logprobs != nil {
+		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
+	}
+	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
 	a.generate(w, r, m, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority}, f)
 }
 
@@ -51,6 +61,8 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 type textResponder struct {
 	h            wire.Header
 	includeUsage bool
+	logprobs     bool        // text events and the choice carry logprobs
+	offsets      textOffsets // text_offset across a stream's events
 }
 
 func (f *textResponder) object(choices ...wire.TextChoice) *wire.TextCompletion {
@@ -61,8 +73,12 @@ func (f *textResponder) object(choices ...wire.TextChoice) *wire.TextCompletion 
 
 func (f *textResponder) streamStart() any { return nil }
 
-func (f *textResponder) streamText(text string, _ engine.Chunk) any {
-	return f.object(wire.TextChoice{Text: text})
+func (f *textResponder) streamText(text string, c engine.Chunk) any {
+	choice := wire.TextChoice{Text: text}
+	if f.logprobs {
+		choice.Logprobs = completionLogprobsOf(c.Logprobs, &f.offsets)
+	}
+	return f.object(choice)
 }
 
 func (f *textResponder) streamEnd(res engine.Result) []any {
@@ -75,8 +91,12 @@ func (f *textResponder) streamEnd(res engine.Result) []any {
 	return evs
 }
 
-func (f *textResponder) whole(text string, res engine.Result) any {
-	c := f.object(wire.TextChoice{Text: text, FinishReason: finishReason(res)})
+func (f *textResponder) whole(text string, lps []engine.TokenLogprobs, res engine.Result) any {
+	choice := wire.TextChoice{Text: text, FinishReason: finishReason(res)}
+	if f.logprobs {
+		choice.Logprobs = completionLogprobsOf(lps, &f.offsets)
+	}
+	c := f.object(choice)
 	c.Usage = UsageOf(res.Usage)
 	return c
 }

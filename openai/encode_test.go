@@ -113,7 +113,7 @@ func TestChatEncoding(t *testing.T) {
 	if len(events) != len(want) {
 		t.Errorf("%d events, want %d", len(events), len(want))
 	}
-	b, _ := json.Marshal(f.whole("Hello", engine.Result{FinishReason: engine.FinishStop, Usage: engine.Usage{PromptTokens: 2, CompletionTokens: 1}}))
+	b, _ := json.Marshal(f.whole("Hello", nil, engine.Result{FinishReason: engine.FinishStop, Usage: engine.Usage{PromptTokens: 2, CompletionTokens: 1}}))
 	wantWhole := `{"id":"chatcmpl-X","object":"chat.completion","created":0,"model":"tiny","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`
 	if got := normalize(b); got != wantWhole {
 		t.Errorf("whole:\n got %s\nwant %s", got, wantWhole)
@@ -144,7 +144,7 @@ func TestTextEncoding(t *testing.T) {
 	} else {
 		check(evs[0], `{`+h+`,"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}]}`)
 	}
-	check(f.whole("ab", res), `{`+h+`,"choices":[{"text":"ab","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`)
+	check(f.whole("ab", nil, res), `{`+h+`,"choices":[{"text":"ab","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`)
 }
 
 func TestLlamaEncoding(t *testing.T) {
@@ -158,7 +158,7 @@ func TestLlamaEncoding(t *testing.T) {
 		Usage:   engine.Usage{PromptTokens: 6, CachedTokens: 2, CompletionTokens: 4},
 		Timings: engine.Timings{Prefill: 8 * time.Millisecond, Decode: 20 * time.Millisecond},
 	}
-	b, _ = json.Marshal(f.whole("abcd", res))
+	b, _ = json.Marshal(f.whole("abcd", nil, res))
 	want := `{"content":"abcd","stop":true,"model":"tiny","id_slot":1,"tokens_predicted":4,"tokens_evaluated":6,"tokens_cached":2,` +
 		`"stop_type":"word","stopping_word":"END","truncated":false,"timings":{"prompt_n":4,"prompt_ms":8,"prompt_per_token_ms":2,` +
 		`"prompt_per_second":500,"predicted_n":4,"predicted_ms":20,"predicted_per_token_ms":5,"predicted_per_second":200}}`
@@ -166,7 +166,7 @@ func TestLlamaEncoding(t *testing.T) {
 		t.Errorf("final\n got %s\nwant %s", b, want)
 	}
 	for reason, stopType := range map[engine.FinishReason]string{engine.FinishStop: "eos", engine.FinishLength: "limit"} {
-		v := f.whole("", engine.Result{FinishReason: reason}).(*llamaFinal)
+		v := f.whole("", nil, engine.Result{FinishReason: reason}).(*llamaFinal)
 		if v.StopType != stopType {
 			t.Errorf("%s: stop_type %q, want %q", reason, v.StopType, stopType)
 		}

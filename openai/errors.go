@@ -89,6 +89,8 @@ func submitError(err error, param string) *Error {
 		return invalid("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrGrammar):
 		return invalid("grammar", "%v", err)
+	case errors.Is(err, engine.ErrBadLogprobs):
+		return invalid("logprobs", "%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client is gone; nobody reads this.
 		return &Error{Status: 499, Type: TypeServer, Message: err.Error()}

@@ -18,12 +18,14 @@ type responder interface {
 	// streamText is the event carrying generated text: c's text, or
 	// part of it (a character split between chunks waits for the next);
 	// nil when the text is held back for now (tool-call markup).
-	// c.Tokens counts the tokens since the previous event.
+	// c.Tokens counts the tokens since the previous event, c.Logprobs
+	// has their logprobs entries (with engine.Request.Logprobs).
 	streamText(text string, c engine.Chunk) any
 	// streamEnd are the events after the last text.
 	streamEnd(res engine.Result) []any
-	// whole is the response body when not streaming.
-	whole(text string, res engine.Result) any
+	// whole is the response body when not streaming: the text and, with
+	// engine.Request.Logprobs, every token's logprobs entry.
+	whole(text string, lps []engine.TokenLogprobs, res engine.Result) any
 }
 
 // genMode says how to answer one generation.
@@ -111,8 +113,10 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 
 	if !mode.stream {
 		var text strings.Builder
+		var lps []engine.TokenLogprobs
 		if err := receive(ctx, s, func(c engine.Chunk) error {
 			text.WriteString(c.Text)
+			lps = append(lps, c.Logprobs...)
 			return nil
 		}); err != nil {
 			return // the client is gone
@@ -125,7 +129,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			fail(w, e)
 			return
 		}
-		writeJSON(w, http.StatusOK, f.whole(text.String(), res))
+		writeJSON(w, http.StatusOK, f.whole(text.String(), lps, res))
 		return
 	}
 
@@ -133,7 +137,8 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		sw      streamWriter // non-nil once the headers are sent
 		started bool         // f.streamStart was sent
 		carry   utf8Carry
-		ntok    int // tokens received but not yet reported
+		ntok    int                    // tokens received but not yet reported
+		lps     []engine.TokenLogprobs // their logprobs entries
 	)
 	headers := func() error {
 		if sw != nil {
@@ -177,11 +182,13 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			return
 		}
 		ntok += c.Tokens
+		lps = append(lps, c.Logprobs...)
 		text := carry.next(c.Text)
 		if text == "" {
 			continue
 		}
 		c.Tokens, ntok = ntok, 0
+		c.Logprobs, lps = lps, nil
 		if paced != nil {
 			paced.sent(c) // before the client can see it and continue
 		}
@@ -198,8 +205,8 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 	if e == nil && begin() != nil {
 		return
 	}
-	if rest := carry.rest(); rest != "" {
-		if ev := f.streamText(rest, engine.Chunk{Tokens: ntok}); ev != nil && sw.event(ev) != nil {
+	if rest := carry.rest(); rest != "" || len(lps) > 0 {
+		if ev := f.streamText(rest, engine.Chunk{Tokens: ntok, Logprobs: lps}); ev != nil && sw.event(ev) != nil {
 			return
 		}
 	}

@@ -44,7 +44,7 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
-	f := &llamaResponder{model: m.info.Name}
+	f := &llamaResponder{model: m.info.Name, probs: req.Logprobs}
 	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority}
 	if !isNull(body.JSONSchema) {
 		mode.grammarParam = "json_schema"
@@ -78,11 +78,11 @@ func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 			req.MaxTokens = *n
 		}
 	}
-	if body.NProbs != nil && *body.NProbs != 0 {
-		if *body.NProbs < 0 {
-			return req, invalid("n_probs", "'n_probs' must be >= 0, got %d", *body.NProbs)
+	if p := body.NProbs; p != nil && *p != 0 {
+		if *p < 0 || *p > MaxLlamaNProbs {
+			return req, invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxLlamaNProbs, *p)
 		}
-		return req, invalid("n_probs", "'n_probs' is not supported yet; send 0 or leave it out")
+		req.Logprobs, req.TopLogprobs = true, *p
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot
@@ -107,17 +107,23 @@ func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 // llamaResponder shapes llama-server's /completion objects.
 type llamaResponder struct {
 	model     string
-	predicted int // tokens streamed so far
+	predicted int  // tokens streamed so far
+	probs     bool // n_probs: events and the answer carry completion_probabilities
 }
 
 type llamaPartial struct {
 	Content         string `json:"content"`
 	Stop            bool   `json:"stop"`
 	TokensPredicted int    `json:"tokens_predicted"`
+	// Probs has the entries of the tokens whose text begins in Content.
+	Probs []llamaProb `json:"completion_probabilities,omitempty"`
 }
 
 type llamaFinal struct {
-	Content         string       `json:"content"`
+	Content string `json:"content"`
+	// Probs has every token's entry when not streaming (a stream's final
+	// event has none, as llama-server's).
+	Probs           []llamaProb  `json:"completion_probabilities,omitempty"`
 	Stop            bool         `json:"stop"`
 	Model           string       `json:"model"`
 	IDSlot          int          `json:"id_slot"`
@@ -146,12 +152,16 @@ func (f *llamaResponder) streamStart() any { return nil }
 
 func (f *llamaResponder) streamText(text string, c engine.Chunk) any {
 	f.predicted += c.Tokens
-	return &llamaPartial{Content: text, TokensPredicted: f.predicted}
+	p := &llamaPartial{Content: text, TokensPredicted: f.predicted}
+	if f.probs {
+		p.Probs = llamaProbsOf(c.Logprobs)
+	}
+	return p
 }
 
-func (f *llamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", res)} }
+func (f *llamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", nil, res)} }
 
-func (f *llamaResponder) whole(text string, res engine.Result) any {
+func (f *llamaResponder) whole(text string, lps []engine.TokenLogprobs, res engine.Result) any {
 	stopType := "limit"
 	if res.FinishReason == engine.FinishStop {
 		stopType = "eos"
@@ -160,8 +170,13 @@ func (f *llamaResponder) whole(text string, res engine.Result) any {
 		}
 	}
 	u := res.Usage
+	var probs []llamaProb
+	if f.probs && lps != nil {
+		probs = llamaProbsOf(lps)
+	}
 	return &llamaFinal{
 		Content:         text,
+		Probs:           probs,
 		Stop:            true,
 		Model:           f.model,
 		IDSlot:          res.Slot,

@@ -272,7 +272,7 @@ func TestOllamaGenerateWire(t *testing.T) {
 			t.Errorf("final %s = %v, want %v", k, fm[k], v)
 		}
 	}
-	whole := toMap(t, f.whole("The sky is blue.", fixedRes))
+	whole := toMap(t, f.whole("The sky is blue.", nil, fixedRes))
 	sameShape(t, "whole", docJSON(t, docs, sec+"Request (No streaming)", 1), whole, []string{"context"}, []string{"done_reason"})
 	if whole["response"] != "The sky is blue." {
 		t.Errorf("whole response %v", whole["response"])
@@ -301,7 +301,7 @@ func TestOllamaChatWire(t *testing.T) {
 	if msg := fm["message"].(map[string]any); msg["role"] != "assistant" || msg["content"] != "" {
 		t.Errorf("final message %v", msg)
 	}
-	whole := toMap(t, f.whole("Hello! How are you today?", fixedRes))
+	whole := toMap(t, f.whole("Hello! How are you today?", nil, fixedRes))
 	sameShape(t, "whole", docJSON(t, docs, sec+"Chat request (No streaming)", 1), whole, nil, []string{"done_reason"})
 	sameShape(t, "whole", docJSON(t, docs, sec+"Chat request (With history, with tools)", 1), whole, nil, nil)
 	sameShape(t, "load", docJSON(t, docs, sec+"Load a model", 1), toMap(t, f.object("", true, "load", ollamaMetrics{})), nil, nil)

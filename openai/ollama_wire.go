@@ -105,7 +105,7 @@ func (f *ollamaResponder) streamEnd(res engine.Result) []any {
 	return append(evs, f.final("", res))
 }
 
-func (f *ollamaResponder) whole(text string, res engine.Result) any {
+func (f *ollamaResponder) whole(text string, _ []engine.TokenLogprobs, res engine.Result) any {
 	return f.final(text, res)
 }
 

@@ -14,8 +14,6 @@ import (
 type chatUnsupported struct {
 	Audio            json.RawMessage `json:"audio"`
 	Modalities       []string        `json:"modalities"`
-	Logprobs         *bool           `json:"logprobs"`
-	TopLogprobs      *int            `json:"top_logprobs"`
 	Prediction       json.RawMessage `json:"prediction"`
 	Functions        json.RawMessage `json:"functions"`
 	FunctionCall     json.RawMessage `json:"function_call"`
@@ -29,10 +27,6 @@ func (u *chatUnsupported) check() *Error {
 		return invalid("audio", "'audio' output is not supported: corral serves text models")
 	case u.Modalities != nil && !slices.Equal(u.Modalities, []string{"text"}):
 		return invalid("modalities", "'modalities' other than [\"text\"] are not supported: corral serves text models")
-	case u.Logprobs != nil && *u.Logprobs:
-		return invalid("logprobs", "'logprobs' is not supported yet")
-	case u.TopLogprobs != nil && *u.TopLogprobs != 0:
-		return invalid("top_logprobs", "'top_logprobs' is not supported yet")
 	case !isNull(u.Prediction):
 		return invalid("prediction", "'prediction' (predicted outputs) is not supported")
 	case !isNull(u.Functions):
@@ -47,17 +41,14 @@ func (u *chatUnsupported) check() *Error {
 
 // completionUnsupported are such fields of /v1/completions.
 type completionUnsupported struct {
-	Logprobs *int   `json:"logprobs"`
-	Echo     bool   `json:"echo"`
-	BestOf   *int   `json:"best_of"`
-	Suffix   string `json:"suffix"`
+	Echo   bool   `json:"echo"`
+	BestOf *int   `json:"best_of"`
+	Suffix string `json:"suffix"`
 }
 
 // check refuses a field set to anything but what corral does anyway.
 func (u *completionUnsupported) check() *Error {
 	switch {
-	case u.Logprobs != nil && *u.Logprobs != 0:
-		return invalid("logprobs", "'logprobs' is not supported yet")
 	case u.Echo:
 		return invalid("echo", "'echo' is not supported")
 	case u.BestOf != nil && *u.BestOf != 1:

@@ -87,7 +87,7 @@ func TestBadRequests(t *testing.T) {
 		{"stop mixed array", chatH, `{` + msgs + `,"stop":["a",1]}`, 400, "stop", ""},
 		{"stop too many", chatH, `{` + msgs + `,"stop":[` + strings.Repeat(`"x",`, MaxStops) + `"y"]}`, 400, "stop", ""},
 		{"stop too long", complH, `{"prompt":"a","stop":"` + strings.Repeat("x", MaxStopBytes+1) + `"}`, 400, "stop", ""},
-		{"n_probs", llamaH, `{"prompt":"a","n_probs":5}`, 400, "n_probs", ""},
+		{"n_probs too many", llamaH, `{"prompt":"a","n_probs":101}`, 400, "n_probs", ""},
 		{"n_probs negative", llamaH, `{"prompt":"a","n_probs":-1}`, 400, "n_probs", ""},
 		{"logit_bias key", chatH, `{` + msgs + `,"logit_bias":{"abc":1}}`, 400, "logit_bias", ""},
 		{"logit_bias token", chatH, `{` + msgs + `,"logit_bias":{"100":1}}`, 400, "logit_bias", ""},
@@ -429,20 +429,53 @@ func TestUnsupportedFields(t *testing.T) {
 		{(*API).ChatCompletions, `{` + msgs + `,"audio":{"voice":"alloy","format":"wav"}}`, "audio"},
 		{(*API).ChatCompletions, `{` + msgs + `,"modalities":["text","audio"]}`, "modalities"},
 		{(*API).ChatCompletions, `{` + msgs + `,"modalities":["text"]}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true}`, "logprobs"},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
 		{(*API).ChatCompletions, `{` + msgs + `,"prediction":{"type":"content","content":"x"}}`, "prediction"},
 		{(*API).ChatCompletions, `{` + msgs + `,"functions":[{"name":"f"}]}`, "functions"},
 		{(*API).ChatCompletions, `{` + msgs + `,"function_call":"auto"}`, "function_call"},
 		{(*API).ChatCompletions, `{` + msgs + `,"web_search_options":{}}`, "web_search_options"},
 		{(*API).ChatCompletions, `{` + msgs + `,"vendor_extension":{"x":1},"user":"u","store":false}`, ""},
-		{(*API).Completions, `{"prompt":"a","logprobs":2}`, "logprobs"},
-		{(*API).Completions, `{"prompt":"a","logprobs":0}`, ""},
 		{(*API).Completions, `{"prompt":"a","echo":true}`, "echo"},
 		{(*API).Completions, `{"prompt":"a","best_of":3}`, "best_of"},
 		{(*API).Completions, `{"prompt":"a","best_of":1}`, ""},
 		{(*API).Completions, `{"prompt":"a","suffix":"end"}`, "suffix"},
+	} {
+		w := serve(t, newFake(), tt.h, tt.body)
+		if tt.param == "" {
+			if w.Code != http.StatusServiceUnavailable {
+				t.Errorf("%s: %d %s; want it accepted (the fake's 503)", tt.body, w.Code, w.Body)
+			}
+			continue
+		}
+		e := decodeEnvelope(t, w)
+		if w.Code != http.StatusBadRequest || e.Param == nil || *e.Param != tt.param || !strings.Contains(e.Message, tt.param) {
+			t.Errorf("%s: %d %s; want 400 naming %s", tt.body, w.Code, w.Body, tt.param)
+		}
+	}
+}
+
+// TestLogprobsFields: logprobs and top_logprobs are checked before a
+// model is needed, within OpenAI's bounds.
+func TestLogprobsFields(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"Hi"}]`
+	for _, tt := range []struct {
+		h     func(*API, http.ResponseWriter, *http.Request)
+		body  string
+		param string // "" when the request passes validation (the fake then answers 503)
+	}{
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":20}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":0}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"top_logprobs":0}`, ""},
+		{(*API).ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":false,"top_logprobs":3}`, "top_logprobs"},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
+		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":-1}`, "top_logprobs"},
+		{(*API).Completions, `{"prompt":"a","logprobs":0}`, ""},
+		{(*API).Completions, `{"prompt":"a","logprobs":5}`, ""},
+		{(*API).Completions, `{"prompt":"a","logprobs":null}`, ""},
+		{(*API).Completions, `{"prompt":"a","logprobs":6}`, "logprobs"},
+		{(*API).Completions, `{"prompt":"a","logprobs":-1}`, "logprobs"},
 	} {
 		w := serve(t, newFake(), tt.h, tt.body)
 		if tt.param == "" {

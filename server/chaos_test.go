@@ -437,9 +437,16 @@ func chaosCases() []chaosCase {
 			want: bad,
 		},
 		{
-			name: "n_probs",
+			name: "n_probs -1",
 			path: "/completion",
-			body: completion(map[string]any{"n_probs": 5}),
+			body: completion(map[string]any{"n_probs": -1}),
+			want: bad,
+		},
+		{
+			// Bounded (engine.MaxTopLogprobs): the entries of every token are built and sent.
+			name: "n_probs 1000000000",
+			path: "/completion",
+			body: completion(map[string]any{"n_probs": 1000000000}),
 			want: bad,
 		},
 		{

@@ -475,3 +475,93 @@ func TestSDKEmbeddings(t *testing.T) {
 		t.Errorf("pooling none: %d %s %s", e.StatusCode, e.Code, e.Message)
 	}
 }
+
+// TestSDKLogprobs: the SDK decodes chat and completions logprobs, whole
+// and streamed, into its types with no field it does not know.
+func TestSDKLogprobs(t *testing.T) {
+	const n, top = 12, 3
+	t.Run("chat", func(t *testing.T) {
+		ts := startServer(t, engine.Config{Parallel: 1})
+		client := sdkClient(ts)
+		p := sdkChat(n)
+		p.Logprobs, p.TopLogprobs = openai.Bool(true), openai.Int(top)
+		c, err := client.Chat.Completions.New(context.Background(), p, ignoreEOS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp := c.Choices[0].Logprobs
+		if !c.Choices[0].JSON.Logprobs.Valid() || len(lp.Content) != n || len(lp.JSON.ExtraFields) != 0 || lp.JSON.Refusal.Raw() != "null" {
+			t.Fatalf("logprobs %s", lp.RawJSON())
+		}
+		var text strings.Builder
+		for i, e := range lp.Content {
+			text.WriteString(e.Token)
+			if len(e.JSON.ExtraFields) != 0 || len(e.TopLogprobs) != top || len(e.Bytes) != len(e.Token) {
+				t.Fatalf("entry %d: %s", i, e.RawJSON())
+			}
+			for _, a := range e.TopLogprobs {
+				if len(a.JSON.ExtraFields) != 0 || !a.JSON.Bytes.Valid() {
+					t.Fatalf("entry %d: alternative %s", i, a.RawJSON())
+				}
+			}
+			if e.TopLogprobs[0].Token != e.Token || e.TopLogprobs[0].Logprob != e.Logprob {
+				t.Fatalf("entry %d: greedy token not the most likely: %s", i, e.RawJSON())
+			}
+		}
+		if text.String() != c.Choices[0].Message.Content {
+			t.Fatalf("tokens join to %q, content %q", text.String(), c.Choices[0].Message.Content)
+		}
+
+		ts = startServer(t, engine.Config{Parallel: 1})
+		client = sdkClient(ts)
+		stream := client.Chat.Completions.NewStreaming(context.Background(), p, ignoreEOS)
+		defer stream.Close()
+		var streamed []openai.ChatCompletionTokenLogprob
+		for stream.Next() {
+			for _, ch := range stream.Current().Choices {
+				if len(ch.Logprobs.JSON.ExtraFields) != 0 {
+					t.Fatalf("chunk logprobs %s", ch.Logprobs.RawJSON())
+				}
+				streamed = append(streamed, ch.Logprobs.Content...)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(streamed) != n {
+			t.Fatalf("%d streamed entries, want %d", len(streamed), n)
+		}
+		for i, e := range streamed {
+			if e.RawJSON() != lp.Content[i].RawJSON() {
+				t.Fatalf("streamed entry %d: %s, want %s", i, e.RawJSON(), lp.Content[i].RawJSON())
+			}
+		}
+	})
+	t.Run("completions", func(t *testing.T) {
+		g := golden[0]
+		ts := startServer(t, engine.Config{Parallel: 1})
+		client := sdkClient(ts)
+		c, err := client.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:       "tiny",
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String(g.Prompt)},
+			MaxTokens:   openai.Int(int64(g.N)),
+			Temperature: openai.Float(0),
+			Logprobs:    openai.Int(2),
+		}, ignoreEOS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp := c.Choices[0].Logprobs
+		if len(lp.JSON.ExtraFields) != 0 || len(lp.Tokens) != g.N || len(lp.TokenLogprobs) != g.N || len(lp.TopLogprobs) != g.N || len(lp.TextOffset) != g.N {
+			t.Fatalf("logprobs %s", lp.RawJSON())
+		}
+		if strings.Join(lp.Tokens, "") != g.Want || c.Choices[0].Text != g.Want {
+			t.Fatalf("tokens %q, text %q; want %q", lp.Tokens, c.Choices[0].Text, g.Want)
+		}
+		for i, tok := range lp.Tokens {
+			if m := lp.TopLogprobs[i]; len(m) != 2 || float32(m[tok]) != float32(lp.TokenLogprobs[i]) {
+				t.Fatalf("token %d %q (%g): top %v", i, tok, lp.TokenLogprobs[i], m)
+			}
+		}
+	})
+}

@@ -351,3 +351,37 @@ func TestOllamaToolCalls(t *testing.T) {
 		t.Fatalf("stream %s; whole call %s", b, call.Function.Arguments)
 	}
 }
+
+// Logprobs of an answer read for tool calls: one entry per generated
+// token, whole or streamed, though the stream holds back call markup.
+func TestToolCallsWithLogprobs(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
+	extra := map[string]any{"logprobs": true, "top_logprobs": 2}
+	resp, b := ts.post(t, "/v1/chat/completions", toolRequest(named, extra))
+	var whole wire.ChatCompletion
+	unmarshal(t, string(b), &whole)
+	if resp.StatusCode != http.StatusOK || len(whole.Choices[0].Message.ToolCalls) != 1 || whole.Choices[0].Logprobs == nil {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	want := whole.Usage.CompletionTokens
+	if got := len(whole.Choices[0].Logprobs.Content); got != want {
+		t.Fatalf("%d entries for %d tokens", got, want)
+	}
+	body := toolRequest(named, extra)
+	body["stream"] = true
+	entries := 0
+	for _, data := range readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body)) {
+		if data == "[DONE]" {
+			break
+		}
+		var c wire.ChatCompletionChunk
+		unmarshal(t, data, &c)
+		if lp := c.Choices[0].Logprobs; lp != nil {
+			entries += len(lp.Content)
+		}
+	}
+	if entries != want {
+		t.Fatalf("stream: %d entries, want %d", entries, want)
+	}
+}

@@ -11,6 +11,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -181,10 +182,10 @@ type ChatCompletion struct {
 
 // ChatChoice is a choice of a ChatCompletion.
 type ChatChoice struct {
-	Index        int       `json:"index"`
-	Message      Message   `json:"message"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      Message       `json:"message"`
+	Logprobs     *ChatLogprobs `json:"logprobs"` // null unless asked for
+	FinishReason *string       `json:"finish_reason"`
 }
 
 // ChatCompletionChunk is one event of a streamed chat completion.
@@ -198,10 +199,12 @@ type ChatCompletionChunk struct {
 
 // ChatChunkChoice is a choice of a ChatCompletionChunk.
 type ChatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        Delta     `json:"delta"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index int   `json:"index"`
+	Delta Delta `json:"delta"`
+	// Logprobs has the entries of the tokens whose text begins in this
+	// chunk; null unless asked for, and in chunks without text.
+	Logprobs     *ChatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 // Delta is what a chunk adds to the message.
@@ -232,10 +235,112 @@ type TextCompletion struct {
 
 // TextChoice is a choice of a TextCompletion.
 type TextChoice struct {
-	Text         string    `json:"text"`
-	Index        int       `json:"index"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"` // null unless asked for
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// ChatLogprobs are a chat choice's token log-probabilities (natural
+// logarithms): an entry per token of the content.
+type ChatLogprobs struct {
+	Content []ChatTokenLogprob `json:"content"`
+	// Refusal is always null: corral has no separate refusal output.
+	Refusal []ChatTokenLogprob `json:"refusal"`
+}
+
+// ChatTokenLogprob is one generated token's entry: its text, its
+// log-probability, its bytes (the text may be part of a UTF-8 character,
+// which Token then cannot show) and the most likely tokens at its step,
+// most likely first ([] when none were asked for).
+type ChatTokenLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float32          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []ChatTopLogprob `json:"top_logprobs"`
+}
+
+// ChatTopLogprob is one of the most likely tokens of a step.
+type ChatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// CompletionLogprobs are a text completion choice's token
+// log-probabilities, in the legacy completions shape: parallel arrays
+// with an entry per generated token.
+type CompletionLogprobs struct {
+	Tokens        []string  `json:"tokens"`
+	TokenLogprobs []float32 `json:"token_logprobs"`
+	// TopLogprobs are the most likely tokens at each step, and the
+	// sampled one when it is not among them.
+	TopLogprobs []TopLogprobs `json:"top_logprobs"`
+	// TextOffset is each token's offset in the choice's text, in
+	// characters (Unicode code points) from the start of the completion;
+	// a token that begins inside a character has that character's offset.
+	TextOffset []int `json:"text_offset"`
+}
+
+// TopLogprob is a token's text and its log-probability.
+type TopLogprob struct {
+	Token   string
+	Logprob float32
+}
+
+// TopLogprobs is a JSON object mapping token texts to log-probabilities,
+// its keys in the slice's order (most likely first). A text that appears
+// twice is written once, with its first value.
+type TopLogprobs []TopLogprob
+
+// MarshalJSON writes the object with its keys in order.
+func (t TopLogprobs) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	seen := make(map[string]bool, len(t))
+	for _, e := range t {
+		k, err := json.Marshal(e.Token)
+		if err != nil {
+			return nil, err
+		}
+		if seen[string(k)] {
+			continue
+		}
+		seen[string(k)] = true
+		v, err := json.Marshal(e.Logprob)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads the object, keeping its keys' order.
+func (t *TopLogprobs) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("wire: top_logprobs entry is not an object")
+	}
+	*t = (*t)[:0]
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return err
+		}
+		var v float32
+		if err := d.Decode(&v); err != nil {
+			return err
+		}
+		*t = append(*t, TopLogprob{Token: k.(string), Logprob: v})
+	}
+	_, err := d.Token()
+	return err
 }
 
 // Object names of the embeddings endpoint.
