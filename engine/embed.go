@@ -176,14 +176,8 @@ func (e *Engine) enqueueEmbed(ctx context.Context, inputs []EmbedInput) (*embedJ
 	if e.closed || e.draining.Load() {
 		return nil, ErrClosed
 	}
-	for {
-		n := e.queued.Load()
-		if n >= int64(e.cfg.MaxQueue) {
-			return nil, ErrQueueFull
-		}
-		if e.queued.CompareAndSwap(n, n+1) {
-			break
-		}
+	if err := e.reserveQueue(); err != nil {
+		return nil, err
 	}
 	toks, err := e.embedTokens(ctx, inputs)
 	if err != nil {

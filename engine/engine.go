@@ -192,6 +192,22 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 // Info describes the loaded model.
 func (e *Engine) Info() ModelInfo { return e.info }
 
+// reserveQueue takes a place in the bounded queue, which Submit and
+// Embed share, or fails with ErrQueueFull; the counter is the bound, so
+// the channel send that follows never blocks. Give the place back with
+// e.queued.Add(-1) when the send does not happen.
+func (e *Engine) reserveQueue() error {
+	for {
+		n := e.queued.Load()
+		if n >= int64(e.cfg.MaxQueue) {
+			return ErrQueueFull
+		}
+		if e.queued.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
 // Submit checks the request, tokenizes the prompt in the caller's
 // goroutine, prepares the sampler and enqueues the request without waiting
 // for the model. The request lives until ctx ends, it finishes, or
@@ -206,16 +222,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if e.closed || e.draining.Load() {
 		return nil, ErrClosed
 	}
-	// Reserve a queue place; the counter is the bound, so the channel
-	// send below never blocks.
-	for {
-		n := e.queued.Load()
-		if n >= int64(e.cfg.MaxQueue) {
-			return nil, ErrQueueFull
-		}
-		if e.queued.CompareAndSwap(n, n+1) {
-			break
-		}
+	if err := e.reserveQueue(); err != nil {
+		return nil, err
 	}
 	r, err := e.prepare(ctx, req)
 	if err != nil {
