@@ -2,8 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -11,21 +11,35 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// WritePlot draws the report to path: SVG for .svg, an HTML page holding
-// the SVG for .html. Other formats (PNG) are not supported.
+// WritePlot draws the report to path, in the format its extension names:
+// .png, .svg, or .html (a page holding the SVG).
 func WritePlot(path string, r *Report) error {
 	var buf bytes.Buffer
+	var err error
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".png":
+		err = WritePNG(&buf, r)
 	case ".svg":
-		WriteSVG(&buf, r)
+		err = WriteSVG(&buf, r)
 	case ".html", ".htm":
 		buf.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>corral bench</title></head>\n<body>\n")
-		WriteSVG(&buf, r)
+		err = WriteSVG(&buf, r)
 		buf.WriteString("</body></html>\n")
 	default:
-		return fmt.Errorf("plot %s: format %q not supported (use .svg or .html)", path, ext)
+		return fmt.Errorf("plot %s: format %q not supported (use .png, .svg or .html)", path, ext)
+	}
+	if err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write plot: %w", err)
@@ -33,10 +47,75 @@ func WritePlot(path string, r *Report) error {
 	return nil
 }
 
-// WriteSVG draws the latency CDFs (TTFT, TPOT, ITL, E2EL) of every run
-// and, for a sweep, output throughput and TTFT p99 against concurrency.
-func WriteSVG(w io.Writer, r *Report) {
-	panels := []panel{
+// WriteSVG draws the report's plots (see figure) as SVG.
+func WriteSVG(w io.Writer, r *Report) error {
+	c := vgsvg.New(figureSize(r))
+	if err := figure(draw.New(c), r); err != nil {
+		return err
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// WritePNG draws the report's plots (see figure) as a PNG image at
+// 96 dots per inch.
+func WritePNG(w io.Writer, r *Report) error {
+	width, height := figureSize(r)
+	c := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96), vgimg.UseBackgroundColor(color.White))}
+	if err := figure(draw.New(c), r); err != nil {
+		return err
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// The figure: two panels a row, each panelW × panelH, under a title line.
+const (
+	cols           = 2
+	panelW, panelH = 6 * vg.Inch, 4 * vg.Inch
+	titleH         = 0.4 * vg.Inch
+)
+
+func figureSize(r *Report) (vg.Length, vg.Length) {
+	rows := (len(panels(r)) + cols - 1) / cols
+	return cols * panelW, vg.Length(rows)*panelH + titleH
+}
+
+// figure draws the latency CDFs (TTFT, TPOT, ITL, E2EL) of every run and,
+// for a sweep, output throughput and TTFT p99 against concurrency.
+func figure(dc draw.Canvas, r *Report) error {
+	ps := panels(r)
+	rows := (len(ps) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+	}
+	for i, p := range ps {
+		pl, err := p.plot()
+		if err != nil {
+			return err
+		}
+		grid[i/cols][i%cols] = pl
+	}
+	title := draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 14), Handler: plot.DefaultTextHandler}
+	dc.FillText(title, vg.Point{X: dc.Min.X + 10, Y: dc.Max.Y - titleH + 8}, "corral bench: "+r.target()+", model "+r.Settings.Model)
+	body := draw.Crop(dc, 0, 0, 0, -titleH)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
+	canvases := plot.Align(grid, tiles, body)
+	for i, row := range grid {
+		for j, pl := range row {
+			if pl != nil {
+				pl.Draw(canvases[i][j])
+			}
+		}
+	}
+	return nil
+}
+
+// panels are the report's plots, before drawing.
+func panels(r *Report) []panel {
+	ps := []panel{
 		cdfPanel("TTFT", r.Runs, func(rec Record) []time.Duration { return []time.Duration{rec.TTFT()} }),
 		cdfPanel("TPOT", r.Runs, func(rec Record) []time.Duration {
 			if d, ok := rec.TPOT(); ok {
@@ -54,31 +133,15 @@ func WriteSVG(w io.Writer, r *Report) {
 			tput = append(tput, run.OutputThroughput)
 			ttft = append(ttft, run.TTFT.P99)
 		}
-		panels = append(panels,
+		ps = append(ps,
 			panel{title: "Output throughput", xlabel: "concurrency", ylabel: "tokens/s",
 				series: []series{{name: "output tok/s", xs: conc, ys: tput, markers: true}}},
 			panel{title: "TTFT p99", xlabel: "concurrency", ylabel: "ms",
 				series: []series{{name: "TTFT p99", xs: conc, ys: ttft, markers: true}}},
 		)
 	}
-	const cols = 2
-	rows := (len(panels) + cols - 1) / cols
-	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n",
-		cols*panelW, rows*panelH+30)
-	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(w, `<text x="10" y="20" font-size="14">%s</text>`+"\n", esc("corral bench: "+r.target()+", model "+r.Settings.Model))
-	for i, p := range panels {
-		p.draw(w, float64((i%cols)*panelW), float64(30+(i/cols)*panelH))
-	}
-	fmt.Fprintln(w, "</svg>")
+	return ps
 }
-
-const (
-	panelW, panelH                     = 480, 330
-	marginL, marginR, marginT, marginB = 60, 20, 30, 45
-)
-
-var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
 
 type series struct {
 	name    string
@@ -89,6 +152,52 @@ type series struct {
 type panel struct {
 	title, xlabel, ylabel string
 	series                []series
+}
+
+// plot builds the panel's gonum plot: a line per series, in the plot
+// palette's colours, with a legend.
+func (p panel) plot() (*plot.Plot, error) {
+	pl := plot.New()
+	pl.Title.Text = p.title
+	pl.X.Label.Text, pl.Y.Label.Text = p.xlabel, p.ylabel
+	pl.X.Min, pl.Y.Min = 0, 0
+	pl.Add(plotter.NewGrid())
+	// The legend sits bottom right, under rising curves (CDFs, and
+	// throughput or latency against concurrency).
+	if len(p.series) == 0 {
+		pl.Title.Text += " (no data)"
+		return pl, nil
+	}
+	for i, s := range p.series {
+		xys := make(plotter.XYs, len(s.xs))
+		for j := range s.xs {
+			xys[j] = plotter.XY{X: s.xs[j], Y: s.ys[j]}
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.title, err)
+		}
+		line.Color = plotColor(i)
+		line.Width = vg.Points(1.5)
+		pl.Add(line)
+		pl.Legend.Add(s.name, line)
+		if s.markers {
+			dots, err := plotter.NewScatter(xys)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.title, err)
+			}
+			dots.Color, dots.Shape = plotColor(i), draw.CircleGlyph{}
+			pl.Add(dots)
+		}
+	}
+	return pl, nil
+}
+
+// plotColor is the i-th colour of the palette matplotlib made familiar.
+func plotColor(i int) color.Color {
+	palette := []uint32{0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd, 0x8c564b, 0xe377c2, 0x7f7f7f}
+	c := palette[i%len(palette)]
+	return color.RGBA{R: uint8(c >> 16), G: uint8(c >> 8), B: uint8(c), A: 0xff}
 }
 
 // cdfPanel builds the empirical CDF of the values pick returns for the
@@ -131,95 +240,4 @@ func runLabel(c Config) string {
 		return fmt.Sprintf("%.3g req/s", c.RequestRate)
 	}
 	return fmt.Sprintf("concurrency %d", c.Concurrency)
-}
-
-// draw renders the panel with its top-left corner at (x0, y0).
-func (p panel) draw(w io.Writer, x0, y0 float64) {
-	left, top := x0+marginL, y0+marginT
-	width, height := float64(panelW-marginL-marginR), float64(panelH-marginT-marginB)
-	fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="13" text-anchor="middle">%s</text>`+"\n", left+width/2, y0+18, esc(p.title))
-	fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#888"/>`+"\n", left, top, width, height)
-	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), 0.0, math.Inf(-1)
-	for _, s := range p.series {
-		for i := range s.xs {
-			xmin, xmax = min(xmin, s.xs[i]), max(xmax, s.xs[i])
-			ymax = max(ymax, s.ys[i])
-		}
-	}
-	if len(p.series) == 0 {
-		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#888">no data</text>`+"\n", left+width/2, top+height/2)
-		return
-	}
-	xmin = min(xmin, 0)
-	xt, yt := ticks(xmin, xmax), ticks(ymin, ymax)
-	xmin, xmax = xt[0], xt[len(xt)-1]
-	ymin, ymax = yt[0], yt[len(yt)-1]
-	px := func(x float64) float64 { return left + (x-xmin)/(xmax-xmin)*width }
-	py := func(y float64) float64 { return top + height - (y-ymin)/(ymax-ymin)*height }
-	for _, t := range xt {
-		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`, px(t), top, px(t), top+height)
-		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px(t), top+height+14, fmtTick(t))
-	}
-	for _, t := range yt {
-		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`, left, py(t), left+width, py(t))
-		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-4, py(t)+4, fmtTick(t))
-	}
-	fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", left+width/2, top+height+32, esc(p.xlabel))
-	fmt.Fprintf(w, `<text transform="translate(%.1f,%.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", x0+14, top+height/2, esc(p.ylabel))
-	for i, s := range p.series {
-		color := palette[i%len(palette)]
-		var pts strings.Builder
-		for j := range s.xs {
-			fmt.Fprintf(&pts, "%.1f,%.1f ", px(s.xs[j]), py(s.ys[j]))
-		}
-		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, strings.TrimSpace(pts.String()))
-		if s.markers {
-			for j := range s.xs {
-				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, px(s.xs[j]), py(s.ys[j]), color)
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	fmt.Fprintf(w, `<rect x="%.1f" y="%.1f" width="118" height="%d" fill="white" fill-opacity="0.85" stroke="#ccc"/>`+"\n",
-		left+width-124, top+3, 14*len(p.series)+4)
-	for i, s := range p.series {
-		color := palette[i%len(palette)]
-		ly := top + 14 + float64(i)*14
-		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, left+width-120, ly-4, left+width-104, ly-4, color)
-		fmt.Fprintf(w, `<text x="%.1f" y="%.1f">%s</text>`+"\n", left+width-100, ly, esc(s.name))
-	}
-}
-
-// ticks returns about five round tick values spanning [lo, hi].
-func ticks(lo, hi float64) []float64 {
-	if hi <= lo {
-		hi = lo + 1
-	}
-	raw := (hi - lo) / 5
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw {
-			step = m * mag
-			break
-		}
-	}
-	var ts []float64
-	for t := math.Floor(lo/step) * step; ; t += step {
-		ts = append(ts, t)
-		if t >= hi-step*1e-9 {
-			break
-		}
-	}
-	return ts
-}
-
-func fmtTick(v float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
-}
-
-func esc(s string) string {
-	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
-	return b.String()
 }

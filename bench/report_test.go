@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"image/color"
+	"image/png"
 	"io"
 	"math"
 	"os"
@@ -152,8 +154,10 @@ func TestWriteTable(t *testing.T) {
 
 func TestWriteSVG(t *testing.T) {
 	var buf bytes.Buffer
-	WriteSVG(&buf, fixtureReport())
-	dec := xml.NewDecoder(&buf)
+	if err := WriteSVG(&buf, fixtureReport()); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
 	elems := map[string]int{}
 	for {
 		tok, err := dec.Token()
@@ -167,12 +171,49 @@ func TestWriteSVG(t *testing.T) {
 			elems[se.Name.Local]++
 		}
 	}
-	// Four CDF panels with a line per run, and two sweep panels.
-	if elems["svg"] != 1 || elems["polyline"] != 4*2+2 {
-		t.Errorf("elements %v, want one svg and 10 polylines", elems)
+	if elems["svg"] != 1 {
+		t.Errorf("elements %v, want one svg", elems)
 	}
-	if elems["circle"] != 2*2 { // a marker per concurrency on each sweep panel
-		t.Errorf("%d markers, want 4", elems["circle"])
+	// Four CDF panels and, for the sweep, two more; each run in the legend.
+	for _, want := range []string{"TTFT CDF", "TPOT CDF", "ITL CDF", "E2EL CDF", "Output throughput", "TTFT p99", "concurrency 1", "concurrency 4"} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
+
+// TestWritePNG decodes the PNG: the figure's size at 96 dpi, and the two
+// runs' line colours on a white background.
+func TestWritePNG(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WritePNG(&buf, fixtureReport()); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	// Three rows of two 6 × 4 inch panels under a 0.4 inch title.
+	wantH := 1190 // 12.4 inches at 96 dpi, truncated
+	if b := img.Bounds(); b.Dx() != 12*96 || b.Dy() != wantH {
+		t.Errorf("size %v, want %dx%d", b, 12*96, wantH)
+	}
+	counts := map[color.RGBA]int{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			counts[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	white := color.RGBA{255, 255, 255, 255}
+	if counts[white] < b.Dx()*b.Dy()/2 {
+		t.Errorf("%d white pixels of %d: the background is not white", counts[white], b.Dx()*b.Dy())
+	}
+	for i := range 2 {
+		c := plotColor(i).(color.RGBA)
+		if counts[c] < 100 {
+			t.Errorf("run %d's colour %v drawn on %d pixels", i, c, counts[c])
+		}
 	}
 }
 
@@ -183,11 +224,18 @@ func TestWritePlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(html)
-	if !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg ")) {
+	if !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte("<svg")) {
 		t.Errorf("html plot does not embed an svg:\n%.200s", b)
 	}
-	if err := WritePlot(filepath.Join(dir, "p.png"), fixtureReport()); err == nil || !strings.Contains(err.Error(), "not supported") {
-		t.Errorf("png: error %v, want not supported", err)
+	pngPath := filepath.Join(dir, "p.png")
+	if err := WritePlot(pngPath, fixtureReport()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(pngPath); !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("p.png is not a PNG: %.8q", b)
+	}
+	if err := WritePlot(filepath.Join(dir, "p.gif"), fixtureReport()); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("gif: error %v, want not supported", err)
 	}
 }
 

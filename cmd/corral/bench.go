@@ -61,7 +61,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&f.goodput, "goodput", "", "SLOs in ms for goodput, like \"ttft:300 tpot:50 e2el:2000\"")
 	fs.StringVar(&f.sweep, "sweep-concurrency", "", "comma-separated concurrencies to run in turn, like 1,4,8,16")
 	fs.StringVar(&f.jsonPath, "json", "", "write every figure and the configuration to this JSON `file`")
-	fs.StringVar(&f.plotPath, "plot", "", "draw latency CDFs (and sweep curves) to this .svg or .html `file`")
+	fs.StringVar(&f.plotPath, "plot", "", "draw latency CDFs (and sweep curves) to this .png, .svg or .html `file`")
 	fs.BoolVar(&f.progress, "progress", true, "draw a progress bar on stderr")
 	fs.BoolVar(&f.inProcess, "in-process", false, "drive an engine in this process instead of a server (needs -m)")
 	fs.StringVar(&f.voiceMode, "voice", "", "voice load instead: `paced` (corral's /v1/voice) or resend (the reference's close-and-resend on /completion, any llama-server)")
