@@ -497,4 +497,13 @@ func TestE2EKillNineIsServerDied(t *testing.T) {
 	if _, res := finish(t, w, id); res.State != RequestCompleted {
 		t.Fatalf("after restart: %+v", res)
 	}
+	sup := &Supervisor{workers: []*Worker{w}}
+	checkMetrics(t, scrape(t, sup.metricsHandler()), map[string]float64{
+		`corral_supervisor_worker_restarts_total{worker="tiny",reason="server_died"}`: 1,
+		`corral_supervisor_jobs_failed_total{worker="tiny",reason="server_died"}`:     1,
+		`corral_supervisor_jobs_finished_total{worker="tiny",state="failed"}`:         1,
+		`corral_supervisor_jobs_finished_total{worker="tiny",state="completed"}`:      1,
+		`corral_supervisor_jobs_submitted_total{worker="tiny"}`:                       2,
+		`corral_supervisor_workers{state="ready"}`:                                    1,
+	})
 }
