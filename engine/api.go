@@ -414,6 +414,9 @@ type Stats struct {
 	// Embed calls finished (or failed), inputs embedded, and the forward
 	// passes that embedded them.
 	EmbedRequests, EmbedInputs, EmbedPasses uint64
+	// BusySlots sums, over Steps, the slots with tokens in the step's
+	// batch: BusySlots/Steps is llama-server's n_busy_slots_per_decode.
+	BusySlots uint64
 }
 
 // PacedStats sums the paced requests that finished (Request.Chunking).

@@ -39,6 +39,7 @@ type scheduler struct {
 	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
+	busySlots                               uint64 // summed over steps: slots with tokens in the batch
 	promptTokens, cachedTokens              uint64
 	embedRequests, embedInputs, embedPasses uint64
 }
@@ -96,6 +97,11 @@ func (s *scheduler) run() {
 		s.budget.observe(s.nDecode, s.nPrefill, time.Since(start))
 		release()
 		s.steps++
+		for _, sl := range s.slots {
+			if sl.inBatch {
+				s.busySlots++
+			}
+		}
 		if err != nil {
 			s.failBatch(err)
 		} else {
@@ -541,7 +547,7 @@ func (s *scheduler) publish() {
 	s.e.slots.Store(&infos)
 	st := &Stats{
 		SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut,
-		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions,
+		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions, BusySlots: s.busySlots,
 		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
 		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),
 		HostCacheSaved: s.host.saved, HostCacheRestored: s.host.restored,

@@ -55,9 +55,11 @@ type Options struct {
 // API serves the models of a registry. Its handler methods are safe for
 // concurrent use.
 type API struct {
-	models *Registry
-	paced  pacedStreams // paced chat streams being served, by response id
-	log    *slog.Logger
+	models         *Registry
+	paced          pacedStreams // paced chat streams being served, by response id
+	log            *slog.Logger
+	metrics        *metrics
+	metricsHandler http.Handler
 }
 
 // New returns an API serving models.
@@ -66,7 +68,8 @@ func New(models *Registry, opt Options) *API {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &API{models: models, log: log}
+	x := newMetrics(models)
+	return &API{models: models, log: log, metrics: x, metricsHandler: x.handler(log)}
 }
 
 // ForEngine returns an API serving one engine, already loaded, under any

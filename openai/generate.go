@@ -104,7 +104,8 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		fail(w, e)
 		return
 	}
-	defer s.Cancel()
+	out := &outcome{a: a, ctx: ctx, m: m, s: s}
+	defer out.end()
 	var paced *pacedStream
 	if mode.pacedID != "" {
 		paced = a.paced.add(mode.pacedID, s)
@@ -119,12 +120,15 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			lps = append(lps, c.Logprobs...)
 			return nil
 		}); err != nil {
-			return // the client is gone
-		}
-		if setWriteDeadline(http.NewResponseController(w), cfg.WriteTimeout) != nil {
+			out.gone = true
 			return
 		}
 		res := s.Result()
+		out.final(res)
+		if setWriteDeadline(http.NewResponseController(w), cfg.WriteTimeout) != nil {
+			out.gone = true
+			return
+		}
 		if e := resultError(res); e != nil {
 			fail(w, e)
 			return
@@ -171,14 +175,17 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			// Queued or prefilling: show the client (and any proxy) that
 			// the request is alive.
 			if headers() != nil || sw.ping() != nil {
-				return // the client is gone or does not read
+				out.gone = true // or does not read
+				return
 			}
 			continue
 		}
 		if err != nil {
-			return // the client is gone
+			out.gone = true
+			return
 		}
 		if begin() != nil {
+			out.gone = true
 			return
 		}
 		ntok += c.Tokens
@@ -193,30 +200,36 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			paced.sent(c) // before the client can see it and continue
 		}
 		if ev := f.streamText(text, c); ev != nil && sw.event(ev) != nil {
+			out.gone = true
 			return
 		}
 	}
 	res := s.Result()
+	out.final(res)
 	e = resultError(res)
 	if e != nil && sw == nil {
 		fail(w, e)
 		return
 	}
 	if e == nil && begin() != nil {
+		out.gone = true
 		return
 	}
 	if rest := carry.rest(); rest != "" || len(lps) > 0 {
 		if ev := f.streamText(rest, engine.Chunk{Tokens: ntok, Logprobs: lps}); ev != nil && sw.event(ev) != nil {
+			out.gone = true
 			return
 		}
 	}
 	if e != nil {
 		if sw.event(errorEvent(e)) != nil {
+			out.gone = true
 			return
 		}
 	} else {
 		for _, ev := range f.streamEnd(res) {
 			if sw.event(ev) != nil {
+				out.gone = true
 				return
 			}
 		}

@@ -1,13 +1,10 @@
 package openai
 
 import (
-	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -192,84 +189,4 @@ func (a *API) Props(w http.ResponseWriter, r *http.Request) {
 		"model_path":                  m.info.Path,
 		"chat_template":               m.info.ChatTemplate,
 	})
-}
-
-// Metrics serves GET /metrics in Prometheus' text format: the registry's
-// gauges, then each loaded model's, labelled model="ID".
-func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
-	var b strings.Builder
-	header := func(name, kind, help string) {
-		fmt.Fprintf(&b, "# HELP corral_%s %s\n# TYPE corral_%s %s\n", name, help, name, kind)
-	}
-	all := a.models.Status()
-	budget := a.models.Budget()
-	loaded := 0
-	for _, st := range all {
-		if st.State == registry.StateLoaded {
-			loaded++
-		}
-	}
-	header("models_loaded", "gauge", "Models loaded.")
-	fmt.Fprintf(&b, "corral_models_loaded %d\n", loaded)
-	header("memory_reserved_bytes", "gauge", "Memory reserved by loaded and loading models.")
-	fmt.Fprintf(&b, "corral_memory_reserved_bytes %d\n", budget.Used())
-	if !budget.Unlimited() {
-		header("memory_budget_bytes", "gauge", "The memory budget (--memory-budget).")
-		fmt.Fprintf(&b, "corral_memory_budget_bytes %d\n", budget.Limit())
-	}
-	header("requests_waiting_for_memory", "gauge", "Requests waiting for a model to get memory (every loaded model busy).")
-	fmt.Fprintf(&b, "corral_requests_waiting_for_memory %d\n", a.models.Waiting())
-	header("model_loads_total", "counter", "Loads of each model that succeeded.")
-	for _, st := range all {
-		fmt.Fprintf(&b, "corral_model_loads_total{model=%q} %d\n", st.ID, st.Loads)
-	}
-	type family struct {
-		name, kind, help string
-		value            func(engine.Stats) float64
-	}
-	families := []family{
-		{"slots", "gauge", "Number of slots.", func(s engine.Stats) float64 { return float64(s.SlotsTotal) }},
-		{"slots_busy", "gauge", "Slots serving a request.", func(s engine.Stats) float64 { return float64(s.SlotsBusy) }},
-		{"queue_depth", "gauge", "Requests waiting for a slot.", func(s engine.Stats) float64 { return float64(s.QueueDepth) }},
-		{"kv_cells_used", "gauge", "KV cache cells in use.", func(s engine.Stats) float64 { return float64(s.KVCellsUsed) }},
-		{"kv_cells", "gauge", "KV cache cells in all.", func(s engine.Stats) float64 { return float64(s.KVCellsTotal) }},
-		{"requests_total", "counter", "Requests finished since the model loaded.", func(s engine.Stats) float64 { return float64(s.Requests) }},
-		{"tokens_generated_total", "counter", "Tokens generated since the model loaded.", func(s engine.Stats) float64 { return float64(s.TokensOut) }},
-		{"steps_total", "counter", "Scheduler steps that decoded a batch.", func(s engine.Stats) float64 { return float64(s.Steps) }},
-		{"forward_passes_total", "counter", "Model evaluations those steps took (one per step with the unified KV cache).", func(s engine.Stats) float64 { return float64(s.ForwardPasses) }},
-		{"prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", func(s engine.Stats) float64 { return float64(s.PromptTokens) }},
-		{"prompt_tokens_cached_total", "counter", "Prompt tokens found in a slot or the host cache instead of evaluated.", func(s engine.Stats) float64 { return float64(s.CachedPromptTokens) }},
-		{"preemptions_total", "counter", "Requests preempted for a request of a better priority class.", func(s engine.Stats) float64 { return float64(s.Preemptions) }},
-		{"host_cache_bytes", "gauge", "Host memory holding KV state of evicted prefixes.", func(s engine.Stats) float64 { return float64(s.HostCacheBytes) }},
-		{"host_cache_restored_total", "counter", "Prefixes restored from the host cache.", func(s engine.Stats) float64 { return float64(s.HostCacheRestored) }},
-		{"slots_paused", "gauge", "Slots holding a paced answer that waits for continue.", func(s engine.Stats) float64 { return float64(s.SlotsPaused) }},
-		{"paced_requests_total", "counter", "Paced (voice) answers finished.", func(s engine.Stats) float64 { return float64(s.Paced.Requests) }},
-		{"paced_chunks_total", "counter", "Chunks of paced answers.", func(s engine.Stats) float64 { return float64(s.Paced.Chunks) }},
-		{"paced_interrupted_total", "counter", "Paced answers interrupted (barge-in or closed socket).", func(s engine.Stats) float64 { return float64(s.Paced.Interrupted) }},
-		{"paced_pause_timeouts_total", "counter", "Paced answers ended because nobody continued them.", func(s engine.Stats) float64 { return float64(s.Paced.PauseTimeouts) }},
-		{"paced_prompt_tokens_cached_total", "counter", "Prompt tokens of paced answers found cached.", func(s engine.Stats) float64 { return float64(s.Paced.CachedTokens) }},
-		{"paced_prompt_tokens_evaluated_total", "counter", "Prompt tokens of paced answers evaluated.", func(s engine.Stats) float64 { return float64(s.Paced.PromptEvaluated) }},
-		{"paced_reevaluated_tokens_total", "counter", "Tokens of paced answers evaluated a second time (0 unless preempted without a cache).", func(s engine.Stats) float64 { return float64(s.Paced.Reevaluated) }},
-		{"paced_first_chunk_seconds_sum", "counter", "Submit to first chunk of paced answers, summed.", func(s engine.Stats) float64 { return s.Paced.FirstChunk.Seconds() }},
-		{"embed_requests_total", "counter", "Embedding requests finished (or failed).", func(s engine.Stats) float64 { return float64(s.EmbedRequests) }},
-		{"embed_inputs_total", "counter", "Inputs embedded.", func(s engine.Stats) float64 { return float64(s.EmbedInputs) }},
-		{"embed_passes_total", "counter", "Forward passes that embedded them (several inputs, of several requests, per pass).", func(s engine.Stats) float64 { return float64(s.EmbedPasses) }},
-		{"paced_first_chunk_seconds_count", "counter", "Paced answers with a first chunk.", func(s engine.Stats) float64 { return float64(s.Paced.FirstChunkCount) }},
-	}
-	stats := make([]engine.Stats, 0, loaded)
-	var ids []string
-	for _, st := range all {
-		if st.Model != nil {
-			stats = append(stats, st.Model.eng.Stats())
-			ids = append(ids, st.ID)
-		}
-	}
-	for _, f := range families {
-		header(f.name, f.kind, f.help)
-		for i, s := range stats {
-			fmt.Fprintf(&b, "corral_%s{model=%q} %g\n", f.name, ids[i], f.value(s))
-		}
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write([]byte(b.String()))
 }

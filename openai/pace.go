@@ -122,7 +122,8 @@ func (c *Conversation) Answered(res engine.Result, output string) {
 // (package voice): body is a chat completion request, its "chunking"
 // object optional (defaults); it is never streamed as HTTP. The request
 // lives until ctx ends or it finishes; its model stays loaded until the
-// caller calls release, once done with the stream. With conv, its prompt
+// caller calls release, once done with the stream (release records a
+// finished stream in the request metrics). With conv, its prompt
 // continues conv's tokens when its text does (see Conversation).
 func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s *engine.Stream, release func(), e *Error) {
 	var req chatRequest
@@ -163,7 +164,13 @@ func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s
 		l.Release()
 		return nil, nil, submitError(err, "messages")
 	}
-	return s, l.Release, nil
+	release = func() {
+		if s.Done() { // as it is once the caller has read the stream to its end
+			a.metrics.observe(m.info.Name, s.Result())
+		}
+		l.Release()
+	}
+	return s, release, nil
 }
 
 // pacedStreams finds the paced streams being served by response id.

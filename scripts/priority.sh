@@ -38,7 +38,7 @@ for round in $(seq "$rounds"); do
   load=$!
   # Wait until every slot is busy and requests queue.
   for _ in $(seq 600); do
-    q=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^corral_queue_depth /{print $2}')
+    q=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^vllm:num_requests_waiting[{ ]/{n += $NF} END {print n + 0}')
     [ "${q:-0}" -gt 0 ] && break
     sleep 0.5
   done
@@ -48,12 +48,12 @@ for round in $(seq "$rounds"); do
   load=
   # Let the batch requests drain before the next idle measurement.
   for _ in $(seq 1200); do
-    b=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^corral_slots_busy /{print $2}')
+    b=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^vllm:num_requests_running[{ ]/{n += $NF} END {print n + 0}')
     [ "${b:-1}" -eq 0 ] && break
     sleep 0.5
   done
 done
-curl -sf "http://127.0.0.1:$port/metrics" | grep -E '^corral_(pauses|requests)_total' || true
+curl -sf "http://127.0.0.1:$port/metrics" | grep -E '^(corral_(preemptions|requests)_total|vllm:num_preemptions_total)' || true
 
 python3 - "$out" "$rounds" <<'PY'
 import json, os, statistics, sys

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,9 @@ import (
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/openai/wire"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Helpers for the end-to-end tests (golden_test.go, api_test.go,
@@ -73,7 +75,10 @@ func startOptions(t *testing.T, model string, ecfg engine.Config, mopt openai.Mo
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, _ := newLogger()
+	log := scfg.Logger
+	if log == nil {
+		log, _ = newLogger()
+	}
 	mopt.Logger = log
 	api, err := openai.ForEngine(eng, mopt)
 	if err != nil {
@@ -327,27 +332,73 @@ func (s sseEvents) next() wire.Event {
 // isPing reports whether ev is the keep-alive comment, ": ping".
 func isPing(ev wire.Event) bool { return ev.IsComment && ev.Comment == "ping" }
 
-// metrics reads /metrics as name → value, summed over labels.
+// metrics reads /metrics as name → value, summed over labels; a
+// histogram gives name_count and name_sum.
 func metrics(t *testing.T, ts *testServer) map[string]float64 {
+	t.Helper()
+	m := make(map[string]float64)
+	for name, f := range metricFamilies(t, ts) {
+		for _, x := range f.GetMetric() {
+			switch {
+			case x.Counter != nil:
+				m[name] += x.Counter.GetValue()
+			case x.Gauge != nil:
+				m[name] += x.Gauge.GetValue()
+			case x.Untyped != nil:
+				m[name] += x.Untyped.GetValue()
+			case x.Histogram != nil:
+				m[name+"_count"] += float64(x.Histogram.GetSampleCount())
+				m[name+"_sum"] += x.Histogram.GetSampleSum()
+			}
+		}
+	}
+	return m
+}
+
+// metricFamilies reads and parses /metrics.
+func metricFamilies(t *testing.T, ts *testServer) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, b := ts.do(t, context.Background(), http.MethodGet, "/metrics", nil)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("/metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	m := make(map[string]float64)
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, val, ok := strings.Cut(line, " ")
-		f, err := strconv.ParseFloat(val, 64)
-		if !ok || err != nil {
-			t.Fatalf("/metrics line %q", line)
-		}
-		name, _, _ = strings.Cut(name, "{") // summed over labels
-		m[name] += f
+	return parseMetrics(t, b)
+}
+
+// parseMetrics parses Prometheus' text exposition format.
+func parseMetrics(t *testing.T, b []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("/metrics: %v\n%s", err, b)
 	}
-	return m
+	return fams
+}
+
+// series finds the series of family name with the given labels (others
+// may be present), failing t when there is none.
+func series(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) *dto.Metric {
+	t.Helper()
+	f := fams[name]
+	if f == nil {
+		t.Fatalf("/metrics has no %s", name)
+	}
+	for _, x := range f.GetMetric() {
+		ok := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, l := range x.GetLabel() {
+				found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
+			}
+			ok = ok && found
+		}
+		if ok {
+			return x
+		}
+	}
+	t.Fatalf("/metrics has no %s%v", name, labels)
+	return nil
 }
 
 // waitFor polls cond until it holds, failing t after a generous deadline.

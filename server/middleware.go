@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/corral-llm/corral/openai"
@@ -53,14 +54,22 @@ func withRequestID(h http.Handler) http.Handler {
 	})
 }
 
-// validRequestID accepts short ids of printable ASCII without spaces, so
-// a client's id can go into logs and headers as is.
+// MaxRequestIDLen bounds a client's request id.
+const MaxRequestIDLen = 128
+
+// validRequestID accepts ids of at most MaxRequestIDLen ASCII letters,
+// digits and - _ . : / + = @ (UUIDs, ULIDs, base64, trace ids), so that a
+// client's id goes into logs and headers as is, with nothing to quote or
+// escape.
 func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
+	if id == "" || len(id) > MaxRequestIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-_.:/+=@", c) >= 0:
+		default:
 			return false
 		}
 	}
@@ -93,11 +102,16 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// logRequests logs one line per request when it ends.
+// logRequests logs one line per request when it ends (msg "request"):
+// id, method, path, status, bytes, duration and remote address, and for a
+// generation what openai.RequestLog records (model, tokens, queue time,
+// TTFT, tokens/s, finish reason, client disconnect).
 func (s *Server) logRequests(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		var gen openai.RequestLog
+		r = r.WithContext(openai.WithRequestLog(r.Context(), &gen))
 		defer func() { // deferred: aborted responses are logged too
 			status := sw.status
 			switch {
@@ -111,10 +125,12 @@ func (s *Server) logRequests(h http.Handler) http.Handler {
 			if r.URL.Path == "/health" || r.URL.Path == "/metrics" {
 				level = slog.LevelDebug // polled constantly
 			}
-			s.log.Log(r.Context(), level, "request",
-				"id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
-				"status", status, "bytes", sw.bytes, "duration", time.Since(start),
-				"remote", r.RemoteAddr)
+			attrs := append([]slog.Attr{
+				slog.String("id", RequestID(r.Context())), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Int("status", status), slog.Int64("bytes", sw.bytes), slog.Duration("duration", time.Since(start)),
+				slog.String("remote", r.RemoteAddr),
+			}, gen.Attrs()...)
+			s.log.LogAttrs(r.Context(), level, "request", attrs...)
 		}()
 		h.ServeHTTP(sw, r)
 	})
@@ -251,8 +267,11 @@ func (b *bodyReader) setDeadline(t time.Time) {
 
 func (b *bodyReader) Close() error { return b.body.Close() }
 
-// logBodies logs each request body as one line (msg "request body"),
-// as JSON when it is JSON, then hands the same bytes to the handler.
+// logBodies logs each request body as one line (msg "request body", with
+// the request id, method and path), as JSON when it is JSON, else as a
+// string, then hands the same bytes to the handler. The body is logged as
+// the client sent it, prompts and all: nothing is redacted. No header is
+// logged (so never Authorization), nor any response.
 func (s *Server) logBodies(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)

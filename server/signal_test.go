@@ -91,7 +91,7 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(chaosWait)
-	queuedOne := regexp.MustCompile(`(?m)^corral_queue_depth\{model="[^"]*"\} 1$`)
+	queuedOne := regexp.MustCompile(`(?m)^corral_queue_depth\{model_name="[^"]*"\} 1$`)
 	for !queuedOne.MatchString(c.metricsText(t)) {
 		select {
 		case <-tick.C:

@@ -436,7 +436,7 @@ func newlineToken(t *testing.T, w *Worker) int {
 }
 
 func TestE2EParamsPassThrough(t *testing.T) {
-	w := tinyWorker(t, 1, []string{"--log-requests"}, nil)
+	w := tinyWorker(t, 1, []string{"--log-requests", "--log-format", "json"}, nil)
 	id, err := w.Submit(Job{UserPrompt: "Once upon a time", Params: map[string]any{
 		"aaa_unknown_knob": map[string]any{"nested": []int{7, 8}},
 		"temperature":      0,
@@ -461,6 +461,14 @@ func TestE2EParamsPassThrough(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("logged body lacks %q: %s", want, line)
 		}
+	}
+	var rec struct {
+		Msg, ID string
+		Body    map[string]any
+	}
+	_, obj, _ := strings.Cut(line, "{") // after the ring's "stderr: "
+	if err := json.Unmarshal([]byte("{"+obj), &rec); err != nil || rec.Msg != "request body" || rec.ID == "" || rec.Body["aaa_unknown_knob"] == nil {
+		t.Errorf("--log-format json: body line %s: %v", line, err)
 	}
 }
 
@@ -497,4 +505,13 @@ func TestE2EKillNineIsServerDied(t *testing.T) {
 	if _, res := finish(t, w, id); res.State != RequestCompleted {
 		t.Fatalf("after restart: %+v", res)
 	}
+	sup := &Supervisor{workers: []*Worker{w}}
+	checkMetrics(t, scrape(t, sup.metricsHandler()), map[string]float64{
+		`corral_supervisor_worker_restarts_total{worker="tiny",reason="server_died"}`: 1,
+		`corral_supervisor_jobs_failed_total{worker="tiny",reason="server_died"}`:     1,
+		`corral_supervisor_jobs_finished_total{worker="tiny",state="failed"}`:         1,
+		`corral_supervisor_jobs_finished_total{worker="tiny",state="completed"}`:      1,
+		`corral_supervisor_jobs_submitted_total{worker="tiny"}`:                       2,
+		`corral_supervisor_workers{state="ready"}`:                                    1,
+	})
 }

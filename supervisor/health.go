@@ -149,6 +149,7 @@ func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, det
 		if allowed {
 			w.restartTimes = append(w.restartTimes, now)
 			w.restartCount++
+			w.counts.restarts[reason]++
 		}
 		w.mu.Unlock()
 		w.log.Warn("worker restart", "reason", reason, "detail", detail, "allowed", allowed)

@@ -8,10 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -137,5 +143,65 @@ func postJSON(t *testing.T, url string, body, out any) {
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		t.Fatalf("POST %s: decode %s: %v", url, data, err)
+	}
+}
+
+// scrape reads GET /metrics from h and parses it.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", w.Code, w.Body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(w.Body)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	return fams
+}
+
+// sample is the value of the counter or gauge series of family name with
+// exactly the given label pairs; ok is false when there is none.
+func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (v float64, ok bool) {
+	for _, m := range fams[name].GetMetric() {
+		if len(m.GetLabel())*2 != len(labels) {
+			continue
+		}
+		match := true
+		for _, l := range m.GetLabel() {
+			found := false
+			for i := 0; i+1 < len(labels); i += 2 {
+				found = found || (labels[i] == l.GetName() && labels[i+1] == l.GetValue())
+			}
+			match = match && found
+		}
+		if !match {
+			continue
+		}
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue(), true
+		}
+		return m.GetGauge().GetValue(), true
+	}
+	return 0, false
+}
+
+// checkMetrics checks the series of fams against want: name{labels} →
+// value, the labels as in a selector (worker="w1",state="ready").
+func checkMetrics(t *testing.T, fams map[string]*dto.MetricFamily, want map[string]float64) {
+	t.Helper()
+	for key, v := range want {
+		name, sel, _ := strings.Cut(strings.TrimSuffix(key, "}"), "{")
+		var labels []string
+		for _, pair := range strings.Split(sel, ",") {
+			if k, val, ok := strings.Cut(pair, "="); ok {
+				labels = append(labels, k, strings.Trim(val, `"`))
+			}
+		}
+		if got, ok := sample(fams, name, labels...); !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, v)
+		}
 	}
 }

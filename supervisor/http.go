@@ -28,6 +28,7 @@ const maxBodyBytes = 64 << 20
 //	GET    /v1/workers               {"workers":[WorkerStatus...]}
 //	GET    /v1/workers/{name}/debug  WorkerDebugInfo | 404
 //	GET    /v1/models                the workers' model ids, OpenAI style
+//	GET    /metrics                  Prometheus metrics (see README)
 //	POST   /v1/chat/completions      proxied (streaming or not) to a READY worker
 //	                                 serving the body's "model" (any worker if it names
 //	                                 none) with a free slot;
@@ -51,6 +52,7 @@ func (s *Supervisor) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/workers/{name}/debug", s.handleDebug)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.Handle("GET /metrics", s.metricsHandler())
 	return mux
 }
 

@@ -193,6 +193,34 @@ func TestE2EHTTPFace(t *testing.T) {
 	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", map[string]any{"user_prompt": "x", "typo_field": 1}, &nf); code != 400 {
 		t.Fatalf("job with an unknown field: %d", code)
 	}
+
+	// Two jobs were accepted: one completed, one canceled, both released;
+	// the refused one counts nowhere.
+	resp, err = http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	fams := scrape(t, sup.Handler())
+	checkMetrics(t, fams, map[string]float64{
+		`corral_supervisor_workers{state="ready"}`:                             1,
+		`corral_supervisor_workers{state="failed"}`:                            0,
+		`corral_supervisor_slots{worker="w1"}`:                                 1,
+		`corral_supervisor_slots_used{worker="w1"}`:                            0,
+		`corral_supervisor_jobs_submitted_total{worker="w1"}`:                  2,
+		`corral_supervisor_jobs_finished_total{worker="w1",state="completed"}`: 1,
+		`corral_supervisor_jobs_finished_total{worker="w1",state="canceled"}`:  1,
+		`corral_supervisor_jobs_finished_total{worker="w1",state="failed"}`:    0,
+		`corral_supervisor_jobs_failed_total{worker="w1",reason="canceled"}`:   1,
+		`corral_supervisor_jobs{worker="w1",state="running"}`:                  0,
+		`corral_supervisor_jobs{worker="w1",state="completed"}`:                0,
+	})
+	if f := fams["corral_supervisor_worker_restarts_total"]; len(f.GetMetric()) != 0 {
+		t.Errorf("restarts without a restart: %v", f.GetMetric())
+	}
 }
 
 // TestE2ESupervisorKilled runs `corral supervise` as a child and ends it

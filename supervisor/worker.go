@@ -101,6 +101,7 @@ type Worker struct {
 	restartTimes []time.Time // within the restart window
 	restartCount int
 	restarts     []RestartRecord
+	counts       workerCounts // for /metrics
 	lastError    string
 	lastReadyAt  time.Time
 	liveness     time.Time // last time the child's CPU time advanced
@@ -190,6 +191,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		state:   WorkerStopped,
 		reqs:    make(map[int64]*request),
 		proxies: make(map[int64]context.CancelCauseFunc),
+		counts:  newWorkerCounts(),
 	}
 	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
 		w.env = append(w.env, k+"="+cfg.Env[k])
@@ -286,6 +288,10 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 	}
 	r.state, r.finish, r.failReason, r.failDetail, r.resultText = state, finish, reason, detail, text
 	r.completed = time.Now()
+	w.counts.finished[state]++
+	if reason != "" {
+		w.counts.failed[reason]++
+	}
 	w.slotsUsed--
 	if reason != "" {
 		r.cancel(&failure{reason, detail})

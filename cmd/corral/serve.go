@@ -61,8 +61,8 @@ func runServe(ctx context.Context, args []string) error {
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies (hermes, llama3, mistral, json)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
-	logRequests := fs.Bool("log-requests", false, "log every request body")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see README")
+	logs := addLogFlags(fs)
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
 	var scfg server.Config
 	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish")
@@ -86,9 +86,9 @@ func runServe(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+	log, err := logs.logger(os.Stderr)
+	if err != nil {
+		return err
 	}
 	if *tmpl != "" {
 		// Fail before the slow model load, not after.
@@ -120,7 +120,6 @@ func runServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("--keep-alive: %w", err)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if rcfg.Budget, err = memoryBudget(*budgetFlag, log); err != nil {
 		return fmt.Errorf("--memory-budget: %w", err)
 	}

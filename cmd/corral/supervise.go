@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +21,12 @@ func runSupervise(ctx context.Context, args []string) error {
 	configPath := fs.String("config", "", "YAML configuration `file` (see supervisor/example.yaml)")
 	host := fs.String("host", "", "listen address (default: the file's host, else 127.0.0.1)")
 	port := fs.Int("port", 0, "listen port (default: the file's port, else 8090)")
+	logs := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := logs.logger(os.Stderr)
+	if err != nil {
 		return err
 	}
 	if *configPath == "" {
@@ -35,6 +39,11 @@ func runSupervise(ctx context.Context, args []string) error {
 	cfg, err := supervisor.LoadConfig(*configPath, self)
 	if err != nil {
 		return err
+	}
+	for i := range cfg.Workers {
+		if cfg.Workers[i].Logger == nil {
+			cfg.Workers[i].Logger = log
+		}
 	}
 	addr := listenAddr(cfg, *host, *port)
 	sup, err := supervisor.New(cfg.Workers)
@@ -52,7 +61,7 @@ func runSupervise(ctx context.Context, args []string) error {
 	srv := &http.Server{Handler: sup.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	slog.Info("supervising", "addr", ln.Addr().String(), "workers", len(cfg.Workers))
+	log.Info("supervising", "addr", ln.Addr().String(), "workers", len(cfg.Workers))
 
 	select {
 	case <-ctx.Done():
