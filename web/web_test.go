@@ -12,8 +12,8 @@ func TestWantsHTML(t *testing.T) {
 		"": false, "*/*": false, "application/json": false, "text/plain": false,
 		"text/html": true, "TEXT/HTML; charset=utf-8": true,
 		"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8": true,
-		"application/json, text/html;q=0.5": true,
-		"text/html;q=0": false, "text/html; q=0.0": false, "text/html;q=0.001": true,
+		"application/json, text/html;q=0.5":                               true,
+		"text/html;q=0":                                                   false, "text/html; q=0.0": false, "text/html;q=0.001": true,
 	} {
 		r, _ := http.NewRequest(http.MethodGet, "/", nil)
 		if accept != "" {
