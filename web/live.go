@@ -30,9 +30,10 @@ type LiveConfig struct {
 	// Interval is the time between periodic snapshots, the ones that
 	// carry a Rate. Default DefaultInterval.
 	Interval time.Duration
-	// Poll is how often the stream looks for a change of state (a slot
-	// starting or ending a request, a queue, a model loading) to send at
-	// once between periodic snapshots. Default DefaultPoll.
+	// Poll is how often the stream looks for a change (a slot starting,
+	// advancing or ending a request, a queue, a model loading) to send
+	// between periodic snapshots: at most one snapshot per Poll while
+	// things change, none while nothing does. Default DefaultPoll.
 	Poll time.Duration
 	// WriteTimeout bounds each write: a client that stops reading ends
 	// its stream. Default DefaultWriteTimeout.
@@ -41,9 +42,9 @@ type LiveConfig struct {
 
 // Live serves the live view's event stream (GET /v1/live): server-sent
 // events, each "data: <Snapshot JSON>\n\n". The first snapshot goes out at
-// once; then one every Interval, with the Rate of the interval, and one
-// whenever the state changes. The server owns the timer: the client only
-// listens (EventSource). A stream ends when its client goes away or when
+// once; then one every Interval, with the Rate of the interval, and in
+// between one whenever what it shows changes, at most every Poll. The
+// server owns the timer: the client only listens (EventSource). A stream ends when its client goes away or when
 // cfg.Done is closed.
 func Live(cfg LiveConfig) http.Handler {
 	if cfg.Interval <= 0 {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/corral-llm/corral/openai"
@@ -178,28 +179,19 @@ func rate(prev, cur map[string]counters, from, to time.Time) *Rate {
 	return r
 }
 
-// changed reports whether b differs from a in what the page shows as
-// state, not counters: models and their states, slots' states and
-// requests, queues.
+// changed reports whether b differs from a in what the page shows, the
+// periodic rates aside: the models, their slots (state, request, tokens),
+// queues and memory.
 func changed(a, b Snapshot) bool {
-	if a.Status != b.Status || a.WaitingForMemory != b.WaitingForMemory || len(a.Models) != len(b.Models) {
+	if a.Status != b.Status || a.Memory != b.Memory || a.WaitingForMemory != b.WaitingForMemory || len(a.Models) != len(b.Models) {
 		return true
 	}
 	for i, am := range a.Models {
 		bm := b.Models[i]
-		if am.ID != bm.ID || am.State != bm.State || am.QueueDepth != bm.QueueDepth ||
-			len(am.Slots) != len(bm.Slots) || len(am.Queue) != len(bm.Queue) {
+		if am.ID != bm.ID || am.State != bm.State || am.Requests != bm.Requests || am.Error != bm.Error ||
+			am.QueueDepth != bm.QueueDepth || am.KVUsed != bm.KVUsed || am.RequestsDone != bm.RequestsDone ||
+			!slices.Equal(am.Slots, bm.Slots) || !slices.Equal(am.Queue, bm.Queue) {
 			return true
-		}
-		for j, as := range am.Slots {
-			if bs := bm.Slots[j]; as.State != bs.State || as.RequestID != bs.RequestID {
-				return true
-			}
-		}
-		for j, aq := range am.Queue {
-			if aq != bm.Queue[j] {
-				return true
-			}
 		}
 	}
 	return false

@@ -23,6 +23,11 @@ function num(n, digits) {
   return n.toLocaleString(undefined, { maximumFractionDigits: digits ?? 0 });
 }
 
+// count is "1 request", "2 requests".
+function count(n, what) {
+  return `${num(n)} ${what}${n === 1 ? "" : "s"}`;
+}
+
 // ---- Chat playground ----
 
 const chat = {
@@ -215,9 +220,10 @@ function clearChat() {
 // ---- Live view ----
 
 const live = {
-  points: [],             // {t, tps, ttft} of the periodic snapshots
-  windowMs: 5 * 60 * 1000, // charts show the last five minutes
-  models: "",             // model ids and states last seen, to refresh the list
+  points: [],              // {t, tps, ttft} of the periodic snapshots
+  maxWindowMs: 5 * 60 * 1000, // charts show at most the last five minutes,
+  minWindowMs: 30 * 1000,     // and at least 30 s, growing as points come
+  models: "",              // model ids and states last seen, to refresh the list
 };
 
 const slotStates = { idle: "idle", prefill: "prefill", decode: "decoding", paused: "paused" };
@@ -253,7 +259,8 @@ function renderModels(snap) {
     const badge = el("span", "badge", m.state);
     badge.dataset.state = m.state;
     head.append(badge);
-    head.append(el("span", "info", `${bytes(m.memory_bytes)} · ${m.requests} requests holding it`));
+    const holding = `${count(m.requests, "request")} holding it`;
+    head.append(el("span", "info", m.memory_bytes > 0 ? `${bytes(m.memory_bytes)} · ${holding}` : holding));
     card.append(head);
     if (m.error) card.append(el("div", "error", m.error));
     if (m.slots.length > 0) {
@@ -262,7 +269,7 @@ function renderModels(snap) {
       meter.min = 0;
       meter.max = m.kv_total || 1;
       meter.value = m.kv_used;
-      kv.append(meter, ` ${num(m.kv_used)} / ${num(m.kv_total)} cells · ${num(m.tokens_out)} tokens out · ${num(m.requests_done)} requests done`);
+      kv.append(meter, ` ${num(m.kv_used)} / ${num(m.kv_total)} cells · ${count(m.tokens_out, "token")} out · ${count(m.requests_done, "request")} done`);
       card.append(kv);
       const slots = el("div", "slots");
       for (const s of m.slots) {
@@ -300,18 +307,25 @@ function svg(tag, attrs) {
   return e;
 }
 
-// drawChart draws the points' values (null: a gap) over the last
-// live.windowMs as a line with its area, scaled to the largest value.
-function drawChart(id, key, now) {
+// drawChart draws the points' values (null: none), as a line with its
+// area or as bars, from the oldest point kept (at least live.minWindowMs
+// ago) to now, scaled to the largest value.
+function drawChart(id, key, now, bars) {
   const chart = $(id);
   const W = 300, H = 80, top = 10;
   const pts = live.points.filter((p) => p[key] !== null && p[key] !== undefined);
   const max = Math.max(1, ...pts.map((p) => p[key]));
-  const x = (t) => W - ((now - t) / live.windowMs) * W;
+  const span = live.points.length > 0 ? now - live.points[0].t : 0;
+  const windowMs = Math.min(live.maxWindowMs, Math.max(live.minWindowMs, span));
+  const x = (t) => W - ((now - t) / windowMs) * W;
   const y = (v) => H - (v / max) * (H - top);
   chart.replaceChildren();
   for (const f of [0.5, 1]) chart.append(svg("line", { class: "grid", x1: 0, x2: W, y1: y(max * f), y2: y(max * f) }));
-  if (pts.length > 0) {
+  if (bars) {
+    for (const p of pts) {
+      chart.append(svg("rect", { class: "bar", x: (x(p.t) - 2).toFixed(1), y: y(p[key]).toFixed(1), width: 3, height: (H - y(p[key])).toFixed(1) }));
+    }
+  } else if (pts.length > 0) {
     const line = pts.map((p) => `${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" ");
     const first = x(pts[0].t).toFixed(1), lastX = x(pts[pts.length - 1].t).toFixed(1);
     chart.append(svg("polygon", { class: "area", points: `${first},${H} ${line} ${lastX},${H}` }));
@@ -329,9 +343,9 @@ function renderCharts(snap) {
     $("tps-now").textContent = num(snap.rate.tokens_per_second, 1);
     if (ttft !== null) $("ttft-now").textContent = num(ttft, 1);
   }
-  while (live.points.length > 0 && live.points[0].t < snap.time - live.windowMs) live.points.shift();
+  while (live.points.length > 0 && live.points[0].t < snap.time - live.maxWindowMs) live.points.shift();
   drawChart("chart-tps", "tps", snap.time);
-  drawChart("chart-ttft", "ttft", snap.time);
+  drawChart("chart-ttft", "ttft", snap.time, true);
 }
 
 function setConn(state, text) {
