@@ -21,7 +21,7 @@ const (
 // LiveConfig configures Live.
 type LiveConfig struct {
 	// API returns the API whose models the stream shows, nil while the
-	// server is loading.
+	// server is loading. Required.
 	API func() *openai.API
 	// Done is closed when the server starts shutting down: each stream
 	// then sends a last snapshot, with status "draining", and ends, so
