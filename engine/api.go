@@ -417,6 +417,25 @@ type Stats struct {
 	// BusySlots sums, over Steps, the slots with tokens in the step's
 	// batch: BusySlots/Steps is llama-server's n_busy_slots_per_decode.
 	BusySlots uint64
+	// Queue lists the requests waiting for a slot by priority class, the
+	// best (lowest) class first, classes with none left out. Requests
+	// still in the submission channel are counted at the scheduler's
+	// next step (QueueDepth counts them at once). The slice is shared
+	// by every snapshot of a step: do not modify it.
+	Queue []ClassQueue
+	// TTFTSum sums the time from submit to the first generated token
+	// over the TTFTCount requests that got one, so that two snapshots
+	// give the mean time to first token of the requests in between.
+	TTFTSum   time.Duration
+	TTFTCount uint64
+}
+
+// ClassQueue counts the requests of one priority class (Request.Priority)
+// waiting for a slot: Queued were never admitted, Preempted were and wait
+// to resume.
+type ClassQueue struct {
+	Priority          int
+	Queued, Preempted int
 }
 
 // PacedStats sums the paced requests that finished (Request.Chunking).

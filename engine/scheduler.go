@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"runtime"
@@ -41,6 +42,8 @@ type scheduler struct {
 	requests, tokensOut, steps, preemptions uint64
 	busySlots                               uint64 // summed over steps: slots with tokens in the batch
 	promptTokens, cachedTokens              uint64
+	ttftSum                                 time.Duration
+	ttftCount                               uint64
 	embedRequests, embedInputs, embedPasses uint64
 }
 
@@ -366,8 +369,10 @@ func (s *scheduler) sample() {
 		}
 		g.decoded++
 		s.tokensOut++
-		if g.decoded == 1 {
+		if g.decoded == 1 && g.firstToken.IsZero() {
 			g.firstToken = now
+			s.ttftSum += now.Sub(sl.req.submitted)
+			s.ttftCount++
 		}
 		if !sl.req.params.IgnoreEOS && s.e.model.IsEOG(tok) {
 			g.decoded-- // the end token is not part of the output
@@ -553,6 +558,7 @@ func (s *scheduler) publish() {
 		HostCacheSaved: s.host.saved, HostCacheRestored: s.host.restored,
 		Paced:         s.paced,
 		EmbedRequests: s.embedRequests, EmbedInputs: s.embedInputs, EmbedPasses: s.embedPasses,
+		Queue: s.queueByClass(), TTFTSum: s.ttftSum, TTFTCount: s.ttftCount,
 	}
 	for _, sl := range s.slots {
 		if sl.active() {
@@ -564,6 +570,24 @@ func (s *scheduler) publish() {
 		st.KVCellsUsed += len(sl.cache)
 	}
 	s.e.stats.Store(st)
+}
+
+// queueByClass counts the waiting requests by priority class, best first
+// (see Stats.Queue); nil when none waits.
+func (s *scheduler) queueByClass() []ClassQueue {
+	var out []ClassQueue
+	for _, r := range s.waiting {
+		i, found := slices.BinarySearchFunc(out, r.params.Priority, func(c ClassQueue, p int) int { return cmp.Compare(c.Priority, p) })
+		if !found {
+			out = slices.Insert(out, i, ClassQueue{Priority: r.params.Priority})
+		}
+		if r.gen.started {
+			out[i].Preempted++
+		} else {
+			out[i].Queued++
+		}
+	}
+	return out
 }
 
 func (s *scheduler) slotInfo() []SlotInfo {

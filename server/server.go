@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/web"
 )
 
 // Defaults for zero Config fields.
@@ -59,6 +60,7 @@ type Server struct {
 	log      *slog.Logger
 	api      atomic.Pointer[openai.API]
 	draining atomic.Bool
+	drained  chan struct{} // closed by Drain: live streams end
 	handler  http.Handler
 
 	running atomic.Int64  // requests in API handlers
@@ -82,7 +84,7 @@ func New(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1), drained: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -108,6 +110,7 @@ func (s *Server) Drain() {
 	if s.draining.Swap(true) {
 		return
 	}
+	close(s.drained)
 	s.log.Info("draining: new and queued requests get 503, running ones go on")
 	// SetAPI checks draining after storing its API, so whichever of the
 	// two runs last drains it.
@@ -227,12 +230,26 @@ func (s *Server) routes() http.Handler {
 	health := allow(http.MethodGet, http.HandlerFunc(s.health))
 	mux.Handle("/health", health)
 	mux.Handle("/v1/health", health)
-	// GET or HEAD / is a liveness check some clients send (Ollama's
-	// heartbeat); it answers like Ollama's.
+	// GET or HEAD / is the web page for a browser (a request whose
+	// Accept lists text/html, see web.WantsHTML), and for anything else
+	// the liveness check some clients send (Ollama's heartbeat), answered
+	// like Ollama's.
+	page := web.Page()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if web.WantsHTML(r) {
+			page.ServeHTTP(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Add("Vary", "Accept")
 		w.Write([]byte("corral is running\n"))
 	})
+	mux.Handle(web.AssetPrefix, allow(http.MethodGet, web.Assets()))
+	// The live view's event stream is no API request: it does not hold
+	// up the drain (waitIdle), and ends when the drain begins.
+	live := allow(http.MethodGet, web.Live(web.LiveConfig{API: s.api.Load, Done: s.drained, WriteTimeout: s.cfg.WriteTimeout}))
+	mux.Handle("/v1/live", live)
+	mux.Handle("/live", live)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
