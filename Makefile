@@ -17,7 +17,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
 HEADERS     := llama/include/llama.h
 
-.PHONY: all build test run bench headers vet clean browser
+.PHONY: all build test run bench headers vet clean browser manifests
 
 all: build
 
@@ -67,9 +67,18 @@ browser:
 
 # The end-to-end tests (bench, supervisor, server) run bin/corral, built
 # once here with the flags above, instead of each compiling its own.
-test: build browser
+test: build browser manifests
 	$(GO) vet ./...
 	CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
+
+# The Kubernetes manifests against their schemas, offline: Kubernetes
+# 1.30's, built into the pinned kubectl-validate, and the CRD schemas in
+# deploy/kubernetes/crds. (cmd/corral's tests check the rest: the command
+# line, the probes, the picker's metrics.)
+KUBECTL_VALIDATE := sigs.k8s.io/kubectl-validate@v0.0.4
+manifests:
+	$(GO) run $(KUBECTL_VALIDATE) --version 1.30 --local-crds deploy/kubernetes/crds \
+		deploy/kubernetes/corral.yaml deploy/kubernetes/inferencepool.yaml
 
 # Serve $(MODEL) (default: the shared test model; see README for others).
 run: build
