@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
@@ -39,9 +40,11 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // calls; "auto" (the default with tools) shows them and reads the calls
 // the model writes in the model's format; "required" and a named
 // function also force the answer to be calls, with a grammar built from
-// the tools' parameters schemas. parallel_tool_calls false allows one
-// call: the grammar writes one, and in "auto" only the first call the
-// model writes is kept.
+// the tools' parameters schemas. OpenAI's allowed_tools narrows the tools
+// to those it names, which the model then sees and calls in its mode
+// ("auto" or "required"). parallel_tool_calls false allows one call: the
+// grammar writes one, and in "auto" only the first call the model writes
+// is kept.
 func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 	plan := toolPlan{format: m.tools}
 	names := map[string]bool{}
@@ -60,9 +63,21 @@ func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 			return plan, invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
 		}
 	}
-	choice, named, e := parseToolChoice(f.ToolChoice)
+	choice, named, allowed, e := parseToolChoice(f.ToolChoice)
 	if e != nil {
 		return plan, e
+	}
+	tools := f.Tools
+	if allowed != nil {
+		// allowed_tools: the model sees and may call only these.
+		tools = nil
+		for _, name := range allowed {
+			i := slices.IndexFunc(f.Tools, func(t chat.Tool) bool { return t.Function.Name == name })
+			if i < 0 {
+				return plan, invalid("tool_choice", "'tool_choice.allowed_tools' names function %q, which is not among 'tools'", name)
+			}
+			tools = append(tools, f.Tools[i])
+		}
 	}
 	if choice == "" {
 		choice = "none"
@@ -71,7 +86,7 @@ func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 		}
 	}
 	switch {
-	case len(f.Tools) > 0:
+	case len(tools) > 0:
 	case choice == "required" || choice == "function":
 		return plan, invalid("tool_choice", "'tool_choice' %s needs 'tools'", string(f.ToolChoice))
 	default:
@@ -80,18 +95,18 @@ func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 	if choice == "none" {
 		return plan, nil
 	}
-	plan.render, plan.parse = f.Tools, true
+	plan.render, plan.parse = tools, true
 	parallel := f.ParallelToolCalls == nil || *f.ParallelToolCalls
 	if !parallel {
 		plan.max = 1
 	}
-	forced := f.Tools
+	forced := tools
 	switch choice {
 	case "auto":
 		return plan, nil
 	case "function":
 		forced = nil
-		for _, t := range f.Tools {
+		for _, t := range tools {
 			if t.Function.Name == named {
 				forced = []chat.Tool{t}
 			}
@@ -113,27 +128,60 @@ func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 	return plan, nil
 }
 
+// toolChoiceForms is what a tool_choice that cannot be read is told.
+const toolChoiceForms = `'tool_choice' must be "none", "auto", "required", {"type": "function", "function": {"name": ...}} or {"type": "allowed_tools", "allowed_tools": {"mode": "auto" or "required", "tools": [...]}}`
+
 // parseToolChoice reads tool_choice: "" when absent or null, "none",
-// "auto", "required", or "function" with the function's name.
-func parseToolChoice(raw json.RawMessage) (choice, name string, e *Error) {
+// "auto", "required", or "function" with the function's name. OpenAI's
+// allowed_tools gives its mode ("auto" or "required") and the names of
+// the functions it allows in allowed (nil for the other forms).
+func parseToolChoice(raw json.RawMessage) (choice, name string, allowed []string, e *Error) {
 	if isNull(raw) {
-		return "", "", nil
+		return "", "", nil, nil
 	}
 	if err := json.Unmarshal(raw, &choice); err == nil {
 		switch choice {
 		case "none", "auto", "required":
-			return choice, "", nil
+			return choice, "", nil, nil
 		}
-		return "", "", invalid("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}, got %q", choice)
+		return "", "", nil, invalid("tool_choice", "%s, got %q", toolChoiceForms, choice)
+	}
+	type function struct {
+		Name string `json:"name"`
 	}
 	var obj struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
+		Type         string   `json:"type"`
+		Function     function `json:"function"`
+		AllowedTools *struct {
+			Mode  string `json:"mode"`
+			Tools []struct {
+				Type     string   `json:"type"`
+				Function function `json:"function"`
+			} `json:"tools"`
+		} `json:"allowed_tools"`
 	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
-		return "", "", invalid("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return "", "", nil, invalid("tool_choice", "%s", toolChoiceForms)
 	}
-	return "function", obj.Function.Name, nil
+	switch {
+	case obj.Type == "function" && obj.Function.Name != "":
+		return "function", obj.Function.Name, nil, nil
+	case obj.Type == "allowed_tools" && obj.AllowedTools != nil:
+		at := obj.AllowedTools
+		if at.Mode != "auto" && at.Mode != "required" {
+			return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
+		}
+		allowed = []string{}
+		for i, t := range at.Tools {
+			if t.Type != "function" || t.Function.Name == "" {
+				return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
+			}
+			allowed = append(allowed, t.Function.Name)
+		}
+		if len(allowed) == 0 {
+			return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
+		}
+		return at.Mode, "", allowed, nil
+	}
+	return "", "", nil, invalid("tool_choice", "%s", toolChoiceForms)
 }

@@ -167,6 +167,9 @@ func forceCalls(t *testing.T, ts *testServer) {
 		// Parallel calls: the model may go on calling until max_tokens.
 		{"required", "required", map[string]any{"max_tokens": 300}, func(c []wire.ToolCall) bool { return len(c) >= 1 }},
 		{"required one call", "required", map[string]any{"parallel_tool_calls": false}, func(c []wire.ToolCall) bool { return len(c) == 1 }},
+		{"allowed tools required", map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
+			"mode": "required", "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_time"}}}}},
+			map[string]any{"parallel_tool_calls": false}, func(c []wire.ToolCall) bool { return len(c) == 1 && c[0].Function.Name == "get_time" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			choice, raw := wholeCalls(t, ts, toolRequest(tc.choice, tc.extra))
@@ -259,6 +262,10 @@ func TestToolBadRequests(t *testing.T) {
 		{"unknown named function", toolRequest(unknown, nil), "tool_choice"},
 		{"bad choice string", toolRequest("always", nil), "tool_choice"},
 		{"bad choice object", toolRequest(map[string]any{"type": "function"}, nil), "tool_choice"},
+		{"allowed tools naming an unknown function", toolRequest(map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
+			"mode": "required", "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "nope"}}}}}, nil), "tool_choice"},
+		{"allowed tools bad mode", toolRequest(map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{
+			"mode": "always", "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_time"}}}}}, nil), "tool_choice"},
 		{"required without tools", toolRequest("required", map[string]any{"tools": nil}), "tool_choice"},
 		{"tool type", toolRequest("auto", map[string]any{"tools": []any{map[string]any{"type": "retrieval", "function": map[string]any{"name": "f"}}}}), "tools[0].type"},
 		{"function name", toolRequest("auto", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "a b"}}}}), "tools[0].function.name"},
