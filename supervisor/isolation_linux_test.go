@@ -3,7 +3,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -109,24 +107,6 @@ func TestForkingChildCrashLeavesNoOrphans(t *testing.T) {
 			waitFor(t, 10*time.Second, fmt.Sprintf("grandchild %d to be gone and reaped", grandchild), func() bool { return gone(grandchild) })
 		})
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // superviseConfig writes a corral supervise configuration whose one worker
