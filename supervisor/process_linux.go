@@ -151,6 +151,9 @@ func portListeners(port int) ([]portHolder, error) {
 		return nil, fmt.Errorf("port listeners: %w", err)
 	}
 	inodes := map[string]bool{}
+	// procfs prefers sock_diag over netlink for this; the text files are
+	// enough for one lookup per start and need no further dependency.
+	//lint:ignore SA1019 /proc/net/tcp{,6} are read on purpose (see above)
 	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
 		socks, err := read()
 		if errors.Is(err, os.ErrNotExist) {
