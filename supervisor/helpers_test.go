@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -73,31 +72,24 @@ func freePort(t *testing.T) int {
 // pgid.
 func liveGroupMembers(pgid int) []int {
 	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
+	procs, _ := procfs.AllProcs()
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err == nil && st.PGRP == pgid && st.State != "Z" {
+			pids = append(pids, p.PID)
 		}
-		st, err := parseProcStat(b)
-		if err != nil || st.pgrp != pgid || st.state == 'Z' {
-			continue
-		}
-		var pid int
-		fmt.Sscan(filepath.Base(d), &pid)
-		pids = append(pids, pid)
 	}
 	return pids
 }
 
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return false
 	}
-	st, err := parseProcStat(b)
-	return err == nil && st.state != 'Z'
+	st, err := p.Stat()
+	return err == nil && st.State != "Z"
 }
 
 // stopWorker stops w at the end of a test.

@@ -1,15 +1,13 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
+
+	"github.com/prometheus/procfs"
 )
 
 // ReadinessProbe is the HTTP check that marks a worker READY: a GET of Path
@@ -47,56 +45,20 @@ func probeReady(ctx context.Context, client *http.Client, baseURL string, p Read
 	return nil
 }
 
-// procStat is what corral reads from /proc/<pid>/stat.
-type procStat struct {
-	state    byte   // R, S, D, T (stopped), Z (zombie), ...
-	pgrp     int    // process group id
-	cpuTicks uint64 // utime + stime in clock ticks
-}
-
-// parseProcStat parses the contents of /proc/<pid>/stat.
-func parseProcStat(b []byte) (procStat, error) {
-	// The command name (field 2) is in parentheses and may itself contain
-	// spaces and parentheses: the fields that follow start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("parse stat: no command name")
-	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state), f[2] field 5 (pgrp), f[11], f[12] fields 14, 15.
-	if len(f) < 13 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("parse stat: %d fields after the command name", len(f))
-	}
-	pgrp, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return procStat{}, fmt.Errorf("parse stat: pgrp: %w", err)
-	}
-	utime, err := strconv.ParseUint(string(f[11]), 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("parse stat: utime: %w", err)
-	}
-	stime, err := strconv.ParseUint(string(f[12]), 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("parse stat: stime: %w", err)
-	}
-	return procStat{state: f[0][0], pgrp: pgrp, cpuTicks: utime + stime}, nil
-}
-
 // groupCPU sums the CPU time of the live (non-zombie) members of process
 // group pgid, so that servers that fork helpers (vLLM's engine core) count
 // as a whole. It reports how many live members it found.
 func groupCPU(pgid int) (ticks uint64, live int) {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue // the process exited while we looked
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return 0, 0 // no /proc (not Linux)
+	}
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || st.PGRP != pgid || st.State == "Z" {
+			continue // exited while we looked, another group, or a zombie
 		}
-		st, err := parseProcStat(b)
-		if err != nil || st.pgrp != pgid || st.state == 'Z' {
-			continue
-		}
-		ticks += st.cpuTicks
+		ticks += uint64(st.UTime + st.STime)
 		live++
 	}
 	return ticks, live

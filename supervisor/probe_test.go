@@ -6,41 +6,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 )
 
-func TestParseProcStat(t *testing.T) {
-	line := "1234 (my (odd) cmd) S 1 4321 4321 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 99 0 0"
-	st, err := parseProcStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.state != 'S' || st.pgrp != 4321 || st.cpuTicks != 325 {
-		t.Fatalf("got %+v, want state S, pgrp 4321, 325 ticks", st)
-	}
-	for _, bad := range []string{"", "1234 no parens", "1 (x) S 1 2", "1 (x) S 1 x 3 4 5 6 7 8 9 10 11 12 13 14"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("parseProcStat(%q) accepted", bad)
-		}
-	}
-}
-
 func TestGroupCPUFindsOwnGroup(t *testing.T) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := parseProcStat(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.pgrp != syscall.Getpgrp() {
-		t.Fatalf("pgrp %d, want %d", st.pgrp, syscall.Getpgrp())
-	}
-	_, live := groupCPU(st.pgrp)
+	_, live := groupCPU(syscall.Getpgrp())
 	if live < 1 {
 		t.Fatalf("groupCPU found %d live members of our own group", live)
+	}
+	if !slices.Contains(liveGroupMembers(syscall.Getpgrp()), os.Getpid()) {
+		t.Fatalf("liveGroupMembers(%d) lacks our own pid %d", syscall.Getpgrp(), os.Getpid())
 	}
 }
 

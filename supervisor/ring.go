@@ -19,6 +19,9 @@ type lineRing struct {
 	lines []string // circular, len == cap once full
 	next  int      // index of the oldest line once full
 	full  bool
+	// proc says how the worker owning the ring runs its children
+	// (childlog.go); nil means the defaults of a bare worker.
+	proc *procOptions
 }
 
 func newLineRing(n int) *lineRing {
@@ -60,7 +63,8 @@ type lineWriter struct {
 	ring    *lineRing
 	prefix  string
 	partial []byte
-	cut     bool // the current line already exceeded maxLineBytes
+	cut     bool     // the current line already exceeded maxLineBytes
+	tee     *logSink // also receives every line, when set
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -97,5 +101,6 @@ func (w *lineWriter) emit() {
 		line += truncMark
 	}
 	w.ring.add(line)
+	w.tee.line(line)
 	w.partial, w.cut = w.partial[:0], false
 }

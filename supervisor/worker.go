@@ -60,6 +60,9 @@ type WorkerConfig struct {
 	StopTimeout time.Duration `yaml:"stop_timeout"`
 	// LogLines is the size of the child's log ring buffer. Default 256.
 	LogLines int `yaml:"log_lines"`
+	// ProcessConfig holds log_file, log_max_bytes, log_files and
+	// pid_namespace (childlog.go).
+	ProcessConfig `yaml:",inline"`
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger `yaml:"-"`
 }
@@ -192,6 +195,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		reqs:    make(map[int64]*request),
 		proxies: make(map[int64]context.CancelCauseFunc),
 		counts:  newWorkerCounts(),
+	}
+	if w.logs.proc, err = newProcOptions(cfg); err != nil {
+		return nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
 		w.env = append(w.env, k+"="+cfg.Env[k])
