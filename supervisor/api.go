@@ -121,6 +121,14 @@ const (
 	// FailProbe: an idle worker failed its periodic readiness probe; used
 	// as a restart reason.
 	FailProbe FailReason = "probe_failed"
+	// FailStartupTimeout: the worker was not READY within its
+	// StartupTimeout of starting (restart; counts toward the crash-loop
+	// limit).
+	FailStartupTimeout FailReason = "startup_timeout"
+	// FailManual: an operator asked for the restart (Worker.Restart,
+	// POST /v1/workers/{name}/restart). It also leaves FAILED and starts a
+	// fresh crash-loop window.
+	FailManual FailReason = "manual"
 )
 
 // FinishReason says how a request ended.
@@ -151,10 +159,14 @@ var (
 	ErrWorkerNotReady = errors.New("WORKER_NOT_READY")
 	// ErrWorkerFailed means the worker gave up after too many restarts.
 	ErrWorkerFailed = errors.New("WORKER_FAILED")
-	// ErrNotFound means the id was never issued or its result was released.
+	// ErrNotFound means the id was never issued, or its result was
+	// released, or it expired unread.
 	ErrNotFound = errors.New("NOT_FOUND")
 	// ErrNotFinished means Result was asked for a request still in flight.
 	ErrNotFinished = errors.New("NOT_FINISHED")
+	// ErrWorkerStopped means Restart was asked of a worker that is not
+	// started (or is stopping).
+	ErrWorkerStopped = errors.New("WORKER_STOPPED")
 )
 
 // ChatMessage is one OpenAI chat message.
@@ -242,6 +254,14 @@ type WorkerStatus struct {
 	RestartCount     int         `json:"restart_count"`
 	LastError        string      `json:"last_error,omitempty"`
 	LastReadyAt      time.Time   `json:"last_ready_at,omitzero"`
+	// Kind is the server's kind (it picks the readiness probe); URL is
+	// set for a remote worker.
+	Kind WorkerKind `json:"kind"`
+	URL  string     `json:"url,omitempty"`
+	// ResultsKept counts finished results held unread; ResultsExpired
+	// those dropped unread (older than result_ttl, or beyond max_results).
+	ResultsKept    int    `json:"results_kept"`
+	ResultsExpired uint64 `json:"results_expired"`
 }
 
 // RestartRecord is one restart of the child process.
