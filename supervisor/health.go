@@ -217,10 +217,10 @@ func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, det
 			w.restarts = slices.Delete(w.restarts, 0, len(w.restarts)-maxRestartRecords)
 		}
 		tp := w.cfg.Timeouts
-		if reason == FailManual {
+		if reason == FailManual { // an operator's restart opens a new window
 			w.restartTimes = nil
 		}
-		allowed := tp.allowRestart(w.restartTimes, now)
+		allowed := reason == FailManual || tp.allowRestart(w.restartTimes, now)
 		w.restartTimes = slices.DeleteFunc(w.restartTimes, func(t time.Time) bool { return now.Sub(t) >= tp.RestartWindow })
 		if allowed {
 			w.restartTimes = append(w.restartTimes, now)

@@ -182,7 +182,9 @@ func TestE2EAPIKey(t *testing.T) {
 	if res := run("keyed"); res.State != RequestCompleted || res.Text != "Hello world" {
 		t.Fatalf("job with the key: %+v", res)
 	}
-	var out struct{ Choices []struct{ Message struct{ Content string } } }
+	var out struct {
+		Choices []struct{ Message struct{ Content string } }
+	}
 	body := map[string]any{"model": "keyed", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
 	if code := doJSON(t, "POST", srv.URL+"/v1/chat/completions", body, &out); code != 200 || len(out.Choices) != 1 || out.Choices[0].Message.Content != "Hello world" {
 		t.Fatalf("proxied chat with the key: %d %+v", code, out)
