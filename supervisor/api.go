@@ -11,6 +11,16 @@
 // started again (nuke and repave) and every request in flight fails with an
 // explicit FailReason. Requests are never replayed.
 //
+// A worker is READY when its readiness probe (GET of a path answering 200
+// with JSON) passes. The default path is the one that proves the model is
+// loaded for the worker's kind (WorkerKind.ReadinessPath): /health for
+// corral and llama-server, whose /v1/models answers 200 while it still
+// loads; /v1/models for vLLM and other servers. A worker not READY within
+// its StartupTimeout restarts. A FAILED worker leaves that state only by
+// Worker.Restart (POST /v1/workers/{name}/restart). A remote worker (URL,
+// no Command) is a server corral does not run: everything but process
+// management applies to it.
+//
 // Time to first token may be many minutes for a long prompt, so a request is
 // judged stalled only when no response bytes arrive AND the child's CPU time
 // (from /proc/<pid>/stat) stops advancing; a long prefill that burns CPU is
