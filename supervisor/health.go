@@ -26,8 +26,11 @@ func (w *Worker) supervise(ctx context.Context, p *process) {
 	defer tick.Stop()
 	probes := make(chan probeResult, 1)
 	probing := false
-	for ctx.Err() == nil {
-		if p == nil { // FAILED
+	for {
+		if p == nil { // FAILED, or stopped
+			if ctx.Err() != nil {
+				break
+			}
 			select {
 			case <-ctx.Done():
 			case k := <-w.kick:

@@ -199,8 +199,7 @@ func TestE2EAPIKey(t *testing.T) {
 		resp.Body.Close()
 		seen.Write(b)
 	}
-	cfgJSON, _ := json.Marshal(sup.Worker("keyed").cfg)
-	seen.Write(cfgJSON)
+	fmt.Fprintf(&seen, "%+v", sup.Worker("keyed").cfg)
 	seen.WriteString(logw.String())
 	if strings.Contains(seen.String(), secret) {
 		t.Fatal("the API key leaked into status, debug output, the config or the log")
