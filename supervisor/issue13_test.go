@@ -437,7 +437,10 @@ func TestE2ERemoteWorker(t *testing.T) {
 	if st := sup.Worker("remote").WorkerStatus(); st.PID != 0 || st.URL == "" || st.Kind != KindCorral {
 		t.Fatalf("remote status: %+v", st)
 	}
-	chat := func() string {
+	// chat proxies a chat completion and waits until its slot is free
+	// again (the handler releases it after the client read the end), when
+	// the slots in use are those of the held jobs again.
+	chat := func(held int) string {
 		t.Helper()
 		bb, _ := json.Marshal(map[string]any{"model": "tiny", "messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 4})
 		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(bb))
@@ -449,6 +452,13 @@ func TestE2ERemoteWorker(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("chat: status %d", resp.StatusCode)
 		}
+		waitFor(t, jobTimeout, "the proxied request's slot", func() bool {
+			used := 0
+			for _, w := range sup.Workers() {
+				used += w.WorkerStatus().SlotsUsed
+			}
+			return used == held
+		})
 		return resp.Header.Get("X-Corral-Worker")
 	}
 	hold := func(worker string) int64 {
@@ -462,11 +472,11 @@ func TestE2ERemoteWorker(t *testing.T) {
 	}
 	// Both idle: ties go in configuration order. With local busy, the
 	// job API and the router both pick the remote worker, and back.
-	if got := chat(); got != "local" {
+	if got := chat(0); got != "local" {
 		t.Fatalf("chat with both idle went to %q", got)
 	}
 	held := hold("local")
-	if got := chat(); got != "remote" {
+	if got := chat(1); got != "remote" {
 		t.Fatalf("chat with local busy went to %q", got)
 	}
 	heldRemote := hold("remote")
@@ -474,7 +484,7 @@ func TestE2ERemoteWorker(t *testing.T) {
 		t.Fatalf("both busy: %v", err)
 	}
 	sup.Cancel(held)
-	if got := chat(); got != "local" {
+	if got := chat(1); got != "local" {
 		t.Fatalf("chat with remote busy went to %q", got)
 	}
 	close(b.release) // the remote job's tool returns; it finishes on the remote server
