@@ -11,6 +11,16 @@
 // started again (nuke and repave) and every request in flight fails with an
 // explicit FailReason. Requests are never replayed.
 //
+// A worker is READY when its readiness probe (GET of a path answering 200
+// with JSON) passes. The default path is the one that proves the model is
+// loaded for the worker's kind (WorkerKind.ReadinessPath): /health for
+// corral and llama-server, whose /v1/models answers 200 while it still
+// loads; /v1/models for vLLM and other servers. A worker not READY within
+// its StartupTimeout restarts. A FAILED worker leaves that state only by
+// Worker.Restart (POST /v1/workers/{name}/restart). A remote worker (URL,
+// no Command) is a server corral does not run: everything but process
+// management applies to it.
+//
 // Time to first token may be many minutes for a long prompt, so a request is
 // judged stalled only when no response bytes arrive AND the child's CPU time
 // (from /proc/<pid>/stat) stops advancing; a long prefill that burns CPU is
@@ -121,6 +131,14 @@ const (
 	// FailProbe: an idle worker failed its periodic readiness probe; used
 	// as a restart reason.
 	FailProbe FailReason = "probe_failed"
+	// FailStartupTimeout: the worker was not READY within its
+	// StartupTimeout of starting (restart; counts toward the crash-loop
+	// limit).
+	FailStartupTimeout FailReason = "startup_timeout"
+	// FailManual: an operator asked for the restart (Worker.Restart,
+	// POST /v1/workers/{name}/restart). It also leaves FAILED and starts a
+	// fresh crash-loop window.
+	FailManual FailReason = "manual"
 )
 
 // FinishReason says how a request ended.
@@ -151,10 +169,14 @@ var (
 	ErrWorkerNotReady = errors.New("WORKER_NOT_READY")
 	// ErrWorkerFailed means the worker gave up after too many restarts.
 	ErrWorkerFailed = errors.New("WORKER_FAILED")
-	// ErrNotFound means the id was never issued or its result was released.
+	// ErrNotFound means the id was never issued, or its result was
+	// released, or it expired unread.
 	ErrNotFound = errors.New("NOT_FOUND")
 	// ErrNotFinished means Result was asked for a request still in flight.
 	ErrNotFinished = errors.New("NOT_FINISHED")
+	// ErrWorkerStopped means Restart was asked of a worker that is not
+	// started (or is stopping).
+	ErrWorkerStopped = errors.New("WORKER_STOPPED")
 )
 
 // ChatMessage is one OpenAI chat message.
@@ -242,6 +264,14 @@ type WorkerStatus struct {
 	RestartCount     int         `json:"restart_count"`
 	LastError        string      `json:"last_error,omitempty"`
 	LastReadyAt      time.Time   `json:"last_ready_at,omitzero"`
+	// Kind is the server's kind (it picks the readiness probe); URL is
+	// set for a remote worker.
+	Kind WorkerKind `json:"kind"`
+	URL  string     `json:"url,omitempty"`
+	// ResultsKept counts finished results held unread; ResultsExpired
+	// those dropped unread (older than result_ttl, or beyond max_results).
+	ResultsKept    int    `json:"results_kept"`
+	ResultsExpired uint64 `json:"results_expired"`
 }
 
 // RestartRecord is one restart of the child process.

@@ -108,13 +108,18 @@ func ParseConfig(data []byte, corral string) (*Config, error) {
 // workerConfig resolves the command and the tools of a worker.
 func (wy workerYAML) workerConfig(corral string) (WorkerConfig, error) {
 	wc := wy.WorkerConfig
-	if len(wc.Command) == 0 {
+	if len(wc.Command) == 0 && wc.URL == "" {
 		if corral == "" {
 			return wc, errors.New("no command and no corral binary for the default")
 		}
 		wc.Command = DefaultServeCommand(corral)
 	}
-	wc.Command = append(append([]string(nil), wc.Command...), wy.Args...)
+	if wc.URL != "" && len(wy.Args) > 0 {
+		return wc, errors.New("args given to a remote worker (url), which runs no command")
+	}
+	if wc.URL == "" {
+		wc.Command = append(append([]string(nil), wc.Command...), wy.Args...)
+	}
 	if len(wy.Tools) > 0 {
 		runner := CommandTools{}
 		for _, t := range wy.Tools {

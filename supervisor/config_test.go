@@ -17,7 +17,7 @@ func TestParseExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Host != "127.0.0.1" || cfg.Port != 8090 || len(cfg.Workers) != 3 {
+	if cfg.Host != "127.0.0.1" || cfg.Port != 8090 || len(cfg.Workers) != 4 {
 		t.Fatalf("host %q port %d workers %d", cfg.Host, cfg.Port, len(cfg.Workers))
 	}
 	w := cfg.Workers[0]
@@ -49,6 +49,13 @@ func TestParseExampleConfig(t *testing.T) {
 	if got := cfg.Workers[2].Command[0]; got != "vllm" {
 		t.Errorf("worker 3 command %q", got)
 	}
+	if w.Kind != KindCorral || w.Readiness.Path != "/health" || w.StartupTimeout != 10*time.Minute ||
+		w.ResultTTL != time.Hour || w.MaxResults != 4096 {
+		t.Errorf("worker 1 kind, probe, startup, results = %+v", w)
+	}
+	if r := cfg.Workers[3]; r.URL != "http://10.0.0.7:8101" || len(r.Command) != 0 || r.Kind != KindCorral || r.Slots != 4 {
+		t.Errorf("remote worker = %+v", r)
+	}
 	// Every worker of the example is valid.
 	if _, err := New(cfg.Workers); err != nil {
 		t.Fatalf("New: %v", err)
@@ -64,6 +71,7 @@ func TestParseConfigErrors(t *testing.T) {
 		"tool with no cmd":  "workers:\n  - name: a\n    port: 1\n    tools: [{function: {name: t}}]\n",
 		"not yaml":          "workers: [\n",
 		"no default binary": "workers:\n  - name: a\n    port: 1\n",
+		"args to a remote":  "workers:\n  - name: a\n    url: http://h:1\n    args: [x]\n",
 	}
 	for name, doc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -92,6 +100,11 @@ func TestNewWorkerValidates(t *testing.T) {
 		"no interval":   func(c *WorkerConfig) { c.Timeouts = TimeoutProfile{Connect: time.Second} },
 		"negative slot": func(c *WorkerConfig) { c.Slots = -1 },
 		"nameless tool": func(c *WorkerConfig) { c.ExitTools = []ToolDef{{}} },
+		"url and cmd":   func(c *WorkerConfig) { c.URL = "http://h:1" },
+		"bad url":       func(c *WorkerConfig) { c.Command, c.URL = nil, "h:1" },
+		"bad kind":      func(c *WorkerConfig) { c.Kind = "ollama" },
+		"unset key env": func(c *WorkerConfig) { c.APIKeyEnv = "SUPERVISOR_TEST_UNSET_KEY" },
+		"negative ttl":  func(c *WorkerConfig) { c.ResultTTL = -time.Second },
 	}
 	for name, mutate := range bad {
 		c := ok
@@ -99,6 +112,10 @@ func TestNewWorkerValidates(t *testing.T) {
 		if _, err := NewWorker(c); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	remote, err := NewWorker(WorkerConfig{Name: "r", URL: "https://gpu7.example:8443/llm/"})
+	if err != nil || remote.baseURL != "https://gpu7.example:8443/llm" || !remote.remote || remote.cfg.Readiness.Path != "/v1/models" {
+		t.Errorf("remote worker: %+v, %v", remote, err)
 	}
 	if _, err := New([]WorkerConfig{ok, ok}); err == nil || !strings.Contains(err.Error(), "duplicate") {
 		t.Errorf("duplicate names: %v", err)

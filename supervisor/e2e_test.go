@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,12 +96,49 @@ var (
 )
 
 func TestE2EJobLifecycle(t *testing.T) {
-	w := tinyWorker(t, 2, nil, nil)
+	b := newBlockingRunner()
+	w := tinyWorker(t, 2, nil, func(c *WorkerConfig) {
+		c.NormalTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookupTool}, b, 1
+	})
 	st := w.WorkerStatus()
 	if st.LastReadyAt.IsZero() || st.PID == 0 || st.SlotsTotal != 2 || st.SlotsUsed != 0 {
 		t.Fatalf("READY status: %+v", st)
 	}
+	// Two jobs at once on the two slots: each streams its first reply and
+	// then waits in its tool call, so both are in flight together (a tool
+	// call is the deterministic way to hold a request; the tiny model's
+	// streams are too short to catch both mid-stream).
 	for want := int64(1); want <= 2; want++ {
+		id, err := w.Submit(Job{Name: fmt.Sprint("both-", want), UserPrompt: "Look up cat.", Params: toolParams})
+		if err != nil || id != want {
+			t.Fatalf("Submit = %d, %v; want id %d", id, err, want)
+		}
+	}
+	for range 2 {
+		select {
+		case <-b.entered:
+		case <-time.After(jobTimeout):
+			t.Fatal("the two jobs never both reached their tool call")
+		}
+	}
+	for id := int64(1); id <= 2; id++ {
+		if rs, err := w.Status(id); err != nil || rs.State != RequestToolRunning || rs.DispatchedAt.IsZero() || rs.TokensReceived == 0 {
+			t.Fatalf("job %d while both run: %+v %v", id, rs, err)
+		}
+	}
+	if st := w.WorkerStatus(); st.SlotsUsed != 2 || !slices.Equal(st.ActiveRequestIDs, []int64{1, 2}) {
+		t.Fatalf("worker while both run: %+v", st)
+	}
+	if _, err := w.Submit(Job{UserPrompt: "x"}); !errors.Is(err, ErrNoSlotAvailable) {
+		t.Fatalf("a third job: %v, want ErrNoSlotAvailable", err)
+	}
+	close(b.release)
+	for id := int64(1); id <= 2; id++ {
+		if rs, res := finish(t, w, id); res.State != RequestCompleted || res.FinishReason != FinishToolBudget || rs.ToolItersLeft != 0 {
+			t.Fatalf("job %d: %+v / %+v", id, rs, res)
+		}
+	}
+	for want := int64(3); want <= 4; want++ {
 		id, err := w.Submit(Job{Name: "story", SystemPrompt: "Tell a story.", UserPrompt: "Once upon a time",
 			Params: map[string]any{"temperature": 0, "max_tokens": 12}})
 		if err != nil || id != want {

@@ -18,23 +18,39 @@ type probeResult struct {
 }
 
 // supervise is the worker's supervision loop. It alone starts, stops and
-// restarts children after Start.
+// restarts children after Start. While the worker is FAILED (p is nil) it
+// waits for a manual restart or Stop.
 func (w *Worker) supervise(ctx context.Context, p *process) {
 	defer close(w.loopDone)
 	tick := time.NewTicker(w.cfg.Timeouts.ProbeInterval)
 	defer tick.Stop()
 	probes := make(chan probeResult, 1)
 	probing := false
-	for p != nil {
+	for {
+		if p == nil { // FAILED, or stopped
+			if ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case k := <-w.kick:
+				if k.reason == FailManual {
+					p = w.restart(ctx, nil, k.reason, k.detail)
+				}
+			case <-tick.C:
+				w.sweepResults()
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			w.failAll(FailWorkerStopped, "worker stopped")
-			p.stop(w.cfg.StopTimeout)
+			w.halt(p)
 			p = nil
 		case <-p.done:
 			p = w.restart(ctx, p, FailServerDied, p.exitDetail())
 		case k := <-w.kick:
-			if k.proc == p {
+			if k.proc == p || k.reason == FailManual {
 				p = w.restart(ctx, p, k.reason, k.detail)
 			}
 		case res := <-probes:
@@ -45,7 +61,10 @@ func (w *Worker) supervise(ctx context.Context, p *process) {
 				}
 			}
 		case <-tick.C:
+			w.sweepResults()
 			if v, ok := w.check(p); ok {
+				p = w.restart(ctx, p, v.reason, v.detail)
+			} else if v, ok := w.startupOverdue(); ok {
 				p = w.restart(ctx, p, v.reason, v.detail)
 			} else if !probing && w.wantProbe() {
 				probing = true
@@ -60,13 +79,67 @@ func (w *Worker) supervise(ctx context.Context, p *process) {
 	if probing {
 		<-probes
 	}
-	<-ctx.Done()
 	w.mu.Lock()
 	w.failAllLocked(FailWorkerStopped, "worker stopped")
 	w.state, w.proc = WorkerStopped, nil
 	w.mu.Unlock()
 	w.client.CloseIdleConnections()
 	w.log.Info("worker stopped")
+}
+
+// launch starts a child. A remote worker has no child: its stand-in never
+// exits and has no pid, and halt leaves it alone.
+func (w *Worker) launch() (*process, error) {
+	if w.remote {
+		return &process{done: make(chan struct{})}, nil
+	}
+	return startProcess(w.argv, w.env, w.logs)
+}
+
+// halt stops the child's process group; it does nothing for a remote
+// worker or a nil p.
+func (w *Worker) halt(p *process) {
+	if p != nil && !w.remote {
+		p.stop(w.cfg.StopTimeout)
+	}
+}
+
+// startupOverdue returns a verdict when the current child has been
+// starting (RUNNING, not yet READY) for StartupTimeout or longer.
+func (w *Worker) startupOverdue() (verdict, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	limit := w.cfg.StartupTimeout
+	if w.state != WorkerRunning || limit <= 0 || time.Since(w.procStarted) < limit {
+		return verdict{}, false
+	}
+	return verdict{reason: FailStartupTimeout, restart: true,
+		detail: fmt.Sprintf("not ready within %s of starting (probe GET %s)", limit, w.cfg.Readiness.Path)}, true
+}
+
+// Restart asks the supervision loop to restart the worker now, reason
+// manual: the child is stopped and started again, or, when the worker is
+// FAILED, started afresh. A manual restart starts a new crash-loop window.
+// It returns once the loop took the request, ErrWorkerStopped when the
+// worker is not started, or ctx's error.
+func (w *Worker) Restart(ctx context.Context, detail string) error {
+	w.mu.Lock()
+	done, started := w.loopDone, w.stopLoop != nil
+	w.mu.Unlock()
+	if !started {
+		return fmt.Errorf("restart worker %s: %w", w.cfg.Name, ErrWorkerStopped)
+	}
+	if detail == "" {
+		detail = "requested by an operator"
+	}
+	select {
+	case w.kick <- restartRequest{reason: FailManual, detail: detail}:
+		return nil
+	case <-done:
+		return fmt.Errorf("restart worker %s: %w", w.cfg.Name, ErrWorkerStopped)
+	case <-ctx.Done():
+		return fmt.Errorf("restart worker %s: %w", w.cfg.Name, ctx.Err())
+	}
 }
 
 // probeTimeout bounds one readiness probe.
@@ -104,7 +177,10 @@ func (w *Worker) probed(err error) (verdict, bool) {
 // Requests past a request-level timeout fail here; a verdict is returned
 // when the child must be restarted.
 func (w *Worker) check(p *process) (verdict, bool) {
-	ticks, _ := groupCPU(p.pid)
+	var ticks uint64
+	if !w.remote { // a remote server's CPU time is not ours to see
+		ticks, _ = groupCPU(p.pid)
+	}
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -144,7 +220,10 @@ func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, det
 			w.restarts = slices.Delete(w.restarts, 0, len(w.restarts)-maxRestartRecords)
 		}
 		tp := w.cfg.Timeouts
-		allowed := tp.allowRestart(w.restartTimes, now)
+		if reason == FailManual { // an operator's restart opens a new window
+			w.restartTimes = nil
+		}
+		allowed := reason == FailManual || tp.allowRestart(w.restartTimes, now)
 		w.restartTimes = slices.DeleteFunc(w.restartTimes, func(t time.Time) bool { return now.Sub(t) >= tp.RestartWindow })
 		if allowed {
 			w.restartTimes = append(w.restartTimes, now)
@@ -153,9 +232,7 @@ func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, det
 		}
 		w.mu.Unlock()
 		w.log.Warn("worker restart", "reason", reason, "detail", detail, "allowed", allowed)
-		if p != nil {
-			p.stop(w.cfg.StopTimeout)
-		}
+		w.halt(p)
 		w.client.CloseIdleConnections()
 		if !allowed {
 			w.mu.Lock()
@@ -173,10 +250,10 @@ func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, det
 			return nil
 		case <-backoff.C:
 		}
-		np, err := startProcess(w.argv, w.env, w.logs)
+		np, err := w.launch()
 		if err == nil {
 			w.mu.Lock()
-			w.proc, w.cpuTicks = np, 0
+			w.proc, w.cpuTicks, w.procStarted = np, 0, time.Now()
 			w.mu.Unlock()
 			w.log.Info("worker restarted", "pid", np.pid)
 			return np

@@ -27,11 +27,15 @@ const maxBodyBytes = 64 << 20
 //	DELETE /v1/jobs/{id}             cancel → {"ok":true} if it was in flight | 404 NOT_FOUND
 //	GET    /v1/workers               {"workers":[WorkerStatus...]}
 //	GET    /v1/workers/{name}/debug  WorkerDebugInfo | 404
+//	POST   /v1/workers/{name}/restart  restart now, reason "manual"; leaves FAILED
+//	                                 → 200 {"ok":true,"worker":"..."} | 404 UNKNOWN_WORKER
+//	                                 | 409 WORKER_STOPPED
 //	GET    /v1/models                the workers' model ids, OpenAI style
 //	GET    /metrics                  Prometheus metrics (see README)
 //	POST   /v1/chat/completions      proxied (streaming or not) to a READY worker
 //	                                 serving the body's "model" (any worker if it names
-//	                                 none) with a free slot;
+//	                                 none), local or remote, the one with the most free
+//	                                 slots; the X-Corral-Worker header names it;
 //	                                 429 no_slot_available when none has one
 //
 // A proxied chat completion holds a slot while it runs and is cut off when
@@ -39,8 +43,8 @@ const maxBodyBytes = 64 << 20
 // its timeouts are the client's.
 //
 // A job goes to the worker named by "worker"; else to a worker serving
-// "model"; else to any worker; the first candidate in configuration order
-// that has a free slot takes it. "job_name" only labels the job. The
+// "model"; else to any worker; of those that are READY with a free slot,
+// the one with the most free slots takes it (ties in configuration order). "job_name" only labels the job. The
 // request_id returned is a job id unique within the supervisor.
 func (s *Supervisor) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -50,6 +54,7 @@ func (s *Supervisor) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/jobs/{id}", s.handleCancel)
 	mux.HandleFunc("GET /v1/workers", s.handleWorkers)
 	mux.HandleFunc("GET /v1/workers/{name}/debug", s.handleDebug)
+	mux.HandleFunc("POST /v1/workers/{name}/restart", s.handleRestart)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.Handle("GET /metrics", s.metricsHandler())
@@ -80,7 +85,7 @@ func writeCode(w http.ResponseWriter, err error) {
 		code = http.StatusServiceUnavailable
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrUnknownWorker), errors.Is(err, ErrUnknownModel):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrNotFinished):
+	case errors.Is(err, ErrNotFinished), errors.Is(err, ErrWorkerStopped):
 		code = http.StatusConflict
 	}
 	writeJSON(w, code, map[string]any{"ok": false, "error": err.Error()})
@@ -177,6 +182,20 @@ func (s *Supervisor) handleDebug(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wk.DebugInfo())
 }
 
+// handleRestart asks a worker for a manual restart.
+func (s *Supervisor) handleRestart(w http.ResponseWriter, r *http.Request) {
+	wk := s.Worker(r.PathValue("name"))
+	if wk == nil {
+		writeCode(w, ErrUnknownWorker)
+		return
+	}
+	if err := wk.Restart(r.Context(), "POST /v1/workers/"+wk.Name()+"/restart from "+r.RemoteAddr); err != nil {
+		writeCode(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "worker": wk.Name()})
+}
+
 func (s *Supervisor) handleModels(w http.ResponseWriter, _ *http.Request) {
 	type model struct {
 		ID      string `json:"id"`
@@ -252,6 +271,7 @@ func (s *Supervisor) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	w.Header().Set("X-Corral-Worker", wk.Name())
 	for _, k := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
 		if v := resp.Header.Get(k); v != "" {
 			w.Header().Set(k, v)

@@ -81,9 +81,17 @@ func TestE2EHTTPFace(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
 	waitState(t, sup.Worker("w1"), WorkerReady, readyTimeout)
 
-	var workers struct{ Workers []WorkerStatus }
-	if code := doJSON(t, "GET", srv.URL+"/v1/workers", nil, &workers); code != 200 || len(workers.Workers) != 1 || workers.Workers[0].State != WorkerReady {
+	// The field names are the seed's (the reference design's
+	// WorkerStatus, RequestStatus, RequestResult, SubmitResult, NotFound,
+	// WorkerDebugInfo), checked in the raw JSON.
+	var workers struct{ Workers []map[string]any }
+	if code := doJSON(t, "GET", srv.URL+"/v1/workers", nil, &workers); code != 200 || len(workers.Workers) != 1 {
 		t.Fatalf("GET /v1/workers: %d %+v", code, workers)
+	}
+	ws := workers.Workers[0]
+	hasFields(t, "worker status", ws, "state", "slots_total", "slots_used", "active_request_ids", "restart_count", "last_ready_at")
+	if ws["state"] != "ready" || ws["slots_total"] != 1.0 || ws["slots_used"] != 0.0 || ws["restart_count"] != 0.0 {
+		t.Fatalf("GET /v1/workers: %v", ws)
 	}
 
 	// A job by model, polled to completion, read once.
@@ -94,29 +102,50 @@ func TestE2EHTTPFace(t *testing.T) {
 		Error     string `json:"error"`
 	}
 	job := map[string]any{"job_name": "j", "model": "tiny", "user_prompt": "Once upon a time", "params": map[string]any{"max_tokens": 5}}
-	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &sub); code != 200 || !sub.OK || sub.RequestID != 1 || sub.Worker != "w1" {
-		t.Fatalf("POST /v1/jobs: %d %+v", code, sub)
+	var raw map[string]any
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &raw); code != 200 || raw["ok"] != true || raw["request_id"] != 1.0 || raw["worker"] != "w1" {
+		t.Fatalf("POST /v1/jobs: %d %v", code, raw)
 	}
-	jobURL := fmt.Sprintf("%s/v1/jobs/%d", srv.URL, sub.RequestID)
+	jobURL := srv.URL + "/v1/jobs/1"
 	waitFor(t, jobTimeout, "the job to finish", func() bool {
-		var st JobStatus
-		doJSON(t, "GET", jobURL, nil, &st)
-		return st.State.Terminal()
+		raw = nil
+		if code := doJSON(t, "GET", jobURL, nil, &raw); code != 200 {
+			t.Fatalf("GET status: %d %v", code, raw)
+		}
+		st, _ := raw["state"].(string)
+		return RequestState(st).Terminal()
 	})
-	var res JobResult
-	if code := doJSON(t, "GET", jobURL+"/result", nil, &res); code != 200 || res.State != RequestCompleted || res.RequestID != 1 || res.Worker != "w1" || res.WorkerRequestID != 1 || res.Text == "" {
-		t.Fatalf("GET result: %d %+v", code, res)
+	hasFields(t, "job status", raw, "request_id", "job_name", "state", "created_at", "dispatched_at", "completed_at",
+		"last_progress_at", "output_chars", "tokens_received", "tokens_per_second", "tool_iters_remaining", "finish_reason")
+	if raw["request_id"] != 1.0 || raw["job_name"] != "j" || raw["state"] != "completed" || raw["tokens_received"] == 0.0 {
+		t.Fatalf("GET status: %v", raw)
 	}
+	raw = nil
+	if code := doJSON(t, "GET", jobURL+"/result", nil, &raw); code != 200 {
+		t.Fatalf("GET result: %d %v", code, raw)
+	}
+	hasFields(t, "job result", raw, "request_id", "job_name", "state", "finish_reason", "text")
+	if raw["request_id"] != 1.0 || raw["job_name"] != "j" || raw["state"] != "completed" || raw["text"] == "" ||
+		(raw["finish_reason"] != "stop" && raw["finish_reason"] != "max_tokens") || raw["worker"] != "w1" || raw["worker_request_id"] != 1.0 {
+		t.Fatalf("GET result: %v", raw)
+	}
+	var res JobResult
 	var nf struct {
 		OK    bool
 		Error string
 	}
-	if code := doJSON(t, "GET", jobURL+"/result", nil, &nf); code != 404 || nf.Error != "NOT_FOUND" {
-		t.Fatalf("second GET result: %d %+v", code, nf)
+	notFound := func(what, method, url string) {
+		t.Helper()
+		var raw map[string]any
+		if code := doJSON(t, method, url, nil, &raw); code != 404 || raw["ok"] != false || raw["error"] != "NOT_FOUND" {
+			t.Fatalf("%s: %d %v", what, code, raw)
+		}
 	}
-	if code := doJSON(t, "GET", jobURL, nil, &nf); code != 404 || nf.Error != "NOT_FOUND" {
-		t.Fatalf("GET status after release: %d %+v", code, nf)
-	}
+	notFound("second GET result", "GET", jobURL+"/result")
+	notFound("GET status after release", "GET", jobURL)
+	notFound("DELETE after release", "DELETE", jobURL)
+	notFound("GET status of a never issued id", "GET", srv.URL+"/v1/jobs/999")
+	notFound("GET status of a non-number", "GET", srv.URL+"/v1/jobs/abc")
 
 	// Hold the only slot in a tool call: jobs and chat completions are
 	// turned away at once.
@@ -126,8 +155,22 @@ func TestE2EHTTPFace(t *testing.T) {
 	}
 	<-b.entered
 	heldURL := fmt.Sprintf("%s/v1/jobs/%d", srv.URL, sub.RequestID)
-	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &sub); code != 429 || sub.OK || sub.Error != "NO_SLOT_AVAILABLE" {
-		t.Fatalf("POST with no slot: %d %+v", code, sub)
+	raw = nil
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &raw); code != 429 || raw["ok"] != false || raw["error"] != "NO_SLOT_AVAILABLE" {
+		t.Fatalf("POST with no slot: %d %v", code, raw)
+	}
+	raw = nil
+	if code := doJSON(t, "GET", heldURL, nil, &raw); code != 200 || raw["state"] != "tool_running" || raw["tool_iters_remaining"] != 0.0 {
+		t.Fatalf("held job status: %d %v", code, raw)
+	}
+	for what, target := range map[string]map[string]any{
+		"UNKNOWN_WORKER": {"worker": "nope", "user_prompt": "x"},
+		"UNKNOWN_MODEL":  {"model": "nope", "user_prompt": "x"},
+	} {
+		raw = nil
+		if code := doJSON(t, "POST", srv.URL+"/v1/jobs", target, &raw); code != 404 || raw["ok"] != false || raw["error"] != what {
+			t.Fatalf("POST to %v: %d %v", target, code, raw)
+		}
 	}
 	var oaiErr struct {
 		Error struct{ Code, Type string }
@@ -183,9 +226,13 @@ func TestE2EHTTPFace(t *testing.T) {
 		t.Fatalf("proxied requests left slots used: %+v", st)
 	}
 
-	var dbg WorkerDebugInfo
-	if code := doJSON(t, "GET", srv.URL+"/v1/workers/w1/debug", nil, &dbg); code != 200 || len(dbg.RecentLogs) == 0 {
-		t.Fatalf("debug: %d %+v", code, dbg)
+	raw = nil
+	if code := doJSON(t, "GET", srv.URL+"/v1/workers/w1/debug", nil, &raw); code != 200 {
+		t.Fatalf("debug: %d %v", code, raw)
+	}
+	hasFields(t, "debug info", raw, "recent_logs", "recent_restart_reasons")
+	if logs, _ := raw["recent_logs"].([]any); len(logs) == 0 {
+		t.Fatalf("debug: %v", raw)
 	}
 	if code := doJSON(t, "GET", srv.URL+"/v1/workers/nope/debug", nil, &nf); code != 404 {
 		t.Fatalf("debug of unknown worker: %d", code)
@@ -220,6 +267,16 @@ func TestE2EHTTPFace(t *testing.T) {
 	})
 	if f := fams["corral_supervisor_worker_restarts_total"]; len(f.GetMetric()) != 0 {
 		t.Errorf("restarts without a restart: %v", f.GetMetric())
+	}
+}
+
+// hasFields fails the test unless the JSON object m has every key.
+func hasFields(t *testing.T, what string, m map[string]any, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s lacks %q: %v", what, k, m)
+		}
 	}
 }
 

@@ -13,6 +13,10 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if ready, ok := os.LookupEnv(fakeLlamaReadyEnv); ok {
+		runFakeLlama(ready) // this process is a fake llama-server child
+		return
+	}
 	dir, err := os.MkdirTemp("", "supervisor-test-")
 	if err != nil {
 		panic(err)

@@ -13,7 +13,8 @@ import (
 // ReadinessProbe is the HTTP check that marks a worker READY: a GET of Path
 // must answer 200 with a JSON body.
 type ReadinessProbe struct {
-	// Path defaults to /v1/models.
+	// Path defaults to the worker kind's ReadinessPath (NewWorker sets
+	// it): /health for corral and llama-server, else /v1/models.
 	Path string `yaml:"path"`
 }
 

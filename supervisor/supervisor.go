@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -24,6 +25,7 @@ type Supervisor struct {
 	mu      sync.Mutex
 	nextJob int64
 	jobs    map[int64]jobRef
+	refs    map[jobRef]int64 // the inverse of jobs
 }
 
 // jobRef locates a job's request.
@@ -33,8 +35,8 @@ type jobRef struct {
 }
 
 // Target selects the worker for a job: by Worker name, else by Model, else
-// any worker. The first candidate (in configuration order) that accepts
-// the job gets it.
+// any worker. Among the candidates, the one with the most free slots that
+// accepts the job gets it (ties go in configuration order).
 type Target struct {
 	Worker string
 	Model  string
@@ -57,12 +59,13 @@ type JobResult struct {
 
 // New builds the workers of cfgs (stopped). Names must be unique.
 func New(cfgs []WorkerConfig) (*Supervisor, error) {
-	s := &Supervisor{byName: make(map[string]*Worker), jobs: make(map[int64]jobRef)}
+	s := &Supervisor{byName: make(map[string]*Worker), jobs: make(map[int64]jobRef), refs: make(map[jobRef]int64)}
 	for _, c := range cfgs {
 		w, err := NewWorker(c)
 		if err != nil {
 			return nil, err
 		}
+		w.onExpire = func(id int64) { s.forget(jobRef{w, id}) }
 		if s.byName[w.Name()] != nil {
 			return nil, fmt.Errorf("worker %s: duplicate name", w.Name())
 		}
@@ -107,7 +110,20 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// candidates lists the workers a target may use.
+// forget drops the job of a result that expired unread. It is called with
+// the worker's lock held (lock order: Worker.mu, then Supervisor.mu).
+func (s *Supervisor) forget(ref jobRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.refs[ref]; ok {
+		delete(s.refs, ref)
+		delete(s.jobs, id)
+	}
+}
+
+// candidates lists the workers a target may use, those with the most free
+// slots first (ties in configuration order): routing spreads work over
+// local and remote workers alike.
 func (s *Supervisor) candidates(t Target) ([]*Worker, error) {
 	switch {
 	case t.Worker != "":
@@ -126,9 +142,20 @@ func (s *Supervisor) candidates(t Target) ([]*Worker, error) {
 		if len(ws) == 0 {
 			return nil, ErrUnknownModel
 		}
-		return ws, nil
+		return byFreeSlots(ws), nil
 	}
-	return s.workers, nil
+	return byFreeSlots(s.workers), nil
+}
+
+// byFreeSlots orders a copy of ws by free slots, most first, stably.
+func byFreeSlots(ws []*Worker) []*Worker {
+	free := make(map[*Worker]int, len(ws))
+	for _, w := range ws {
+		free[w] = w.freeSlots()
+	}
+	out := slices.Clone(ws)
+	slices.SortStableFunc(out, func(a, b *Worker) int { return free[b] - free[a] })
+	return out
 }
 
 // pick tries try on each candidate until one accepts. When none does, the
@@ -165,6 +192,7 @@ func (s *Supervisor) Submit(t Target, job Job) (int64, string, error) {
 	defer s.mu.Unlock()
 	s.nextJob++
 	s.jobs[s.nextJob] = jobRef{w, id}
+	s.refs[jobRef{w, id}] = s.nextJob
 	return s.nextJob, w.Name(), nil
 }
 
@@ -182,6 +210,9 @@ func (s *Supervisor) Status(jobID int64) (JobStatus, error) {
 		return JobStatus{}, ErrNotFound
 	}
 	st, err := ref.w.Status(ref.id)
+	if errors.Is(err, ErrNotFound) {
+		s.forget(ref) // expired between the two looks
+	}
 	if err != nil {
 		return JobStatus{}, err
 	}
@@ -202,6 +233,7 @@ func (s *Supervisor) Result(jobID int64) (JobResult, error) {
 	}
 	s.mu.Lock()
 	delete(s.jobs, jobID)
+	delete(s.refs, ref)
 	s.mu.Unlock()
 	if err != nil {
 		return JobResult{}, err

@@ -26,6 +26,22 @@ type WorkerConfig struct {
 	// Command is the child's argv. The placeholders {host}, {port},
 	// {name}, {model} and {slots} are replaced in every argument.
 	Command []string `yaml:"command"`
+	// URL makes the worker remote: an existing server at this base URL
+	// (http(s)://host:port), typically on another machine, with no
+	// Command. Readiness probes, slots, timeouts (without CPU liveness, as
+	// its process is not ours to see), routing and the job API apply; a
+	// restart only fails the requests in flight and waits for the probe
+	// to pass again.
+	URL string `yaml:"url"`
+	// Kind is the server's kind, which picks the default readiness probe
+	// (WorkerKind.ReadinessPath). Default: detected from Command
+	// (DetectKind); a remote worker's default is KindOther.
+	Kind WorkerKind `yaml:"kind"`
+	// APIKeyEnv names an environment variable holding an API key for the
+	// server (llama-server --api-key, or its LLAMA_API_KEY), sent as
+	// "Authorization: Bearer" on probes, jobs and proxied requests. The
+	// key is read once by NewWorker and never logged or reported.
+	APIKeyEnv string `yaml:"api_key_env"`
 	// Env is added to the inherited environment of the child.
 	Env map[string]string `yaml:"env"`
 	// Host and Port locate the child's HTTP server; the port is assigned
@@ -45,8 +61,20 @@ type WorkerConfig struct {
 	BIOS BiosProvider `yaml:"-"`
 	// Timezone is an IANA name for the BIOS clock. Default UTC.
 	Timezone string `yaml:"timezone"`
-	// Readiness is the probe that makes the worker READY.
+	// Readiness is the probe that makes the worker READY. Its path
+	// defaults to Kind's ReadinessPath.
 	Readiness ReadinessProbe `yaml:"readiness"`
+	// StartupTimeout bounds the time from starting the child (or, for a
+	// remote worker, from a restart) to READY; past it the worker restarts
+	// with startup_timeout, which counts toward the crash-loop limit.
+	// Default 10m; negative disables it.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+	// ResultTTL is how long a finished request's result is kept unread;
+	// then it expires (Status and Result answer ErrNotFound). Default 1h.
+	ResultTTL time.Duration `yaml:"result_ttl"`
+	// MaxResults bounds the finished results kept unread; beyond it the
+	// oldest expire first. Default 4096.
+	MaxResults int `yaml:"max_results"`
 	// ToolFormat defaults to ToolFormatNative.
 	ToolFormat ToolFormat `yaml:"tool_format"`
 	// MaxTokens is the max_tokens sent when params set none (0: none).
@@ -90,6 +118,13 @@ type Worker struct {
 	probes  *http.Client // readiness probes
 	log     *slog.Logger
 	kick    chan restartRequest
+	remote  bool
+	apiKey  string           // from APIKeyEnv; never logged
+	now     func() time.Time // the clock of result expiry (tests replace it)
+	// onExpire is told of every result that expired, under mu; the
+	// Supervisor forgets the job. Lock order: Worker.mu, then
+	// Supervisor.mu.
+	onExpire func(id int64)
 
 	mu           sync.Mutex
 	state        WorkerState
@@ -108,6 +143,8 @@ type Worker struct {
 	lastError    string
 	lastReadyAt  time.Time
 	liveness     time.Time // last time the child's CPU time advanced
+	procStarted  time.Time // when the current child started, for StartupTimeout
+	results      resultBook
 	cpuTicks     uint64
 	reqWG        sync.WaitGroup
 }
@@ -117,11 +154,45 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("worker: name is empty")
 	}
-	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+	var baseURL string
+	switch {
+	case cfg.URL != "" && len(cfg.Command) > 0:
+		return nil, fmt.Errorf("worker %s: url (a remote worker) and command exclude each other", cfg.Name)
+	case cfg.URL != "":
+		u, err := remoteBaseURL(cfg.URL)
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: %w", cfg.Name, err)
+		}
+		baseURL = u
+	case len(cfg.Command) == 0 || cfg.Command[0] == "":
 		return nil, fmt.Errorf("worker %s: command is empty", cfg.Name)
-	}
-	if cfg.Port <= 0 || cfg.Port > 65535 {
+	case cfg.Port <= 0 || cfg.Port > 65535:
 		return nil, fmt.Errorf("worker %s: port %d out of range", cfg.Name, cfg.Port)
+	}
+	if cfg.Kind == "" {
+		cfg.Kind = DetectKind(cfg.Command)
+	}
+	if !cfg.Kind.valid() {
+		return nil, fmt.Errorf("worker %s: kind %q is none of corral, llama-server, vllm, other", cfg.Name, cfg.Kind)
+	}
+	if cfg.Readiness.Path == "" {
+		cfg.Readiness.Path = cfg.Kind.ReadinessPath()
+	}
+	apiKey, err := apiKeyFrom(cfg.APIKeyEnv)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: %w", cfg.Name, err)
+	}
+	if cfg.StartupTimeout == 0 {
+		cfg.StartupTimeout = DefaultStartupTimeout
+	}
+	if cfg.ResultTTL == 0 {
+		cfg.ResultTTL = DefaultResultTTL
+	}
+	if cfg.MaxResults == 0 {
+		cfg.MaxResults = DefaultMaxResults
+	}
+	if cfg.ResultTTL < 0 || cfg.MaxResults < 0 {
+		return nil, fmt.Errorf("worker %s: result_ttl and max_results must not be negative", cfg.Name)
 	}
 	if cfg.Model == "" {
 		cfg.Model = cfg.Name
@@ -175,7 +246,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	hostPort := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	if baseURL == "" {
+		baseURL = "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	}
 	transport := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: cfg.Timeouts.Connect}).DialContext,
 		MaxIdleConnsPerHost: cfg.Slots + 1,
@@ -185,12 +258,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg:     cfg,
 		loc:     loc,
 		argv:    expandArgs(cfg),
-		baseURL: "http://" + hostPort,
+		baseURL: baseURL,
 		logs:    newLineRing(cfg.LogLines),
-		client:  &http.Client{Transport: transport},
-		probes:  &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		client:  &http.Client{Transport: withKey(transport, apiKey)},
+		probes:  &http.Client{Transport: withKey(&http.Transport{DisableKeepAlives: true}, apiKey)},
 		log:     cfg.Logger.With("worker", cfg.Name),
 		kick:    make(chan restartRequest),
+		remote:  cfg.URL != "",
+		apiKey:  apiKey,
+		now:     time.Now,
 		state:   WorkerStopped,
 		reqs:    make(map[int64]*request),
 		proxies: make(map[int64]context.CancelCauseFunc),
@@ -230,14 +306,18 @@ func (w *Worker) Start() error {
 	if w.state != WorkerStopped {
 		return fmt.Errorf("start worker %s: state is %s", w.cfg.Name, w.state)
 	}
-	p, err := startProcess(w.argv, w.env, w.logs)
+	p, err := w.launch()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.proc, w.state, w.stopLoop, w.loopDone = p, WorkerRunning, cancel, make(chan struct{})
-	w.restartTimes, w.cpuTicks, w.lastError = nil, 0, ""
-	w.log.Info("worker started", "pid", p.pid, "command", w.argv)
+	w.restartTimes, w.cpuTicks, w.lastError, w.procStarted = nil, 0, "", time.Now()
+	if w.remote {
+		w.log.Info("worker started", "url", w.baseURL)
+	} else {
+		w.log.Info("worker started", "pid", p.pid, "command", w.argv)
+	}
 	go w.supervise(ctx, p)
 	return nil
 }
@@ -293,7 +373,8 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 		return
 	}
 	r.state, r.finish, r.failReason, r.failDetail, r.resultText = state, finish, reason, detail, text
-	r.completed = time.Now()
+	r.completed = w.now()
+	w.keepResultLocked(r)
 	w.counts.finished[state]++
 	if reason != "" {
 		w.counts.failed[reason]++
@@ -414,7 +495,7 @@ func (w *Worker) Result(id int64) (RequestResult, error) {
 	if !r.state.Terminal() {
 		return RequestResult{}, ErrNotFinished
 	}
-	delete(w.reqs, id)
+	w.releaseLocked(id)
 	return RequestResult{
 		RequestID: r.id, JobName: r.job.Name, State: r.state, FinishReason: r.finish,
 		Text: r.resultText, Signals: r.signals, FailReason: r.failReason, FailDetail: r.failDetail,
@@ -429,8 +510,10 @@ func (w *Worker) WorkerStatus() WorkerStatus {
 		Name: w.cfg.Name, Model: w.cfg.Model, State: w.state,
 		SlotsTotal: w.cfg.Slots, SlotsUsed: w.slotsUsed, ActiveRequestIDs: []int64{},
 		RestartCount: w.restartCount, LastError: w.lastError, LastReadyAt: w.lastReadyAt,
+		Kind: w.cfg.Kind, URL: w.cfg.URL,
+		ResultsKept: w.results.kept, ResultsExpired: w.results.expired,
 	}
-	if w.proc != nil {
+	if w.proc != nil && !w.remote {
 		s.PID = w.proc.pid
 	}
 	for id, r := range w.reqs {
@@ -473,6 +556,13 @@ func (w *Worker) acquire(parent context.Context) (ctx context.Context, release f
 		w.slotsUsed--
 		cancel(nil)
 	}, nil
+}
+
+// freeSlots is the number of slots not in use.
+func (w *Worker) freeSlots() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cfg.Slots - w.slotsUsed
 }
 
 // Helpers for the tool loop, under the lock.

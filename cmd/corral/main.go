@@ -5,6 +5,7 @@
 //	corral bench     [flags]             load-test a server
 //	corral synth     --shape 135m -o F   write a random-weight model
 //	corral supervise --config FILE       run and supervise worker processes
+//	corral supervise restart NAME        restart a supervised worker (leaves FAILED)
 //	corral pull      REF                 download a model into the model directory
 //	corral ls                            list the models in the model directory
 //	corral rm        MODEL               remove a model from the model directory
@@ -103,6 +104,7 @@ commands:
   bench      load-test an OpenAI-compatible or llama.cpp server
   synth      write a random-weight llama model of a given shape
   supervise  run and supervise worker processes behind a job API
+             ("corral supervise restart [--url URL] NAME" restarts a worker)
   pull       download a model (Hugging Face or a URL) into the model directory
   ls         list the models in the model directory
   rm         remove a model from the model directory

@@ -1,22 +1,31 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/corral-llm/corral/supervisor"
 )
 
 // runSupervise runs the workers of a YAML configuration and serves the job
-// API until ctx ends, then stops every worker.
+// API until ctx ends, then stops every worker. "corral supervise restart
+// NAME" instead asks a running supervisor to restart a worker.
 func runSupervise(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "restart" {
+		return runSuperviseRestart(ctx, args[1:], os.Stdout)
+	}
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
 	configPath := fs.String("config", "", "YAML configuration `file` (see supervisor/example.yaml)")
 	host := fs.String("host", "", "listen address (default: the file's host, else 127.0.0.1)")
@@ -74,6 +83,57 @@ func runSupervise(ctx context.Context, args []string) error {
 		<-served
 	}
 	return errors.Join(err, shutErr, sup.Stop(stopCtx))
+}
+
+// runSuperviseRestart is "corral supervise restart [--url URL] NAME": POST
+// /v1/workers/NAME/restart on a running supervisor, which restarts the
+// worker with reason manual (and so leaves FAILED).
+func runSuperviseRestart(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("supervise restart", flag.ContinueOnError)
+	base := fs.String("url", "http://127.0.0.1:8090", "the supervisor's base `URL`")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: corral supervise restart [--url URL] NAME")
+		fs.PrintDefaults()
+	}
+	// Flags may come before or after the name.
+	var names []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		names, args = append(names, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(names) != 1 {
+		fs.Usage()
+		return errors.New("restart: want exactly one worker name")
+	}
+	u := strings.TrimRight(*base, "/") + "/v1/workers/" + url.PathEscape(names[0]) + "/restart"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return fmt.Errorf("restart: read answer: %w", err)
+	}
+	var ans struct {
+		OK     bool   `json:"ok"`
+		Error  string `json:"error"`
+		Worker string `json:"worker"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil || resp.StatusCode != http.StatusOK || !ans.OK {
+		return fmt.Errorf("restart %s: %s: %s", names[0], resp.Status, bytes.TrimSpace(body))
+	}
+	fmt.Fprintf(out, "worker %s: restart requested\n", ans.Worker)
+	return nil
 }
 
 // listenAddr applies the flags over the file's host and port.
