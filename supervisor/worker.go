@@ -105,6 +105,7 @@ type Worker struct {
 	lastError    string
 	lastReadyAt  time.Time
 	liveness     time.Time // last time the child's CPU time advanced
+	streamByte   time.Time // last response byte of any stream (jobs and proxied chats)
 	cpuTicks     uint64
 	reqWG        sync.WaitGroup
 }

@@ -1,0 +1,263 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+// The tests in this file put a fake upstream in front of the Worker: an
+// HTTP server in the test process on the worker's port, while the worker
+// supervises a stand-in child process (its CPU time is what the liveness
+// rules sample). They are for situations a real server cannot be made to
+// produce on demand: one stream stuck while the other slots decode, a
+// server that never sends response headers. Everything on the worker's
+// side (submission, streaming, the supervision loop, the timeout checks)
+// is the real code.
+
+// busyChild is a child that burns CPU until it is stopped, as a server
+// decoding on its other slots does: its CPU time always advances.
+var busyChild = []string{"sh", "-c", "while :; do :; done"}
+
+// idleChild is a child that uses no CPU.
+var idleChild = []string{"sleep", "3600"}
+
+// fakeWorker returns a started, READY worker whose child is child and whose
+// HTTP upstream is chat (POST /v1/chat/completions), served from the test
+// process; GET /v1/models answers the readiness probe. The server and the
+// worker are stopped at the end of the test, the worker first (which ends
+// its streams, so chat must return when its request's context ends).
+func fakeWorker(t *testing.T, slots int, child []string, chat http.HandlerFunc, mutate func(*WorkerConfig)) *Worker {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{}})
+	})
+	mux.HandleFunc("POST /v1/chat/completions", chat)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cfg := WorkerConfig{
+		Name: "fake", Command: child, Port: ln.Addr().(*net.TCPAddr).Port, Slots: slots,
+		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: ToolFormatJSON,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	w, err := NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopWorker(t, w)
+	waitState(t, w, WorkerReady, readyTimeout)
+	return w
+}
+
+// lastUserPrompt reads a chat completion request and returns the content
+// of its last message. It reads the body to its end: only then does the
+// server watch the connection, ending the request's context when the
+// worker hangs up.
+func lastUserPrompt(r *http.Request) (string, error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return "", fmt.Errorf("read chat request: %w", err)
+	}
+	var body struct{ Messages []ChatMessage }
+	if err := json.Unmarshal(data, &body); err != nil {
+		return "", fmt.Errorf("decode chat request: %w", err)
+	}
+	if len(body.Messages) == 0 {
+		return "", fmt.Errorf("chat request without messages")
+	}
+	return body.Messages[len(body.Messages)-1].Content, nil
+}
+
+// sseWriter writes chat completion chunks as server-sent events, flushing
+// each.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) sseWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	return sseWriter{w, http.NewResponseController(w)}
+}
+
+func (s sseWriter) event(data string) error {
+	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
+		return fmt.Errorf("write event: %w", err)
+	}
+	if err := s.rc.Flush(); err != nil {
+		return fmt.Errorf("flush event: %w", err)
+	}
+	return nil
+}
+
+func (s sseWriter) token(text string) error {
+	var c wire.ChatCompletionChunk
+	c.Choices = []wire.ChatChunkChoice{{}}
+	c.Choices[0].Delta.Content = &text
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode chunk: %w", err)
+	}
+	return s.event(string(b))
+}
+
+func (s sseWriter) done() error {
+	if err := s.event(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`); err != nil {
+		return err
+	}
+	return s.event("[DONE]")
+}
+
+// recv waits for a value from ch, failing the test after jobTimeout.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(jobTimeout):
+		t.Fatalf("timed out after %s waiting for %s", jobTimeout, what)
+		panic("unreachable")
+	}
+}
+
+// TestStalledStreamAmongFlowingOnes runs two streams on one worker with two
+// slots: one gets its first token and then nothing, the other keeps
+// receiving tokens, and the child's CPU time keeps advancing throughout. A
+// real server cannot be made to stall one of its streams while it serves
+// the others, hence the fake upstream. The stuck stream must fail with
+// stall_timeout on its own bytes alone, without a restart, and the other
+// one must go on to complete.
+func TestStalledStreamAmongFlowingOnes(t *testing.T) {
+	release := make(chan struct{})  // ends the flowing stream
+	stuck := make(chan struct{}, 1) // the stalled stream sent its token
+	chat := func(w http.ResponseWriter, r *http.Request) {
+		prompt, err := lastUserPrompt(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s := newSSE(w)
+		if s.token("Once ") != nil {
+			return
+		}
+		if prompt == "stall" {
+			stuck <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		// The flowing stream: a token per tick, as a decoding slot sends
+		// them, until the test lets it finish.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if s.token("upon ") != nil {
+					return
+				}
+			case <-release:
+				_ = s.done() // the worker's side reports a failure
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
+	w := fakeWorker(t, 2, busyChild, chat, func(c *WorkerConfig) {
+		c.Timeouts.IdleStream = 300 * time.Millisecond
+	})
+	flowing, err := w.Submit(Job{Name: "flow", UserPrompt: "flow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, err := w.Submit(Job{Name: "stall", UserPrompt: "stall"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, stuck, "the stalled stream's first token")
+	st := waitTerminal(t, w, stalled, jobTimeout)
+	if st.State != RequestFailed || st.FailReason != FailStallTimeout || !strings.Contains(st.FailDetail, "other streams") {
+		t.Fatalf("stalled stream: %+v", st)
+	}
+	// The scenario was exercised: the child's CPU time advanced after the
+	// stuck stream's last byte, so the child-wide rule (no bytes and no
+	// CPU) could not have caught it.
+	w.mu.Lock()
+	liveness := w.liveness
+	w.mu.Unlock()
+	if !liveness.After(st.FirstTokenAt) {
+		t.Fatalf("the child's CPU time did not advance during the stall (last seen %v, stream's last byte %v)", liveness, st.FirstTokenAt)
+	}
+	// Only the stuck request failed: the other one still streams and the
+	// child was not restarted.
+	if fs, err := w.Status(flowing); err != nil || fs.State != RequestRunning {
+		t.Fatalf("flowing stream after the other stalled: %+v, %v", fs, err)
+	}
+	if ws := w.WorkerStatus(); ws.RestartCount != 0 || ws.State != WorkerReady {
+		t.Fatalf("worker after one stream stalled: %+v", ws)
+	}
+	close(release)
+	fs, res := finish(t, w, flowing)
+	if res.State != RequestCompleted || res.FinishReason != FinishStop || !strings.HasPrefix(res.Text, "Once upon ") {
+		t.Fatalf("flowing stream: %+v / %+v", fs, res)
+	}
+	if res, err := w.Result(stalled); err != nil || res.Text != "Once " {
+		t.Fatalf("stalled stream's result: %+v, %v (want its partial text)", res, err)
+	}
+}
+
+// TestTTFTBeforeHeaders runs a request against an upstream that never
+// sends response headers, as corral and llama-server do while they
+// prefill (a real server cannot be made to withhold them on demand, hence
+// the fake upstream): the TTFT timeout, counted from dispatch, fails the
+// request with ttft_timeout, and only the request.
+func TestTTFTBeforeHeaders(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	chat := func(w http.ResponseWriter, r *http.Request) {
+		if _, err := lastUserPrompt(r); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		entered <- struct{}{}
+		<-r.Context().Done()
+	}
+	w := fakeWorker(t, 1, idleChild, chat, func(c *WorkerConfig) {
+		// Headers and the liveness timeouts stay at fastTimeouts' 30s:
+		// only TTFT can end the request first.
+		c.Timeouts.TTFT = 200 * time.Millisecond
+	})
+	id, err := w.Submit(Job{UserPrompt: "Once upon a time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, entered, "the request at the upstream")
+	st, res := finish(t, w, id)
+	if res.State != RequestFailed || res.FailReason != FailTTFTTimeout || !st.FirstTokenAt.IsZero() {
+		t.Fatalf("request without headers: %+v / %+v", st, res)
+	}
+	if ws := w.WorkerStatus(); ws.RestartCount != 0 || ws.State != WorkerReady || ws.SlotsUsed != 0 {
+		t.Fatalf("worker after a ttft timeout: %+v", ws)
+	}
+}
