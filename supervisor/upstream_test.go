@@ -261,3 +261,144 @@ func TestTTFTBeforeHeaders(t *testing.T) {
 		t.Fatalf("worker after a ttft timeout: %+v", ws)
 	}
 }
+
+// TestChatProxyForwarding drives the supervisor's chat completion proxy
+// against a fake upstream, which can hold a stream open between two
+// events, stall, or hang up before the headers on demand (a real server
+// cannot). It checks that every event is passed on at once, that proxied
+// bytes count as activity of the worker's other streams for the
+// per-request stall rule, and that an upstream failure before the headers
+// is a 502 upstream_unreachable; the slots are free afterwards.
+func TestChatProxyForwarding(t *testing.T) {
+	release := map[string]chan struct{}{"hold": make(chan struct{}), "flow": make(chan struct{})}
+	stuck := make(chan struct{}, 1)
+	chat := func(w http.ResponseWriter, r *http.Request) {
+		prompt, err := lastUserPrompt(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if prompt == "hangup" {
+			panic(http.ErrAbortHandler) // close the connection, no response
+		}
+		s := newSSE(w)
+		if s.token("Once ") != nil {
+			return
+		}
+		switch prompt {
+		case "stall":
+			stuck <- struct{}{}
+			<-r.Context().Done()
+			return
+		case "hold": // one event, then nothing until released
+			select {
+			case <-release["hold"]:
+			case <-r.Context().Done():
+				return
+			}
+		case "flow": // a token per tick until released
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+		flow:
+			for {
+				select {
+				case <-tick.C:
+					if s.token("upon ") != nil {
+						return
+					}
+				case <-release["flow"]:
+					break flow
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		_ = s.done() // a failure shows on the client's side
+	}
+	w := fakeWorker(t, 2, idleChild, chat, func(c *WorkerConfig) {
+		c.Timeouts.IdleStream = 300 * time.Millisecond
+	})
+	sup := &Supervisor{workers: []*Worker{w}, byName: map[string]*Worker{w.Name(): w}}
+	srv := httptest.NewServer(sup.Handler())
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	stream := func(prompt string) (*http.Response, *wire.Reader) {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":"fake","stream":true,"messages":[{"role":"user","content":%q}]}`, prompt)
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("proxied stream: status %d, type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		return resp, wire.NewReader(resp.Body)
+	}
+	// readAll reads the rest of a stream, reporting whether [DONE] came.
+	readAll := func(sr *wire.Reader) bool {
+		for {
+			ev, err := sr.Next()
+			if err != nil {
+				return false
+			}
+			if ev.Done {
+				return true
+			}
+		}
+	}
+
+	t.Run("events are not buffered", func(t *testing.T) {
+		resp, sr := stream("hold")
+		defer resp.Body.Close()
+		// The upstream sends its second event only after this one has
+		// reached the client: a buffering proxy would hang here.
+		if ev, err := sr.Next(); err != nil || !strings.Contains(string(ev.Data), "Once ") {
+			t.Fatalf("first event: %q, %v", ev.Data, err)
+		}
+		close(release["hold"])
+		if !readAll(sr) {
+			t.Fatal("stream ended without [DONE]")
+		}
+	})
+
+	t.Run("proxied bytes are stream activity", func(t *testing.T) {
+		resp, sr := stream("flow")
+		defer resp.Body.Close()
+		flowed := make(chan bool, 1)
+		go func() { flowed <- readAll(sr) }()
+		id, err := w.Submit(Job{UserPrompt: "stall"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv(t, stuck, "the stalled stream's first token")
+		st := waitTerminal(t, w, id, jobTimeout)
+		if st.State != RequestFailed || st.FailReason != FailStallTimeout || !strings.Contains(st.FailDetail, "other streams") {
+			t.Fatalf("job stalled beside a proxied stream: %+v", st)
+		}
+		close(release["flow"])
+		if !recv(t, flowed, "the proxied stream's end") {
+			t.Fatal("proxied stream ended without [DONE]")
+		}
+		if _, err := w.Result(id); err != nil {
+			t.Fatal(err)
+		}
+		if ws := w.WorkerStatus(); ws.RestartCount != 0 {
+			t.Fatalf("worker restarted: %+v", ws)
+		}
+	})
+
+	t.Run("upstream hangs up before the headers", func(t *testing.T) {
+		var oaiErr struct {
+			Error struct{ Code, Type, Message string }
+		}
+		body := map[string]any{"model": "fake", "messages": []map[string]string{{"role": "user", "content": "hangup"}}}
+		if code := doJSON(t, "POST", srv.URL+"/v1/chat/completions", body, &oaiErr); code != http.StatusBadGateway ||
+			oaiErr.Error.Code != "upstream_unreachable" || !strings.Contains(oaiErr.Error.Message, "worker fake") {
+			t.Fatalf("hang-up: %d %+v", code, oaiErr)
+		}
+	})
+
+	if st := w.WorkerStatus(); st.SlotsUsed != 0 {
+		t.Fatalf("proxied requests left slots used: %+v", st)
+	}
+}
