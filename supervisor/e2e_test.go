@@ -517,8 +517,8 @@ func TestE2EKillNineIsServerDied(t *testing.T) {
 	})
 }
 
-// answerParams asks for a JSON answer that is no tool call.
-var answerParams = schemaParams(`{"type":"object","properties":{"answer":{"type":"string","minLength":1,"maxLength":12}},"required":["answer"]}`)
+// jsonAnswerParams asks for a JSON answer that is no tool call.
+var jsonAnswerParams = schemaParams(`{"type":"object","properties":{"answer":{"type":"string","minLength":1,"maxLength":12}},"required":["answer"]}`)
 
 // TestE2EJSONAnswerIsContent runs tool_format json with response_format
 // JSON answers: only a reply that calls a configured tool is a tool call;
@@ -548,7 +548,7 @@ func TestE2EJSONAnswerIsContent(t *testing.T) {
 
 	t.Run("no tools configured", func(t *testing.T) {
 		w := tinyWorker(t, 1, nil, nil)
-		answer(t, w, answerParams, "answer")
+		answer(t, w, jsonAnswerParams, "answer")
 		// Even the convention's shape naming a tool is content when no
 		// tool is configured.
 		answer(t, w, toolParams, "tool_calls")
@@ -561,7 +561,7 @@ func TestE2EJSONAnswerIsContent(t *testing.T) {
 		w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
 			c.NormalTools, c.ExitTools, c.ToolRunner = []ToolDef{lookupTool}, []ToolDef{reportTool}, runner
 		})
-		answer(t, w, answerParams, "answer")
+		answer(t, w, jsonAnswerParams, "answer")
 		answer(t, w, unknownCall, "tool_calls")
 	})
 }

@@ -23,19 +23,19 @@ import (
 // side (submission, streaming, the supervision loop, the timeout checks)
 // is the real code.
 
-// busyChild is a child that burns CPU until it is stopped, as a server
+// spinningChild is a child that burns CPU until it is stopped, as a server
 // decoding on its other slots does: its CPU time always advances.
-var busyChild = []string{"sh", "-c", "while :; do :; done"}
+var spinningChild = []string{"sh", "-c", "while :; do :; done"}
 
-// idleChild is a child that uses no CPU.
-var idleChild = []string{"sleep", "3600"}
+// sleepingChild is a child that uses no CPU.
+var sleepingChild = []string{"sleep", "3600"}
 
-// fakeWorker returns a started, READY worker whose child is child and whose
-// HTTP upstream is chat (POST /v1/chat/completions), served from the test
-// process; GET /v1/models answers the readiness probe. The server and the
+// fakeUpstreamWorker returns a started, READY worker whose child is child
+// and whose HTTP upstream is chat (POST /v1/chat/completions), served from
+// the test process; GET /v1/models answers the readiness probe. The server and the
 // worker are stopped at the end of the test, the worker first (which ends
 // its streams, so chat must return when its request's context ends).
-func fakeWorker(t *testing.T, slots int, child []string, chat http.HandlerFunc, mutate func(*WorkerConfig)) *Worker {
+func fakeUpstreamWorker(t *testing.T, slots int, child []string, chat http.HandlerFunc, mutate func(*WorkerConfig)) *Worker {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
@@ -70,11 +70,11 @@ func fakeWorker(t *testing.T, slots int, child []string, chat http.HandlerFunc, 
 	return w
 }
 
-// lastUserPrompt reads a chat completion request and returns the content
+// chatPrompt reads a chat completion request and returns the content
 // of its last message. It reads the body to its end: only then does the
 // server watch the connection, ending the request's context when the
 // worker hangs up.
-func lastUserPrompt(r *http.Request) (string, error) {
+func chatPrompt(r *http.Request) (string, error) {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return "", fmt.Errorf("read chat request: %w", err)
@@ -89,20 +89,20 @@ func lastUserPrompt(r *http.Request) (string, error) {
 	return body.Messages[len(body.Messages)-1].Content, nil
 }
 
-// sseWriter writes chat completion chunks as server-sent events, flushing
+// sseStub writes chat completion chunks as server-sent events, flushing
 // each.
-type sseWriter struct {
+type sseStub struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
 }
 
-func newSSE(w http.ResponseWriter) sseWriter {
+func newSSEStub(w http.ResponseWriter) sseStub {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
-	return sseWriter{w, http.NewResponseController(w)}
+	return sseStub{w, http.NewResponseController(w)}
 }
 
-func (s sseWriter) event(data string) error {
+func (s sseStub) event(data string) error {
 	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
@@ -112,7 +112,7 @@ func (s sseWriter) event(data string) error {
 	return nil
 }
 
-func (s sseWriter) token(text string) error {
+func (s sseStub) token(text string) error {
 	var c wire.ChatCompletionChunk
 	c.Choices = []wire.ChatChunkChoice{{}}
 	c.Choices[0].Delta.Content = &text
@@ -123,15 +123,15 @@ func (s sseWriter) token(text string) error {
 	return s.event(string(b))
 }
 
-func (s sseWriter) done() error {
+func (s sseStub) done() error {
 	if err := s.event(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`); err != nil {
 		return err
 	}
 	return s.event("[DONE]")
 }
 
-// recv waits for a value from ch, failing the test after jobTimeout.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
+// recvWithin waits for a value from ch, failing the test after jobTimeout.
+func recvWithin[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
@@ -153,12 +153,12 @@ func TestStalledStreamAmongFlowingOnes(t *testing.T) {
 	release := make(chan struct{})  // ends the flowing stream
 	stuck := make(chan struct{}, 1) // the stalled stream sent its token
 	chat := func(w http.ResponseWriter, r *http.Request) {
-		prompt, err := lastUserPrompt(r)
+		prompt, err := chatPrompt(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		s := newSSE(w)
+		s := newSSEStub(w)
 		if s.token("Once ") != nil {
 			return
 		}
@@ -185,7 +185,7 @@ func TestStalledStreamAmongFlowingOnes(t *testing.T) {
 			}
 		}
 	}
-	w := fakeWorker(t, 2, busyChild, chat, func(c *WorkerConfig) {
+	w := fakeUpstreamWorker(t, 2, spinningChild, chat, func(c *WorkerConfig) {
 		c.Timeouts.IdleStream = 300 * time.Millisecond
 	})
 	flowing, err := w.Submit(Job{Name: "flow", UserPrompt: "flow"})
@@ -196,7 +196,7 @@ func TestStalledStreamAmongFlowingOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, stuck, "the stalled stream's first token")
+	recvWithin(t, stuck, "the stalled stream's first token")
 	st := waitTerminal(t, w, stalled, jobTimeout)
 	if st.State != RequestFailed || st.FailReason != FailStallTimeout || !strings.Contains(st.FailDetail, "other streams") {
 		t.Fatalf("stalled stream: %+v", st)
@@ -236,14 +236,14 @@ func TestStalledStreamAmongFlowingOnes(t *testing.T) {
 func TestTTFTBeforeHeaders(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	chat := func(w http.ResponseWriter, r *http.Request) {
-		if _, err := lastUserPrompt(r); err != nil {
+		if _, err := chatPrompt(r); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		entered <- struct{}{}
 		<-r.Context().Done()
 	}
-	w := fakeWorker(t, 1, idleChild, chat, func(c *WorkerConfig) {
+	w := fakeUpstreamWorker(t, 1, sleepingChild, chat, func(c *WorkerConfig) {
 		// Headers and the liveness timeouts stay at fastTimeouts' 30s:
 		// only TTFT can end the request first.
 		c.Timeouts.TTFT = 200 * time.Millisecond
@@ -252,7 +252,7 @@ func TestTTFTBeforeHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, entered, "the request at the upstream")
+	recvWithin(t, entered, "the request at the upstream")
 	st, res := finish(t, w, id)
 	if res.State != RequestFailed || res.FailReason != FailTTFTTimeout || !st.FirstTokenAt.IsZero() {
 		t.Fatalf("request without headers: %+v / %+v", st, res)
@@ -273,7 +273,7 @@ func TestChatProxyForwarding(t *testing.T) {
 	release := map[string]chan struct{}{"hold": make(chan struct{}), "flow": make(chan struct{})}
 	stuck := make(chan struct{}, 1)
 	chat := func(w http.ResponseWriter, r *http.Request) {
-		prompt, err := lastUserPrompt(r)
+		prompt, err := chatPrompt(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -281,7 +281,7 @@ func TestChatProxyForwarding(t *testing.T) {
 		if prompt == "hangup" {
 			panic(http.ErrAbortHandler) // close the connection, no response
 		}
-		s := newSSE(w)
+		s := newSSEStub(w)
 		if s.token("Once ") != nil {
 			return
 		}
@@ -315,7 +315,7 @@ func TestChatProxyForwarding(t *testing.T) {
 		}
 		_ = s.done() // a failure shows on the client's side
 	}
-	w := fakeWorker(t, 2, idleChild, chat, func(c *WorkerConfig) {
+	w := fakeUpstreamWorker(t, 2, sleepingChild, chat, func(c *WorkerConfig) {
 		c.Timeouts.IdleStream = 300 * time.Millisecond
 	})
 	sup := &Supervisor{workers: []*Worker{w}, byName: map[string]*Worker{w.Name(): w}}
@@ -370,13 +370,13 @@ func TestChatProxyForwarding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recv(t, stuck, "the stalled stream's first token")
+		recvWithin(t, stuck, "the stalled stream's first token")
 		st := waitTerminal(t, w, id, jobTimeout)
 		if st.State != RequestFailed || st.FailReason != FailStallTimeout || !strings.Contains(st.FailDetail, "other streams") {
 			t.Fatalf("job stalled beside a proxied stream: %+v", st)
 		}
 		close(release["flow"])
-		if !recv(t, flowed, "the proxied stream's end") {
+		if !recvWithin(t, flowed, "the proxied stream's end") {
 			t.Fatal("proxied stream ended without [DONE]")
 		}
 		if _, err := w.Result(id); err != nil {
