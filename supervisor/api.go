@@ -24,7 +24,8 @@
 // Time to first token may be many minutes for a long prompt, so a request is
 // judged stalled only when no response bytes arrive AND the child's CPU time
 // (from /proc/<pid>/stat) stops advancing; a long prefill that burns CPU is
-// never killed.
+// never killed. Once tokens flow, a request is also judged on its own bytes:
+// one that gets none while other streams of its worker do is stalled.
 //
 // Prompting is layered: a BIOS system prompt (a pure function of a
 // BiosContext) comes first, then the caller's system prompt, then the
@@ -99,7 +100,9 @@ const (
 	// FailHeadersTimeout: no response headers in time (restart).
 	FailHeadersTimeout FailReason = "headers_timeout"
 	// FailStallTimeout: neither response bytes nor CPU progress within
-	// PrefillLiveness or IdleStream (restart).
+	// PrefillLiveness or IdleStream (restart); or, once tokens flow, no
+	// bytes for IdleStream while other streams of the worker got some
+	// (that request only).
 	FailStallTimeout FailReason = "stall_timeout"
 	// FailToolParse: the model's tool call could not be parsed strictly.
 	FailToolParse FailReason = "tool_parse_error"

@@ -19,11 +19,12 @@ const (
 	// OpenAI tool_calls deltas from the stream.
 	ToolFormatNative ToolFormat = "native"
 	// ToolFormatJSON announces a strict JSON convention in the BIOS, for
-	// servers without native tool calls: a reply whose first non-space
-	// character is '{' must be exactly
+	// servers without native tool calls: a reply that is a JSON object
+	// whose "tool_calls" name a configured tool must be exactly
 	//	{"tool_calls":[{"name":"...","arguments":{...}}],"content":"..."}
 	// ("content" optional) and tool results come back as a user message
 	//	{"tool_results":[{"name":"...","result":...}]}
+	// Any other reply, JSON answers included, is the model's answer.
 	ToolFormatJSON ToolFormat = "json"
 )
 
@@ -78,7 +79,7 @@ func BIOS(c BiosContext) string {
 	if c.ToolFormat == ToolFormatJSON && len(c.NormalTools)+len(c.ExitTools) > 0 {
 		b.WriteString("\nTo call tools or signals, reply with only this JSON object and nothing else:\n" +
 			`{"tool_calls":[{"name":"<name>","arguments":{...}}],"content":"<optional text>"}` + "\n" +
-			"A reply that starts with '{' is read as this object. " +
+			"Any other reply, JSON or not, is your answer. " +
 			"Tool results come back as a user message " + `{"tool_results":[{"name":"<name>","result":...}]}.` + "\n")
 	}
 	return b.String()

@@ -416,10 +416,11 @@ func TestE2EToolFailures(t *testing.T) {
 	if _, res := finish(t, w, id); res.FailReason != FailToolExecution || !strings.Contains(res.FailDetail, "dictionary offline") || res.FinishReason != FinishFailed {
 		t.Fatalf("runner error: %+v", res)
 	}
-	// A call of a tool that does not exist is real model output that the
-	// strict parser refuses.
+	// A call of a tool that does not exist, next to one that does, is real
+	// model output that the strict parser refuses. (A reply calling only
+	// unknown tools is content: see TestE2EJSONAnswerIsContent.)
 	bad := schemaParams(`{"type":"object","properties":{"tool_calls":{"type":"array","prefixItems":[` +
-		callSchema("format_disk", lookupArgs) + `]}},"required":["tool_calls"]}`)
+		callSchema("lookup", lookupArgs) + `,` + callSchema("format_disk", lookupArgs) + `],"minItems":2}},"required":["tool_calls"]}`)
 	id, err = w.Submit(Job{UserPrompt: "What is a cat?", Params: bad})
 	if err != nil {
 		t.Fatal(err)
@@ -551,5 +552,54 @@ func TestE2EKillNineIsServerDied(t *testing.T) {
 		`corral_supervisor_jobs_finished_total{worker="tiny",state="completed"}`:      1,
 		`corral_supervisor_jobs_submitted_total{worker="tiny"}`:                       2,
 		`corral_supervisor_workers{state="ready"}`:                                    1,
+	})
+}
+
+// jsonAnswerParams asks for a JSON answer that is no tool call.
+var jsonAnswerParams = schemaParams(`{"type":"object","properties":{"answer":{"type":"string","minLength":1,"maxLength":12}},"required":["answer"]}`)
+
+// TestE2EJSONAnswerIsContent runs tool_format json with response_format
+// JSON answers: only a reply that calls a configured tool is a tool call;
+// every other JSON object is the answer, whether tools are configured or
+// not.
+func TestE2EJSONAnswerIsContent(t *testing.T) {
+	// answer submits a job and checks that it completed with a JSON object
+	// as its text, holding key.
+	answer := func(t *testing.T, w *Worker, params map[string]any, key string) {
+		t.Helper()
+		id, err := w.Submit(Job{UserPrompt: "What is a cat?", Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, res := finish(t, w, id)
+		if res.State != RequestCompleted || res.FailReason != "" || res.FinishReason != FinishStop || len(res.Signals) != 0 || st.ToolItersLeft != 8 {
+			t.Fatalf("status %+v result %+v", st, res)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(res.Text), &obj); err != nil || obj[key] == nil {
+			t.Fatalf("text %q is not the JSON answer with %q: %v", res.Text, key, err)
+		}
+	}
+	// A call in the convention's shape, of a tool no worker here has.
+	unknownCall := schemaParams(`{"type":"object","properties":{"tool_calls":{"type":"array","prefixItems":[` +
+		callSchema("format_disk", lookupArgs) + `],"minItems":1}},"required":["tool_calls"]}`)
+
+	t.Run("no tools configured", func(t *testing.T) {
+		w := tinyWorker(t, 1, nil, nil)
+		answer(t, w, jsonAnswerParams, "answer")
+		// Even the convention's shape naming a tool is content when no
+		// tool is configured.
+		answer(t, w, toolParams, "tool_calls")
+	})
+	t.Run("tools configured, none named", func(t *testing.T) {
+		runner := ToolRunnerFunc(func(_ context.Context, c ToolInvocation) (any, error) {
+			t.Errorf("tool %q ran for a JSON answer", c.Name)
+			return nil, errors.New("unexpected call")
+		})
+		w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
+			c.NormalTools, c.ExitTools, c.ToolRunner = []ToolDef{lookupTool}, []ToolDef{reportTool}, runner
+		})
+		answer(t, w, jsonAnswerParams, "answer")
+		answer(t, w, unknownCall, "tool_calls")
 	})
 }

@@ -192,7 +192,7 @@ func (w *Worker) check(p *process) (verdict, bool) {
 		if r.state.Terminal() {
 			continue
 		}
-		v, ok := w.cfg.Timeouts.judge(now, r.started, r.tl, w.liveness)
+		v, ok := w.cfg.Timeouts.judge(now, r.started, r.tl, w.liveness, w.streamByte)
 		if !ok {
 			continue
 		}

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -220,7 +219,8 @@ func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
 
 // handleChat proxies a chat completion to a worker of the requested model
 // that is READY and has a free slot. The slot is held until the response
-// has been copied; a restart of the worker cuts the response off.
+// has been copied; a restart of the worker cuts the response off. The
+// forwarding itself is proxyChat's (httputil.ReverseProxy).
 func (s *Supervisor) handleChat(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
@@ -256,40 +256,6 @@ func (s *Supervisor) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sl.release()
-	up, err := http.NewRequestWithContext(sl.ctx, http.MethodPost, wk.baseURL+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		openAIError(w, http.StatusInternalServerError, "server_error", "internal_error", err.Error())
-		return
-	}
-	up.Header.Set("Content-Type", "application/json")
-	if a := r.Header.Get("Accept"); a != "" {
-		up.Header.Set("Accept", a)
-	}
-	resp, err := wk.client.Do(up)
-	if err != nil {
-		openAIError(w, http.StatusBadGateway, "server_error", "upstream_unreachable", "worker "+wk.Name()+": "+err.Error())
-		return
-	}
-	defer resp.Body.Close()
 	w.Header().Set("X-Corral-Worker", wk.Name())
-	for _, k := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
-		if v := resp.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return // the client went away; release cancels upstream
-			}
-			_ = rc.Flush() // every ResponseWriter of net/http can flush
-		}
-		if err != nil {
-			return
-		}
-	}
+	wk.proxyChat(w, r.WithContext(sl.ctx), body)
 }

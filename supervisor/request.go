@@ -128,7 +128,10 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 	}
 
 	sr := wire.NewReader(stampReader{resp.Body, func() {
-		w.touch(r, func(t *timeline, now time.Time) { t.lastByte = now })
+		w.touch(r, func(t *timeline, now time.Time) {
+			t.lastByte = now
+			w.streamByte = now // under w.mu, like t
+		})
 	}})
 	sr.MaxLine = maxEventBytes
 	loop := lineLoopDetector{guard: w.cfg.RepeatedLine}

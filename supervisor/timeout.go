@@ -16,13 +16,17 @@ type TimeoutProfile struct {
 	// later: servers that hold headers until the first token are not
 	// killed while they visibly work.
 	Headers time.Duration `yaml:"headers"`
-	// TTFT bounds the time from dispatch to the first token. Usually 0.
+	// TTFT bounds the time from dispatch to the first token of each turn,
+	// whether or not headers have arrived; the request fails (the child is
+	// not restarted). Usually 0.
 	TTFT time.Duration `yaml:"ttft"`
 	// PrefillLiveness is how long the child may show no progress at all
 	// (no response bytes and no CPU time) before the first token.
 	PrefillLiveness time.Duration `yaml:"prefill_liveness"`
 	// IdleStream is how long the child may show no progress once tokens
-	// flow.
+	// flow. A stream that gets no bytes for IdleStream while other streams
+	// of the worker do is stalled even if the child's CPU advances; only
+	// that request fails.
 	IdleStream time.Duration `yaml:"idle_stream"`
 	// Absolute bounds a whole request, tool rounds included. Usually 0.
 	Absolute time.Duration `yaml:"absolute"`
@@ -73,21 +77,37 @@ type verdict struct {
 
 // judge decides whether a request has timed out at now. start is when the
 // request was first dispatched (for Absolute); liveness is the last time the
-// child's CPU time was seen advancing (zero if never). It is a pure function
-// of its arguments.
-func (p TimeoutProfile) judge(now, start time.Time, t timeline, liveness time.Time) (verdict, bool) {
+// child's CPU time was seen advancing (zero if never); others is the last
+// time any stream of the worker received response bytes (zero if never),
+// this request's own included. It is a pure function of its arguments.
+//
+// Before the first token a request is judged by the child as a whole (CPU
+// time), since prefill sends nothing; once tokens flow it is also judged on
+// its own bytes: a stream that got nothing for IdleStream while other
+// streams of the same child did get bytes is stuck, however busy the child
+// is (on a multi-slot server the CPU time of the other slots would hide it
+// forever). Only that request fails: the child demonstrably serves.
+func (p TimeoutProfile) judge(now, start time.Time, t timeline, liveness, others time.Time) (verdict, bool) {
 	over := func(limit time.Duration, since time.Time) bool {
 		return limit > 0 && !since.IsZero() && now.Sub(since) >= limit
 	}
-	switch {
-	case over(p.Absolute, start):
+	if over(p.Absolute, start) {
 		return verdict{FailAbsoluteTimeout, fmt.Sprintf("request ran %s (absolute timeout %s)", now.Sub(start).Round(time.Millisecond), p.Absolute), false}, true
-	case t.dispatched.IsZero():
+	}
+	if t.dispatched.IsZero() {
 		return verdict{}, false // between turns: a tool is running
+	}
+	if t.connected.IsZero() && over(p.Connect, t.dispatched) {
+		return verdict{FailConnectFailed, fmt.Sprintf("no connection within %s", p.Connect), true}, true
+	}
+	// TTFT counts from dispatch whatever the phase: servers that send
+	// headers with the first token (corral, llama-server) are still
+	// waiting for headers when it runs out.
+	if t.firstToken.IsZero() && over(p.TTFT, t.dispatched) {
+		return verdict{FailTTFTTimeout, fmt.Sprintf("no token within %s of dispatch", p.TTFT), false}, true
+	}
+	switch {
 	case t.connected.IsZero():
-		if over(p.Connect, t.dispatched) {
-			return verdict{FailConnectFailed, fmt.Sprintf("no connection within %s", p.Connect), true}, true
-		}
 	case t.headers.IsZero():
 		// Servers that hold headers until the first token (corral,
 		// llama-server) prefill here: a child whose CPU stopped is stalled.
@@ -98,14 +118,15 @@ func (p TimeoutProfile) judge(now, start time.Time, t timeline, liveness time.Ti
 			return verdict{FailHeadersTimeout, fmt.Sprintf("no response headers and no CPU progress for %s", p.Headers), true}, true
 		}
 	case t.firstToken.IsZero():
-		if over(p.TTFT, t.dispatched) {
-			return verdict{FailTTFTTimeout, fmt.Sprintf("no token within %s", p.TTFT), false}, true
-		}
 		if over(p.PrefillLiveness, latest(t.headers, t.lastByte, liveness)) {
 			return verdict{FailStallTimeout, fmt.Sprintf("prefill: no response bytes and no CPU progress for %s", p.PrefillLiveness), true}, true
 		}
 	default:
-		if over(p.IdleStream, latest(t.firstToken, t.lastByte, liveness)) {
+		own := latest(t.firstToken, t.lastByte)
+		if over(p.IdleStream, own) && others.After(own) {
+			return verdict{FailStallTimeout, fmt.Sprintf("stream: no response bytes for %s while other streams of the worker received bytes", p.IdleStream), false}, true
+		}
+		if over(p.IdleStream, latest(own, liveness)) {
 			return verdict{FailStallTimeout, fmt.Sprintf("stream: no response bytes and no CPU progress for %s", p.IdleStream), true}, true
 		}
 	}

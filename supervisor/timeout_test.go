@@ -19,34 +19,54 @@ func TestJudge(t *testing.T) {
 		now      int
 		tl       timeline
 		liveness time.Time
+		others   time.Time  // last byte of any stream of the worker
 		want     FailReason // "" = no timeout
 		restart  bool
 	}{
-		{"connecting, in time", p, 4, timeline{dispatched: t0}, never, "", false},
-		{"connect timeout", p, 5, timeline{dispatched: t0}, never, FailConnectFailed, true},
-		{"waiting for headers", p, 29, timeline{dispatched: t0, connected: t0}, never, "", false},
-		{"headers timeout", p, 31, timeline{dispatched: t0, connected: at(1)}, never, FailHeadersTimeout, true},
-		{"headers extended by CPU progress", p, 100, timeline{dispatched: t0, connected: t0}, at(90), "", false},
-		{"headers timeout after CPU stopped", p, 130, timeline{dispatched: t0, connected: t0}, at(90), FailHeadersTimeout, true},
+		{"connecting, in time", p, 4, timeline{dispatched: t0}, never, never, "", false},
+		{"connect timeout", p, 5, timeline{dispatched: t0}, never, never, FailConnectFailed, true},
+		{"waiting for headers", p, 29, timeline{dispatched: t0, connected: t0}, never, never, "", false},
+		{"headers timeout", p, 31, timeline{dispatched: t0, connected: at(1)}, never, never, FailHeadersTimeout, true},
+		{"headers extended by CPU progress", p, 100, timeline{dispatched: t0, connected: t0}, at(90), never, "", false},
+		{"headers timeout after CPU stopped", p, 130, timeline{dispatched: t0, connected: t0}, at(90), never, FailHeadersTimeout, true},
 		// A ten-minute prefill with CPU advancing every probe: no timeout,
 		// although it is far longer than every limit in the profile.
-		{"long prefill burning CPU", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1)}, at(599), "", false},
-		{"prefill stalled", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1)}, at(540), FailStallTimeout, true},
-		{"prefill stalled, CPU never seen", p, 61, timeline{dispatched: t0, connected: t0, headers: at(1)}, never, FailStallTimeout, true},
-		{"prefill keepalive bytes", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1), lastByte: at(590)}, never, "", false},
-		{"streaming", p, 100, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, never, "", false},
-		{"idle stream", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, never, FailStallTimeout, true},
-		{"idle stream but CPU advancing", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, at(110), "", false},
-		{"between turns (tool running)", p, 1000, timeline{}, never, "", false},
-		{"ttft", TimeoutProfile{TTFT: 10 * time.Second}, 10, timeline{dispatched: t0, connected: t0, headers: t0}, at(10), FailTTFTTimeout, false},
-		{"ttft met", TimeoutProfile{TTFT: 10 * time.Second}, 30, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(9)}, never, "", false},
-		{"absolute", TimeoutProfile{Absolute: time.Minute, IdleStream: time.Hour}, 60, timeline{dispatched: at(50), connected: at(50), headers: at(50), firstToken: at(51), lastByte: at(59)}, never, FailAbsoluteTimeout, false},
-		{"absolute applies during a tool round", TimeoutProfile{Absolute: time.Minute}, 61, timeline{}, never, FailAbsoluteTimeout, false},
-		{"all disabled", TimeoutProfile{}, 1 << 20, timeline{dispatched: t0}, never, "", false},
+		{"long prefill burning CPU", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1)}, at(599), never, "", false},
+		{"prefill stalled", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1)}, at(540), never, FailStallTimeout, true},
+		{"prefill stalled, CPU never seen", p, 61, timeline{dispatched: t0, connected: t0, headers: at(1)}, never, never, FailStallTimeout, true},
+		{"prefill keepalive bytes", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1), lastByte: at(590)}, never, never, "", false},
+		{"streaming", p, 100, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, never, never, "", false},
+		{"idle stream", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, never, never, FailStallTimeout, true},
+		{"idle stream but CPU advancing", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, at(110), never, "", false},
+		// Judged on its own bytes: other streams of the child got bytes
+		// while this one got none for IdleStream, so it is stuck although
+		// the CPU advances. Only the request fails.
+		{"one stream stuck while others flow", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, at(110), at(110), FailStallTimeout, false},
+		{"one stream stuck, others flowed once since", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, never, at(91), FailStallTimeout, false},
+		{"others flow, own bytes recent", p, 109, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, at(108), at(108), "", false},
+		{"all streams quiet, CPU advancing", p, 111, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50), lastByte: at(90)}, at(110), at(90), "", false},
+		{"stuck right after the first token", p, 71, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(50)}, at(70), at(70), FailStallTimeout, false},
+		// A prefill sends nothing while the other slots decode: the
+		// per-stream rule waits for the first token.
+		{"prefill while others flow", p, 600, timeline{dispatched: t0, connected: t0, headers: at(1)}, at(599), at(599), "", false},
+		{"prefill awaiting headers while others flow", p, 600, timeline{dispatched: t0, connected: t0}, at(599), at(599), "", false},
+		{"between turns (tool running)", p, 1000, timeline{}, never, never, "", false},
+		// TTFT counts from dispatch in every phase: before the
+		// connection, before the headers (servers that send them with the
+		// first token), after them.
+		{"ttft before the connection", TimeoutProfile{TTFT: 10 * time.Second}, 10, timeline{dispatched: t0}, never, never, FailTTFTTimeout, false},
+		{"connect timeout before ttft", TimeoutProfile{Connect: 5 * time.Second, TTFT: 5 * time.Second}, 5, timeline{dispatched: t0}, never, never, FailConnectFailed, true},
+		{"ttft awaiting headers", TimeoutProfile{TTFT: 10 * time.Second, Headers: time.Hour}, 10, timeline{dispatched: t0, connected: t0}, at(9), never, FailTTFTTimeout, false},
+		{"ttft awaiting headers, in time", TimeoutProfile{TTFT: 10 * time.Second}, 9, timeline{dispatched: t0, connected: t0}, never, never, "", false},
+		{"ttft", TimeoutProfile{TTFT: 10 * time.Second}, 10, timeline{dispatched: t0, connected: t0, headers: t0}, at(10), never, FailTTFTTimeout, false},
+		{"ttft met", TimeoutProfile{TTFT: 10 * time.Second}, 30, timeline{dispatched: t0, connected: t0, headers: t0, firstToken: at(9)}, never, never, "", false},
+		{"absolute", TimeoutProfile{Absolute: time.Minute, IdleStream: time.Hour}, 60, timeline{dispatched: at(50), connected: at(50), headers: at(50), firstToken: at(51), lastByte: at(59)}, never, never, FailAbsoluteTimeout, false},
+		{"absolute applies during a tool round", TimeoutProfile{Absolute: time.Minute}, 61, timeline{}, never, never, FailAbsoluteTimeout, false},
+		{"all disabled", TimeoutProfile{}, 1 << 20, timeline{dispatched: t0}, never, never, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, ok := tt.p.judge(at(tt.now), t0, tt.tl, tt.liveness)
+			v, ok := tt.p.judge(at(tt.now), t0, tt.tl, tt.liveness, tt.others)
 			if ok != (tt.want != "") || v.reason != tt.want || v.restart != tt.restart {
 				t.Fatalf("judge = %+v, %v; want reason %q restart %v", v, ok, tt.want, tt.restart)
 			}

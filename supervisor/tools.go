@@ -42,13 +42,18 @@ type jsonEnvelope struct {
 	Content *string `json:"content"`
 }
 
-// parseJSONToolReply applies the ToolFormatJSON convention to a reply. A
-// reply not starting with '{' is plain text (isTools false). Otherwise it
-// must be exactly one envelope: known keys only, a non-empty tool_calls list
-// of known names with object arguments, nothing after it.
+// parseJSONToolReply applies the ToolFormatJSON convention to a reply. Only
+// a reply that is a JSON object whose "tool_calls" list names a known tool
+// (see namesKnownTool) is a tool-call reply; anything else is content
+// (isTools false) and comes back unchanged: plain text, a JSON answer (a
+// response_format object, an object without "tool_calls", one whose calls
+// name no configured tool), text that is not JSON at all. A tool-call reply
+// must then be exactly one envelope: known keys only, a list of calls of
+// known names with object arguments, nothing after it; otherwise err says
+// why (a tool_parse_error).
 func parseJSONToolReply(reply string, known func(name string) bool) (calls []call, content string, isTools bool, err error) {
 	trimmed := strings.TrimSpace(reply)
-	if !strings.HasPrefix(trimmed, "{") {
+	if !namesKnownTool(trimmed, known) {
 		return nil, reply, false, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(trimmed))
@@ -59,9 +64,6 @@ func parseJSONToolReply(reply string, known func(name string) bool) (calls []cal
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, "", true, errors.New("decode tool-call object: data after the object")
-	}
-	if len(env.ToolCalls) == 0 {
-		return nil, "", true, errors.New(`decode tool-call object: "tool_calls" is missing or empty`)
 	}
 	for i, tc := range env.ToolCalls {
 		c, err := decodeCall("call_"+strconv.Itoa(i+1), tc.Name, string(tc.Arguments), known)
@@ -74,6 +76,31 @@ func parseJSONToolReply(reply string, known func(name string) bool) (calls []cal
 		content = *env.Content
 	}
 	return calls, content, true, nil
+}
+
+// namesKnownTool reports whether reply starts with a JSON object (anything
+// may follow it) that has a "tool_calls" list in which at least one entry
+// is an object whose "name" is a known tool. It is deliberately lenient
+// about everything else, which the strict parse then checks.
+func namesKnownTool(reply string, known func(string) bool) bool {
+	if !strings.HasPrefix(reply, "{") {
+		return false
+	}
+	var probe struct {
+		ToolCalls []json.RawMessage `json:"tool_calls"`
+	}
+	if json.NewDecoder(strings.NewReader(reply)).Decode(&probe) != nil {
+		return false
+	}
+	for _, raw := range probe.ToolCalls {
+		var c struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(raw, &c) == nil && known(c.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeCall checks a tool call's name and decodes its arguments, which must

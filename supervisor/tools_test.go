@@ -33,27 +33,50 @@ func TestParseJSONToolReply(t *testing.T) {
 		t.Fatalf("calls = %+v content = %q, want %+v and hi", calls, content, want)
 	}
 
-	if calls, content, isTools, err := parseJSONToolReply("Plain answer {not json}", known); isTools || err != nil || calls != nil || content != "Plain answer {not json}" {
-		t.Fatalf("plain text: %v %q %v %v", calls, content, isTools, err)
+	// Everything that does not name a configured tool is content, returned
+	// as it came: text, JSON answers, objects in the convention's shape
+	// that call no configured tool, broken JSON.
+	contents := map[string]string{
+		"plain text":            "Plain answer {not json}",
+		"json answer":           ` {"answer":"a cat","confidence":3}` + "\n",
+		"json array":            `[{"name":"lookup","arguments":{}}]`,
+		"not json":              `{tool_calls: []}`,
+		"truncated":             `{"tool_calls":[{"name":"lookup","arguments":{"q":"c`,
+		"no tool_calls":         `{"content":"x"}`,
+		"empty tool_calls":      `{"tool_calls":[]}`,
+		"tool_calls not a list": `{"tool_calls":"lookup"}`,
+		"unknown tool":          `{"tool_calls":[{"name":"rm_rf","arguments":{}}]}`,
+		"no name":               `{"tool_calls":[{"arguments":{}}]}`,
+		"name not a string":     `{"tool_calls":[{"name":["lookup"],"arguments":{}}]}`,
+	}
+	for name, reply := range contents {
+		t.Run("content/"+name, func(t *testing.T) {
+			calls, content, isTools, err := parseJSONToolReply(reply, known)
+			if isTools || err != nil || calls != nil || content != reply {
+				t.Fatalf("calls=%v content=%q isTools=%v err=%v, want the reply as content", calls, content, isTools, err)
+			}
+		})
+	}
+	// No tools configured: nothing is a call.
+	if _, content, isTools, err := parseJSONToolReply(`{"tool_calls":[{"name":"lookup","arguments":{}}]}`, knownTools()); isTools || err != nil || content == "" {
+		t.Fatalf("no tools configured: content=%q isTools=%v err=%v", content, isTools, err)
 	}
 
+	// A reply that names a configured tool is held to the convention.
 	bad := map[string]string{
-		"not json":          `{tool_calls: []}`,
-		"truncated":         `{"tool_calls":[{"name":"lookup","arguments":{"q":"c`,
-		"unknown key":       `{"tool_calls":[{"name":"lookup","arguments":{}}],"extra":1}`,
-		"unknown call key":  `{"tool_calls":[{"name":"lookup","arguments":{},"id":"x"}]}`,
-		"trailing data":     `{"tool_calls":[{"name":"lookup","arguments":{}}]} and more`,
-		"two objects":       `{"tool_calls":[{"name":"lookup","arguments":{}}]}{}`,
-		"no tool_calls":     `{"content":"x"}`,
-		"empty tool_calls":  `{"tool_calls":[]}`,
-		"unknown tool":      `{"tool_calls":[{"name":"rm_rf","arguments":{}}]}`,
-		"no name":           `{"tool_calls":[{"arguments":{}}]}`,
-		"array arguments":   `{"tool_calls":[{"name":"lookup","arguments":[1]}]}`,
-		"string arguments":  `{"tool_calls":[{"name":"lookup","arguments":"{}"}]}`,
-		"missing arguments": `{"tool_calls":[{"name":"lookup"}]}`,
+		"unknown key":          `{"tool_calls":[{"name":"lookup","arguments":{}}],"extra":1}`,
+		"unknown call key":     `{"tool_calls":[{"name":"lookup","arguments":{},"id":"x"}]}`,
+		"trailing data":        `{"tool_calls":[{"name":"lookup","arguments":{}}]} and more`,
+		"two objects":          `{"tool_calls":[{"name":"lookup","arguments":{}}]}{}`,
+		"content not a string": `{"tool_calls":[{"name":"lookup","arguments":{}}],"content":5}`,
+		"unknown tool too":     `{"tool_calls":[{"name":"lookup","arguments":{}},{"name":"rm_rf","arguments":{}}]}`,
+		"no name too":          `{"tool_calls":[{"name":"lookup","arguments":{}},{"arguments":{}}]}`,
+		"array arguments":      `{"tool_calls":[{"name":"lookup","arguments":[1]}]}`,
+		"string arguments":     `{"tool_calls":[{"name":"lookup","arguments":"{}"}]}`,
+		"missing arguments":    `{"tool_calls":[{"name":"lookup"}]}`,
 	}
 	for name, reply := range bad {
-		t.Run(name, func(t *testing.T) {
+		t.Run("bad/"+name, func(t *testing.T) {
 			_, _, isTools, err := parseJSONToolReply(reply, known)
 			if !isTools || err == nil {
 				t.Fatalf("isTools=%v err=%v, want a parse error", isTools, err)

@@ -145,6 +145,7 @@ type Worker struct {
 	liveness     time.Time // last time the child's CPU time advanced
 	procStarted  time.Time // when the current child started, for StartupTimeout
 	results      resultBook
+	streamByte   time.Time // last response byte of any stream (jobs and proxied chats)
 	cpuTicks     uint64
 	reqWG        sync.WaitGroup
 }
