@@ -83,7 +83,7 @@ func TestChildLogFileRotation(t *testing.T) {
 func TestChildLogStderr(t *testing.T) {
 	w := shellWorker(t, `echo hello; echo oops >&2; exit 3`, func(c *WorkerConfig) { c.Timeouts.MaxRestartsPerWindow = 1 })
 	var out lockedBuffer
-	w.logs.proc.sink.out = &out
+	w.procOpts.SetStderr(&out)
 	stopWorker(t, w)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/corral-llm/corral/supervisor/process"
 )
 
 // This file is the supervision loop: readiness probes, CPU liveness,
@@ -13,14 +15,14 @@ import (
 
 // probeResult is the outcome of one readiness probe of proc.
 type probeResult struct {
-	proc *process
+	proc *process.Process
 	err  error
 }
 
 // supervise is the worker's supervision loop. It alone starts, stops and
 // restarts children after Start. While the worker is FAILED (p is nil) it
 // waits for a manual restart or Stop.
-func (w *Worker) supervise(ctx context.Context, p *process) {
+func (w *Worker) supervise(ctx context.Context, p *process.Process) {
 	defer close(w.loopDone)
 	tick := time.NewTicker(w.cfg.Timeouts.ProbeInterval)
 	defer tick.Stop()
@@ -47,8 +49,8 @@ func (w *Worker) supervise(ctx context.Context, p *process) {
 			w.failAll(FailWorkerStopped, "worker stopped")
 			w.halt(p)
 			p = nil
-		case <-p.done:
-			p = w.restart(ctx, p, FailServerDied, p.exitDetail())
+		case <-p.Done():
+			p = w.restart(ctx, p, FailServerDied, p.ExitDetail())
 		case k := <-w.kick:
 			if k.proc == p || k.reason == FailManual {
 				p = w.restart(ctx, p, k.reason, k.detail)
@@ -68,7 +70,7 @@ func (w *Worker) supervise(ctx context.Context, p *process) {
 				p = w.restart(ctx, p, v.reason, v.detail)
 			} else if !probing && w.wantProbe() {
 				probing = true
-				go func(p *process) {
+				go func(p *process.Process) {
 					pctx, cancel := context.WithTimeout(ctx, w.probeTimeout())
 					defer cancel()
 					probes <- probeResult{p, probeReady(pctx, w.probes, w.baseURL, w.cfg.Readiness)}
@@ -89,18 +91,18 @@ func (w *Worker) supervise(ctx context.Context, p *process) {
 
 // launch starts a child. A remote worker has no child: its stand-in never
 // exits and has no pid, and halt leaves it alone.
-func (w *Worker) launch() (*process, error) {
+func (w *Worker) launch() (*process.Process, error) {
 	if w.remote {
-		return &process{done: make(chan struct{})}, nil
+		return process.Placeholder(), nil
 	}
-	return startProcess(w.argv, w.env, w.logs)
+	return process.Start(w.argv, w.env, w.logs, w.procOpts)
 }
 
 // halt stops the child's process group; it does nothing for a remote
 // worker or a nil p.
-func (w *Worker) halt(p *process) {
+func (w *Worker) halt(p *process.Process) {
 	if p != nil && !w.remote {
-		p.stop(w.cfg.StopTimeout)
+		p.Stop(w.cfg.StopTimeout)
 	}
 }
 
@@ -166,7 +168,7 @@ func (w *Worker) probed(err error) (verdict, bool) {
 	switch {
 	case err == nil && w.state == WorkerRunning:
 		w.state, w.lastReadyAt = WorkerReady, time.Now()
-		w.log.Info("worker ready", "pid", w.proc.pid)
+		w.log.Info("worker ready", "pid", w.proc.PID())
 	case err != nil && w.state == WorkerReady && w.slotsUsed == 0:
 		return verdict{reason: FailProbe, detail: err.Error(), restart: true}, true
 	}
@@ -176,10 +178,10 @@ func (w *Worker) probed(err error) (verdict, bool) {
 // check samples the child's CPU time and judges every request in flight.
 // Requests past a request-level timeout fail here; a verdict is returned
 // when the child must be restarted.
-func (w *Worker) check(p *process) (verdict, bool) {
+func (w *Worker) check(p *process.Process) (verdict, bool) {
 	var ticks uint64
 	if !w.remote { // a remote server's CPU time is not ours to see
-		ticks, _ = groupCPU(p.pid)
+		ticks, _ = process.GroupCPU(p.PID())
 	}
 	now := time.Now()
 	w.mu.Lock()
@@ -208,7 +210,7 @@ func (w *Worker) check(p *process) (verdict, bool) {
 // stop the child's process group, wait the backoff and start a new child.
 // It returns the new child, or nil when the crash-loop limit made the
 // worker FAILED or ctx ended.
-func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, detail string) *process {
+func (w *Worker) restart(ctx context.Context, p *process.Process, reason FailReason, detail string) *process.Process {
 	for {
 		now := time.Now()
 		w.mu.Lock()
@@ -255,7 +257,7 @@ func (w *Worker) restart(ctx context.Context, p *process, reason FailReason, det
 			w.mu.Lock()
 			w.proc, w.cpuTicks, w.procStarted = np, 0, time.Now()
 			w.mu.Unlock()
-			w.log.Info("worker restarted", "pid", np.pid)
+			w.log.Info("worker restarted", "pid", np.PID())
 			return np
 		}
 		p, reason, detail = nil, FailServerDied, err.Error()

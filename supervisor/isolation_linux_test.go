@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/supervisor/process"
 )
 
 // namespacesHere reports whether this kernel gives children a PID
@@ -33,7 +34,7 @@ func namespacesHere(t *testing.T) bool {
 	defer stopNow(t, w)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.proc.isol != isolNone
+	return w.proc.Isolation() != process.IsolNone
 }
 
 // stopNow stops w and fails t on error.
@@ -54,8 +55,8 @@ func gone(pid int) bool {
 
 func TestChildPIDNamespace(t *testing.T) {
 	ns := namespacesHere(t)
-	t.Logf("pid namespaces here: %v (%v)", ns, isolationError())
-	for _, mode := range []string{pidNamespaceAuto, pidNamespaceOff} {
+	t.Logf("pid namespaces here: %v (%v)", ns, process.IsolationError())
+	for _, mode := range []string{process.PIDNamespaceAuto, process.PIDNamespaceOff} {
 		t.Run(mode, func(t *testing.T) {
 			w := shellWorker(t, `echo "pid=$$"; exec sleep 1000`, func(c *WorkerConfig) { c.PIDNamespace = mode })
 			if err := w.Start(); err != nil {
@@ -67,7 +68,7 @@ func TestChildPIDNamespace(t *testing.T) {
 				lines = w.DebugInfo().RecentLogs
 				return len(lines) > 0
 			})
-			first := mode == pidNamespaceAuto && ns
+			first := mode == process.PIDNamespaceAuto && ns
 			if got := slices.Contains(lines, "stdout: pid=1"); got != first {
 				t.Fatalf("mode %s: child saw itself as pid 1: %v, want %v (lines %q)", mode, got, first, lines)
 			}
@@ -80,7 +81,7 @@ func TestChildPIDNamespace(t *testing.T) {
 // it is reparented to the supervisor (a subreaper), killed with the group
 // on restart and reaped: its pid disappears entirely.
 func TestForkingChildCrashLeavesNoOrphans(t *testing.T) {
-	for _, mode := range []string{pidNamespaceAuto, pidNamespaceOff} {
+	for _, mode := range []string{process.PIDNamespaceAuto, process.PIDNamespaceOff} {
 		t.Run(mode, func(t *testing.T) {
 			w := shellWorker(t, `sleep 1000 & echo forked; wait`, func(c *WorkerConfig) { c.PIDNamespace = mode })
 			if err := w.Start(); err != nil {
@@ -140,10 +141,10 @@ workers:
 // off) the grandchild survives, and the next start reports it by pid.
 func TestSupervisorKillNine(t *testing.T) {
 	ns := namespacesHere(t)
-	for _, mode := range []string{pidNamespaceAuto, pidNamespaceOff} {
+	for _, mode := range []string{process.PIDNamespaceAuto, process.PIDNamespaceOff} {
 		t.Run(mode, func(t *testing.T) {
-			if mode == pidNamespaceAuto && !ns {
-				t.Skipf("no pid namespaces here: %v", isolationError())
+			if mode == process.PIDNamespaceAuto && !ns {
+				t.Skipf("no pid namespaces here: %v", process.IsolationError())
 			}
 			dir := t.TempDir()
 			port := freePort(t)
@@ -160,19 +161,19 @@ func TestSupervisorKillNine(t *testing.T) {
 					_ = sup.Wait()
 				}
 			}()
-			var serve portHolder
+			var serve process.PortHolder
 			waitFor(t, readyTimeout, "corral serve to listen on the worker's port", func() bool {
-				hs, err := portListeners(port)
+				hs, err := process.PortListeners(port)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(hs) == 1 && strings.Contains(hs[0].cmdline, " serve ") {
+				if len(hs) == 1 && strings.Contains(hs[0].Cmdline, " serve ") {
 					serve = hs[0]
 					return true
 				}
 				return false
 			})
-			p, err := procfs.NewProc(serve.pid)
+			p, err := procfs.NewProc(serve.PID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,9 +182,9 @@ func TestSupervisorKillNine(t *testing.T) {
 				t.Fatal(err)
 			}
 			wrapper := st.PGRP // the sh leader
-			t.Logf("supervisor %d, wrapper %d, corral serve %d (%s)", sup.Process.Pid, wrapper, serve.pid, serve.cmdline)
-			if wrapper == serve.pid || !alive(wrapper) {
-				t.Fatalf("corral serve %d is not a grandchild (group %d)", serve.pid, wrapper)
+			t.Logf("supervisor %d, wrapper %d, corral serve %d (%s)", sup.Process.Pid, wrapper, serve.PID, serve.Cmdline)
+			if wrapper == serve.PID || !alive(wrapper) {
+				t.Fatalf("corral serve %d is not a grandchild (group %d)", serve.PID, wrapper)
 			}
 			if err := sup.Process.Kill(); err != nil {
 				t.Fatal(err)
@@ -192,10 +193,10 @@ func TestSupervisorKillNine(t *testing.T) {
 			_ = sup.Wait() // "signal: killed"
 			waitFor(t, 10*time.Second, "the wrapper to die with the supervisor (Pdeathsig)", func() bool { return !alive(wrapper) })
 
-			if mode == pidNamespaceAuto {
+			if mode == process.PIDNamespaceAuto {
 				waitFor(t, 10*time.Second, "the grandchild to be gone and the port free", func() bool {
-					hs, _ := portListeners(port)
-					return !alive(serve.pid) && len(hs) == 0
+					hs, _ := process.PortListeners(port)
+					return !alive(serve.PID) && len(hs) == 0
 				})
 				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 				if err != nil {
@@ -204,11 +205,11 @@ func TestSupervisorKillNine(t *testing.T) {
 				ln.Close()
 			} else {
 				defer func() {
-					_ = syscall.Kill(serve.pid, syscall.SIGKILL)
-					waitFor(t, 10*time.Second, "the leftover to die", func() bool { return !alive(serve.pid) })
-					_, _ = unix.Wait4(serve.pid, nil, unix.WNOHANG, nil) // ours if we are its subreaper
+					_ = syscall.Kill(serve.PID, syscall.SIGKILL)
+					waitFor(t, 10*time.Second, "the leftover to die", func() bool { return !alive(serve.PID) })
+					_, _ = unix.Wait4(serve.PID, nil, unix.WNOHANG, nil) // ours if we are its subreaper
 				}()
-				if !alive(serve.pid) {
+				if !alive(serve.PID) {
 					t.Fatal("without a pid namespace the grandchild was expected to outlive the supervisor")
 				}
 				if !strings.Contains(stderr.String(), "without a pid namespace") {
@@ -217,16 +218,16 @@ func TestSupervisorKillNine(t *testing.T) {
 				// The next start reports the leftover by pid.
 				var logs lockedBuffer
 				w := shellWorker(t, "exec sleep 1000", func(c *WorkerConfig) {
-					c.Port, c.PIDNamespace = port, pidNamespaceOff
+					c.Port, c.PIDNamespace = port, process.PIDNamespaceOff
 					c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 				})
 				if err := w.Start(); err != nil {
 					t.Fatal(err)
 				}
 				stopNow(t, w)
-				want := fmt.Sprintf("pid=%d", serve.pid)
+				want := fmt.Sprintf("pid=%d", serve.PID)
 				if !strings.Contains(logs.String(), "stale process") || !strings.Contains(logs.String(), want) {
-					t.Errorf("next start did not report stale pid %d:\n%s", serve.pid, logs.String())
+					t.Errorf("next start did not report stale pid %d:\n%s", serve.PID, logs.String())
 				}
 			}
 			// The child's lines went to its log file, prefixed.

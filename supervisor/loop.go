@@ -1,6 +1,10 @@
 package supervisor
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/corral-llm/corral/supervisor/process"
+)
 
 // RepeatedLineGuard configures the repeated-line loop detector: a request is
 // canceled with repeated_line_loop when the same line of at least MinChars
@@ -28,12 +32,12 @@ func (d *lineLoopDetector) Feed(text string) (line string, looping bool) {
 	for {
 		i := strings.IndexByte(text, '\n')
 		if i < 0 {
-			if room := maxLineBytes - d.partial.Len(); room > 0 {
+			if room := process.MaxLineBytes - d.partial.Len(); room > 0 {
 				d.partial.WriteString(text[:min(len(text), room)])
 			}
 			return "", false
 		}
-		if room := maxLineBytes - d.partial.Len(); room > 0 {
+		if room := process.MaxLineBytes - d.partial.Len(); room > 0 {
 			d.partial.WriteString(text[:min(i, room)])
 		}
 		text = text[i+1:]

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/supervisor/process"
 )
 
 func TestLineLoopDetector(t *testing.T) {
@@ -51,10 +53,10 @@ func TestLineLoopDetectorDisabled(t *testing.T) {
 
 func TestLineLoopDetectorBoundsLongLines(t *testing.T) {
 	d := lineLoopDetector{guard: RepeatedLineGuard{MinChars: 1, Repeats: 2}}
-	huge := strings.Repeat("y", 3*maxLineBytes)
+	huge := strings.Repeat("y", 3*process.MaxLineBytes)
 	d.Feed(huge)
-	if d.partial.Len() > maxLineBytes {
-		t.Fatalf("partial line holds %d bytes, bound is %d", d.partial.Len(), maxLineBytes)
+	if d.partial.Len() > process.MaxLineBytes {
+		t.Fatalf("partial line holds %d bytes, bound is %d", d.partial.Len(), process.MaxLineBytes)
 	}
 	if _, ok := d.Feed("\n" + huge + "\n"); !ok {
 		t.Fatal("two equal huge lines did not trip (compared by their bounded prefix)")

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/prometheus/procfs"
 )
 
 // ReadinessProbe is the HTTP check that marks a worker READY: a GET of Path
@@ -44,23 +42,4 @@ func probeReady(ctx context.Context, client *http.Client, baseURL string, p Read
 		return fmt.Errorf("readiness probe: GET %s: body is not JSON", path)
 	}
 	return nil
-}
-
-// groupCPU sums the CPU time of the live (non-zombie) members of process
-// group pgid, so that servers that fork helpers (vLLM's engine core) count
-// as a whole. It reports how many live members it found.
-func groupCPU(pgid int) (ticks uint64, live int) {
-	procs, err := procfs.AllProcs()
-	if err != nil {
-		return 0, 0 // no /proc (not Linux)
-	}
-	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil || st.PGRP != pgid || st.State == "Z" {
-			continue // exited while we looked, another group, or a zombie
-		}
-		ticks += uint64(st.UTime + st.STime)
-		live++
-	}
-	return ticks, live
 }

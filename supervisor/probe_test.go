@@ -9,12 +9,14 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/corral-llm/corral/supervisor/process"
 )
 
 func TestGroupCPUFindsOwnGroup(t *testing.T) {
-	_, live := groupCPU(syscall.Getpgrp())
+	_, live := process.GroupCPU(syscall.Getpgrp())
 	if live < 1 {
-		t.Fatalf("groupCPU found %d live members of our own group", live)
+		t.Fatalf("GroupCPU found %d live members of our own group", live)
 	}
 	if !slices.Contains(liveGroupMembers(syscall.Getpgrp()), os.Getpid()) {
 		t.Fatalf("liveGroupMembers(%d) lacks our own pid %d", syscall.Getpgrp(), os.Getpid())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/supervisor/process"
 )
 
 // maxEventBytes bounds one server-sent event line from the child.
@@ -22,7 +23,7 @@ const maxEventBytes = wire.DefaultMaxLine
 type request struct {
 	id     int64
 	job    Job
-	proc   *process // the child current at submit
+	proc   *process.Process // the child current at submit
 	cancel context.CancelCauseFunc
 
 	state                       RequestState
@@ -235,7 +236,7 @@ func (w *Worker) transportFailure(ctx context.Context, r *request, err error) er
 	defer grace.Stop()
 	select {
 	case <-ctx.Done():
-	case <-r.proc.done:
+	case <-r.proc.Done():
 	case <-grace.C:
 		select {
 		case w.kick <- restartRequest{r.proc, reason, err.Error()}:

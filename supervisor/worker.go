@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corral-llm/corral/supervisor/process"
 )
 
 // WorkerConfig describes one worker. The YAML names are those of
@@ -89,18 +91,23 @@ type WorkerConfig struct {
 	// LogLines is the size of the child's log ring buffer. Default 256.
 	LogLines int `yaml:"log_lines"`
 	// ProcessConfig holds log_file, log_max_bytes, log_files and
-	// pid_namespace (childlog.go).
+	// pid_namespace (package process).
 	ProcessConfig `yaml:",inline"`
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger `yaml:"-"`
 }
+
+// ProcessConfig is how a worker's child is run and where its output goes
+// (log_file, log_max_bytes, log_files, pid_namespace); WorkerConfig
+// inlines it.
+type ProcessConfig = process.Config
 
 // maxRestartRecords bounds WorkerDebugInfo.RecentRestartReasons.
 const maxRestartRecords = 32
 
 // restartRequest asks the supervision loop to restart proc.
 type restartRequest struct {
-	proc   *process
+	proc   *process.Process
 	reason FailReason
 	detail string
 }
@@ -113,14 +120,16 @@ type Worker struct {
 	argv    []string
 	env     []string
 	baseURL string
-	logs    *lineRing
-	client  *http.Client // requests to the child
-	probes  *http.Client // readiness probes
-	log     *slog.Logger
-	kick    chan restartRequest
-	remote  bool
-	apiKey  string           // from APIKeyEnv; never logged
-	now     func() time.Time // the clock of result expiry (tests replace it)
+	logs    *process.Ring
+	// procOpts says how the worker runs its children (package process).
+	procOpts *process.Options
+	client   *http.Client // requests to the child
+	probes   *http.Client // readiness probes
+	log      *slog.Logger
+	kick     chan restartRequest
+	remote   bool
+	apiKey   string           // from APIKeyEnv; never logged
+	now      func() time.Time // the clock of result expiry (tests replace it)
 	// onExpire is told of every result that expired, under mu; the
 	// Supervisor forgets the job. Lock order: Worker.mu, then
 	// Supervisor.mu.
@@ -128,7 +137,7 @@ type Worker struct {
 
 	mu           sync.Mutex
 	state        WorkerState
-	proc         *process
+	proc         *process.Process
 	stopLoop     context.CancelFunc
 	loopDone     chan struct{}
 	nextID       int64
@@ -260,7 +269,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		loc:     loc,
 		argv:    expandArgs(cfg),
 		baseURL: baseURL,
-		logs:    newLineRing(cfg.LogLines),
+		logs:    process.NewRing(cfg.LogLines),
 		client:  &http.Client{Transport: withKey(transport, apiKey)},
 		probes:  &http.Client{Transport: withKey(&http.Transport{DisableKeepAlives: true}, apiKey)},
 		log:     cfg.Logger.With("worker", cfg.Name),
@@ -273,7 +282,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		proxies: make(map[int64]context.CancelCauseFunc),
 		counts:  newWorkerCounts(),
 	}
-	if w.logs.proc, err = newProcOptions(cfg); err != nil {
+	if w.procOpts, err = process.NewOptions(cfg.Name, cfg.Port, cfg.ProcessConfig, w.log); err != nil {
 		return nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
@@ -317,7 +326,7 @@ func (w *Worker) Start() error {
 	if w.remote {
 		w.log.Info("worker started", "url", w.baseURL)
 	} else {
-		w.log.Info("worker started", "pid", p.pid, "command", w.argv)
+		w.log.Info("worker started", "pid", p.PID(), "command", w.argv)
 	}
 	go w.supervise(ctx, p)
 	return nil
@@ -515,7 +524,7 @@ func (w *Worker) WorkerStatus() WorkerStatus {
 		ResultsKept: w.results.kept, ResultsExpired: w.results.expired,
 	}
 	if w.proc != nil && !w.remote {
-		s.PID = w.proc.pid
+		s.PID = w.proc.PID()
 	}
 	for id, r := range w.reqs {
 		if !r.state.Terminal() {

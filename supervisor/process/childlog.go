@@ -1,4 +1,4 @@
-package supervisor
+package process
 
 import (
 	"errors"
@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// ProcessConfig is how a worker's child process is run and where its
-// output goes besides the log ring. Its YAML keys sit at the worker level.
-type ProcessConfig struct {
+// Config is how a worker's child process is run and where its output goes
+// besides the log ring. Its YAML keys sit at the worker level (the
+// supervisor's WorkerConfig inlines it as ProcessConfig).
+type Config struct {
 	// LogFile receives every line of the child's stdout and stderr, so
 	// that crash output outlives the ring and the supervisor. "" (the
 	// default) writes the lines to the supervisor's stderr, each prefixed
@@ -34,19 +35,23 @@ type ProcessConfig struct {
 	PIDNamespace string `yaml:"pid_namespace"`
 }
 
-// Defaults of ProcessConfig.
+// Defaults of Config.
 const (
 	defaultLogMaxBytes = 10 << 20
 	defaultLogFiles    = 3
 	logFileNone        = "none"
-	pidNamespaceAuto   = "auto"
-	pidNamespaceOff    = "off"
 )
 
-// procOptions is what startProcess needs to know about a worker besides
-// its command: where the child's lines and the process notes go, the port
-// to check for stale holders and whether to isolate the child.
-type procOptions struct {
+// The values of Config.PIDNamespace.
+const (
+	PIDNamespaceAuto = "auto" // a PID namespace where the kernel allows it
+	PIDNamespaceOff  = "off"  // never a PID namespace
+)
+
+// Options is what Start needs to know about a worker besides its command:
+// where the child's lines and the process notes go, the port to check for
+// stale holders and whether to isolate the child.
+type Options struct {
 	name   string
 	port   int
 	pidns  string
@@ -55,17 +60,17 @@ type procOptions struct {
 	warned sync.Once
 }
 
-// newProcOptions checks cfg's ProcessConfig and fills its defaults. cfg's
-// Name, Port and Logger must be set.
-func newProcOptions(cfg WorkerConfig) (*procOptions, error) {
-	pc := cfg.ProcessConfig
-	o := &procOptions{name: cfg.Name, port: cfg.Port, pidns: pc.PIDNamespace, log: cfg.Logger.With("worker", cfg.Name)}
+// NewOptions checks pc and fills its defaults for the worker called name,
+// whose child listens on port; log (which names the worker) receives the
+// supervisor's own reports about the child.
+func NewOptions(name string, port int, pc Config, log *slog.Logger) (*Options, error) {
+	o := &Options{name: name, port: port, pidns: pc.PIDNamespace, log: log}
 	switch o.pidns {
 	case "":
-		o.pidns = pidNamespaceAuto
-	case pidNamespaceAuto, pidNamespaceOff:
+		o.pidns = PIDNamespaceAuto
+	case PIDNamespaceAuto, PIDNamespaceOff:
 	default:
-		return nil, fmt.Errorf("worker %s: pid_namespace %q is neither auto nor off", cfg.Name, pc.PIDNamespace)
+		return nil, fmt.Errorf("worker %s: pid_namespace %q is neither auto nor off", name, pc.PIDNamespace)
 	}
 	maxBytes, keep := pc.LogMaxBytes, defaultLogFiles
 	if maxBytes == 0 {
@@ -75,19 +80,28 @@ func newProcOptions(cfg WorkerConfig) (*procOptions, error) {
 		keep = *pc.LogFiles
 	}
 	if maxBytes < 0 || keep < 0 {
-		return nil, fmt.Errorf("worker %s: log_max_bytes %d and log_files %d must not be negative", cfg.Name, pc.LogMaxBytes, keep)
+		return nil, fmt.Errorf("worker %s: log_max_bytes %d and log_files %d must not be negative", name, pc.LogMaxBytes, keep)
 	}
 	switch pc.LogFile {
 	case logFileNone:
 	case "":
-		o.sink = &logSink{prefix: "[" + cfg.Name + "] ", out: os.Stderr, log: o.log}
+		o.sink = &logSink{prefix: "[" + name + "] ", out: os.Stderr, log: o.log}
 	default:
 		o.sink = &logSink{
-			prefix: "[" + cfg.Name + "] ", stamp: true, log: o.log,
-			path: strings.ReplaceAll(pc.LogFile, "{name}", cfg.Name), maxBytes: maxBytes, keep: keep,
+			prefix: "[" + name + "] ", stamp: true, log: o.log,
+			path: strings.ReplaceAll(pc.LogFile, "{name}", name), maxBytes: maxBytes, keep: keep,
 		}
 	}
 	return o, nil
+}
+
+// SetStderr sends the child's lines to out instead of the supervisor's
+// stderr, where that is their sink (log_file unset); tests use it. Call it
+// before Start.
+func (o *Options) SetStderr(out io.Writer) {
+	if o.sink != nil && o.sink.path == "" {
+		o.sink.out = out
+	}
 }
 
 // logSink writes a child's lines to a stream or to a size-rotated file.

@@ -1,4 +1,4 @@
-package supervisor
+package process
 
 import (
 	"slices"
@@ -7,8 +7,8 @@ import (
 )
 
 func TestLineRingKeepsLastLines(t *testing.T) {
-	r := newLineRing(3)
-	w := r.Writer("out: ")
+	r := NewRing(3)
+	w := r.writer("out: ")
 	// Lines split across writes, a CRLF line and a partial tail.
 	for _, s := range []string{"one\ntw", "o\nthree\r\n", "four\nfi"} {
 		if n, err := w.Write([]byte(s)); err != nil || n != len(s) {
@@ -25,16 +25,16 @@ func TestLineRingKeepsLastLines(t *testing.T) {
 }
 
 func TestLineRingTruncatesLongLines(t *testing.T) {
-	r := newLineRing(4)
-	w := r.Writer("")
-	long := strings.Repeat("x", maxLineBytes+100)
-	w.Write([]byte(long[:maxLineBytes/2]))
-	w.Write([]byte(long[maxLineBytes/2:] + "\nshort\n"))
+	r := NewRing(4)
+	w := r.writer("")
+	long := strings.Repeat("x", MaxLineBytes+100)
+	w.Write([]byte(long[:MaxLineBytes/2]))
+	w.Write([]byte(long[MaxLineBytes/2:] + "\nshort\n"))
 	got := r.Lines()
 	if len(got) != 2 {
 		t.Fatalf("got %d lines, want 2", len(got))
 	}
-	if want := strings.Repeat("x", maxLineBytes) + truncMark; got[0] != want {
+	if want := strings.Repeat("x", MaxLineBytes) + truncMark; got[0] != want {
 		t.Errorf("long line: got %d bytes, want %d bytes ending in the truncation mark", len(got[0]), len(want))
 	}
 	if got[1] != "short" {
@@ -43,8 +43,8 @@ func TestLineRingTruncatesLongLines(t *testing.T) {
 }
 
 func TestLineRingInterleavedWriters(t *testing.T) {
-	r := newLineRing(10)
-	out, errw := r.Writer("stdout: "), r.Writer("stderr: ")
+	r := NewRing(10)
+	out, errw := r.writer("stdout: "), r.writer("stderr: ")
 	out.Write([]byte("half"))
 	errw.Write([]byte("error line\n"))
 	out.Write([]byte(" done\n"))

@@ -1,37 +1,35 @@
-package supervisor
+package process
 
 import (
 	"bytes"
 	"sync"
 )
 
-// maxLineBytes bounds one stored log line; longer lines are cut.
-const maxLineBytes = 16 << 10
+// MaxLineBytes bounds one stored log line; longer lines are cut.
+const MaxLineBytes = 16 << 10
 
-// truncMark ends a line that was cut at maxLineBytes.
+// truncMark ends a line that was cut at MaxLineBytes.
 const truncMark = " …[truncated]"
 
-// lineRing keeps the last lines written to it. It is safe for concurrent use;
-// Writer returns io.Writers that split their input into lines, so stdout and
+// Ring keeps the last lines written to it. It is safe for concurrent use;
+// writer returns io.Writers that split their input into lines, so stdout and
 // stderr of a child can feed one ring.
-type lineRing struct {
+type Ring struct {
 	mu    sync.Mutex
 	lines []string // circular, len == cap once full
 	next  int      // index of the oldest line once full
 	full  bool
-	// proc says how the worker owning the ring runs its children
-	// (childlog.go); nil means the defaults of a bare worker.
-	proc *procOptions
 }
 
-func newLineRing(n int) *lineRing {
+// NewRing returns a Ring that keeps the last n lines (at least one).
+func NewRing(n int) *Ring {
 	if n < 1 {
 		n = 1
 	}
-	return &lineRing{lines: make([]string, 0, n)}
+	return &Ring{lines: make([]string, 0, n)}
 }
 
-func (r *lineRing) add(line string) {
+func (r *Ring) add(line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.full {
@@ -44,7 +42,7 @@ func (r *lineRing) add(line string) {
 }
 
 // Lines returns the stored lines, oldest first.
-func (r *lineRing) Lines() []string {
+func (r *Ring) Lines() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]string, 0, len(r.lines))
@@ -52,18 +50,18 @@ func (r *lineRing) Lines() []string {
 	return append(out, r.lines[:r.next]...)
 }
 
-// Writer returns a writer whose complete lines are added with prefix. It is
+// writer returns a writer whose complete lines are added with prefix. It is
 // not safe for concurrent use by itself (one per stream).
-func (r *lineRing) Writer(prefix string) *lineWriter {
+func (r *Ring) writer(prefix string) *lineWriter {
 	return &lineWriter{ring: r, prefix: prefix}
 }
 
-// lineWriter splits written bytes into lines for a lineRing.
+// lineWriter splits written bytes into lines for a Ring.
 type lineWriter struct {
-	ring    *lineRing
+	ring    *Ring
 	prefix  string
 	partial []byte
-	cut     bool     // the current line already exceeded maxLineBytes
+	cut     bool     // the current line already exceeded MaxLineBytes
 	tee     *logSink // also receives every line, when set
 }
 
@@ -75,7 +73,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		if i >= 0 {
 			chunk = p[:i]
 		}
-		if room := maxLineBytes - len(w.partial); len(chunk) > room {
+		if room := MaxLineBytes - len(w.partial); len(chunk) > room {
 			chunk, w.cut = chunk[:room], true
 		}
 		w.partial = append(w.partial, chunk...)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package supervisor
+package process
 
 import (
 	"errors"
@@ -26,45 +26,45 @@ import (
 
 var isolState struct {
 	mu     sync.Mutex
-	broken map[isolation]error
+	broken map[Isolation]error
 }
 
 // isolations lists the isolations to try, strongest first, for the
 // pid_namespace setting.
-func isolations(pidns string) []isolation {
-	if pidns == pidNamespaceOff {
-		return []isolation{isolNone}
+func isolations(pidns string) []Isolation {
+	if pidns == PIDNamespaceOff {
+		return []Isolation{IsolNone}
 	}
 	isolState.mu.Lock()
 	defer isolState.mu.Unlock()
-	var out []isolation
-	for _, i := range []isolation{isolPID, isolUserPID} {
+	var out []Isolation
+	for _, i := range []Isolation{IsolPID, IsolUserPID} {
 		if isolState.broken[i] == nil {
 			out = append(out, i)
 		}
 	}
-	return append(out, isolNone)
+	return append(out, IsolNone)
 }
 
 // isolationFailed records that the kernel refused the isolations in
 // failed (a plain start worked right after).
-func isolationFailed(failed []isolation, err error) {
+func isolationFailed(failed []Isolation, err error) {
 	isolState.mu.Lock()
 	defer isolState.mu.Unlock()
 	if isolState.broken == nil {
-		isolState.broken = make(map[isolation]error)
+		isolState.broken = make(map[Isolation]error)
 	}
 	for _, i := range failed {
 		isolState.broken[i] = err
 	}
 }
 
-// isolationError says why no PID namespace is used.
-func isolationError() error {
+// IsolationError says why no PID namespace is used.
+func IsolationError() error {
 	isolState.mu.Lock()
 	defer isolState.mu.Unlock()
 	var errs []error
-	for _, i := range []isolation{isolPID, isolUserPID} {
+	for _, i := range []Isolation{IsolPID, IsolUserPID} {
 		if err := isolState.broken[i]; err != nil && !slices.ContainsFunc(errs, func(e error) bool { return e == err }) {
 			errs = append(errs, err)
 		}
@@ -77,12 +77,12 @@ func isolationError() error {
 
 // childAttr is the child's own process group, its death signal and its
 // namespaces.
-func childAttr(isol isolation) *syscall.SysProcAttr {
+func childAttr(isol Isolation) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	switch isol {
-	case isolPID:
+	case IsolPID:
 		a.Cloneflags = syscall.CLONE_NEWPID
-	case isolUserPID:
+	case IsolUserPID:
 		a.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWUSER
 		uid, gid := os.Getuid(), os.Getgid()
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
@@ -106,14 +106,14 @@ func becomeSubreaper(log *slog.Logger) {
 }
 
 // terminateGroup sends SIGTERM and SIGCONT to the child's process group.
-func terminateGroup(p *process) {
+func terminateGroup(p *Process) {
 	// ESRCH (group already gone) is the expected way for this to fail.
 	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
 	_ = syscall.Kill(-p.pid, syscall.SIGCONT)
 }
 
 // killGroup sends SIGKILL to the child's process group.
-func killGroup(p *process) {
+func killGroup(p *Process) {
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 }
 
@@ -139,10 +139,10 @@ func reapGroup(pgid int) {
 // tcpListen is the state of a listening socket in /proc/net/tcp{,6}.
 const tcpListen = 10
 
-// portListeners lists the processes with a TCP socket listening on port
+// PortListeners lists the processes with a TCP socket listening on port
 // (any address): the listening sockets of /proc/net/tcp and tcp6, mapped
 // to processes by the socket inodes among their file descriptors.
-func portListeners(port int) ([]portHolder, error) {
+func PortListeners(port int) ([]PortHolder, error) {
 	if port <= 0 {
 		return nil, nil
 	}
@@ -175,17 +175,17 @@ func portListeners(port int) ([]portHolder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("port listeners: %w", err)
 	}
-	var out []portHolder
+	var out []PortHolder
 	for _, p := range procs {
 		fds, err := p.FileDescriptorTargets()
 		if err != nil || !slices.ContainsFunc(fds, func(fd string) bool { return inodes[fd] }) {
 			continue // exited, or not ours to read
 		}
-		h := portHolder{pid: p.PID}
+		h := PortHolder{PID: p.PID}
 		if args, err := p.CmdLine(); err == nil && len(args) > 0 {
-			h.cmdline = strings.Join(args, " ")
+			h.Cmdline = strings.Join(args, " ")
 		} else if comm, err := p.Comm(); err == nil {
-			h.cmdline = comm
+			h.Cmdline = comm
 		}
 		out = append(out, h)
 	}
