@@ -27,17 +27,18 @@
 // never killed. Once tokens flow, a request is also judged on its own bytes:
 // one that gets none while other streams of its worker do is stalled.
 //
-// Prompting is layered: a BIOS system prompt (a pure function of a
-// BiosContext) comes first, then the caller's system prompt, then the
+// Prompting is layered: a BIOS system prompt (a pure function of an
+// agent.BiosContext) comes first, then the caller's system prompt, then the
 // conversation. Tools follow the OpenAI function-calling schema and run
-// through a ToolRunner; exit tools are only recorded as signals.
+// through an agent.ToolRunner; exit tools are only recorded as signals.
 //
 // A Supervisor groups workers and serves the HTTP face described in http.go;
-// the YAML configuration format is documented in example.yaml.
+// the YAML configuration format is documented in example.yaml. Package
+// process runs a worker's child process group; package agent holds the
+// BIOS, the tool plumbing and the loop guard that need no worker.
 package supervisor
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -185,19 +186,6 @@ var (
 // ChatMessage is one OpenAI chat message.
 type ChatMessage = wire.Message
 
-// ToolFunctionDef describes a function the model may call.
-type ToolFunctionDef struct {
-	Name        string         `json:"name" yaml:"name"`
-	Description string         `json:"description,omitempty" yaml:"description"`
-	Parameters  map[string]any `json:"parameters,omitempty" yaml:"parameters"`
-}
-
-// ToolDef is an OpenAI tool definition; Type is "function".
-type ToolDef struct {
-	Type     string          `json:"type" yaml:"type"`
-	Function ToolFunctionDef `json:"function" yaml:"function"`
-}
-
 // ToolCall is a tool call emitted by the model, OpenAI style: Arguments is
 // the JSON text of an object.
 type ToolCall = wire.ToolCall
@@ -288,28 +276,4 @@ type RestartRecord struct {
 type WorkerDebugInfo struct {
 	RecentLogs           []string        `json:"recent_logs"`
 	RecentRestartReasons []RestartRecord `json:"recent_restart_reasons"`
-}
-
-// ToolInvocation is one call of a normal tool.
-type ToolInvocation struct {
-	Name      string
-	Arguments map[string]any
-	RequestID int64
-	JobName   string
-}
-
-// ToolRunner executes normal (round-trip) tools. The worker makes no
-// assumption about how long a tool takes; ctx ends when the request is
-// canceled or the worker restarts. The result is sent back to the model as
-// text (strings as is, other values as JSON).
-type ToolRunner interface {
-	RunTool(ctx context.Context, call ToolInvocation) (any, error)
-}
-
-// ToolRunnerFunc adapts a function to ToolRunner.
-type ToolRunnerFunc func(ctx context.Context, call ToolInvocation) (any, error)
-
-// RunTool calls f.
-func (f ToolRunnerFunc) RunTool(ctx context.Context, call ToolInvocation) (any, error) {
-	return f(ctx, call)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/corral-llm/corral/supervisor/agent"
 )
 
 // Config is the YAML configuration of corral supervise; example.yaml
@@ -36,8 +38,8 @@ type workerYAML struct {
 
 // toolYAML is a normal tool and the command that runs it.
 type toolYAML struct {
-	ToolDef `yaml:",inline"`
-	Command []string `yaml:"command"`
+	agent.ToolDef `yaml:",inline"`
+	Command       []string `yaml:"command"`
 }
 
 // DefaultServeCommand is the worker command used when a worker sets none:
@@ -51,7 +53,7 @@ func DefaultServeCommand(corral string) []string {
 func defaultWorkerYAML() workerYAML {
 	return workerYAML{WorkerConfig: WorkerConfig{
 		Timeouts:     DefaultTimeouts(),
-		RepeatedLine: RepeatedLineGuard{MinChars: 16, Repeats: 8},
+		RepeatedLine: agent.RepeatedLineGuard{MinChars: 16, Repeats: 8},
 	}}
 }
 
@@ -121,7 +123,7 @@ func (wy workerYAML) workerConfig(corral string) (WorkerConfig, error) {
 		wc.Command = append(append([]string(nil), wc.Command...), wy.Args...)
 	}
 	if len(wy.Tools) > 0 {
-		runner := CommandTools{}
+		runner := agent.CommandTools{}
 		for _, t := range wy.Tools {
 			if len(t.Command) == 0 {
 				return wc, fmt.Errorf("tool %q has no command", t.Function.Name)

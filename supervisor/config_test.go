@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/supervisor/agent"
 )
 
 func TestParseExampleConfig(t *testing.T) {
@@ -25,7 +27,7 @@ func TestParseExampleConfig(t *testing.T) {
 	if !slices.Equal(w.Command, wantCmd) {
 		t.Errorf("command = %q, want %q", w.Command, wantCmd)
 	}
-	if w.Slots != 2 || w.ToolFormat != ToolFormatJSON || w.MaxToolIterations != 4 || w.Env["GOMAXPROCS"] != "2" {
+	if w.Slots != 2 || w.ToolFormat != agent.ToolFormatJSON || w.MaxToolIterations != 4 || w.Env["GOMAXPROCS"] != "2" {
 		t.Errorf("worker 1 = %+v", w)
 	}
 	if len(w.NormalTools) != 1 || w.NormalTools[0].Function.Name != "word_count" || w.ToolRunner == nil {
@@ -43,7 +45,7 @@ func TestParseExampleConfig(t *testing.T) {
 	if got := cfg.Workers[1].Timeouts; got != want {
 		t.Errorf("worker 2 timeouts = %+v, want %+v", got, want)
 	}
-	if got := cfg.Workers[1].RepeatedLine; got != (RepeatedLineGuard{MinChars: 16, Repeats: 8}) {
+	if got := cfg.Workers[1].RepeatedLine; got != (agent.RepeatedLineGuard{MinChars: 16, Repeats: 8}) {
 		t.Errorf("worker 2 repeated-line default = %+v", got)
 	}
 	if got := cfg.Workers[2].Command[0]; got != "vllm" {
@@ -99,7 +101,7 @@ func TestNewWorkerValidates(t *testing.T) {
 		"bad format":    func(c *WorkerConfig) { c.ToolFormat = "xml" },
 		"no interval":   func(c *WorkerConfig) { c.Timeouts = TimeoutProfile{Connect: time.Second} },
 		"negative slot": func(c *WorkerConfig) { c.Slots = -1 },
-		"nameless tool": func(c *WorkerConfig) { c.ExitTools = []ToolDef{{}} },
+		"nameless tool": func(c *WorkerConfig) { c.ExitTools = []agent.ToolDef{{}} },
 		"url and cmd":   func(c *WorkerConfig) { c.URL = "http://h:1" },
 		"bad url":       func(c *WorkerConfig) { c.Command, c.URL = nil, "h:1" },
 		"bad kind":      func(c *WorkerConfig) { c.Kind = "ollama" },
@@ -133,7 +135,7 @@ func TestExpandArgs(t *testing.T) {
 
 func TestPayloadMergesParams(t *testing.T) {
 	w, err := NewWorker(WorkerConfig{Name: "a", Model: "m", Command: []string{"x"}, Port: 9000, MaxTokens: 64,
-		ExitTools: []ToolDef{{Type: "function", Function: ToolFunctionDef{Name: "done"}}}})
+		ExitTools: []agent.ToolDef{{Type: "function", Function: agent.ToolFunctionDef{Name: "done"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +151,7 @@ func TestPayloadMergesParams(t *testing.T) {
 	if m, ok := p["messages"].([]ChatMessage); !ok || len(m) != 1 {
 		t.Errorf("messages = %v", p["messages"])
 	}
-	if tools, ok := p["tools"].([]ToolDef); !ok || len(tools) != 1 || tools[0].Function.Name != "done" {
+	if tools, ok := p["tools"].([]agent.ToolDef); !ok || len(tools) != 1 || tools[0].Function.Name != "done" {
 		t.Errorf("native tools = %v", p["tools"])
 	}
 	if params["stream"] != false {
@@ -159,7 +161,7 @@ func TestPayloadMergesParams(t *testing.T) {
 	if _, ok := p["max_tokens"]; ok || p["model"] != "other" {
 		t.Errorf("caller's limits/model overridden: %v", p)
 	}
-	w.cfg.ToolFormat = ToolFormatJSON
+	w.cfg.ToolFormat = agent.ToolFormatJSON
 	if _, ok := w.payload(nil, msgs)["tools"]; ok {
 		t.Error("json tool format sends native tools")
 	}

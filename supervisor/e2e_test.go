@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/supervisor/agent"
 )
 
 // The end-to-end tests run real `corral serve` children.
@@ -32,7 +33,7 @@ func corralWorker(t *testing.T, model string, slots int, extra []string, mutate 
 		"-c", strconv.Itoa(2048*max(slots, 1)))
 	cfg := WorkerConfig{
 		Name: "tiny", Command: append(cmd, extra...), Port: freePort(t), Slots: slots,
-		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: ToolFormatJSON,
+		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: agent.ToolFormatJSON,
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -90,15 +91,15 @@ const (
 )
 
 var (
-	lookupTool = ToolDef{Type: "function", Function: ToolFunctionDef{Name: "lookup", Description: "Look a word up.",
+	lookupTool = agent.ToolDef{Type: "function", Function: agent.ToolFunctionDef{Name: "lookup", Description: "Look a word up.",
 		Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}}}
-	reportTool = ToolDef{Type: "function", Function: ToolFunctionDef{Name: "report", Description: "Report your confidence."}}
+	reportTool = agent.ToolDef{Type: "function", Function: agent.ToolFunctionDef{Name: "report", Description: "Report your confidence."}}
 )
 
 func TestE2EJobLifecycle(t *testing.T) {
 	b := newBlockingRunner()
 	w := tinyWorker(t, 2, nil, func(c *WorkerConfig) {
-		c.NormalTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookupTool}, b, 1
+		c.NormalTools, c.ToolRunner, c.MaxToolIterations = []agent.ToolDef{lookupTool}, b, 1
 	})
 	st := w.WorkerStatus()
 	if st.LastReadyAt.IsZero() || st.PID == 0 || st.SlotsTotal != 2 || st.SlotsUsed != 0 {
@@ -177,15 +178,15 @@ func TestE2EJobLifecycle(t *testing.T) {
 
 // blockingRunner is a ToolRunner that holds every call until released.
 type blockingRunner struct {
-	entered chan ToolInvocation
+	entered chan agent.ToolInvocation
 	release chan struct{}
 }
 
 func newBlockingRunner() *blockingRunner {
-	return &blockingRunner{entered: make(chan ToolInvocation, 16), release: make(chan struct{})}
+	return &blockingRunner{entered: make(chan agent.ToolInvocation, 16), release: make(chan struct{})}
 }
 
-func (b *blockingRunner) RunTool(ctx context.Context, call ToolInvocation) (any, error) {
+func (b *blockingRunner) RunTool(ctx context.Context, call agent.ToolInvocation) (any, error) {
 	b.entered <- call
 	select {
 	case <-b.release:
@@ -221,7 +222,7 @@ func heldRequest(t *testing.T, w *Worker, b *blockingRunner) int64 {
 func TestE2ENoSlotAvailable(t *testing.T) {
 	b := newBlockingRunner()
 	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
-		c.NormalTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookupTool}, b, 1
+		c.NormalTools, c.ToolRunner, c.MaxToolIterations = []agent.ToolDef{lookupTool}, b, 1
 	})
 	id := heldRequest(t, w, b)
 	if _, err := w.Submit(Job{UserPrompt: "x"}); !errors.Is(err, ErrNoSlotAvailable) {
@@ -252,15 +253,15 @@ func TestE2ENoSlotAvailable(t *testing.T) {
 
 func TestE2EToolLoopAndExitTools(t *testing.T) {
 	var mu sync.Mutex
-	var calls []ToolInvocation
-	runner := ToolRunnerFunc(func(_ context.Context, c ToolInvocation) (any, error) {
+	var calls []agent.ToolInvocation
+	runner := agent.ToolRunnerFunc(func(_ context.Context, c agent.ToolInvocation) (any, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, c)
 		return map[string]any{"definition": "a small animal", "n": len(calls)}, nil
 	})
 	w := tinyWorker(t, 1, []string{"--log-requests"}, func(c *WorkerConfig) {
-		c.NormalTools, c.ExitTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookupTool}, []ToolDef{reportTool}, runner, 2
+		c.NormalTools, c.ExitTools, c.ToolRunner, c.MaxToolIterations = []agent.ToolDef{lookupTool}, []agent.ToolDef{reportTool}, runner, 2
 	})
 
 	t.Run("loop until the budget is spent", func(t *testing.T) {
@@ -327,8 +328,8 @@ func TestE2EToolLoopAndExitTools(t *testing.T) {
 // call, and corral's parsed tool_calls drive the rounds.
 func TestE2ENativeToolLoop(t *testing.T) {
 	var mu sync.Mutex
-	var calls []ToolInvocation
-	runner := ToolRunnerFunc(func(_ context.Context, c ToolInvocation) (any, error) {
+	var calls []agent.ToolInvocation
+	runner := agent.ToolRunnerFunc(func(_ context.Context, c agent.ToolInvocation) (any, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, c)
@@ -341,13 +342,13 @@ func TestE2ENativeToolLoop(t *testing.T) {
 		}
 		return m
 	}
-	lookup := ToolDef{Type: "function", Function: ToolFunctionDef{Name: "lookup", Description: "Look a word up.",
+	lookup := agent.ToolDef{Type: "function", Function: agent.ToolFunctionDef{Name: "lookup", Description: "Look a word up.",
 		Parameters: schema(lookupArgs)}}
-	report := ToolDef{Type: "function", Function: ToolFunctionDef{Name: "report", Description: "Report your confidence.",
+	report := agent.ToolDef{Type: "function", Function: agent.ToolFunctionDef{Name: "report", Description: "Report your confidence.",
 		Parameters: schema(reportArgs)}}
 	w := tinyWorker(t, 1, []string{"--log-requests"}, func(c *WorkerConfig) {
-		c.ToolFormat = ToolFormatNative
-		c.NormalTools, c.ExitTools, c.ToolRunner, c.MaxToolIterations = []ToolDef{lookup}, []ToolDef{report}, runner, 2
+		c.ToolFormat = agent.ToolFormatNative
+		c.NormalTools, c.ExitTools, c.ToolRunner, c.MaxToolIterations = []agent.ToolDef{lookup}, []agent.ToolDef{report}, runner, 2
 	})
 	force := func(name string) map[string]any {
 		return map[string]any{"temperature": 0, "max_tokens": 120,
@@ -403,11 +404,11 @@ func TestE2ENativeToolLoop(t *testing.T) {
 }
 
 func TestE2EToolFailures(t *testing.T) {
-	runner := ToolRunnerFunc(func(context.Context, ToolInvocation) (any, error) {
+	runner := agent.ToolRunnerFunc(func(context.Context, agent.ToolInvocation) (any, error) {
 		return nil, errors.New("dictionary offline")
 	})
 	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
-		c.NormalTools, c.ToolRunner = []ToolDef{lookupTool}, runner
+		c.NormalTools, c.ToolRunner = []agent.ToolDef{lookupTool}, runner
 	})
 	id, err := w.Submit(Job{UserPrompt: "What is a cat?", Params: toolParams})
 	if err != nil {
@@ -436,7 +437,7 @@ func TestE2EToolFailures(t *testing.T) {
 
 func TestE2ERepeatedLine(t *testing.T) {
 	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
-		c.RepeatedLine = RepeatedLineGuard{MinChars: 16, Repeats: 4}
+		c.RepeatedLine = agent.RepeatedLineGuard{MinChars: 16, Repeats: 4}
 	})
 	// An array of one long constant string, many times: the grammar allows
 	// a line break between tokens and the logit bias makes the model take
@@ -514,7 +515,7 @@ func TestE2EParamsPassThrough(t *testing.T) {
 func TestE2EKillNineIsServerDied(t *testing.T) {
 	b := newBlockingRunner()
 	w := tinyWorker(t, 2, nil, func(c *WorkerConfig) {
-		c.NormalTools, c.ToolRunner = []ToolDef{lookupTool}, b
+		c.NormalTools, c.ToolRunner = []agent.ToolDef{lookupTool}, b
 	})
 	old := w.WorkerStatus().PID
 	id := heldRequest(t, w, b)
@@ -592,12 +593,12 @@ func TestE2EJSONAnswerIsContent(t *testing.T) {
 		answer(t, w, toolParams, "tool_calls")
 	})
 	t.Run("tools configured, none named", func(t *testing.T) {
-		runner := ToolRunnerFunc(func(_ context.Context, c ToolInvocation) (any, error) {
+		runner := agent.ToolRunnerFunc(func(_ context.Context, c agent.ToolInvocation) (any, error) {
 			t.Errorf("tool %q ran for a JSON answer", c.Name)
 			return nil, errors.New("unexpected call")
 		})
 		w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
-			c.NormalTools, c.ExitTools, c.ToolRunner = []ToolDef{lookupTool}, []ToolDef{reportTool}, runner
+			c.NormalTools, c.ExitTools, c.ToolRunner = []agent.ToolDef{lookupTool}, []agent.ToolDef{reportTool}, runner
 		})
 		answer(t, w, jsonAnswerParams, "answer")
 		answer(t, w, unknownCall, "tool_calls")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/supervisor/agent"
 )
 
 // The tests in this file put a fake upstream in front of the Worker: an
@@ -53,7 +54,7 @@ func fakeUpstreamWorker(t *testing.T, slots int, child []string, chat http.Handl
 	t.Cleanup(srv.Close)
 	cfg := WorkerConfig{
 		Name: "fake", Command: child, Port: ln.Addr().(*net.TCPAddr).Port, Slots: slots,
-		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: ToolFormatJSON,
+		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: agent.ToolFormatJSON,
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/supervisor/agent"
 )
 
 // doJSON does an HTTP request and decodes the JSON answer into out (if not
@@ -60,7 +61,7 @@ func TestE2EHTTPFace(t *testing.T) {
 	cfg := WorkerConfig{
 		Name: "w1", Model: "tiny", Port: freePort(t), Slots: 1, Timeouts: fastTimeouts(),
 		Command:    append(DefaultServeCommand(bin), "-m", model, "--chat-template", "chatml", "-t", "1", "-c", "2048"),
-		ToolFormat: ToolFormatJSON, NormalTools: []ToolDef{lookupTool}, ToolRunner: b, MaxToolIterations: 1,
+		ToolFormat: agent.ToolFormatJSON, NormalTools: []agent.ToolDef{lookupTool}, ToolRunner: b, MaxToolIterations: 1,
 	}
 	sup, err := New([]WorkerConfig{cfg})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/supervisor/agent"
 )
 
 // startSupervisor builds, starts and serves a supervisor over cfgs; it is
@@ -422,7 +423,7 @@ func TestE2ERemoteWorker(t *testing.T) {
 	})
 	b := newBlockingRunner()
 	tools := func(c *WorkerConfig) {
-		c.NormalTools, c.ToolRunner, c.MaxToolIterations, c.ToolFormat = []ToolDef{lookupTool}, b, 1, ToolFormatJSON
+		c.NormalTools, c.ToolRunner, c.MaxToolIterations, c.ToolFormat = []agent.ToolDef{lookupTool}, b, 1, agent.ToolFormatJSON
 	}
 	local := WorkerConfig{Name: "local", Model: "tiny", Command: append(DefaultServeCommand(bin), tinyServeArgs(t)...),
 		Port: freePort(t), Slots: 1, Timeouts: fastTimeouts()}

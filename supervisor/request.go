@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/supervisor/agent"
 	"github.com/corral-llm/corral/supervisor/process"
 )
 
@@ -56,8 +57,8 @@ func (w *Worker) payload(params map[string]any, msgs []ChatMessage) map[string]a
 	p["messages"] = msgs
 	p["stream"] = true
 	delete(p, "tools")
-	if w.cfg.ToolFormat == ToolFormatNative {
-		if tools := append(append([]ToolDef(nil), w.cfg.NormalTools...), w.cfg.ExitTools...); len(tools) > 0 {
+	if w.cfg.ToolFormat == agent.ToolFormatNative {
+		if tools := append(append([]agent.ToolDef(nil), w.cfg.NormalTools...), w.cfg.ExitTools...); len(tools) > 0 {
 			p["tools"] = tools
 		}
 	}
@@ -135,10 +136,10 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 		})
 	}})
 	sr.MaxLine = maxEventBytes
-	loop := lineLoopDetector{guard: w.cfg.RepeatedLine}
+	loop := agent.LineLoopDetector{Guard: w.cfg.RepeatedLine}
 	var (
 		t    turn
-		acc  toolCallAccumulator
+		acc  agent.ToolCallAccumulator
 		text strings.Builder
 		done bool
 	)
@@ -171,7 +172,7 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 		}
 		ch := c.Choices[0]
 		for _, d := range ch.Delta.ToolCalls {
-			if err := acc.add(d); err != nil {
+			if err := acc.Add(d); err != nil {
 				return turn{}, &failure{FailToolParse, err.Error()}
 			}
 		}
@@ -195,7 +196,7 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 	if t.finish == "" {
 		t.finish = FinishStop
 	}
-	t.text, t.toolCalls = text.String(), acc.calls
+	t.text, t.toolCalls = text.String(), acc.Calls
 	return t, nil
 }
 

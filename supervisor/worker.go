@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-llm/corral/supervisor/agent"
 	"github.com/corral-llm/corral/supervisor/process"
 )
 
@@ -55,12 +56,12 @@ type WorkerConfig struct {
 	// Timeouts defaults to DefaultTimeouts() when entirely zero.
 	Timeouts TimeoutProfile `yaml:"timeouts"`
 	// NormalTools are round-trip tools run by ToolRunner.
-	NormalTools []ToolDef  `yaml:"-"`
-	ToolRunner  ToolRunner `yaml:"-"`
+	NormalTools []agent.ToolDef  `yaml:"-"`
+	ToolRunner  agent.ToolRunner `yaml:"-"`
 	// ExitTools are shown to the model and recorded as signals when called.
-	ExitTools []ToolDef `yaml:"exit_tools"`
-	// BIOS defaults to the package's BIOS function.
-	BIOS BiosProvider `yaml:"-"`
+	ExitTools []agent.ToolDef `yaml:"exit_tools"`
+	// BIOS defaults to agent.BIOS.
+	BIOS agent.BiosProvider `yaml:"-"`
 	// Timezone is an IANA name for the BIOS clock. Default UTC.
 	Timezone string `yaml:"timezone"`
 	// Readiness is the probe that makes the worker READY. Its path
@@ -77,14 +78,14 @@ type WorkerConfig struct {
 	// MaxResults bounds the finished results kept unread; beyond it the
 	// oldest expire first. Default 4096.
 	MaxResults int `yaml:"max_results"`
-	// ToolFormat defaults to ToolFormatNative.
-	ToolFormat ToolFormat `yaml:"tool_format"`
+	// ToolFormat defaults to agent.ToolFormatNative.
+	ToolFormat agent.ToolFormat `yaml:"tool_format"`
 	// MaxTokens is the max_tokens sent when params set none (0: none).
 	MaxTokens int `yaml:"max_tokens"`
 	// MaxToolIterations is each request's tool-round budget. Default 8.
 	MaxToolIterations int `yaml:"max_tool_iterations"`
 	// RepeatedLine is the loop guard; the zero value disables it.
-	RepeatedLine RepeatedLineGuard `yaml:"repeated_line"`
+	RepeatedLine agent.RepeatedLineGuard `yaml:"repeated_line"`
 	// StopTimeout is how long the child may take to exit after SIGTERM
 	// before the group gets SIGKILL. Default 10s.
 	StopTimeout time.Duration `yaml:"stop_timeout"`
@@ -223,7 +224,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("worker %s: timeouts.probe_interval must be positive", cfg.Name)
 	}
 	if cfg.BIOS == nil {
-		cfg.BIOS = BIOS
+		cfg.BIOS = agent.BIOS
 	}
 	if cfg.Timezone == "" {
 		cfg.Timezone = "UTC"
@@ -234,8 +235,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	switch cfg.ToolFormat {
 	case "":
-		cfg.ToolFormat = ToolFormatNative
-	case ToolFormatNative, ToolFormatJSON:
+		cfg.ToolFormat = agent.ToolFormatNative
+	case agent.ToolFormatNative, agent.ToolFormatJSON:
 	default:
 		return nil, fmt.Errorf("worker %s: tool_format %q is neither native nor json", cfg.Name, cfg.ToolFormat)
 	}

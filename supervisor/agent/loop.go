@@ -1,4 +1,4 @@
-package supervisor
+package agent
 
 import (
 	"strings"
@@ -16,17 +16,18 @@ type RepeatedLineGuard struct {
 	Repeats  int `yaml:"repeats"`
 }
 
-// lineLoopDetector applies a RepeatedLineGuard to streamed text.
-type lineLoopDetector struct {
-	guard   RepeatedLineGuard
+// LineLoopDetector applies a RepeatedLineGuard to streamed text. Its zero
+// value (no guard) never trips.
+type LineLoopDetector struct {
+	Guard   RepeatedLineGuard
 	partial strings.Builder // the current, unterminated line (bounded)
 	last    string          // the last long line
 	run     int             // how many times last came in a row
 }
 
 // Feed adds streamed text and reports the looping line once the guard trips.
-func (d *lineLoopDetector) Feed(text string) (line string, looping bool) {
-	if d.guard.Repeats <= 0 {
+func (d *LineLoopDetector) Feed(text string) (line string, looping bool) {
+	if d.Guard.Repeats <= 0 {
 		return "", false
 	}
 	for {
@@ -50,14 +51,14 @@ func (d *lineLoopDetector) Feed(text string) (line string, looping bool) {
 }
 
 // endLine accounts one complete, trimmed line.
-func (d *lineLoopDetector) endLine(l string) bool {
+func (d *LineLoopDetector) endLine(l string) bool {
 	switch {
-	case l == "" || len([]rune(l)) < d.guard.MinChars:
+	case l == "" || len([]rune(l)) < d.Guard.MinChars:
 		return false
 	case l == d.last:
 		d.run++
 	default:
 		d.last, d.run = l, 1
 	}
-	return d.run >= d.guard.Repeats
+	return d.run >= d.Guard.Repeats
 }

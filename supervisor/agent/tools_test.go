@@ -1,4 +1,4 @@
-package supervisor
+package agent
 
 import (
 	"context"
@@ -23,12 +23,12 @@ func knownTools(names ...string) func(string) bool {
 
 func TestParseJSONToolReply(t *testing.T) {
 	known := knownTools("lookup", "done")
-	calls, content, isTools, err := parseJSONToolReply(
+	calls, content, isTools, err := ParseJSONToolReply(
 		` {"tool_calls":[{"name":"lookup","arguments":{"q":"cat"}},{"name":"done","arguments":{}}],"content":"hi"}`+"\n", known)
 	if err != nil || !isTools {
 		t.Fatalf("valid envelope: isTools=%v err=%v", isTools, err)
 	}
-	want := []call{{id: "call_1", name: "lookup", args: map[string]any{"q": "cat"}}, {id: "call_2", name: "done", args: map[string]any{}}}
+	want := []Call{{ID: "call_1", Name: "lookup", Args: map[string]any{"q": "cat"}}, {ID: "call_2", Name: "done", Args: map[string]any{}}}
 	if !reflect.DeepEqual(calls, want) || content != "hi" {
 		t.Fatalf("calls = %+v content = %q, want %+v and hi", calls, content, want)
 	}
@@ -51,14 +51,14 @@ func TestParseJSONToolReply(t *testing.T) {
 	}
 	for name, reply := range contents {
 		t.Run("content/"+name, func(t *testing.T) {
-			calls, content, isTools, err := parseJSONToolReply(reply, known)
+			calls, content, isTools, err := ParseJSONToolReply(reply, known)
 			if isTools || err != nil || calls != nil || content != reply {
 				t.Fatalf("calls=%v content=%q isTools=%v err=%v, want the reply as content", calls, content, isTools, err)
 			}
 		})
 	}
 	// No tools configured: nothing is a call.
-	if _, content, isTools, err := parseJSONToolReply(`{"tool_calls":[{"name":"lookup","arguments":{}}]}`, knownTools()); isTools || err != nil || content == "" {
+	if _, content, isTools, err := ParseJSONToolReply(`{"tool_calls":[{"name":"lookup","arguments":{}}]}`, knownTools()); isTools || err != nil || content == "" {
 		t.Fatalf("no tools configured: content=%q isTools=%v err=%v", content, isTools, err)
 	}
 
@@ -77,7 +77,7 @@ func TestParseJSONToolReply(t *testing.T) {
 	}
 	for name, reply := range bad {
 		t.Run("bad/"+name, func(t *testing.T) {
-			_, _, isTools, err := parseJSONToolReply(reply, known)
+			_, _, isTools, err := ParseJSONToolReply(reply, known)
 			if !isTools || err == nil {
 				t.Fatalf("isTools=%v err=%v, want a parse error", isTools, err)
 			}
@@ -86,7 +86,7 @@ func TestParseJSONToolReply(t *testing.T) {
 }
 
 func TestToolCallAccumulator(t *testing.T) {
-	var a toolCallAccumulator
+	var a ToolCallAccumulator
 	deltas := []wire.ToolCallDelta{
 		{Index: 0, ID: "a"}, {Index: 0}, {Index: 1, ID: "b"}, {Index: 1},
 	}
@@ -96,44 +96,44 @@ func TestToolCallAccumulator(t *testing.T) {
 	deltas[2].Function.Name = "done"
 	deltas[3].Function.Arguments = `{}`
 	for _, d := range deltas {
-		if err := a.add(d); err != nil {
+		if err := a.Add(d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a.calls[0].Function.Arguments += `"x"}`
-	calls, err := parseNativeCalls(a.calls, knownTools("lookup", "done"))
+	a.Calls[0].Function.Arguments += `"x"}`
+	calls, err := ParseNativeCalls(a.Calls, knownTools("lookup", "done"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []call{{id: "a", name: "lookup", args: map[string]any{"q": "x"}}, {id: "b", name: "done", args: map[string]any{}}}
+	want := []Call{{ID: "a", Name: "lookup", Args: map[string]any{"q": "x"}}, {ID: "b", Name: "done", Args: map[string]any{}}}
 	if !reflect.DeepEqual(calls, want) {
 		t.Fatalf("calls = %+v, want %+v", calls, want)
 	}
-	if err := a.add(wire.ToolCallDelta{Index: 5}); err == nil {
+	if err := a.Add(wire.ToolCallDelta{Index: 5}); err == nil {
 		t.Error("out-of-order index accepted")
 	}
 }
 
 func TestParseNativeCallsFillsIDs(t *testing.T) {
-	tcs := []ToolCall{{Type: "function", Function: ToolCallFunction{Name: "done", Arguments: "{}"}}}
-	calls, err := parseNativeCalls(tcs, knownTools("done"))
-	if err != nil || calls[0].id != "call_1" || tcs[0].ID != "call_1" {
+	tcs := []wire.ToolCall{{Type: "function", Function: wire.FunctionCall{Name: "done", Arguments: "{}"}}}
+	calls, err := ParseNativeCalls(tcs, knownTools("done"))
+	if err != nil || calls[0].ID != "call_1" || tcs[0].ID != "call_1" {
 		t.Fatalf("calls=%+v tcs=%+v err=%v", calls, tcs, err)
 	}
 	tcs[0].Function.Arguments = "{oops"
-	if _, err := parseNativeCalls(tcs, knownTools("done")); err == nil {
+	if _, err := ParseNativeCalls(tcs, knownTools("done")); err == nil {
 		t.Error("malformed arguments accepted")
 	}
 }
 
 func TestToolResultText(t *testing.T) {
-	if s, err := toolResultText("plain"); s != "plain" || err != nil {
+	if s, err := ToolResultText("plain"); s != "plain" || err != nil {
 		t.Errorf("string: %q %v", s, err)
 	}
-	if s, err := toolResultText(map[string]int{"n": 2}); s != `{"n":2}` || err != nil {
+	if s, err := ToolResultText(map[string]int{"n": 2}); s != `{"n":2}` || err != nil {
 		t.Errorf("map: %q %v", s, err)
 	}
-	if _, err := toolResultText(make(chan int)); err == nil {
+	if _, err := ToolResultText(make(chan int)); err == nil {
 		t.Error("unencodable result accepted")
 	}
 }

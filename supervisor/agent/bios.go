@@ -1,10 +1,17 @@
-package supervisor
+// Package agent is the agent side of a supervised request that needs no
+// worker: the BIOS system prompt and the message stack, tool definitions
+// and runners (CommandTools), the parsing of tool calls (native, and the
+// JSON convention of ToolFormatJSON), tool result text, and the
+// repeated-line loop detector.
+package agent
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 // BiosVersion identifies the text produced by BIOS.
@@ -102,12 +109,12 @@ func writeTools(b *strings.Builder, tools []ToolDef) {
 // order: the BIOS, the caller's system prompt, the conversation. The BIOS
 // and the caller's prompt share one system message (separated by a
 // delimiter) because many chat templates accept only one.
-func BuildMessageStack(biosText, callerSystemPrompt string, conversation []ChatMessage) []ChatMessage {
+func BuildMessageStack(biosText, callerSystemPrompt string, conversation []wire.Message) []wire.Message {
 	system := biosText
 	if callerSystemPrompt != "" {
 		system = strings.TrimRight(biosText, "\n") + "\n\n---\n\n" + callerSystemPrompt
 	}
-	msgs := make([]ChatMessage, 0, len(conversation)+1)
-	msgs = append(msgs, ChatMessage{Role: "system", Content: system})
+	msgs := make([]wire.Message, 0, len(conversation)+1)
+	msgs = append(msgs, wire.Message{Role: "system", Content: system})
 	return append(msgs, conversation...)
 }

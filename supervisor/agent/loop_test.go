@@ -1,4 +1,4 @@
-package supervisor
+package agent
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func TestLineLoopDetector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := lineLoopDetector{guard: guard}
+			d := LineLoopDetector{Guard: guard}
 			tripped := false
 			for _, c := range tt.chunks {
 				if line, ok := d.Feed(c); ok {
@@ -45,14 +45,14 @@ func TestLineLoopDetector(t *testing.T) {
 }
 
 func TestLineLoopDetectorDisabled(t *testing.T) {
-	d := lineLoopDetector{}
+	d := LineLoopDetector{}
 	if _, ok := d.Feed(strings.Repeat("a repeated long line\n", 100)); ok {
 		t.Fatal("zero guard tripped")
 	}
 }
 
 func TestLineLoopDetectorBoundsLongLines(t *testing.T) {
-	d := lineLoopDetector{guard: RepeatedLineGuard{MinChars: 1, Repeats: 2}}
+	d := LineLoopDetector{Guard: RepeatedLineGuard{MinChars: 1, Repeats: 2}}
 	huge := strings.Repeat("y", 3*process.MaxLineBytes)
 	d.Feed(huge)
 	if d.partial.Len() > process.MaxLineBytes {

@@ -1,9 +1,11 @@
-package supervisor
+package agent
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 func biosContext() BiosContext {
@@ -63,9 +65,9 @@ func TestBIOSVariants(t *testing.T) {
 }
 
 func TestBuildMessageStack(t *testing.T) {
-	conv := []ChatMessage{
+	conv := []wire.Message{
 		{Role: "user", Content: "question"},
-		{Role: "assistant", Content: "call", ToolCalls: []ToolCall{{ID: "c1", Type: "function"}}},
+		{Role: "assistant", Content: "call", ToolCalls: []wire.ToolCall{{ID: "c1", Type: "function"}}},
 		{Role: "tool", ToolCallID: "c1", Content: "answer"},
 	}
 	msgs := BuildMessageStack("BIOS TEXT\n", "Caller rules.", conv)
