@@ -35,6 +35,13 @@ func corralWorker(t *testing.T, model string, slots int, extra []string, mutate 
 		Name: "tiny", Command: append(cmd, extra...), Port: freePort(t), Slots: slots,
 		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: agent.ToolFormatJSON,
 	}
+	return startReady(t, cfg, mutate)
+}
+
+// startReady starts a worker of cfg, changed by mutate (nil: as it is),
+// and waits until it is READY. It is stopped at the end of the test.
+func startReady(t *testing.T, cfg WorkerConfig, mutate func(*WorkerConfig)) *Worker {
+	t.Helper()
 	if mutate != nil {
 		mutate(&cfg)
 	}

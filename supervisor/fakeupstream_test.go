@@ -56,19 +56,7 @@ func fakeUpstreamWorker(t *testing.T, slots int, child []string, chat http.Handl
 		Name: "fake", Command: child, Port: ln.Addr().(*net.TCPAddr).Port, Slots: slots,
 		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: agent.ToolFormatJSON,
 	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	w, err := NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopWorker(t, w)
-	waitState(t, w, WorkerReady, readyTimeout)
-	return w
+	return startReady(t, cfg, mutate)
 }
 
 // chatPrompt reads a chat completion request and returns the content

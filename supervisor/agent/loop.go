@@ -1,10 +1,11 @@
 package agent
 
-import (
-	"strings"
+import "strings"
 
-	"github.com/corral-llm/corral/supervisor/process"
-)
+// maxLineBytes bounds the unterminated line the detector keeps: a model
+// that writes one endless line cannot grow it without bound. Only lines
+// of that length or shorter are compared.
+const maxLineBytes = 16 << 10
 
 // RepeatedLineGuard configures the repeated-line loop detector: a request is
 // canceled with repeated_line_loop when the same line of at least MinChars
@@ -33,12 +34,12 @@ func (d *LineLoopDetector) Feed(text string) (line string, looping bool) {
 	for {
 		i := strings.IndexByte(text, '\n')
 		if i < 0 {
-			if room := process.MaxLineBytes - d.partial.Len(); room > 0 {
+			if room := maxLineBytes - d.partial.Len(); room > 0 {
 				d.partial.WriteString(text[:min(len(text), room)])
 			}
 			return "", false
 		}
-		if room := process.MaxLineBytes - d.partial.Len(); room > 0 {
+		if room := maxLineBytes - d.partial.Len(); room > 0 {
 			d.partial.WriteString(text[:min(i, room)])
 		}
 		text = text[i+1:]

@@ -3,8 +3,6 @@ package agent
 import (
 	"strings"
 	"testing"
-
-	"github.com/corral-llm/corral/supervisor/process"
 )
 
 func TestLineLoopDetector(t *testing.T) {
@@ -53,10 +51,10 @@ func TestLineLoopDetectorDisabled(t *testing.T) {
 
 func TestLineLoopDetectorBoundsLongLines(t *testing.T) {
 	d := LineLoopDetector{Guard: RepeatedLineGuard{MinChars: 1, Repeats: 2}}
-	huge := strings.Repeat("y", 3*process.MaxLineBytes)
+	huge := strings.Repeat("y", 3*maxLineBytes)
 	d.Feed(huge)
-	if d.partial.Len() > process.MaxLineBytes {
-		t.Fatalf("partial line holds %d bytes, bound is %d", d.partial.Len(), process.MaxLineBytes)
+	if d.partial.Len() > maxLineBytes {
+		t.Fatalf("partial line holds %d bytes, bound is %d", d.partial.Len(), maxLineBytes)
 	}
 	if _, ok := d.Feed("\n" + huge + "\n"); !ok {
 		t.Fatal("two equal huge lines did not trip (compared by their bounded prefix)")
