@@ -173,9 +173,6 @@ func (e *Engine) Embed(ctx context.Context, inputs []EmbedInput) (*Embeddings, e
 func (e *Engine) enqueueEmbed(ctx context.Context, inputs []EmbedInput) (*embedJob, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.closed || e.draining.Load() {
-		return nil, ErrClosed
-	}
 	if err := e.reserveQueue(); err != nil {
 		return nil, err
 	}

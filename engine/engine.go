@@ -193,10 +193,14 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 func (e *Engine) Info() ModelInfo { return e.info }
 
 // reserveQueue takes a place in the bounded queue, which Submit and
-// Embed share, or fails with ErrQueueFull; the counter is the bound, so
-// the channel send that follows never blocks. Give the place back with
-// e.queued.Add(-1) when the send does not happen.
+// Embed share, or fails with ErrClosed (closed or draining) or
+// ErrQueueFull; the counter is the bound, so the channel send that
+// follows never blocks. The caller holds e.mu for reading. Give the place
+// back with e.queued.Add(-1) when the send does not happen.
 func (e *Engine) reserveQueue() error {
+	if e.closed || e.draining.Load() {
+		return ErrClosed
+	}
 	for {
 		n := e.queued.Load()
 		if n >= int64(e.cfg.MaxQueue) {
@@ -219,9 +223,6 @@ func (e *Engine) reserveQueue() error {
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.closed || e.draining.Load() {
-		return nil, ErrClosed
-	}
 	if err := e.reserveQueue(); err != nil {
 		return nil, err
 	}
