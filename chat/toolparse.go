@@ -40,6 +40,7 @@ type ToolParser struct {
 	space int    // text[space:pos] is whitespace held after content (-1: none)
 	said  bool   // non-space content was sent: a bare call can no longer open
 
+	cut    bool   // the answer was cut off (see Cut)
 	calls  bool   // pos is inside a calls region
 	marker string // the marker that opened the region ("" when bare)
 	from   int    // where the region's text, with the whitespace before it, begins
@@ -71,16 +72,21 @@ func (p *ToolParser) Finish() []wire.Delta {
 	return p.step(true)
 }
 
+// Cut marks the answer as cut off (max_tokens, the end of the context):
+// at Finish, the first characters of a marker at its end are markup that
+// broke off, dropped rather than given as content.
+func (p *ToolParser) Cut() { p.cut = true }
+
 // Calls are the complete calls parsed so far.
 func (p *ToolParser) Calls() []wire.ToolCall { return p.done }
 
 // ParseToolCalls splits a whole answer in format f into its content and
 // calls, as a ToolParser fed the same text in pieces would (except that a
 // call cut off by the answer's end is not among the calls here, where
-// nothing of it was sent).
-func ParseToolCalls(f ToolFormat, text string, max int) (content string, calls []wire.ToolCall) {
+// nothing of it was sent). cut says the answer was cut off (see Cut).
+func ParseToolCalls(f ToolFormat, text string, max int, cut bool) (content string, calls []wire.ToolCall) {
 	p := NewToolParser(f, max)
-	p.text = text
+	p.text, p.cut = text, cut
 	var b strings.Builder
 	for _, d := range p.Finish() {
 		b.WriteString(d.Text())
@@ -135,7 +141,7 @@ func (p *ToolParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool
 		return out, true
 	}
 	upto := len(p.text)
-	if !end {
+	if !end || p.cut {
 		upto -= heldPrefix(rest, p.sx.start)
 	}
 	// Whitespace after the last call is not content.

@@ -136,7 +136,7 @@ func TestToolParser(t *testing.T) {
 					}
 				}
 			}
-			content, calls := ParseToolCalls(tc.format, tc.text, tc.max)
+			content, calls := ParseToolCalls(tc.format, tc.text, tc.max, false)
 			check("whole", content, calls)
 			for _, n := range []int{1, 2, 3, 7, len(tc.text)} {
 				content, calls, _ := stream(tc.format, tc.max, tc.text, n)
@@ -186,9 +186,29 @@ func TestToolParserTruncated(t *testing.T) {
 	if content != "Sure." || len(calls) != 1 || len(ids) != 1 || calls[0].Function.Arguments != `{"q": "pa` {
 		t.Fatalf("streamed: content %q calls %+v", content, calls)
 	}
-	content, whole := ParseToolCalls(ToolsHermes, text, 0)
+	content, whole := ParseToolCalls(ToolsHermes, text, 0, true)
 	if content != "Sure." || len(whole) != 0 {
 		t.Fatalf("whole: content %q calls %+v", content, whole)
+	}
+	// A marker cut off at max_tokens is markup; at a natural end, text.
+	for _, cut := range []bool{true, false} {
+		want := "Hi "
+		if !cut {
+			want = "Hi <tool_ca"
+		}
+		if content, calls := ParseToolCalls(ToolsHermes, "Hi <tool_ca", 0, cut); content != want || len(calls) != 0 {
+			t.Errorf("cut %v: content %q calls %+v, want %q", cut, content, calls, want)
+		}
+		p := NewToolParser(ToolsHermes, 0)
+		got := deltaText(t, append(p.Push("Hi <tool_ca"), func() []wire.Delta {
+			if cut {
+				p.Cut()
+			}
+			return p.Finish()
+		}()...))
+		if got != want {
+			t.Errorf("streamed, cut %v: content %q, want %q", cut, got, want)
+		}
 	}
 	bare := "{Once upon a time"
 	for _, n := range []int{1, len(bare)} {
@@ -242,4 +262,16 @@ func BenchmarkToolParserStream(b *testing.B) {
 			b.Fatal("no call")
 		}
 	}
+}
+
+func deltaText(t *testing.T, ds []wire.Delta) string {
+	t.Helper()
+	var b strings.Builder
+	for _, d := range ds {
+		if len(d.ToolCalls) > 0 {
+			t.Fatalf("unexpected call %+v", d.ToolCalls)
+		}
+		b.WriteString(d.Text())
+	}
+	return b.String()
 }

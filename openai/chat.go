@@ -230,6 +230,9 @@ func (f *chatResponder) streamEnd(res engine.Result) []any {
 	var evs []any
 	finish := finishReason(res)
 	if f.calls != nil {
+		if res.FinishReason == engine.FinishLength {
+			f.calls.Cut()
+		}
 		if ev := f.deltas(f.calls.Finish(), true); ev != nil {
 			evs = append(evs, ev)
 		}
@@ -253,7 +256,7 @@ func (f *chatResponder) whole(text string, lps []engine.TokenLogprobs, res engin
 	h.Object = wire.ObjectChatCompletion
 	choice := wire.ChatChoice{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}
 	if f.tools.parse {
-		choice.Message.Content, choice.Message.ToolCalls = chat.ParseToolCalls(f.tools.format, text, f.tools.max)
+		choice.Message.Content, choice.Message.ToolCalls = chat.ParseToolCalls(f.tools.format, text, f.tools.max, res.FinishReason == engine.FinishLength)
 		choice.FinishReason = toolsFinish(res, choice.Message.ToolCalls)
 	}
 	if f.logprobs {

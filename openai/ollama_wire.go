@@ -96,6 +96,9 @@ func (f *ollamaResponder) streamText(text string, _ engine.Chunk) any {
 func (f *ollamaResponder) streamEnd(res engine.Result) []any {
 	var evs []any
 	if f.calls != nil {
+		if res.FinishReason == engine.FinishLength {
+			f.calls.Cut()
+		}
 		content := deltaText(f.calls.Finish())
 		if calls := f.calls.Calls()[f.sent:]; content != "" || len(calls) > 0 {
 			f.sent += len(calls)
@@ -134,7 +137,7 @@ func (f *ollamaResponder) final(text string, res engine.Result) any {
 	// endpoints never start.
 	var calls []wire.ToolCall
 	if f.calls != nil && text != "" {
-		text, calls = chat.ParseToolCalls(f.tools, text, 0)
+		text, calls = chat.ParseToolCalls(f.tools, text, 0, res.FinishReason == engine.FinishLength)
 	}
 	return f.object(text, true, string(res.FinishReason), mt, calls...)
 }

@@ -392,3 +392,20 @@ func TestToolCallsWithLogprobs(t *testing.T) {
 		t.Fatalf("stream: %d entries, want %d", entries, want)
 	}
 }
+
+// A forced call cut off by max_tokens, even inside its opening marker,
+// leaves no markup in the content, whole or streamed.
+func TestToolCallCutOff(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
+	for _, n := range []int{2, 6, 20} {
+		choice, raw := wholeCalls(t, ts, toolRequest(named, map[string]any{"max_tokens": n}))
+		if choice.Message.Content != "" || len(choice.Message.ToolCalls) != 0 || *choice.FinishReason != "length" {
+			t.Errorf("max_tokens %d: %s", n, raw)
+		}
+		content, _, finish := streamCalls(t, ts, toolRequest(named, map[string]any{"max_tokens": n}))
+		if content != "" || finish != "length" {
+			t.Errorf("max_tokens %d streamed: content %q, finish %q", n, content, finish)
+		}
+	}
+}
