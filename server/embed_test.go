@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
+
+	ollama "github.com/ollama/ollama/api"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/openai/wire"
@@ -314,4 +318,49 @@ func TestEmbeddingsCancel(t *testing.T) {
 		t.Errorf("after cancelled requests the vector moved by %v", d)
 	}
 	waitFor(t, "an empty queue", func() bool { return metrics(t, ts)["corral_queue_depth"] == 0 })
+}
+
+// TestOllamaEmbed: Ollama's own client gets from /api/embed the vectors
+// /v1/embeddings gives, with Ollama's counts; a model that cannot embed
+// and a wrong dimension are Ollama-shaped errors.
+func TestOllamaEmbed(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 1, Pooling: "mean"})
+	base, err := url.Parse(ts.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ollama.NewClient(base, ts.client)
+	texts := []string{"Once upon a time", "The dog barked at the cat."}
+	want := embed(t, ts, map[string]any{"model": "tiny", "input": texts})
+	got, err := c.Embed(context.Background(), &ollama.EmbedRequest{Model: "tiny", Input: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Embeddings) != 2 || got.PromptEvalCount != want.Usage.PromptTokens || got.Model != "tiny" || got.TotalDuration <= 0 {
+		t.Fatalf("answer %+v (usage %+v)", got, want.Usage)
+	}
+	for i := range texts {
+		if d := vecDiff(got.Embeddings[i], want.Data[i].Embedding.Floats); d > embedTol {
+			t.Errorf("input %d differs from /v1/embeddings by %g", i, d)
+		}
+	}
+	one, err := c.Embed(context.Background(), &ollama.EmbedRequest{Model: "tiny", Input: texts[0]})
+	if err != nil || len(one.Embeddings) != 1 || vecDiff(one.Embeddings[0], want.Data[0].Embedding.Floats) > embedTol {
+		t.Fatalf("one string: %+v, %v", one, err)
+	}
+	_, err = c.Embed(context.Background(), &ollama.EmbedRequest{Model: "tiny", Input: texts[0], Dimensions: 3})
+	var se ollama.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusBadRequest || !strings.Contains(se.ErrorMessage, "dimensions") {
+		t.Errorf("dimensions 3: %v", err)
+	}
+
+	plain := startServer(t, engine.Config{Parallel: 1})
+	resp, b := plain.post(t, "/api/embed", map[string]any{"model": "tiny", "input": "hi"})
+	var oe struct {
+		Error string `json:"error"`
+	}
+	unmarshal(t, string(b), &oe)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(oe.Error, "--pooling") {
+		t.Errorf("pooling none: %d %s", resp.StatusCode, b)
+	}
 }

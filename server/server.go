@@ -208,6 +208,7 @@ var apiRoutes = []route{
 	// Ollama's API, for the tools that speak it.
 	{http.MethodPost, []string{"/api/chat"}, (*openai.API).OllamaChat},
 	{http.MethodPost, []string{"/api/generate"}, (*openai.API).OllamaGenerate},
+	{http.MethodPost, []string{"/api/embed"}, (*openai.API).OllamaEmbed},
 	{http.MethodGet, []string{"/api/tags"}, (*openai.API).OllamaTags},
 	{http.MethodGet, []string{"/api/ps"}, (*openai.API).OllamaPS},
 	{http.MethodPost, []string{"/api/show"}, (*openai.API).OllamaShow},
