@@ -386,6 +386,9 @@ func TestE2EResultsExpire(t *testing.T) {
 	if ws := workers(); ws["results_kept"] != 0.0 || ws["results_expired"] != 3.0 {
 		t.Fatalf("after result_ttl: %v", ws)
 	}
+	if v, ok := sample(scrape(t, sup.metricsHandler()), "corral_supervisor_results_expired_total", "worker", "w"); !ok || v != 3 {
+		t.Errorf("corral_supervisor_results_expired_total = %v (%v), want 3", v, ok)
+	}
 	for _, id := range ids {
 		if _, err := sup.Result(id); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Result(%d) after expiry: %v", id, err)

@@ -34,6 +34,7 @@ type workerMetrics struct {
 	jobs             map[RequestState]int // held (in flight, or finished and not yet released)
 	restarts, failed map[FailReason]uint64
 	finished         map[RequestState]uint64
+	resultsExpired   uint64
 }
 
 // metrics takes the worker's snapshot for /metrics.
@@ -44,6 +45,7 @@ func (w *Worker) metrics() workerMetrics {
 		state: w.state, slots: w.cfg.Slots, slotsUsed: w.slotsUsed, submitted: w.nextID,
 		jobs:     make(map[RequestState]int),
 		restarts: maps.Clone(w.counts.restarts), failed: maps.Clone(w.counts.failed), finished: maps.Clone(w.counts.finished),
+		resultsExpired: w.results.expired,
 	}
 	for _, r := range w.reqs {
 		m.jobs[r.state]++
@@ -63,6 +65,7 @@ type collector struct {
 	s                                     *Supervisor
 	workers, slots, slotsUsed, jobs       *prometheus.Desc
 	submitted, finished, failed, restarts *prometheus.Desc
+	expired                               *prometheus.Desc
 }
 
 func newCollector(s *Supervisor) *collector {
@@ -79,12 +82,13 @@ func newCollector(s *Supervisor) *collector {
 		finished:  d("jobs_finished_total", "Jobs ended, by state (completed, failed, canceled).", "worker", "state"),
 		failed:    d("jobs_failed_total", "Jobs failed or canceled, by fail reason.", "worker", "reason"),
 		restarts:  d("worker_restarts_total", "Restarts of the worker's child, by reason.", "worker", "reason"),
+		expired:   d("results_expired_total", "Finished results dropped unread, older than result_ttl or beyond max_results.", "worker"),
 	}
 }
 
 // Describe sends the collector's descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.workers, c.slots, c.slotsUsed, c.jobs, c.submitted, c.finished, c.failed, c.restarts} {
+	for _, d := range []*prometheus.Desc{c.workers, c.slots, c.slotsUsed, c.jobs, c.submitted, c.finished, c.failed, c.restarts, c.expired} {
 		ch <- d
 	}
 }
@@ -99,6 +103,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(m.slots), name)
 		ch <- prometheus.MustNewConstMetric(c.slotsUsed, prometheus.GaugeValue, float64(m.slotsUsed), name)
 		ch <- prometheus.MustNewConstMetric(c.submitted, prometheus.CounterValue, float64(m.submitted), name)
+		ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(m.resultsExpired), name)
 		for _, st := range jobStates {
 			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(m.jobs[st]), name, string(st))
 		}
