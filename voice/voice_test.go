@@ -371,8 +371,11 @@ func session(url string, rng *rand.Rand) error {
 				}
 				chunks++
 			case voice.TypeDone:
-				if ev.Metrics == nil || ev.Metrics.Chunks != chunks && ev.FinishReason != string(engine.FinishInterrupted) {
-					return fmt.Errorf("done %+v after %d chunks", ev, chunks)
+				if ev.Metrics == nil {
+					return fmt.Errorf("done %+v without metrics", ev)
+				}
+				if ev.Metrics.Chunks != chunks && ev.FinishReason != string(engine.FinishInterrupted) {
+					return fmt.Errorf("done %+v (metrics %+v) after %d chunks", ev, *ev.Metrics, chunks)
 				}
 				done = true
 			default:
