@@ -32,10 +32,11 @@ type ToolParser struct {
 	sx  syntax
 	max int // calls kept at most; 0: no limit
 
-	text  string // the whole answer so far
-	pos   int    // text[:pos] is decided
-	space int    // text[space:pos] is whitespace held after content (-1: none)
-	said  bool   // non-space content was sent: a bare call can no longer open
+	buf   strings.Builder // the answer so far, appended to (no copy per piece)
+	text  string          // buf's contents
+	pos   int             // text[:pos] is decided
+	space int             // text[space:pos] is whitespace held after content (-1: none)
+	said  bool            // non-space content was sent: a bare call can no longer open
 
 	cut    bool   // the answer was cut off (see Cut)
 	calls  bool   // pos is inside a calls region
@@ -60,7 +61,8 @@ func NewToolParser(f ToolFormat, max int) *ToolParser {
 
 // Push adds text to the answer and returns the pieces it decided.
 func (p *ToolParser) Push(text string) []wire.Delta {
-	p.text += text
+	p.buf.WriteString(text)
+	p.text = p.buf.String()
 	return p.step(false)
 }
 
