@@ -105,33 +105,44 @@ func parseEmbedInput(raw json.RawMessage) ([]engine.EmbedInput, *Error) {
 		}
 		return []engine.EmbedInput{{Tokens: toks}}, nil
 	}
+	var texts []string
+	if json.Unmarshal(raw, &texts) == nil {
+		return embedTexts(texts)
+	}
 	out := make([]engine.EmbedInput, len(list))
-	texts := false
 	for i, item := range list {
 		var s string
-		if err := json.Unmarshal(item, &s); err == nil {
-			if i > 0 && !texts {
-				return nil, mixed()
-			}
-			texts = true
-			if s == "" {
-				return nil, invalid("input", "'input[%d]' is an empty string", i)
-			}
-			out[i].Text = s
-			continue
+		if json.Unmarshal(item, &s) == nil {
+			return nil, mixed()
 		}
 		var ids []int64
 		if err := json.Unmarshal(item, &ids); err != nil {
 			return nil, invalid("input", "'input[%d]' must be a string or an array of token ids", i)
-		}
-		if texts {
-			return nil, mixed()
 		}
 		toks, e := embedTokens(ids, fmt.Sprintf("input[%d]", i))
 		if e != nil {
 			return nil, e
 		}
 		out[i].Tokens = toks
+	}
+	return out, nil
+}
+
+// embedTexts are text inputs: at least one, at most engine.MaxEmbedInputs,
+// none empty.
+func embedTexts(texts []string) ([]engine.EmbedInput, *Error) {
+	switch {
+	case len(texts) == 0:
+		return nil, invalid("input", "'input' must not be an empty array")
+	case len(texts) > engine.MaxEmbedInputs:
+		return nil, invalid("input", "'input' has %d items, at most %d", len(texts), engine.MaxEmbedInputs)
+	}
+	out := make([]engine.EmbedInput, len(texts))
+	for i, s := range texts {
+		if s == "" {
+			return nil, invalid("input", "'input[%d]' is an empty string", i)
+		}
+		out[i].Text = s
 	}
 	return out, nil
 }

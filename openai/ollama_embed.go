@@ -48,8 +48,7 @@ func (a *API) OllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, invalid("input", "'input' must be a string or an array of strings"))
 		return
 	}
-	raw, _ := json.Marshal(many)
-	inputs, e := parseEmbedInput(raw)
+	inputs, e := embedTexts(many)
 	if e != nil {
 		writeOllamaError(w, e)
 		return
