@@ -300,8 +300,17 @@ func TestInterruptKeepsWhatWasSpoken(t *testing.T) {
 // yet lets the request run through those chunks without pausing.
 func TestContinueAheadDoesNotPause(t *testing.T) {
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	// The paced request waits behind one that holds the only slot, so
+	// that Continue is in place before its first chunk (a fast engine
+	// could otherwise reach that chunk first and pause there).
+	blocker := submit(t, e, greedy(storyPrompt, 1<<20))
+	if _, err := blocker.Recv(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	s := submit(t, e, pacedStory(60))
 	s.Continue(1 << 20)
+	blocker.Cancel()
+	collect(t, blocker)
 	cs, res := pace(t, s, 0)
 	for _, c := range cs {
 		if c.Held {
