@@ -125,8 +125,11 @@ func checkCleanRun(t *testing.T, run map[string]any, requests, outputLen int) {
 			t.Errorf("%s.n = %v, want %d", name, n, requests)
 		}
 	}
-	if n := run["itl_ms"].(map[string]any)["n"]; n.(float64) < 1 {
-		t.Errorf("itl_ms.n = %v, want gaps", n)
+	// A gap per pair of chunks a request received: at most outputLen−1 a
+	// request; how many depends on how often a busy reader got several
+	// tokens in one chunk, so there may be none.
+	if n := run["itl_ms"].(map[string]any)["n"].(float64); n < 0 || n > float64(requests*(outputLen-1)) {
+		t.Errorf("itl_ms.n = %v, want at most %d gaps", n, requests*(outputLen-1))
 	}
 	if tp := run["output_throughput"].(float64); tp <= 0 {
 		t.Errorf("output throughput %v, want positive", tp)
