@@ -2,7 +2,9 @@
 #
 # cgo flags: llama.cpp is compiled with -O3 -march=native by default. For a
 # binary that runs on other x86-64 machines: make build NATIVE=  (or set
-# CGO_CFLAGS/CGO_CXXFLAGS yourself, e.g. "-O3 -mavx2 -mfma -mf16c").
+# CGO_CFLAGS/CGO_CXXFLAGS yourself, e.g. "-O3 -mavx2 -mfma -mf16c"), or
+# make dist for the release binaries. A binary started on a CPU that lacks
+# what it was built for stops and names what is missing (llama/cpu.c).
 NATIVE      ?= -march=native
 CGO_FLAGS   := -O3 $(NATIVE)
 export CGO_ENABLED  := 1
@@ -17,7 +19,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
 HEADERS     := llama/include/llama.h
 
-.PHONY: all build test run bench headers vet clean browser manifests
+.PHONY: all build test run bench headers vet clean browser manifests dist check-builds cross-toolchain
 
 all: build
 
@@ -80,6 +82,55 @@ manifests:
 	$(GO) run $(KUBECTL_VALIDATE) --version 1.30 --local-crds deploy/kubernetes/crds \
 		deploy/kubernetes/corral.yaml deploy/kubernetes/inferencepool.yaml
 
+# Release binaries for other machines, in dist/: linux/amd64 for
+# x86-64-v3 (Haswell, Zen 1 and later: AVX2, FMA, F16C) and linux/arm64 for
+# ARMv8.2-A with dot product and FP16 (Graviton 2+, Ampere Altra, Neoverse,
+# Cortex-A76+). libstdc++ and libgcc are linked in; they need glibc 2.36 or
+# later (Debian 12, Ubuntu 22.10, RHEL 10). The arm64 one is cross-compiled
+# with Debian's aarch64 compilers (installed when missing, as for the
+# browser).
+DIST_AMD64  := -march=x86-64-v3 -mtune=generic
+DIST_ARM64  := -march=armv8.2-a+dotprod+fp16
+AARCH64_CC  := aarch64-linux-gnu-gcc
+AARCH64_CXX := aarch64-linux-gnu-g++
+DIST_LDFLAGS := -s -w -extldflags "-static-libstdc++ -static-libgcc"
+dist: $(HEADERS) cross-toolchain
+	@mkdir -p dist
+	CGO_CFLAGS="-O3 $(DIST_AMD64)" CGO_CXXFLAGS="-O3 $(DIST_AMD64)" GOOS=linux GOARCH=amd64 \
+		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o dist/corral-linux-amd64 ./cmd/corral
+	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
+		CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) \
+		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o dist/corral-linux-arm64 ./cmd/corral
+	@ls -l dist
+
+# Builds CI's own machine cannot run, linked and thrown away (.ci/run):
+# an AMX target (ggml-cpu asks for AMX kernels the module does not
+# compile; llama/amx.cpp answers), linux/arm64 exactly as make dist builds
+# it (so either one fills the build cache for the other), and
+# the portable x86-64 baseline (NATIVE=). Each flag set compiles llama.cpp
+# once; later runs take it from Go's build cache.
+check-builds: $(HEADERS) cross-toolchain
+	CGO_CFLAGS="-O3 -march=sapphirerapids" CGO_CXXFLAGS="-O3 -march=sapphirerapids" \
+		$(GO) build -o /dev/null ./cmd/corral
+	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
+		CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) $(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o /dev/null ./cmd/corral
+	CGO_CFLAGS="-O3" CGO_CXXFLAGS="-O3" $(GO) build -o /dev/null ./cmd/corral
+	@echo "check-builds: sapphirerapids, linux/arm64 and portable x86-64 link"
+
+# Debian's aarch64 cross compilers, installed when missing and apt-get can
+# run (as root, or through sudo without a password).
+cross-toolchain:
+	@set -eu; \
+	if command -v $(AARCH64_CXX) >/dev/null 2>&1; then exit 0; fi; \
+	sudo=""; \
+	if [ "$$(id -u)" != 0 ]; then \
+		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "cross-toolchain: $(AARCH64_CXX) is missing; run as root: apt-get install g++-aarch64-linux-gnu" >&2; exit 1; fi; \
+	fi; \
+	echo "cross-toolchain: installing Debian's aarch64 cross compilers (apt-get)"; \
+	$$sudo apt-get update -qq; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+
 # Serve $(MODEL) (default: the shared test model; see README for others).
 run: build
 	./scripts/run.sh "$(MODEL)" $(ARGS)
@@ -91,4 +142,4 @@ vet: $(HEADERS)
 	$(GO) vet ./...
 
 clean:
-	rm -rf bin llama/include
+	rm -rf bin dist llama/include

@@ -11,6 +11,7 @@
 //	corral rm        MODEL               remove a model from the model directory
 //	corral show      MODEL               describe a model
 //	corral run       MODEL [PROMPT]      chat with a model in the terminal
+//	corral version                       the build, and the CPU it runs on
 package main
 
 import (
@@ -33,6 +34,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"rm":        runRemove,
 	"show":      runShow,
 	"run":       runRun,
+	"version":   runVersion,
 }
 
 // ownSignals are the commands that handle SIGINT themselves (corral run:
@@ -110,6 +112,7 @@ commands:
   rm         remove a model from the model directory
   show       describe a model: architecture, parameters, template
   run        chat with a model in the terminal
+  version    the build, and which CPU features it uses
 
 "corral <command> -h" lists a command's flags.
 `)

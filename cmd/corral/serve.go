@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
@@ -170,6 +171,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "models", len(specs), "memory_budget", registry.FormatBytes(reg.Budget().Limit()))
+	logCPU(log)
 	for _, s := range reg.Status() {
 		log.Info("model", "id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need))
 	}
@@ -193,6 +195,16 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		err = cerr
 	}
 	return err
+}
+
+// logCPU says which kernels ggml runs and what the binary was built for.
+func logCPU(log *slog.Logger) {
+	c := llama.CPU()
+	args := []any{"arch", c.Arch, "kernels", c.Kernels, "built_for", strings.Join(c.Built, " "), "machine", strings.Join(c.Machine, " ")}
+	if c.AMXUnused() {
+		args = append(args, "amx", "present, not used (ggml's AVX-512 kernels run instead)")
+	}
+	log.Info("cpu", args...)
 }
 
 // memoryBudget parses --memory-budget: bytes or a percentage of physical
