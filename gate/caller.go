@@ -34,10 +34,19 @@ type Caller struct {
 	// Key is the key the request presented; nil when the server has no
 	// keys, and then every caller may do everything (as before keys).
 	Key *Key
+
+	// anonymous: the server has keys and this request, to a public
+	// route, presented none.
+	anonymous bool
 }
 
 // Admin reports whether the caller may do what RoleAdmin may.
-func (c Caller) Admin() bool { return c.Key == nil || c.Key.Role == RoleAdmin }
+func (c Caller) Admin() bool {
+	if c.Key == nil {
+		return !c.anonymous
+	}
+	return c.Key.Role == RoleAdmin
+}
 
 // ID names the caller's key in logs, metrics and ownership checks (never
 // the secret); "" without keys.

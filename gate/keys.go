@@ -74,7 +74,7 @@ func ParseKey(spec string) (*Key, error) {
 			}
 		case "name":
 			if val == "" || !validName(val) {
-				return nil, fmt.Errorf("name=%q: want 1 to 64 letters, digits and - _ .", val)
+				return nil, fmt.Errorf("name=%q: want 1 to 64 of a-z A-Z 0-9 - _ . (letters, digits, dash, underscore, dot)", val)
 			}
 			k.ID = val
 		case "priority":

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/openai/wire"
@@ -62,6 +63,16 @@ func WriteError(w http.ResponseWriter, e *Error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.Status, e.envelope())
+}
+
+// WriteErrorFor writes e in the shape of the API r was sent to: Ollama's
+// {"error": message} under /api/, OpenAI's envelope elsewhere.
+func WriteErrorFor(w http.ResponseWriter, r *http.Request, e *Error) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeOllamaError(w, e)
+		return
+	}
+	WriteError(w, e)
 }
 
 // writeJSON writes v as the JSON response body with status code.

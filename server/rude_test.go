@@ -100,7 +100,7 @@ func TestBodyTooLarge(t *testing.T) {
 		}
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a hang fails, late
-		head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 		if _, err := conn.Write(append([]byte(head), body...)); err != nil {
 			t.Fatalf("send 20 MB: %v", err)
 		}
@@ -177,7 +177,7 @@ func TestBodyTimeout(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a hang fails, late
-	fmt.Fprintf(conn, "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"content\":")
+	fmt.Fprintf(conn, "POST /tokenize HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"content\":")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatalf("no answer to a stalled body: %v", err)
@@ -228,7 +228,7 @@ func TestStalledReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"prompt":"Once upon a time","n_predict":-1,"temperature":0,"ignore_eos":true,"stream":true}`
-	fmt.Fprintf(conn, "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(conn, "POST /completion HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 
 	finished := func() bool { return metrics(t, ts)["corral_requests_total"] == before["corral_requests_total"]+1 }
 	waitFor(t, "the request to finish", finished)

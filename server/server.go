@@ -1,19 +1,22 @@
-// Package server runs corral's HTTP server: routes, middleware (request
-// ids, request logs, body limit and deadline, panic recovery) and
-// lifecycle (serving /health while the model loads, draining and graceful
-// shutdown).
+// Package server runs corral's HTTP server: routes, the gate every request
+// passes (package gate: request ids and logs, panic recovery, API keys,
+// host and origin checks, body limit and deadline) and lifecycle (serving
+// /health while the model loads, draining and graceful shutdown, TLS).
 package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/voice"
 	"github.com/corral-llm/corral/web"
@@ -49,7 +52,16 @@ type Config struct {
 	// ShutdownTimeout is how long Serve lets in-flight requests finish
 	// after its context ends before closing their connections.
 	ShutdownTimeout time.Duration
+	// Policy is who may call: API keys, allowed hosts, CORS origins (see
+	// gate.NewPolicy). The zero value: no keys, local host names on
+	// loopback, no cross-origin requests that change state.
+	Policy gate.Policy
+	// TLS, when set, makes Serve speak HTTPS (and HTTP/2) with it.
+	TLS *tls.Config
 }
+
+// RequestIDHeader carries the request id (see gate.RequestIDHeader).
+const RequestIDHeader = gate.RequestIDHeader
 
 // Server serves the API. Until SetAPI is called it is "loading": /health
 // answers 503 {"status":"loading"} and API routes a 503 error. After Drain
@@ -90,6 +102,54 @@ func New(cfg Config) *Server {
 	}
 	s.handler = s.middleware(s.routes())
 	return s
+}
+
+// middleware puts h behind the gate (package gate), configured from the
+// server's Config.
+func (s *Server) middleware(h http.Handler) http.Handler {
+	return gate.New(gate.Config{
+		Logger: s.log, MaxBody: s.cfg.MaxBody, BodyTimeout: s.cfg.BodyTimeout, LogBodies: s.cfg.LogRequests,
+		Policy: s.cfg.Policy, Public: public, Quiet: quiet, Errors: writeGateError, Prepare: s.prepare,
+	}, h)
+}
+
+// RequestID returns the id of the request ctx belongs to (see
+// gate.RequestID).
+func RequestID(ctx context.Context) string { return gate.RequestID(ctx) }
+
+// public are the requests that need no API key: the health check, the
+// web page and its assets. Everything else, the page's live view
+// included, needs one when the server has keys.
+func public(r *http.Request) bool {
+	switch p := r.URL.Path; {
+	case p == "/health", p == "/v1/health", p == "/":
+		return true
+	case strings.HasPrefix(p, web.AssetPrefix):
+		return true
+	}
+	return false
+}
+
+// quiet are the requests logged at debug level: polled constantly.
+func quiet(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path == "/metrics" }
+
+// writeGateError writes a refusal of the gate in the shape of the API r
+// was sent to.
+func writeGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
+	typ := openai.TypeInvalidRequest
+	if e.Status >= 500 {
+		typ = openai.TypeServer
+	}
+	openai.WriteErrorFor(w, r, &openai.Error{Status: e.Status, Type: typ, Code: e.Code, Message: e.Message})
+}
+
+// prepare gives the API's handlers their request log record and stream
+// settings, and the request's log line what the record holds.
+func (s *Server) prepare(r *http.Request) (*http.Request, func() []slog.Attr) {
+	rec := new(openai.RequestLog)
+	ctx := openai.WithRequestLog(r.Context(), rec)
+	ctx = openai.WithStreamConfig(ctx, openai.StreamConfig{KeepAlive: s.cfg.KeepAlive, WriteTimeout: s.cfg.WriteTimeout})
+	return r.WithContext(ctx), rec.Attrs
 }
 
 // SetAPI makes the server ready: API routes go to api from now on. An API
@@ -143,7 +203,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	if s.cfg.TLS != nil {
+		hs.TLSConfig = s.cfg.TLS
+		go func() { errc <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- hs.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)

@@ -64,6 +64,7 @@ func runServe(ctx context.Context, args []string) error {
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
 	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see README")
 	logs := addLogFlags(fs)
+	acc := addAccessFlags(fs)
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
 	var scfg server.Config
 	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish")
@@ -124,11 +125,20 @@ func runServe(ctx context.Context, args []string) error {
 	if rcfg.Budget, err = memoryBudget(*budgetFlag, log); err != nil {
 		return fmt.Errorf("--memory-budget: %w", err)
 	}
+	access, err := acc.setup(log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return err
 	}
+	access.announce(ln, log)
+	hup, stopHUP := context.WithCancel(ctx)
+	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
+	defer func() { stopHUP(); waitHUP() }()
 	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
+	scfg.Policy, scfg.TLS = access.policy, access.tls
 	return serveModels(ctx, ln, specs, rcfg, scfg, nil)
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/supervisor"
 )
 
@@ -30,7 +32,9 @@ func runSupervise(ctx context.Context, args []string) error {
 	configPath := fs.String("config", "", "YAML configuration `file` (see supervisor/example.yaml)")
 	host := fs.String("host", "", "listen address (default: the file's host, else 127.0.0.1)")
 	port := fs.Int("port", 0, "listen port (default: the file's port, else 8090)")
+	maxBody := fs.Int64("max-body", 64<<20, "largest request body in `bytes` (a job's prompts)")
 	logs := addLogFlags(fs)
+	acc := addAccessFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,6 +44,10 @@ func runSupervise(ctx context.Context, args []string) error {
 	}
 	if *configPath == "" {
 		return errors.New("--config is required")
+	}
+	access, err := acc.setup(log)
+	if err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -67,9 +75,19 @@ func runSupervise(ctx context.Context, args []string) error {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: sup.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	access.announce(ln, log)
+	hup, stopHUP := context.WithCancel(ctx)
+	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
+	defer func() { stopHUP(); waitHUP() }()
+	h := gate.New(gate.Config{Logger: log, MaxBody: *maxBody, Policy: access.policy, Errors: writeSupervisorGateError,
+		Quiet: func(r *http.Request) bool { return r.URL.Path == "/metrics" }}, sup.Handler())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: access.tls}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	if access.tls != nil {
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
 	log.Info("supervising", "addr", ln.Addr().String(), "workers", len(cfg.Workers))
 
 	select {
@@ -85,12 +103,29 @@ func runSupervise(ctx context.Context, args []string) error {
 	return errors.Join(err, shutErr, sup.Stop(stopCtx))
 }
 
+// writeSupervisorGateError writes a refusal of the gate in the shape of the
+// supervisor's API: OpenAI's envelope for the proxied chat completions,
+// {"ok":false,"error":CODE,"message":...} for the job API.
+func writeSupervisorGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
+	if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		typ := wire.TypeInvalidRequest
+		if e.Status >= 500 {
+			typ = wire.TypeServer
+		}
+		code := e.Code
+		wire.WriteJSON(w, e.Status, wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: typ, Code: &code}})
+		return
+	}
+	wire.WriteJSON(w, e.Status, map[string]any{"ok": false, "error": strings.ToUpper(e.Code), "message": e.Message})
+}
+
 // runSuperviseRestart is "corral supervise restart [--url URL] NAME": POST
 // /v1/workers/NAME/restart on a running supervisor, which restarts the
 // worker with reason manual (and so leaves FAILED).
 func runSuperviseRestart(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("supervise restart", flag.ContinueOnError)
 	base := fs.String("url", "http://127.0.0.1:8090", "the supervisor's base `URL`")
+	key := fs.String("api-key", os.Getenv("CORRAL_API_KEY"), "an admin API `key` of the supervisor (default $CORRAL_API_KEY)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: corral supervise restart [--url URL] NAME")
 		fs.PrintDefaults()
@@ -114,6 +149,9 @@ func runSuperviseRestart(ctx context.Context, args []string, out io.Writer) erro
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return fmt.Errorf("restart: %w", err)
+	}
+	if *key != "" {
+		req.Header.Set("Authorization", "Bearer "+*key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
