@@ -54,10 +54,12 @@ type hubRequest struct {
 	listing, resolution bool
 }
 
+// newFakeHub starts a fake hub on https (its srv.Client trusts it, and
+// every other httptest TLS server: they share a certificate).
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{files: map[string][]byte{}, published: map[string]string{}}
-	h.srv = httptest.NewServer(h)
+	h.srv = httptest.NewTLSServer(h)
 	h.cdn = h.srv.URL
 	t.Cleanup(h.srv.Close)
 	return h
