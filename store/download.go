@@ -31,6 +31,9 @@ const (
 // ended.
 var errStalled = fmt.Errorf("no data received for %v", stallTimeout)
 
+// errTooLong ends a copy that reached its limit with more to read.
+var errTooLong = errors.New("more than the limit")
+
 // download fetches src into part, resuming what part holds, and returns
 // its SHA-256. A failed connection is retried (with resume). A part whose
 // hash is wrong is removed; when it held bytes from before the attempt that
@@ -219,6 +222,15 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 	default:
 		return res, statusError(resp)
 	}
+	if total >= 0 && src.size >= 0 && total != src.size {
+		return res, fmt.Errorf("the server sends %d bytes; the hub lists %d", total, src.size)
+	}
+	if total >= 0 && p.maxSize >= 0 && total > p.maxSize {
+		return res, p.tooLarge(total)
+	}
+	if src.size < 0 {
+		src.size = total
+	}
 	if have == 0 {
 		// This response starts the part. Keep its validator, to resume the
 		// part only with the same file.
@@ -231,28 +243,36 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 			return res, fmt.Errorf("partial download: %w", err)
 		}
 	}
-	if total >= 0 && src.size >= 0 && total != src.size {
-		return res, fmt.Errorf("the server sends %d bytes; the hub lists %d", total, src.size)
-	}
-	if src.size < 0 {
-		src.size = total
-	}
 
 	done := have
 	if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
+		// The part holds at most the size announced (by the hub's listing,
+		// Content-Length or Content-Range), or the size limit when none
+		// is: a server that goes on sending is cut there.
+		limit := src.size
+		if limit < 0 {
+			limit = p.maxSize
+		}
 		p.prog.begin(have, src.size)
-		n, rerr, werr := p.copy(f, h, resp.Body, have, src.size, watchdog)
+		n, rerr, werr := p.copy(f, h, resp.Body, have, src.size, limit, watchdog)
 		done += n
 		res.progressed = n > 0
 		switch {
 		case werr != nil:
 			return res, fmt.Errorf("partial download: %w", werr)
+		case errors.Is(rerr, errTooLong):
+			err := fmt.Errorf("the server sent more than the announced %d bytes", src.size)
+			if src.size < 0 {
+				err = fmt.Errorf("the server sent more than the size limit of %d bytes (%s; --max-size) without announcing the file's size", limit, humanBytes(float64(limit)))
+			}
+			if rerr := removePart(part); rerr != nil {
+				return res, errors.Join(err, fmt.Errorf("remove bad download: %w", rerr))
+			}
+			return res, err
 		case rerr != nil:
 			return res, connError(actx, fmt.Errorf("connection lost at %s: %w", fraction(done, src.size), rerr))
 		case src.size >= 0 && done < src.size:
 			return res, retryable{fmt.Errorf("connection closed at %s: %w", fraction(done, src.size), io.ErrUnexpectedEOF)}
-		case src.size >= 0 && done > src.size:
-			return res, fmt.Errorf("the server sent %d bytes, more than the %d it announced", done, src.size)
 		}
 		p.prog.end(done, src.size)
 	}
@@ -268,6 +288,11 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 	}
 	res.sha256 = got
 	return res, nil
+}
+
+// tooLarge is the error for a file of size bytes, over the size limit.
+func (p *puller) tooLarge(size int64) error {
+	return fmt.Errorf("the file is %d bytes (%s), more than the size limit of %s (--max-size)", size, humanBytes(float64(size)), humanBytes(float64(p.maxSize)))
 }
 
 // resumable returns how many bytes of part to resume from, and the
@@ -292,6 +317,8 @@ func (p *puller) resumable(src *source, part string) (have int64, validator stri
 		return 0, "", nil
 	case src.size >= 0 && st.Size() > src.size:
 		p.prog.event("%s: the partial download is longer than the file; starting over", p.prog.name)
+	case src.size < 0 && p.maxSize >= 0 && st.Size() > p.maxSize:
+		p.prog.event("%s: the partial download is over the size limit; starting over", p.prog.name)
 	case src.sha256 != "":
 		// Resumed as before validators were kept: the hash is enough, and
 		// a hub's CDN need not keep them across its signed URLs.
@@ -355,12 +382,17 @@ func removePart(part string) error {
 }
 
 // copy appends body to f and h, reporting progress, until body ends. done
-// is what f held before; total the expected size, or -1. Each read pushes
-// the watchdog back.
-func (p *puller) copy(f *os.File, h hash.Hash, body io.Reader, done, total int64, watchdog *time.Timer) (n int64, readErr, writeErr error) {
+// is what f held before; total the expected size, or -1. f grows to at
+// most limit bytes (-1: no limit): a body with more ends the copy with
+// errTooLong. Each read pushes the watchdog back.
+func (p *puller) copy(f *os.File, h hash.Hash, body io.Reader, done, total, limit int64, watchdog *time.Timer) (n int64, readErr, writeErr error) {
 	buf := make([]byte, copyBuffer)
 	for {
 		m, err := body.Read(buf)
+		over := limit >= 0 && int64(m) > limit-done-n
+		if over {
+			m = int(max(limit-done-n, 0))
+		}
 		if m > 0 {
 			watchdog.Reset(stallTimeout)
 			if _, werr := f.Write(buf[:m]); werr != nil {
@@ -369,6 +401,9 @@ func (p *puller) copy(f *os.File, h hash.Hash, body io.Reader, done, total int64
 			h.Write(buf[:m])
 			n += int64(m)
 			p.prog.update(done+n, total, int64(m))
+		}
+		if over {
+			return n, errTooLong, nil
 		}
 		if err == io.EOF {
 			return n, nil, nil

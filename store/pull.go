@@ -20,6 +20,11 @@ import (
 // DefaultHubURL is the Hugging Face hub.
 const DefaultHubURL = "https://huggingface.co"
 
+// DefaultMaxSize is the size limit of a download when PullOptions.MaxSize
+// is 0: 256 GiB, five times the largest file the hub stores (50 GB), with
+// room for a merged model downloaded from elsewhere.
+const DefaultMaxSize = 256 << 30
+
 // ErrChecksum means a downloaded file's SHA-256 is not the one the hub
 // published; the download is deleted.
 var ErrChecksum = errors.New("checksum mismatch")
@@ -53,6 +58,13 @@ type PullOptions struct {
 	// that failed (its connection, a stall, a server error); by default 1s,
 	// 2s, 4s, 8s.
 	Backoff func(n int) time.Duration
+	// MaxSize is the largest file Pull downloads, in bytes: a file
+	// announced larger is refused before it is downloaded, and a download
+	// whose size is not announced is cut there. 0 means DefaultMaxSize,
+	// a negative value no limit. Whatever the limit, a server that sends
+	// more than the size it announced (Content-Length, Content-Range, or
+	// the hub's file listing) is cut at that size.
+	MaxSize int64
 }
 
 // Pull downloads the model ref names into dir and returns its path. ref is
@@ -66,8 +78,9 @@ type PullOptions struct {
 // The file is downloaded to dir/ID.gguf.part (beside it,
 // ID.gguf.part.meta keeps the ETag or Last-Modified of the response that
 // started it), checked against the SHA-256 the hub publishes (when there is
-// one), synced and renamed to dir/ID.gguf. A part left by an interrupted
-// pull is resumed when the server confirms it is of the same file
+// one), synced and renamed to dir/ID.gguf. A download stops at the size
+// announced for it, and at PullOptions.MaxSize. A part left by an
+// interrupted pull is resumed when the server confirms it is of the same file
 // (If-Range) or the hash is published, and the download starts over once if
 // the resumed file then fails the hash. A connection that fails
 // mid-download is resumed a few times before Pull gives up. A model already
@@ -94,6 +107,7 @@ type puller struct {
 	hubHost   string
 	token     string
 	backoff   func(int) time.Duration
+	maxSize   int64 // -1: no limit
 	prog      *progress
 }
 
@@ -109,7 +123,14 @@ func newPuller(opt PullOptions) (*puller, error) {
 		hubHost: u.Host,
 		token:   cmp.Or(opt.Token, os.Getenv("HF_TOKEN")),
 		backoff: opt.Backoff,
+		maxSize: opt.MaxSize,
 		prog:    &progress{w: opt.Progress, terminal: opt.Terminal},
+	}
+	switch {
+	case p.maxSize == 0:
+		p.maxSize = DefaultMaxSize
+	case p.maxSize < 0:
+		p.maxSize = -1
 	}
 	if p.backoff == nil {
 		p.backoff = func(n int) time.Duration { return time.Second << min(n-1, 3) }
@@ -173,6 +194,9 @@ func (p *puller) pull(ctx context.Context, ref, dir, id string) (string, error) 
 		return "", err
 	}
 	p.prog.name = strings.TrimSuffix(filepath.Base(final), ext)
+	if p.maxSize >= 0 && src.size > p.maxSize {
+		return "", p.tooLarge(src.size)
+	}
 	if ok, err := p.upToDate(ctx, src, final); err != nil || ok {
 		return final, err
 	}
