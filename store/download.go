@@ -34,6 +34,36 @@ var errStalled = fmt.Errorf("no data received for %v", stallTimeout)
 // errTooLong ends a copy that reached its limit with more to read.
 var errTooLong = errors.New("more than the limit")
 
+// errNotRegular means a file Pull writes (a part, its meta file, or the
+// model a download replaces) is a symlink, not a regular file, or (a part
+// or its meta file) a hard link: Pull does not write through one, for a
+// link planted in the model directory could make it overwrite a file
+// elsewhere.
+var errNotRegular = errors.New("pull writes no file through a link or into a special file; remove it")
+
+// notRegular wraps errNotRegular for the file at path; what says what the
+// file is.
+func notRegular(path, what string) error {
+	return fmt.Errorf("%s %s: %w", path, what, errNotRegular)
+}
+
+// checkRegular returns errNotRegular when the file at path is a symlink
+// or not a regular file; nil when it is one, or does not exist.
+func checkRegular(path string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return notRegular(path, "is a symlink")
+	case !st.Mode().IsRegular():
+		return notRegular(path, "is not a regular file")
+	}
+	return nil
+}
+
 // download fetches src into part, resuming what part holds, and returns
 // its SHA-256. A failed connection is retried (with resume). A part whose
 // hash is wrong is removed; when it held bytes from before the attempt that
@@ -42,7 +72,7 @@ var errTooLong = errors.New("more than the limit")
 func (p *puller) download(ctx context.Context, src *source, part string) (string, error) {
 	got, err := p.downloadTries(ctx, src, part)
 	if err != nil {
-		if st, serr := os.Stat(part); serr == nil && st.Size() == 0 {
+		if st, serr := os.Lstat(part); serr == nil && st.Mode().IsRegular() && st.Size() == 0 {
 			removePart(part)
 		}
 	}
@@ -136,7 +166,7 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 	}
 	if have > 0 {
 		// The bytes already there count towards the hash: read them back.
-		if f, err = os.OpenFile(part, os.O_RDWR, 0); err == nil {
+		if f, err = openRegular(part, os.O_RDWR); err == nil {
 			_, err = io.CopyN(h, f, have)
 		}
 		if err != nil {
@@ -235,7 +265,10 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 		// This response starts the part. Keep its validator, to resume the
 		// part only with the same file.
 		if f == nil {
-			if f, err = os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			if f, err = openRegular(part, os.O_RDWR|os.O_CREATE); err == nil {
+				err = f.Truncate(0)
+			}
+			if err != nil {
 				return res, fmt.Errorf("partial download: %w", err)
 			}
 		}
@@ -301,11 +334,14 @@ func (p *puller) tooLarge(size int64) error {
 // (the hash catches a part of another file). A part that cannot be resumed
 // is removed: the download starts over.
 func (p *puller) resumable(src *source, part string) (have int64, validator string, err error) {
-	st, err := os.Stat(part)
+	st, err := os.Lstat(part)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, "", nil
 	}
 	if err != nil {
+		return 0, "", err
+	}
+	if err := checkRegular(part); err != nil {
 		return 0, "", err
 	}
 	validator, err = readValidator(part)
@@ -345,17 +381,26 @@ func responseValidator(resp *http.Response) string {
 	return strings.TrimSpace(resp.Header.Get("Last-Modified"))
 }
 
-// readValidator returns the validator kept beside part, "" when none is.
+// maxValidator bounds the meta file read back: an ETag or a date is short.
+const maxValidator = 4 << 10
+
+// readValidator returns the validator kept beside part, "" when none is
+// (or what is kept is not one).
 func readValidator(part string) (string, error) {
-	b, err := os.ReadFile(part + metaExt)
+	f, err := openRegular(part+metaExt, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
 		return "", err
 	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxValidator+1))
+	if err != nil {
+		return "", err
+	}
 	v := strings.TrimSpace(string(b))
-	if strings.ContainsAny(v, "\r\n") {
+	if len(b) > maxValidator || strings.ContainsAny(v, "\r\n") {
 		return "", nil
 	}
 	return v, nil
@@ -369,7 +414,15 @@ func writeValidator(part, v string) error {
 		}
 		return nil
 	}
-	return os.WriteFile(part+metaExt, []byte(v+"\n"), 0o644)
+	f, err := openRegular(part+metaExt, os.O_WRONLY|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteString(v + "\n")
+	}
+	return errors.Join(err, f.Close())
 }
 
 // removePart removes part and the validator kept beside it.

@@ -78,9 +78,10 @@ type PullOptions struct {
 // The file is downloaded to dir/ID.gguf.part (beside it,
 // ID.gguf.part.meta keeps the ETag or Last-Modified of the response that
 // started it), checked against the SHA-256 the hub publishes (when there is
-// one), synced and renamed to dir/ID.gguf. A download stops at the size
-// announced for it, and at PullOptions.MaxSize. A part left by an
-// interrupted pull is resumed when the server confirms it is of the same file
+// one), synced and renamed to dir/ID.gguf. The part, its meta file and
+// the model it replaces must be regular files, not symlinks: Pull writes
+// through no link. A download stops at the size announced for it, and at
+// PullOptions.MaxSize. A part left by an interrupted pull is resumed when the server confirms it is of the same file
 // (If-Range) or the hash is published, and the download starts over once if
 // the resumed file then fails the hash. A connection that fails
 // mid-download is resumed a few times before Pull gives up. A model already
@@ -200,11 +201,22 @@ func (p *puller) pull(ctx context.Context, ref, dir, id string) (string, error) 
 	if ok, err := p.upToDate(ctx, src, final); err != nil || ok {
 		return final, err
 	}
+	// What the download writes and replaces: no links. The part and its
+	// meta file are also opened without following one (a link made after
+	// this check); the rename replaces a link, never what it points to.
+	for _, f := range []string{final + partExt, final + partExt + metaExt, final} {
+		if err := checkRegular(f); err != nil {
+			return "", err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("model directory: %w", err)
 	}
 	got, err := p.download(ctx, src, final+partExt)
 	if err != nil {
+		return "", err
+	}
+	if err := checkRegular(final); err != nil {
 		return "", err
 	}
 	if err := os.Rename(final+partExt, final); err != nil {
