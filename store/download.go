@@ -478,13 +478,13 @@ func restart(f *os.File, h hash.Hash) error {
 }
 
 // connError classifies err, the failure of a request made with actx: a
-// stall or a connection failure is retryable; a cancellation or a host that
-// does not exist is not.
+// stall or a connection failure is retryable; a cancellation, a host that
+// does not exist or a redirect to plain http is not.
 func connError(actx context.Context, err error) error {
 	if errors.Is(context.Cause(actx), errStalled) {
 		return retryable{errStalled}
 	}
-	if actx.Err() != nil {
+	if actx.Err() != nil || errors.Is(err, errInsecure) {
 		return err
 	}
 	var dns *net.DNSError

@@ -65,6 +65,16 @@ func newFakeHub(t *testing.T) *fakeHub {
 	return h
 }
 
+// newPlainFakeHub starts a fake hub on plain http.
+func newPlainFakeHub(t *testing.T) *fakeHub {
+	t.Helper()
+	h := &fakeHub{files: map[string][]byte{}, published: map[string]string{}}
+	h.srv = httptest.NewServer(h)
+	h.cdn = h.srv.URL
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
 // add stores a file of n random bytes at "org/repo/path" and returns it.
 func (h *fakeHub) add(name string, n int) []byte {
 	b := make([]byte, n)

@@ -65,6 +65,9 @@ type PullOptions struct {
 	// more than the size it announced (Content-Length, Content-Range, or
 	// the hub's file listing) is cut at that size.
 	MaxSize int64
+	// Insecure allows plain http: the reference, the hub URL and every
+	// redirect must otherwise be https.
+	Insecure bool
 }
 
 // Pull downloads the model ref names into dir and returns its path. ref is
@@ -81,7 +84,8 @@ type PullOptions struct {
 // one), synced and renamed to dir/ID.gguf. The part, its meta file and
 // the model it replaces must be regular files, not symlinks: Pull writes
 // through no link. A download stops at the size announced for it, and at
-// PullOptions.MaxSize. A part left by an interrupted pull is resumed when the server confirms it is of the same file
+// PullOptions.MaxSize; every URL must be https, unless
+// PullOptions.Insecure. A part left by an interrupted pull is resumed when the server confirms it is of the same file
 // (If-Range) or the hash is published, and the download starts over once if
 // the resumed file then fails the hash. A connection that fails
 // mid-download is resumed a few times before Pull gives up. A model already
@@ -109,6 +113,7 @@ type puller struct {
 	token     string
 	backoff   func(int) time.Duration
 	maxSize   int64 // -1: no limit
+	insecure  bool
 	prog      *progress
 }
 
@@ -120,12 +125,16 @@ func newPuller(opt PullOptions) (*puller, error) {
 		return nil, fmt.Errorf("hub URL %q: not an absolute URL", hub)
 	}
 	p := &puller{
-		hub:     hub,
-		hubHost: u.Host,
-		token:   cmp.Or(opt.Token, os.Getenv("HF_TOKEN")),
-		backoff: opt.Backoff,
-		maxSize: opt.MaxSize,
-		prog:    &progress{w: opt.Progress, terminal: opt.Terminal},
+		hub:      hub,
+		hubHost:  u.Host,
+		token:    cmp.Or(opt.Token, os.Getenv("HF_TOKEN")),
+		backoff:  opt.Backoff,
+		maxSize:  opt.MaxSize,
+		insecure: opt.Insecure,
+		prog:     &progress{w: opt.Progress, terminal: opt.Terminal},
+	}
+	if err := p.checkScheme(u); err != nil {
+		return nil, fmt.Errorf("hub URL %s: %w", hub, err)
 	}
 	switch {
 	case p.maxSize == 0:
@@ -150,9 +159,13 @@ func newPuller(opt PullOptions) (*puller, error) {
 	}
 	// The token is for the hub: redirects elsewhere (its CDN) go without.
 	// Go keeps Authorization on a redirect to another port of the same
-	// host, or to a subdomain; Range it keeps on every redirect.
+	// host, or to a subdomain; Range it keeps on every redirect. A
+	// redirect to plain http is refused, unless insecure.
 	next := c.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := p.checkScheme(req.URL); err != nil {
+			return fmt.Errorf("redirect refused: %w", err)
+		}
 		if req.URL.Host != p.hubHost {
 			req.Header.Del("Authorization")
 		}

@@ -11,11 +11,30 @@ import (
 	"strings"
 )
 
+// errInsecure means a URL is plain http, and the pull is not insecure.
+var errInsecure = errors.New("not https (--insecure allows plain http)")
+
+// checkScheme returns an error unless u is https, or http with insecure
+// set; the caller names u.
+func (p *puller) checkScheme(u *url.URL) error {
+	switch {
+	case u.Scheme == "https" || u.Scheme == "http" && p.insecure:
+		return nil
+	case u.Scheme == "http":
+		return errInsecure
+	}
+	return fmt.Errorf("unsupported scheme %q (want https)", u.Scheme)
+}
+
 // newRequest makes a request carrying the token when it goes to the hub.
+// The URL must be https (see checkScheme).
 func (p *puller) newRequest(ctx context.Context, method, u string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
+	}
+	if err := p.checkScheme(req.URL); err != nil {
+		return nil, fmt.Errorf("%s: %w", shortURL(req.URL), err)
 	}
 	req.Header.Set("User-Agent", "corral")
 	if p.token != "" && req.URL.Host == p.hubHost {
