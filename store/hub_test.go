@@ -37,11 +37,12 @@ type fakeHub struct {
 	dropAt, drops int
 	// downAfterDrop makes the CDN answer 503 once it has cut a connection.
 	downAfterDrop bool
-	down          bool // the CDN answers 503
-	ignoreRange   bool // the CDN answers every request with the whole file
-	noLinkedETag  bool // the resolve endpoint sends no X-Linked-Etag
-	cdnETag       bool // the CDN sends an ETag of the content (not its SHA-256)
-	pageSize      int  // > 0: listings come in pages of this many entries
+	down          bool   // the CDN answers 503
+	ignoreRange   bool   // the CDN answers every request with the whole file
+	noLinkedETag  bool   // the resolve endpoint sends no X-Linked-Etag
+	cdnETag       bool   // the CDN sends an ETag of the content (not its SHA-256)
+	cdnLinkedETag string // when set, the X-Linked-Etag the CDN sends
+	pageSize      int    // > 0: listings come in pages of this many entries
 }
 
 // hubRequest is a request the fake hub saw.
@@ -212,6 +213,9 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	case h.ignoreRange:
 		r.Header.Del("Range")
+	}
+	if h.cdnLinkedETag != "" {
+		w.Header().Set("X-Linked-Etag", h.cdnLinkedETag)
 	}
 	if h.cdnETag {
 		sum := sha256.Sum256(b)

@@ -83,9 +83,12 @@ type PullOptions struct {
 // started it), checked against the SHA-256 the hub publishes (when there is
 // one), synced and renamed to dir/ID.gguf. The part, its meta file and
 // the model it replaces must be regular files, not symlinks: Pull writes
-// through no link. A download stops at the size announced for it, and at
-// PullOptions.MaxSize; every URL must be https, unless
-// PullOptions.Insecure. A part left by an interrupted pull is resumed when the server confirms it is of the same file
+// through no link. The hash comes from the hub's file listing or from the
+// headers of a response of the hub's own host, never from another server
+// (a URL elsewhere, or the CDN the hub redirects to). A download stops at
+// the size announced for it, and at PullOptions.MaxSize; every URL must be
+// https, unless PullOptions.Insecure. A part left by an interrupted
+// pull is resumed when the server confirms it is of the same file
 // (If-Range) or the hash is published, and the download starts over once if
 // the resumed file then fails the hash. A connection that fails
 // mid-download is resumed a few times before Pull gives up. A model already
