@@ -31,6 +31,39 @@ const (
 // ended.
 var errStalled = fmt.Errorf("no data received for %v", stallTimeout)
 
+// errTooLong ends a copy that reached its limit with more to read.
+var errTooLong = errors.New("more than the limit")
+
+// errNotRegular means a file Pull writes (a part, its meta file, or the
+// model a download replaces) is a symlink, not a regular file, or (a part
+// or its meta file) a hard link: Pull does not write through one, for a
+// link planted in the model directory could make it overwrite a file
+// elsewhere.
+var errNotRegular = errors.New("pull writes no file through a link or into a special file; remove it")
+
+// notRegular wraps errNotRegular for the file at path; what says what the
+// file is.
+func notRegular(path, what string) error {
+	return fmt.Errorf("%s %s: %w", path, what, errNotRegular)
+}
+
+// checkRegular returns errNotRegular when the file at path is a symlink
+// or not a regular file; nil when it is one, or does not exist.
+func checkRegular(path string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return notRegular(path, "is a symlink")
+	case !st.Mode().IsRegular():
+		return notRegular(path, "is not a regular file")
+	}
+	return nil
+}
+
 // download fetches src into part, resuming what part holds, and returns
 // its SHA-256. A failed connection is retried (with resume). A part whose
 // hash is wrong is removed; when it held bytes from before the attempt that
@@ -39,7 +72,7 @@ var errStalled = fmt.Errorf("no data received for %v", stallTimeout)
 func (p *puller) download(ctx context.Context, src *source, part string) (string, error) {
 	got, err := p.downloadTries(ctx, src, part)
 	if err != nil {
-		if st, serr := os.Stat(part); serr == nil && st.Size() == 0 {
+		if st, serr := os.Lstat(part); serr == nil && st.Mode().IsRegular() && st.Size() == 0 {
 			removePart(part)
 		}
 	}
@@ -133,7 +166,7 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 	}
 	if have > 0 {
 		// The bytes already there count towards the hash: read them back.
-		if f, err = os.OpenFile(part, os.O_RDWR, 0); err == nil {
+		if f, err = openRegular(part, os.O_RDWR); err == nil {
 			_, err = io.CopyN(h, f, have)
 		}
 		if err != nil {
@@ -219,11 +252,23 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 	default:
 		return res, statusError(resp)
 	}
+	if total >= 0 && src.size >= 0 && total != src.size {
+		return res, fmt.Errorf("the server sends %d bytes; the hub lists %d", total, src.size)
+	}
+	if total >= 0 && p.maxSize >= 0 && total > p.maxSize {
+		return res, p.tooLarge(total)
+	}
+	if src.size < 0 {
+		src.size = total
+	}
 	if have == 0 {
 		// This response starts the part. Keep its validator, to resume the
 		// part only with the same file.
 		if f == nil {
-			if f, err = os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			if f, err = openRegular(part, os.O_RDWR|os.O_CREATE); err == nil {
+				err = f.Truncate(0)
+			}
+			if err != nil {
 				return res, fmt.Errorf("partial download: %w", err)
 			}
 		}
@@ -231,28 +276,36 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 			return res, fmt.Errorf("partial download: %w", err)
 		}
 	}
-	if total >= 0 && src.size >= 0 && total != src.size {
-		return res, fmt.Errorf("the server sends %d bytes; the hub lists %d", total, src.size)
-	}
-	if src.size < 0 {
-		src.size = total
-	}
 
 	done := have
 	if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
+		// The part holds at most the size announced (by the hub's listing,
+		// Content-Length or Content-Range), or the size limit when none
+		// is: a server that goes on sending is cut there.
+		limit := src.size
+		if limit < 0 {
+			limit = p.maxSize
+		}
 		p.prog.begin(have, src.size)
-		n, rerr, werr := p.copy(f, h, resp.Body, have, src.size, watchdog)
+		n, rerr, werr := p.copy(f, h, resp.Body, have, src.size, limit, watchdog)
 		done += n
 		res.progressed = n > 0
 		switch {
 		case werr != nil:
 			return res, fmt.Errorf("partial download: %w", werr)
+		case errors.Is(rerr, errTooLong):
+			err := fmt.Errorf("the server sent more than the announced %d bytes", src.size)
+			if src.size < 0 {
+				err = fmt.Errorf("the server sent more than the size limit of %d bytes (%s; --max-size) without announcing the file's size", limit, humanBytes(float64(limit)))
+			}
+			if rerr := removePart(part); rerr != nil {
+				return res, errors.Join(err, fmt.Errorf("remove bad download: %w", rerr))
+			}
+			return res, err
 		case rerr != nil:
 			return res, connError(actx, fmt.Errorf("connection lost at %s: %w", fraction(done, src.size), rerr))
 		case src.size >= 0 && done < src.size:
 			return res, retryable{fmt.Errorf("connection closed at %s: %w", fraction(done, src.size), io.ErrUnexpectedEOF)}
-		case src.size >= 0 && done > src.size:
-			return res, fmt.Errorf("the server sent %d bytes, more than the %d it announced", done, src.size)
 		}
 		p.prog.end(done, src.size)
 	}
@@ -270,17 +323,25 @@ func (p *puller) attempt(ctx context.Context, src *source, part string) (res att
 	return res, nil
 }
 
+// tooLarge is the error for a file of size bytes, over the size limit.
+func (p *puller) tooLarge(size int64) error {
+	return fmt.Errorf("the file is %d bytes (%s), more than the size limit of %s (--max-size)", size, humanBytes(float64(size)), humanBytes(float64(p.maxSize)))
+}
+
 // resumable returns how many bytes of part to resume from, and the
 // validator to send with If-Range. A part is resumed when the validator of
 // the response that started it was kept, or when the file's hash is known
 // (the hash catches a part of another file). A part that cannot be resumed
 // is removed: the download starts over.
 func (p *puller) resumable(src *source, part string) (have int64, validator string, err error) {
-	st, err := os.Stat(part)
+	st, err := os.Lstat(part)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, "", nil
 	}
 	if err != nil {
+		return 0, "", err
+	}
+	if err := checkRegular(part); err != nil {
 		return 0, "", err
 	}
 	validator, err = readValidator(part)
@@ -292,6 +353,8 @@ func (p *puller) resumable(src *source, part string) (have int64, validator stri
 		return 0, "", nil
 	case src.size >= 0 && st.Size() > src.size:
 		p.prog.event("%s: the partial download is longer than the file; starting over", p.prog.name)
+	case src.size < 0 && p.maxSize >= 0 && st.Size() > p.maxSize:
+		p.prog.event("%s: the partial download is over the size limit; starting over", p.prog.name)
 	case src.sha256 != "":
 		// Resumed as before validators were kept: the hash is enough, and
 		// a hub's CDN need not keep them across its signed URLs.
@@ -318,17 +381,26 @@ func responseValidator(resp *http.Response) string {
 	return strings.TrimSpace(resp.Header.Get("Last-Modified"))
 }
 
-// readValidator returns the validator kept beside part, "" when none is.
+// maxValidator bounds the meta file read back: an ETag or a date is short.
+const maxValidator = 4 << 10
+
+// readValidator returns the validator kept beside part, "" when none is
+// (or what is kept is not one).
 func readValidator(part string) (string, error) {
-	b, err := os.ReadFile(part + metaExt)
+	f, err := openRegular(part+metaExt, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
 		return "", err
 	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxValidator+1))
+	if err != nil {
+		return "", err
+	}
 	v := strings.TrimSpace(string(b))
-	if strings.ContainsAny(v, "\r\n") {
+	if len(b) > maxValidator || strings.ContainsAny(v, "\r\n") {
 		return "", nil
 	}
 	return v, nil
@@ -342,7 +414,15 @@ func writeValidator(part, v string) error {
 		}
 		return nil
 	}
-	return os.WriteFile(part+metaExt, []byte(v+"\n"), 0o644)
+	f, err := openRegular(part+metaExt, os.O_WRONLY|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteString(v + "\n")
+	}
+	return errors.Join(err, f.Close())
 }
 
 // removePart removes part and the validator kept beside it.
@@ -355,12 +435,17 @@ func removePart(part string) error {
 }
 
 // copy appends body to f and h, reporting progress, until body ends. done
-// is what f held before; total the expected size, or -1. Each read pushes
-// the watchdog back.
-func (p *puller) copy(f *os.File, h hash.Hash, body io.Reader, done, total int64, watchdog *time.Timer) (n int64, readErr, writeErr error) {
+// is what f held before; total the expected size, or -1. f grows to at
+// most limit bytes (-1: no limit): a body with more ends the copy with
+// errTooLong. Each read pushes the watchdog back.
+func (p *puller) copy(f *os.File, h hash.Hash, body io.Reader, done, total, limit int64, watchdog *time.Timer) (n int64, readErr, writeErr error) {
 	buf := make([]byte, copyBuffer)
 	for {
 		m, err := body.Read(buf)
+		over := limit >= 0 && int64(m) > limit-done-n
+		if over {
+			m = int(max(limit-done-n, 0))
+		}
 		if m > 0 {
 			watchdog.Reset(stallTimeout)
 			if _, werr := f.Write(buf[:m]); werr != nil {
@@ -369,6 +454,9 @@ func (p *puller) copy(f *os.File, h hash.Hash, body io.Reader, done, total int64
 			h.Write(buf[:m])
 			n += int64(m)
 			p.prog.update(done+n, total, int64(m))
+		}
+		if over {
+			return n, errTooLong, nil
 		}
 		if err == io.EOF {
 			return n, nil, nil
@@ -390,13 +478,13 @@ func restart(f *os.File, h hash.Hash) error {
 }
 
 // connError classifies err, the failure of a request made with actx: a
-// stall or a connection failure is retryable; a cancellation or a host that
-// does not exist is not.
+// stall or a connection failure is retryable; a cancellation, a host that
+// does not exist or a redirect to plain http is not.
 func connError(actx context.Context, err error) error {
 	if errors.Is(context.Cause(actx), errStalled) {
 		return retryable{errStalled}
 	}
-	if actx.Err() != nil {
+	if actx.Err() != nil || errors.Is(err, errInsecure) {
 		return err
 	}
 	var dns *net.DNSError

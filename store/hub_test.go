@@ -37,11 +37,12 @@ type fakeHub struct {
 	dropAt, drops int
 	// downAfterDrop makes the CDN answer 503 once it has cut a connection.
 	downAfterDrop bool
-	down          bool // the CDN answers 503
-	ignoreRange   bool // the CDN answers every request with the whole file
-	noLinkedETag  bool // the resolve endpoint sends no X-Linked-Etag
-	cdnETag       bool // the CDN sends an ETag of the content (not its SHA-256)
-	pageSize      int  // > 0: listings come in pages of this many entries
+	down          bool   // the CDN answers 503
+	ignoreRange   bool   // the CDN answers every request with the whole file
+	noLinkedETag  bool   // the resolve endpoint sends no X-Linked-Etag
+	cdnETag       bool   // the CDN sends an ETag of the content (not its SHA-256)
+	cdnLinkedETag string // when set, the X-Linked-Etag the CDN sends
+	pageSize      int    // > 0: listings come in pages of this many entries
 }
 
 // hubRequest is a request the fake hub saw.
@@ -54,7 +55,19 @@ type hubRequest struct {
 	listing, resolution bool
 }
 
+// newFakeHub starts a fake hub on https (its srv.Client trusts it, and
+// every other httptest TLS server: they share a certificate).
 func newFakeHub(t *testing.T) *fakeHub {
+	t.Helper()
+	h := &fakeHub{files: map[string][]byte{}, published: map[string]string{}}
+	h.srv = httptest.NewTLSServer(h)
+	h.cdn = h.srv.URL
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// newPlainFakeHub starts a fake hub on plain http.
+func newPlainFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{files: map[string][]byte{}, published: map[string]string{}}
 	h.srv = httptest.NewServer(h)
@@ -200,6 +213,9 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	case h.ignoreRange:
 		r.Header.Del("Range")
+	}
+	if h.cdnLinkedETag != "" {
+		w.Header().Set("X-Linked-Etag", h.cdnLinkedETag)
 	}
 	if h.cdnETag {
 		sum := sha256.Sum256(b)

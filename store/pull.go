@@ -20,6 +20,11 @@ import (
 // DefaultHubURL is the Hugging Face hub.
 const DefaultHubURL = "https://huggingface.co"
 
+// DefaultMaxSize is the size limit of a download when PullOptions.MaxSize
+// is 0: 256 GiB, five times the largest file the hub stores (50 GB), with
+// room for a merged model downloaded from elsewhere.
+const DefaultMaxSize = 256 << 30
+
 // ErrChecksum means a downloaded file's SHA-256 is not the one the hub
 // published; the download is deleted.
 var ErrChecksum = errors.New("checksum mismatch")
@@ -53,6 +58,16 @@ type PullOptions struct {
 	// that failed (its connection, a stall, a server error); by default 1s,
 	// 2s, 4s, 8s.
 	Backoff func(n int) time.Duration
+	// MaxSize is the largest file Pull downloads, in bytes: a file
+	// announced larger is refused before it is downloaded, and a download
+	// whose size is not announced is cut there. 0 means DefaultMaxSize,
+	// a negative value no limit. Whatever the limit, a server that sends
+	// more than the size it announced (Content-Length, Content-Range, or
+	// the hub's file listing) is cut at that size.
+	MaxSize int64
+	// Insecure allows plain http: the reference, the hub URL and every
+	// redirect must otherwise be https.
+	Insecure bool
 }
 
 // Pull downloads the model ref names into dir and returns its path. ref is
@@ -66,7 +81,13 @@ type PullOptions struct {
 // The file is downloaded to dir/ID.gguf.part (beside it,
 // ID.gguf.part.meta keeps the ETag or Last-Modified of the response that
 // started it), checked against the SHA-256 the hub publishes (when there is
-// one), synced and renamed to dir/ID.gguf. A part left by an interrupted
+// one), synced and renamed to dir/ID.gguf. The part, its meta file and
+// the model it replaces must be regular files, not symlinks: Pull writes
+// through no link. The hash comes from the hub's file listing or from the
+// headers of a response of the hub's own host, never from another server
+// (a URL elsewhere, or the CDN the hub redirects to). A download stops at
+// the size announced for it, and at PullOptions.MaxSize; every URL must be
+// https, unless PullOptions.Insecure. A part left by an interrupted
 // pull is resumed when the server confirms it is of the same file
 // (If-Range) or the hash is published, and the download starts over once if
 // the resumed file then fails the hash. A connection that fails
@@ -94,6 +115,8 @@ type puller struct {
 	hubHost   string
 	token     string
 	backoff   func(int) time.Duration
+	maxSize   int64 // -1: no limit
+	insecure  bool
 	prog      *progress
 }
 
@@ -105,11 +128,22 @@ func newPuller(opt PullOptions) (*puller, error) {
 		return nil, fmt.Errorf("hub URL %q: not an absolute URL", hub)
 	}
 	p := &puller{
-		hub:     hub,
-		hubHost: u.Host,
-		token:   cmp.Or(opt.Token, os.Getenv("HF_TOKEN")),
-		backoff: opt.Backoff,
-		prog:    &progress{w: opt.Progress, terminal: opt.Terminal},
+		hub:      hub,
+		hubHost:  u.Host,
+		token:    cmp.Or(opt.Token, os.Getenv("HF_TOKEN")),
+		backoff:  opt.Backoff,
+		maxSize:  opt.MaxSize,
+		insecure: opt.Insecure,
+		prog:     &progress{w: opt.Progress, terminal: opt.Terminal},
+	}
+	if err := p.checkScheme(u); err != nil {
+		return nil, fmt.Errorf("hub URL %s: %w", hub, err)
+	}
+	switch {
+	case p.maxSize == 0:
+		p.maxSize = DefaultMaxSize
+	case p.maxSize < 0:
+		p.maxSize = -1
 	}
 	if p.backoff == nil {
 		p.backoff = func(n int) time.Duration { return time.Second << min(n-1, 3) }
@@ -128,9 +162,13 @@ func newPuller(opt PullOptions) (*puller, error) {
 	}
 	// The token is for the hub: redirects elsewhere (its CDN) go without.
 	// Go keeps Authorization on a redirect to another port of the same
-	// host, or to a subdomain; Range it keeps on every redirect.
+	// host, or to a subdomain; Range it keeps on every redirect. A
+	// redirect to plain http is refused, unless insecure.
 	next := c.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := p.checkScheme(req.URL); err != nil {
+			return fmt.Errorf("redirect refused: %w", err)
+		}
 		if req.URL.Host != p.hubHost {
 			req.Header.Del("Authorization")
 		}
@@ -173,14 +211,28 @@ func (p *puller) pull(ctx context.Context, ref, dir, id string) (string, error) 
 		return "", err
 	}
 	p.prog.name = strings.TrimSuffix(filepath.Base(final), ext)
+	if p.maxSize >= 0 && src.size > p.maxSize {
+		return "", p.tooLarge(src.size)
+	}
 	if ok, err := p.upToDate(ctx, src, final); err != nil || ok {
 		return final, err
+	}
+	// What the download writes and replaces: no links. The part and its
+	// meta file are also opened without following one (a link made after
+	// this check); the rename replaces a link, never what it points to.
+	for _, f := range []string{final + partExt, final + partExt + metaExt, final} {
+		if err := checkRegular(f); err != nil {
+			return "", err
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("model directory: %w", err)
 	}
 	got, err := p.download(ctx, src, final+partExt)
 	if err != nil {
+		return "", err
+	}
+	if err := checkRegular(final); err != nil {
 		return "", err
 	}
 	if err := os.Rename(final+partExt, final); err != nil {

@@ -27,6 +27,7 @@ const repo = "org/Model-GGUF"
 // log.
 func pullOpts(h *fakeHub, log *bytes.Buffer) PullOptions {
 	return PullOptions{
+		Client:   h.srv.Client(),
 		HubURL:   h.srv.URL,
 		Token:    "-",
 		Progress: log,
@@ -146,7 +147,7 @@ func TestPullListingPages(t *testing.T) {
 // A server that cannot be reached: retried, then an error that does not
 // quote the URL's query (signed URLs are long).
 func TestPullUnreachable(t *testing.T) {
-	gone := httptest.NewServer(http.NotFoundHandler())
+	gone := httptest.NewTLSServer(http.NotFoundHandler())
 	gone.Close()
 	var log bytes.Buffer
 	tries := 0
@@ -541,7 +542,7 @@ func TestPullStalePartStartsOver(t *testing.T) {
 
 // A pull that fails before the server sends the file leaves no part.
 func TestPullFailureLeavesNoPart(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/gated.gguf":
 			http.Error(w, "no", http.StatusUnauthorized)
@@ -558,7 +559,7 @@ func TestPullFailureLeavesNoPart(t *testing.T) {
 		"down.gguf":  "gave up after 5 tries",
 	} {
 		dir := t.TempDir()
-		_, err := Pull(context.Background(), srv.URL+"/"+file, dir, PullOptions{Backoff: func(int) time.Duration { return 0 }})
+		_, err := Pull(context.Background(), srv.URL+"/"+file, dir, PullOptions{Client: srv.Client(), Backoff: func(int) time.Duration { return 0 }})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", file, err, want)
 		}
@@ -576,7 +577,7 @@ func TestPull416WithoutSize(t *testing.T) {
 		mu   sync.Mutex
 		reqs []string // Range and If-Range of each request
 	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		reqs = append(reqs, r.Header.Get("Range")+"|"+r.Header.Get("If-Range"))
 		mu.Unlock()
@@ -596,7 +597,7 @@ func TestPull416WithoutSize(t *testing.T) {
 	if err := writeValidator(part, `"v"`); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Pull(context.Background(), srv.URL+"/m.gguf", dir, PullOptions{Backoff: func(int) time.Duration { return 0 }})
+	got, err := Pull(context.Background(), srv.URL+"/m.gguf", dir, PullOptions{Client: srv.Client(), Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +623,7 @@ func (w *hookWriter) Write(b []byte) (int, error) {
 // A pull that fails while the status line is on a terminal ends the line,
 // for the error to go on one of its own.
 func TestPullErrorEndsStatusLine(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "1000")
 		w.Write(make([]byte, 100))
 		http.NewResponseController(w).Flush()
@@ -636,7 +637,7 @@ func TestPullErrorEndsStatusLine(t *testing.T) {
 			cancel()
 		}
 	}}
-	_, err := Pull(ctx, srv.URL+"/m.gguf", t.TempDir(), PullOptions{Progress: out, Terminal: true})
+	_, err := Pull(ctx, srv.URL+"/m.gguf", t.TempDir(), PullOptions{Client: srv.Client(), Progress: out, Terminal: true})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}

@@ -60,7 +60,7 @@ type hubEntry struct {
 
 // resolve finds the file ref names:
 //
-//	https://host/path/file.gguf   a URL (http:// too)
+//	https://host/path/file.gguf   a URL (http:// when insecure)
 //	hf://org/repo/path/file.gguf  a file of a hub repository
 //	org/repo:QUANT                the repository's GGUF file of that quantization
 //	org/repo                      its Q4_K_M file, or its only GGUF file
@@ -74,6 +74,9 @@ func (p *puller) resolve(ctx context.Context, ref string) (*source, error) {
 		}
 		if u.Host == "" {
 			return nil, fmt.Errorf("URL %q has no host", ref)
+		}
+		if err := p.checkScheme(u); err != nil {
+			return nil, err // the error names ref
 		}
 		if u.Host == p.hubHost {
 			// A file's page on the hub, copied from a browser: its content

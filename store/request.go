@@ -11,11 +11,30 @@ import (
 	"strings"
 )
 
+// errInsecure means a URL is plain http, and the pull is not insecure.
+var errInsecure = errors.New("not https (--insecure allows plain http)")
+
+// checkScheme returns an error unless u is https, or http with insecure
+// set; the caller names u.
+func (p *puller) checkScheme(u *url.URL) error {
+	switch {
+	case u.Scheme == "https" || u.Scheme == "http" && p.insecure:
+		return nil
+	case u.Scheme == "http":
+		return errInsecure
+	}
+	return fmt.Errorf("unsupported scheme %q (want https)", u.Scheme)
+}
+
 // newRequest makes a request carrying the token when it goes to the hub.
+// The URL must be https (see checkScheme).
 func (p *puller) newRequest(ctx context.Context, method, u string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
+	}
+	if err := p.checkScheme(req.URL); err != nil {
+		return nil, fmt.Errorf("%s: %w", shortURL(req.URL), err)
 	}
 	req.Header.Set("User-Agent", "corral")
 	if p.token != "" && req.URL.Host == p.hubHost {
@@ -24,31 +43,25 @@ func (p *puller) newRequest(ctx context.Context, method, u string) (*http.Reques
 	return req, nil
 }
 
-// learn sets src's SHA-256, when unknown, from the headers of resp and of
-// the redirects that led to it: X-Linked-ETag, which the hub sends for a
-// file stored with LFS, or an ETag from the hub's own host, when it is a
-// SHA-256. A CDN's ETag is no checksum the hub vouches for.
+// learn sets src's SHA-256, when unknown, from the headers of the
+// responses of the hub's own host among resp and the redirects that led to
+// it: X-Linked-ETag, which the hub sends for a file stored with LFS, else
+// an ETag that is a SHA-256. Another server's (a URL elsewhere, or the
+// CDN the hub redirects to) is no checksum the hub vouches for: a server
+// that sends the file could name the hash of whatever it sends.
 func (p *puller) learn(src *source, resp *http.Response) {
 	if src.sha256 != "" {
 		return
 	}
-	var chain []*http.Response
-	for r := resp; r != nil; {
-		chain = append(chain, r)
-		if r.Request == nil {
-			break
-		}
-		r = r.Request.Response
-	}
-	for _, r := range chain {
-		if sum := parseSHA256(r.Header.Get("X-Linked-Etag")); sum != "" {
-			src.sha256 = sum
-			return
+	var hub []*http.Response
+	for r := resp; r != nil && r.Request != nil; r = r.Request.Response {
+		if r.Request.URL.Host == p.hubHost {
+			hub = append(hub, r)
 		}
 	}
-	for _, r := range chain {
-		if r.Request != nil && r.Request.URL.Host == p.hubHost {
-			if sum := parseSHA256(r.Header.Get("Etag")); sum != "" {
+	for _, header := range []string{"X-Linked-Etag", "Etag"} {
+		for _, r := range hub {
+			if sum := parseSHA256(r.Header.Get(header)); sum != "" {
 				src.sha256 = sum
 				return
 			}

@@ -30,6 +30,8 @@ func runPull(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pull", flag.ContinueOnError)
 	dir := dirFlag(fs)
 	name := fs.String("name", "", "save the model as `ID` (default: the file name without .gguf)")
+	maxSize := fs.String("max-size", fmt.Sprintf("%dGiB", store.DefaultMaxSize>>30), "largest file to download: a file announced larger is refused, one whose size is not announced is cut there (bytes with a unit: 256GiB, 500GB; 0: no limit)")
+	insecure := fs.Bool("insecure", false, "allow plain http:// (the URL, $HF_ENDPOINT, redirects); by default only https")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: corral pull [flags] REF
 
@@ -43,7 +45,8 @@ REF is one of
 The download is checked against the SHA-256 the hub publishes. An
 interrupted pull resumes where it stopped. $HF_TOKEN, when set, is sent to
 the hub (gated and private repositories); $HF_ENDPOINT names a mirror of
-huggingface.co. The model's path is printed on stdout.
+huggingface.co. Only https is used, unless --insecure. The model's path is
+printed on stdout.
 
 flags:
 `)
@@ -56,10 +59,19 @@ flags:
 	if len(refs) != 1 {
 		return errors.New("want one model reference (corral pull -h)")
 	}
+	limit, err := registry.ParseBytes(*maxSize, 0)
+	if err != nil {
+		return fmt.Errorf("--max-size: %w", err)
+	}
+	if limit == 0 {
+		limit = -1 // no limit
+	}
 	path, err := store.Pull(ctx, refs[0], *dir, store.PullOptions{
 		Progress: os.Stderr,
 		Terminal: term.IsTerminal(int(os.Stderr.Fd())),
 		Name:     *name,
+		MaxSize:  limit,
+		Insecure: *insecure,
 	})
 	if err != nil {
 		return err
