@@ -323,16 +323,19 @@ func TestChatProxyForwarding(t *testing.T) {
 		}
 		return resp, wire.NewReader(resp.Body)
 	}
-	// readAll reads the rest of a stream, reporting whether [DONE] came.
+	// readAll reads the rest of a stream, reporting whether [DONE] came
+	// and the body then ended cleanly. It reads on to the end of the body
+	// after [DONE]: the client gets [DONE] before the proxy's handler has
+	// returned and freed its slot, while the body ends (the last chunk of
+	// a chunked response) only once the handler has returned.
 	readAll := func(sr *wire.Reader) bool {
+		done := false
 		for {
 			ev, err := sr.Next()
 			if err != nil {
-				return false
+				return done && err == io.EOF
 			}
-			if ev.Done {
-				return true
-			}
+			done = done || ev.Done
 		}
 	}
 
