@@ -15,16 +15,19 @@ import (
 // documents every field.
 type Config struct {
 	// Host and Port are where the HTTP face listens (flags override).
-	Host    string
-	Port    int
-	Workers []WorkerConfig
+	Host string
+	Port int
+	// MaxJobBytes is Options.MaxJobBytes (max_job_bytes; 0: the default).
+	MaxJobBytes int64
+	Workers     []WorkerConfig
 }
 
 // fileYAML is the document layout.
 type fileYAML struct {
-	Host    string       `yaml:"host"`
-	Port    int          `yaml:"port"`
-	Workers []workerYAML `yaml:"workers"`
+	Host        string       `yaml:"host"`
+	Port        int          `yaml:"port"`
+	MaxJobBytes int64        `yaml:"max_job_bytes"`
+	Workers     []workerYAML `yaml:"workers"`
 }
 
 // workerYAML adds what only the file has to WorkerConfig.
@@ -92,7 +95,10 @@ func ParseConfig(data []byte, corral string) (*Config, error) {
 	if len(nodes.Workers) == 0 {
 		return nil, errors.New("parse config: no workers")
 	}
-	cfg := &Config{Host: f.Host, Port: f.Port}
+	if f.MaxJobBytes < 0 {
+		return nil, fmt.Errorf("parse config: max_job_bytes %d must not be negative", f.MaxJobBytes)
+	}
+	cfg := &Config{Host: f.Host, Port: f.Port, MaxJobBytes: f.MaxJobBytes}
 	for i := range nodes.Workers {
 		wy := defaultWorkerYAML()
 		if err := nodes.Workers[i].Decode(&wy); err != nil {

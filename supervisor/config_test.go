@@ -19,8 +19,8 @@ func TestParseExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Host != "127.0.0.1" || cfg.Port != 8090 || len(cfg.Workers) != 4 {
-		t.Fatalf("host %q port %d workers %d", cfg.Host, cfg.Port, len(cfg.Workers))
+	if cfg.Host != "127.0.0.1" || cfg.Port != 8090 || len(cfg.Workers) != 4 || cfg.MaxJobBytes != DefaultMaxJobBytes {
+		t.Fatalf("host %q port %d workers %d max_job_bytes %d", cfg.Host, cfg.Port, len(cfg.Workers), cfg.MaxJobBytes)
 	}
 	w := cfg.Workers[0]
 	wantCmd := append(DefaultServeCommand("/opt/corral"), "-m", "/models/stories260K.gguf", "-c", "4096", "-t", "2", "--chat-template", "chatml")
@@ -59,7 +59,7 @@ func TestParseExampleConfig(t *testing.T) {
 		t.Errorf("remote worker = %+v", r)
 	}
 	// Every worker of the example is valid.
-	if _, err := New(cfg.Workers); err != nil {
+	if _, err := New(cfg.Workers, Options{MaxJobBytes: cfg.MaxJobBytes}); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestNewWorkerValidates(t *testing.T) {
 	if err != nil || remote.baseURL != "https://gpu7.example:8443/llm" || !remote.remote || remote.cfg.Readiness.Path != "/v1/models" {
 		t.Errorf("remote worker: %+v, %v", remote, err)
 	}
-	if _, err := New([]WorkerConfig{ok, ok}); err == nil || !strings.Contains(err.Error(), "duplicate") {
+	if _, err := New([]WorkerConfig{ok, ok}, Options{}); err == nil || !strings.Contains(err.Error(), "duplicate") {
 		t.Errorf("duplicate names: %v", err)
 	}
 }

@@ -38,6 +38,15 @@ var sleepingChild = []string{"sleep", "3600"}
 // its streams, so chat must return when its request's context ends).
 func fakeUpstreamWorker(t *testing.T, slots int, child []string, chat http.HandlerFunc, mutate func(*WorkerConfig)) *Worker {
 	t.Helper()
+	return startReady(t, fakeUpstreamConfig(t, "fake", slots, child, chat), mutate)
+}
+
+// fakeUpstreamConfig serves chat (POST /v1/chat/completions) and the
+// readiness probe (GET /v1/models) from the test process, and returns the
+// configuration of a worker called name whose upstream that server is and
+// whose child is child. The server is closed at the end of the test.
+func fakeUpstreamConfig(t *testing.T, name string, slots int, child []string, chat http.HandlerFunc) WorkerConfig {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{}})
@@ -52,11 +61,10 @@ func fakeUpstreamWorker(t *testing.T, slots int, child []string, chat http.Handl
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	cfg := WorkerConfig{
-		Name: "fake", Command: child, Port: ln.Addr().(*net.TCPAddr).Port, Slots: slots,
+	return WorkerConfig{
+		Name: name, Command: child, Port: ln.Addr().(*net.TCPAddr).Port, Slots: slots,
 		Timeouts: fastTimeouts(), StopTimeout: 5 * time.Second, ToolFormat: agent.ToolFormatJSON,
 	}
-	return startReady(t, cfg, mutate)
 }
 
 // chatPrompt reads a chat completion request and returns the content
@@ -323,16 +331,19 @@ func TestChatProxyForwarding(t *testing.T) {
 		}
 		return resp, wire.NewReader(resp.Body)
 	}
-	// readAll reads the rest of a stream, reporting whether [DONE] came.
+	// readAll reads the rest of a stream, reporting whether [DONE] came
+	// and the body then ended cleanly. It reads on to the end of the body
+	// after [DONE]: the client gets [DONE] before the proxy's handler has
+	// returned and freed its slot, while the body ends (the last chunk of
+	// a chunked response) only once the handler has returned.
 	readAll := func(sr *wire.Reader) bool {
+		done := false
 		for {
 			ev, err := sr.Next()
 			if err != nil {
-				return false
+				return done && err == io.EOF
 			}
-			if ev.Done {
-				return true
-			}
+			done = done || ev.Done
 		}
 	}
 

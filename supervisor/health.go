@@ -213,6 +213,7 @@ func (w *Worker) check(p *process.Process) (verdict, bool) {
 func (w *Worker) restart(ctx context.Context, p *process.Process, reason FailReason, detail string) *process.Process {
 	for {
 		now := time.Now()
+		detail = w.redact.String(detail)
 		w.mu.Lock()
 		w.failAllLocked(reason, detail)
 		w.state = WorkerRunning

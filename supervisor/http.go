@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai/wire"
 )
 
@@ -17,18 +18,20 @@ const maxBodyBytes = 64 << 20
 // Handler returns the HTTP face of the supervisor:
 //
 //	POST   /v1/jobs                  submit {job_name, system_prompt, user_prompt, params, worker, model}
-//	                                 → 200 {"ok":true,"request_id":N,"worker":"..."}
+//	                                 → 200 {"ok":true,"request_id":"ID","worker":"..."}
 //	                                 | 429 {"ok":false,"error":"NO_SLOT_AVAILABLE"}
 //	                                 | 503 {"ok":false,"error":"WORKER_NOT_READY"|"WORKER_FAILED"}
+//	                                 | 503 JOB_STORAGE_FULL, with Retry-After | 413 JOB_TOO_LARGE
 //	                                 | 404 {"ok":false,"error":"UNKNOWN_WORKER"|"UNKNOWN_MODEL"}
+//	                                 | 401 AUTHENTICATION_REQUIRED
 //	GET    /v1/jobs/{id}             status (JobStatus) | 404 NOT_FOUND
 //	GET    /v1/jobs/{id}/result      result (JobResult), releasing the job | 404 NOT_FOUND | 409 NOT_FINISHED
 //	DELETE /v1/jobs/{id}             cancel → {"ok":true} if it was in flight | 404 NOT_FOUND
 //	GET    /v1/workers               {"workers":[WorkerStatus...]}
-//	GET    /v1/workers/{name}/debug  WorkerDebugInfo | 404
+//	GET    /v1/workers/{name}/debug  WorkerDebugInfo | 404 | 403 FORBIDDEN (admin only)
 //	POST   /v1/workers/{name}/restart  restart now, reason "manual"; leaves FAILED
 //	                                 → 200 {"ok":true,"worker":"..."} | 404 UNKNOWN_WORKER
-//	                                 | 409 WORKER_STOPPED
+//	                                 | 409 WORKER_STOPPED | 403 FORBIDDEN (admin only)
 //	GET    /v1/models                the workers' model ids, OpenAI style
 //	GET    /metrics                  Prometheus metrics (see README)
 //	POST   /v1/chat/completions      proxied (streaming or not) to a READY worker
@@ -37,6 +40,15 @@ const maxBodyBytes = 64 << 20
 //	                                 slots; the X-Corral-Worker header names it;
 //	                                 429 no_slot_available when none has one
 //
+// The caller of a request is gate.FromContext's (the gate in front of this
+// handler authenticates it; without keys every caller is an admin with ID
+// ""). A job belongs to the caller that submitted it: its status, result
+// and cancellation answer 404 NOT_FOUND to any other caller but an admin,
+// as for an id never issued. Worker debug output and restarts are for
+// admins. A worker with api_key_env serves only callers that presented a
+// key (401 AUTHENTICATION_REQUIRED, or authentication_required, for the
+// others).
+//
 // A proxied chat completion holds a slot while it runs and is cut off when
 // its worker restarts; it is not a job (no BIOS, tools or loop guard) and
 // its timeouts are the client's.
@@ -44,7 +56,8 @@ const maxBodyBytes = 64 << 20
 // A job goes to the worker named by "worker"; else to a worker serving
 // "model"; else to any worker; of those that are READY with a free slot,
 // the one with the most free slots takes it (ties in configuration order). "job_name" only labels the job. The
-// request_id returned is a job id unique within the supervisor.
+// request_id returned is the job id: 26 characters of base32, 130 random
+// bits, that cannot be guessed from other ids.
 func (s *Supervisor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", s.handleSubmit)
@@ -74,9 +87,10 @@ type submitRequest struct {
 func writeJSON(w http.ResponseWriter, code int, v any) { wire.WriteJSON(w, code, v) }
 
 // writeCode writes {"ok":false,"error":err} with the status code that
-// matches err.
+// matches err; the errors that need explaining come with a "detail".
 func writeCode(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
+	body := map[string]any{"ok": false, "error": err.Error()}
 	switch {
 	case errors.Is(err, ErrNoSlotAvailable):
 		code = http.StatusTooManyRequests
@@ -86,9 +100,29 @@ func writeCode(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNotFinished), errors.Is(err, ErrWorkerStopped):
 		code = http.StatusConflict
+	case errors.Is(err, ErrJobStorageFull):
+		code = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", strconv.Itoa(int(jobStorageRetryAfter.Seconds())))
+		body["detail"] = "the supervisor holds max_job_bytes of job bodies and unread results; " +
+			"retry once results have been read or have expired"
+	case errors.Is(err, ErrJobTooLarge):
+		code = http.StatusRequestEntityTooLarge
+		body["detail"] = "the job's prompts and params are larger than max_job_bytes"
+	case errors.Is(err, ErrAuthRequired):
+		code = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		body["detail"] = authRequiredDetail
+	case errors.Is(err, ErrForbidden):
+		code = http.StatusForbidden
+		body["detail"] = "this operation needs an admin key"
 	}
-	writeJSON(w, code, map[string]any{"ok": false, "error": err.Error()})
+	writeJSON(w, code, body)
 }
+
+// authRequiredDetail explains ErrAuthRequired.
+const authRequiredDetail = "the worker sends an API key to its server, which the supervisor does " +
+	"not lend to callers that did not authenticate: send a supervisor API key " +
+	"(Authorization: Bearer or x-api-key)"
 
 func badRequest(w http.ResponseWriter, detail string) {
 	writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "error": "BAD_REQUEST", "detail": detail})
@@ -107,7 +141,7 @@ func (s *Supervisor) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := Job{Name: req.JobName, SystemPrompt: req.SystemPrompt, UserPrompt: req.UserPrompt, Params: req.Params}
-	id, worker, err := s.Submit(Target{Worker: req.Worker, Model: req.Model}, job)
+	id, worker, err := s.Submit(r.Context(), Target{Worker: req.Worker, Model: req.Model}, job)
 	if err != nil {
 		writeCode(w, err)
 		return
@@ -115,22 +149,11 @@ func (s *Supervisor) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "request_id": id, "worker": worker})
 }
 
-// jobID parses the {id} path value; it writes 404 when it is not a number.
-func jobID(w http.ResponseWriter, r *http.Request) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil {
-		writeCode(w, ErrNotFound)
-		return 0, false
-	}
-	return id, true
-}
+// jobID returns the {id} path value.
+func jobID(r *http.Request) string { return r.PathValue("id") }
 
 func (s *Supervisor) handleStatus(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
-	if !ok {
-		return
-	}
-	st, err := s.Status(id)
+	st, err := s.Status(r.Context(), jobID(r))
 	if err != nil {
 		writeCode(w, err)
 		return
@@ -139,11 +162,7 @@ func (s *Supervisor) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Supervisor) handleResult(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
-	if !ok {
-		return
-	}
-	res, err := s.Result(id)
+	res, err := s.Result(r.Context(), jobID(r))
 	if err != nil {
 		writeCode(w, err)
 		return
@@ -152,11 +171,7 @@ func (s *Supervisor) handleResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Supervisor) handleCancel(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
-	if !ok {
-		return
-	}
-	canceled, err := s.Cancel(id)
+	canceled, err := s.Cancel(r.Context(), jobID(r))
 	if err != nil {
 		writeCode(w, err)
 		return
@@ -172,7 +187,13 @@ func (s *Supervisor) handleWorkers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"workers": sts})
 }
 
+// handleDebug serves a worker's recent child output (which may show
+// prompts and command lines) and restart history, to admins only.
 func (s *Supervisor) handleDebug(w http.ResponseWriter, r *http.Request) {
+	if !gate.FromContext(r.Context()).Admin() {
+		writeCode(w, ErrForbidden)
+		return
+	}
 	wk := s.Worker(r.PathValue("name"))
 	if wk == nil {
 		writeCode(w, ErrUnknownWorker)
@@ -181,14 +202,23 @@ func (s *Supervisor) handleDebug(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wk.DebugInfo())
 }
 
-// handleRestart asks a worker for a manual restart.
+// handleRestart asks a worker for a manual restart; admins only.
 func (s *Supervisor) handleRestart(w http.ResponseWriter, r *http.Request) {
+	caller := gate.FromContext(r.Context())
+	if !caller.Admin() {
+		writeCode(w, ErrForbidden)
+		return
+	}
 	wk := s.Worker(r.PathValue("name"))
 	if wk == nil {
 		writeCode(w, ErrUnknownWorker)
 		return
 	}
-	if err := wk.Restart(r.Context(), "POST /v1/workers/"+wk.Name()+"/restart from "+r.RemoteAddr); err != nil {
+	by := r.RemoteAddr
+	if id := caller.ID(); id != "" {
+		by = id + " at " + by
+	}
+	if err := wk.Restart(r.Context(), "POST /v1/workers/"+wk.Name()+"/restart from "+by); err != nil {
 		writeCode(w, err)
 		return
 	}
@@ -234,8 +264,13 @@ func (s *Supervisor) handleChat(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "decode body: "+err.Error())
 		return
 	}
-	ws, err := s.candidates(Target{Model: head.Model})
-	if err != nil {
+	ws, err := s.candidates(Target{Model: head.Model}, gate.FromContext(r.Context()))
+	switch {
+	case errors.Is(err, ErrAuthRequired):
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		openAIError(w, http.StatusUnauthorized, "authentication_error", "authentication_required", authRequiredDetail)
+		return
+	case err != nil:
 		openAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "no worker serves model "+strconv.Quote(head.Model))
 		return
 	}

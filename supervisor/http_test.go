@@ -25,6 +25,14 @@ import (
 // nil), returning the status code.
 func doJSON(t *testing.T, method, url string, body any, out any) int {
 	t.Helper()
+	code, _ := callJSON(t, "", method, url, body, out)
+	return code
+}
+
+// callJSON is doJSON as the caller of testKeys[key] (none for ""), with
+// the answer's headers.
+func callJSON(t *testing.T, key, method, url string, body any, out any) (int, http.Header) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -36,6 +44,9 @@ func doJSON(t *testing.T, method, url string, body any, out any) int {
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(testKeyHeader, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -51,7 +62,7 @@ func doJSON(t *testing.T, method, url string, body any, out any) int {
 			t.Fatalf("%s %s: decode %q: %v", method, url, data, err)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, resp.Header
 }
 
 func TestE2EHTTPFace(t *testing.T) {
@@ -63,7 +74,7 @@ func TestE2EHTTPFace(t *testing.T) {
 		Command:    append(DefaultServeCommand(bin), "-m", model, "--chat-template", "chatml", "-t", "1", "-c", "2048"),
 		ToolFormat: agent.ToolFormatJSON, NormalTools: []agent.ToolDef{lookupTool}, ToolRunner: b, MaxToolIterations: 1,
 	}
-	sup, err := New([]WorkerConfig{cfg})
+	sup, err := New([]WorkerConfig{cfg}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,16 +109,17 @@ func TestE2EHTTPFace(t *testing.T) {
 	// A job by model, polled to completion, read once.
 	var sub struct {
 		OK        bool   `json:"ok"`
-		RequestID int64  `json:"request_id"`
+		RequestID string `json:"request_id"`
 		Worker    string `json:"worker"`
 		Error     string `json:"error"`
 	}
 	job := map[string]any{"job_name": "j", "model": "tiny", "user_prompt": "Once upon a time", "params": map[string]any{"max_tokens": 5}}
 	var raw map[string]any
-	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &raw); code != 200 || raw["ok"] != true || raw["request_id"] != 1.0 || raw["worker"] != "w1" {
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &raw); code != 200 || raw["ok"] != true || !isJobID(raw["request_id"]) || raw["worker"] != "w1" {
 		t.Fatalf("POST /v1/jobs: %d %v", code, raw)
 	}
-	jobURL := srv.URL + "/v1/jobs/1"
+	id := raw["request_id"]
+	jobURL := srv.URL + "/v1/jobs/" + id.(string)
 	waitFor(t, jobTimeout, "the job to finish", func() bool {
 		raw = nil
 		if code := doJSON(t, "GET", jobURL, nil, &raw); code != 200 {
@@ -118,7 +130,7 @@ func TestE2EHTTPFace(t *testing.T) {
 	})
 	hasFields(t, "job status", raw, "request_id", "job_name", "state", "created_at", "dispatched_at", "completed_at",
 		"last_progress_at", "output_chars", "tokens_received", "tokens_per_second", "tool_iters_remaining", "finish_reason")
-	if raw["request_id"] != 1.0 || raw["job_name"] != "j" || raw["state"] != "completed" || raw["tokens_received"] == 0.0 {
+	if raw["request_id"] != id || raw["job_name"] != "j" || raw["state"] != "completed" || raw["tokens_received"] == 0.0 {
 		t.Fatalf("GET status: %v", raw)
 	}
 	raw = nil
@@ -126,7 +138,7 @@ func TestE2EHTTPFace(t *testing.T) {
 		t.Fatalf("GET result: %d %v", code, raw)
 	}
 	hasFields(t, "job result", raw, "request_id", "job_name", "state", "finish_reason", "text")
-	if raw["request_id"] != 1.0 || raw["job_name"] != "j" || raw["state"] != "completed" || raw["text"] == "" ||
+	if raw["request_id"] != id || raw["job_name"] != "j" || raw["state"] != "completed" || raw["text"] == "" ||
 		(raw["finish_reason"] != "stop" && raw["finish_reason"] != "max_tokens") || raw["worker"] != "w1" || raw["worker_request_id"] != 1.0 {
 		t.Fatalf("GET result: %v", raw)
 	}
@@ -155,7 +167,7 @@ func TestE2EHTTPFace(t *testing.T) {
 		t.Fatalf("POST held job: %d %+v", code, sub)
 	}
 	<-b.entered
-	heldURL := fmt.Sprintf("%s/v1/jobs/%d", srv.URL, sub.RequestID)
+	heldURL := fmt.Sprintf("%s/v1/jobs/%s", srv.URL, sub.RequestID)
 	raw = nil
 	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", job, &raw); code != 429 || raw["ok"] != false || raw["error"] != "NO_SLOT_AVAILABLE" {
 		t.Fatalf("POST with no slot: %d %v", code, raw)

@@ -27,14 +27,21 @@ import (
 // stopped at the end of the test.
 func startSupervisor(t *testing.T, cfgs ...WorkerConfig) (*Supervisor, *httptest.Server) {
 	t.Helper()
-	sup, err := New(cfgs)
+	return startSupervisorWith(t, Options{}, cfgs...)
+}
+
+// startSupervisorWith is startSupervisor with opts. Its server runs the
+// handler behind asCaller, the tests' stand-in for the gate.
+func startSupervisorWith(t *testing.T, opts Options, cfgs ...WorkerConfig) (*Supervisor, *httptest.Server) {
+	t.Helper()
+	sup, err := New(cfgs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sup.Handler())
+	srv := httptest.NewServer(asCaller(sup.Handler()))
 	t.Cleanup(func() {
 		srv.Close()
 		http.DefaultClient.CloseIdleConnections()
@@ -136,8 +143,9 @@ func TestE2EFalseReady(t *testing.T) {
 // TestE2EAPIKey runs the fake llama-server with LLAMA_API_KEY set, as
 // llama-server --api-key (or its LLAMA_API_KEY) would: a worker without
 // api_key_env is READY (/health is public) but its jobs get 401; one with
-// api_key_env sends the key on jobs and proxied chat completions, and the
-// key shows up in no status, debug output or log.
+// api_key_env sends the key on jobs and proxied chat completions of a
+// caller with a supervisor key, and the key shows up in no status, debug
+// output or log.
 func TestE2EAPIKey(t *testing.T) {
 	const secret = "sk-test-7b1f0c2e9a"
 	t.Setenv("LLAMA_API_KEY", secret) // inherited by the children
@@ -157,21 +165,21 @@ func TestE2EAPIKey(t *testing.T) {
 	if _, err := NewWorker(cfg("x", "SUPERVISOR_TEST_UNSET_KEY")); err == nil || !strings.Contains(err.Error(), "SUPERVISOR_TEST_UNSET_KEY") {
 		t.Fatalf("unset api_key_env: %v", err)
 	}
-	sup, srv := startSupervisor(t, cfg("nokey", ""), cfg("keyed", "LLAMA_API_KEY"))
+	sup, srv := startSupervisorWith(t, Options{Keys: true}, cfg("nokey", ""), cfg("keyed", "LLAMA_API_KEY"))
 	for _, w := range sup.Workers() {
 		waitState(t, w, WorkerReady, readyTimeout)
 	}
 	run := func(worker string) JobResult {
 		t.Helper()
-		id, _, err := sup.Submit(Target{Worker: worker}, Job{UserPrompt: "hi"})
+		id, _, err := sup.Submit(as("alice"), Target{Worker: worker}, Job{UserPrompt: "hi"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, jobTimeout, "the job to end", func() bool {
-			st, err := sup.Status(id)
+			st, err := sup.Status(as("alice"), id)
 			return err == nil && st.State.Terminal()
 		})
-		res, err := sup.Result(id)
+		res, err := sup.Result(as("alice"), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,18 +195,16 @@ func TestE2EAPIKey(t *testing.T) {
 		Choices []struct{ Message struct{ Content string } }
 	}
 	body := map[string]any{"model": "keyed", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
-	if code := doJSON(t, "POST", srv.URL+"/v1/chat/completions", body, &out); code != 200 || len(out.Choices) != 1 || out.Choices[0].Message.Content != "Hello world" {
+	if code, _ := callJSON(t, "alice", "POST", srv.URL+"/v1/chat/completions", body, &out); code != 200 || len(out.Choices) != 1 || out.Choices[0].Message.Content != "Hello world" {
 		t.Fatalf("proxied chat with the key: %d %+v", code, out)
 	}
 	var seen strings.Builder
 	for _, path := range []string{"/v1/workers", "/v1/workers/keyed/debug", "/v1/workers/nokey/debug"} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
+		var raw json.RawMessage
+		if code, _ := callJSON(t, "root", "GET", srv.URL+path, nil, &raw); code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, raw)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		seen.Write(b)
+		seen.Write(raw)
 	}
 	fmt.Fprintf(&seen, "%+v", sup.Worker("keyed").cfg)
 	seen.WriteString(logw.String())
@@ -301,12 +307,12 @@ func TestE2EManualRestart(t *testing.T) {
 	if st.RestartCount != 2 || st.PID == 0 {
 		t.Fatalf("after the manual restart: %+v", st)
 	}
-	id, _, err := sup.Submit(Target{}, Job{UserPrompt: "Once upon a time", Params: map[string]any{"max_tokens": 4}})
+	id, _, err := sup.Submit(context.Background(), Target{}, Job{UserPrompt: "Once upon a time", Params: map[string]any{"max_tokens": 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, jobTimeout, "the job", func() bool { s, err := sup.Status(id); return err == nil && s.State.Terminal() })
-	if res, err := sup.Result(id); err != nil || res.State != RequestCompleted {
+	waitFor(t, jobTimeout, "the job", func() bool { s, err := sup.Status(context.Background(), id); return err == nil && s.State.Terminal() })
+	if res, err := sup.Result(context.Background(), id); err != nil || res.State != RequestCompleted {
 		t.Fatalf("job after the manual restart: %+v %v", res, err)
 	}
 	recs := w.DebugInfo().RecentRestartReasons
@@ -351,14 +357,14 @@ func TestE2EResultsExpire(t *testing.T) {
 	w.mu.Lock()
 	w.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	w.mu.Unlock()
-	var ids []int64
+	var ids []string
 	for range 3 {
-		id, _, err := sup.Submit(Target{}, Job{UserPrompt: "Once upon a time", Params: map[string]any{"max_tokens": 3}})
+		id, _, err := sup.Submit(context.Background(), Target{}, Job{UserPrompt: "Once upon a time", Params: map[string]any{"max_tokens": 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
-		waitFor(t, jobTimeout, "the job", func() bool { s, err := sup.Status(id); return err == nil && s.State.Terminal() })
+		waitFor(t, jobTimeout, "the job", func() bool { s, err := sup.Status(context.Background(), id); return err == nil && s.State.Terminal() })
 	}
 	workers := func() map[string]any {
 		var ws struct{ Workers []map[string]any }
@@ -371,10 +377,10 @@ func TestE2EResultsExpire(t *testing.T) {
 		t.Fatalf("after 3 jobs with max_results 2: %v", ws)
 	}
 	var nf struct{ Error string }
-	if code := doJSON(t, "GET", fmt.Sprintf("%s/v1/jobs/%d", srv.URL, ids[0]), nil, &nf); code != 404 || nf.Error != "NOT_FOUND" {
+	if code := doJSON(t, "GET", fmt.Sprintf("%s/v1/jobs/%s", srv.URL, ids[0]), nil, &nf); code != 404 || nf.Error != "NOT_FOUND" {
 		t.Fatalf("the oldest unread result: %d %+v", code, nf)
 	}
-	if _, err := sup.Status(ids[1]); err != nil {
+	if _, err := sup.Status(context.Background(), ids[1]); err != nil {
 		t.Fatalf("a kept result: %v", err)
 	}
 	w.sweepResults() // not an hour old yet
@@ -390,8 +396,8 @@ func TestE2EResultsExpire(t *testing.T) {
 		t.Errorf("corral_supervisor_results_expired_total = %v (%v), want 3", v, ok)
 	}
 	for _, id := range ids {
-		if _, err := sup.Result(id); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Result(%d) after expiry: %v", id, err)
+		if _, err := sup.Result(context.Background(), id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Result(%s) after expiry: %v", id, err)
 		}
 	}
 	sup.mu.Lock()
@@ -465,9 +471,9 @@ func TestE2ERemoteWorker(t *testing.T) {
 		})
 		return resp.Header.Get("X-Corral-Worker")
 	}
-	hold := func(worker string) int64 {
+	hold := func(worker string) string {
 		t.Helper()
-		id, got, err := sup.Submit(Target{Model: "tiny"}, Job{UserPrompt: "Look up cat.", Params: toolParams})
+		id, got, err := sup.Submit(context.Background(), Target{Model: "tiny"}, Job{UserPrompt: "Look up cat.", Params: toolParams})
 		if err != nil || got != worker {
 			t.Fatalf("held job went to %q (%v), want %q", got, err, worker)
 		}
@@ -484,16 +490,19 @@ func TestE2ERemoteWorker(t *testing.T) {
 		t.Fatalf("chat with local busy went to %q", got)
 	}
 	heldRemote := hold("remote")
-	if _, _, err := sup.Submit(Target{Model: "tiny"}, Job{UserPrompt: "x"}); !errors.Is(err, ErrNoSlotAvailable) {
+	if _, _, err := sup.Submit(context.Background(), Target{Model: "tiny"}, Job{UserPrompt: "x"}); !errors.Is(err, ErrNoSlotAvailable) {
 		t.Fatalf("both busy: %v", err)
 	}
-	sup.Cancel(held)
+	sup.Cancel(context.Background(), held)
 	if got := chat(1); got != "local" {
 		t.Fatalf("chat with remote busy went to %q", got)
 	}
 	close(b.release) // the remote job's tool returns; it finishes on the remote server
-	waitFor(t, jobTimeout, "the remote job", func() bool { s, err := sup.Status(heldRemote); return err == nil && s.State.Terminal() })
-	if res, err := sup.Result(heldRemote); err != nil || res.State != RequestCompleted || res.Worker != "remote" || res.Text == "" {
+	waitFor(t, jobTimeout, "the remote job", func() bool {
+		s, err := sup.Status(context.Background(), heldRemote)
+		return err == nil && s.State.Terminal()
+	})
+	if res, err := sup.Result(context.Background(), heldRemote); err != nil || res.State != RequestCompleted || res.Worker != "remote" || res.Text == "" {
 		t.Fatalf("remote job: %+v %v", res, err)
 	}
 	// The remote server goes away: its probe fails and the worker leaves

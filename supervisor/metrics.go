@@ -62,10 +62,11 @@ var (
 
 // collector reads the workers at scrape time (prometheus.Collector).
 type collector struct {
-	s                                     *Supervisor
-	workers, slots, slotsUsed, jobs       *prometheus.Desc
-	submitted, finished, failed, restarts *prometheus.Desc
-	expired                               *prometheus.Desc
+	s                                      *Supervisor
+	workers, slots, slotsUsed, jobs        *prometheus.Desc
+	submitted, finished, failed, restarts  *prometheus.Desc
+	expired                                *prometheus.Desc
+	jobBytes, jobBytesMax, jobBytesRefused *prometheus.Desc
 }
 
 func newCollector(s *Supervisor) *collector {
@@ -73,22 +74,26 @@ func newCollector(s *Supervisor) *collector {
 		return prometheus.NewDesc("corral_supervisor_"+name, help, labels, nil)
 	}
 	return &collector{
-		s:         s,
-		workers:   d("workers", "Workers by state (running: started, not ready; ready; failed: gave up restarting; stopped).", "state"),
-		slots:     d("slots", "Slots of the worker: requests it runs at once.", "worker"),
-		slotsUsed: d("slots_used", "Slots in use, by jobs and proxied chat completions.", "worker"),
-		jobs:      d("jobs", "Jobs held by state: in flight (running, tool_running), or ended and not yet released by GET /v1/jobs/{id}/result.", "worker", "state"),
-		submitted: d("jobs_submitted_total", "Jobs the worker accepted.", "worker"),
-		finished:  d("jobs_finished_total", "Jobs ended, by state (completed, failed, canceled).", "worker", "state"),
-		failed:    d("jobs_failed_total", "Jobs failed or canceled, by fail reason.", "worker", "reason"),
-		restarts:  d("worker_restarts_total", "Restarts of the worker's child, by reason.", "worker", "reason"),
-		expired:   d("results_expired_total", "Finished results dropped unread, older than result_ttl or beyond max_results.", "worker"),
+		s:               s,
+		workers:         d("workers", "Workers by state (running: started, not ready; ready; failed: gave up restarting; stopped).", "state"),
+		slots:           d("slots", "Slots of the worker: requests it runs at once.", "worker"),
+		slotsUsed:       d("slots_used", "Slots in use, by jobs and proxied chat completions.", "worker"),
+		jobs:            d("jobs", "Jobs held by state: in flight (running, tool_running), or ended and not yet released by GET /v1/jobs/{id}/result.", "worker", "state"),
+		submitted:       d("jobs_submitted_total", "Jobs the worker accepted.", "worker"),
+		finished:        d("jobs_finished_total", "Jobs ended, by state (completed, failed, canceled).", "worker", "state"),
+		failed:          d("jobs_failed_total", "Jobs failed or canceled, by fail reason.", "worker", "reason"),
+		restarts:        d("worker_restarts_total", "Restarts of the worker's child, by reason.", "worker", "reason"),
+		expired:         d("results_expired_total", "Finished results dropped unread, older than result_ttl or beyond max_results.", "worker"),
+		jobBytes:        d("job_bytes", "Bytes held for jobs: bodies (prompts, params) of jobs in flight, names and results of jobs not yet read or expired."),
+		jobBytesMax:     d("job_bytes_max", "max_job_bytes: the bound of corral_supervisor_job_bytes beyond which submissions are refused."),
+		jobBytesRefused: d("jobs_refused_storage_full_total", "Submissions refused with 503 JOB_STORAGE_FULL: they would have taken corral_supervisor_job_bytes past max_job_bytes."),
 	}
 }
 
 // Describe sends the collector's descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.workers, c.slots, c.slotsUsed, c.jobs, c.submitted, c.finished, c.failed, c.restarts, c.expired} {
+	for _, d := range []*prometheus.Desc{c.workers, c.slots, c.slotsUsed, c.jobs, c.submitted, c.finished, c.failed, c.restarts, c.expired,
+		c.jobBytes, c.jobBytesMax, c.jobBytesRefused} {
 		ch <- d
 	}
 }
@@ -119,6 +124,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, st := range workerStates {
 		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(byState[st]), string(st))
+	}
+	if b := c.s.budget; b != nil {
+		ch <- prometheus.MustNewConstMetric(c.jobBytes, prometheus.GaugeValue, float64(b.used.Load()))
+		ch <- prometheus.MustNewConstMetric(c.jobBytesMax, prometheus.GaugeValue, float64(b.limit))
+		ch <- prometheus.MustNewConstMetric(c.jobBytesRefused, prometheus.CounterValue, float64(b.refused.Load()))
 	}
 }
 

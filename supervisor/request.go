@@ -19,13 +19,20 @@ import (
 // maxEventBytes bounds one server-sent event line from the child.
 const maxEventBytes = wire.DefaultMaxLine
 
-// request is the record of one submitted job. id, job, proc and cancel are
-// fixed at creation; everything else is guarded by Worker.mu.
+// request is the record of one submitted job. id, proc and cancel are
+// fixed at creation, and so is job until run's conversation has ended (it
+// then keeps only the name, under Worker.mu); everything else is guarded
+// by Worker.mu.
 type request struct {
 	id     int64
 	job    Job
 	proc   *process.Process // the child current at submit
 	cancel context.CancelCauseFunc
+
+	// bodyBytes is what the job's body counts in the supervisor's byte
+	// budget until the conversation ends; keptBytes what its name and
+	// result count until the result is read or expires.
+	bodyBytes, keptBytes int64
 
 	state                       RequestState
 	created, started, completed time.Time

@@ -42,19 +42,29 @@ func (w *Worker) keepResultLocked(r *request) {
 
 // releaseLocked drops a terminal request whose result was read.
 func (w *Worker) releaseLocked(id int64) {
-	delete(w.reqs, id)
+	w.dropLocked(id)
 	w.results.kept--
 	w.compactResultsLocked()
 }
 
 // expireLocked drops an unread result.
 func (w *Worker) expireLocked(id int64, why string) {
-	delete(w.reqs, id)
+	w.dropLocked(id)
 	w.results.kept--
 	w.results.expired++
 	w.log.Debug("result expired unread", "request_id", id, "why", why)
 	if w.onExpire != nil {
 		w.onExpire(id)
+	}
+}
+
+// dropLocked forgets a request and gives back the bytes it held in the
+// supervisor's budget.
+func (w *Worker) dropLocked(id int64) {
+	if r, ok := w.reqs[id]; ok {
+		w.budget.release(r.bodyBytes + r.keptBytes)
+		r.bodyBytes, r.keptBytes = 0, 0
+		delete(w.reqs, id)
 	}
 }
 

@@ -2,10 +2,13 @@ package supervisor
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/corral-llm/corral/gate"
 )
 
 // Errors of worker selection.
@@ -14,18 +17,52 @@ var (
 	ErrUnknownWorker = errors.New("UNKNOWN_WORKER")
 	// ErrUnknownModel means no worker serves the model a job named.
 	ErrUnknownModel = errors.New("UNKNOWN_MODEL")
+	// ErrAuthRequired means every worker the request could go to sends
+	// an API key to its server (api_key_env), and the caller did not
+	// authenticate with a supervisor API key: the supervisor does not
+	// lend a worker's key to anonymous callers.
+	ErrAuthRequired = errors.New("AUTHENTICATION_REQUIRED")
+	// ErrForbidden means the operation needs an admin key.
+	ErrForbidden = errors.New("FORBIDDEN")
 )
 
-// Supervisor runs a set of workers and gives their requests job ids that are
-// unique across workers (a worker's own request ids restart at 1 per worker).
+// Options are a Supervisor's settings that are not a worker's.
+type Options struct {
+	// MaxJobBytes bounds the bytes held for jobs across all workers: the
+	// bodies of jobs in flight (their prompts and the JSON of their
+	// params) and the names and results (text and failure detail) of
+	// jobs not yet read or expired. A submission that would take the
+	// total past it is refused with ErrJobStorageFull. 0 means
+	// DefaultMaxJobBytes.
+	MaxJobBytes int64
+	// Keys says that the HTTP face is served behind gate.Wrap with at
+	// least one key, so that callers present a key (gate.FromContext's
+	// Caller.Key). Without keys a worker with api_key_env is refused:
+	// its key would be lent to anyone who can reach the supervisor.
+	// Either way a worker's key is sent only for callers whose request
+	// carries a key.
+	Keys bool
+}
+
+// Supervisor runs a set of workers and gives their requests job ids:
+// 128-bit random strings that cannot be guessed, unlike a worker's own
+// request ids, which count from 1 per worker. A job belongs to the caller
+// that submitted it (gate.Caller.ID); only that caller and admins see it.
 type Supervisor struct {
 	workers []*Worker
 	byName  map[string]*Worker
+	budget  *byteBudget
 
-	mu      sync.Mutex
-	nextJob int64
-	jobs    map[int64]jobRef
-	refs    map[jobRef]int64 // the inverse of jobs
+	mu   sync.Mutex
+	jobs map[string]jobEntry
+	refs map[jobRef]string // the inverse of jobs
+}
+
+// jobEntry is what the supervisor keeps of a job besides its worker's
+// request.
+type jobEntry struct {
+	ref   jobRef
+	owner string // the submitting caller's gate ID ("" without keys)
 }
 
 // jobRef locates a job's request.
@@ -43,34 +80,61 @@ type Target struct {
 }
 
 // JobStatus is a request's status seen through the supervisor: RequestID is
-// the job id, WorkerRequestID the id within the worker.
+// the job id (it hides RequestStatus.RequestID), WorkerRequestID the id
+// within the worker.
 type JobStatus struct {
 	RequestStatus
+	RequestID       string `json:"request_id"`
 	Worker          string `json:"worker"`
 	WorkerRequestID int64  `json:"worker_request_id"`
 }
 
-// JobResult is a request's result seen through the supervisor.
+// JobResult is a request's result seen through the supervisor, RequestID
+// being the job id as in JobStatus.
 type JobResult struct {
 	RequestResult
+	RequestID       string `json:"request_id"`
 	Worker          string `json:"worker"`
 	WorkerRequestID int64  `json:"worker_request_id"`
 }
 
-// New builds the workers of cfgs (stopped). Names must be unique.
-func New(cfgs []WorkerConfig) (*Supervisor, error) {
-	s := &Supervisor{byName: make(map[string]*Worker), jobs: make(map[int64]jobRef), refs: make(map[jobRef]int64)}
+// New builds the workers of cfgs (stopped). Names must be unique. Without
+// opts.Keys no worker may have an api_key_env.
+func New(cfgs []WorkerConfig, opts Options) (*Supervisor, error) {
+	switch {
+	case opts.MaxJobBytes == 0:
+		opts.MaxJobBytes = DefaultMaxJobBytes
+	case opts.MaxJobBytes < 0:
+		return nil, fmt.Errorf("max_job_bytes %d must not be negative", opts.MaxJobBytes)
+	}
+	s := &Supervisor{
+		byName: make(map[string]*Worker), budget: newByteBudget(opts.MaxJobBytes),
+		jobs: make(map[string]jobEntry), refs: make(map[jobRef]string),
+	}
 	for _, c := range cfgs {
+		if c.APIKeyEnv != "" && !opts.Keys {
+			return nil, fmt.Errorf("worker %s: api_key_env %s is set but the supervisor has no API keys: "+
+				"its key would be sent for anyone who can reach the supervisor; give the supervisor keys "+
+				"(its callers then authenticate, and only they get the worker's key) or remove api_key_env", c.Name, c.APIKeyEnv)
+		}
 		w, err := NewWorker(c)
 		if err != nil {
 			return nil, err
 		}
 		w.onExpire = func(id int64) { s.forget(jobRef{w, id}) }
+		w.budget = s.budget
 		if s.byName[w.Name()] != nil {
 			return nil, fmt.Errorf("worker %s: duplicate name", w.Name())
 		}
 		s.workers = append(s.workers, w)
 		s.byName[w.Name()] = w
+	}
+	// A child inherits the environment, so any worker's output may show
+	// another worker's key.
+	for _, w := range s.workers {
+		for _, o := range s.workers {
+			w.redact.Add(o.apiKey)
+		}
 	}
 	return s, nil
 }
@@ -121,19 +185,21 @@ func (s *Supervisor) forget(ref jobRef) {
 	}
 }
 
-// candidates lists the workers a target may use, those with the most free
-// slots first (ties in configuration order): routing spreads work over
-// local and remote workers alike.
-func (s *Supervisor) candidates(t Target) ([]*Worker, error) {
+// candidates lists the workers a target may use for caller, those with the
+// most free slots first (ties in configuration order): routing spreads
+// work over local and remote workers alike. A worker that sends an API key
+// to its server is a candidate only for a caller that presented a key of
+// the supervisor's; when that leaves none, the error is ErrAuthRequired.
+func (s *Supervisor) candidates(t Target, caller gate.Caller) ([]*Worker, error) {
+	var ws []*Worker
 	switch {
 	case t.Worker != "":
 		w := s.byName[t.Worker]
 		if w == nil {
 			return nil, ErrUnknownWorker
 		}
-		return []*Worker{w}, nil
+		ws = []*Worker{w}
 	case t.Model != "":
-		var ws []*Worker
 		for _, w := range s.workers {
 			if w.Model() == t.Model {
 				ws = append(ws, w)
@@ -142,9 +208,16 @@ func (s *Supervisor) candidates(t Target) ([]*Worker, error) {
 		if len(ws) == 0 {
 			return nil, ErrUnknownModel
 		}
-		return byFreeSlots(ws), nil
+	default:
+		ws = slices.Clone(s.workers)
 	}
-	return byFreeSlots(s.workers), nil
+	if caller.Key == nil {
+		ws = slices.DeleteFunc(ws, func(w *Worker) bool { return w.apiKey != "" })
+		if len(ws) == 0 {
+			return nil, ErrAuthRequired
+		}
+	}
+	return byFreeSlots(ws), nil
 }
 
 // byFreeSlots orders a copy of ws by free slots, most first, stably.
@@ -159,7 +232,8 @@ func byFreeSlots(ws []*Worker) []*Worker {
 }
 
 // pick tries try on each candidate until one accepts. When none does, the
-// most hopeful error wins: no slot, then not ready, then failed.
+// most hopeful error wins: no slot, then not ready, then failed. Any other
+// error (the byte budget's) ends the search at once.
 func pick[T any](ws []*Worker, try func(*Worker) (T, error)) (T, *Worker, error) {
 	var zero T
 	best := ErrWorkerFailed
@@ -170,42 +244,60 @@ func pick[T any](ws []*Worker, try func(*Worker) (T, error)) (T, *Worker, error)
 			return v, w, nil
 		case errors.Is(err, ErrNoSlotAvailable):
 			best = err
-		case errors.Is(err, ErrWorkerNotReady) && !errors.Is(best, ErrNoSlotAvailable):
-			best = err
+		case errors.Is(err, ErrWorkerNotReady):
+			if !errors.Is(best, ErrNoSlotAvailable) {
+				best = err
+			}
+		case errors.Is(err, ErrWorkerFailed):
+		default:
+			return zero, nil, err
 		}
 	}
 	return zero, nil, best
 }
 
-// Submit submits job to a worker chosen by t and returns its job id and
-// the worker's name.
-func (s *Supervisor) Submit(t Target, job Job) (int64, string, error) {
-	ws, err := s.candidates(t)
+// Submit submits job to a worker chosen by t for the caller of ctx
+// (gate.FromContext), who owns the job, and returns its job id and the
+// worker's name.
+func (s *Supervisor) Submit(ctx context.Context, t Target, job Job) (string, string, error) {
+	caller := gate.FromContext(ctx)
+	ws, err := s.candidates(t, caller)
 	if err != nil {
-		return 0, "", err
+		return "", "", err
 	}
-	id, w, err := pick(ws, func(w *Worker) (int64, error) { return w.Submit(job) })
+	body := bodySize(job) // once, not per candidate: it encodes the params
+	id, w, err := pick(ws, func(w *Worker) (int64, error) { return w.submit(job, body) })
 	if err != nil {
-		return 0, "", err
+		return "", "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nextJob++
-	s.jobs[s.nextJob] = jobRef{w, id}
-	s.refs[jobRef{w, id}] = s.nextJob
-	return s.nextJob, w.Name(), nil
+	jobID := rand.Text() // 26 base32 digits: 130 random bits
+	for s.jobs[jobID].ref.w != nil {
+		jobID = rand.Text()
+	}
+	s.jobs[jobID] = jobEntry{ref: jobRef{w, id}, owner: caller.ID()}
+	s.refs[jobRef{w, id}] = jobID
+	return jobID, w.Name(), nil
 }
 
-func (s *Supervisor) job(id int64) (jobRef, bool) {
+// job returns the job jobID if the caller of ctx may see it: its owner
+// and admins may; to anyone else it does not exist.
+func (s *Supervisor) job(ctx context.Context, jobID string) (jobRef, bool) {
+	caller := gate.FromContext(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ref, ok := s.jobs[id]
-	return ref, ok
+	j, ok := s.jobs[jobID]
+	if !ok || !caller.Admin() && j.owner != caller.ID() {
+		return jobRef{}, false
+	}
+	return j.ref, true
 }
 
-// Status returns the status of a job, or ErrNotFound.
-func (s *Supervisor) Status(jobID int64) (JobStatus, error) {
-	ref, ok := s.job(jobID)
+// Status returns the status of a job, or ErrNotFound (also for a job the
+// caller of ctx may not see).
+func (s *Supervisor) Status(ctx context.Context, jobID string) (JobStatus, error) {
+	ref, ok := s.job(ctx, jobID)
 	if !ok {
 		return JobStatus{}, ErrNotFound
 	}
@@ -216,14 +308,14 @@ func (s *Supervisor) Status(jobID int64) (JobStatus, error) {
 	if err != nil {
 		return JobStatus{}, err
 	}
-	st.RequestID = jobID
-	return JobStatus{st, ref.w.Name(), ref.id}, nil
+	return JobStatus{st, jobID, ref.w.Name(), ref.id}, nil
 }
 
 // Result returns the result of a finished job and releases it, or
-// ErrNotFound, or ErrNotFinished.
-func (s *Supervisor) Result(jobID int64) (JobResult, error) {
-	ref, ok := s.job(jobID)
+// ErrNotFound (also for a job the caller of ctx may not see), or
+// ErrNotFinished.
+func (s *Supervisor) Result(ctx context.Context, jobID string) (JobResult, error) {
+	ref, ok := s.job(ctx, jobID)
 	if !ok {
 		return JobResult{}, ErrNotFound
 	}
@@ -238,14 +330,13 @@ func (s *Supervisor) Result(jobID int64) (JobResult, error) {
 	if err != nil {
 		return JobResult{}, err
 	}
-	res.RequestID = jobID
-	return JobResult{res, ref.w.Name(), ref.id}, nil
+	return JobResult{res, jobID, ref.w.Name(), ref.id}, nil
 }
 
 // Cancel cancels a job in flight, reporting whether it was in flight, or
-// ErrNotFound.
-func (s *Supervisor) Cancel(jobID int64) (bool, error) {
-	ref, ok := s.job(jobID)
+// ErrNotFound (also for a job the caller of ctx may not see).
+func (s *Supervisor) Cancel(ctx context.Context, jobID string) (bool, error) {
+	ref, ok := s.job(ctx, jobID)
 	if !ok {
 		return false, ErrNotFound
 	}

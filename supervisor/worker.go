@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +44,9 @@ type WorkerConfig struct {
 	// APIKeyEnv names an environment variable holding an API key for the
 	// server (llama-server --api-key, or its LLAMA_API_KEY), sent as
 	// "Authorization: Bearer" on probes, jobs and proxied requests. The
-	// key is read once by NewWorker and never logged or reported.
+	// key is read once by NewWorker and never logged or reported. A
+	// Supervisor lends it only to callers that authenticated with a
+	// supervisor API key (see Options.Keys).
 	APIKeyEnv string `yaml:"api_key_env"`
 	// Env is added to the inherited environment of the child.
 	Env map[string]string `yaml:"env"`
@@ -129,8 +132,10 @@ type Worker struct {
 	log      *slog.Logger
 	kick     chan restartRequest
 	remote   bool
-	apiKey   string           // from APIKeyEnv; never logged
-	now      func() time.Time // the clock of result expiry (tests replace it)
+	apiKey   string            // from APIKeyEnv; never logged
+	redact   *process.Redactor // hides secrets in logs, the ring and failure details
+	budget   *byteBudget       // the supervisor's; nil outside one
+	now      func() time.Time  // the clock of result expiry (tests replace it)
 	// onExpire is told of every result that expired, under mu; the
 	// Supervisor forgets the job. Lock order: Worker.mu, then
 	// Supervisor.mu.
@@ -257,6 +262,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// The child inherits the environment, and gets cfg.Env on top.
+	redact, env := process.NewRedactor(apiKey), os.Environ()
+	for k, v := range cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	redact.AddEnv(env)
 	if baseURL == "" {
 		baseURL = "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	}
@@ -273,10 +284,11 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		logs:    process.NewRing(cfg.LogLines),
 		client:  &http.Client{Transport: withKey(transport, apiKey)},
 		probes:  &http.Client{Transport: withKey(&http.Transport{DisableKeepAlives: true}, apiKey)},
-		log:     cfg.Logger.With("worker", cfg.Name),
+		log:     slog.New(redactHandler{cfg.Logger.Handler(), redact}).With("worker", cfg.Name),
 		kick:    make(chan restartRequest),
 		remote:  cfg.URL != "",
 		apiKey:  apiKey,
+		redact:  redact,
 		now:     time.Now,
 		state:   WorkerStopped,
 		reqs:    make(map[int64]*request),
@@ -286,6 +298,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if w.procOpts, err = process.NewOptions(cfg.Name, cfg.Port, cfg.ProcessConfig, w.log); err != nil {
 		return nil, err
 	}
+	w.procOpts.SetRedactor(redact)
 	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
 		w.env = append(w.env, k+"="+cfg.Env[k])
 	}
@@ -327,7 +340,7 @@ func (w *Worker) Start() error {
 	if w.remote {
 		w.log.Info("worker started", "url", w.baseURL)
 	} else {
-		w.log.Info("worker started", "pid", p.PID(), "command", w.argv)
+		w.log.Info("worker started", "pid", p.PID(), "command", w.redact.Args(w.argv))
 	}
 	go w.supervise(ctx, p)
 	return nil
@@ -383,8 +396,13 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 	if r.state.Terminal() {
 		return
 	}
+	detail = w.redact.String(detail)
 	r.state, r.finish, r.failReason, r.failDetail, r.resultText = state, finish, reason, detail, text
 	r.completed = w.now()
+	// The result is held until read or expired.
+	n := int64(len(text) + len(detail))
+	r.keptBytes += n
+	w.budget.charge(n)
 	w.keepResultLocked(r)
 	w.counts.finished[state]++
 	if reason != "" {
@@ -399,12 +417,21 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 }
 
 // Submit starts a request and returns its id at once, or ErrWorkerFailed,
-// ErrWorkerNotReady or ErrNoSlotAvailable. Ids increase by one per
-// request over the worker's lifetime, starting at 1.
+// ErrWorkerNotReady or ErrNoSlotAvailable; in a Supervisor also
+// ErrJobStorageFull or ErrJobTooLarge (Options.MaxJobBytes). Ids increase
+// by one per request over the worker's lifetime, starting at 1.
 func (w *Worker) Submit(job Job) (int64, error) {
+	return w.submit(job, bodySize(job))
+}
+
+// submit is Submit of a job whose bodySize is body.
+func (w *Worker) submit(job Job, body int64) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.admitLocked(); err != nil {
+		return 0, err
+	}
+	if err := w.budget.reserve(int64(len(job.Name)) + body); err != nil {
 		return 0, err
 	}
 	job.Params = maps.Clone(job.Params)
@@ -413,6 +440,7 @@ func (w *Worker) Submit(job Job) (int64, error) {
 	r := &request{
 		id: w.nextID, job: job, proc: w.proc, cancel: cancel,
 		state: RequestRunning, created: time.Now(), toolItersLeft: w.cfg.MaxToolIterations,
+		bodyBytes: body, keptBytes: int64(len(job.Name)),
 	}
 	w.reqs[r.id] = r
 	w.slotsUsed++
@@ -441,6 +469,11 @@ func (w *Worker) run(ctx context.Context, r *request) {
 	text, finish, err := w.converse(ctx, r)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// The conversation is over: the job's body is no longer needed, only
+	// its name (for status and result).
+	r.job = Job{Name: r.job.Name}
+	w.budget.release(r.bodyBytes)
+	r.bodyBytes = 0
 	if err == nil {
 		w.finishLocked(r, RequestCompleted, finish, "", "", text)
 		return

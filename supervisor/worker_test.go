@@ -123,4 +123,9 @@ func TestPick(t *testing.T) {
 	if err != nil || v != 7 || w != ws[2] {
 		t.Fatalf("pick = %d, %p, %v", v, w, err)
 	}
+	// The byte budget is the supervisor's: the first refusal is final.
+	tried := 0
+	if _, _, err := pick(ws, func(*Worker) (int, error) { tried++; return 0, ErrJobStorageFull }); !errors.Is(err, ErrJobStorageFull) || tried != 1 {
+		t.Fatalf("pick with the budget spent: %v after %d tries", err, tried)
+	}
 }

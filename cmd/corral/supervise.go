@@ -63,7 +63,7 @@ func runSupervise(ctx context.Context, args []string) error {
 		}
 	}
 	addr := listenAddr(cfg, *host, *port)
-	sup, err := supervisor.New(cfg.Workers)
+	sup, err := supervisor.New(cfg.Workers, supervisor.Options{MaxJobBytes: cfg.MaxJobBytes})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 func TestSuperviseRestart(t *testing.T) {
 	tp := supervisor.DefaultTimeouts()
 	tp.ProbeInterval, tp.RestartBackoff, tp.MaxRestartsPerWindow = 20*time.Millisecond, time.Millisecond, 0
-	sup, err := supervisor.New([]supervisor.WorkerConfig{{Name: "w", Command: []string{"sh", "-c", "exit 3"}, Port: 1, Timeouts: tp}})
+	sup, err := supervisor.New([]supervisor.WorkerConfig{{Name: "w", Command: []string{"sh", "-c", "exit 3"}, Port: 1, Timeouts: tp}}, supervisor.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

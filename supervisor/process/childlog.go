@@ -57,6 +57,7 @@ type Options struct {
 	pidns  string
 	log    *slog.Logger
 	sink   *logSink // nil: ring only
+	redact *Redactor
 	warned sync.Once
 }
 
@@ -103,6 +104,11 @@ func (o *Options) SetStderr(out io.Writer) {
 		o.sink.out = out
 	}
 }
+
+// SetRedactor makes r hide secrets in the child's lines (in the ring and
+// the log sink), in the command line noted at each start and in the
+// command lines of stale port holders. Call it before Start.
+func (o *Options) SetRedactor(r *Redactor) { o.redact = r }
 
 // logSink writes a child's lines to a stream or to a size-rotated file.
 // It is safe for concurrent use. A file is opened at the first line and

@@ -84,6 +84,7 @@ func Start(argv []string, env []string, logs *Ring, opts *Options) (*Process, er
 		defer runtime.UnlockOSThread()
 		stdout, stderr := logs.writer("stdout: "), logs.writer("stderr: ")
 		stdout.tee, stderr.tee = opts.sink, opts.sink
+		stdout.redact, stderr.redact = opts.redact, opts.redact
 		cmd, isol, nsErr, err := spawn(argv, env, stdout, stderr, opts.pidns)
 		if err != nil {
 			started <- err
@@ -91,7 +92,7 @@ func Start(argv []string, env []string, logs *Ring, opts *Options) (*Process, er
 		}
 		p.pid, p.os, p.isol = cmd.Process.Pid, cmd.Process, isol
 		opts.reportIsolation(isol, nsErr)
-		opts.sink.note("started pid %d (%s): %q", p.pid, isol, argv)
+		opts.sink.note("started pid %d (%s): %q", p.pid, isol, opts.redact.Args(argv))
 		started <- nil
 		p.err = cmd.Wait()
 		stdout.Flush()
@@ -165,6 +166,7 @@ func (o *Options) reportStale() {
 		return
 	}
 	for _, h := range holders {
+		h.Cmdline = o.redact.String(h.Cmdline)
 		o.log.Warn("a stale process still listens on the worker's port (left by a supervisor that was killed?); the child may fail to bind",
 			"port", o.port, "pid", h.PID, "command", h.Cmdline)
 		o.sink.note("port %d is held by stale pid %d: %s", o.port, h.PID, h.Cmdline)

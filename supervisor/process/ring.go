@@ -61,8 +61,9 @@ type lineWriter struct {
 	ring    *Ring
 	prefix  string
 	partial []byte
-	cut     bool     // the current line already exceeded MaxLineBytes
-	tee     *logSink // also receives every line, when set
+	cut     bool      // the current line already exceeded MaxLineBytes
+	tee     *logSink  // also receives every line, when set
+	redact  *Redactor // hides secrets in every line, when set
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -97,6 +98,9 @@ func (w *lineWriter) emit() {
 	line := w.prefix + string(bytes.TrimSuffix(w.partial, []byte("\r")))
 	if w.cut {
 		line += truncMark
+	}
+	if w.redact != nil {
+		line = w.redact.String(line)
 	}
 	w.ring.add(line)
 	w.tee.line(line)
