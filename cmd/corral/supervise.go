@@ -63,7 +63,7 @@ func runSupervise(ctx context.Context, args []string) error {
 		}
 	}
 	addr := listenAddr(cfg, *host, *port)
-	sup, err := supervisor.New(cfg.Workers, supervisor.Options{MaxJobBytes: cfg.MaxJobBytes})
+	sup, err := supervisor.New(cfg.Workers, supervisor.Options{MaxJobBytes: cfg.MaxJobBytes, Keys: access.policy.Keys.Len() > 0})
 	if err != nil {
 		return err
 	}
