@@ -33,6 +33,7 @@ func (s *scheduler) admit() {
 		return
 	}
 	slices.SortFunc(s.waiting, before)
+	now := time.Now()
 	var preempted []*request
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
@@ -42,7 +43,7 @@ func (s *scheduler) admit() {
 		}
 		sl := s.place(r)
 		if sl == nil {
-			if victim := s.victim(r); victim != nil {
+			if victim := s.victim(r, now); victim != nil {
 				preempted = append(preempted, s.preempt(victim))
 				sl = s.place(r)
 			}
@@ -56,25 +57,28 @@ func (s *scheduler) admit() {
 			s.promptTokens += uint64(len(r.tokens))
 			s.cachedTokens += uint64(len(sl.cache))
 		}
-		sl.start(r, time.Now(), s.e.cfg.MaxTokensDefault)
+		sl.start(r, now, s.e.cfg.MaxTokensDefault)
 	}
 	clear(s.waiting[len(kept):])
 	s.waiting = append(kept, preempted...)
 }
 
 // victim returns the slot to preempt for r, among the slots r could use:
-// one paused (a paced request waiting for its client computes nothing, so
-// a request of its class or a better one may have its slot; the longest
-// paused goes first), else the one running the request of a worse class
-// than r served last by the order of before. Nil when r must wait.
-func (s *scheduler) victim(r *request) *slot {
+// one paused (a paced request waiting for its client computes nothing),
+// if r is of its class or a better one, or its grace (Config.PauseGrace)
+// is over, whatever r's class: the worst class first, then the longest
+// paused; else the one running the request of a worse class than r
+// served last by the order of before. Nil when r must wait.
+func (s *scheduler) victim(r *request, now time.Time) *slot {
 	var v *slot
 	for _, sl := range s.slots {
 		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
 			continue
 		}
 		paused := sl.state == statePaused
-		if worse := sl.req.params.Priority > r.params.Priority; !worse && !(paused && sl.req.params.Priority == r.params.Priority) {
+		worse := sl.req.params.Priority > r.params.Priority
+		lent := paused && (sl.req.params.Priority == r.params.Priority || s.graceOver(sl, now))
+		if !worse && !lent {
 			continue
 		}
 		switch vp := v != nil && v.state == statePaused; {
@@ -85,7 +89,8 @@ func (s *scheduler) victim(r *request) *slot {
 				v = sl
 			}
 		case paused:
-			if sl.req.gen.pace.heldAt.Before(v.req.gen.pace.heldAt) {
+			c := cmp.Compare(sl.req.params.Priority, v.req.params.Priority)
+			if c > 0 || c == 0 && sl.req.gen.pace.heldAt.Before(v.req.gen.pace.heldAt) {
 				v = sl
 			}
 		case before(sl.req, v.req) > 0:

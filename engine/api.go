@@ -94,6 +94,20 @@ type Embeddings struct {
 // when Request.PauseTimeout is 0.
 const DefaultPauseTimeout = 30 * time.Second
 
+// DefaultPauseGrace is Config.PauseGrace's default: a client that
+// continues within about a sentence of speech keeps its slot, and a
+// request of a worse class waits at most that long for a paused slot.
+// Lending costs the paused answer a restore from host memory (or its
+// history evaluated again without a host cache), never a token.
+const DefaultPauseGrace = 3 * time.Second
+
+// DefaultMaxQueueWait is Config.MaxQueueWait's default: long enough to
+// ride out a burst (hundreds of queued requests on a few slots), short
+// enough that a client of a server that cannot keep up gets a 503 it can
+// retry elsewhere before its own timeout (the OpenAI SDKs wait 10
+// minutes) rather than a request that never ends.
+const DefaultMaxQueueWait = 5 * time.Minute
+
 // Config describes one engine: which model, how many slots, how much context.
 type Config struct {
 	// ModelPath is the GGUF file to load.
@@ -123,8 +137,17 @@ type Config struct {
 	// MaxQueue bounds the number of requests waiting for a slot. Default 256.
 	MaxQueue int
 	// MaxQueueWait fails a request that waited this long for a slot with
-	// ErrQueueTimeout. 0 means no limit.
+	// ErrQueueTimeout (a preempted request, admitted before, does not
+	// time out). 0 means DefaultMaxQueueWait; negative means no limit.
 	MaxQueueWait time.Duration
+	// PauseGrace is how long a paused request (Request.Chunking) keeps
+	// its slot from waiting requests of a worse class. A request of its
+	// class or a better one that finds no free slot may take the slot at
+	// once; after the grace a request of any class may. The paused
+	// request loses nothing: its history is saved to the host cache and
+	// it resumes in a slot once continued, as a preempted request does.
+	// 0 means DefaultPauseGrace; negative means no grace.
+	PauseGrace time.Duration
 	// MaxTokensDefault applies when a request does not set MaxTokens
 	// (0: until the slot's context is full).
 	MaxTokensDefault int

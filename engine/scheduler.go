@@ -131,6 +131,7 @@ func (s *scheduler) busy() bool {
 	if len(s.embeds) > 0 {
 		return true
 	}
+	now := time.Now()
 	for _, sl := range s.slots {
 		if sl.computing() {
 			return true
@@ -145,7 +146,7 @@ func (s *scheduler) busy() bool {
 				return true
 			}
 		}
-		if s.victim(r) != nil {
+		if s.victim(r, now) != nil {
 			return true
 		}
 	}
@@ -159,9 +160,11 @@ func (s *scheduler) receive() bool {
 	for {
 		if !s.busy() {
 			s.publish() // what pollers see while the scheduler sleeps
-			// A paused request's timeout must fire while nothing runs.
+			// A pause timing out, a pause's grace ending while a request
+			// waits, and a queued request timing out must all happen
+			// while nothing runs.
 			var expire <-chan time.Time
-			if d, ok := s.pauseDeadline(); ok {
+			if d, ok := s.deadline(); ok {
 				s.timer.Reset(time.Until(d))
 				expire = s.timer.C
 			}
@@ -253,7 +256,7 @@ func (s *scheduler) retire() {
 			s.drop(r, FinishInterrupted, nil)
 		case r.ctx.Err() != nil:
 			s.drop(r, FinishCancelled, nil)
-		case maxWait > 0 && !r.gen.started && now.Sub(r.submitted) > maxWait:
+		case maxWait > 0 && !r.gen.started && now.Sub(r.submitted) >= maxWait:
 			s.drop(r, FinishError, ErrQueueTimeout)
 		default:
 			kept = append(kept, r)
@@ -543,6 +546,30 @@ func (s *scheduler) shutdown() {
 			return
 		}
 	}
+}
+
+// deadline is the earliest time the scheduler must look again though
+// nothing computes: a pause times out (pauseDeadline), a paused slot's
+// grace ends while a request waits (graceDeadline), or a queued request
+// has waited MaxQueueWait. False when there is none.
+func (s *scheduler) deadline() (time.Time, bool) {
+	d, ok := s.pauseDeadline()
+	earliest := func(t time.Time) {
+		if !ok || t.Before(d) {
+			d, ok = t, true
+		}
+	}
+	if g, found := s.graceDeadline(time.Now()); found {
+		earliest(g)
+	}
+	if maxWait := s.e.cfg.MaxQueueWait; maxWait > 0 {
+		for _, r := range s.waiting {
+			if !r.gen.started {
+				earliest(r.submitted.Add(maxWait))
+			}
+		}
+	}
+	return d, ok
 }
 
 // publish stores the stats and slot snapshots for Engine.Stats and

@@ -17,7 +17,8 @@ import (
 // The requests in the slot are paced and pause after their first chunk,
 // so that they hold it however fast the model is.
 func TestStatsQueueByClassAndTTFT(t *testing.T) {
-	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	// No grace ends in the test: the paused slot is not lent to a worse class.
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, PauseGrace: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	held := func(prio int) engine.Request {
