@@ -234,6 +234,15 @@ type Request struct {
 	// Continue, with FinishPauseTimeout; its tokens stay cached, so a
 	// re-sent prompt is cheap. 0 means DefaultPauseTimeout.
 	PauseTimeout time.Duration
+	// CacheSalt partitions the prefix cache: a request reuses cached KV
+	// (a slot's, another slot's cells, the host cache's) only of requests
+	// with the same salt, so Usage.CachedTokens, and the time a prompt
+	// takes, tell nothing about the prompts of requests with another
+	// salt. The salt is part of the cache key, never of the prompt: it
+	// costs no evaluation. "" is a salt like any other (the default
+	// tenant). It is compared as given: callers should pass a short
+	// digest (package openai passes a SHA-256).
+	CacheSalt string
 }
 
 // Chunking sets where paced output is cut into chunks (see
@@ -347,7 +356,7 @@ type TokenLogprobs struct {
 // Usage counts tokens as OpenAI reports them.
 type Usage struct {
 	PromptTokens     int
-	CachedTokens     int // prompt tokens reused from the slot's KV cache
+	CachedTokens     int // prompt tokens reused from a KV cache of the request's CacheSalt
 	CompletionTokens int
 	// EvaluatedTokens counts the tokens the request put through the model:
 	// the uncached prompt, then one per generated token but the last
