@@ -237,6 +237,8 @@ func TestPriorityByKey(t *testing.T) {
 		select {
 		case <-tick.C:
 			q = eng.Stats().Queue
+		case res := <-done:
+			t.Fatalf("alice's request without a priority ended instead of queueing: %s", res)
 		case <-deadline:
 			t.Fatal("alice's request never queued")
 		}
