@@ -137,8 +137,9 @@ func (s *scheduler) graceOver(sl *slot, now time.Time) bool {
 	return !now.Before(sl.req.gen.pace.heldAt.Add(max(s.e.cfg.PauseGrace, 0)))
 }
 
-// graceDeadline is the earliest end of a paused slot's grace still to
-// come, when a request that may take a slot waits; false if none.
+// graceDeadline is the earliest end of a paused slot's grace after now,
+// when a request that may take a slot waits; false if none. (A grace over
+// by now needs no wake-up: busy, at the same instant, saw it.)
 func (s *scheduler) graceDeadline(now time.Time) (time.Time, bool) {
 	if !slices.ContainsFunc(s.waiting, (*request).admissible) {
 		return time.Time{}, false

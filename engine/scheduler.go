@@ -126,12 +126,11 @@ func (s *scheduler) cores() (release func(), err error) {
 
 // busy reports whether there is work that needs the next step to run: a
 // slot with tokens to evaluate, or a waiting request that admit can place
-// (a slot it may use is free, or one it may preempt runs).
-func (s *scheduler) busy() bool {
+// at now (a slot it may use is free, or one it may preempt runs).
+func (s *scheduler) busy(now time.Time) bool {
 	if len(s.embeds) > 0 {
 		return true
 	}
-	now := time.Now()
 	for _, sl := range s.slots {
 		if sl.computing() {
 			return true
@@ -158,13 +157,15 @@ func (s *scheduler) busy() bool {
 // when the engine is closing.
 func (s *scheduler) receive() bool {
 	for {
-		if !s.busy() {
+		// One instant for busy and deadline: a grace that ends between
+		// the two is either seen by busy or waited for.
+		if now := time.Now(); !s.busy(now) {
 			s.publish() // what pollers see while the scheduler sleeps
 			// A pause timing out, a pause's grace ending while a request
 			// waits, and a queued request timing out must all happen
 			// while nothing runs.
 			var expire <-chan time.Time
-			if d, ok := s.deadline(); ok {
+			if d, ok := s.deadline(now); ok {
 				s.timer.Reset(time.Until(d))
 				expire = s.timer.C
 			}
@@ -199,7 +200,7 @@ func (s *scheduler) receive() bool {
 			}
 			break
 		}
-		if s.busy() {
+		if s.busy(time.Now()) {
 			return true
 		}
 		s.retire() // a cancelled queued request may have been all there was
@@ -548,18 +549,18 @@ func (s *scheduler) shutdown() {
 	}
 }
 
-// deadline is the earliest time the scheduler must look again though
-// nothing computes: a pause times out (pauseDeadline), a paused slot's
-// grace ends while a request waits (graceDeadline), or a queued request
-// has waited MaxQueueWait. False when there is none.
-func (s *scheduler) deadline() (time.Time, bool) {
+// deadline is the earliest time the scheduler, idle at now, must look
+// again though nothing computes: a pause times out (pauseDeadline), a
+// paused slot's grace ends while a request waits (graceDeadline), or a
+// queued request has waited MaxQueueWait. False when there is none.
+func (s *scheduler) deadline(now time.Time) (time.Time, bool) {
 	d, ok := s.pauseDeadline()
 	earliest := func(t time.Time) {
 		if !ok || t.Before(d) {
 			d, ok = t, true
 		}
 	}
-	if g, found := s.graceDeadline(time.Now()); found {
+	if g, found := s.graceDeadline(now); found {
 		earliest(g)
 	}
 	if maxWait := s.e.cfg.MaxQueueWait; maxWait > 0 {
