@@ -40,9 +40,10 @@ func collectWithin(t *testing.T, s *engine.Stream, what string) (string, engine.
 // a paused answer, finding no free slot, takes the paused slot once the
 // grace is over and runs to its end while the answer is still paused;
 // the answer, continued, resumes from the host cache with nothing
-// evaluated twice and the text it has alone. Within the grace (an hour
-// here) the slot is not lent: the worse request waits until the answer
-// ends, and the answer is never preempted.
+// evaluated twice and the text it has alone; a grace that ends while
+// nothing computes wakes the scheduler. Within the grace (an hour here)
+// the slot is not lent: the worse request waits until the answer ends,
+// and the answer is never preempted.
 func TestPausedSlotLentToAnyClassAfterGrace(t *testing.T) {
 	model := testmodel.TinyStories656K
 	paced := pacedStory(100)
@@ -57,7 +58,13 @@ func TestPausedSlotLentToAnyClassAfterGrace(t *testing.T) {
 	for _, tt := range []struct {
 		grace time.Duration
 		lent  bool
-	}{{time.Millisecond, true}, {time.Hour, false}} {
+	}{
+		{time.Millisecond, true},
+		// Likely still running when the other request comes: the
+		// scheduler, idle, must wake when it ends.
+		{300 * time.Millisecond, true},
+		{time.Hour, false},
+	} {
 		t.Run(fmt.Sprintf("grace %v", tt.grace), func(t *testing.T) {
 			e := newEngine(t, model, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20, PauseGrace: tt.grace})
 			p := submit(t, e, paced)
