@@ -220,8 +220,10 @@ type Request struct {
 	// delivered in sentence-sized chunks (Chunk.Index), and after each
 	// chunk but the last the request is paused (Chunk.Held) — it keeps
 	// its slot, KV cache and sampler but takes no part in batches —
-	// until Stream.Continue. Nothing is evaluated twice: the token that
-	// starts the next sentence was sampled, and is evaluated on Continue.
+	// until Stream.Continue (a waiting request may borrow the slot
+	// meanwhile: see Config.PauseGrace). Nothing is evaluated twice:
+	// the token that starts the next sentence was sampled, and is
+	// evaluated on Continue.
 	Chunking *Chunking
 	// Logprobs asks for each generated token's log-probability, delivered
 	// with its text (Chunk.Logprobs), and TopLogprobs (0 to
