@@ -33,6 +33,7 @@ func (s *scheduler) admit() {
 		return
 	}
 	slices.SortFunc(s.waiting, before)
+	now := time.Now()
 	var preempted []*request
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
@@ -42,7 +43,7 @@ func (s *scheduler) admit() {
 		}
 		sl := s.place(r)
 		if sl == nil {
-			if victim := s.victim(r); victim != nil {
+			if victim := s.victim(r, now); victim != nil {
 				preempted = append(preempted, s.preempt(victim))
 				sl = s.place(r)
 			}
@@ -56,25 +57,28 @@ func (s *scheduler) admit() {
 			s.promptTokens += uint64(len(r.tokens))
 			s.cachedTokens += uint64(len(sl.cache))
 		}
-		sl.start(r, time.Now(), s.e.cfg.MaxTokensDefault)
+		sl.start(r, now, s.e.cfg.MaxTokensDefault)
 	}
 	clear(s.waiting[len(kept):])
 	s.waiting = append(kept, preempted...)
 }
 
 // victim returns the slot to preempt for r, among the slots r could use:
-// one paused (a paced request waiting for its client computes nothing, so
-// a request of its class or a better one may have its slot; the longest
-// paused goes first), else the one running the request of a worse class
-// than r served last by the order of before. Nil when r must wait.
-func (s *scheduler) victim(r *request) *slot {
+// one paused (a paced request waiting for its client computes nothing),
+// if r is of its class or a better one, or its grace (Config.PauseGrace)
+// is over, whatever r's class: the worst class first, then the longest
+// paused; else the one running the request of a worse class than r
+// served last by the order of before. Nil when r must wait.
+func (s *scheduler) victim(r *request, now time.Time) *slot {
 	var v *slot
 	for _, sl := range s.slots {
 		if !sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
 			continue
 		}
 		paused := sl.state == statePaused
-		if worse := sl.req.params.Priority > r.params.Priority; !worse && !(paused && sl.req.params.Priority == r.params.Priority) {
+		worse := sl.req.params.Priority > r.params.Priority
+		lent := paused && (sl.req.params.Priority == r.params.Priority || s.graceOver(sl, now))
+		if !worse && !lent {
 			continue
 		}
 		switch vp := v != nil && v.state == statePaused; {
@@ -85,7 +89,8 @@ func (s *scheduler) victim(r *request) *slot {
 				v = sl
 			}
 		case paused:
-			if sl.req.gen.pace.heldAt.Before(v.req.gen.pace.heldAt) {
+			c := cmp.Compare(sl.req.params.Priority, v.req.params.Priority)
+			if c > 0 || c == 0 && sl.req.gen.pace.heldAt.Before(v.req.gen.pace.heldAt) {
 				v = sl
 			}
 		case before(sl.req, v.req) > 0:
@@ -139,17 +144,19 @@ func (r *request) need() []int32 {
 // history alone. NoCachePrompt reuses nothing, and counts every cached
 // token as lost. The prefix then comes from the best of: the slot itself,
 // any other slot, busy or idle (its cells are shared, not copied), or the
-// host cache (restored).
+// host cache (restored); only caches of r's CacheSalt count, and the
+// slot's cache becomes one of that salt.
 // Before a slot's tail is overwritten it is saved to the host cache,
 // unless it is short or held elsewhere already.
 func (s *scheduler) place(r *request) *slot {
 	need := r.need()
+	salt := r.params.CacheSalt
 	reuse := !r.params.NoCachePrompt
 	// Each slot's common prefix with need, compared once.
 	s.prefixes = s.prefixes[:0]
 	for _, sl := range s.slots {
 		m := 0
-		if reuse {
+		if reuse && sl.salt == salt {
 			m = commonPrefix(sl.cache, need)
 		}
 		s.prefixes = append(s.prefixes, m)
@@ -171,6 +178,9 @@ func (s *scheduler) place(r *request) *slot {
 	if loss >= minHostSave {
 		s.save(target)
 	}
+	// Whatever the slot keeps of its cache below is a prefix of need of
+	// r's salt (nothing, if its salt was another).
+	target.salt = salt
 	// The last token is evaluated again, even when cached, for its logits.
 	limit := len(need) - 1
 	src, n := target, min(s.prefixes[target.id], limit)
@@ -180,7 +190,7 @@ func (s *scheduler) place(r *request) *slot {
 		}
 	}
 	if reuse {
-		if e, m := s.host.longest(need); min(m, limit) > n {
+		if e, m := s.host.longest(need, salt); min(m, limit) > n {
 			if s.restore(target, e, min(m, limit)) {
 				return target
 			}
@@ -217,7 +227,7 @@ func (s *scheduler) follow(target *slot, need []int32, n int) {
 	var leader *slot
 	best := n + minFollow - 1
 	for _, sl := range s.slots {
-		if sl == target || sl.state != statePrefill || sl.leader != nil {
+		if sl == target || sl.state != statePrefill || sl.leader != nil || sl.salt != target.salt {
 			continue
 		}
 		// What the leader will hold: its cache, then its pending tokens.
@@ -245,6 +255,9 @@ func (s *scheduler) release() {
 			continue
 		}
 		sl.leader, sl.leaderReq, sl.followLen = nil, nil, 0
+		if l.salt != sl.salt {
+			continue // the leader's slot went to another tenant
+		}
 		r := sl.req
 		held := len(sl.cache) // the prefix placed at admission
 		need := append(slices.Clone(sl.cache), sl.pending...)
@@ -283,7 +296,7 @@ func (s *scheduler) trimIdle() {
 		}
 		keep := 0
 		for _, a := range s.slots {
-			if a.active() {
+			if a.active() && a.salt == sl.salt {
 				keep = max(keep, commonPrefix(a.cache, sl.cache))
 			}
 		}
@@ -320,18 +333,18 @@ func (s *scheduler) truncate(sl *slot, n int) {
 }
 
 // save copies the slot's KV state into the host cache, unless another
-// slot or an entry already holds all of its tokens.
+// slot or an entry of its salt already holds all of its tokens.
 func (s *scheduler) save(sl *slot) {
-	if s.host.budget <= 0 || s.host.covers(sl.cache) {
+	if s.host.budget <= 0 || s.host.covers(sl.cache, sl.salt) {
 		return
 	}
 	for _, o := range s.slots {
-		if o != sl && commonPrefix(o.cache, sl.cache) == len(sl.cache) {
+		if o != sl && o.salt == sl.salt && commonPrefix(o.cache, sl.cache) == len(sl.cache) {
 			return
 		}
 	}
 	if state := s.lctx.SeqStateGet(sl.id); len(state) > 0 {
-		s.host.add(sl.cache, state)
+		s.host.add(sl.cache, sl.salt, state)
 	}
 }
 
@@ -345,6 +358,7 @@ func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 		return false
 	}
 	sl.cache = append(sl.cache, e.tokens...)
+	sl.salt = e.salt
 	s.truncate(sl, n)
 	s.host.touch(e)
 	s.host.restored++

@@ -94,6 +94,20 @@ type Embeddings struct {
 // when Request.PauseTimeout is 0.
 const DefaultPauseTimeout = 30 * time.Second
 
+// DefaultPauseGrace is Config.PauseGrace's default: a client that
+// continues within about a sentence of speech keeps its slot, and a
+// request of a worse class waits at most that long for a paused slot.
+// Lending costs the paused answer a restore from host memory (or its
+// history evaluated again without a host cache), never a token.
+const DefaultPauseGrace = 3 * time.Second
+
+// DefaultMaxQueueWait is Config.MaxQueueWait's default: long enough to
+// ride out a burst (hundreds of queued requests on a few slots), short
+// enough that a client of a server that cannot keep up gets a 503 it can
+// retry elsewhere before its own timeout (the OpenAI SDKs wait 10
+// minutes) rather than a request that never ends.
+const DefaultMaxQueueWait = 5 * time.Minute
+
 // Config describes one engine: which model, how many slots, how much context.
 type Config struct {
 	// ModelPath is the GGUF file to load.
@@ -123,8 +137,17 @@ type Config struct {
 	// MaxQueue bounds the number of requests waiting for a slot. Default 256.
 	MaxQueue int
 	// MaxQueueWait fails a request that waited this long for a slot with
-	// ErrQueueTimeout. 0 means no limit.
+	// ErrQueueTimeout (a preempted request, admitted before, does not
+	// time out). 0 means DefaultMaxQueueWait; negative means no limit.
 	MaxQueueWait time.Duration
+	// PauseGrace is how long a paused request (Request.Chunking) keeps
+	// its slot from waiting requests of a worse class. A request of its
+	// class or a better one that finds no free slot may take the slot at
+	// once; after the grace a request of any class may. The paused
+	// request loses nothing: its history is saved to the host cache and
+	// it resumes in a slot once continued, as a preempted request does.
+	// 0 means DefaultPauseGrace; negative means no grace.
+	PauseGrace time.Duration
 	// MaxTokensDefault applies when a request does not set MaxTokens
 	// (0: until the slot's context is full).
 	MaxTokensDefault int
@@ -197,8 +220,10 @@ type Request struct {
 	// delivered in sentence-sized chunks (Chunk.Index), and after each
 	// chunk but the last the request is paused (Chunk.Held) — it keeps
 	// its slot, KV cache and sampler but takes no part in batches —
-	// until Stream.Continue. Nothing is evaluated twice: the token that
-	// starts the next sentence was sampled, and is evaluated on Continue.
+	// until Stream.Continue (a waiting request may borrow the slot
+	// meanwhile: see Config.PauseGrace). Nothing is evaluated twice:
+	// the token that starts the next sentence was sampled, and is
+	// evaluated on Continue.
 	Chunking *Chunking
 	// Logprobs asks for each generated token's log-probability, delivered
 	// with its text (Chunk.Logprobs), and TopLogprobs (0 to
@@ -211,6 +236,15 @@ type Request struct {
 	// Continue, with FinishPauseTimeout; its tokens stay cached, so a
 	// re-sent prompt is cheap. 0 means DefaultPauseTimeout.
 	PauseTimeout time.Duration
+	// CacheSalt partitions the prefix cache: a request reuses cached KV
+	// (a slot's, another slot's cells, the host cache's) only of requests
+	// with the same salt, so Usage.CachedTokens, and the time a prompt
+	// takes, tell nothing about the prompts of requests with another
+	// salt. The salt is part of the cache key, never of the prompt: it
+	// costs no evaluation. "" is a salt like any other (the default
+	// tenant). It is compared as given: callers should pass a short
+	// digest (package openai passes a SHA-256).
+	CacheSalt string
 }
 
 // Chunking sets where paced output is cut into chunks (see
@@ -324,7 +358,7 @@ type TokenLogprobs struct {
 // Usage counts tokens as OpenAI reports them.
 type Usage struct {
 	PromptTokens     int
-	CachedTokens     int // prompt tokens reused from the slot's KV cache
+	CachedTokens     int // prompt tokens reused from a KV cache of the request's CacheSalt
 	CompletionTokens int
 	// EvaluatedTokens counts the tokens the request put through the model:
 	// the uncached prompt, then one per generated token but the last

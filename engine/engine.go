@@ -112,6 +112,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.PrefillBudget == 0 {
 		cfg.PrefillBudget = DefaultPrefillBudget
 	}
+	if cfg.MaxQueueWait == 0 {
+		cfg.MaxQueueWait = DefaultMaxQueueWait
+	}
+	if cfg.PauseGrace == 0 {
+		cfg.PauseGrace = DefaultPauseGrace
+	}
 	model, err := llama.LoadModel(ctx, cfg.ModelPath)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -126,6 +127,32 @@ func (s *scheduler) pauseDeadline() (time.Time, bool) {
 	}
 	for _, r := range s.waiting {
 		see(r)
+	}
+	return d, !d.IsZero()
+}
+
+// graceOver reports whether the paused slot's grace (Config.PauseGrace)
+// is over: a waiting request of any class may take it.
+func (s *scheduler) graceOver(sl *slot, now time.Time) bool {
+	return !now.Before(sl.req.gen.pace.heldAt.Add(max(s.e.cfg.PauseGrace, 0)))
+}
+
+// graceDeadline is the earliest end of a paused slot's grace after now,
+// when a request that may take a slot waits; false if none. (A grace over
+// by now needs no wake-up: busy, at the same instant, saw it.)
+func (s *scheduler) graceDeadline(now time.Time) (time.Time, bool) {
+	if !slices.ContainsFunc(s.waiting, (*request).admissible) {
+		return time.Time{}, false
+	}
+	var d time.Time
+	for _, sl := range s.slots {
+		if sl.state != statePaused {
+			continue
+		}
+		end := sl.req.gen.pace.heldAt.Add(max(s.e.cfg.PauseGrace, 0))
+		if end.After(now) && (d.IsZero() || end.Before(d)) {
+			d = end
+		}
 	}
 	return d, !d.IsZero()
 }

@@ -218,7 +218,8 @@ func TestPauseTimeout(t *testing.T) {
 // cancelled while queued behind a paused one, while paused, or after a
 // Continue; no slot stays busy.
 func TestCancelPacedInEveryState(t *testing.T) {
-	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	// No grace ends in the test: the paused slot is not lent to a worse class.
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, PauseGrace: time.Hour})
 	a := submit(t, e, pacedStory(200))
 	c, _ := nextChunk(t, a)
 	waitPaused(t, e, a)

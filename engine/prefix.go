@@ -9,6 +9,10 @@ import (
 // its prompt found in any slot, busy or idle (llama_memory_seq_cp shares
 // those cells, it copies nothing), or in the host cache below, where the
 // KV of sequences pushed out of the slots is kept up to a byte budget.
+// Every slot's cache and every host entry carries the Request.CacheSalt
+// of the requests that made it, and a request looks only at those of its
+// own salt: tenants never share cells, so what a prompt finds cached says
+// nothing about another tenant's prompts.
 //
 // The search is a scan: with one sequence per slot and a bounded number
 // of host entries, comparing token slices costs microseconds per admission
@@ -26,6 +30,7 @@ const minHostSave = 64
 // hostEntry is the saved KV state of one sequence.
 type hostEntry struct {
 	tokens []int32
+	salt   string // the Request.CacheSalt of the requests that made it
 	state  []byte
 	used   uint64 // hostCache.clock at the last save or restore
 }
@@ -41,12 +46,15 @@ type hostCache struct {
 	saved, restored uint64 // counters for Stats
 }
 
-// longest returns the entry sharing the longest prefix with tokens, and
-// the length of that prefix.
-func (c *hostCache) longest(tokens []int32) (*hostEntry, int) {
+// longest returns the entry of salt sharing the longest prefix with
+// tokens, and the length of that prefix.
+func (c *hostCache) longest(tokens []int32, salt string) (*hostEntry, int) {
 	var best *hostEntry
 	n := 0
 	for _, e := range c.entries {
+		if e.salt != salt {
+			continue
+		}
 		if m := commonPrefix(e.tokens, tokens); m > n {
 			best, n = e, m
 		}
@@ -54,9 +62,9 @@ func (c *hostCache) longest(tokens []int32) (*hostEntry, int) {
 	return best, n
 }
 
-// covers reports whether some entry already holds all of tokens.
-func (c *hostCache) covers(tokens []int32) bool {
-	_, n := c.longest(tokens)
+// covers reports whether some entry of salt already holds all of tokens.
+func (c *hostCache) covers(tokens []int32, salt string) bool {
+	_, n := c.longest(tokens, salt)
 	return n == len(tokens)
 }
 
@@ -66,22 +74,22 @@ func (c *hostCache) touch(e *hostEntry) {
 	e.used = c.clock
 }
 
-// add stores state for tokens, dropping the entries it makes redundant
-// (those whose tokens are a prefix of these) and then the least recently
-// used ones until the cache fits its budget. A state larger than the
-// whole budget is not kept.
-func (c *hostCache) add(tokens []int32, state []byte) {
+// add stores state for tokens of salt, dropping the entries it makes
+// redundant (those of salt whose tokens are a prefix of these) and then
+// the least recently used ones until the cache fits its budget. A state
+// larger than the whole budget is not kept.
+func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 	if int64(len(state)) > c.budget {
 		return
 	}
 	c.entries = slices.DeleteFunc(c.entries, func(e *hostEntry) bool {
-		if commonPrefix(e.tokens, tokens) == len(e.tokens) {
+		if e.salt == salt && commonPrefix(e.tokens, tokens) == len(e.tokens) {
 			c.size -= int64(len(e.state))
 			return true
 		}
 		return false
 	})
-	e := &hostEntry{tokens: slices.Clone(tokens), state: state}
+	e := &hostEntry{tokens: slices.Clone(tokens), salt: salt, state: state}
 	c.touch(e)
 	c.entries = append(c.entries, e)
 	c.size += int64(len(state))

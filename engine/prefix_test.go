@@ -7,26 +7,46 @@ import (
 
 func TestHostCacheKeepsTheLongestWithinBudget(t *testing.T) {
 	c := hostCache{budget: 100}
-	c.add([]int32{1, 2, 3}, make([]byte, 30))
-	c.add([]int32{1, 2, 3, 4, 5}, make([]byte, 50)) // makes the first redundant
+	c.add([]int32{1, 2, 3}, "", make([]byte, 30))
+	c.add([]int32{1, 2, 3, 4, 5}, "", make([]byte, 50)) // makes the first redundant
 	if len(c.entries) != 1 || c.size != 50 {
 		t.Fatalf("after a longer save of the same prefix: %d entries, %d bytes; want 1, 50", len(c.entries), c.size)
 	}
-	if e, n := c.longest([]int32{1, 2, 3, 9}); e == nil || n != 3 {
+	if e, n := c.longest([]int32{1, 2, 3, 9}, ""); e == nil || n != 3 {
 		t.Fatalf("longest prefix of 1 2 3 9: %v, %d; want the entry, 3", e, n)
 	}
-	c.add([]int32{7, 8}, make([]byte, 40))
+	c.add([]int32{7, 8}, "", make([]byte, 40))
 	c.touch(c.entries[0]) // 1..5 is now the most recently used
-	c.add([]int32{9}, make([]byte, 40))
+	c.add([]int32{9}, "", make([]byte, 40))
 	if c.size > c.budget {
 		t.Fatalf("%d bytes kept, budget %d", c.size, c.budget)
 	}
-	if !c.covers([]int32{1, 2, 3, 4, 5}) || c.covers([]int32{7, 8}) {
+	if !c.covers([]int32{1, 2, 3, 4, 5}, "") || c.covers([]int32{7, 8}, "") {
 		t.Fatalf("eviction dropped the wrong entry: %d entries", len(c.entries))
 	}
-	c.add([]int32{5}, make([]byte, 101))
-	if c.covers([]int32{5}) {
+	c.add([]int32{5}, "", make([]byte, 101))
+	if c.covers([]int32{5}, "") {
 		t.Fatal("kept a state larger than the whole budget")
+	}
+}
+
+// TestHostCacheKeepsSaltsApart: an entry serves only lookups of its
+// salt, and a save makes only entries of its own salt redundant.
+func TestHostCacheKeepsSaltsApart(t *testing.T) {
+	c := hostCache{budget: 1000}
+	c.add([]int32{1, 2, 3}, "a", make([]byte, 10))
+	if e, n := c.longest([]int32{1, 2, 3, 4}, "b"); e != nil || n != 0 {
+		t.Fatalf("salt b found salt a's entry: %v, %d", e, n)
+	}
+	if c.covers([]int32{1, 2, 3}, "") {
+		t.Fatal("the empty salt found salt a's entry")
+	}
+	c.add([]int32{1, 2, 3, 4}, "b", make([]byte, 10)) // not a's successor
+	if len(c.entries) != 2 {
+		t.Fatalf("%d entries after saves of two salts, want 2", len(c.entries))
+	}
+	if e, n := c.longest([]int32{1, 2, 3, 4, 5}, "a"); e == nil || e.salt != "a" || n != 3 {
+		t.Fatalf("salt a: %+v, %d; want its own entry, 3 tokens", e, n)
 	}
 }
 
@@ -75,7 +95,7 @@ func BenchmarkPrefixSearch(b *testing.B) {
 	}
 	c := hostCache{budget: 1 << 40}
 	for i := range 64 {
-		c.add(seq(int32(-100-i)), make([]byte, 1))
+		c.add(seq(int32(-100-i)), "", make([]byte, 1))
 	}
 	prompt := seq(7)
 	for b.Loop() {
@@ -83,7 +103,7 @@ func BenchmarkPrefixSearch(b *testing.B) {
 		for _, s := range slots {
 			best = max(best, commonPrefix(s, prompt))
 		}
-		if _, m := c.longest(prompt); m < best || best != system {
+		if _, m := c.longest(prompt, ""); m < best || best != system {
 			b.Fatal(m, best)
 		}
 	}

@@ -126,8 +126,8 @@ func (s *scheduler) cores() (release func(), err error) {
 
 // busy reports whether there is work that needs the next step to run: a
 // slot with tokens to evaluate, or a waiting request that admit can place
-// (a slot it may use is free, or one it may preempt runs).
-func (s *scheduler) busy() bool {
+// at now (a slot it may use is free, or one it may preempt runs).
+func (s *scheduler) busy(now time.Time) bool {
 	if len(s.embeds) > 0 {
 		return true
 	}
@@ -145,7 +145,7 @@ func (s *scheduler) busy() bool {
 				return true
 			}
 		}
-		if s.victim(r) != nil {
+		if s.victim(r, now) != nil {
 			return true
 		}
 	}
@@ -157,11 +157,15 @@ func (s *scheduler) busy() bool {
 // when the engine is closing.
 func (s *scheduler) receive() bool {
 	for {
-		if !s.busy() {
+		// One instant for busy and deadline: a grace that ends between
+		// the two is either seen by busy or waited for.
+		if now := time.Now(); !s.busy(now) {
 			s.publish() // what pollers see while the scheduler sleeps
-			// A paused request's timeout must fire while nothing runs.
+			// A pause timing out, a pause's grace ending while a request
+			// waits, and a queued request timing out must all happen
+			// while nothing runs.
 			var expire <-chan time.Time
-			if d, ok := s.pauseDeadline(); ok {
+			if d, ok := s.deadline(now); ok {
 				s.timer.Reset(time.Until(d))
 				expire = s.timer.C
 			}
@@ -196,7 +200,7 @@ func (s *scheduler) receive() bool {
 			}
 			break
 		}
-		if s.busy() {
+		if s.busy(time.Now()) {
 			return true
 		}
 		s.retire() // a cancelled queued request may have been all there was
@@ -253,7 +257,7 @@ func (s *scheduler) retire() {
 			s.drop(r, FinishInterrupted, nil)
 		case r.ctx.Err() != nil:
 			s.drop(r, FinishCancelled, nil)
-		case maxWait > 0 && !r.gen.started && now.Sub(r.submitted) > maxWait:
+		case maxWait > 0 && !r.gen.started && now.Sub(r.submitted) >= maxWait:
 			s.drop(r, FinishError, ErrQueueTimeout)
 		default:
 			kept = append(kept, r)
@@ -543,6 +547,30 @@ func (s *scheduler) shutdown() {
 			return
 		}
 	}
+}
+
+// deadline is the earliest time the scheduler, idle at now, must look
+// again though nothing computes: a pause times out (pauseDeadline), a
+// paused slot's grace ends while a request waits (graceDeadline), or a
+// queued request has waited MaxQueueWait. False when there is none.
+func (s *scheduler) deadline(now time.Time) (time.Time, bool) {
+	d, ok := s.pauseDeadline()
+	earliest := func(t time.Time) {
+		if !ok || t.Before(d) {
+			d, ok = t, true
+		}
+	}
+	if g, found := s.graceDeadline(now); found {
+		earliest(g)
+	}
+	if maxWait := s.e.cfg.MaxQueueWait; maxWait > 0 {
+		for _, r := range s.waiting {
+			if !r.gen.started {
+				earliest(r.submitted.Add(maxWait))
+			}
+		}
+	}
+	return d, ok
 }
 
 // publish stores the stats and slot snapshots for Engine.Stats and

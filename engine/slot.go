@@ -41,6 +41,9 @@ type slot struct {
 	nctx  int // cells this sequence may use
 	state slotState
 	cache []int32
+	// salt is the Request.CacheSalt of the requests whose tokens cache
+	// holds: only a request of the same salt reuses them.
+	salt string
 	// lastUsed is when the slot last started or finished a request (zero:
 	// never); the least recently used cache is the first to go.
 	lastUsed time.Time

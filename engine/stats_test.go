@@ -17,7 +17,8 @@ import (
 // The requests in the slot are paced and pause after their first chunk,
 // so that they hold it however fast the model is.
 func TestStatsQueueByClassAndTTFT(t *testing.T) {
-	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	// No grace ends in the test: the paused slot is not lent to a worse class.
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, PauseGrace: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	held := func(prio int) engine.Request {
@@ -68,10 +69,13 @@ func TestStatsQueueByClassAndTTFT(t *testing.T) {
 	waitPaused(t, e, better)
 	queue([]engine.ClassQueue{{Priority: 0, Preempted: 1}, {Priority: 1, Queued: 1}, {Priority: 2, Queued: 2}})
 
-	cancel()
+	// The queued requests go first: cancelled together with the paused
+	// one in the slot, one of them could take the slot before its own
+	// cancellation reached the scheduler, and get a first token.
 	var sum time.Duration
 	var n uint64
-	for _, s := range append(waiting, running, better) {
+	for _, s := range append(waiting, better, running) {
+		s.Cancel()
 		_, res := collect(t, s)
 		if res.Timings.TTFT > 0 {
 			sum += res.Timings.TTFT

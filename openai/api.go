@@ -19,9 +19,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -50,6 +52,17 @@ type Lease = registry.Lease[*Model]
 type Options struct {
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
+	// MaxPause caps the chunking.pause_timeout a caller that is not admin
+	// may ask for (corral serve's --max-pause), and the default pause
+	// when it is shorter than engine.DefaultPauseTimeout. An admin may
+	// ask for up to MaxPauseTimeout. 0 means DefaultMaxPause.
+	MaxPause time.Duration
+	// CacheIsolation says which requests share cached prompt prefixes;
+	// "" means CacheIsolationNone.
+	CacheIsolation CacheIsolation
+	// MetricsPublic lets callers that are not admin read /metrics (by
+	// default only an admin may, once the server has keys).
+	MetricsPublic bool
 }
 
 // API serves the models of a registry. Its handler methods are safe for
@@ -60,6 +73,9 @@ type API struct {
 	log            *slog.Logger
 	metrics        *metrics
 	metricsHandler http.Handler
+	maxPause       time.Duration
+	isolation      CacheIsolation
+	metricsPublic  bool
 }
 
 // New returns an API serving models.
@@ -69,8 +85,21 @@ func New(models *Registry, opt Options) *API {
 		log = slog.Default()
 	}
 	x := newMetrics(models)
-	return &API{models: models, log: log, metrics: x, metricsHandler: x.handler(log)}
+	a := &API{models: models, log: log, metrics: x, metricsHandler: x.handler(log),
+		maxPause: opt.MaxPause, isolation: opt.CacheIsolation, metricsPublic: opt.MetricsPublic}
+	if a.maxPause <= 0 {
+		a.maxPause = DefaultMaxPause
+	}
+	if a.isolation == "" {
+		a.isolation = CacheIsolationNone
+	}
+	return a
 }
+
+// MetricsPublic reports whether /metrics answers callers that are not
+// admin (Options.MetricsPublic): the server's gate then lets a request
+// for it through without a key.
+func (a *API) MetricsPublic() bool { return a.metricsPublic }
 
 // ForEngine returns an API serving one engine, already loaded, under any
 // model name: a registry of one pinned model (a request's keep_alive does
@@ -193,7 +222,12 @@ func (m *Model) Close() error { return m.eng.Close() }
 func (a *API) acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
 	l, err := a.models.Acquire(ctx, name)
 	if err != nil {
-		return nil, modelError(err)
+		e := modelError(err)
+		var load *registry.LoadError
+		if errors.As(err, &load) && !gate.FromContext(ctx).Admin() {
+			e.Message = loadFailed(load.ID)
+		}
+		return nil, e
 	}
 	if keep != nil {
 		l.SetKeepAlive(keep.Duration)

@@ -63,7 +63,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	if plan.parse {
 		f.calls = chat.NewToolParser(plan.format, plan.max)
 	}
-	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority}
+	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
 	if plan.grammar != "" {
 		mode.grammarParam = "tools"
 	}

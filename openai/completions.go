@@ -54,7 +54,8 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
 	}
 	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
-	a.generate(w, r, m, req, genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority}, f)
+	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
+	a.generate(w, r, m, req, mode, f)
 }
 
 // textResponder shapes text_completion objects, streamed or whole.

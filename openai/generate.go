@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/corral-llm/corral/engine"
@@ -31,42 +30,16 @@ type responder interface {
 // genMode says how to answer one generation.
 type genMode struct {
 	stream       bool
-	doneMarker   bool   // end the stream with "data: [DONE]" (OpenAI)
-	promptParam  string // request field reported for prompt errors
-	grammarParam string // request field the grammar came from ("" when none)
-	priority     *int   // the body's "priority", nil when absent
-	pacedID      string // a paced stream's response id: Continue and cancel find it by this
+	doneMarker   bool    // end the stream with "data: [DONE]" (OpenAI)
+	promptParam  string  // request field reported for prompt errors
+	grammarParam string  // request field the grammar came from ("" when none)
+	priority     *int    // the body's "priority", nil when absent
+	cacheSalt    *string // the body's "cache_salt", nil when absent
+	pacedID      string  // a paced stream's response id: Continue and cancel find it by this
 	// ollama answers in Ollama's wire format: a stream of NDJSON lines
 	// rather than server-sent events, and errors as {"error": message}
 	// (see writeOllamaError).
 	ollama bool
-}
-
-// PriorityHeader carries a request's priority class for clients that
-// cannot add a body field; the body's "priority" wins when both are set.
-const PriorityHeader = "X-Priority"
-
-// MaxPriority bounds the magnitude of a priority value.
-const MaxPriority = 1 << 20
-
-// priority returns the request's class: the body field, else the header,
-// else 0.
-func priority(body *int, h http.Header) (int, *Error) {
-	if body != nil {
-		if *body < -MaxPriority || *body > MaxPriority {
-			return 0, invalid("priority", "'priority' must be within [%d, %d], got %d", -MaxPriority, MaxPriority, *body)
-		}
-		return *body, nil
-	}
-	v := h.Get(PriorityHeader)
-	if v == "" {
-		return 0, nil
-	}
-	p, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || p < -MaxPriority || p > MaxPriority {
-		return 0, invalid("priority", "header %s must be an integer within [%d, %d], got %q", PriorityHeader, -MaxPriority, MaxPriority, v)
-	}
-	return p, nil
 }
 
 // generate submits req on the request's context and answers with f. When
@@ -91,7 +64,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		fail, errorEvent = writeOllamaError, ollamaErrorBody
 	}
 	var e *Error
-	if req.Priority, e = priority(mode.priority, r.Header); e != nil {
+	if e = a.admission(ctx, &req, mode.priority, r.Header, mode.cacheSalt); e != nil {
 		fail(w, e)
 		return
 	}

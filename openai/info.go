@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -77,8 +78,13 @@ type slot struct {
 }
 
 // Slots serves GET /slots[?model=ID]: the slots of the model (default:
-// the first), an empty list while it is not loaded.
+// the first), an empty list while it is not loaded. Only for an admin:
+// what the slots hold tells of other callers' prompts.
 func (a *API) Slots(w http.ResponseWriter, r *http.Request) {
+	if e := adminOnly(r, "GET /slots"); e != nil {
+		WriteError(w, e)
+		return
+	}
 	st, e := a.status(r.URL.Query().Get("model"))
 	if e != nil {
 		WriteError(w, e)
@@ -149,8 +155,10 @@ type modelMeta struct {
 }
 
 // Models serves GET /v1/models: every model the server knows, loaded or
-// not.
+// not. A caller that is not admin is not told why a load failed (the
+// cause names files).
 func (a *API) Models(w http.ResponseWriter, r *http.Request) {
+	admin := gate.FromContext(r.Context()).Admin()
 	var out []model
 	for _, st := range a.models.Status() {
 		m := model{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, Requests: st.Requests}
@@ -162,6 +170,9 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 		}
 		if st.Err != nil {
 			m.Error = st.Err.Error()
+			if !admin {
+				m.Error = loadFailed(st.ID)
+			}
 		}
 		if st.Model != nil {
 			info := st.Model.info
@@ -175,6 +186,8 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 
 // Props serves llama-server's GET /props[?model=ID], which clients read
 // for the context size and the number of slots. It loads the model.
+// model_path is the GGUF file's path for an admin, the model's id for
+// anyone else: a path tells of the server's files.
 func (a *API) Props(w http.ResponseWriter, r *http.Request) {
 	l, e := a.acquire(r.Context(), r.URL.Query().Get("model"), nil)
 	if e != nil {
@@ -183,10 +196,14 @@ func (a *API) Props(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
+	path := m.info.Name
+	if gate.FromContext(r.Context()).Admin() {
+		path = m.info.Path
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{"n_ctx": m.info.SlotCtx, "model": m.info.Name},
 		"total_slots":                 m.eng.Stats().SlotsTotal,
-		"model_path":                  m.info.Path,
+		"model_path":                  path,
 		"chat_template":               m.info.ChatTemplate,
 	})
 }

@@ -20,6 +20,7 @@ type llamaRequest struct {
 	Grammar     string          `json:"grammar"`
 	JSONSchema  json.RawMessage `json:"json_schema"`
 	NProbs      *int            `json:"n_probs"`
+	CacheSalt   *string         `json:"cache_salt"` // as on /v1/completions
 	samplingParams
 }
 
@@ -45,7 +46,7 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := &llamaResponder{model: m.info.Name, probs: req.Logprobs}
-	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority}
+	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority, cacheSalt: body.CacheSalt}
 	if !isNull(body.JSONSchema) {
 		mode.grammarParam = "json_schema"
 	}

@@ -321,8 +321,16 @@ func (x *metrics) observe(model string, res engine.Result) {
 
 // Metrics serves GET /metrics in Prometheus' exposition format (see the
 // README's Metrics section): vLLM's and llama-server's families labelled
-// model_name, corral's own, and the Go process's.
+// model_name, corral's own, and the Go process's. Only for an admin
+// unless Options.MetricsPublic: the prefix cache counters tell of other
+// callers' prompts.
 func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
+	if !a.metricsPublic {
+		if e := adminOnly(r, "GET /metrics"); e != nil {
+			WriteError(w, e)
+			return
+		}
+	}
 	a.metricsHandler.ServeHTTP(w, r)
 }
 

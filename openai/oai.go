@@ -16,6 +16,10 @@ type oaiParams struct {
 	Stream         bool                `json:"stream"`
 	StreamOptions  *wire.StreamOptions `json:"stream_options"`
 	ResponseFormat *responseFormat     `json:"response_format"`
+	// CacheSalt (vLLM's field) keeps the request's prompt prefix apart
+	// in the cache: only requests with the same salt (and, with
+	// CacheIsolationKey, the same key) reuse each other's.
+	CacheSalt *string `json:"cache_salt"`
 	samplingParams
 }
 

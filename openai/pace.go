@@ -38,9 +38,6 @@ type chunkingParams struct {
 	PauseTimeout   *float64 `json:"pause_timeout"` // seconds
 }
 
-// MaxPauseTimeout bounds a request's pause_timeout.
-const MaxPauseTimeout = time.Hour
-
 // engine converts p; nil p is no chunking.
 func (p *chunkingParams) engine() (*engine.Chunking, time.Duration, *Error) {
 	if p == nil {
@@ -143,7 +140,7 @@ func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s
 	m := l.Model()
 	r, _, e := m.chatRequest(&req)
 	if e == nil {
-		r.Priority, e = priority(req.Priority, nil)
+		e = a.admission(ctx, &r, req.Priority, nil, req.CacheSalt)
 	}
 	if e != nil {
 		l.Release()

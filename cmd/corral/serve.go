@@ -56,7 +56,12 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Pooling, "pooling", "", "how /v1/embeddings pools a sequence: none, mean, cls or last (default: what the model declares; a plain language model declares none and cannot embed)")
 	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` per model for the KV of prefixes pushed out of the slots (0: none); counts in the memory budget")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
-	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", 0, "fail requests that waited this long for a slot (0: no limit)")
+	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", engine.DefaultMaxQueueWait, "fail requests that waited this long for a slot with 503 queue_timeout (0: no limit)")
+	fs.DurationVar(&cfg.PauseGrace, "pause-grace", engine.DefaultPauseGrace, "how long a paused paced answer keeps its slot from waiting requests of a worse class (0: none)")
+	var aopt openai.Options
+	fs.DurationVar(&aopt.MaxPause, "max-pause", openai.DefaultMaxPause, "longest chunking.pause_timeout a request without an admin key may ask for")
+	isolation := fs.String("cache-isolation", string(openai.CacheIsolationNone), "which requests share cached prompt prefixes: none (all, unless their cache_salt differs) or key (each API key has its own)")
+	fs.BoolVar(&aopt.MetricsPublic, "metrics-public", false, "serve /metrics to callers without an admin key (with keys, it needs one by default)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
@@ -74,7 +79,21 @@ func runServe(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var err error
 	cfg.HostCacheBytes = *cacheRAM << 20
+	// The engine reads 0 as its default; here 0 turns them off.
+	if cfg.MaxQueueWait == 0 {
+		cfg.MaxQueueWait = -1
+	}
+	if cfg.PauseGrace == 0 {
+		cfg.PauseGrace = -1
+	}
+	if aopt.MaxPause <= 0 {
+		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
+	}
+	if aopt.CacheIsolation, err = openai.ParseCacheIsolation(*isolation); err != nil {
+		return fmt.Errorf("--cache-isolation %w", err)
+	}
 	switch *fa {
 	case "on", "auto":
 	case "off":
@@ -139,7 +158,7 @@ func runServe(ctx context.Context, args []string) error {
 	defer func() { stopHUP(); waitHUP() }()
 	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
 	scfg.Policy, scfg.TLS = access.policy, access.tls
-	return serveModels(ctx, ln, specs, rcfg, scfg, nil)
+	return serveModels(ctx, ln, specs, rcfg, scfg, aopt, nil)
 }
 
 // serveModel serves the one model cfg describes on ln until ctx ends (see
@@ -147,16 +166,16 @@ func runServe(ctx context.Context, args []string) error {
 // model's ("": the model's).
 func serveModel(ctx context.Context, ln net.Listener, cfg engine.Config, tmpl string, scfg server.Config, ready func()) error {
 	spec := registry.Spec{ID: fileID(cfg.ModelPath), Engine: cfg, ChatTemplate: tmpl}
-	return serveModels(ctx, ln, []registry.Spec{spec}, registry.Config{KeepAlive: -1}, scfg, ready)
+	return serveModels(ctx, ln, []registry.Spec{spec}, registry.Config{KeepAlive: -1}, scfg, openai.Options{}, ready)
 }
 
-// serveModels serves specs on ln until ctx ends; corral serve and corral
-// run's in-process server are this function. With one model it loads it
+// serveModels serves specs on ln until ctx ends, its API configured by
+// aopt; corral serve and corral run's in-process server are this function. With one model it loads it
 // before the server is ready (/health answers 503 {"status":"loading"}
 // until then); with several, each loads at its first request. ready, when
 // not nil, is called once the server is ready. When ctx ends it shuts
 // down gracefully (see server.Server.Serve) and frees every model.
-func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rcfg registry.Config, scfg server.Config, ready func()) error {
+func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rcfg registry.Config, scfg server.Config, aopt openai.Options, ready func()) error {
 	if scfg.Logger == nil {
 		scfg.Logger = slog.Default()
 	}
@@ -196,7 +215,8 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		l.Release()
 		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.SlotCtx)
 	}
-	srv.SetAPI(openai.New(reg, openai.Options{Logger: log}))
+	aopt.Logger = log
+	srv.SetAPI(openai.New(reg, aopt))
 	if ready != nil {
 		ready()
 	}
