@@ -219,7 +219,14 @@ func (m *Model) Close() error { return m.eng.Close() }
 
 // acquire leases the model a request names, loading it if need be. keep
 // is the request's keep_alive, nil when absent.
+//
+// keep_alive loads and unloads models for everyone: only an admin caller
+// may set it (403 otherwise).
 func (a *API) acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
+	if keep != nil && !gate.FromContext(ctx).Admin() {
+		return nil, &Error{Status: http.StatusForbidden, Type: TypeInvalidRequest, Param: "keep_alive", Code: "admin_required",
+			Message: "keep_alive loads and unloads models for every client: it needs an admin API key"}
+	}
 	l, err := a.models.Acquire(ctx, name)
 	if err != nil {
 		e := modelError(err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai/wire"
 )
 
@@ -63,6 +64,7 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, embedError(err, info))
 		return
 	}
+	gate.Charge(r.Context(), res.Tokens)
 	out := wire.EmbeddingList{
 		Object: wire.ObjectList, Model: info.Name, Data: make([]wire.Embedding, len(res.Vectors)),
 		Usage: wire.EmbeddingUsage{PromptTokens: res.Tokens, TotalTokens: res.Tokens},

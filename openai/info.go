@@ -188,7 +188,15 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 // for the context size and the number of slots. It loads the model.
 // model_path is the GGUF file's path for an admin, the model's id for
 // anyone else: a path tells of the server's files.
+//
+// Naming a model (?model=) loads it on purpose: only an admin may.
 func (a *API) Props(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("model") {
+		if e := adminOnly(r, "GET /props?model= (which loads a model)"); e != nil {
+			WriteError(w, e)
+			return
+		}
+	}
 	l, e := a.acquire(r.Context(), r.URL.Query().Get("model"), nil)
 	if e != nil {
 		WriteError(w, e)

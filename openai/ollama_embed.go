@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/corral-llm/corral/gate"
 )
 
 // ollamaEmbedRequest is the body of Ollama's POST /api/embed.
@@ -74,6 +76,7 @@ func (a *API) OllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, embedError(err, info))
 		return
 	}
+	gate.Charge(r.Context(), res.Tokens)
 	writeJSON(w, http.StatusOK, ollamaEmbedResponse{
 		Model: ollamaResponseName(body.Model, l.ID()), Embeddings: res.Vectors,
 		TotalDuration: time.Since(start), LoadDuration: load, PromptEvalCount: res.Tokens,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gate"
 )
 
 // RequestLog is what a handler tells the request log (package server
@@ -73,11 +74,13 @@ type outcome struct {
 	gone bool           // the client went away or stopped reading
 }
 
-// final records res, s's final Result, in the metrics (once).
+// final records res, s's final Result, in the metrics and against the
+// caller's key's tokens per minute (once).
 func (o *outcome) final(res engine.Result) {
 	if o.res == nil {
 		o.res = &res
 		o.a.metrics.observe(o.m.info.Name, res)
+		gate.Charge(o.ctx, res.Usage.PromptTokens+res.Usage.CompletionTokens)
 	}
 }
 

@@ -58,6 +58,9 @@ type Config struct {
 	Policy gate.Policy
 	// TLS, when set, makes Serve speak HTTPS (and HTTP/2) with it.
 	TLS *tls.Config
+	// PublicMetrics lets /metrics through without a key (a scraper that
+	// sends none; see openai.Options.MetricsPublic).
+	PublicMetrics bool
 }
 
 // RequestIDHeader carries the request id (see gate.RequestIDHeader).
@@ -109,7 +112,7 @@ func New(cfg Config) *Server {
 func (s *Server) middleware(h http.Handler) http.Handler {
 	return gate.New(gate.Config{
 		Logger: s.log, MaxBody: s.cfg.MaxBody, BodyTimeout: s.cfg.BodyTimeout, LogBodies: s.cfg.LogRequests,
-		Policy: s.cfg.Policy, Public: public, Quiet: quiet, Errors: writeGateError, Prepare: s.prepare,
+		Policy: s.cfg.Policy, Public: s.public, Quiet: quiet, Errors: writeGateError, Prepare: s.prepare,
 	}, h)
 }
 
@@ -118,12 +121,15 @@ func (s *Server) middleware(h http.Handler) http.Handler {
 func RequestID(ctx context.Context) string { return gate.RequestID(ctx) }
 
 // public are the requests that need no API key: the health check, the
-// web page and its assets. Everything else, the page's live view
-// included, needs one when the server has keys.
-func public(r *http.Request) bool {
+// web page and its assets, and /metrics with Config.PublicMetrics.
+// Everything else, the page's live view included, needs one when the
+// server has keys.
+func (s *Server) public(r *http.Request) bool {
 	switch p := r.URL.Path; {
 	case p == "/health", p == "/v1/health", p == "/":
 		return true
+	case p == "/metrics":
+		return s.cfg.PublicMetrics
 	case strings.HasPrefix(p, web.AssetPrefix):
 		return true
 	}

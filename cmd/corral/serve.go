@@ -157,7 +157,7 @@ func runServe(ctx context.Context, args []string) error {
 	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
 	defer func() { stopHUP(); waitHUP() }()
 	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
-	scfg.Policy, scfg.TLS = access.policy, access.tls
+	scfg.Policy, scfg.TLS, scfg.PublicMetrics = access.policy, access.tls, aopt.MetricsPublic
 	return serveModels(ctx, ln, specs, rcfg, scfg, aopt, nil)
 }
 
