@@ -68,6 +68,8 @@ type Client struct {
 	Priority int
 	// HTTP is the client used; NewClient sets one with connection reuse.
 	HTTP *http.Client
+	// APIKey, when set, is sent as Authorization: Bearer on every request.
+	APIKey string
 }
 
 // NewClient returns a Client whose transport keeps up to conns idle
@@ -81,6 +83,13 @@ func NewClient(baseURL string, api API, conns int) *Client {
 
 // Close closes idle connections.
 func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+
+// authorize adds the API key to req.
+func (c *Client) authorize(req *http.Request) {
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+}
 
 func (c *Client) url(path string) string {
 	base := strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1")
@@ -98,6 +107,7 @@ func (c *Client) CountTokens(ctx context.Context, text string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("tokenize: %w", err)
 	}
+	c.authorize(req)
 	req.Header.Set("Content-Type", "application/json")
 	// Tokenizing is idempotent: a nil Idempotency-Key (not sent) lets the
 	// Transport retry it on a kept-alive connection the server had just
@@ -130,6 +140,7 @@ func (c *Client) FirstModel(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("list models: %w", err)
 	}
+	c.authorize(req)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("list models: %w", err)
@@ -221,6 +232,7 @@ func (c *Client) Do(ctx context.Context, p Prompt, cancelAfter int) Record {
 		rec.Err, rec.ErrMsg = ErrKindConnect, err.Error()
 		return rec
 	}
+	c.authorize(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 

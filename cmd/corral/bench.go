@@ -19,6 +19,7 @@ import (
 // benchFlags are the flags of corral bench.
 type benchFlags struct {
 	url, api, model     string
+	apiKey              string
 	load                bench.Config
 	inputLen, outputLen int
 	ignoreEOS           bool
@@ -41,6 +42,7 @@ func runBench(ctx context.Context, args []string) error {
 	var f benchFlags
 	fs.StringVar(&f.url, "url", "http://127.0.0.1:8080", "server `URL`")
 	fs.StringVar(&f.api, "api", "chat", "request format: chat, completions or llamacpp")
+	fs.StringVar(&f.apiKey, "api-key", os.Getenv("CORRAL_API_KEY"), "API `key` sent as Authorization: Bearer (default $CORRAL_API_KEY)")
 	fs.StringVar(&f.model, "model", "", "model `id` to request (default: the first of /v1/models); several ids, comma-separated, are requested in turn")
 	fs.IntVar(&f.load.Concurrency, "concurrency", 1, "closed loop: clients; open loop: cap on requests in flight (0: none)")
 	fs.IntVar(&f.load.NumRequests, "num-requests", 100, "requests to send (0: until --duration)")
@@ -134,7 +136,7 @@ func (f *benchFlags) run(ctx context.Context) error {
 		}
 		c := bench.NewClient(f.url, api, slices.Max(concs))
 		defer c.Close()
-		c.Model, c.MaxTokens, c.IgnoreEOS, c.Priority = f.model, f.outputLen, f.ignoreEOS, f.priority
+		c.Model, c.MaxTokens, c.IgnoreEOS, c.Priority, c.APIKey = f.model, f.outputLen, f.ignoreEOS, f.priority, f.apiKey
 		if ids := strings.Split(f.model, ","); len(ids) > 1 {
 			c.Model, c.Models = ids[0], ids
 		}

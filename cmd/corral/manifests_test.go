@@ -211,7 +211,15 @@ func TestManifestServes(t *testing.T) {
 	ln.Close()
 	// Later flags win: the same command line, on loopback, a free port,
 	// the test model, one thread.
-	args := append(append([]string(nil), c.Args...), "--host=127.0.0.1", "--port="+port, "--models-dir="+dir, "--threads=1", "--log-level=warn")
+	// The keys come from a Secret: here, a file with one key.
+	if flagValue(c.Args, "api-key-file") == "" {
+		t.Fatal("the Deployment listens on 0.0.0.0 without --api-key-file")
+	}
+	keyFile := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keyFile, []byte("sk-manifest-test-0123 name=test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string(nil), c.Args...), "--host=127.0.0.1", "--port="+port, "--models-dir="+dir, "--threads=1", "--log-level=warn", "--api-key-file="+keyFile)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runServe(ctx, args) }()
@@ -257,15 +265,24 @@ func TestManifestServes(t *testing.T) {
 		t.Fatalf("liveness %s: %d %s", live, code, body)
 	}
 	// One request, so that every model-labelled family has the model.
-	resp, err := client.Post(base+"/v1/completions", "application/json",
-		strings.NewReader(`{"model":"tiny","prompt":"Once upon a time","max_tokens":4}`))
-	if err != nil {
-		t.Fatal(err)
+	complete := func(key string) int {
+		req, _ := http.NewRequest("POST", base+"/v1/completions", strings.NewReader(`{"model":"tiny","prompt":"Once upon a time","max_tokens":4}`))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("completion: %d", resp.StatusCode)
+	if code := complete(""); code != http.StatusUnauthorized {
+		t.Errorf("completion without a key: %d, want 401", code)
+	}
+	if code := complete("sk-manifest-test-0123"); code != http.StatusOK {
+		t.Fatalf("completion: %d", code)
 	}
 	_, metrics := get("/metrics")
 	epp := decodeSpec[deploymentSpec](t, objs, "Deployment/corral-epp").Template.Spec.Containers[0]
