@@ -378,7 +378,9 @@ func TestDrain(t *testing.T) {
 // has completed, the server still accepts connections and /health answers
 // 503 draining on them; then Serve returns.
 func TestShutdown(t *testing.T) {
-	ts, _ := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384}, Config{})
+	// A grace long enough for the 2000 tokens on a loaded machine: the
+	// test is about the running request finishing, not about the grace.
+	ts, _ := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384}, Config{ShutdownTimeout: 10 * time.Minute})
 	const n = 2000
 	running := ts.openStream(t, context.Background(), "/completion",
 		map[string]any{"prompt": "Once upon a time", "n_predict": n, "temperature": 0, "ignore_eos": true, "stream": true})
