@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testbrowser"
+	"github.com/corral-llm/corral/internal/testmodel"
 )
 
 // browser is a headless Chromium tab driven by chromedp, with the page's
@@ -26,7 +29,11 @@ type browser struct {
 	ctx    context.Context
 	shots  string // folder of the screenshots
 	mu     sync.Mutex
-	errors []string
+	errors []chromedp.ConsoleMessage
+	// expected are parts of the browser's network log entries that the
+	// test causes ("Failed to load resource: the server responded with
+	// a status of 401"): they are no error.
+	expected []string
 }
 
 // newBrowser starts a headless Chromium (see testbrowser.Path) for the
@@ -61,7 +68,7 @@ func newBrowser(t *testing.T) *browser {
 			}
 			if m.Type == chromedp.ConsoleError || m.IsException() {
 				b.mu.Lock()
-				b.errors = append(b.errors, m.String())
+				b.errors = append(b.errors, m)
 				b.mu.Unlock()
 			}
 		}
@@ -141,13 +148,29 @@ func pixels(img image.Image) (colours map[uint32]int, background, total int) {
 	return colours, background, r.Dx() * r.Dy()
 }
 
-// jsErrors fails the test if the page threw or logged an error.
+// expectNetwork tells jsErrors that the browser's network log entries
+// containing any of parts are part of the test.
+func (b *browser) expectNetwork(parts ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expected = append(b.expected, parts...)
+}
+
+// jsErrors fails the test if the page threw or logged an error, other
+// than the network log entries expected.
 func (b *browser) jsErrors() {
 	b.t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.errors) > 0 {
-		b.t.Fatalf("the page reported errors:\n%s", strings.Join(b.errors, "\n"))
+	var errs []string
+	for _, m := range b.errors {
+		if m.Source == "network" && slices.ContainsFunc(b.expected, func(part string) bool { return strings.Contains(m.Text, part) }) {
+			continue
+		}
+		errs = append(errs, m.String())
+	}
+	if len(errs) > 0 {
+		b.t.Fatalf("the page reported errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
 
@@ -224,5 +247,148 @@ func TestWebPageInChromium(t *testing.T) {
 	b.waitJS("a TTFT point", `document.querySelector('#chart-ttft rect.bar') !== null`)
 	b.waitJS("every slot idle in the live view", allIdle(slots))
 	b.screenshot("4-answered.png")
+	// A server without keys never asked for one.
+	if shown := b.eval(`['key-form', 'forget-key', 'live-note'].filter((id) => !document.getElementById(id).hidden).join()`); shown != "" {
+		t.Fatalf("without API keys the page shows %s", shown)
+	}
 	b.jsErrors()
+}
+
+// TestWebPageWithAPIKeys drives the page against a server with API keys.
+// Its first calls get 401: it asks for a key in a password field of its
+// own; a wrong key is refused and asked for again. With a user key the
+// chat works, and the live panel shows a note instead of the server view
+// (GET /v1/live is for admins). "Forget key" drops the key and the page
+// asks again. With an admin key an answer streams and the live view shows
+// the model. The key is in sessionStorage only (nothing in localStorage),
+// so a reload asks for nothing. A dropped live stream is opened again,
+// with the key; when the server drains, the page stops: "disconnected".
+func TestWebPageWithAPIKeys(t *testing.T) {
+	const admin, user = "sk-corral-admin-0123456789", "sk-corral-user-0123456789"
+	b := newBrowser(t)
+	// The browser logs the refusals the test asks for, and the live
+	// stream it cuts.
+	b.expectNetwork("status of 401 ", "status of 403 ", "status of 503 ",
+		"net::ERR_INCOMPLETE_CHUNKED_ENCODING", "net::ERR_CONNECTION_RESET")
+	conns := &connTracker{}
+	ts, srv := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1},
+		Config{Policy: keyPolicy(t, nil, nil, admin+" role=admin name=admin", user+" name=user")}, conns.wrap)
+	const keyForm = `!document.querySelector('#key-form').hidden`
+	const conn = `document.querySelector('#conn').textContent`
+	storedKey := func() string {
+		t.Helper()
+		return b.eval(`String(sessionStorage.getItem('corral-api-key'))`)
+	}
+	answer := func(what, prompt string) {
+		t.Helper()
+		b.eval(`document.querySelector('#ignore-eos').checked = true, ''`) // 16 tokens, whatever the text
+		b.do(what,
+			chromedp.Click(chromedp.ID("clear")),
+			chromedp.SetValue(chromedp.ID("temperature"), "0"),
+			chromedp.SetValue(chromedp.ID("max-tokens"), "16"),
+			chromedp.SendKeys(chromedp.ID("prompt"), prompt),
+			chromedp.Click(chromedp.ID("send")),
+		)
+		b.waitJS("the answer done", `['done', 'error'].includes(document.querySelector('.msg.assistant').dataset.state)`)
+		text := b.eval(`document.querySelector('.msg.assistant .text').textContent`)
+		if meta := b.eval(`document.querySelector('.msg.assistant .meta').textContent`); !strings.Contains(meta, "16 tokens") || text == "" {
+			t.Fatalf("%s: answer %q, meta %q", what, text, meta)
+		}
+	}
+
+	b.do("load the page", chromedp.Navigate(ts.url+"/"))
+	b.waitJS("the key form", keyForm)
+	if typ := b.eval(`document.querySelector('#api-key').type`); typ != "password" {
+		t.Fatalf("the key's input is of type %q", typ)
+	}
+	if n := b.eval(`String(document.querySelector('#model').options.length)`); n != "0" {
+		t.Fatalf("%s models listed before the key", n)
+	}
+	b.screenshot("keys-1-asked.png")
+
+	b.do("enter a wrong key", chromedp.SendKeys(chromedp.ID("api-key"), "sk-corral-wrong-0123456789"), chromedp.Click(chromedp.ID("use-key")))
+	b.waitJS("the key refused", keyForm+` && document.querySelector('#key-message').dataset.state === 'refused'`)
+	if k := storedKey(); k != "null" {
+		t.Fatalf("the page kept the refused key %q", k)
+	}
+
+	b.do("enter the user key", chromedp.SendKeys(chromedp.ID("api-key"), user), chromedp.Click(chromedp.ID("use-key")))
+	b.waitJS("the model list", `document.querySelector('#model').value === 'tiny'`)
+	b.waitJS("the note instead of the live view", `!document.querySelector('#live-note').hidden && document.querySelector('#live-view').hidden`)
+	if note := b.eval(`document.querySelector('#live-note').textContent`); !strings.Contains(note, "admin API key") {
+		t.Fatalf("live note %q", note)
+	}
+	if k := storedKey(); k != user {
+		t.Fatalf("sessionStorage holds %q, want the user key", k)
+	}
+	if n := b.eval(`String(localStorage.length)`); n != "0" {
+		t.Fatalf("localStorage holds %s items", n)
+	}
+	answer("ask with the user key", "Tell me about the dog.")
+	b.screenshot("keys-2-user.png")
+
+	b.do("forget the key", chromedp.Click(chromedp.ID("forget-key")))
+	b.waitJS("the key form again", keyForm+` && document.querySelector('#forget-key').hidden`)
+	if k := storedKey(); k != "null" {
+		t.Fatalf("sessionStorage still holds %q after Forget key", k)
+	}
+
+	b.do("enter the admin key", chromedp.SendKeys(chromedp.ID("api-key"), admin), chromedp.Click(chromedp.ID("use-key")))
+	b.waitJS("the live view", allIdle(1)+` && `+conn+` === 'live' && document.querySelector('#live-note').hidden`)
+	answer("ask with the admin key", "Once upon a time")
+	b.waitJS("the model in the live view", `document.querySelector('#models .model[data-model="tiny"] .badge').textContent === 'loaded' && `+
+		`document.querySelector('#models .model[data-model="tiny"] .slot .detail').textContent.includes('tokens cached')`)
+	b.waitJS("the slot idle again", allIdle(1))
+	b.screenshot("keys-3-admin.png")
+
+	b.do("reload the page", chromedp.Navigate(ts.url+"/"))
+	b.waitJS("the live view after the reload", allIdle(1)+` && document.querySelector('#model').value === 'tiny'`)
+	if b.eval(`String(document.querySelector('#key-form').hidden)`) != "true" {
+		t.Fatal("the page asked for the key again after a reload")
+	}
+
+	conns.dropAll()
+	b.waitJS("the page reconnecting", conn+` === 'reconnecting…'`)
+	b.waitJS("the live view back", conn+` === 'live' && `+allIdle(1))
+	if b.eval(`String(document.querySelector('#key-form').hidden)`) != "true" {
+		t.Fatal("the page asked for the key to reconnect")
+	}
+
+	srv.Drain()
+	b.waitJS("the page giving up", conn+` === 'disconnected'`)
+	b.jsErrors()
+}
+
+// connTracker is a listener wrapper that can cut the connections it
+// accepted.
+type connTracker struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (c *connTracker) wrap(ln net.Listener) net.Listener {
+	c.Listener = ln
+	return c
+}
+
+// Accept accepts a connection and keeps it for dropAll.
+func (c *connTracker) Accept() (net.Conn, error) {
+	conn, err := c.Listener.Accept()
+	if err == nil {
+		c.mu.Lock()
+		c.conns = append(c.conns, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+// dropAll closes every connection accepted so far.
+func (c *connTracker) dropAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
 }

@@ -185,3 +185,59 @@ func TestLiveStream(t *testing.T) {
 		t.Fatalf("GET /v1/live while draining: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestLiveNeedsAdminKey: with API keys, the live stream (every slot's
+// cached tokens, the queues, load errors that name files) is for admin
+// keys: without a key GET /v1/live gets 401, with a user key 403
+// admin_required in OpenAI's envelope, with an admin key (as a Bearer
+// token or x-api-key) the stream.
+func TestLiveNeedsAdminKey(t *testing.T) {
+	const admin, user = "sk-corral-admin-0123456789", "sk-corral-user-0123456789"
+	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1},
+		Config{Policy: keyPolicy(t, nil, nil, admin+" role=admin name=admin", user+" name=user")}, nil)
+	open := func(header, value string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, ts.url+"/v1/live", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		resp, err := ts.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	refused := func(resp *http.Response, status int, code string) {
+		t.Helper()
+		if resp.StatusCode != status { // the body may be the endless stream
+			t.Fatalf("status %d %q, want %d", resp.StatusCode, resp.Header.Get("Content-Type"), status)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ, c := errorOf(t, resp.Header.Get("Content-Type"), b); typ != "invalid_request_error" || c != code {
+			t.Fatalf("error %s %s, want invalid_request_error %s: %s", typ, c, code, b)
+		}
+	}
+	refused(open("", ""), http.StatusUnauthorized, "invalid_api_key")
+	refused(open("Authorization", "Bearer sk-corral-wrong-0123456789"), http.StatusUnauthorized, "invalid_api_key")
+	refused(open("Authorization", "Bearer "+user), http.StatusForbidden, "admin_required")
+	refused(open("x-api-key", user), http.StatusForbidden, "admin_required")
+	for _, h := range [][2]string{{"Authorization", "Bearer " + admin}, {"x-api-key", admin}} {
+		resp := open(h[0], h[1])
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("GET /v1/live with the admin key in %s: %d %q %s", h[0], resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+		snap := liveEvents{newSSEEvents(t, resp.Body), resp}.next()
+		if snap.Status != "ok" || len(snap.Models) != 1 || snap.Models[0].ID != "tiny" || slotState(snap) != "idle" {
+			t.Fatalf("first snapshot with the admin key in %s: %+v", h[0], snap)
+		}
+		resp.Body.Close()
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/openai/wire"
 )
@@ -44,8 +45,13 @@ type LiveConfig struct {
 // events, each "data: <Snapshot JSON>\n\n". The first snapshot goes out at
 // once; then one every Interval, with the Rate of the interval, and in
 // between one whenever what it shows changes, at most every Poll. The
-// server owns the timer: the client only listens (EventSource). A stream ends when its client goes away or when
-// cfg.Done is closed.
+// server owns the timer: the client only listens. A stream ends when its
+// client goes away or when cfg.Done is closed.
+//
+// A snapshot shows every slot's cached tokens, the queue of each priority
+// class and why a model failed to load (which names files): on a server
+// with API keys only an admin caller (gate.Caller.Admin) may open the
+// stream; any other gets 403 admin_required.
 func Live(cfg LiveConfig) http.Handler {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
@@ -57,6 +63,11 @@ func Live(cfg LiveConfig) http.Handler {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !gate.FromContext(r.Context()).Admin() {
+			openai.WriteError(w, &openai.Error{Status: http.StatusForbidden, Type: openai.TypeInvalidRequest, Code: "admin_required",
+				Message: "GET /v1/live (the live view of the server: slots, queues, model load errors) needs an admin API key"})
+			return
+		}
 		select {
 		case <-cfg.Done:
 			openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,

@@ -6,7 +6,11 @@
 // The page is index.html at "/" (for browsers, see WantsHTML) with its
 // assets under AssetPrefix. The playground talks to the OpenAI API
 // (/v1/models, /v1/chat/completions with stream: true); the live view
-// listens to the event stream of Live (GET /v1/live).
+// listens to the event stream of Live (GET /v1/live). The page and its
+// assets need no API key; on a server with keys the page asks for one
+// when a call gets 401, keeps it for the tab (sessionStorage) and sends
+// it with every call, the live view's included (read with fetch, since an
+// EventSource cannot send it).
 package web
 
 import (

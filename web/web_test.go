@@ -1,10 +1,16 @@
 package web
 
 import (
+	"encoding/json"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/openai/wire"
 )
 
 func TestWantsHTML(t *testing.T) {
@@ -53,5 +59,55 @@ func TestPageIsOffline(t *testing.T) {
 		if !strings.Contains(string(page), ref) {
 			t.Errorf("index.html lacks %s", ref)
 		}
+	}
+}
+
+// TestLiveNeedsAdmin: the live stream shows what only an admin may see
+// (cached tokens, queues, load errors that name files): a caller with a
+// user key gets 403 admin_required in OpenAI's envelope; an admin, and
+// any caller of a server without keys (the zero Caller), get the stream.
+func TestLiveNeedsAdmin(t *testing.T) {
+	live := Live(LiveConfig{API: func() *openai.API { return nil }})
+	for _, tc := range []struct {
+		name   string
+		caller gate.Caller
+		status int
+	}{
+		{"user key", gate.Caller{Key: &gate.Key{ID: "u", Role: gate.RoleUser}}, http.StatusForbidden},
+		{"admin key", gate.Caller{Key: &gate.Key{ID: "a", Role: gate.RoleAdmin}}, http.StatusOK},
+		{"no keys", gate.Caller{}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				live.ServeHTTP(w, r.WithContext(gate.WithCaller(r.Context(), tc.caller)))
+			}))
+			defer srv.Close()
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status == http.StatusForbidden {
+				var env struct {
+					Error struct{ Message, Type, Code string }
+				}
+				if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env.Error.Code != "admin_required" ||
+					env.Error.Type != openai.TypeInvalidRequest || !strings.Contains(env.Error.Message, "admin") {
+					t.Fatalf("403 body %+v, %v", env, err)
+				}
+				return
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+				t.Fatalf("Content-Type %q", ct)
+			}
+			ev, err := wire.NewReader(resp.Body).Next()
+			var snap Snapshot
+			if err != nil || json.Unmarshal(ev.Data, &snap) != nil || snap.Status != "loading" {
+				t.Fatalf("first event %+v, %v", ev, err)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 // corral's web page: a chat playground over /v1/chat/completions and a
-// live view fed by the server-sent events of /v1/live. Vanilla JavaScript,
-// no dependencies.
+// live view fed by the server-sent events of /v1/live, both read with
+// fetch so that an API key goes with them. Vanilla JavaScript, no
+// dependencies.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -28,6 +29,112 @@ function count(n, what) {
   return `${num(n)} ${what}${n === 1 ? "" : "s"}`;
 }
 
+// ---- API key ----
+//
+// A server with API keys answers 401 to a call without a valid one. The
+// page then asks for a key (#key-form), keeps it in sessionStorage (it goes
+// with the tab) and sends it as "Authorization: Bearer KEY" on every call.
+// A server without keys never answers 401: the form never shows.
+
+const keyStorage = "corral-api-key";
+
+const auth = {
+  key: storedKey(), // "" when none
+  waiters: [],      // the functions that resume the calls waiting for a key
+};
+
+// storedKey is the tab's key, "" when it has none (or the browser keeps no
+// session storage).
+function storedKey() {
+  try { return sessionStorage.getItem(keyStorage) || ""; } catch { return ""; }
+}
+
+function setKey(key) {
+  auth.key = key;
+  try {
+    if (key) sessionStorage.setItem(keyStorage, key);
+    else sessionStorage.removeItem(keyStorage);
+  } catch { /* no session storage: the key lives as long as the page */ }
+  $("forget-key").hidden = !key;
+}
+
+// askForKey shows the key form and resolves once a key is given; it
+// rejects with the signal's reason when signal (optional) aborts first.
+function askForKey(refused, signal) {
+  const form = $("key-form");
+  if (form.hidden) {
+    const msg = $("key-message");
+    msg.textContent = refused ? "The server refused that key." : "This server needs an API key.";
+    msg.dataset.state = refused ? "refused" : "";
+    form.hidden = false;
+    $("api-key").focus();
+  }
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      auth.waiters = auth.waiters.filter((w) => w !== resume);
+      reject(signal.reason);
+    };
+    const resume = () => {
+      if (signal) signal.removeEventListener("abort", onAbort);
+      resolve();
+    };
+    if (signal) signal.addEventListener("abort", onAbort, { once: true });
+    auth.waiters.push(resume);
+  });
+}
+
+function useKey() {
+  const input = $("api-key");
+  const key = input.value.trim();
+  if (!key) return;
+  if (!/^[\x21-\x7e]+$/.test(key)) {
+    // A header carries nothing else, and a key has no spaces.
+    const msg = $("key-message");
+    msg.textContent = "An API key is printable ASCII without spaces.";
+    msg.dataset.state = "refused";
+    return;
+  }
+  input.value = "";
+  $("key-form").hidden = true;
+  setKey(key);
+  const waiters = auth.waiters;
+  auth.waiters = [];
+  for (const resume of waiters) resume();
+}
+
+function forgetKey() {
+  setKey("");
+  restartLive(); // its stream went out with the key
+}
+
+// authFetch is fetch with the page's key, if it has one.
+function authFetch(path, init = {}) {
+  const headers = new Headers(init.headers);
+  if (auth.key) headers.set("Authorization", "Bearer " + auth.key);
+  return fetch(path, { ...init, headers });
+}
+
+// keyRefused follows a 401 to a call sent with key ("" for none): unless
+// another call brought a new key meanwhile, the page forgets the key and
+// asks for one. The call then tries again.
+async function keyRefused(key, signal) {
+  if (key !== auth.key) return;
+  if (key) setKey("");
+  await askForKey(key !== "", signal);
+}
+
+// call is authFetch that, while the server answers 401, asks for a key
+// and tries again with it; init.signal aborts the wait too.
+async function call(path, init = {}) {
+  for (;;) {
+    const key = auth.key;
+    const resp = await authFetch(path, init);
+    if (resp.status !== 401) return resp;
+    await keyRefused(key, init.signal);
+  }
+}
+
 // ---- Chat playground ----
 
 const chat = {
@@ -39,7 +146,7 @@ async function loadModels() {
   const select = $("model");
   const keep = select.value;
   try {
-    const resp = await fetch("/v1/models");
+    const resp = await call("/v1/models");
     if (!resp.ok) throw new Error("GET /v1/models: " + resp.status);
     const body = await resp.json();
     select.replaceChildren();
@@ -133,7 +240,7 @@ async function send() {
   const start = performance.now();
   let first = 0, last = 0, chunks = 0, answer = "", usage = null, finish = null;
   try {
-    const resp = await fetch("/v1/chat/completions", {
+    const resp = await call("/v1/chat/completions", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(requestBody()),
@@ -224,6 +331,8 @@ const live = {
   maxWindowMs: 5 * 60 * 1000, // charts show at most the last five minutes,
   minWindowMs: 30 * 1000,     // and at least 30 s, growing as points come
   models: "",              // model ids and states last seen, to refresh the list
+  controller: null,        // aborts the stream's loop (watchLive)
+  retryMs: [1000, 30000],  // reconnection delay: the first, doubling up to the last
 };
 
 const slotStates = { idle: "idle", prefill: "prefill", decode: "decoding", paused: "paused" };
@@ -354,19 +463,113 @@ function setConn(state, text) {
   c.textContent = text;
 }
 
-function connectLive() {
-  const src = new EventSource("/v1/live");
-  src.onopen = () => setConn("live", "live");
-  src.onmessage = (e) => {
-    const snap = JSON.parse(e.data);
-    setConn(snap.status === "ok" ? "live" : "error", snap.status === "ok" ? "live" : snap.status);
-    renderSummary(snap);
-    renderModels(snap);
-    renderCharts(snap);
-  };
-  // EventSource reconnects by itself after a dropped stream; it gives up
-  // (CLOSED) when the server refuses, as a shutting-down one does.
-  src.onerror = () => setConn("error", src.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…");
+function setLiveNote(text) {
+  const note = $("live-note");
+  note.textContent = text;
+  note.hidden = !text;
+}
+
+function showSnapshot(snap) {
+  setConn(snap.status === "ok" ? "live" : "error", snap.status === "ok" ? "live" : snap.status);
+  renderSummary(snap);
+  renderModels(snap);
+  renderCharts(snap);
+}
+
+// clearLive empties the live view, whose data came with another key.
+function clearLive() {
+  live.points = [];
+  live.models = "";
+  for (const id of ["summary", "models", "chart-tps", "chart-ttft", "tps-now", "ttft-now"]) $(id).replaceChildren();
+}
+
+// sleep resolves after ms, or rejects with the signal's reason when signal
+// aborts first.
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => { clearTimeout(timer); reject(signal.reason); };
+    const timer = setTimeout(() => { signal.removeEventListener("abort", onAbort); resolve(); }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+// watchLive reads the server-sent events of /v1/live with fetch (an
+// EventSource cannot send the key) until signal aborts. A stream that
+// drops, or a connection that fails, is opened again after a delay that
+// doubles from live.retryMs[0] up to live.retryMs[1]. A 401 asks for a
+// key and tries again with it; a 403 for want of an admin key shows a note
+// instead of the view; other refusals (4xx, 503 while the server shuts
+// down) end the loop: "disconnected".
+async function watchLive(signal) {
+  let delay = live.retryMs[0];
+  while (!signal.aborted) {
+    const key = auth.key;
+    let resp = null;
+    try {
+      resp = await authFetch("/v1/live", { headers: { Accept: "text/event-stream" }, signal });
+    } catch {
+      // No connection: try again below.
+    }
+    if (signal.aborted) return;
+    if (resp && resp.status === 401) {
+      setConn("error", "waiting for a key");
+      try { await keyRefused(key, signal); } catch { return; }
+      continue;
+    }
+    if (resp && (resp.status === 503 || (resp.status >= 400 && resp.status < 500))) {
+      await liveRefused(resp, signal);
+      return;
+    }
+    if (resp && resp.ok) {
+      setLiveNote("");
+      $("live-view").hidden = false;
+      setConn("live", "live");
+      try {
+        for await (const data of sseEvents(resp.body)) {
+          delay = live.retryMs[0]; // the stream works: after a drop, try again soon
+          try {
+            showSnapshot(JSON.parse(data));
+          } catch (err) {
+            console.error(err);
+          }
+        }
+      } catch {
+        // The stream dropped: try again below.
+      }
+      if (signal.aborted) return;
+    }
+    setConn("error", "reconnecting…");
+    try { await sleep(delay, signal); } catch { return; }
+    delay = Math.min(2 * delay, live.retryMs[1]);
+  }
+}
+
+// liveRefused shows why the server refused the live stream.
+async function liveRefused(resp, signal) {
+  let e = {};
+  try { e = (await resp.json()).error || {}; } catch { /* not JSON */ }
+  if (signal.aborted) return;
+  if (resp.status === 403 && e.code === "admin_required") {
+    clearLive();
+    $("live-view").hidden = true;
+    setConn("idle", "chat only");
+    setLiveNote("The server view needs an admin API key. This key may use the chat playground; " +
+      "to watch the server, forget it and enter an admin key.");
+    return;
+  }
+  setConn("error", "disconnected");
+  if (resp.status !== 503) setLiveNote(`GET /v1/live: ${e.message || resp.status + " " + resp.statusText}`);
+}
+
+// restartLive (re)starts the live view's stream.
+function restartLive() {
+  if (live.controller) {
+    live.controller.abort();
+    clearLive();
+  }
+  live.controller = new AbortController();
+  setConn("connecting", "connecting…");
+  watchLive(live.controller.signal);
 }
 
 // ---- Wiring ----
@@ -378,6 +581,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("prompt").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); }
   });
+  $("key-form").addEventListener("submit", (e) => { e.preventDefault(); useKey(); });
+  $("forget-key").addEventListener("click", forgetKey);
+  $("forget-key").hidden = !auth.key;
   loadModels();
-  connectLive();
+  restartLive();
 });
