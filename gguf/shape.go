@@ -107,6 +107,12 @@ func (s Shape) String() string {
 
 // Validate reports whether llama.cpp can load and run a model of shape s.
 func (s Shape) Validate() error {
+	return s.validate(true)
+}
+
+// validate is Validate; synthVocab says whether the model has the synthetic
+// vocabulary, whose fixed head sets a minimum size.
+func (s Shape) validate(synthVocab bool) error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
 		if !ok {
@@ -121,9 +127,12 @@ func (s Shape) Validate() error {
 	inRange("heads", s.Heads, 1, s.Embd)
 	inRange("kv", s.HeadsKV, 1, s.Heads)
 	inRange("ff", s.FF, 1, maxFF)
-	minVocab := firstPiece + 1
-	if s.ChatML {
-		minVocab += len(chatMLTokens)
+	minVocab := 1
+	if synthVocab {
+		minVocab = firstPiece + 1
+		if s.ChatML {
+			minVocab += len(chatMLTokens)
+		}
 	}
 	inRange("vocab", s.Vocab, minVocab, maxVocab)
 	inRange("ctx", s.Ctx, 1, maxCtx)

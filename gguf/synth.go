@@ -2,9 +2,12 @@ package gguf
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -20,8 +23,43 @@ const weightStdDev = 0.02
 //
 // The file is written as it is generated, one tensor row at a time; on
 // error the partial file is removed.
-func WriteSynthetic(path string, shape Shape, seed int64) (err error) {
-	if err := shape.Validate(); err != nil {
+func WriteSynthetic(path string, shape Shape, seed int64) error {
+	return WriteSyntheticOptions(path, shape, seed, SynthOptions{})
+}
+
+// SynthOptions are the optional parts of a synthetic model.
+type SynthOptions struct {
+	// Tokenizer, when not nil, is the metadata of a GGUF file (such as one
+	// of llama.cpp's vocabulary-only ggml-vocab-*.gguf) whose tokenizer
+	// the model takes in place of the synthetic one: every tokenizer.* key
+	// is copied with its type (vocabulary, scores, token types, merges,
+	// special token ids, add_bos/add_eos, pre-tokenizer, chat template).
+	// The model's vocabulary size is the length of its
+	// tokenizer.ggml.tokens, whatever Shape.Vocab says. Its general.name
+	// starts the model's name too: llama.cpp sets some token attributes by
+	// model name (Phi-3's special tokens strip the whitespace after them).
+	Tokenizer *Metadata
+	// ChatTemplate, when not empty, is written as tokenizer.chat_template,
+	// replacing the Tokenizer's.
+	ChatTemplate string
+}
+
+// WriteSyntheticOptions is WriteSynthetic with a tokenizer or chat template
+// from elsewhere (see SynthOptions).
+func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions) (err error) {
+	var tokenizer []kv
+	if o.Tokenizer != nil {
+		if tokenizer, shape.Vocab, err = tokenizerKVs(o.Tokenizer); err != nil {
+			return fmt.Errorf("gguf: write %s: %w", path, err)
+		}
+		if shape.ChatML {
+			return fmt.Errorf("gguf: write %s: shape %v: chatml adds tokens to the synthetic vocabulary and cannot go with a vocabulary from a file", path, shape)
+		}
+	}
+	if len(o.ChatTemplate) > maxStringLen {
+		return fmt.Errorf("gguf: write %s: chat template of %d bytes, more than %d", path, len(o.ChatTemplate), maxStringLen)
+	}
+	if err := shape.validate(tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
 	f, err := os.Create(path)
@@ -37,7 +75,15 @@ func WriteSynthetic(path string, shape Shape, seed int64) (err error) {
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := writeSynthetic(bw, shape, seed); err != nil {
+	name := "corral synthetic " + shape.String()
+	if o.Tokenizer != nil && o.Tokenizer.Name != "" {
+		name = o.Tokenizer.Name + " (" + name + ")"
+	}
+	kvs := synthKVs(shape, name, tokenizer)
+	if o.ChatTemplate != "" {
+		kvs = setKV(kvs, chatTemplateKey, o.ChatTemplate)
+	}
+	if err := writeSynthetic(bw, shape, kvs, seed); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -46,11 +92,49 @@ func WriteSynthetic(path string, shape Shape, seed int64) (err error) {
 	return nil
 }
 
+// chatTemplateKey holds a model's Jinja chat template.
+const chatTemplateKey = "tokenizer.chat_template"
+
+// tokenizerKVs returns the tokenizer.* pairs of m, sorted by key, and the
+// number of tokens, after checking that they name a tokenizer model and
+// hold a vocabulary.
+func tokenizerKVs(m *Metadata) ([]kv, int, error) {
+	if _, ok := m.String("tokenizer.ggml.model"); !ok {
+		return nil, 0, errors.New("the vocabulary file has no tokenizer.ggml.model")
+	}
+	toks, _ := m.KV["tokenizer.ggml.tokens"].([]string)
+	if len(toks) == 0 {
+		return nil, 0, errors.New("the vocabulary file has no tokenizer.ggml.tokens")
+	}
+	if len(toks) > maxVocab {
+		return nil, 0, fmt.Errorf("the vocabulary file has %d tokens, more than %d", len(toks), maxVocab)
+	}
+	var kvs []kv
+	for _, k := range slices.Sorted(maps.Keys(m.KV)) {
+		if strings.HasPrefix(k, "tokenizer.") {
+			kvs = append(kvs, kv{k, m.KV[k]})
+		}
+	}
+	return kvs, len(toks), nil
+}
+
+// setKV sets key to value in kvs, in place if the key is there, else at the
+// end.
+func setKV(kvs []kv, key string, value any) []kv {
+	for i := range kvs {
+		if kvs[i].key == key {
+			kvs[i].value = value
+			return kvs
+		}
+	}
+	return append(kvs, kv{key, value})
+}
+
 // writeSynthetic writes the whole file to w.
-func writeSynthetic(w *bufio.Writer, s Shape, seed int64) error {
+func writeSynthetic(w *bufio.Writer, s Shape, kvs []kv, seed int64) error {
 	e := &encoder{w: w}
 	tensors := s.tensors()
-	e.header(synthKVs(s), tensors, defaultAlignment)
+	e.header(kvs, tensors, defaultAlignment)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x636f7272616c)) // "corral"
 	for _, t := range tensors {
 		if e.err != nil {
@@ -63,13 +147,13 @@ func writeSynthetic(w *bufio.Writer, s Shape, seed int64) error {
 }
 
 // synthKVs returns the metadata of a synthetic model of shape s, with the
-// key types llama.cpp insists on.
-func synthKVs(s Shape) []kv {
-	v := synthVocab(s.Vocab, s.ChatML)
+// key types llama.cpp insists on, named name. The tokenizer pairs are
+// tokenizer, or the synthetic vocabulary's when tokenizer is nil.
+func synthKVs(s Shape, name string, tokenizer []kv) []kv {
 	u := func(n int) uint32 { return uint32(n) }
 	kvs := []kv{
 		{"general.architecture", "llama"},
-		{"general.name", "corral synthetic " + s.String()},
+		{"general.name", name},
 		{"general.alignment", uint32(defaultAlignment)},
 		{"general.file_type", s.fileType()},
 		{"llama.context_length", u(s.Ctx)},
@@ -82,6 +166,22 @@ func synthKVs(s Shape) []kv {
 		{"llama.rope.freq_base", float32(10000)},
 		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{"llama.vocab_size", u(s.Vocab)},
+	}
+	if tokenizer == nil {
+		tokenizer = synthTokenizerKVs(s)
+	}
+	kvs = append(kvs, tokenizer...)
+	if s.tensorType() != TypeF32 {
+		kvs = append(kvs, kv{"general.quantization_version", uint32(2)})
+	}
+	return kvs
+}
+
+// synthTokenizerKVs returns the tokenizer metadata of the synthetic
+// vocabulary of shape s.
+func synthTokenizerKVs(s Shape) []kv {
+	v := synthVocab(s.Vocab, s.ChatML)
+	return []kv{
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", v.tokens},
 		{"tokenizer.ggml.scores", v.scores},
@@ -92,10 +192,6 @@ func synthKVs(s Shape) []kv {
 		{"tokenizer.ggml.add_bos_token", true},
 		{"tokenizer.ggml.add_eos_token", false},
 	}
-	if s.tensorType() != TypeF32 {
-		kvs = append(kvs, kv{"general.quantization_version", uint32(2)})
-	}
-	return kvs
 }
 
 // writeTensor writes the data of t, an F32 or Q8_0 tensor, row by row:

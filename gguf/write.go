@@ -77,23 +77,16 @@ func (e *encoder) header(kvs []kv, tensors []TensorInfo, align uint64) {
 	e.pad(align)
 }
 
-// value writes the type tag and the value v; it supports the Go types the
-// synthetic writer uses.
+// value writes the type tag and the value v: any scalar or array that
+// ReadMetadata returns (see Metadata.KV), so that metadata read from one file
+// can be written to another with the same types.
 func (e *encoder) value(v any) {
+	if t, ok := scalarType(v); ok {
+		e.u32(uint32(t))
+		e.scalar(v)
+		return
+	}
 	switch v := v.(type) {
-	case uint32:
-		e.u32(uint32(typeUint32))
-		e.u32(v)
-	case float32:
-		e.u32(uint32(typeFloat32))
-		e.u32(math.Float32bits(v))
-	case bool:
-		e.u32(uint32(typeBool))
-		b := byte(0)
-		if v {
-			b = 1
-		}
-		e.write([]byte{b})
 	case string:
 		e.u32(uint32(typeString))
 		e.str(v)
@@ -102,20 +95,106 @@ func (e *encoder) value(v any) {
 		for _, s := range v {
 			e.str(s)
 		}
-	case []float32:
-		e.arrayHeader(typeFloat32, len(v))
-		for _, f := range v {
-			e.u32(math.Float32bits(f))
-		}
+	case []uint8:
+		e.arrayHeader(typeUint8, len(v))
+		e.write(v)
+	case []int8:
+		writeArray(e, typeInt8, v)
+	case []uint16:
+		writeArray(e, typeUint16, v)
+	case []int16:
+		writeArray(e, typeInt16, v)
+	case []uint32:
+		writeArray(e, typeUint32, v)
 	case []int32:
-		e.arrayHeader(typeInt32, len(v))
-		for _, i := range v {
-			e.u32(uint32(i))
-		}
+		writeArray(e, typeInt32, v)
+	case []float32:
+		writeArray(e, typeFloat32, v)
+	case []bool:
+		writeArray(e, typeBool, v)
+	case []uint64:
+		writeArray(e, typeUint64, v)
+	case []int64:
+		writeArray(e, typeInt64, v)
+	case []float64:
+		writeArray(e, typeFloat64, v)
 	default:
 		if e.err == nil {
 			e.err = fmt.Errorf("gguf: cannot encode a %T value", v)
 		}
+	}
+}
+
+// scalarType returns the type tag of a fixed-size value, and false if v is
+// not one.
+func scalarType(v any) (valueType, bool) {
+	switch v.(type) {
+	case uint8:
+		return typeUint8, true
+	case int8:
+		return typeInt8, true
+	case uint16:
+		return typeUint16, true
+	case int16:
+		return typeInt16, true
+	case uint32:
+		return typeUint32, true
+	case int32:
+		return typeInt32, true
+	case float32:
+		return typeFloat32, true
+	case bool:
+		return typeBool, true
+	case uint64:
+		return typeUint64, true
+	case int64:
+		return typeInt64, true
+	case float64:
+		return typeFloat64, true
+	}
+	return 0, false
+}
+
+// scalar writes a fixed-size value without its type tag; v is one of the
+// types scalarType knows.
+func (e *encoder) scalar(v any) {
+	switch v := v.(type) {
+	case uint8:
+		e.write([]byte{v})
+	case int8:
+		e.write([]byte{byte(v)})
+	case uint16:
+		binary.LittleEndian.PutUint16(e.buf[:2], v)
+		e.write(e.buf[:2])
+	case int16:
+		binary.LittleEndian.PutUint16(e.buf[:2], uint16(v))
+		e.write(e.buf[:2])
+	case uint32:
+		e.u32(v)
+	case int32:
+		e.u32(uint32(v))
+	case float32:
+		e.u32(math.Float32bits(v))
+	case bool:
+		b := byte(0)
+		if v {
+			b = 1
+		}
+		e.write([]byte{b})
+	case uint64:
+		e.u64(v)
+	case int64:
+		e.u64(uint64(v))
+	case float64:
+		e.u64(math.Float64bits(v))
+	}
+}
+
+// writeArray writes an array of fixed-size values of type t.
+func writeArray[T any](e *encoder, t valueType, vs []T) {
+	e.arrayHeader(t, len(vs))
+	for _, v := range vs {
+		e.scalar(v)
 	}
 }
 

@@ -82,6 +82,7 @@ type Model struct {
 	specials     []special // control and unknown tokens, longest text first
 	firstBytes   [256]bool // first bytes of the specials' texts
 	unk          Token     // the unknown token, -1 if none
+	first, last  []Token   // what llama_tokenize adds around text (see specialEnds)
 	encodable    sync.Map  // rune → bool: can the vocabulary encode it alone?
 }
 

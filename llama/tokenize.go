@@ -125,6 +125,9 @@ type fragment struct {
 	text  string
 	tok   Token // >= 0 for a special token
 	plain bool  // raw text that special-token text must not be found in
+	// lstrip and rstrip, for a special token, drop the whitespace before
+	// and after it, as llama.cpp does for tokens with those attributes.
+	lstrip, rstrip bool
 }
 
 // tokenizeFragments does what llama_tokenize does, in Go: split the text at
@@ -141,10 +144,11 @@ func (m *Model) tokenizeFragments(text string, o TokenizeOptions) ([]Token, erro
 		for _, sp := range m.specials {
 			frags = splitSpecial(frags, sp)
 		}
+		stripAround(frags)
 	}
 	var out []Token
-	if o.AddSpecial && m.AddBOS() && m.BOS() >= 0 {
-		out = append(out, m.BOS())
+	if o.AddSpecial {
+		out = append(out, m.first...)
 	}
 	for i := 0; i < len(frags); {
 		if frags[i].tok >= 0 {
@@ -166,8 +170,8 @@ func (m *Model) tokenizeFragments(text string, o TokenizeOptions) ([]Token, erro
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyTokens, o.MaxTokens)
 		}
 	}
-	if o.AddSpecial && bool(C.llama_vocab_get_add_eos(m.vocab)) && m.EOS() >= 0 {
-		out = append(out, m.EOS())
+	if o.AddSpecial {
+		out = append(out, m.last...)
 	}
 	if o.MaxTokens > 0 && len(out) > o.MaxTokens {
 		return nil, fmt.Errorf("%w: %d tokens, at most %d", ErrTooManyTokens, len(out), o.MaxTokens)
@@ -255,8 +259,9 @@ func (m *Model) specialIn(text string, spans []Span) bool {
 
 // special is a control or unknown token and its text.
 type special struct {
-	id   Token
-	text string
+	id             Token
+	text           string
+	lstrip, rstrip bool // the LSTRIP and RSTRIP attributes
 }
 
 // loadSpecials lists the tokens llama.cpp parses out of text when asked to
@@ -273,11 +278,13 @@ func (m *Model) loadSpecials() {
 			continue
 		}
 		if text := C.GoString(C.llama_vocab_get_text(m.vocab, C.llama_token(id))); text != "" {
-			m.specials = append(m.specials, special{id, text})
+			m.specials = append(m.specials, special{id, text,
+				attr&C.LLAMA_TOKEN_ATTR_LSTRIP != 0, attr&C.LLAMA_TOKEN_ATTR_RSTRIP != 0})
 			m.firstBytes[text[0]] = true
 		}
 	}
 	slices.SortStableFunc(m.specials, func(a, b special) int { return len(b.text) - len(a.text) })
+	m.first, m.last = m.specialEnds()
 	if m.unk >= 0 {
 		return
 	}
@@ -337,7 +344,7 @@ func splitSpecial(frags []fragment, sp special) []fragment {
 			if i > 0 {
 				out = append(out, fragment{text: rest[:i], tok: -1})
 			}
-			out = append(out, fragment{tok: sp.id})
+			out = append(out, fragment{tok: sp.id, lstrip: sp.lstrip, rstrip: sp.rstrip})
 			rest = rest[i+len(sp.text):]
 		}
 		if rest != "" {
@@ -345,4 +352,57 @@ func splitSpecial(frags []fragment, sp special) []fragment {
 		}
 	}
 	return out
+}
+
+// stripAround drops the whitespace that special tokens with the LSTRIP or
+// RSTRIP attribute take away on their left or right (Phi-3's markers drop
+// the newline after them). As in llama.cpp, which strips within one piece
+// of text, the whitespace goes up to the next non-space or special token,
+// across the fragments (plain or not) that make up that piece here.
+func stripAround(frags []fragment) {
+	for i, f := range frags {
+		if f.tok < 0 {
+			continue
+		}
+		for j := i + 1; f.rstrip && j < len(frags) && frags[j].tok < 0; j++ {
+			frags[j].text = strings.TrimLeft(frags[j].text, cSpace)
+			if frags[j].text != "" {
+				break
+			}
+		}
+		for j := i - 1; f.lstrip && j >= 0 && frags[j].tok < 0; j-- {
+			frags[j].text = strings.TrimRight(frags[j].text, cSpace)
+			if frags[j].text != "" {
+				break
+			}
+		}
+	}
+}
+
+// cSpace are the bytes C's isspace matches, which llama.cpp strips.
+const cSpace = " \t\n\v\f\r"
+
+// specialEnds returns the tokens llama_tokenize puts before and after the
+// text when asked to add special tokens: for WordPiece (BERT) the BOS
+// (classifier) and separator tokens always, for RWKV and PLaMo-2 none, for
+// the others BOS and EOS as the vocabulary's add_bos and add_eos say.
+func (m *Model) specialEnds() (first, last []Token) {
+	switch C.llama_vocab_type(m.vocab) {
+	case C.LLAMA_VOCAB_TYPE_WPM:
+		if bos := m.BOS(); bos >= 0 {
+			first = []Token{bos}
+		}
+		if sep := Token(C.llama_vocab_sep(m.vocab)); sep >= 0 {
+			last = []Token{sep}
+		}
+	case C.LLAMA_VOCAB_TYPE_RWKV, C.LLAMA_VOCAB_TYPE_PLAMO2:
+	default:
+		if bos := m.BOS(); m.AddBOS() && bos >= 0 {
+			first = []Token{bos}
+		}
+		if eos := m.EOS(); bool(C.llama_vocab_get_add_eos(m.vocab)) && eos >= 0 {
+			last = []Token{eos}
+		}
+	}
+	return first, last
 }

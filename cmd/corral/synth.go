@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -14,7 +15,9 @@ import (
 )
 
 // runSynth writes a llama model with random weights of a given shape, for
-// benchmarks that need a realistic size but no trained weights.
+// benchmarks that need a realistic size but no trained weights, and for
+// tests that need a real tokenizer (--vocab) or chat template
+// (--chat-template) on a model small enough to load anywhere.
 func runSynth(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	shapeFlag := fs.String("shape", "135m", "model `shape`: one of "+strings.Join(slices.Sorted(maps.Keys(gguf.Shapes)), ", ")+
@@ -23,6 +26,8 @@ func runSynth(ctx context.Context, args []string) error {
 	fs.StringVar(&out, "o", "", "output `file` (required)")
 	fs.StringVar(&out, "output", "", "output `file` (same as -o)")
 	seed := fs.Int64("seed", 1, "random seed; the same shape and seed give the same file")
+	vocab := fs.String("vocab", "", "GGUF `file` whose tokenizer the model takes (every tokenizer.* key, such as\nllama.cpp's ggml-vocab-*.gguf); its vocabulary size replaces the shape's")
+	template := fs.String("chat-template", "", "Jinja `file` to write as tokenizer.chat_template")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,7 +41,20 @@ func runSynth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := gguf.WriteSynthetic(out, shape, *seed); err != nil {
+	var opts gguf.SynthOptions
+	if *vocab != "" {
+		if opts.Tokenizer, err = gguf.ReadMetadata(*vocab); err != nil {
+			return err
+		}
+	}
+	if *template != "" {
+		b, err := readChatTemplate(*template)
+		if err != nil {
+			return err
+		}
+		opts.ChatTemplate = b
+	}
+	if err := gguf.WriteSyntheticOptions(out, shape, *seed, opts); err != nil {
 		return err
 	}
 	// The write is not interruptible; an interrupt during it discards the file.
@@ -48,8 +66,35 @@ func runSynth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if opts.Tokenizer != nil {
+		shape.Vocab = opts.Tokenizer.VocabSize
+	}
 	params := shape.Params()
 	fmt.Printf("wrote %s\nshape %v\n%d parameters (%.1fM), %d bytes (%.1f MiB)\n",
 		out, shape, params, float64(params)/1e6, st.Size(), float64(st.Size())/(1<<20))
 	return nil
+}
+
+// maxChatTemplate bounds a chat template file; real ones are a few KiB.
+const maxChatTemplate = 1 << 20
+
+// readChatTemplate reads a chat template file of at most maxChatTemplate
+// bytes.
+func readChatTemplate(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("chat template: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxChatTemplate+1))
+	if err != nil {
+		return "", fmt.Errorf("chat template: %w", err)
+	}
+	if len(b) > maxChatTemplate {
+		return "", fmt.Errorf("chat template %s: more than %d bytes", path, maxChatTemplate)
+	}
+	if len(b) == 0 {
+		return "", fmt.Errorf("chat template %s is empty", path)
+	}
+	return string(b), nil
 }

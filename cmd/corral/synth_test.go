@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testsynth"
+	"github.com/corral-llm/corral/llama"
+)
+
+// TestSynthVocab writes a tiny model with Phi-3's vocabulary and a chat
+// template file: every tokenizer.* key of the vocabulary comes over but the
+// template, the vocabulary size is the vocabulary's, and llama.cpp loads
+// the model with that vocabulary.
+func TestSynthVocab(t *testing.T) {
+	vocabPath := filepath.Join(testsynth.VocabDir(), "ggml-vocab-phi-3.gguf")
+	vocab, err := gguf.ReadMetadata(vocabPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tmplPath := filepath.Join(dir, "tmpl.jinja")
+	const tmpl = "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}<|end|>\n{% endfor %}<|assistant|>\n"
+	if err := os.WriteFile(tmplPath, []byte(tmpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "phi3.gguf")
+	if err := runSynth(context.Background(), []string{"--shape", "tiny", "--vocab", vocabPath, "--chat-template", tmplPath, "-o", out}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gguf.ReadMetadata(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range vocab.KV {
+		if !strings.HasPrefix(k, "tokenizer.") || k == "tokenizer.chat_template" {
+			continue
+		}
+		if !reflect.DeepEqual(m.KV[k], v) {
+			t.Errorf("%s differs from the vocabulary's", k)
+		}
+	}
+	if m.ChatTemplate != tmpl {
+		t.Errorf("chat template %q, want the file's %q", m.ChatTemplate, tmpl)
+	}
+	if m.Architecture != "llama" || m.VocabSize != 32064 || m.EmbeddingLength != 64 {
+		t.Errorf("architecture %q, %d tokens, embedding %d; want llama, 32064, 64", m.Architecture, m.VocabSize, m.EmbeddingLength)
+	}
+	model, err := llama.LoadModel(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	if model.NVocab() != 32064 {
+		t.Errorf("llama.cpp loads %d tokens, want 32064", model.NVocab())
+	}
+	// Phi-3's own ids, which the synthetic vocabulary does not have.
+	toks, err := model.Tokenize("Hello world<|end|>", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []llama.Token{15043, 3186, 32007}; !reflect.DeepEqual(toks, want) {
+		t.Errorf("tokens %v, want %v", toks, want)
+	}
+}
+
+func TestSynthVocabErrors(t *testing.T) {
+	dir := t.TempDir()
+	phi3 := filepath.Join(testsynth.VocabDir(), "ggml-vocab-phi-3.gguf")
+	empty := filepath.Join(dir, "empty.jinja")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notGGUF := filepath.Join(dir, "not.gguf")
+	if err := os.WriteFile(notGGUF, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.gguf")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shape", "tiny", "--vocab", filepath.Join(dir, "missing.gguf")}, "no such file"},
+		{[]string{"--shape", "tiny", "--vocab", notGGUF}, "not a GGUF file"},
+		{[]string{"--shape", "tiny,chatml=true", "--vocab", phi3}, "chatml"},
+		{[]string{"--shape", "tiny", "--chat-template", empty}, "is empty"},
+		{[]string{"--shape", "tiny", "--chat-template", filepath.Join(dir, "missing.jinja")}, "no such file"},
+	} {
+		err := runSynth(context.Background(), append(tc.args, "-o", out))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("synth %q: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("synth %q left %s behind", tc.args, out)
+		}
+	}
+}
