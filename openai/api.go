@@ -50,12 +50,16 @@ type Lease = registry.Lease[*Model]
 type Options struct {
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
+	// Limits bound what a request may ask; zero fields mean
+	// DefaultLimits.
+	Limits Limits
 }
 
 // API serves the models of a registry. Its handler methods are safe for
 // concurrent use.
 type API struct {
 	models         *Registry
+	limits         Limits
 	paced          pacedStreams // paced chat streams being served, by response id
 	log            *slog.Logger
 	metrics        *metrics
@@ -69,7 +73,7 @@ func New(models *Registry, opt Options) *API {
 		log = slog.Default()
 	}
 	x := newMetrics(models)
-	return &API{models: models, log: log, metrics: x, metricsHandler: x.handler(log)}
+	return &API{models: models, limits: opt.Limits.WithDefaults(), log: log, metrics: x, metricsHandler: x.handler(log)}
 }
 
 // ForEngine returns an API serving one engine, already loaded, under any
