@@ -54,8 +54,10 @@ type Options struct {
 	// vanished (no pong within the interval) ends its session, and so its
 	// answer, before the pause times out. Default DefaultPingInterval.
 	PingInterval time.Duration
-	// MaxHistoryBytes bounds the conversation a socket keeps, in bytes
-	// (see historySize); MaxMessages bounds its messages. A turn that
+	// MaxHistoryBytes bounds the conversation a socket keeps, in bytes: a
+	// message counts its role, content (as JSON), name, tool call id and
+	// tool calls' strings, and MessageOverhead. MaxMessages bounds its
+	// messages. A turn that
 	// would pass either forgets the oldest messages first (system
 	// messages stay); one that cannot fit even so is refused. Defaults
 	// openai.DefaultLimits' MaxVoiceHistory and MaxMessages.
@@ -329,14 +331,14 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	return s.send(ctx, done)
 }
 
-// Bounds of the kept conversation (Options.MaxHistoryBytes): historySize
-// counts every message messageOverhead bytes besides its text.
-const messageOverhead = 64
+// MessageOverhead is what a kept message counts against
+// Options.MaxHistoryBytes besides its strings.
+const MessageOverhead = 64
 
 // historySize is what m counts against Options.MaxHistoryBytes: its
-// strings and messageOverhead.
+// strings and MessageOverhead.
 func historySize(m chat.Message) int {
-	n := messageOverhead + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+	n := MessageOverhead + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
 	for _, c := range m.ToolCalls {
 		n += len(c.ID) + len(c.Type) + len(c.Function.Name) + len(c.Function.Arguments)
 	}
