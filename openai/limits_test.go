@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -374,5 +375,19 @@ func TestClientSpansLinear(t *testing.T) {
 	spans := clientSpans(prompt, msgs)
 	if len(spans) != 1 || spans[0] != (engine.Span{Start: 8, End: 13}) {
 		t.Fatalf("spans %v, want hello's", spans)
+	}
+}
+
+// TestResultErrorNoToken: a generation stopped because the request's
+// grammar or biases leave no token to sample is the request's fault (400,
+// code no_token), not the server's (found by FuzzRequests: a forced call
+// of a tool the tiny model's vocabulary cannot write).
+func TestResultErrorNoToken(t *testing.T) {
+	e := ResultError(engine.Result{FinishReason: engine.FinishError, Err: fmt.Errorf("%w: exception in llama.cpp", engine.ErrNoToken)})
+	if e == nil || e.Status != http.StatusBadRequest || e.Type != TypeInvalidRequest || e.Code != "no_token" {
+		t.Fatalf("%+v, want a 400 no_token", e)
+	}
+	if e := ResultError(engine.Result{FinishReason: engine.FinishError, Err: errors.New("decode failed")}); e == nil || e.Status != http.StatusInternalServerError {
+		t.Fatalf("%+v, want a 500", e)
 	}
 }

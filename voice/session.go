@@ -325,8 +325,8 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	m := openai.PacedMetricsOf(res)
 	done := ServerEvent{Type: TypeDone, ID: id, FinishReason: string(res.FinishReason),
 		Message: &Message{Role: "assistant", Content: content}, Usage: openai.UsageOf(res.Usage), Metrics: &m}
-	if res.FinishReason == engine.FinishError {
-		done.Error = (&openai.Error{Type: openai.TypeServer, Message: fmt.Sprintf("generation failed: %v", res.Err)}).Object()
+	if e := openai.ResultError(res); res.FinishReason == engine.FinishError && e != nil {
+		done.Error = e.Object()
 	}
 	return s.send(ctx, done)
 }
