@@ -153,6 +153,7 @@ func newFuzzHarness(tb testing.TB) *fuzzHarness {
 	tb.Cleanup(func() {
 		hs.Close()
 		reg.Close()
+		eng.Close() // the registry closes only a model it loaded: none, in the fuzzing coordinator
 	})
 	return &fuzzHarness{url: hs.URL, client: &http.Client{Timeout: fuzzWait}}
 }
