@@ -124,11 +124,11 @@ func (c *Conversation) Answered(res engine.Result, output string) {
 // (package voice): body is a chat completion request, its "chunking"
 // object optional (defaults); it is never streamed as HTTP. Its messages
 // follow history, the conversation so far, which is not decoded or
-// encoded again. The request
-// lives until ctx ends or it finishes; its model stays loaded until the
-// caller calls release, once done with the stream (release records a
-// finished stream in the request metrics). With conv, its prompt
-// continues conv's tokens when its text does (see Conversation).
+// encoded again. The request lives until ctx ends or it finishes; its
+// model stays loaded until the caller calls release, once done with the
+// stream (release records a finished stream in the request metrics).
+// With conv, its prompt continues conv's tokens when its text does (see
+// Conversation).
 func (a *API) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *Conversation) (s *engine.Stream, release func(), e *Error) {
 	var req chatRequest
 	if e := decodeJSON(body, &req); e != nil {

@@ -57,10 +57,10 @@ type Options struct {
 	// MaxHistoryBytes bounds the conversation a socket keeps, in bytes: a
 	// message counts its role, content (as JSON), name, tool call id and
 	// tool calls' strings, and MessageOverhead. MaxMessages bounds its
-	// messages. A turn that
-	// would pass either forgets the oldest messages first (system
-	// messages stay); one that cannot fit even so is refused. Defaults
-	// openai.DefaultLimits' MaxVoiceHistory and MaxMessages.
+	// messages. A turn that would pass either forgets the oldest messages
+	// first (system messages stay); one that cannot fit even so is
+	// refused. Defaults: openai.DefaultLimits' MaxVoiceHistory and
+	// MaxMessages.
 	MaxHistoryBytes int
 	MaxMessages     int
 }
