@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -46,7 +47,15 @@ type Options struct {
 	// Now is the time strftime_now reports (templates print today's date
 	// from it); zero means the current time.
 	Now time.Time
+	// MaxBytes bounds the rendered text: rendering stops once the
+	// template has written more, with an error wrapping ErrTooLong. 0
+	// means no bound.
+	MaxBytes int
 }
+
+// ErrTooLong is wrapped by the error Render returns when the rendered text
+// would be longer than Options.MaxBytes.
+var ErrTooLong = errors.New("rendered prompt too long")
 
 // Template is a parsed chat template. It is safe for concurrent use.
 type Template struct {
@@ -144,24 +153,45 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 		}
 		data["tools"] = tools
 	}
-	out, err := execute(t.tpl, data)
+	out := &boundedWriter{max: opt.MaxBytes}
+	err = execute(t.tpl, data, out)
+	if out.over {
+		return "", fmt.Errorf("render chat template: %w: more than %d bytes", ErrTooLong, opt.MaxBytes)
+	}
 	if raised != nil {
 		return "", fmt.Errorf("render chat template: %w", raised)
 	}
 	if err != nil {
 		return "", fmt.Errorf("render chat template: %w", err)
 	}
-	return out, nil
+	return out.b.String(), nil
 }
 
-// execute runs tpl; a panic inside the template library is an error.
-func execute(tpl *exec.Template, data map[string]any) (out string, err error) {
+// execute runs tpl, writing to w; a panic inside the template library is
+// an error.
+func execute(tpl *exec.Template, data map[string]any, w io.Writer) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = "", fmt.Errorf("template panicked: %v", r)
+			err = fmt.Errorf("template panicked: %v", r)
 		}
 	}()
-	return tpl.ExecuteToString(exec.NewContext(data))
+	return tpl.Execute(w, exec.NewContext(data))
+}
+
+// boundedWriter collects a template's output up to max bytes (0: no
+// bound); a write past it fails, which stops the template.
+type boundedWriter struct {
+	b    strings.Builder
+	max  int
+	over bool // a write went past max
+}
+
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	if w.max > 0 && w.b.Len()+len(p) > w.max {
+		w.over = true
+		return 0, ErrTooLong
+	}
+	return w.b.Write(p)
 }
 
 func joinArgs(args *exec.VarArgs) string {

@@ -108,6 +108,13 @@ var localRef = regexp.MustCompile(`("\$ref"\s*:\s*")#`)
 // converter cannot express is an error wrapping grammar.ErrInvalidSchema
 // that names the tool.
 func (f ToolFormat) Grammar(tools []Tool, parallel bool) (string, error) {
+	return f.GrammarLimits(tools, parallel, grammar.DefaultSchemaLimits)
+}
+
+// GrammarLimits is Grammar with each parameters schema, and the schema of
+// the calls that joins them, within lim (see grammar.FromSchemaLimits): a
+// larger one is an error wrapping a *grammar.SchemaLimitError.
+func (f ToolFormat) GrammarLimits(tools []Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
 	if len(tools) == 0 {
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
@@ -119,7 +126,7 @@ func (f ToolFormat) Grammar(tools []Tool, parallel bool) (string, error) {
 			params = []byte(`{"type": "object"}`)
 		}
 		// Check each schema alone, so that an error names its tool.
-		if _, err := grammar.FromSchema(params); err != nil {
+		if _, err := grammar.FromSchemaLimits(params, lim); err != nil {
 			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
 		}
 		name, err := json.Marshal(t.Function.Name)
@@ -148,5 +155,5 @@ func (f ToolFormat) Grammar(tools []Tool, parallel bool) (string, error) {
 	if !parallel {
 		frame.Max = 1
 	}
-	return grammar.FromSchemaFramed(schema, frame)
+	return grammar.FromSchemaFramedLimits(schema, frame, lim)
 }

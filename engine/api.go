@@ -49,6 +49,10 @@ var (
 	// ErrBadLogprobs means Request.TopLogprobs is outside [0,
 	// MaxTopLogprobs], or logprobs were asked of a paced request.
 	ErrBadLogprobs = errors.New("engine: invalid logprobs request")
+	// ErrNoToken (in Result.Err) means no token could be sampled: the
+	// request's grammar or logit biases exclude every token of the
+	// vocabulary at that point of the answer.
+	ErrNoToken = llama.ErrSample
 )
 
 // MaxTopLogprobs bounds Request.TopLogprobs.

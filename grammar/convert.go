@@ -12,18 +12,39 @@ const (
 	maxMergeDepth = 32     // allOf and $ref nested inside allOf
 	maxBodyDepth  = 1000   // nested subschemas being converted at once
 	maxSteps      = 100000 // subschemas converted in all
+	// maxWork bounds the parts of schemas the converter goes through
+	// (properties, required names, enum values, alternatives), counted
+	// again each time anyOf, allOf or a $ref with siblings copies them.
+	// A schema that reaches it would give a grammar far over
+	// DefaultLimits.MaxBytes.
+	maxWork = 4000000
 )
 
 // A converter turns the schemas of one document into rules.
 type converter struct {
 	doc   *value
+	dec   *decoder
 	g     *ruleSet
-	refs  map[string]string  // ref target pointer → rule name
-	defs  map[string]*schema // decoded ref targets by pointer
-	where map[string]string  // rule name → schema pointer, for errors
+	refs  map[*schema]string // ref target → rule name
+	defs  map[string]*schema // decoded ref targets by pointer text
+	where map[string]*path   // rule name → schema pointer, for errors
 	depth int                // body calls in progress
 	steps int                // body calls made
+	work  int                // parts gone through, see maxWork
 }
+
+// spend counts n parts gone through, failing past maxWork.
+func (c *converter) spend(n int, s *schema) error {
+	if c.work += n; c.work > maxWork {
+		return invalid(s.ptr, "schema is too large: converting it goes through more than %d parts (anyOf, allOf and $ref copy their siblings into every branch)", maxWork)
+	}
+	return nil
+}
+
+// ops counts the elementary steps of a conversion so far: schema parts
+// decoded, gone through and rule names tried. Tests check that it grows
+// linearly with the document.
+func (c *converter) ops() int { return c.dec.work + c.work + c.g.probes }
 
 // child returns an expression for a value matching s, putting anything
 // bigger than a rule reference into a rule of its own named after base.
@@ -77,6 +98,9 @@ func (c *converter) body(s *schema, name string) (*expr, error) {
 		return seq(literal(s.konst), ref("space")), nil
 	}
 	if s.enum != nil {
+		if err := c.spend(len(s.enum), s); err != nil {
+			return nil, err
+		}
 		alts := make([]*expr, len(s.enum))
 		for i, v := range s.enum {
 			alts[i] = literal(v)
@@ -149,6 +173,9 @@ func (c *converter) typed(s *schema, t, name string) (*expr, error) {
 // anyOf returns the alternatives of s.anyOf, each merged with the sibling
 // keywords of s. False branches match nothing and are dropped.
 func (c *converter) anyOf(s *schema, name string) (*expr, error) {
+	if err := c.spend(len(s.anyOf), s); err != nil {
+		return nil, err
+	}
 	var alts []*expr
 	for i, b := range s.anyOf {
 		if b.isBool && !b.boolVal {
@@ -179,11 +206,11 @@ func (c *converter) refRule(s *schema) (*expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	if name, ok := c.refs[target.ptr]; ok {
+	if name, ok := c.refs[target]; ok {
 		return ref(name), nil
 	}
-	name := c.g.name(lastToken(target.ptr))
-	c.refs[target.ptr] = name
+	name := c.g.name(target.ptr.last())
+	c.refs[target] = name
 	c.where[name] = target.ptr
 	e, err := c.body(target, name)
 	if err != nil {
@@ -196,7 +223,7 @@ func (c *converter) refRule(s *schema) (*expr, error) {
 // resolve returns the decoded schema that s.ref points to. Only references
 // within the document ("#" and "#/json/pointer") are supported.
 func (c *converter) resolve(s *schema) (*schema, error) {
-	ptr := s.ptr + "/$ref"
+	ptr := s.ptr.child("$ref")
 	frag, ok := strings.CutPrefix(s.ref, "#")
 	if !ok || frag != "" && frag[0] != '/' {
 		return nil, invalid(ptr, "unsupported $ref %q: only references within the document (\"#/...\") are supported", s.ref)
@@ -228,7 +255,7 @@ func (c *converter) resolve(s *schema) (*schema, error) {
 			v = next
 		}
 	}
-	d, err := decodeSchema(v, target)
+	d, err := c.dec.schema(v, &path{token: target})
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +272,7 @@ func lastToken(ptr string) string {
 }
 
 // allOf returns a schema at ptr requiring all of parts.
-func allOf(ptr string, parts ...*schema) *schema {
+func allOf(ptr *path, parts ...*schema) *schema {
 	s := newSchema(ptr)
 	s.allOf = parts
 	return s
@@ -267,27 +294,55 @@ func (c *converter) flatten(s *schema, depth int) (*schema, error) {
 	if s.allOf == nil {
 		return s, nil
 	}
-	out := *s
-	out.allOf = nil
+	m := newMerger(s)
 	for _, part := range s.allOf {
 		p, err := c.flatten(part, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		if out.anyOf != nil && p.anyOf != nil {
+		if m.out.anyOf != nil && p.anyOf != nil {
 			return nil, invalid(s.ptr, "allOf with more than one anyOf/oneOf is not supported")
 		}
-		if err := out.merge(p); err != nil {
+		if err := c.spend(1+len(p.props)+len(p.required), s); err != nil {
+			return nil, err
+		}
+		if err := m.merge(p); err != nil {
 			return nil, err
 		}
 	}
-	return &out, nil
+	return m.out, nil
 }
 
-// merge adds the constraints of p to s, for allOf. Objects merge their
+// A merger builds the schema an allOf asks for, one part at a time, with
+// the indexes that keep each merge linear in the part.
+type merger struct {
+	out      *schema
+	props    map[string]int  // index of each property in out.props
+	required map[string]bool // names in out.required
+}
+
+// newMerger starts from the keywords of s beside its allOf, copying its
+// lists: the parts are shared with other schemas.
+func newMerger(s *schema) *merger {
+	out := *s
+	out.allOf = nil
+	out.props = slices.Clone(s.props)
+	out.required = slices.Clone(s.required)
+	m := &merger{out: &out, props: make(map[string]int, len(out.props)), required: make(map[string]bool, len(out.required))}
+	for i, p := range out.props {
+		m.props[p.name] = i
+	}
+	for _, r := range out.required {
+		m.required[r] = true
+	}
+	return m
+}
+
+// merge adds the constraints of p, for allOf. Objects merge their
 // properties and required lists; for other keywords the tighter bound or
 // the later value wins.
-func (s *schema) merge(p *schema) error {
+func (m *merger) merge(p *schema) error {
+	s := m.out
 	if p.isBool {
 		if !p.boolVal {
 			return invalid(p.ptr, "schema false in allOf accepts no value")
@@ -308,18 +363,18 @@ func (s *schema) merge(p *schema) error {
 		s.konst = p.konst
 	}
 	for _, pp := range p.props {
-		i := slices.IndexFunc(s.props, func(q property) bool { return q.name == pp.name })
-		if i < 0 {
+		i, ok := m.props[pp.name]
+		if !ok {
+			m.props[pp.name] = len(s.props)
 			s.props = append(s.props, pp)
 			continue
 		}
-		both := allOf(pp.schema.ptr, s.props[i].schema, pp.schema)
-		s.props = slices.Clone(s.props)
-		s.props[i] = property{pp.name, both}
+		s.props[i] = property{pp.name, allOf(pp.schema.ptr, s.props[i].schema, pp.schema)}
 	}
 	for _, r := range p.required {
-		if !slices.Contains(s.required, r) {
-			s.required = append(slices.Clip(s.required), r)
+		if !m.required[r] {
+			m.required[r] = true
+			s.required = append(s.required, r)
 		}
 	}
 	if p.addProps != nil {

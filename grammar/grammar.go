@@ -68,10 +68,72 @@ null ::= "null" space
 escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 `
 
+// SchemaLimits bound the schema documents FromSchemaLimits converts. They
+// are checked while the document is read, before any conversion, and the
+// conversion takes time and memory linear in the document within them.
+// A zero (or negative) field means the value in DefaultSchemaLimits.
+type SchemaLimits struct {
+	// MaxNodes bounds the JSON values in the document: every object,
+	// array, string, number, boolean and null, at any depth.
+	MaxNodes int
+	// MaxProperties bounds the members of "properties" objects, all of
+	// them together.
+	MaxProperties int
+}
+
+// DefaultSchemaLimits are the limits of FromSchema and FromSchemaFramed,
+// and those FromSchemaLimits applies in place of zero fields: far above
+// the schemas of structured outputs and tools (OpenAI allows 5000
+// properties in a schema), while a document over them would give a
+// grammar over DefaultLimits anyway.
+var DefaultSchemaLimits = SchemaLimits{MaxNodes: 100000, MaxProperties: 10000}
+
+// withDefaults returns l with zero fields replaced by DefaultSchemaLimits.
+func (l SchemaLimits) withDefaults() SchemaLimits {
+	if l.MaxNodes <= 0 {
+		l.MaxNodes = DefaultSchemaLimits.MaxNodes
+	}
+	if l.MaxProperties <= 0 {
+		l.MaxProperties = DefaultSchemaLimits.MaxProperties
+	}
+	return l
+}
+
+// The names a SchemaLimitError gives the limits.
+const (
+	LimitNodes      = "node count"     // SchemaLimits.MaxNodes
+	LimitProperties = "property count" // SchemaLimits.MaxProperties
+)
+
+// A SchemaLimitError reports a schema document over one of the
+// SchemaLimits. It wraps ErrInvalidSchema.
+type SchemaLimitError struct {
+	Limit string // LimitNodes or LimitProperties
+	Max   int    // the limit
+	Got   int    // how many were read when reading stopped: Max+1
+}
+
+func (e *SchemaLimitError) Error() string {
+	what := "JSON values"
+	if e.Limit == LimitProperties {
+		what = "properties"
+	}
+	return fmt.Sprintf("%v: the schema has more than %d %s", ErrInvalidSchema, e.Max, what)
+}
+
+// Unwrap makes a SchemaLimitError match ErrInvalidSchema.
+func (e *SchemaLimitError) Unwrap() error { return ErrInvalidSchema }
+
 // FromSchema converts a JSON Schema to a GBNF grammar with root rule "root".
 // Invalid or unsupported schemas give an error wrapping ErrInvalidSchema.
 func FromSchema(data json.RawMessage) (string, error) {
-	return convert(data, nil)
+	return convert(data, nil, DefaultSchemaLimits)
+}
+
+// FromSchemaLimits is FromSchema for a document within lim: a larger one
+// gives a *SchemaLimitError.
+func FromSchemaLimits(data json.RawMessage, lim SchemaLimits) (string, error) {
+	return convert(data, nil, lim)
 }
 
 // Frame is literal text around the JSON documents of a grammar built by
@@ -91,27 +153,49 @@ type Frame struct {
 // documents inside the literal text of f. The documents' trailing
 // whitespace rule stays, so a model may write a line break before After.
 func FromSchemaFramed(data json.RawMessage, f Frame) (string, error) {
-	return convert(data, &f)
+	return convert(data, &f, DefaultSchemaLimits)
 }
 
-func convert(data json.RawMessage, f *Frame) (string, error) {
-	doc, err := parseJSON(data)
+// FromSchemaFramedLimits is FromSchemaFramed for a document within lim.
+func FromSchemaFramedLimits(data json.RawMessage, f Frame, lim SchemaLimits) (string, error) {
+	return convert(data, &f, lim)
+}
+
+func convert(data json.RawMessage, f *Frame, lim SchemaLimits) (string, error) {
+	g, _, err := conversion(data, f, lim)
+	return g, err
+}
+
+// conversion is convert, returning the converter too (nil when the
+// document is no JSON or over lim), for the tests' look at its work.
+func conversion(data json.RawMessage, f *Frame, lim SchemaLimits) (string, *converter, error) {
+	doc, err := parseJSON(data, lim)
 	if err != nil {
-		return "", fmt.Errorf("%w: not JSON: %v", ErrInvalidSchema, err)
+		var le *SchemaLimitError
+		if errors.As(err, &le) {
+			return "", nil, le
+		}
+		return "", nil, fmt.Errorf("%w: not JSON: %v", ErrInvalidSchema, err)
 	}
-	root, err := decodeSchema(doc, "#")
+	c := &converter{doc: doc, dec: newDecoder(), g: newRuleSet(), refs: map[*schema]string{}, defs: map[string]*schema{}, where: map[string]*path{}}
+	g, err := c.convert(f)
+	return g, c, err
+}
+
+// convert converts c's document, framed by f when not nil.
+func (c *converter) convert(f *Frame) (string, error) {
+	root, err := c.dec.schema(c.doc, rootPath)
 	if err != nil {
 		return "", err
 	}
-	c := &converter{doc: doc, g: newRuleSet(), refs: map[string]string{}, defs: map[string]*schema{}, where: map[string]string{}}
 	c.g.reserve("root")
 	top := "root"
 	if f != nil {
 		top = c.g.name("document")
 	}
 	c.defs["#"] = root
-	c.refs["#"] = top
-	c.where[top] = "#"
+	c.refs[root] = top
+	c.where[top] = rootPath
 	e, err := c.body(root, top)
 	if err != nil {
 		return "", err
@@ -128,13 +212,13 @@ func convert(data json.RawMessage, f *Frame) (string, error) {
 	c.g.addBuiltins()
 	if n := c.g.leftRecursive(); n != "" {
 		ptr := c.where[n]
-		if ptr == "" {
-			ptr = "#"
+		if ptr == nil {
+			ptr = rootPath
 		}
 		return "", invalid(ptr, "schema refers to itself before any JSON text is written")
 	}
 	if !c.g.productive()["root"] {
-		return "", invalid("#", "schema accepts no finite value (required properties or items recurse without end)")
+		return "", invalid(rootPath, "schema accepts no finite value (required properties or items recurse without end)")
 	}
 	return c.g.String(), nil
 }

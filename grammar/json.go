@@ -37,6 +37,9 @@ type value struct {
 	str     string
 	arr     []*value
 	obj     []member
+	// index finds the members of a large object by key (see get); nil
+	// for small objects, which get scans.
+	index map[string]int
 }
 
 // A member is one key of a JSON object.
@@ -45,22 +48,46 @@ type member struct {
 	val *value
 }
 
-// get returns the member named key, or nil. With duplicate keys the last
-// wins, as in encoding/json.
+// smallObject is the most members an object has without an index: get
+// scans them.
+const smallObject = 8
+
+// get returns the member named key, or nil. An object's keys are unique
+// (parseJSON keeps the last of duplicate keys, as encoding/json does), and
+// get takes constant time: a scan of at most smallObject members, else a
+// map lookup.
 func (v *value) get(key string) *value {
-	for i := len(v.obj) - 1; i >= 0; i-- {
-		if v.obj[i].key == key {
+	if v.index != nil {
+		if i, ok := v.index[key]; ok {
 			return v.obj[i].val
+		}
+		return nil
+	}
+	for _, m := range v.obj {
+		if m.key == key {
+			return m.val
 		}
 	}
 	return nil
 }
 
-// parseJSON parses exactly one JSON value from data.
-func parseJSON(data []byte) (*value, error) {
+// A jsonParser reads one schema document, counting what SchemaLimits bound
+// as it goes so that a document over them is refused before it is read
+// whole.
+type jsonParser struct {
+	dec   *json.Decoder
+	lim   SchemaLimits
+	nodes int // values read
+	props int // members of objects under "properties" keys
+}
+
+// parseJSON parses exactly one JSON value from data within lim (a
+// *SchemaLimitError when over).
+func parseJSON(data []byte, lim SchemaLimits) (*value, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := parseValue(dec, 0)
+	p := &jsonParser{dec: dec, lim: lim.withDefaults()}
+	v, err := p.value(0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -70,11 +97,16 @@ func parseJSON(data []byte) (*value, error) {
 	return v, nil
 }
 
-func parseValue(dec *json.Decoder, depth int) (*value, error) {
+// value reads one value; props says it is the value of a "properties" key,
+// whose members count against SchemaLimits.MaxProperties as they are read.
+func (p *jsonParser) value(depth int, props bool) (*value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
 	}
-	tok, err := dec.Token()
+	if p.nodes++; p.nodes > p.lim.MaxNodes {
+		return nil, &SchemaLimitError{Limit: LimitNodes, Max: p.lim.MaxNodes, Got: p.nodes}
+	}
+	tok, err := p.dec.Token()
 	if err == io.EOF {
 		return nil, io.ErrUnexpectedEOF
 	}
@@ -95,29 +127,70 @@ func parseValue(dec *json.Decoder, depth int) (*value, error) {
 	if tok == json.Delim('{') {
 		v.kind = kindObject
 	}
-	for dec.More() {
+	for p.dec.More() {
 		var key string
 		if v.kind == kindObject {
-			k, err := dec.Token()
+			k, err := p.dec.Token()
 			if err != nil {
 				return nil, err
 			}
 			key, _ = k.(string) // the decoder guarantees a string key
+			if props {
+				if p.props++; p.props > p.lim.MaxProperties {
+					return nil, &SchemaLimitError{Limit: LimitProperties, Max: p.lim.MaxProperties, Got: p.props}
+				}
+			}
 		}
-		elem, err := parseValue(dec, depth+1)
+		elem, err := p.value(depth+1, v.kind == kindObject && key == "properties")
 		if err != nil {
 			return nil, err
 		}
-		if v.kind == kindObject {
-			v.obj = append(v.obj, member{key, elem})
-		} else {
+		if v.kind == kindArray {
 			v.arr = append(v.arr, elem)
+			continue
 		}
+		v.obj = append(v.obj, member{key, elem})
 	}
-	if _, err := dec.Token(); err != nil { // closing delimiter
+	if _, err := p.dec.Token(); err != nil { // closing delimiter
 		return nil, err
 	}
+	if v.kind == kindObject {
+		v.unique()
+	}
 	return v, nil
+}
+
+// unique drops the members of an object whose key comes again later, so
+// that the last one stands where it was written, as encoding/json keeps
+// the last of duplicate keys; a large object gets its index. Linear time.
+func (v *value) unique() {
+	if len(v.obj) <= smallObject {
+		out := v.obj[:0]
+		for i, m := range v.obj {
+			later := false
+			for _, n := range v.obj[i+1:] {
+				later = later || n.key == m.key
+			}
+			if !later {
+				out = append(out, m)
+			}
+		}
+		v.obj = out
+		return
+	}
+	last := make(map[string]int, len(v.obj))
+	for i, m := range v.obj {
+		last[m.key] = i
+	}
+	out := v.obj[:0]
+	for i, m := range v.obj {
+		if last[m.key] == i {
+			last[m.key] = len(out)
+			out = append(out, m)
+		}
+	}
+	v.obj = out
+	v.index = last
 }
 
 // encode writes v as compact JSON, the text a literal in the grammar must

@@ -17,12 +17,21 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 		return ref("object"), nil
 	}
 
+	if err := c.spend(len(s.props)+len(s.required), s); err != nil {
+		return nil, err
+	}
+	isRequired := make(map[string]bool, len(s.required))
+	for _, r := range s.required {
+		isRequired[r] = true
+	}
 	var required, optional []*expr
 	var declared []string
-	addProp := func(p property, isRequired bool) error {
+	isDeclared := make(map[string]bool, len(s.props))
+	addProp := func(p property, req bool) error {
 		declared = append(declared, p.name)
+		isDeclared[p.name] = true
 		if p.schema.isBool && !p.schema.boolVal {
-			if isRequired {
+			if req {
 				return invalid(p.schema.ptr, "required property %q has schema false", p.name)
 			}
 			return nil
@@ -32,7 +41,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 			return err
 		}
 		kv := seq(lit(quoteJSON(p.name)), ref("space"), lit(":"), ref("space"), v)
-		if isRequired {
+		if req {
 			required = append(required, kv)
 		} else {
 			optional = append(optional, kv)
@@ -41,7 +50,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 	}
 	for _, want := range []bool{true, false} {
 		for _, p := range s.props {
-			if slices.Contains(s.required, p.name) == want {
+			if isRequired[p.name] == want {
 				if err := addProp(p, want); err != nil {
 					return nil, err
 				}
@@ -49,7 +58,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 		}
 	}
 	for _, r := range s.required {
-		if !slices.Contains(declared, r) {
+		if !isDeclared[r] {
 			if err := addProp(property{r, &schema{isBool: true, boolVal: true}}, true); err != nil {
 				return nil, err
 			}
@@ -118,19 +127,26 @@ func (c *converter) members(required, optional []*expr, additional *expr, name s
 	return opt(alt(first...))
 }
 
+// maxExcludedKey is the longest declared property name keyExcluding
+// excludes: each of its characters nests the key rule one group deeper,
+// and a name much longer would nest deeper than Validate allows anyway.
+const maxExcludedKey = 64
+
 // keyExcluding matches an object key, with its trailing whitespace, that is
 // none of names, so additional properties cannot repeat declared ones. Keys
-// are compared as written; names that need escapes in JSON are not
-// excluded.
+// are compared as written; when a name needs escapes in JSON or is longer
+// than maxExcludedKey, no name is excluded.
 func (c *converter) keyExcluding(names []string, base string) *expr {
 	if len(names) == 0 {
 		return ref("string")
 	}
-	root := &trieNode{}
 	for _, n := range names {
-		if quoteJSON(n) != `"`+n+`"` {
+		if len(n) > maxExcludedKey || quoteJSON(n) != `"`+n+`"` {
 			return ref("string")
 		}
+	}
+	root := &trieNode{}
+	for _, n := range names {
 		root.insert(n)
 	}
 	name := c.g.name(base)

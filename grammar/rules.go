@@ -11,20 +11,38 @@ type ruleSet struct {
 	order []string // reserved names; some may stay undefined
 	body  map[string]*expr
 	used  map[string]bool // reserved names
+	// suffix is, for each base name, the last number name tried after it,
+	// so that many rules named after one base take linear time.
+	suffix map[string]int
+	probes int // names tried, for converter.ops
 }
 
 func newRuleSet() *ruleSet {
-	return &ruleSet{body: map[string]*expr{}, used: map[string]bool{}}
+	return &ruleSet{body: map[string]*expr{}, used: map[string]bool{}, suffix: map[string]int{}}
 }
+
+// maxNameBase is the longest base of a rule name: rules are named after
+// the path of property names that leads to them, which a deep schema with
+// long names would make grow with the square of its size.
+const maxNameBase = 100
 
 // name reserves and returns a rule name derived from base that no other rule
 // or builtin uses.
 func (g *ruleSet) name(base string) string {
 	base = sanitize(base)
+	if len(base) > maxNameBase {
+		base = strings.TrimRight(base[:maxNameBase], "-")
+	}
 	n := base
-	for i := 1; g.used[n] || builtins[n] != nil; i++ {
+	i := g.suffix[base]
+	if i > 0 {
 		n = base + "-" + strconv.Itoa(i)
 	}
+	for g.probes++; g.used[n] || builtins[n] != nil; g.probes++ {
+		i++
+		n = base + "-" + strconv.Itoa(i)
+	}
+	g.suffix[base] = i
 	g.reserve(n)
 	return n
 }
@@ -137,14 +155,50 @@ func derives(e *expr, set map[string]bool, terminal func(*expr) bool) bool {
 }
 
 // fixpoint grows the set of rules for which holds reports true until it no
-// longer changes.
+// longer changes. It goes through the rules from the last created, which
+// the earlier ones refer to, and looks at a rule again only when a rule it
+// refers to joined the set: linear time where a round over all the rules
+// per change would be quadratic for a chain of rules.
 func (g *ruleSet) fixpoint(set map[string]bool, holds func(*expr) bool) {
-	for changed := true; changed; {
-		changed = false
-		for _, n := range g.order {
-			if !set[n] && g.body[n] != nil && holds(g.body[n]) {
-				set[n] = true
-				changed = true
+	users := map[string][]string{} // rule → the rules whose bodies refer to it
+	for _, n := range g.order {
+		if g.body[n] == nil {
+			continue
+		}
+		seen := map[string]bool{}
+		var refs func(e *expr)
+		refs = func(e *expr) {
+			if e.op == opRef && !seen[e.text] {
+				seen[e.text] = true
+				users[e.text] = append(users[e.text], n)
+			}
+			for _, k := range e.kids {
+				refs(k)
+			}
+		}
+		refs(g.body[n])
+	}
+	queued := make(map[string]bool, len(g.order))
+	work := make([]string, 0, len(g.order))
+	for _, n := range g.order { // popped from the end: the last created first
+		if g.body[n] != nil && !queued[n] {
+			queued[n] = true
+			work = append(work, n)
+		}
+	}
+	for len(work) > 0 {
+		n := work[len(work)-1]
+		work = work[:len(work)-1]
+		queued[n] = false
+		g.probes++
+		if set[n] || !holds(g.body[n]) {
+			continue
+		}
+		set[n] = true
+		for _, u := range users[n] {
+			if !set[u] && !queued[u] {
+				queued[u] = true
+				work = append(work, u)
 			}
 		}
 	}

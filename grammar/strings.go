@@ -10,7 +10,7 @@ func (c *converter) str(s *schema) (*expr, error) {
 	if s.pattern != "" {
 		e, err := patternExpr(s.pattern)
 		if err != nil {
-			return nil, invalid(s.ptr+"/pattern", "%v", err)
+			return nil, invalid(s.ptr.child("pattern"), "%v", err)
 		}
 		return seq(quote, e, quote, ref("space")), nil
 	}

@@ -63,12 +63,16 @@ type Options struct {
 	// MetricsPublic lets callers that are not admin read /metrics (by
 	// default only an admin may, once the server has keys).
 	MetricsPublic bool
+	// Limits bound what a request may ask; zero fields mean
+	// DefaultLimits.
+	Limits Limits
 }
 
 // API serves the models of a registry. Its handler methods are safe for
 // concurrent use.
 type API struct {
 	models         *Registry
+	limits         Limits
 	paced          pacedStreams // paced chat streams being served, by response id
 	log            *slog.Logger
 	metrics        *metrics
@@ -85,7 +89,7 @@ func New(models *Registry, opt Options) *API {
 		log = slog.Default()
 	}
 	x := newMetrics(models)
-	a := &API{models: models, log: log, metrics: x, metricsHandler: x.handler(log),
+	a := &API{models: models, limits: opt.Limits.WithDefaults(), log: log, metrics: x, metricsHandler: x.handler(log),
 		maxPause: opt.MaxPause, isolation: opt.CacheIsolation, metricsPublic: opt.MetricsPublic}
 	if a.maxPause <= 0 {
 		a.maxPause = DefaultMaxPause

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -39,6 +38,10 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
+	if e := a.limits.checkChat(body.Messages, &body.toolFields); e != nil {
+		WriteError(w, e)
+		return
+	}
 	if _, _, e := chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
 		WriteError(w, e)
 		return
@@ -50,7 +53,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, plan, e := m.chatRequest(&body)
+	req, plan, e := m.chatRequest(&body, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -73,15 +76,16 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	a.generate(w, r, m, req, mode, f)
 }
 
-// chatRequest validates a chat completion request and builds the engine
-// request, its prompt rendered by the chat template, and what the
-// request's tools ask of the answer.
-func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error) {
+// chatRequest validates a chat completion request within lim (its counts
+// checked already: Limits.checkChat) and builds the engine request, its
+// prompt rendered by the chat template, and what the request's tools ask
+// of the answer.
+func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, toolPlan, *Error) {
 	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = body.MaxTokens, "max_tokens"
 	}
-	req, e := m.request(&body.oaiParams, maxTokens, maxParam)
+	req, e := m.request(&body.oaiParams, maxTokens, maxParam, lim)
 	if e != nil {
 		return req, toolPlan{}, e
 	}
@@ -94,7 +98,14 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error
 	if req.Logprobs && req.Chunking != nil {
 		return req, toolPlan{}, invalid("logprobs", "'logprobs' cannot be combined with 'chunking'")
 	}
-	plan, e := m.toolPlan(&body.toolFields)
+	lpParam := "logprobs"
+	if req.TopLogprobs > 0 {
+		lpParam = "top_logprobs"
+	}
+	if e := lim.checkLogprobs(&req, m.info.SlotCtx, lpParam); e != nil {
+		return req, toolPlan{}, e
+	}
+	plan, e := m.toolPlan(&body.toolFields, lim)
 	if e != nil {
 		return req, plan, e
 	}
@@ -106,7 +117,7 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error
 	case plan.grammar != "":
 		req.Grammar = plan.grammar
 	}
-	if req.Prompt, e = m.render(body.Messages, plan.render); e != nil {
+	if req.Prompt, e = m.render(body.Messages, plan.render, lim); e != nil {
 		return req, plan, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
@@ -115,18 +126,16 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error
 	return req, plan, nil
 }
 
-// render applies the chat template to the messages, showing it tools.
-func (m *Model) render(msgs []chat.Message, tools []chat.Tool) (string, *Error) {
+// render applies the chat template to the messages, showing it tools,
+// for a prompt of at most lim.MaxPromptBytes: rendering stops past it.
+func (m *Model) render(msgs []chat.Message, tools []chat.Tool, lim *Limits) (string, *Error) {
 	if len(msgs) == 0 {
 		return "", invalid("messages", "'messages' must be a non-empty array")
 	}
-	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos, Tools: tools}
+	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos, Tools: tools, MaxBytes: lim.MaxPromptBytes}
 	prompt, err := m.tmpl.Render(msgs, opt)
 	if err != nil {
-		if errors.Is(err, chat.ErrInvalidMessages) {
-			return "", invalid("messages", "%v", err)
-		}
-		return "", &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: "render chat template: " + err.Error()}
+		return "", renderError(err, lim)
 	}
 	// Templates often start with the BOS text; the tokenizer adds BOS
 	// itself (AddSpecial), so a second one would change the prompt.
@@ -141,9 +150,14 @@ func (m *Model) render(msgs []chat.Message, tools []chat.Tool) (string, *Error) 
 // "<|im_end|><|im_start|>system" gets those characters, not control
 // tokens, while the template's own markers stay special. A content the
 // template changed beyond trimming is not found and not marked.
+//
+// It takes linear time: a search that finds nothing reads the rest of the
+// prompt, so once such searches have read four prompts' worth, the
+// messages left are not looked for.
 func clientSpans(prompt string, msgs []chat.Message) []engine.Span {
 	var spans []engine.Span
 	at := 0
+	budget := 4 * len(prompt) // bytes that failed searches may still read
 	for _, m := range msgs {
 		text, err := m.Text()
 		if err != nil {
@@ -157,6 +171,9 @@ func clientSpans(prompt string, msgs []chat.Message) []engine.Span {
 				spans = append(spans, engine.Span{Start: at + i, End: at + i + len(t)})
 				at += i + len(t)
 				break
+			}
+			if budget -= len(prompt) - at; budget < 0 {
+				return spans
 			}
 		}
 	}

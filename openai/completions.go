@@ -40,7 +40,7 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := m.request(&body.oaiParams, body.MaxTokens, "max_tokens")
+	req, e := m.request(&body.oaiParams, body.MaxTokens, "max_tokens", &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -49,9 +49,17 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
+	if e := a.limits.checkPrompt(req.Prompt, "prompt"); e != nil {
+		WriteError(w, e)
+		return
+	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	if body.Logprobs != nil {
 		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
+	}
+	if e := a.limits.checkLogprobs(&req, m.info.SlotCtx, "logprobs"); e != nil {
+		WriteError(w, e)
+		return
 	}
 	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}

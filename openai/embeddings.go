@@ -38,7 +38,7 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("encoding_format", "'encoding_format' must be float or base64, got %q", body.EncodingFormat))
 		return
 	}
-	inputs, e := parseEmbedInput(body.Input)
+	inputs, e := parseEmbedInput(body.Input, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -76,9 +76,10 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseEmbedInput accepts OpenAI's forms of 'input': a string, an array
-// of strings, an array of token ids, or an array of arrays of token ids.
-// Token ids are checked against the vocabulary by the engine.
-func parseEmbedInput(raw json.RawMessage) ([]engine.EmbedInput, *Error) {
+// of strings, an array of token ids, or an array of arrays of token ids,
+// as many and as long as lim allows. Token ids are checked against the
+// vocabulary by the engine.
+func parseEmbedInput(raw json.RawMessage, lim *Limits) ([]engine.EmbedInput, *Error) {
 	if isNull(raw) {
 		return nil, invalid("input", "'input' is required")
 	}
@@ -87,7 +88,7 @@ func parseEmbedInput(raw json.RawMessage) ([]engine.EmbedInput, *Error) {
 		if text == "" {
 			return nil, invalid("input", "'input' must not be an empty string")
 		}
-		return []engine.EmbedInput{{Text: text}}, nil
+		return checkEmbedSize([]engine.EmbedInput{{Text: text}}, lim)
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) != nil {
@@ -96,20 +97,20 @@ func parseEmbedInput(raw json.RawMessage) ([]engine.EmbedInput, *Error) {
 	if len(list) == 0 {
 		return nil, invalid("input", "'input' must not be an empty array")
 	}
-	if len(list) > engine.MaxEmbedInputs {
-		return nil, invalid("input", "'input' has %d items, at most %d", len(list), engine.MaxEmbedInputs)
-	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil {
 		toks, e := embedTokens(ids, "input")
 		if e != nil {
 			return nil, e
 		}
-		return []engine.EmbedInput{{Tokens: toks}}, nil
+		return checkEmbedSize([]engine.EmbedInput{{Tokens: toks}}, lim)
+	}
+	if len(list) > lim.MaxEmbedInputs {
+		return nil, tooManyInputs(len(list), lim)
 	}
 	var texts []string
 	if json.Unmarshal(raw, &texts) == nil {
-		return embedTexts(texts)
+		return embedTexts(texts, lim)
 	}
 	out := make([]engine.EmbedInput, len(list))
 	for i, item := range list {
@@ -127,17 +128,17 @@ func parseEmbedInput(raw json.RawMessage) ([]engine.EmbedInput, *Error) {
 		}
 		out[i].Tokens = toks
 	}
-	return out, nil
+	return checkEmbedSize(out, lim)
 }
 
-// embedTexts are text inputs: at least one, at most engine.MaxEmbedInputs,
-// none empty.
-func embedTexts(texts []string) ([]engine.EmbedInput, *Error) {
+// embedTexts are text inputs: at least one, at most lim.MaxEmbedInputs,
+// none empty, within lim.MaxEmbedBytes together.
+func embedTexts(texts []string, lim *Limits) ([]engine.EmbedInput, *Error) {
 	switch {
 	case len(texts) == 0:
 		return nil, invalid("input", "'input' must not be an empty array")
-	case len(texts) > engine.MaxEmbedInputs:
-		return nil, invalid("input", "'input' has %d items, at most %d", len(texts), engine.MaxEmbedInputs)
+	case len(texts) > lim.MaxEmbedInputs:
+		return nil, tooManyInputs(len(texts), lim)
 	}
 	out := make([]engine.EmbedInput, len(texts))
 	for i, s := range texts {
@@ -146,7 +147,28 @@ func embedTexts(texts []string) ([]engine.EmbedInput, *Error) {
 		}
 		out[i].Text = s
 	}
-	return out, nil
+	return checkEmbedSize(out, lim)
+}
+
+// tooManyInputs is the error for n inputs, more than lim allows.
+func tooManyInputs(n int, lim *Limits) *Error {
+	return overLimit("input", "max-embed-inputs", lim.MaxEmbedInputs, "items", "'input' has %d items", n)
+}
+
+// embedTokenBytes is what a token id counts for in Limits.MaxEmbedBytes:
+// about the text of a token.
+const embedTokenBytes = 4
+
+// checkEmbedSize refuses inputs larger together than lim.MaxEmbedBytes.
+func checkEmbedSize(inputs []engine.EmbedInput, lim *Limits) ([]engine.EmbedInput, *Error) {
+	n := 0
+	for _, in := range inputs {
+		n += len(in.Text) + embedTokenBytes*len(in.Tokens)
+	}
+	if n > lim.MaxEmbedBytes {
+		return nil, overLimit("input", "max-embed-bytes", lim.MaxEmbedBytes, "bytes (a token id counts 4)", "'input' is %d bytes long together", n)
+	}
+	return inputs, nil
 }
 
 func mixed() *Error {

@@ -109,10 +109,22 @@ func submitError(err error, param string) *Error {
 	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: err.Error()}
 }
 
+// ResultError reports a generation that did not finish normally, or nil,
+// as the API's error.
+func ResultError(r engine.Result) *Error { return resultError(r) }
+
 // resultError reports a generation that did not finish normally, or nil.
 func resultError(r engine.Result) *Error {
 	switch r.FinishReason {
 	case engine.FinishError:
+		if errors.Is(r.Err, engine.ErrNoToken) {
+			// The request's constraints, not the server: a grammar this
+			// vocabulary cannot continue (the model wrote itself into a
+			// corner no token gets out of), or biases banning every token.
+			e := invalid("", "generation stopped: %v: the grammar (from 'grammar', 'json_schema', 'response_format', 'format' or forced tools) or 'logit_bias' leaves no token of this model's vocabulary to continue the answer", r.Err)
+			e.Code = "no_token"
+			return e
+		}
 		// A queued request can fail for want of a slot: it waited too
 		// long, or the server drains (engine.ErrClosed). Both are 503.
 		if errors.Is(r.Err, engine.ErrQueueTimeout) || errors.Is(r.Err, engine.ErrClosed) {

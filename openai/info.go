@@ -41,7 +41,8 @@ func (a *API) Tokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
 }
 
-// Detokenize serves POST /detokenize: {"tokens"} → {"content"}.
+// Detokenize serves POST /detokenize: {"tokens"} → {"content"}, the
+// content at most Limits.MaxDetokenizeBytes long.
 func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Tokens []int64 `json:"tokens"`
@@ -62,6 +63,14 @@ func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
 	if e != nil {
 		WriteError(w, e)
 		return
+	}
+	// The text is at most the tokens' pieces end to end.
+	n, limit := 0, a.limits.MaxDetokenizeBytes
+	for _, t := range toks {
+		if n += len(m.eng.TokenPiece(t)); n > limit {
+			WriteError(w, overLimit("tokens", "max-detokenize-bytes", limit, "bytes", "the text of 'tokens' is longer"))
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": m.eng.Detokenize(toks)})
 }

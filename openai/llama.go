@@ -40,7 +40,7 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := m.llamaRequest(&body)
+	req, e := m.llamaRequest(&body, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -53,7 +53,9 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 	a.generate(w, r, m, req, mode, f)
 }
 
-func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
+// llamaRequest validates a /completion request within lim and builds the
+// engine request.
+func (m *Model) llamaRequest(body *llamaRequest, lim *Limits) (engine.Request, *Error) {
 	req := engine.Request{
 		AddSpecial:    true,
 		ParseSpecial:  true,
@@ -63,6 +65,9 @@ func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 	}
 	var e *Error
 	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.info.VocabSize); e != nil {
+		return req, e
+	}
+	if e := lim.checkPrompt(req.Prompt, "prompt"); e != nil {
 		return req, e
 	}
 	n, param := body.NPredict, "n_predict"
@@ -84,6 +89,9 @@ func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 			return req, invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxLlamaNProbs, *p)
 		}
 		req.Logprobs, req.TopLogprobs = true, *p
+		if e := lim.checkLogprobs(&req, m.info.SlotCtx, "n_probs"); e != nil {
+			return req, e
+		}
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot
@@ -98,7 +106,7 @@ func (m *Model) llamaRequest(body *llamaRequest) (engine.Request, *Error) {
 		if body.Grammar != "" {
 			return req, invalid("json_schema", "give either 'grammar' or 'json_schema', not both")
 		}
-		if req.Grammar, e = schemaGrammar(body.JSONSchema, "json_schema"); e != nil {
+		if req.Grammar, e = schemaGrammar(body.JSONSchema, "json_schema", lim); e != nil {
 			return req, e
 		}
 	}

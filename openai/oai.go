@@ -23,9 +23,9 @@ type oaiParams struct {
 	samplingParams
 }
 
-// request validates p and builds the engine request, less its prompt.
-// maxParam names the field maxTokens came from.
-func (m *Model) request(p *oaiParams, maxTokens *int, maxParam string) (engine.Request, *Error) {
+// request validates p within lim and builds the engine request, less its
+// prompt. maxParam names the field maxTokens came from.
+func (m *Model) request(p *oaiParams, maxTokens *int, maxParam string, lim *Limits) (engine.Request, *Error) {
 	req := engine.Request{IgnoreEOS: p.IgnoreEOS}
 	if p.N != nil && *p.N != 1 {
 		return req, invalid("n", "'n' must be 1: this server generates one choice per request, got %d", *p.N)
@@ -43,7 +43,7 @@ func (m *Model) request(p *oaiParams, maxTokens *int, maxParam string) (engine.R
 	if req.Stop, e = parseStop(p.Stop); e != nil {
 		return req, e
 	}
-	if req.Grammar, e = p.ResponseFormat.grammar(); e != nil {
+	if req.Grammar, e = p.ResponseFormat.grammar(lim); e != nil {
 		return req, e
 	}
 	return req, nil

@@ -120,10 +120,11 @@ type ollamaBody interface {
 	params() *ollamaParams
 	// empty reports a request with nothing to generate (load or unload).
 	empty() bool
-	// check refuses what corral does not serve, whatever the model.
-	check() *Error
-	// request builds the engine request for m.
-	request(m *Model) (engine.Request, *Error)
+	// check refuses what corral does not serve, whatever the model, and
+	// what is over lim's counts.
+	check(lim *Limits) *Error
+	// request builds the engine request for m within lim.
+	request(m *Model, lim *Limits) (engine.Request, *Error)
 	// hasTools reports tools offered to the model, whose calls the
 	// answer is read for.
 	hasTools() bool
@@ -143,7 +144,7 @@ func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBod
 		a.ollamaLoad(w, r, p, isChat)
 		return
 	}
-	if e := body.check(); e != nil {
+	if e := body.check(&a.limits); e != nil {
 		writeOllamaError(w, e)
 		return
 	}
@@ -154,7 +155,7 @@ func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBod
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := body.request(m)
+	req, e := body.request(m, &a.limits)
 	if e != nil {
 		writeOllamaError(w, e)
 		return
@@ -221,7 +222,10 @@ func (a *API) ollamaLoad(w http.ResponseWriter, r *http.Request, p *ollamaParams
 }
 
 // check refuses what corral does not serve, whatever the model.
-func (body *ollamaGenerateRequest) check() *Error {
+func (body *ollamaGenerateRequest) check(lim *Limits) *Error {
+	if e := lim.checkPrompt(body.Prompt, "prompt"); e != nil {
+		return e
+	}
 	switch {
 	case len(body.Images) > 0:
 		return invalid("images", "'images' are not supported: corral serves text models")
@@ -236,7 +240,13 @@ func (body *ollamaGenerateRequest) check() *Error {
 }
 
 // check refuses what corral does not serve, whatever the model.
-func (body *ollamaChatRequest) check() *Error {
+func (body *ollamaChatRequest) check(lim *Limits) *Error {
+	if len(body.Messages) > lim.MaxMessages {
+		return overLimit("messages", "max-messages", lim.MaxMessages, "messages", "'messages' has %d messages", len(body.Messages))
+	}
+	if e := lim.checkTools(body.Tools); e != nil {
+		return e
+	}
 	for i, om := range body.Messages {
 		if len(om.Images) > 0 {
 			return invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
@@ -249,8 +259,8 @@ func (body *ollamaChatRequest) check() *Error {
 // passed) and builds the engine request: the prompt as it is when raw,
 // else rendered by the chat template as a user message after the system
 // one.
-func (body *ollamaGenerateRequest) request(m *Model) (engine.Request, *Error) {
-	req, e := m.ollamaRequest(&body.ollamaParams)
+func (body *ollamaGenerateRequest) request(m *Model, lim *Limits) (engine.Request, *Error) {
+	req, e := m.ollamaRequest(&body.ollamaParams, lim)
 	if e != nil {
 		return req, e
 	}
@@ -263,12 +273,12 @@ func (body *ollamaGenerateRequest) request(m *Model) (engine.Request, *Error) {
 		msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
 	}
 	msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
-	return req, m.ollamaPrompt(&req, msgs, nil)
+	return req, m.ollamaPrompt(&req, msgs, nil, lim)
 }
 
 // request validates an /api/chat request with messages (check passed)
 // and builds the engine request.
-func (body *ollamaChatRequest) request(m *Model) (engine.Request, *Error) {
+func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, *Error) {
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
 		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID}
@@ -282,18 +292,18 @@ func (body *ollamaChatRequest) request(m *Model) (engine.Request, *Error) {
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
 		}
 	}
-	req, e := m.ollamaRequest(&body.ollamaParams)
+	req, e := m.ollamaRequest(&body.ollamaParams, lim)
 	if e != nil {
 		return req, e
 	}
-	return req, m.ollamaPrompt(&req, msgs, body.Tools)
+	return req, m.ollamaPrompt(&req, msgs, body.Tools, lim)
 }
 
 // ollamaPrompt renders msgs with the chat template into req, the
 // clients' text marked plain and the template's stop strings added.
-func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool) *Error {
+func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool, lim *Limits) *Error {
 	var e *Error
-	if req.Prompt, e = m.render(msgs, tools); e != nil {
+	if req.Prompt, e = m.render(msgs, tools, lim); e != nil {
 		return e
 	}
 	req.Plain = clientSpans(req.Prompt, msgs)
@@ -301,9 +311,9 @@ func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []c
 	return nil
 }
 
-// ollamaRequest validates the options and format of p and builds the
-// engine request, less its prompt.
-func (m *Model) ollamaRequest(p *ollamaParams) (engine.Request, *Error) {
+// ollamaRequest validates the options and format of p within lim and
+// builds the engine request, less its prompt.
+func (m *Model) ollamaRequest(p *ollamaParams, lim *Limits) (engine.Request, *Error) {
 	req := engine.Request{AddSpecial: true, ParseSpecial: true}
 	var o ollamaOptions
 	if !isNull(p.Options) {
@@ -331,15 +341,16 @@ func (m *Model) ollamaRequest(p *ollamaParams) (engine.Request, *Error) {
 	if req.Stop, e = parseStop(o.Stop); e != nil {
 		return req, e
 	}
-	if req.Grammar, e = formatGrammar(p.Format); e != nil {
+	if req.Grammar, e = formatGrammar(p.Format, lim); e != nil {
 		return req, e
 	}
 	return req, nil
 }
 
 // formatGrammar returns the grammar that enforces Ollama's "format":
-// "json" (any JSON object) or a JSON schema; "" for plain text.
-func formatGrammar(raw json.RawMessage) (string, *Error) {
+// "json" (any JSON object) or a JSON schema within lim; "" for plain
+// text.
+func formatGrammar(raw json.RawMessage, lim *Limits) (string, *Error) {
 	if isNull(raw) {
 		return "", nil
 	}
@@ -356,7 +367,7 @@ func formatGrammar(raw json.RawMessage) (string, *Error) {
 	if bytes.TrimSpace(raw)[0] != '{' {
 		return "", invalid("format", "'format' must be \"json\" or a JSON schema object")
 	}
-	return schemaGrammar(raw, "format")
+	return schemaGrammar(raw, "format", lim)
 }
 
 // jsonString is s as a JSON string, for chat.Message.Content.

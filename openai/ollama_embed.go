@@ -50,7 +50,7 @@ func (a *API) OllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, invalid("input", "'input' must be a string or an array of strings"))
 		return
 	}
-	inputs, e := embedTexts(many)
+	inputs, e := embedTexts(many, &a.limits)
 	if e != nil {
 		writeOllamaError(w, e)
 		return

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/openai/wire"
 )
@@ -117,14 +119,22 @@ func (c *Conversation) Answered(res engine.Result, output string) {
 
 // PacedChat starts a paced chat completion for another face of the API
 // (package voice): body is a chat completion request, its "chunking"
-// object optional (defaults); it is never streamed as HTTP. The request
-// lives until ctx ends or it finishes; its model stays loaded until the
-// caller calls release, once done with the stream (release records a
-// finished stream in the request metrics). With conv, its prompt
-// continues conv's tokens when its text does (see Conversation).
-func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s *engine.Stream, release func(), e *Error) {
+// object optional (defaults); it is never streamed as HTTP. Its messages
+// follow history, the conversation so far, which is not decoded or
+// encoded again. The request lives until ctx ends or it finishes; its
+// model stays loaded until the caller calls release, once done with the
+// stream (release records a finished stream in the request metrics).
+// With conv, its prompt continues conv's tokens when its text does (see
+// Conversation).
+func (a *API) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *Conversation) (s *engine.Stream, release func(), e *Error) {
 	var req chatRequest
 	if e := decodeJSON(body, &req); e != nil {
+		return nil, nil, e
+	}
+	if len(history) > 0 {
+		req.Messages = append(slices.Clip(history), req.Messages...)
+	}
+	if e := a.limits.checkChat(req.Messages, &req.toolFields); e != nil {
 		return nil, nil, e
 	}
 	if req.Chunking == nil {
@@ -138,7 +148,7 @@ func (a *API) PacedChat(ctx context.Context, body []byte, conv *Conversation) (s
 		return nil, nil, e
 	}
 	m := l.Model()
-	r, _, e := m.chatRequest(&req)
+	r, _, e := m.chatRequest(&req, &a.limits)
 	if e == nil {
 		e = a.admission(ctx, &r, req.Priority, nil, req.CacheSalt)
 	}

@@ -257,8 +257,9 @@ type responseFormat struct {
 	Schema json.RawMessage `json:"schema"`
 }
 
-// grammar returns the GBNF grammar that enforces f, "" for plain text.
-func (f *responseFormat) grammar() (string, *Error) {
+// grammar returns the GBNF grammar that enforces f, "" for plain text; a
+// schema is bounded by lim.
+func (f *responseFormat) grammar(lim *Limits) (string, *Error) {
 	if f == nil {
 		return "", nil
 	}
@@ -269,20 +270,24 @@ func (f *responseFormat) grammar() (string, *Error) {
 		if isNull(f.Schema) {
 			return grammar.JSONObject, nil
 		}
-		return schemaGrammar(f.Schema, "response_format")
+		return schemaGrammar(f.Schema, "response_format", lim)
 	case "json_schema":
 		if f.JSONSchema == nil || isNull(f.JSONSchema.Schema) {
 			return "", invalid("response_format", "'response_format' of type json_schema needs json_schema.schema")
 		}
-		return schemaGrammar(f.JSONSchema.Schema, "response_format")
+		return schemaGrammar(f.JSONSchema.Schema, "response_format", lim)
 	}
 	return "", invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
 }
 
-// schemaGrammar converts a JSON Schema, reporting a bad one against param.
-func schemaGrammar(schema json.RawMessage, param string) (string, *Error) {
-	g, err := grammar.FromSchema(schema)
+// schemaGrammar converts a JSON Schema within lim, reporting a bad one
+// against param.
+func schemaGrammar(schema json.RawMessage, param string, lim *Limits) (string, *Error) {
+	g, err := grammar.FromSchemaLimits(schema, lim.schema())
 	if err != nil {
+		if e := schemaLimitError(err, param); e != nil {
+			return "", e
+		}
 		return "", invalid(param, "invalid JSON schema: %v", err)
 	}
 	return g, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
@@ -45,9 +44,16 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // ("auto" or "required"). parallel_tool_calls false allows one call: the
 // grammar writes one, and in "auto" only the first call the model writes
 // is kept.
-func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
+//
+// A function defined twice in tools is refused; one named twice in
+// allowed_tools is shown once. Counts are bounded by lim, and every
+// lookup is by name in a map: the plan takes time linear in the request.
+func (m *Model) toolPlan(f *toolFields, lim *Limits) (toolPlan, *Error) {
 	plan := toolPlan{format: m.tools}
-	names := map[string]bool{}
+	if e := lim.checkTools(f.Tools); e != nil {
+		return plan, e
+	}
+	names := make(map[string]int, len(f.Tools)) // index in f.Tools by name
 	for i, t := range f.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		switch {
@@ -55,28 +61,34 @@ func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 			return plan, invalid(param+".type", "'%s.type' must be \"function\", got %q", param, t.Type)
 		case !functionName.MatchString(t.Function.Name):
 			return plan, invalid(param+".function.name", "'%s.function.name' must be 1 to 64 letters, digits, '_' or '-', got %q", param, t.Function.Name)
-		case names[t.Function.Name]:
+		}
+		if _, ok := names[t.Function.Name]; ok {
 			return plan, invalid(param+".function.name", "tool %q is defined twice", t.Function.Name)
 		}
-		names[t.Function.Name] = true
+		names[t.Function.Name] = i
 		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
 			return plan, invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
 		}
 	}
-	choice, named, allowed, e := parseToolChoice(f.ToolChoice)
+	choice, named, allowed, e := parseToolChoice(f.ToolChoice, lim)
 	if e != nil {
 		return plan, e
 	}
 	tools := f.Tools
 	if allowed != nil {
-		// allowed_tools: the model sees and may call only these.
+		// allowed_tools: the model sees and may call only these, each
+		// once, in the order they are named.
 		tools = nil
+		shown := make(map[string]bool, len(allowed))
 		for _, name := range allowed {
-			i := slices.IndexFunc(f.Tools, func(t chat.Tool) bool { return t.Function.Name == name })
-			if i < 0 {
+			i, ok := names[name]
+			if !ok {
 				return plan, invalid("tool_choice", "'tool_choice.allowed_tools' names function %q, which is not among 'tools'", name)
 			}
-			tools = append(tools, f.Tools[i])
+			if !shown[name] {
+				shown[name] = true
+				tools = append(tools, f.Tools[i])
+			}
 		}
 	}
 	if choice == "" {
@@ -117,8 +129,11 @@ func (m *Model) toolPlan(f *toolFields) (toolPlan, *Error) {
 		parallel = false // OpenAI calls the named function once
 		plan.max = 1
 	}
-	g, err := plan.format.Grammar(forced, parallel)
+	g, err := plan.format.GrammarLimits(forced, parallel, lim.schema())
 	if err != nil {
+		if e := schemaLimitError(err, "tools"); e != nil {
+			return plan, e
+		}
 		if errors.Is(err, grammar.ErrInvalidSchema) {
 			return plan, invalid("tools", "cannot force a call: %v", err)
 		}
@@ -134,8 +149,9 @@ const toolChoiceForms = `'tool_choice' must be "none", "auto", "required", {"typ
 // parseToolChoice reads tool_choice: "" when absent or null, "none",
 // "auto", "required", or "function" with the function's name. OpenAI's
 // allowed_tools gives its mode ("auto" or "required") and the names of
-// the functions it allows in allowed (nil for the other forms).
-func parseToolChoice(raw json.RawMessage) (choice, name string, allowed []string, e *Error) {
+// the functions it allows in allowed (nil for the other forms), at most
+// lim.MaxAllowedTools of them.
+func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, allowed []string, e *Error) {
 	if isNull(raw) {
 		return "", "", nil, nil
 	}
@@ -171,7 +187,11 @@ func parseToolChoice(raw json.RawMessage) (choice, name string, allowed []string
 		if at.Mode != "auto" && at.Mode != "required" {
 			return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
 		}
-		allowed = []string{}
+		if len(at.Tools) > lim.MaxAllowedTools {
+			return "", "", nil, overLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
+				"'tool_choice.allowed_tools.tools' has %d entries", len(at.Tools))
+		}
+		allowed = make([]string, 0, len(at.Tools))
 		for i, t := range at.Tools {
 			if t.Type != "function" || t.Function.Name == "" {
 				return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)

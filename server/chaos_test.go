@@ -13,6 +13,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -216,6 +217,11 @@ func (c *chaosChild) died() string {
 
 // do sends one request and reads the whole response.
 func (c *chaosChild) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	return c.doAs(ctx, method, path, body, "application/json")
+}
+
+// doAs is do with the body's Content-Type.
+func (c *chaosChild) doAs(ctx context.Context, method, path string, body []byte, contentType string) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -225,7 +231,7 @@ func (c *chaosChild) do(ctx context.Context, method, path string, body []byte) (
 		return 0, nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -240,7 +246,13 @@ func (c *chaosChild) do(ctx context.Context, method, path string, body []byte) (
 // is why) when there is no response.
 func (c *chaosChild) request(t *testing.T, method, path string, body []byte) (int, []byte) {
 	t.Helper()
-	code, b, err := c.do(context.Background(), method, path, body)
+	return c.requestAs(t, method, path, body, "application/json")
+}
+
+// requestAs is request with the body's Content-Type.
+func (c *chaosChild) requestAs(t *testing.T, method, path string, body []byte, contentType string) (int, []byte) {
+	t.Helper()
+	code, b, err := c.doAs(context.Background(), method, path, body, contentType)
 	if err != nil {
 		c.settle()
 		if !c.alive() {
@@ -348,6 +360,10 @@ type chaosCase struct {
 	check func(t *testing.T, code int, body []byte)
 	// run, if set, replaces path/body/want/check.
 	run func(t *testing.T, c *chaosChild)
+	// contentType is the body's, application/json when "".
+	contentType string
+	// ollama: errors come in Ollama's shape, {"error": message}.
+	ollama bool
 }
 
 // completion is a /completion body: prompt "a", 4 tokens, plus extra.
@@ -376,6 +392,15 @@ func isCompletion(t *testing.T, code int, body []byte) {
 	var r llamaResult
 	if err := json.Unmarshal(body, &r); err != nil || r.Content == nil || !r.Stop {
 		t.Errorf("200 without a finished completion: %v in %.500s", err, body)
+	}
+}
+
+// isOllamaError checks that an error status comes in Ollama's shape.
+func isOllamaError(t *testing.T, code int, body []byte) {
+	t.Helper()
+	var res map[string]any
+	if err := json.Unmarshal(body, &res); err != nil || len(res) != 1 || res["error"] == "" {
+		t.Errorf("%d without Ollama's error: %v in %.500s", code, err, body)
 	}
 }
 
@@ -579,10 +604,135 @@ func chaosCases() []chaosCase {
 			want: bad,
 		},
 		{
+			// Every copy of the tool went into the prompt: 280 GB, and
+			// the server died of it. The body is not looked at as JSON
+			// for its Content-Type.
+			name: "allowed_tools naming one 3.5 MB tool 80000 times, as text/plain",
+			path: "/v1/chat/completions",
+			body: func(*testing.T) []byte { return allowedToolsFinding() },
+			want: []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, contentType: "text/plain",
+			check: names("max-allowed-tools"),
+		},
+		{
+			// Decoded with a scan per property and per required name:
+			// minutes of CPU, outside the tokenization semaphore.
+			name: "json_schema of 300000 properties",
+			path: "/completion",
+			body: completion(map[string]any{"json_schema": json.RawMessage(manyProperties(300000))}),
+			want: bad, check: names("max-schema-properties"),
+		},
+		{
+			name: "response_format of 300000 properties",
+			path: "/v1/chat/completions",
+			body: func(t *testing.T) []byte {
+				return mustJSON(t, map[string]any{
+					"messages":        []map[string]string{{"role": "user", "content": "hi"}},
+					"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(manyProperties(300000))}},
+				})
+			},
+			want: bad, check: names("max-schema-properties"),
+		},
+		{
+			name: "Ollama format of 300000 properties",
+			path: "/api/chat",
+			body: func(t *testing.T) []byte {
+				return mustJSON(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "format": json.RawMessage(manyProperties(300000))})
+			},
+			want: bad, ollama: true, check: names("max-schema-properties"),
+		},
+		{
+			name: "20000 tools",
+			path: "/v1/chat/completions",
+			body: func(t *testing.T) []byte {
+				tools := make([]map[string]any, 20000)
+				for i := range tools {
+					tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("f%d", i)}}
+				}
+				return mustJSON(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "tools": tools})
+			},
+			want: bad, check: names("max-tools"),
+		},
+		{
+			name: "100000 messages",
+			path: "/v1/chat/completions",
+			body: func(t *testing.T) []byte {
+				return []byte(`{"messages":[` + strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"a"},`, 100000), ",") + `]}`)
+			},
+			want: bad, check: names("max-messages"),
+		},
+		{
+			name: "embeddings of 2048 inputs of 3 KB",
+			path: "/v1/embeddings",
+			body: func(t *testing.T) []byte {
+				in := make([]string, 2048)
+				for i := range in {
+					in[i] = strings.Repeat("x", 3000)
+				}
+				return mustJSON(t, map[string]any{"input": in})
+			},
+			want: bad, check: names("max-embed-bytes"),
+		},
+		{
+			// 101 entries for each of up to 512 tokens: within the limit.
+			name: "n_probs 100 until the context is full",
+			path: "/completion",
+			body: completion(map[string]any{"n_probs": 100, "n_predict": -1, "ignore_eos": true}),
+			want: ok, check: isCompletion,
+		},
+		{
 			name: "client stops reading a stream",
 			run:  stalledStream,
 		},
 	}
+}
+
+// names checks that an error's message names the corral serve flag.
+func names(flag string) func(t *testing.T, code int, body []byte) {
+	return func(t *testing.T, code int, body []byte) {
+		t.Helper()
+		if code != http.StatusOK && !bytes.Contains(body, []byte("corral serve --"+flag)) {
+			t.Errorf("%d does not name --%s: %.500s", code, flag, body)
+		}
+	}
+}
+
+// allowedToolsFinding is the 7 MB request that killed corral serve: one
+// tool with a 3.5 MB description, allowed 80,000 times over.
+func allowedToolsFinding() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"t","description":"`)
+	b.WriteString(strings.Repeat("d", 3500000))
+	b.WriteString(`","parameters":{"type":"object"}}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[`)
+	for i := range 80000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"type":"function","function":{"name":"t"}}`)
+	}
+	b.WriteString(`]}}}`)
+	return b.Bytes()
+}
+
+// manyProperties is a JSON schema of n properties, all required: 300,000
+// of them are 4.5 MB.
+func manyProperties(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{}`, i)
+	}
+	b.WriteString(`},"required":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d"`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
 }
 
 // stalledStream opens a long stream with a tiny receive buffer, reads the
@@ -634,16 +784,22 @@ func TestChaos(t *testing.T) {
 			if cc.run != nil {
 				cc.run(t, c)
 			} else {
-				code, b := c.request(t, http.MethodPost, cc.path, cc.body(t))
+				code, b := c.requestAs(t, http.MethodPost, cc.path, cc.body(t), cmp.Or(cc.contentType, "application/json"))
 				t.Logf("POST %s: %d %.200s", cc.path, code, b)
-				if !slices.Contains(cc.want, code) {
+				switch {
+				case !slices.Contains(cc.want, code):
 					t.Errorf("POST %s: status %d, want one of %v; body %.500s", cc.path, code, cc.want, b)
-				} else if code == http.StatusOK {
+				case code == http.StatusOK:
 					if cc.check != nil {
 						cc.check(t, code, b)
 					}
-				} else {
+				case cc.ollama:
+					isOllamaError(t, code, b)
+				default:
 					isError(t, code, b)
+				}
+				if code != http.StatusOK && cc.check != nil {
+					cc.check(t, code, b)
 				}
 			}
 			c.checkHealthy(t)

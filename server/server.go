@@ -286,9 +286,11 @@ var apiRoutes = []route{
 	{http.MethodGet, []string{"/api/version"}, (*openai.API).OllamaVersion},
 }
 
-// serveVoice serves the voice WebSocket (package voice) on the API.
+// serveVoice serves the voice WebSocket (package voice) on the API, its
+// conversations within the API's limits.
 func serveVoice(a *openai.API, w http.ResponseWriter, r *http.Request) {
-	voice.Serve(w, r, a, voice.Options{Logger: a.Logger()})
+	lim := a.Limits()
+	voice.Serve(w, r, a, voice.Options{Logger: a.Logger(), MaxHistoryBytes: lim.MaxVoiceHistory, MaxMessages: lim.MaxMessages})
 }
 
 func (s *Server) routes() http.Handler {

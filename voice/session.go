@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,15 +16,17 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai"
 )
 
 // Generator starts paced chat answers; *openai.API is one. body is a chat
-// completion request (all messages of the conversation so far).
+// completion request whose messages follow history, the conversation so
+// far.
 type Generator interface {
-	PacedChat(ctx context.Context, body []byte, conv *openai.Conversation) (s *engine.Stream, release func(), e *openai.Error)
+	PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *openai.Conversation) (s *engine.Stream, release func(), e *openai.Error)
 }
 
 // MaxMessage bounds one client message (a turn with its messages).
@@ -48,6 +51,15 @@ type Options struct {
 	// vanished (no pong within the interval) ends its session, and so its
 	// answer, before the pause times out. Default DefaultPingInterval.
 	PingInterval time.Duration
+	// MaxHistoryBytes bounds the conversation a socket keeps, in bytes: a
+	// message counts its role, content (as JSON), name, tool call id and
+	// tool calls' strings, and MessageOverhead. MaxMessages bounds its
+	// messages. A turn that would pass either forgets the oldest messages
+	// first (system messages stay); one that cannot fit even so is
+	// refused. Defaults: openai.DefaultLimits' MaxVoiceHistory and
+	// MaxMessages.
+	MaxHistoryBytes int
+	MaxMessages     int
 }
 
 // Serve upgrades the request to a WebSocket and runs one conversation on
@@ -74,7 +86,9 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 	conn.SetReadLimit(MaxMessage)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	s := &session{conn: conn, g: g, log: log, msgs: make(chan []byte), writeTimeout: opt.WriteTimeout}
+	s := &session{conn: conn, g: g, log: log, msgs: make(chan []byte), writeTimeout: opt.WriteTimeout,
+		maxBytes:    cmp.Or(max(opt.MaxHistoryBytes, 0), openai.DefaultLimits.MaxVoiceHistory),
+		maxMessages: cmp.Or(max(opt.MaxMessages, 0), openai.DefaultLimits.MaxMessages)}
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
 	}
@@ -129,14 +143,19 @@ var errClosed = errors.New("voice: socket closed")
 // session is one socket's conversation. Its goroutine (run) owns the
 // conversation; read forwards client messages to it.
 type session struct {
-	conn    *websocket.Conn
-	g       Generator
-	log     *slog.Logger
-	msgs    chan []byte       // client messages; closed when the socket is
-	history []json.RawMessage // the conversation's messages
+	conn *websocket.Conn
+	g    Generator
+	log  *slog.Logger
+	msgs chan []byte // client messages; closed when the socket is
+	// history is the conversation's messages, as much of them as
+	// rendering needs (unknown fields dropped, content as text); bytes
+	// is their historySize.
+	history []chat.Message
+	bytes   int
 	conv    openai.Conversation
 
-	writeTimeout time.Duration
+	maxBytes, maxMessages int
+	writeTimeout          time.Duration
 }
 
 // read forwards client messages until the socket closes or ctx ends.
@@ -188,24 +207,25 @@ func (s *session) run(ctx context.Context) error {
 // listener heard joins the conversation.
 //
 // A conversation that outgrew the context forgets its oldest messages
-// (system messages stay) until the turn fits.
+// (system messages stay) until the turn fits: one, then twice as many at
+// each try, so that a turn takes a number of tries logarithmic in the
+// conversation.
 func (s *session) turn(ctx context.Context, b []byte) error {
 	var (
 		stream  *engine.Stream
 		release func()
-		msgs    []json.RawMessage
 	)
-	for {
-		var body []byte
-		var e *openai.Error
-		if body, msgs, e = s.request(b); e != nil {
-			return s.send(ctx, errorEvent(e))
-		}
-		stream, release, e = s.g.PacedChat(ctx, body, &s.conv)
+	msgs, e := s.request(b)
+	if e != nil {
+		return s.send(ctx, errorEvent(e))
+	}
+	for forget := 1; ; forget *= 2 {
+		stream, release, e = s.g.PacedChat(ctx, b, s.history, &s.conv)
 		if e == nil {
 			break
 		}
-		if e.Code != "context_length_exceeded" || !s.forgetOldest() {
+		tooLong := e.Code == "context_length_exceeded" || e.Code == "limit_exceeded" && e.Param == "messages"
+		if !tooLong || !s.forgetOldest(forget) {
 			return s.send(ctx, errorEvent(e))
 		}
 	}
@@ -303,36 +323,103 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 		content = cut(content, spoken)
 	}
 	s.conv.Answered(res, content)
-	s.history = append(s.history, msgs...)
-	kept, _ := json.Marshal(Message{Role: "assistant", Content: content})
-	s.history = append(s.history, kept)
+	s.add(msgs...)
+	s.add(chat.Message{Role: "assistant", Content: jsonText(content)})
+	s.fit(0, 0)
 	if closed != nil {
 		return closed
 	}
 	m := openai.PacedMetricsOf(res)
 	done := ServerEvent{Type: TypeDone, ID: id, FinishReason: string(res.FinishReason),
 		Message: &Message{Role: "assistant", Content: content}, Usage: openai.UsageOf(res.Usage), Metrics: &m}
-	if res.FinishReason == engine.FinishError {
-		done.Error = (&openai.Error{Type: openai.TypeServer, Message: fmt.Sprintf("generation failed: %v", res.Err)}).Object()
+	if e := openai.ResultError(res); res.FinishReason == engine.FinishError && e != nil {
+		done.Error = e.Object()
 	}
 	return s.send(ctx, done)
 }
 
-// forgetOldest drops the conversation's oldest message that is not a
-// system message; false when there is none.
-func (s *session) forgetOldest() bool {
+// MessageOverhead is what a kept message counts against
+// Options.MaxHistoryBytes besides its strings.
+const MessageOverhead = 64
+
+// historySize is what m counts against Options.MaxHistoryBytes: its
+// strings and MessageOverhead.
+func historySize(m chat.Message) int {
+	n := MessageOverhead + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		n += len(c.ID) + len(c.Type) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
+}
+
+// add appends msgs to the conversation.
+func (s *session) add(msgs ...chat.Message) {
+	for _, m := range msgs {
+		s.history = append(s.history, m)
+		s.bytes += historySize(m)
+	}
+}
+
+// fit makes room for n more messages of size bytes, forgetting the oldest
+// messages that are not system messages; false, forgetting nothing, when
+// even the system messages leave no room.
+func (s *session) fit(n, size int) bool {
+	sysN, sysBytes := 0, 0
+	for _, m := range s.history {
+		if m.Role == "system" {
+			sysN++
+			sysBytes += historySize(m)
+		}
+	}
+	if sysN+n > s.maxMessages || sysBytes+size > s.maxBytes {
+		return false
+	}
+	forget := 0
 	for i, m := range s.history {
-		var role struct {
-			Role string `json:"role"`
+		if len(s.history)-forget+n <= s.maxMessages && s.bytes+size <= s.maxBytes {
+			break
 		}
-		if json.Unmarshal(m, &role) == nil && role.Role == "system" {
-			continue
+		if s.history[i].Role != "system" {
+			forget++
+			s.bytes -= historySize(m)
 		}
-		s.history = append(s.history[:i:i], s.history[i+1:]...)
-		s.log.Debug("voice: the conversation outgrew the context; forgot its oldest message")
-		return true
+	}
+	s.drop(forget)
+	return true
+}
+
+// forgetOldest drops the conversation's n oldest messages that are not
+// system messages; false when there is none.
+func (s *session) forgetOldest(n int) bool {
+	for _, m := range s.history {
+		if m.Role != "system" {
+			s.log.Debug("voice: the conversation outgrew the context; forgetting its oldest messages", "messages", n)
+			s.bytes -= s.drop(n)
+			return true
+		}
 	}
 	return false
+}
+
+// drop removes the n oldest messages that are not system messages, in
+// one pass, and returns their size.
+func (s *session) drop(n int) int {
+	if n == 0 {
+		return 0
+	}
+	size := 0
+	kept := s.history[:0]
+	for _, m := range s.history {
+		if n > 0 && m.Role != "system" {
+			n--
+			size += historySize(m)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(s.history[len(kept):]) // let the forgotten text go
+	s.history = kept
+	return size
 }
 
 // pump moves a stream's chunks into out until the stream ends, then
@@ -353,38 +440,51 @@ func pump(ctx context.Context, s *engine.Stream, out chan<- engine.Chunk, pumped
 	}
 }
 
-// request builds the chat completion body for a response.create: the
-// conversation so far (unless reset) and the new messages, with the
-// turn's other fields. It returns the new messages too.
-func (s *session) request(b []byte) ([]byte, []json.RawMessage, *openai.Error) {
-	var c Create
+// request reads a response.create's new messages, keeping of them what
+// the conversation needs (role, text, name, tool calls), and makes room
+// for them in the conversation (see fit); with reset, the conversation
+// starts anew. The message itself, with its other fields, is the turn's
+// chat completion request.
+func (s *session) request(b []byte) ([]chat.Message, *openai.Error) {
+	var c struct {
+		Messages []chat.Message `json:"messages"`
+		Reset    bool           `json:"reset"`
+	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, nil, invalid("", "invalid response.create: %v", err)
+		return nil, invalid("", "invalid response.create: %v", err)
 	}
 	if len(c.Messages) == 0 && (c.Reset || len(s.history) == 0) {
-		return nil, nil, invalid("messages", "'messages' must add at least one message to the conversation")
+		return nil, invalid("messages", "'messages' must add at least one message to the conversation")
+	}
+	msgs := make([]chat.Message, len(c.Messages))
+	size := 0
+	for i, m := range c.Messages {
+		text, err := m.Text()
+		if err != nil {
+			return nil, invalid("messages", "message %d: %v", i, err)
+		}
+		msgs[i] = chat.Message{Role: m.Role, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		if c := bytes.TrimSpace(m.Content); len(c) > 0 && string(c) != "null" {
+			msgs[i].Content = jsonText(text)
+		}
+		size += historySize(msgs[i])
 	}
 	if c.Reset {
-		s.history, s.conv = nil, openai.Conversation{}
+		s.history, s.bytes, s.conv = nil, 0, openai.Conversation{}
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, nil, invalid("", "invalid response.create: %v", err)
+	if !s.fit(len(msgs), size) {
+		e := invalid("messages", "this turn's %d messages (%d bytes) and the conversation's system messages do not fit in what a conversation keeps: at most %d bytes (corral serve --max-voice-history) in %d messages (--max-messages)",
+			len(msgs), size, s.maxBytes, s.maxMessages)
+		e.Code = "limit_exceeded"
+		return nil, e
 	}
-	delete(fields, "type")
-	delete(fields, "reset")
-	delete(fields, "stream")
-	all := append(append([]json.RawMessage{}, s.history...), c.Messages...)
-	msgs, err := json.Marshal(all)
-	if err != nil {
-		return nil, nil, invalid("messages", "%v", err)
-	}
-	fields["messages"] = msgs
-	body, err := json.Marshal(fields)
-	if err != nil {
-		return nil, nil, invalid("", "%v", err)
-	}
-	return body, c.Messages, nil
+	return msgs, nil
+}
+
+// jsonText is s as a JSON string, for chat.Message.Content.
+func jsonText(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
 }
 
 // decodeClient reads a client message's type; b is nil for a binary one.

@@ -76,6 +76,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&scfg.KeepAlive, "sse-keepalive", openai.DefaultKeepAlive, "longest silence of an event stream; a waiting one gets its headers, then \": ping\" comments")
 	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", openai.DefaultWriteTimeout, "longest wait for a client to accept a write; then its request is cancelled")
 	fs.DurationVar(&scfg.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest time to receive a request body; then 408")
+	lim := addLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -158,7 +159,33 @@ func runServe(ctx context.Context, args []string) error {
 	defer func() { stopHUP(); waitHUP() }()
 	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
 	scfg.Policy, scfg.TLS, scfg.PublicMetrics = access.policy, access.tls, aopt.MetricsPublic
+	aopt.Limits = *lim
 	return serveModels(ctx, ln, specs, rcfg, scfg, aopt, nil)
+}
+
+// addLimitFlags adds the flags of openai.Limits to fs, each defaulting to
+// openai.DefaultLimits.
+func addLimitFlags(fs *flag.FlagSet) *openai.Limits {
+	lim := openai.DefaultLimits
+	for _, f := range []struct {
+		v          *int
+		name, help string
+	}{
+		{&lim.MaxTools, "max-tools", "most tools a chat request may give; more → 400"},
+		{&lim.MaxAllowedTools, "max-allowed-tools", "most entries of a chat request's tool_choice allowed_tools; more → 400"},
+		{&lim.MaxMessages, "max-messages", "most messages a chat request may have (more → 400), or a voice conversation keeps"},
+		{&lim.MaxPromptBytes, "max-prompt-bytes", "longest prompt text in `bytes`, as the chat template renders it (rendering stops past it) or as given; longer → 400"},
+		{&lim.MaxSchemaNodes, "max-schema-nodes", "most JSON values in a request's JSON schema (response_format, json_schema, format, forced tools); more → 400"},
+		{&lim.MaxSchemaProperties, "max-schema-properties", "most properties in a request's JSON schema; more → 400"},
+		{&lim.MaxLogprobs, "max-logprobs", "most log-probabilities a request may get back: (alternatives + 1) × its max tokens (or the slot's context); more → 400"},
+		{&lim.MaxEmbedInputs, "max-embed-inputs", fmt.Sprintf("most inputs of an embeddings request (at most %d); more → 400", engine.MaxEmbedInputs)},
+		{&lim.MaxEmbedBytes, "max-embed-bytes", "largest inputs of an embeddings request together, in `bytes` of text (a token id counts 4); larger → 400"},
+		{&lim.MaxDetokenizeBytes, "max-detokenize-bytes", "longest text /detokenize answers, in `bytes`; longer → 400"},
+		{&lim.MaxVoiceHistory, "max-voice-history", "most `bytes` of conversation a voice socket keeps: a turn forgets the oldest messages to stay within it"},
+	} {
+		fs.IntVar(f.v, f.name, *f.v, f.help+" (0: the default)")
+	}
+	return &lim
 }
 
 // serveModel serves the one model cfg describes on ln until ctx ends (see
@@ -170,7 +197,8 @@ func serveModel(ctx context.Context, ln net.Listener, cfg engine.Config, tmpl st
 }
 
 // serveModels serves specs on ln until ctx ends, its API configured by
-// aopt; corral serve and corral run's in-process server are this function. With one model it loads it
+// aopt (zero fields: the defaults); corral serve and corral run's
+// in-process server are this function. With one model it loads it
 // before the server is ready (/health answers 503 {"status":"loading"}
 // until then); with several, each loads at its first request. ready, when
 // not nil, is called once the server is ready. When ctx ends it shuts
