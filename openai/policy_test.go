@@ -424,7 +424,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 		}
 		body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 2})
 		ctx := gate.WithCaller(context.Background(), gate.Caller{Key: k})
-		s, release, e := a.PacedChat(ctx, body, nil)
+		s, release, e := a.PacedChat(ctx, body, nil, nil)
 		if e != nil {
 			t.Fatal(e)
 		}
