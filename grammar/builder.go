@@ -165,48 +165,41 @@ func (b *Builder) Grammar(root Expr) (string, error) {
 	return b.g.String(), nil
 }
 
-// WithPrefix returns gbnf changed so that its output begins with the
-// literal text prefix, followed by what gbnf's root rule matches: how a
-// forced output is made to close what the prompt left open first (a
-// model's reasoning). The root rule keeps its place wherever gbnf refers
-// to it. gbnf is assumed valid (see Validate); an empty prefix returns
-// it as it is.
-func WithPrefix(gbnf, prefix string) string {
-	if prefix == "" {
+// WithPrefix returns gbnf changed so that its output begins with free
+// text that does not contain stop (none when stop is ""), then the
+// literal text lit, then what gbnf's root rule matches: how a forced
+// output lets a model finish what its prompt opened (its reasoning) and
+// close it, before the output the grammar forces. The root rule keeps its
+// place wherever gbnf refers to it. gbnf is assumed valid (see Validate).
+func WithPrefix(gbnf, stop, lit string) string {
+	if stop == "" && lit == "" {
 		return gbnf
 	}
-	names := map[string]bool{}
-	var b []byte
-	body := ""
+	b := NewBuilder()
 	scanGBNF(gbnf, func(tok string, name bool) {
-		if name {
-			names[tok] = true
+		if name && !b.g.used[tok] {
+			b.g.reserve(tok)
 		}
 	})
-	for i := 0; ; i++ {
-		body = fmt.Sprintf("root-body-%d", i)
-		if !names[body] {
-			break
-		}
-	}
+	body := b.g.name("root-body")
+	var out strings.Builder
 	scanGBNF(gbnf, func(tok string, name bool) {
 		if name && tok == "root" {
 			tok = body
 		}
-		b = append(b, tok...)
+		out.WriteString(tok)
 	})
-	var root expr
-	root.op = opSeq
-	root.kids = []*expr{lit(prefix), ref(body)}
-	sb := new(strings.Builder)
-	sb.Write(b)
-	if len(b) > 0 && b[len(b)-1] != '\n' {
-		sb.WriteByte('\n')
+	if out.Len() > 0 && !strings.HasSuffix(out.String(), "\n") {
+		out.WriteByte('\n')
 	}
-	sb.WriteString("root ::= ")
-	root.write(sb, precAlt)
-	sb.WriteByte('\n')
-	return sb.String()
+	prefix := Lit(lit)
+	if stop != "" {
+		prefix = Seq(b.TextExcluding(stop), prefix)
+	}
+	// The rules written here refer to body, which gbnf defines.
+	b.g.define("root", seq(prefix.e, ref(body)))
+	out.WriteString(b.g.String())
+	return out.String()
 }
 
 // scanGBNF splits GBNF text into pieces that together are the text,

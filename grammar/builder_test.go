@@ -123,7 +123,7 @@ func TestWithPrefix(t *testing.T) {
 		{JSONObject, []string{`</think>{"a": [1]}`}, []string{`{"a": 1}`}},
 		{"# root comment\nroot ::= \"root\" [root] x\nx ::= \"[\\\"root\" root?\n", []string{`</think>rootr["root`, `</think>rooto["rootroott["root`}, []string{`rootr["root`, `</think>rootr["root</think>roots["root`}},
 	} {
-		text := WithPrefix(tc.gbnf, "</think>")
+		text := WithPrefix(tc.gbnf, "", "</think>")
 		if err := Validate(text, DefaultLimits); err != nil {
 			t.Fatalf("%v\n%s", err, text)
 		}
@@ -140,6 +140,29 @@ func TestWithPrefix(t *testing.T) {
 			if matches(t, g, in) {
 				t.Errorf("accepts %q\n%s", in, text)
 			}
+		}
+	}
+}
+
+// WithPrefix with free text first: a reasoning the prompt opened goes on
+// until it closes, then the forced output follows.
+func TestWithPrefixText(t *testing.T) {
+	text := WithPrefix(JSONObject, "</think>", "</think>\n\n")
+	if err := Validate(text, DefaultLimits); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	g, err := parseGBNF(text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	for _, in := range []string{"</think>\n\n{}", "a < b </thin\n</think>\n\n{\"a\": 1}"} {
+		if !matches(t, g, in) {
+			t.Errorf("rejects %q\n%s", in, text)
+		}
+	}
+	for _, in := range []string{"{}", "a</think>\n\nb</think>\n\n{}", "x</think>{}"} {
+		if matches(t, g, in) {
+			t.Errorf("accepts %q\n%s", in, text)
 		}
 	}
 }
