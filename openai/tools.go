@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // toolFields are a chat request's tool fields.
@@ -25,7 +26,7 @@ type toolPlan struct {
 	// parse: the answer is read for calls in format (tool_choice other
 	// than "none"), keeping at most max of them (0: any).
 	parse  bool
-	format chat.ToolFormat
+	format toolcall.Format
 	max    int
 	// grammar forces a call ("required" or a named function); "" for none.
 	grammar string
