@@ -2,6 +2,7 @@ package reasoning
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -132,39 +133,96 @@ func TestSplitterStreams(t *testing.T) {
 	}
 }
 
-// Detect on the real templates: each family done maps its templates to
+// Detect on every real template: each family done maps its templates to
 // itself; templates without reasoning markup corral knows map to nil.
 func TestDetectRealTemplates(t *testing.T) {
-	for name, want := range map[string]Format{
-		"openai-gpt-oss-120b":                      Harmony,
-		"google-gemma-4-31B-it":                    Gemma4,
-		"google-gemma-4-31B-it-interleaved":        Gemma4,
-		"ByteDance-Seed-OSS":                       Seed,
-		"mistralai-Ministral-3-14B-Reasoning-2512": Magistral,
-		"Qwen-Qwen3-0.6B":                          Think,
-		"Qwen-QwQ-32B":                             Think,
-		"Qwen3.5-4B":                               Think,
-		"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": Think,
+	want := map[string]Format{
+		"Apertus-8B-Instruct":                           nil,
+		"Apriel-1.6-15b-Thinker-fixed":                  nil, // [BEGIN FINAL RESPONSE]: not done yet
+		"Bielik-11B-v3.0-Instruct":                      Think,
+		"ByteDance-Seed-OSS":                            Seed,
+		"Cohere2MoE":                                    nil, // <|START_THINKING|>: not done yet
+		"CohereForAI-c4ai-command-r-plus-tool_use":      nil,
+		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": nil,
+		"GLM-4.6":                             Think,
+		"GLM-4.7-Flash":                       Think,
+		"GigaChat3-10B-A1.8B":                 nil,
+		"GigaChat3.1-10B-A1.8B":               nil,
+		"HuggingFaceTB-SmolLM3-3B":            Think,
+		"Kimi-K2-Instruct":                    nil,
+		"Kimi-K2-Thinking":                    Think,
+		"Kimi-K3":                             nil, // its own markup: not done yet
+		"LFM2-8B-A1B":                         nil,
+		"LFM2.5-8B-A1B":                       Think,
+		"LFM2.5-Instruct":                     Think,
+		"MiMo-VL":                             nil,
+		"MiniMax-M1":                          nil,
+		"MiniMax-M2":                          Think,
+		"MiniMax-M3":                          nil, // <mm:think>: not done yet
+		"Mistral-Small-3.2-24B-Instruct-2506": nil,
+		"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": Think,
+		"NVIDIA-Nemotron-Nano-v2":             Think,
+		"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": nil,
+		"NousResearch-Hermes-3-Llama-3.1-8B-tool_use":   nil,
+		"Qwen-QwQ-32B":             Think,
+		"Qwen-Qwen2.5-7B-Instruct": nil,
+		"Qwen-Qwen3-0.6B":          Think,
+		"Qwen3-Coder":              nil,
+		"Qwen3.5-4B":               Think,
+		"Reka-Edge":                Think,
+		"StepFun3.5-Flash":         Think,
 		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B": Think,
+		"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": Think,
 		"deepseek-ai-DeepSeek-V3.1":                Think,
+		"deepseek-ai-DeepSeek-V3.2":                Think,
+		"deepseek-ai-DeepSeek-V4-Flash-0731":       Think,
+		"deepseek-ai-DeepSeek-V4":                  Think,
+		"fireworks-ai-llama-3-firefunction-v2":     nil,
+		"google-gemma-2-2b-it":                     nil,
+		"google-gemma-4-31B-it-interleaved":        Gemma4,
+		"google-gemma-4-31B-it":                    Gemma4,
+		"ibm-granite-granite-3.3-2B-Instruct":      Think,
+		"ibm-granite-granite-4.0":                  nil,
+		"ibm-granite-granite-4.1":                  nil,
 		"llama-cpp-deepseek-r1":                    Think,
-		"GLM-4.6":                                  Think,
-		"GLM-4.7-Flash":                            Think,
-		"MiniMax-M2":                               Think,
-		"Kimi-K2-Thinking":                         Think,
-		"HuggingFaceTB-SmolLM3-3B":                 Think,
-		"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16":      Think,
-		"Qwen3-Coder":                              nil,
-		"Qwen-Qwen2.5-7B-Instruct":                 nil,
+		"llama-cpp-rwkv-world":                     Think,
+		"meetkai-functionary-medium-v3.1":          nil,
+		"meetkai-functionary-medium-v3.2":          nil,
 		"meta-llama-Llama-3.1-8B-Instruct":         nil,
-		"Mistral-Small-3.2-24B-Instruct-2506":      nil,
-		"Kimi-K3":                                  nil, // its own markup: not done yet
-		"MiniMax-M3":                               nil, // <mm:think>: not done yet
+		"meta-llama-Llama-3.2-3B-Instruct":         nil,
+		"meta-llama-Llama-3.3-70B-Instruct":        nil,
+		"microsoft-Phi-3.5-mini-instruct":          nil,
+		"mistralai-Ministral-3-14B-Reasoning-2512": Magistral,
+		"mistralai-Mistral-Nemo-Instruct-2407":     nil,
+		"moonshotai-Kimi-K2":                       nil,
+		"muse-glimmer":                             nil, // to=self: not done yet
+		"openai-gpt-oss-120b":                      Harmony,
+		"openbmb-MiniCPM5-1B":                      Think,
+		"poolside-Laguna-S-2.1":                    Think,
+		"poolside-Laguna-XS-2.1":                   Think,
+		"poolside-Laguna-XS.2":                     Think,
+		"tencent-Hy3":                              nil, // <think{}> with a suffix: not done yet
+		"unsloth-Apriel-1.5":                       nil,
+		"unsloth-mistral-Devstral-Small-2507":      nil,
 		"upstage-Solar-Open-100B":                  nil, // <|think|>: not done yet
-	} {
-		if got := Detect(testmodel.Template(t, name)); got != want {
-			t.Errorf("%s: %v, want %v", name, got, want)
+	}
+	files, err := filepath.Glob(filepath.Join(testmodel.TemplatesDir(), "*.jinja"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no real templates in %s: %v", testmodel.TemplatesDir(), err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".jinja")
+		f, ok := want[name]
+		if !ok {
+			t.Errorf("%s: not in the table", name)
+			continue
 		}
+		if got := Detect(testmodel.Template(t, name)); got != f {
+			t.Errorf("%s: %s, want %s", name, nameOf(got), nameOf(f))
+		}
+	}
+	if len(files) != len(want) {
+		t.Errorf("%d templates, %d in the table", len(files), len(want))
 	}
 }
 
@@ -209,4 +267,12 @@ func TestLookup(t *testing.T) {
 	if _, err := Lookup("deepseek"); err == nil || !strings.Contains(err.Error(), "think") {
 		t.Errorf("Lookup(deepseek): %v", err)
 	}
+}
+
+// nameOf is f's name, "nil" for none.
+func nameOf(f Format) string {
+	if f == nil {
+		return "nil"
+	}
+	return f.Name()
 }

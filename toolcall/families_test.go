@@ -3,6 +3,7 @@ package toolcall
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -270,23 +271,36 @@ func TestFamilyGrammars(t *testing.T) {
 	}
 }
 
-// Detect, on the real templates: each family done maps its templates to
-// itself; the others get the format their markup resembles today, or the
-// JSON fallback.
+// Detect, on every real template: each family done maps its templates
+// to itself; the others get the format their markup resembles today, or
+// the JSON fallback (a family's helper moves its templates to it).
 func TestDetectRealTemplates(t *testing.T) {
 	want := map[string]Format{
-		"Apertus-8B-Instruct":                 JSON,
-		"Bielik-11B-v3.0-Instruct":            Hermes,
-		"ByteDance-Seed-OSS":                  JSON, // <seed:tool_call>: not done yet
+		"Apertus-8B-Instruct":                           JSON,
+		"Apriel-1.6-15b-Thinker-fixed":                  JSON,
+		"Bielik-11B-v3.0-Instruct":                      Hermes,
+		"ByteDance-Seed-OSS":                            JSON, // <seed:tool_call>: not done yet
+		"Cohere2MoE":                                    JSON,
+		"CohereForAI-c4ai-command-r-plus-tool_use":      JSON,
+		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": JSON,
 		"GLM-4.6":                             JSON, // <arg_key>: not done yet
-		"GLM-4.7-Flash":                       JSON,
+		"GLM-4.7-Flash":                       JSON, // <arg_key>: not done yet
+		"GigaChat3-10B-A1.8B":                 JSON,
+		"GigaChat3.1-10B-A1.8B":               JSON,
 		"HuggingFaceTB-SmolLM3-3B":            JSON,
 		"Kimi-K2-Instruct":                    JSON, // <|tool_call_begin|>: not done yet
+		"Kimi-K2-Thinking":                    JSON, // <|tool_call_begin|>: not done yet
+		"Kimi-K3":                             JSON,
+		"LFM2-8B-A1B":                         JSON,
+		"LFM2.5-8B-A1B":                       JSON,
+		"LFM2.5-Instruct":                     JSON,
 		"MiMo-VL":                             Hermes,
+		"MiniMax-M1":                          JSON,
 		"MiniMax-M2":                          JSON, // <invoke>: not done yet
-		"MiniMax-M3":                          JSON,
+		"MiniMax-M3":                          JSON, // <invoke>: not done yet
 		"Mistral-Small-3.2-24B-Instruct-2506": MistralV11,
 		"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": Qwen3Coder,
+		"NVIDIA-Nemotron-Nano-v2":             JSON,
 		"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": Hermes,
 		"NousResearch-Hermes-3-Llama-3.1-8B-tool_use":   Hermes,
 		"Qwen-QwQ-32B":             Hermes,
@@ -294,25 +308,60 @@ func TestDetectRealTemplates(t *testing.T) {
 		"Qwen-Qwen3-0.6B":          Hermes,
 		"Qwen3-Coder":              Qwen3Coder,
 		"Qwen3.5-4B":               Qwen3Coder,
+		"Reka-Edge":                Hermes,
 		"StepFun3.5-Flash":         Qwen3Coder,
 		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B": JSON, // DeepSeek's markup: not done yet
-		"deepseek-ai-DeepSeek-V3.1":                JSON,
+		"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": JSON, // DeepSeek's markup: not done yet
+		"deepseek-ai-DeepSeek-V3.1":                JSON, // DeepSeek's markup: not done yet
+		"deepseek-ai-DeepSeek-V3.2":                JSON, // DeepSeek's markup: not done yet
+		"deepseek-ai-DeepSeek-V4-Flash-0731":       JSON, // DeepSeek's markup: not done yet
+		"deepseek-ai-DeepSeek-V4":                  JSON, // DeepSeek's markup: not done yet
+		"fireworks-ai-llama-3-firefunction-v2":     Llama3,
+		"google-gemma-2-2b-it":                     JSON,
+		"google-gemma-4-31B-it-interleaved":        JSON, // <|tool_call>call:...: not done yet
 		"google-gemma-4-31B-it":                    JSON, // <|tool_call>call:...: not done yet
+		"ibm-granite-granite-3.3-2B-Instruct":      JSON,
 		"ibm-granite-granite-4.0":                  Hermes,
-		"meetkai-functionary-medium-v3.1":          Llama3,
+		"ibm-granite-granite-4.1":                  Hermes,
+		"llama-cpp-deepseek-r1":                    JSON, // DeepSeek's markup: not done yet
+		"llama-cpp-rwkv-world":                     JSON,
+		"meetkai-functionary-medium-v3.1":          Llama3, // functionary's <function=...>: llama3 for now
+		"meetkai-functionary-medium-v3.2":          Llama3, // functionary's >>>: llama3 for now
 		"meta-llama-Llama-3.1-8B-Instruct":         Llama3,
 		"meta-llama-Llama-3.2-3B-Instruct":         Llama3,
 		"meta-llama-Llama-3.3-70B-Instruct":        Llama3,
+		"microsoft-Phi-3.5-mini-instruct":          JSON,
 		"mistralai-Ministral-3-14B-Reasoning-2512": MistralV11,
 		"mistralai-Mistral-Nemo-Instruct-2407":     Mistral,
+		"moonshotai-Kimi-K2":                       JSON, // <|tool_call_begin|>: not done yet
+		"muse-glimmer":                             JSON,
 		"openai-gpt-oss-120b":                      Harmony,
+		"openbmb-MiniCPM5-1B":                      JSON,
+		"poolside-Laguna-S-2.1":                    JSON, // <arg_key>: not done yet
+		"poolside-Laguna-XS-2.1":                   JSON, // <arg_key>: not done yet
+		"poolside-Laguna-XS.2":                     JSON, // <arg_key>: not done yet
+		"tencent-Hy3":                              JSON,
+		"unsloth-Apriel-1.5":                       Hermes,
 		"unsloth-mistral-Devstral-Small-2507":      MistralV11,
+		"upstage-Solar-Open-100B":                  JSON,
 	}
-	for name, f := range want {
-		src := testmodel.Template(t, name)
-		if got := Detect(src); got != f {
+	files, err := filepath.Glob(filepath.Join(testmodel.TemplatesDir(), "*.jinja"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no real templates in %s: %v", testmodel.TemplatesDir(), err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".jinja")
+		f, ok := want[name]
+		if !ok {
+			t.Errorf("%s: not in the table", name)
+			continue
+		}
+		if got := Detect(testmodel.Template(t, name)); got != f {
 			t.Errorf("%s: %s, want %s", name, got.Name(), f.Name())
 		}
+	}
+	if len(files) != len(want) {
+		t.Errorf("%d templates, %d in the table", len(files), len(want))
 	}
 }
 
