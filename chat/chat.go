@@ -31,6 +31,10 @@ type Message struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// ReasoningContent is an assistant's reasoning, as a client sends it
+	// back (llama-server's and vLLM's field); templates see it as
+	// reasoning_content, thinking and reasoning.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // ToolCall is an assistant's call of a function tool.
@@ -62,7 +66,7 @@ type Template struct {
 	tpl      *exec.Template
 	bos, eos string // defaults for empty Options.BOSToken/EOSToken
 	stops    []string
-	tools    ToolFormat
+	source   string
 }
 
 // templateName is what the loader calls the one template source; no other
@@ -79,7 +83,7 @@ func Lookup(name string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
-	return &Template{tpl: tpl, bos: b.bos, eos: b.eos, stops: b.stops, tools: DetectToolFormat(b.source)}, nil
+	return &Template{tpl: tpl, bos: b.bos, eos: b.eos, stops: b.stops, source: b.source}, nil
 }
 
 // Parse parses a Jinja chat template source (tokenizer.chat_template).
@@ -88,7 +92,7 @@ func Parse(src string) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Template{tpl: tpl, stops: markersIn(src), tools: DetectToolFormat(src)}, nil
+	return &Template{tpl: tpl, stops: markersIn(src), source: src}, nil
 }
 
 // compile parses src with the options transformers uses (trim_blocks,
@@ -207,6 +211,7 @@ func joinArgs(args *exec.VarArgs) string {
 // parsed template they are the well-known markers its source contains.
 func (t *Template) Stops() []string { return append([]string(nil), t.stops...) }
 
-// ToolFormat is the format the template writes tool calls in (see
-// DetectToolFormat), which models trained on it answer in.
-func (t *Template) ToolFormat() ToolFormat { return t.tools }
+// Source is the template's Jinja source: what tells the markup of the
+// model's tool calls and reasoning (see toolcall.Detect and
+// reasoning.Detect).
+func (t *Template) Source() string { return t.source }

@@ -129,6 +129,11 @@ func templateMessage(m Message) (*exec.Dict, error) {
 	if m.ToolCallID != "" {
 		kv = append(kv, "tool_call_id", m.ToolCallID)
 	}
+	if m.ReasoningContent != "" {
+		// The names templates read it by: Qwen3, DeepSeek, GLM, Kimi;
+		// gpt-oss; Gemma 4, Solar.
+		kv = append(kv, "reasoning_content", m.ReasoningContent, "thinking", m.ReasoningContent, "reasoning", m.ReasoningContent)
+	}
 	return dict(kv...), nil
 }
 

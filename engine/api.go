@@ -53,7 +53,15 @@ var (
 	// request's grammar or logit biases exclude every token of the
 	// vocabulary at that point of the answer.
 	ErrNoToken = llama.ErrSample
+	// ErrBadReasoning means Request.Reasoning or Request.ShowTokens is
+	// out of bounds (see MaxMarker).
+	ErrBadReasoning = errors.New("engine: invalid reasoning budget")
 )
+
+// MaxMarker bounds the markup a request names: the bytes of
+// Reasoning.Start and Reasoning.End, the tokens of Reasoning.Close, and
+// the entries of Request.ShowTokens.
+const MaxMarker = 256
 
 // MaxTopLogprobs bounds Request.TopLogprobs.
 const MaxTopLogprobs = llama.MaxTopLogprobs
@@ -240,6 +248,13 @@ type Request struct {
 	// Continue, with FinishPauseTimeout; its tokens stay cached, so a
 	// re-sent prompt is cheap. 0 means DefaultPauseTimeout.
 	PauseTimeout time.Duration
+	// ShowTokens are special tokens whose text is output: the markup a
+	// model writes as control tokens ([TOOL_CALLS], <|channel|>), which
+	// the caller's parsers read. Other special tokens output nothing.
+	ShowTokens []int32
+	// Reasoning bounds the tokens of the model's reasoning apart from
+	// MaxTokens; nil: no bound.
+	Reasoning *Reasoning
 	// CacheSalt partitions the prefix cache: a request reuses cached KV
 	// (a slot's, another slot's cells, the host cache's) only of requests
 	// with the same salt, so Usage.CachedTokens, and the time a prompt
@@ -268,6 +283,22 @@ type Chunking struct {
 	// MaxChars: any chunk ends, at a word boundary, once it is this many
 	// bytes long (default 300).
 	MaxChars int
+}
+
+// Reasoning is a budget of reasoning tokens (Request.Reasoning). The
+// reasoning opens at once when the prompt opened it (Open), else where
+// the output writes Start; it closes where the output writes End. Once
+// Budget tokens were generated inside it and it is still open, the
+// engine writes Close for the model: its tokens are output and evaluated
+// one per step as if sampled (the grammar, when there is one, must allow
+// them; one that does not ends the budget), Close's text closes the
+// reasoning (it holds End), and the answer goes on from there. The
+// tokens count toward MaxTokens like any other.
+type Reasoning struct {
+	Budget     int // tokens; >= 0
+	Open       bool
+	Start, End string
+	Close      []int32
 }
 
 // Span is a byte range [Start, End) of a prompt.

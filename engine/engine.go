@@ -266,6 +266,9 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	if req.PauseTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative pause timeout %v", ErrBadChunking, req.PauseTimeout)
 	}
+	if err := checkMarkup(&req, e.info.VocabSize); err != nil {
+		return nil, err
+	}
 	select {
 	case e.prep <- struct{}{}:
 		defer func() { <-e.prep }()

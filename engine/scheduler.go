@@ -352,13 +352,17 @@ func (s *scheduler) sample() {
 				g.prefillDone = now
 			}
 		}
-		var tok llama.Token
 		var lp float32
-		var err error
 		logprobs := sl.req.params.Logprobs
-		if logprobs {
+		// A spent reasoning budget writes its closing tokens instead.
+		tok, forced, err := g.think.next(sl.req.sampler)
+		switch {
+		case err != nil:
+		case forced:
+			s.top = s.top[:0]
+		case logprobs:
 			tok, lp, s.top, err = sl.req.sampler.SampleLogprobs(s.lctx, sl.outIdx, sl.req.params.TopLogprobs, s.top)
-		} else {
+		default:
 			tok, err = sl.req.sampler.Sample(s.lctx, sl.outIdx)
 		}
 		switch {
@@ -384,7 +388,8 @@ func (s *scheduler) sample() {
 			s.finish(sl, FinishStop, nil)
 			continue
 		}
-		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, false)
+		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, slices.Contains(sl.req.params.ShowTokens, tok))
+		g.think.see(s.piece)
 		if logprobs {
 			g.lp.add(s.entry(tok, lp), len(s.piece))
 		}

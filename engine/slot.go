@@ -81,6 +81,7 @@ type generation struct {
 	stopWord    string
 	preemptions int
 	pace        *pacing // nil unless Request.Chunking is set
+	think       *budget // nil unless Request.Reasoning is set
 	// For paced requests only: whole lists the points where the text
 	// released so far is exactly the text of the tokens generated so far
 	// (nothing held back for a stop string or a split character), the
@@ -122,6 +123,9 @@ func (sl *slot) start(r *request, now time.Time, maxDefault int) {
 		g.out = textOut{stops: r.params.Stop}
 		if c := r.params.Chunking; c != nil {
 			g.pace = newPacing(*c, r.params.PauseTimeout)
+		}
+		if rb := r.params.Reasoning; rb != nil {
+			g.think = newBudget(rb)
 		}
 	}
 	r.resume = nil

@@ -91,7 +91,9 @@ func (g *ruleSet) String() string {
 	visit = func(e *expr) {
 		if e.op == opRef && !reach[e.text] {
 			reach[e.text] = true
-			visit(g.body[e.text])
+			if b := g.body[e.text]; b != nil { // a rule defined elsewhere (WithPrefix)
+				visit(b)
+			}
 		}
 		for _, k := range e.kids {
 			visit(k)

@@ -218,6 +218,22 @@ func (s *Sampler) sample(c *Context, i, nTop int, lp *logprobScratch) (Token, er
 	return tok, ErrSample
 }
 
+// ErrRejected is Force's error when the grammar does not allow the token.
+var ErrRejected = errors.New("llama: the grammar does not allow the token")
+
+// Force advances the sampler (penalties, grammar) with tok as if Sample
+// had drawn it: a token the caller writes for the model. When the grammar
+// does not allow tok it returns ErrRejected and changes nothing.
+func (s *Sampler) Force(tok Token) error {
+	switch C.corral_sampler_force(s.chain, s.grammar, s.sel, C.llama_token(tok)) {
+	case C.CORRAL_FORCE_OK:
+		return nil
+	case C.CORRAL_FORCE_REJECTED:
+		return ErrRejected
+	}
+	return fmt.Errorf("%w: exception in llama.cpp", ErrSample)
+}
+
 // Close frees the sampler.
 func (s *Sampler) Close() {
 	if s.chain != nil {

@@ -278,6 +278,27 @@ bool corral_sampler_accept_tokens(struct llama_sampler * chain, const llama_toke
     }
 }
 
+int corral_sampler_force(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select, llama_token tok) {
+    try {
+        if (grmr != nullptr) {
+            llama_token_data one = {tok, 1.0f, 0.0f};
+            llama_token_data_array single = {&one, 1, -1, false};
+            llama_sampler_apply(grmr, &single);
+            if (single.data[0].logit == -INFINITY) {
+                return CORRAL_FORCE_REJECTED;
+            }
+        }
+        llama_sampler_accept(chain, tok);
+        if (grmr != nullptr) {
+            llama_sampler_accept(grmr, tok);
+        }
+        llama_sampler_accept(select, tok);
+        return CORRAL_FORCE_OK;
+    } catch (const std::exception &) {
+        return CORRAL_FORCE_EXCEPTION;
+    }
+}
+
 void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select) {
     if (chain != nullptr) {
         llama_sampler_free(chain);

@@ -53,6 +53,18 @@ int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sam
 // penalty history without touching the grammar. Returns false on an exception.
 bool corral_sampler_accept_tokens(struct llama_sampler * chain, const llama_token * tokens, int32_t n);
 
+// Results of corral_sampler_force.
+enum {
+    CORRAL_FORCE_OK        = 0,
+    CORRAL_FORCE_REJECTED  = 1, // the grammar does not allow the token here
+    CORRAL_FORCE_EXCEPTION = 2,
+};
+
+// corral_sampler_force advances the samplers (penalties, grammar,
+// selector) with tok as if it had been sampled, when the grammar (if any)
+// allows it; otherwise it changes nothing.
+int corral_sampler_force(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select, llama_token tok);
+
 // corral_sampler_free frees the three samplers (any may be NULL).
 void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select);
 

@@ -11,20 +11,22 @@
 package openai
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // Engine is what the API needs from an engine; *engine.Engine satisfies it
@@ -140,12 +142,31 @@ type ModelOptions struct {
 	// ChatTemplate names a built-in chat template (see chat.Lookup) used
 	// instead of the model's own.
 	ChatTemplate string
-	// ToolFormat overrides the tool-call format the chat template implies
-	// (see chat.DetectToolFormat); "" keeps it.
-	ToolFormat chat.ToolFormat
+	// Template, when set, is the chat template, before ChatTemplate and
+	// the model's own.
+	Template *chat.Template
+	// ToolFormat names the tool-call format (see toolcall.Names) to read
+	// instead of the one the chat template implies (see
+	// toolcall.Detect); "" keeps that one.
+	ToolFormat string
+	// ReasoningFormat says how the model's reasoning is read: "" (or
+	// "auto", or "deepseek" as llama-server names it) splits it off the
+	// content in the format the chat template implies (see
+	// reasoning.Detect); "none" leaves it inline in the content; a
+	// reasoning format's name (see reasoning.Names) splits it in that
+	// format.
+	ReasoningFormat string
+	// ReasoningBudget is the default reasoning budget in tokens (see
+	// engine.Reasoning) of requests that set none; nil or negative: no
+	// budget.
+	ReasoningBudget *int
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// ReasoningFormats are the values ModelOptions.ReasoningFormat takes
+// beside the formats' names.
+var ReasoningFormats = []string{"auto", "deepseek", "none"}
 
 // Model is one loaded model as the API serves it: its engine, its chat
 // template and the text of its special tokens.
@@ -153,9 +174,17 @@ type Model struct {
 	eng   Engine
 	info  engine.ModelInfo
 	tmpl  *chat.Template
-	tools chat.ToolFormat // how the model writes tool calls
-	bos   string          // text of the BOS token
-	eos   string          // text of the EOS token
+	tools toolcall.Format // how the model writes tool calls
+	// think is how the model writes its reasoning (nil: it writes none
+	// corral knows); split says the reasoning is split off the content.
+	think     reasoning.Format
+	split     bool
+	budget    int     // the default reasoning budget; negative: none
+	closeToks []int32 // think's Close, tokenized
+	show      []int32 // the special tokens of both formats' markup, output as text
+	stops     []string
+	bos       string  // text of the BOS token
+	eos       string  // text of the EOS token
 }
 
 // NewModel prepares eng for serving, resolving its chat template: the one
@@ -170,6 +199,8 @@ func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 	m := &Model{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
 	var err error
 	switch {
+	case opt.Template != nil:
+		m.tmpl = opt.Template
 	case opt.ChatTemplate != "":
 		if m.tmpl, err = chat.Lookup(opt.ChatTemplate); err != nil {
 			return nil, err // it names the template and the known ones
@@ -184,8 +215,67 @@ func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 			return nil, fmt.Errorf("chat template chatml: %w", err)
 		}
 	}
-	m.tools = cmp.Or(opt.ToolFormat, m.tmpl.ToolFormat())
+	if err := m.formats(opt, log); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// formats resolves the model's tool-call and reasoning formats and what
+// the engine needs of them: the special tokens of their markup, and the
+// tokens that close a reasoning.
+func (m *Model) formats(opt ModelOptions, log *slog.Logger) error {
+	src := m.tmpl.Source()
+	m.tools = toolcall.Detect(src)
+	if opt.ToolFormat != "" {
+		f, err := toolcall.Lookup(opt.ToolFormat)
+		if err != nil {
+			return err
+		}
+		m.tools = f
+	}
+	m.think, m.split = reasoning.Detect(src), true
+	switch name := opt.ReasoningFormat; name {
+	case "", "auto", "deepseek":
+	case "none":
+		m.split = false
+	default:
+		f, err := reasoning.Lookup(name)
+		if err != nil {
+			return fmt.Errorf("%w; or one of %s", err, strings.Join(ReasoningFormats, ", "))
+		}
+		m.think = f
+	}
+	m.budget = -1
+	if opt.ReasoningBudget != nil {
+		m.budget = *opt.ReasoningBudget
+	}
+	markers := m.tools.Markers()
+	if m.think != nil {
+		markers = append(markers, m.think.Markers()...)
+		toks, err := m.eng.Tokenize(m.think.Close(), false, true)
+		if err != nil || len(toks) == 0 || len(toks) > engine.MaxMarker {
+			// The budget cannot close this model's reasoning.
+			log.Warn("the reasoning's closing marker does not tokenize; no reasoning budget", "model", m.info.Name, "marker", m.think.Close(), "err", err)
+		} else {
+			m.closeToks = toks
+		}
+	}
+	// The template's end-of-turn stops, but the formats' own markup:
+	// gpt-oss ends its analysis with <|end|>, and its answer goes on.
+	for _, stop := range m.tmpl.Stops() {
+		if !slices.Contains(markers, stop) {
+			m.stops = append(m.stops, stop)
+		}
+	}
+	// A marker that is one special token is output as its text.
+	for _, mk := range markers {
+		toks, err := m.eng.Tokenize(mk, false, true)
+		if err == nil && len(toks) == 1 && !slices.Contains(m.show, toks[0]) && m.eng.TokenPiece(toks[0]) == mk {
+			m.show = append(m.show, toks[0])
+		}
+	}
+	return nil
 }
 
 // Loader returns the registry loader of Models: an engine for the spec,
@@ -200,7 +290,8 @@ func Loader(log *slog.Logger) registry.Loader[*Model] {
 		if err != nil {
 			return nil, err
 		}
-		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ToolFormat: chat.ToolFormat(spec.ToolFormat), Logger: log})
+		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ToolFormat: spec.ToolFormat,
+			ReasoningFormat: spec.ReasoningFormat, ReasoningBudget: spec.ReasoningBudget, Logger: log})
 		if err != nil {
 			eng.Close()
 			return nil, err

@@ -21,8 +21,16 @@ type chatRequest struct {
 	// at each step with it.
 	Logprobs    *bool `json:"logprobs"`
 	TopLogprobs *int  `json:"top_logprobs"`
+	reasoningParams
 	oaiParams
 	chatUnsupported
+}
+
+// chatPlan is what a chat request asks of its answer: its tools, and how
+// the answer is read.
+type chatPlan struct {
+	toolPlan
+	answer answerPlan
 }
 
 // ChatCompletions serves POST /v1/chat/completions. With "chunking" and
@@ -62,9 +70,9 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
 		return
 	}
-	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, tools: plan, logprobs: req.Logprobs}
-	if plan.parse {
-		f.calls = chat.NewToolParser(plan.format, plan.max)
+	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, plan: plan.answer, logprobs: req.Logprobs}
+	if plan.answer.reads() {
+		f.answer = plan.answer.reader()
 	}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
 	if plan.grammar != "" {
@@ -79,34 +87,38 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 // chatRequest validates a chat completion request within lim (its counts
 // checked already: Limits.checkChat) and builds the engine request, its
 // prompt rendered by the chat template, and what the request's tools ask
-// of the answer.
-func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, toolPlan, *Error) {
+// of the answer and how it is read.
+func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, chatPlan, *Error) {
+	var plan chatPlan
 	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = body.MaxTokens, "max_tokens"
 	}
 	req, e := m.request(&body.oaiParams, maxTokens, maxParam, lim)
 	if e != nil {
-		return req, toolPlan{}, e
+		return req, plan, e
 	}
 	if req.Chunking, req.PauseTimeout, e = body.Chunking.engine(); e != nil {
-		return req, toolPlan{}, e
+		return req, plan, e
 	}
 	if req.Logprobs, req.TopLogprobs, e = chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
-		return req, toolPlan{}, e
+		return req, plan, e
 	}
 	if req.Logprobs && req.Chunking != nil {
-		return req, toolPlan{}, invalid("logprobs", "'logprobs' cannot be combined with 'chunking'")
+		return req, plan, invalid("logprobs", "'logprobs' cannot be combined with 'chunking'")
 	}
 	lpParam := "logprobs"
 	if req.TopLogprobs > 0 {
 		lpParam = "top_logprobs"
 	}
 	if e := lim.checkLogprobs(&req, m.info.SlotCtx, lpParam); e != nil {
-		return req, toolPlan{}, e
+		return req, plan, e
 	}
-	plan, e := m.toolPlan(&body.toolFields, lim)
+	budget, e := body.reasoningParams.budget()
 	if e != nil {
+		return req, plan, e
+	}
+	if plan.toolPlan, e = m.toolPlan(&body.toolFields, lim); e != nil {
 		return req, plan, e
 	}
 	switch {
@@ -122,7 +134,8 @@ func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, too
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	req.Plain = clientSpans(req.Prompt, body.Messages)
-	req.Stop = append(req.Stop, m.tmpl.Stops()...)
+	req.Stop = append(req.Stop, m.stops...)
+	plan.answer = m.answerPlan(&req, plan.render, plan.parse, plan.max, budget)
 	return req, plan, nil
 }
 
@@ -185,10 +198,10 @@ type chatResponder struct {
 	h            wire.Header
 	includeUsage bool
 	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
-	tools        toolPlan
-	calls        *chat.ToolParser       // reads a stream's calls; nil when tools are not read
+	plan         answerPlan
+	answer       *answerReader          // reads a stream's reasoning and calls; nil when the answer is passed on as it is
 	logprobs     bool                   // text events and the message carry logprobs
-	pending      []engine.TokenLogprobs // logprobs of text the tool-call parser holds back
+	pending      []engine.TokenLogprobs // logprobs of text the answer reader holds back
 }
 
 func (f *chatResponder) chunk(choices ...wire.ChatChunkChoice) *wire.ChatCompletionChunk {
@@ -203,9 +216,9 @@ func (f *chatResponder) streamStart() any {
 }
 
 func (f *chatResponder) streamText(text string, c engine.Chunk) any {
-	if f.calls != nil {
+	if f.answer != nil {
 		f.pending = append(f.pending, c.Logprobs...)
-		return f.deltas(f.calls.Push(text), false)
+		return f.deltas(f.answer.push(text), false)
 	}
 	choice := wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}}
 	if f.logprobs {
@@ -218,24 +231,14 @@ func (f *chatResponder) streamText(text string, c engine.Chunk) any {
 	return ev
 }
 
-// deltas merges the pieces the tool-call parser decided into one chunk,
+// deltas merges the pieces the answer reader decided into one chunk,
 // with the logprobs of the tokens received since the last one; nil when
 // there are none, unless at the end logprobs are still to be sent.
 func (f *chatResponder) deltas(ds []wire.Delta, end bool) any {
 	if len(ds) == 0 && !(end && f.logprobs && len(f.pending) > 0) {
 		return nil
 	}
-	var d wire.Delta
-	var text strings.Builder
-	for _, x := range ds {
-		text.WriteString(x.Text())
-		d.ToolCalls = append(d.ToolCalls, x.ToolCalls...)
-	}
-	if text.Len() > 0 {
-		s := text.String()
-		d.Content = &s
-	}
-	choice := wire.ChatChunkChoice{Delta: d}
+	choice := wire.ChatChunkChoice{Delta: merge(ds)}
 	if f.logprobs {
 		choice.Logprobs = chatLogprobsOf(f.pending)
 		f.pending = f.pending[:0]
@@ -246,14 +249,13 @@ func (f *chatResponder) deltas(ds []wire.Delta, end bool) any {
 func (f *chatResponder) streamEnd(res engine.Result) []any {
 	var evs []any
 	finish := finishReason(res)
-	if f.calls != nil {
-		if res.FinishReason == engine.FinishLength {
-			f.calls.Cut()
-		}
-		if ev := f.deltas(f.calls.Finish(), true); ev != nil {
+	if f.answer != nil {
+		if ev := f.deltas(f.answer.finish(res.FinishReason == engine.FinishLength), true); ev != nil {
 			evs = append(evs, ev)
 		}
-		finish = toolsFinish(res, f.calls.Calls())
+		if f.plan.tools != nil {
+			finish = toolsFinish(res, f.answer.Calls())
+		}
 	}
 	evs = append(evs, f.chunk(wire.ChatChunkChoice{FinishReason: finish}))
 	if f.includeUsage {
@@ -272,9 +274,12 @@ func (f *chatResponder) whole(text string, lps []engine.TokenLogprobs, res engin
 	h := f.h
 	h.Object = wire.ObjectChatCompletion
 	choice := wire.ChatChoice{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}
-	if f.tools.parse {
-		choice.Message.Content, choice.Message.ToolCalls = chat.ParseToolCalls(f.tools.format, text, f.tools.max, res.FinishReason == engine.FinishLength)
-		choice.FinishReason = toolsFinish(res, choice.Message.ToolCalls)
+	if f.plan.reads() {
+		msg := &choice.Message
+		msg.ReasoningContent, msg.Content, msg.ToolCalls = f.plan.parse(text, res.FinishReason == engine.FinishLength)
+		if f.plan.tools != nil {
+			choice.FinishReason = toolsFinish(res, msg.ToolCalls)
+		}
 	}
 	if f.logprobs {
 		choice.Logprobs = chatLogprobsOf(lps)

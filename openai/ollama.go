@@ -29,8 +29,10 @@ import (
 //     context is full" (corral does not shift the context).
 //   - "images", "suffix" and "template" are refused (400): corral serves
 //     text models, has no fill-in-the-middle, and renders prompts with the
-//     model's Jinja chat template. "think" is ignored, and so is the
-//     deprecated "context": no "context" is returned either, since the
+//     model's Jinja chat template. "think" is ignored (the reasoning of
+//     a model whose template has a reasoning format corral knows comes
+//     apart, in "thinking", unless --reasoning-format is none), and so is
+//     the deprecated "context": no "context" is returned either, since the
 //     engine keeps the tokens of a conversation only for paced requests.
 //   - A request without "model" is served by the default model, as on the
 //     other endpoints.
@@ -75,11 +77,13 @@ type ollamaChatRequest struct {
 	ollamaParams
 }
 
-// ollamaMessage is a chat message in Ollama's shape (its "thinking" is
-// ignored); responses carry only role and content.
+// ollamaMessage is a chat message in Ollama's shape: its "thinking" is
+// the reasoning an assistant's message carries (sent back to the
+// template, returned apart from the content).
 type ollamaMessage struct {
 	Role       string            `json:"role"`
 	Content    string            `json:"content"`
+	Thinking   string            `json:"thinking,omitempty"`
 	Images     []json.RawMessage `json:"images,omitempty"`
 	ToolCalls  []ollamaToolCall  `json:"tool_calls,omitempty"`
 	ToolName   string            `json:"tool_name,omitempty"`
@@ -96,10 +100,11 @@ type ollamaToolCall struct {
 	} `json:"function"`
 }
 
-// ollamaOptions are the "options" corral applies: num_predict and the
-// sampling fields of the other endpoints.
+// ollamaOptions are the "options" corral applies: num_predict, the
+// reasoning budget and the sampling fields of the other endpoints.
 type ollamaOptions struct {
 	NumPredict *int `json:"num_predict"`
+	reasoningParams
 	samplingParams
 }
 
@@ -123,11 +128,9 @@ type ollamaBody interface {
 	// check refuses what corral does not serve, whatever the model, and
 	// what is over lim's counts.
 	check(lim *Limits) *Error
-	// request builds the engine request for m within lim.
-	request(m *Model, lim *Limits) (engine.Request, *Error)
-	// hasTools reports tools offered to the model, whose calls the
-	// answer is read for.
-	hasTools() bool
+	// request builds the engine request for m within lim, and how its
+	// answer is read.
+	request(m *Model, lim *Limits) (engine.Request, answerPlan, *Error)
 }
 
 // ollamaServe decodes body and answers it: refusals first, so that a
@@ -155,24 +158,22 @@ func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBod
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := body.request(m, &a.limits)
+	req, plan, e := body.request(m, &a.limits)
 	if e != nil {
 		writeOllamaError(w, e)
 		return
 	}
-	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: isChat, start: start, load: load, now: time.Now}
-	if body.hasTools() {
-		f.calls, f.tools = chat.NewToolParser(m.tools, 0), m.tools
+	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: isChat, start: start, load: load, now: time.Now, plan: plan}
+	if plan.reads() {
+		f.answer = plan.reader()
 	}
 	a.generate(w, r, m, req, p.genMode(promptParam), f)
 }
 
 func (body *ollamaGenerateRequest) params() *ollamaParams { return &body.ollamaParams }
 func (body *ollamaGenerateRequest) empty() bool           { return body.Prompt == "" }
-func (body *ollamaGenerateRequest) hasTools() bool        { return false }
 func (body *ollamaChatRequest) params() *ollamaParams     { return &body.ollamaParams }
 func (body *ollamaChatRequest) empty() bool               { return len(body.Messages) == 0 }
-func (body *ollamaChatRequest) hasTools() bool            { return len(body.Tools) > 0 }
 
 // genMode is how to answer a generation asked with p.
 func (p *ollamaParams) genMode(promptParam string) genMode {
@@ -206,7 +207,7 @@ func (a *API) ollamaLoad(w http.ResponseWriter, r *http.Request, p *ollamaParams
 		}
 		if st.State == registry.StateUnloaded || st.State == registry.StateUnloading {
 			f.model = ollamaResponseName(p.Model, st.ID)
-			writeJSON(w, http.StatusOK, f.object("", true, reason, ollamaMetrics{}))
+			writeJSON(w, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
 			return
 		}
 	}
@@ -218,7 +219,7 @@ func (a *API) ollamaLoad(w http.ResponseWriter, r *http.Request, p *ollamaParams
 	}
 	f.model = ollamaResponseName(p.Model, l.ID())
 	l.Release()
-	writeJSON(w, http.StatusOK, f.object("", true, reason, ollamaMetrics{}))
+	writeJSON(w, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
 }
 
 // check refuses what corral does not serve, whatever the model.
@@ -259,29 +260,33 @@ func (body *ollamaChatRequest) check(lim *Limits) *Error {
 // passed) and builds the engine request: the prompt as it is when raw,
 // else rendered by the chat template as a user message after the system
 // one.
-func (body *ollamaGenerateRequest) request(m *Model, lim *Limits) (engine.Request, *Error) {
-	req, e := m.ollamaRequest(&body.ollamaParams, lim)
+func (body *ollamaGenerateRequest) request(m *Model, lim *Limits) (engine.Request, answerPlan, *Error) {
+	req, budget, e := m.ollamaRequest(&body.ollamaParams, lim)
 	if e != nil {
-		return req, e
+		return req, answerPlan{}, e
 	}
 	if body.Raw {
 		req.Prompt = body.Prompt
-		return req, nil
+	} else {
+		var msgs []chat.Message
+		if body.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
+		if e := m.ollamaPrompt(&req, msgs, nil, lim); e != nil {
+			return req, answerPlan{}, e
+		}
 	}
-	var msgs []chat.Message
-	if body.System != "" {
-		msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
-	}
-	msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
-	return req, m.ollamaPrompt(&req, msgs, nil, lim)
+	return req, m.answerPlan(&req, nil, false, 0, budget), nil
 }
 
 // request validates an /api/chat request with messages (check passed)
 // and builds the engine request.
-func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, *Error) {
+func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, answerPlan, *Error) {
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
-		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID}
+		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
+			ReasoningContent: om.Thinking}
 		for _, tc := range om.ToolCalls {
 			var call chat.ToolCall
 			call.ID, call.Type, call.Function.Name = tc.ID, "function", tc.Function.Name
@@ -292,11 +297,16 @@ func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, *
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
 		}
 	}
-	req, e := m.ollamaRequest(&body.ollamaParams, lim)
+	req, budget, e := m.ollamaRequest(&body.ollamaParams, lim)
 	if e != nil {
-		return req, e
+		return req, answerPlan{}, e
 	}
-	return req, m.ollamaPrompt(&req, msgs, body.Tools, lim)
+	if e := m.ollamaPrompt(&req, msgs, body.Tools, lim); e != nil {
+		return req, answerPlan{}, e
+	}
+	// The calls are read when the request has tools (Ollama has no
+	// tool_choice).
+	return req, m.answerPlan(&req, body.Tools, len(body.Tools) > 0, 0, budget), nil
 }
 
 // ollamaPrompt renders msgs with the chat template into req, the
@@ -307,22 +317,23 @@ func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []c
 		return e
 	}
 	req.Plain = clientSpans(req.Prompt, msgs)
-	req.Stop = append(req.Stop, m.tmpl.Stops()...)
+	req.Stop = append(req.Stop, m.stops...)
 	return nil
 }
 
 // ollamaRequest validates the options and format of p within lim and
-// builds the engine request, less its prompt.
-func (m *Model) ollamaRequest(p *ollamaParams, lim *Limits) (engine.Request, *Error) {
-	req := engine.Request{AddSpecial: true, ParseSpecial: true}
+// builds the engine request, less its prompt; budget is the options'
+// reasoning budget (nil: none asked).
+func (m *Model) ollamaRequest(p *ollamaParams, lim *Limits) (req engine.Request, budget *int, e *Error) {
+	req = engine.Request{AddSpecial: true, ParseSpecial: true}
 	var o ollamaOptions
 	if !isNull(p.Options) {
 		if b := bytes.TrimSpace(p.Options); b[0] != '{' {
-			return req, invalid("options", "'options' must be an object")
+			return req, nil, invalid("options", "'options' must be an object")
 		}
 		if e := decodeJSON(p.Options, &o); e != nil {
 			e.Message = "options: " + e.Message
-			return req, e
+			return req, nil, e
 		}
 	}
 	if o.NumPredict != nil {
@@ -330,21 +341,23 @@ func (m *Model) ollamaRequest(p *ollamaParams, lim *Limits) (engine.Request, *Er
 		case n > 0:
 			req.MaxTokens = n
 		case n < -2:
-			return req, invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
+			return req, nil, invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
 		}
 	}
 	req.IgnoreEOS = o.IgnoreEOS
-	var e *Error
 	if req.Sampling, e = o.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
-		return req, e
+		return req, nil, e
 	}
 	if req.Stop, e = parseStop(o.Stop); e != nil {
-		return req, e
+		return req, nil, e
 	}
 	if req.Grammar, e = formatGrammar(p.Format, lim); e != nil {
-		return req, e
+		return req, nil, e
 	}
-	return req, nil
+	if budget, e = o.reasoningParams.budget(); e != nil {
+		return req, nil, e
+	}
+	return req, budget, nil
 }
 
 // formatGrammar returns the grammar that enforces Ollama's "format":

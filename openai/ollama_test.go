@@ -277,8 +277,8 @@ func TestOllamaGenerateWire(t *testing.T) {
 	if whole["response"] != "The sky is blue." {
 		t.Errorf("whole response %v", whole["response"])
 	}
-	sameShape(t, "load", docJSON(t, docs, sec+"Load a model", 1), toMap(t, f.object("", true, "load", ollamaMetrics{})), nil, []string{"done_reason"})
-	sameShape(t, "unload", docJSON(t, docs, sec+"Unload a model", 1), toMap(t, f.object("", true, "unload", ollamaMetrics{})), nil, nil)
+	sameShape(t, "load", docJSON(t, docs, sec+"Load a model", 1), toMap(t, f.object("", "", true, "load", ollamaMetrics{})), nil, []string{"done_reason"})
+	sameShape(t, "unload", docJSON(t, docs, sec+"Unload a model", 1), toMap(t, f.object("", "", true, "unload", ollamaMetrics{})), nil, nil)
 
 	for _, v := range []any{chunk, fm, whole} {
 		b, _ := json.Marshal(v)
@@ -304,8 +304,8 @@ func TestOllamaChatWire(t *testing.T) {
 	whole := toMap(t, f.whole("Hello! How are you today?", nil, fixedRes))
 	sameShape(t, "whole", docJSON(t, docs, sec+"Chat request (No streaming)", 1), whole, nil, []string{"done_reason"})
 	sameShape(t, "whole", docJSON(t, docs, sec+"Chat request (With history, with tools)", 1), whole, nil, nil)
-	sameShape(t, "load", docJSON(t, docs, sec+"Load a model", 1), toMap(t, f.object("", true, "load", ollamaMetrics{})), nil, nil)
-	sameShape(t, "unload", docJSON(t, docs, sec+"Unload a model", 1), toMap(t, f.object("", true, "unload", ollamaMetrics{})), nil, nil)
+	sameShape(t, "load", docJSON(t, docs, sec+"Load a model", 1), toMap(t, f.object("", "", true, "load", ollamaMetrics{})), nil, nil)
+	sameShape(t, "unload", docJSON(t, docs, sec+"Unload a model", 1), toMap(t, f.object("", "", true, "unload", ollamaMetrics{})), nil, nil)
 
 	for _, v := range []any{chunk, fm, whole} {
 		b, _ := json.Marshal(v)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/openai/wire"
 )
@@ -28,6 +27,7 @@ type ollamaGenerateResponse struct {
 	Model      string    `json:"model"`
 	CreatedAt  time.Time `json:"created_at"`
 	Response   string    `json:"response"`
+	Thinking   string    `json:"thinking,omitempty"`
 	Done       bool      `json:"done"`
 	DoneReason string    `json:"done_reason,omitempty"`
 	ollamaMetrics
@@ -52,17 +52,18 @@ type ollamaResponder struct {
 	start time.Time        // when the request arrived: total_duration runs from it
 	load  time.Duration    // spent getting the model
 	now   func() time.Time // the clock, time.Now but in tests
-	// calls reads /api/chat's tool calls when the request has tools
-	// (nil otherwise); sent counts those already in a streamed object.
-	calls *chat.ToolParser
-	tools chat.ToolFormat
-	sent  int
+	// plan is how the answer is read; answer reads it while it streams
+	// (nil when it is passed on as it is); sent counts the calls already
+	// in a streamed object.
+	plan   answerPlan
+	answer *answerReader
+	sent   int
 }
 
-func (f *ollamaResponder) object(text string, done bool, reason string, mt ollamaMetrics, calls ...wire.ToolCall) any {
+func (f *ollamaResponder) object(thinking, text string, done bool, reason string, mt ollamaMetrics, calls ...wire.ToolCall) any {
 	at := f.now().UTC()
 	if f.chat {
-		msg := ollamaMessage{Role: "assistant", Content: text}
+		msg := ollamaMessage{Role: "assistant", Content: text, Thinking: thinking}
 		for _, c := range calls {
 			var tc ollamaToolCall
 			tc.ID, tc.Function.Name, tc.Function.Arguments = c.ID, c.Function.Name, json.RawMessage(c.Function.Arguments)
@@ -73,57 +74,59 @@ func (f *ollamaResponder) object(text string, done bool, reason string, mt ollam
 		}
 		return &ollamaChatResponse{Model: f.model, CreatedAt: at, Message: msg, Done: done, DoneReason: reason, ollamaMetrics: mt}
 	}
-	return &ollamaGenerateResponse{Model: f.model, CreatedAt: at, Response: text, Done: done, DoneReason: reason, ollamaMetrics: mt}
+	return &ollamaGenerateResponse{Model: f.model, CreatedAt: at, Response: text, Thinking: thinking, Done: done, DoneReason: reason, ollamaMetrics: mt}
 }
 
 func (f *ollamaResponder) streamStart() any { return nil }
 
-// streamText sends text as it comes; with tools, the content the parser
-// decided and each call once it is complete, as Ollama streams them.
+// streamText sends text as it comes; read, the reasoning and content the
+// reader decided and each call once it is complete, as Ollama streams
+// them. No text is the keep-alive object, an empty one.
 func (f *ollamaResponder) streamText(text string, _ engine.Chunk) any {
-	if f.calls == nil {
-		return f.object(text, false, "", ollamaMetrics{})
+	if f.answer == nil || text == "" {
+		return f.object("", text, false, "", ollamaMetrics{})
 	}
-	content := deltaText(f.calls.Push(text))
-	calls := f.calls.Calls()[f.sent:]
+	return f.pieces(f.answer.push(text))
+}
+
+// pieces is the object of what the reader decided, with the calls
+// completed since the last one; nil when there is nothing.
+func (f *ollamaResponder) pieces(ds []wire.Delta) any {
+	d := merge(ds)
+	calls := f.answer.Calls()[f.sent:]
 	f.sent += len(calls)
-	if content == "" && len(calls) == 0 {
+	if d.Content == nil && d.ReasoningContent == nil && len(calls) == 0 {
 		return nil
 	}
-	return f.object(content, false, "", ollamaMetrics{}, calls...)
+	var thinking string
+	if d.ReasoningContent != nil {
+		thinking = *d.ReasoningContent
+	}
+	return f.object(thinking, d.Text(), false, "", ollamaMetrics{}, calls...)
 }
 
 func (f *ollamaResponder) streamEnd(res engine.Result) []any {
 	var evs []any
-	if f.calls != nil {
-		if res.FinishReason == engine.FinishLength {
-			f.calls.Cut()
-		}
-		content := deltaText(f.calls.Finish())
-		if calls := f.calls.Calls()[f.sent:]; content != "" || len(calls) > 0 {
-			f.sent += len(calls)
-			evs = append(evs, f.object(content, false, "", ollamaMetrics{}, calls...))
+	if f.answer != nil {
+		if ev := f.pieces(f.answer.finish(res.FinishReason == engine.FinishLength)); ev != nil {
+			evs = append(evs, ev)
 		}
 	}
-	return append(evs, f.final("", res))
+	return append(evs, f.final("", "", nil, res))
 }
 
 func (f *ollamaResponder) whole(text string, _ []engine.TokenLogprobs, res engine.Result) any {
-	return f.final(text, res)
-}
-
-// deltaText joins the content of parser pieces.
-func deltaText(ds []wire.Delta) string {
-	var b strings.Builder
-	for _, d := range ds {
-		b.WriteString(d.Text())
+	var thinking string
+	var calls []wire.ToolCall
+	if f.plan.reads() {
+		thinking, text, calls = f.plan.parse(text, res.FinishReason == engine.FinishLength)
 	}
-	return b.String()
+	return f.final(thinking, text, calls, res)
 }
 
 // final is the last object: done, with the metrics, and the whole
-// answer's text and calls when not streamed.
-func (f *ollamaResponder) final(text string, res engine.Result) any {
+// answer's reasoning, text and calls when not streamed.
+func (f *ollamaResponder) final(thinking, text string, calls []wire.ToolCall, res engine.Result) any {
 	mt := ollamaMetrics{
 		TotalDuration:      f.now().Sub(f.start),
 		LoadDuration:       f.load,
@@ -135,11 +138,7 @@ func (f *ollamaResponder) final(text string, res engine.Result) any {
 	// corral's "stop" and "length" are Ollama's done_reason too; the
 	// other reasons end in an error but the paced ones, which these
 	// endpoints never start.
-	var calls []wire.ToolCall
-	if f.calls != nil && text != "" {
-		text, calls = chat.ParseToolCalls(f.tools, text, 0, res.FinishReason == engine.FinishLength)
-	}
-	return f.object(text, true, string(res.FinishReason), mt, calls...)
+	return f.object(thinking, text, true, string(res.FinishReason), mt, calls...)
 }
 
 // ollamaError is the body of Ollama's errors, and a stream's error line.

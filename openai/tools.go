@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // toolFields are a chat request's tool fields.
@@ -24,7 +25,7 @@ type toolPlan struct {
 	// parse: the answer is read for calls in format (tool_choice other
 	// than "none"), keeping at most max of them (0: any).
 	parse  bool
-	format chat.ToolFormat
+	format toolcall.Format
 	max    int
 	// grammar forces a call ("required" or a named function); "" for none.
 	grammar string
@@ -129,7 +130,7 @@ func (m *Model) toolPlan(f *toolFields, lim *Limits) (toolPlan, *Error) {
 		parallel = false // OpenAI calls the named function once
 		plan.max = 1
 	}
-	g, err := plan.format.GrammarLimits(forced, parallel, lim.schema())
+	g, err := plan.format.Grammar(forced, parallel, lim.schema())
 	if err != nil {
 		if e := schemaLimitError(err, "tools"); e != nil {
 			return plan, e

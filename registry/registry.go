@@ -53,9 +53,13 @@ type Spec struct {
 	// ChatTemplate names a built-in chat template to use instead of the
 	// model's own ("" for the model's).
 	ChatTemplate string
-	// ToolFormat names the tool-call format (chat.ToolFormat) to read
+	// ToolFormat names the tool-call format (see toolcall.Names) to read
 	// instead of the one the chat template implies ("" for that one).
 	ToolFormat string
+	// ReasoningFormat and ReasoningBudget say how the model's reasoning
+	// is read and bounded (see openai.ModelOptions).
+	ReasoningFormat string
+	ReasoningBudget *int
 	// KeepAlive is how long the model stays loaded while idle; nil means
 	// Config.KeepAlive. 0 unloads it as soon as it is idle, negative never.
 	KeepAlive *time.Duration

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // Tool calls end to end: stories260K (its byte tokens can write any
@@ -143,10 +143,10 @@ func wholeCalls(t *testing.T, ts *testServer, body map[string]any) (wire.ChatCho
 
 func TestToolChoiceForcesCalls(t *testing.T) {
 	// chatml's own format, and the others as --tool-format would set them.
-	for _, f := range chat.ToolFormats() {
-		t.Run(string(f), func(t *testing.T) {
+	for _, f := range toolcall.Names() {
+		t.Run(f, func(t *testing.T) {
 			opt := openai.ModelOptions{}
-			if f != chat.ToolsHermes {
+			if f != "hermes" {
 				opt.ToolFormat = f
 			}
 			ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 2}, opt, Config{}, nil)
@@ -301,7 +301,7 @@ func TestToolBadRequests(t *testing.T) {
 // tool_choice: the test makes the model call with "format", a schema of
 // the JSON format's call object.
 func TestOllamaToolCalls(t *testing.T) {
-	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, openai.ModelOptions{ToolFormat: chat.ToolsJSON}, Config{}, nil)
+	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, openai.ModelOptions{ToolFormat: "json"}, Config{}, nil)
 	callSchema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{

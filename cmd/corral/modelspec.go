@@ -13,6 +13,7 @@ import (
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/store"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // modelFlag is one -m value: FILE or ID=FILE.
@@ -70,6 +71,8 @@ func fileID(path string) string {
 //	    pooling: mean        # optional, like --pooling
 //	    chat_template: chatml
 //	    tool_format: hermes  # optional, like --tool-format
+//	    reasoning_format: none # optional, like --reasoning-format
+//	    reasoning_budget: 512  # optional, like --reasoning-budget
 //	    keep_alive: -1       # optional, overrides the server's
 type modelConfig struct {
 	Models []struct {
@@ -81,6 +84,8 @@ type modelConfig struct {
 		Pooling      string `yaml:"pooling"`
 		ChatTemplate string `yaml:"chat_template"`
 		ToolFormat   string `yaml:"tool_format"`
+		Reasoning    string `yaml:"reasoning_format"`
+		Budget       *int   `yaml:"reasoning_budget"`
 		KeepAlive    string `yaml:"keep_alive"`
 	} `yaml:"models"`
 }
@@ -176,10 +181,25 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				s.ChatTemplate = m.ChatTemplate
 			}
 			if m.ToolFormat != "" {
-				if _, err := chat.ParseToolFormat(m.ToolFormat); err != nil {
+				if _, err := toolcall.Lookup(m.ToolFormat); err != nil {
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}
 				s.ToolFormat = m.ToolFormat
+			}
+			if m.Reasoning != "" {
+				if err := checkReasoningFormat(m.Reasoning); err != nil {
+					return nil, fmt.Errorf("%s: reasoning_format: %w", where, err)
+				}
+				s.ReasoningFormat = m.Reasoning
+			}
+			if b := m.Budget; b != nil {
+				if *b < -1 {
+					return nil, fmt.Errorf("%s: reasoning_budget %d: want -1 (no limit) or >= 0", where, *b)
+				}
+				s.ReasoningBudget = nil
+				if *b >= 0 {
+					s.ReasoningBudget = b
+				}
 			}
 			if m.KeepAlive != "" {
 				d, err := openai.ParseKeepAlive(m.KeepAlive)

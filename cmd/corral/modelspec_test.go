@@ -40,6 +40,9 @@ models:
     cache_ram: 64
     pooling: mean
     chat_template: chatml
+    tool_format: qwen3-coder
+    reasoning_format: none
+    reasoning_budget: 64
     keep_alive: -1
   - id: c10
     path: `+filepath.Join(models, "c.gguf")+`
@@ -72,17 +75,23 @@ models:
 		c.Engine.HostCacheBytes != 64<<20 || c.Engine.Pooling != "mean" || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
 		t.Errorf("config model: %+v", c)
 	}
-	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute {
+	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
+		t.Errorf("config model's formats: %+v", c)
+	}
+	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
 		t.Errorf("defaults under a config model: %+v", c10)
 	}
 
 	for name, body := range map[string]string{
-		"unknown field":  "models:\n  - path: models/c.gguf\n    ctx: 10\n",
-		"no path":        "models:\n  - id: x\n",
-		"bad template":   "models:\n  - path: models/c.gguf\n    chat_template: nonesuch\n",
-		"bad keep_alive": "models:\n  - path: models/c.gguf\n    keep_alive: soon\n",
-		"bad pooling":    "models:\n  - path: models/c.gguf\n    pooling: max\n",
-		"missing file":   "models:\n  - path: nowhere.gguf\n",
+		"unknown field":        "models:\n  - path: models/c.gguf\n    ctx: 10\n",
+		"no path":              "models:\n  - id: x\n",
+		"bad template":         "models:\n  - path: models/c.gguf\n    chat_template: nonesuch\n",
+		"bad keep_alive":       "models:\n  - path: models/c.gguf\n    keep_alive: soon\n",
+		"bad pooling":          "models:\n  - path: models/c.gguf\n    pooling: max\n",
+		"missing file":         "models:\n  - path: nowhere.gguf\n",
+		"bad tool_format":      "models:\n  - path: models/c.gguf\n    tool_format: xml\n",
+		"bad reasoning_format": "models:\n  - path: models/c.gguf\n    reasoning_format: cot\n",
+		"bad reasoning_budget": "models:\n  - path: models/c.gguf\n    reasoning_budget: -2\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,8 +17,10 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // runServe serves GGUF models over the OpenAI-compatible HTTP API: one
@@ -65,7 +68,9 @@ func runServe(ctx context.Context, args []string) error {
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
-	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies (hermes, llama3, mistral, json)")
+	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies ("+strings.Join(toolcall.Names(), ", ")+")")
+	reasoningFormat := fs.String("reasoning-format", "auto", "how answers' reasoning is returned: auto or deepseek (apart, in reasoning_content, in the format the chat template implies), none (inline in the content), or a format's `name` ("+strings.Join(reasoning.Names(), ", ")+")")
+	reasoningBudget := fs.Int("reasoning-budget", -1, "most `tokens` a model may reason before its reasoning is closed for it, for requests that set no thinking_budget (-1: no limit)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
 	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see README")
 	logs := addLogFlags(fs)
@@ -119,9 +124,15 @@ func runServe(ctx context.Context, args []string) error {
 		}
 	}
 	if *toolFormat != "" {
-		if _, err := chat.ParseToolFormat(*toolFormat); err != nil {
+		if _, err := toolcall.Lookup(*toolFormat); err != nil {
 			return fmt.Errorf("--tool-format: %w", err)
 		}
+	}
+	if err := checkReasoningFormat(*reasoningFormat); err != nil {
+		return fmt.Errorf("--reasoning-format: %w", err)
+	}
+	if *reasoningBudget < -1 {
+		return fmt.Errorf("--reasoning-budget %d: want -1 (no limit) or >= 0", *reasoningBudget)
 	}
 	if *alias != "" {
 		if len(models) != 1 || models[0].id != "" {
@@ -129,7 +140,11 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		models[0].id = *alias
 	}
-	specs, err := modelSpecs(registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ToolFormat: *toolFormat}, models, *modelsDir, *configPath)
+	base := registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ToolFormat: *toolFormat, ReasoningFormat: *reasoningFormat}
+	if *reasoningBudget >= 0 {
+		base.ReasoningBudget = reasoningBudget
+	}
+	specs, err := modelSpecs(base, models, *modelsDir, *configPath)
 	if err != nil {
 		return err
 	}
@@ -302,4 +317,16 @@ func physicalMemory() (int64, error) {
 		return 0, errors.New("/proc/meminfo: no MemTotal")
 	}
 	return total, nil
+}
+
+// checkReasoningFormat checks a --reasoning-format value (see
+// openai.ModelOptions.ReasoningFormat).
+func checkReasoningFormat(name string) error {
+	if slices.Contains(openai.ReasoningFormats, name) {
+		return nil
+	}
+	if _, err := reasoning.Lookup(name); err != nil {
+		return fmt.Errorf("%w; or one of %s", err, strings.Join(openai.ReasoningFormats, ", "))
+	}
+	return nil
 }

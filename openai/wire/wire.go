@@ -135,6 +135,9 @@ type Message struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	// ReasoningContent is the reasoning split off the content (the field
+	// of llama-server and vLLM).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // MarshalJSON writes the message with "content": null when it is empty

@@ -1,4 +1,4 @@
-package chat
+package toolcall
 
 import (
 	"strings"
@@ -7,8 +7,10 @@ import (
 	"github.com/corral-llm/corral/openai/wire"
 )
 
-// ToolParser splits a model's answer, as it arrives, into content and the
-// tool calls written in one format. Push gives the pieces that are
+// jsonParser is the Parser of the formats that write each call as a JSON
+// object ({"name": ..., "arguments": {...}}) after a marker, in a list or
+// alone (hermes, llama3, mistral, json): it splits a model's answer, as it
+// arrives, into content and the calls. Push gives the pieces that are
 // certain so far, in OpenAI's streaming shape: content text, and for each
 // call its index, id and name first, then fragments of its arguments.
 // Text that may still turn out to be call markup (a marker's first
@@ -27,8 +29,8 @@ import (
 // with '{' in a format without a marker is content when it is not a
 // complete call.)
 //
-// A ToolParser belongs to one goroutine.
-type ToolParser struct {
+// A jsonParser belongs to one goroutine.
+type jsonParser struct {
 	sx  syntax
 	max int // calls kept at most; 0: no limit
 
@@ -53,48 +55,42 @@ type sentCall struct {
 	argsSent int // bytes of the raw arguments sent
 }
 
-// NewToolParser returns a parser for answers in format f that keeps at
-// most max calls (0: all of them; 1 when parallel calls are off).
-func NewToolParser(f ToolFormat, max int) *ToolParser {
-	return &ToolParser{sx: f.syntax(), max: max, space: -1}
+// newJSONParser returns a parser for answers in the markup sx that keeps
+// at most max calls (0: all of them; 1 when parallel calls are off).
+func newJSONParser(sx syntax, max int) *jsonParser {
+	return &jsonParser{sx: sx, max: max, space: -1}
 }
 
 // Push adds text to the answer and returns the pieces it decided.
-func (p *ToolParser) Push(text string) []wire.Delta {
+func (p *jsonParser) Push(text string) []wire.Delta {
 	p.buf.WriteString(text)
 	p.text = p.buf.String()
 	return p.step(false)
 }
 
 // Finish ends the answer and returns the pieces still held.
-func (p *ToolParser) Finish() []wire.Delta {
+func (p *jsonParser) Finish() []wire.Delta {
 	return p.step(true)
 }
 
 // Cut marks the answer as cut off (max_tokens, the end of the context):
 // at Finish, the first characters of a marker at its end are markup that
 // broke off, dropped rather than given as content.
-func (p *ToolParser) Cut() { p.cut = true }
+func (p *jsonParser) Cut() { p.cut = true }
 
 // Calls are the complete calls parsed so far.
-func (p *ToolParser) Calls() []wire.ToolCall { return p.done }
+func (p *jsonParser) Calls() []wire.ToolCall { return p.done }
 
-// ParseToolCalls splits a whole answer in format f into its content and
-// calls, as a ToolParser fed the same text in pieces would (except that a
-// call cut off by the answer's end is not among the calls here, where
-// nothing of it was sent). cut says the answer was cut off (see Cut).
-func ParseToolCalls(f ToolFormat, text string, max int, cut bool) (content string, calls []wire.ToolCall) {
-	p := NewToolParser(f, max)
-	p.text, p.cut = text, cut
-	var b strings.Builder
-	for _, d := range p.Finish() {
-		b.WriteString(d.Text())
-	}
-	return b.String(), p.Calls()
+// whole takes the whole answer at once: nothing of it is sent before
+// Finish decides it all (see Parse).
+func (p *jsonParser) whole(text string) []wire.Delta {
+	p.buf.WriteString(text)
+	p.text = p.buf.String()
+	return nil
 }
 
 // step decides as much of the text as it can; at the end, all of it.
-func (p *ToolParser) step(end bool) []wire.Delta {
+func (p *jsonParser) step(end bool) []wire.Delta {
 	var out []wire.Delta
 	for {
 		var progressed bool
@@ -111,7 +107,7 @@ func (p *ToolParser) step(end bool) []wire.Delta {
 
 // stepContent sends content up to the next call region or up to what may
 // still begin one; it reports whether a region opened.
-func (p *ToolParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool) {
+func (p *jsonParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool) {
 	rest := p.text[p.pos:]
 	// A bare call opens an answer that so far has only whitespace.
 	if p.sx.bare && !p.said {
@@ -149,7 +145,7 @@ func (p *ToolParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool
 
 // atMarker reports whether s begins with a marker, or may as more text
 // arrives.
-func (p *ToolParser) atMarker(s string) bool {
+func (p *jsonParser) atMarker(s string) bool {
 	for _, m := range p.sx.start {
 		if strings.HasPrefix(s, m) || strings.HasPrefix(m, s) {
 			return true
@@ -160,7 +156,7 @@ func (p *ToolParser) atMarker(s string) bool {
 
 // content sends text[pos:upto] as content, holding back trailing
 // whitespace unless flush: whitespace before a call region is dropped.
-func (p *ToolParser) content(out []wire.Delta, upto int, flush bool) []wire.Delta {
+func (p *jsonParser) content(out []wire.Delta, upto int, flush bool) []wire.Delta {
 	from := p.pos
 	if p.space >= 0 {
 		from = p.space
@@ -184,7 +180,7 @@ func (p *ToolParser) content(out []wire.Delta, upto int, flush bool) []wire.Delt
 
 // open starts a call region at text[at:], after marker; text[from:at]
 // is the marker and the whitespace before it.
-func (p *ToolParser) open(from, at int, marker string) {
+func (p *jsonParser) open(from, at int, marker string) {
 	p.from, p.pos, p.space = from, at, -1
 	p.calls, p.marker = true, marker
 	p.sent = nil
@@ -193,7 +189,7 @@ func (p *ToolParser) open(from, at int, marker string) {
 // stepCalls sends what the region decides: call starts and argument
 // fragments, and at the region's end the text after it goes back to
 // content. It reports whether the region ended.
-func (p *ToolParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) {
+func (p *jsonParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) {
 	r := scanRegion(p.text[p.pos:], p.marker == "<tool_call>")
 	switch {
 	case r.bad:
@@ -246,12 +242,12 @@ func (p *ToolParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) 
 
 // keep reports whether the call at index i of the current region is
 // within the limit of calls.
-func (p *ToolParser) keep(i int) bool {
+func (p *jsonParser) keep(i int) bool {
 	return p.max <= 0 || len(p.done)+i < p.max
 }
 
 // sendCall sends the new pieces of the call at index i of the region.
-func (p *ToolParser) sendCall(out []wire.Delta, i int, o object) []wire.Delta {
+func (p *jsonParser) sendCall(out []wire.Delta, i int, o object) []wire.Delta {
 	for len(p.sent) <= i {
 		p.sent = append(p.sent, sentCall{})
 	}
@@ -294,7 +290,7 @@ func (p *ToolParser) sendCall(out []wire.Delta, i int, o object) []wire.Delta {
 
 // fail gives the region back as content: its marker and text, if none of
 // its calls was sent; otherwise it is dropped.
-func (p *ToolParser) fail(out []wire.Delta) []wire.Delta {
+func (p *jsonParser) fail(out []wire.Delta) []wire.Delta {
 	p.calls = false
 	sent := false
 	for _, s := range p.sent {
@@ -308,19 +304,4 @@ func (p *ToolParser) fail(out []wire.Delta) []wire.Delta {
 	p.pos = len(p.text)
 	p.said = true
 	return append(out, wire.Delta{Content: &text})
-}
-
-// heldPrefix is the length of the longest suffix of s that begins one of
-// markers: text that cannot be sent until more arrives.
-func heldPrefix(s string, markers []string) int {
-	held := 0
-	for _, m := range markers {
-		for n := min(len(m)-1, len(s)); n > held; n-- {
-			if strings.HasSuffix(s, m[:n]) {
-				held = n
-				break
-			}
-		}
-	}
-	return held
 }

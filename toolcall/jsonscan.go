@@ -1,7 +1,6 @@
-package chat
+package toolcall
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -9,7 +8,7 @@ import (
 	"github.com/corral-llm/corral/openai/wire"
 )
 
-// The scanning half of ToolParser: reading call objects out of a region's
+// The scanning half of jsonParser: reading call objects out of a region's
 // text as far as it has arrived, without a JSON decoder that would need
 // the whole text.
 
@@ -219,16 +218,4 @@ func (o object) call() ([]wire.ToolCall, bool) {
 		text = s
 	}
 	return []wire.ToolCall{{Type: "function", Function: wire.FunctionCall{Name: name, Arguments: text}}}, true
-}
-
-// newCallID returns a call id in OpenAI's form: "call_" and 24 letters
-// and digits.
-func newCallID() string {
-	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 24)
-	rand.Read(b)
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return "call_" + string(b)
 }

@@ -1,9 +1,10 @@
-package chat
+package toolcall
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/openai/wire"
 )
 
@@ -11,87 +12,92 @@ type call struct{ name, args string }
 
 var toolParseCases = []struct {
 	name    string
-	format  ToolFormat
+	format  Format
 	max     int
 	text    string
 	content string
 	calls   []call
 }{
-	{"hermes one call", ToolsHermes, 0,
+	{"hermes one call", Hermes, 0,
 		"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
 		"", []call{{"get_weather", `{"city": "Paris"}`}}},
-	{"hermes text then two calls", ToolsHermes, 0,
+	{"hermes text then two calls", Hermes, 0,
 		"Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, {\"y\": \"}\"}]}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>\n",
 		"Let me check.", []call{{"a", `{"x": [1, {"y": "}"}]}`}, {"b", `{}`}}},
-	{"hermes parallel off keeps the first", ToolsHermes, 1,
+	{"hermes parallel off keeps the first", Hermes, 1,
 		"<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>",
 		"", []call{{"a", `{}`}}},
-	{"hermes arguments before name", ToolsHermes, 0,
+	{"hermes arguments before name", Hermes, 0,
 		"<tool_call>{\"arguments\": {\"x\": 1}, \"name\": \"f\"}</tool_call>",
 		"", []call{{"f", `{"x": 1}`}}},
-	{"hermes arguments as a string", ToolsHermes, 0,
+	{"hermes arguments as a string", Hermes, 0,
 		"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>",
 		"", []call{{"f", `{"x": 1}`}}},
-	{"hermes end tag cut by a stop", ToolsHermes, 0,
+	{"hermes end tag cut by a stop", Hermes, 0,
 		"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"a b\"}}\n",
 		"", []call{{"f", `{"q": "a b"}`}}},
-	{"hermes plain text with angle brackets", ToolsHermes, 0,
+	{"hermes plain text with angle brackets", Hermes, 0,
 		"a <tool b <tool_cal c",
 		"a <tool b <tool_cal c", nil},
-	{"hermes marker around something else", ToolsHermes, 0,
+	{"hermes marker around something else", Hermes, 0,
 		"x <tool_call> not json </tool_call>",
 		"x <tool_call> not json </tool_call>", nil},
-	{"hermes whitespace only", ToolsHermes, 0, "\n \n", "\n \n", nil},
-	{"llama3 bare call", ToolsLlama3, 0,
+	{"hermes whitespace only", Hermes, 0, "\n \n", "\n \n", nil},
+	{"llama3 bare call", Llama3, 0,
 		"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
 		"", []call{{"get_weather", `{"city": "Paris"}`}}},
-	{"llama3 python tag", ToolsLlama3, 0,
+	{"llama3 python tag", Llama3, 0,
 		"<|python_tag|>{\"name\": \"f\", \"parameters\": {}}",
 		"", []call{{"f", `{}`}}},
-	{"llama3 calls separated by semicolons", ToolsLlama3, 0,
+	{"llama3 calls separated by semicolons", Llama3, 0,
 		" {\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": [1, 2]}}",
 		"", []call{{"a", `{}`}, {"b", `{"x": [1, 2]}`}}},
-	{"llama3 text with braces", ToolsLlama3, 0,
+	{"llama3 text with braces", Llama3, 0,
 		"The set is {x}.", "The set is {x}.", nil},
-	{"llama3 JSON that is not a call", ToolsLlama3, 0,
+	{"llama3 JSON that is not a call", Llama3, 0,
 		"{\"foo\": 1}", "{\"foo\": 1}", nil},
-	{"llama3 text after a call", ToolsLlama3, 0,
+	{"llama3 text after a call", Llama3, 0,
 		"{\"name\": \"f\", \"parameters\": {}} done",
 		"done", []call{{"f", `{}`}}},
-	{"mistral list", ToolsMistral, 0,
+	{"mistral list", Mistral, 0,
 		"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": \"b\"}}, {\"name\": \"g\", \"arguments\": {}}]",
 		"", []call{{"f", `{"a": "b"}`}, {"g", `{}`}}},
-	{"mistral with ids and text before", ToolsMistral, 0,
+	{"mistral with ids and text before", Mistral, 0,
 		"Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123def\"}]",
 		"Sure.", []call{{"f", `{"a": 1}`}}},
-	{"mistral without the marker's text", ToolsMistral, 0,
+	{"mistral without the marker's text", Mistral, 0,
 		"[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]",
 		"", []call{{"f", `{"a": 1}`}}},
-	{"mistral cut after a call", ToolsMistral, 0,
+	{"mistral cut after a call", Mistral, 0,
 		"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"argu",
 		"", []call{{"f", `{}`}}},
-	{"llama3 cut after a call", ToolsLlama3, 0,
+	{"llama3 cut after a call", Llama3, 0,
 		"{\"name\": \"f\", \"parameters\": {}}; {\"na",
 		"", []call{{"f", `{}`}}},
-	{"mistral plain text", ToolsMistral, 0,
+	{"mistral plain text", Mistral, 0,
 		"[TOOL is not a call", "[TOOL is not a call", nil},
-	{"json wrapper", ToolsJSON, 0,
+	{"json wrapper", JSON, 0,
 		"{\"tool_calls\": [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"q\": 1}}]}",
 		"", []call{{"a", `{}`}, {"b", `{"q": 1}`}}},
-	{"json list", ToolsJSON, 0,
+	{"json list", JSON, 0,
 		"[{\"name\": \"a\", \"arguments\": {\"k\": \"v\"}}]",
 		"", []call{{"a", `{"k": "v"}`}}},
-	{"json OpenAI shape", ToolsJSON, 0,
+	{"json OpenAI shape", JSON, 0,
 		"{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}",
 		"", []call{{"f", `{}`}}},
-	{"json plain answer", ToolsJSON, 0,
+	{"json plain answer", JSON, 0,
 		"Hello there.", "Hello there.", nil},
 }
 
 // stream feeds text to a parser in pieces of n bytes and reassembles what
 // it sends the way an OpenAI client does.
-func stream(f ToolFormat, max int, text string, n int) (content string, calls []wire.ToolCall, ids map[int]string) {
-	p := NewToolParser(f, max)
+func stream(f Format, max int, text string, n int) (content string, calls []wire.ToolCall, ids map[int]string) {
+	return streamTools(f, nil, max, text, n)
+}
+
+// streamTools is stream for a format that reads the tools' schemas.
+func streamTools(f Format, tools []wire.Tool, max int, text string, n int) (content string, calls []wire.ToolCall, ids map[int]string) {
+	p := f.Parser(tools, max)
 	var deltas []wire.Delta
 	for i := 0; i < len(text); i += n {
 		deltas = append(deltas, p.Push(text[i:min(i+n, len(text))])...)
@@ -136,7 +142,7 @@ func TestToolParser(t *testing.T) {
 					}
 				}
 			}
-			content, calls := ParseToolCalls(tc.format, tc.text, tc.max, false)
+			content, calls := Parse(tc.format, nil, tc.text, tc.max, false)
 			check("whole", content, calls)
 			for _, n := range []int{1, 2, 3, 7, len(tc.text)} {
 				content, calls, _ := stream(tc.format, tc.max, tc.text, n)
@@ -149,7 +155,7 @@ func TestToolParser(t *testing.T) {
 // A call that names its function first is sent as it is written: its
 // name before the arguments are complete, then argument fragments.
 func TestToolParserStreamsArguments(t *testing.T) {
-	p := NewToolParser(ToolsHermes, 0)
+	p := Hermes.Parser(nil, 0)
 	var got []wire.Delta
 	for _, piece := range []string{"<tool_", "call>\n{\"name\": \"f\", \"arg", "uments\": {\"q\": \"par", "is\"}", "}\n</tool_call>"} {
 		got = append(got, p.Push(piece)...)
@@ -182,11 +188,11 @@ func TestToolParserStreamsArguments(t *testing.T) {
 // content. A bare answer that only begins like a call is content.
 func TestToolParserTruncated(t *testing.T) {
 	text := "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"pa"
-	content, calls, ids := stream(ToolsHermes, 0, text, 4)
+	content, calls, ids := stream(Hermes, 0, text, 4)
 	if content != "Sure." || len(calls) != 1 || len(ids) != 1 || calls[0].Function.Arguments != `{"q": "pa` {
 		t.Fatalf("streamed: content %q calls %+v", content, calls)
 	}
-	content, whole := ParseToolCalls(ToolsHermes, text, 0, true)
+	content, whole := Parse(Hermes, nil, text, 0, true)
 	if content != "Sure." || len(whole) != 0 {
 		t.Fatalf("whole: content %q calls %+v", content, whole)
 	}
@@ -196,10 +202,10 @@ func TestToolParserTruncated(t *testing.T) {
 		if !cut {
 			want = "Hi <tool_ca"
 		}
-		if content, calls := ParseToolCalls(ToolsHermes, "Hi <tool_ca", 0, cut); content != want || len(calls) != 0 {
+		if content, calls := Parse(Hermes, nil, "Hi <tool_ca", 0, cut); content != want || len(calls) != 0 {
 			t.Errorf("cut %v: content %q calls %+v, want %q", cut, content, calls, want)
 		}
-		p := NewToolParser(ToolsHermes, 0)
+		p := Hermes.Parser(nil, 0)
 		got := deltaText(t, append(p.Push("Hi <tool_ca"), func() []wire.Delta {
 			if cut {
 				p.Cut()
@@ -212,26 +218,33 @@ func TestToolParserTruncated(t *testing.T) {
 	}
 	bare := "{Once upon a time"
 	for _, n := range []int{1, len(bare)} {
-		if content, calls, _ := stream(ToolsLlama3, 0, bare, n); content != bare || len(calls) != 0 {
+		if content, calls, _ := stream(Llama3, 0, bare, n); content != bare || len(calls) != 0 {
 			t.Fatalf("bare by %d: content %q calls %+v", n, content, calls)
 		}
 	}
 }
 
 func TestDetectToolFormat(t *testing.T) {
-	for src, want := range map[string]ToolFormat{
-		`{{- '<tool_call>\n' + call | tojson + '\n</tool_call>' }}`:                ToolsHermes,
-		`{{- '[TOOL_CALLS][' }}`:                                                   ToolsMistral,
-		`{{- '<|start_header_id|>assistant<|end_header_id|>' }}`:                   ToolsLlama3,
-		`{{- '<|python_tag|>' + tool_call.function.name }}`:                        ToolsLlama3,
-		`{%- for m in messages %}{{ '<start_of_turn>' + m.content }}{%- endfor %}`: ToolsJSON,
-		builtinTemplates["chatml"].source:                                          ToolsHermes,
-		builtinTemplates["llama3"].source:                                          ToolsLlama3,
-		builtinTemplates["mistral"].source:                                         ToolsMistral,
-		builtinTemplates["gemma"].source:                                           ToolsJSON,
+	builtin := func(name string) string {
+		tpl, err := chat.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tpl.Source()
+	}
+	for src, want := range map[string]Format{
+		`{{- '<tool_call>\n' + call | tojson + '\n</tool_call>' }}`:                Hermes,
+		`{{- '[TOOL_CALLS][' }}`:                                                   Mistral,
+		`{{- '<|start_header_id|>assistant<|end_header_id|>' }}`:                   Llama3,
+		`{{- '<|python_tag|>' + tool_call.function.name }}`:                        Llama3,
+		`{%- for m in messages %}{{ '<start_of_turn>' + m.content }}{%- endfor %}`: JSON,
+		builtin("chatml"):  Hermes,
+		builtin("llama3"):  Llama3,
+		builtin("mistral"): Mistral,
+		builtin("gemma"):   JSON,
 	} {
-		if got := DetectToolFormat(src); got != want {
-			t.Errorf("DetectToolFormat(%.40q) = %s, want %s", src, got, want)
+		if got := Detect(src); got != want {
+			t.Errorf("Detect(%.40q) = %s, want %s", src, got.Name(), want.Name())
 		}
 	}
 }
@@ -253,7 +266,7 @@ func BenchmarkToolParserStream(b *testing.B) {
 	text := "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": " + args.String() + "}\n</tool_call>"
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
-		p := NewToolParser(ToolsHermes, 0)
+		p := Hermes.Parser(nil, 0)
 		for i := 0; i < len(text); i += 4 {
 			p.Push(text[i:min(i+4, len(text))])
 		}

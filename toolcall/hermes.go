@@ -1,0 +1,27 @@
+package toolcall
+
+import (
+	"strings"
+
+	"github.com/corral-llm/corral/grammar"
+)
+
+// Hermes writes one <tool_call>{"name": ..., "arguments": {...}}</tool_call>
+// block per call, after any text: Hermes 2 and 3, Qwen 2.5 and Qwen3
+// (but Qwen3-Coder and Qwen3.5: see Qwen3Coder), QwQ, and the chatml
+// built-in.
+var Hermes Format = &jsonFormat{
+	name:    "hermes",
+	markers: []string{"<tool_call>", "</tool_call>"},
+	sx: syntax{
+		start: []string{"<tool_call>"}, argsKey: "arguments",
+		frame: grammar.Frame{Before: "<tool_call>\n", After: "\n</tool_call>", Sep: "\n"},
+	},
+}
+
+// isHermes reports a template that writes earlier calls in <tool_call>
+// tags. GLM's <arg_key> and MiniMax's <invoke> markup inside the same
+// tags is not Hermes's JSON.
+func isHermes(src string) bool {
+	return strings.Contains(src, "<tool_call>") && !strings.Contains(src, "<arg_key>") && !strings.Contains(src, "<invoke")
+}

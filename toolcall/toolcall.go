@@ -1,0 +1,177 @@
+// Package toolcall reads the tool calls models write, each model family
+// in its own markup, and writes the grammars that make a model call
+// (tool_choice "required" or a named function) in that markup.
+//
+// A Format is one family's markup: its Parser splits an answer, as it
+// arrives, into content and calls in OpenAI's streaming shape; its
+// Grammar forces calls; its Markers are the markup the model writes as
+// special tokens, which the engine must output as text for the parser
+// to see. Detect picks the format a chat template implies, by the markup
+// the template writes for the calls of earlier turns; Lookup finds one by
+// name (corral serve's --tool-format).
+//
+// Adding a family: a file with a value implementing Format, its entry in
+// families (where Detect tries it, before the formats its template could
+// be mistaken for), and its parser table in the tests.
+package toolcall
+
+import (
+	"crypto/rand"
+	"fmt"
+	"github.com/corral-llm/corral/grammar"
+	"strings"
+
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+// Format is how a model family writes its tool calls.
+type Format interface {
+	// Name is the format's name, as --tool-format takes it.
+	Name() string
+	// Parser returns a parser for one answer that may call tools (the
+	// request's, which formats that write arguments as text type by
+	// their schemas), keeping at most max calls (0: all of them; 1 when
+	// parallel calls are off).
+	Parser(tools []wire.Tool, max int) Parser
+	// Grammar returns a GBNF grammar under which the model's whole
+	// answer is one call (parallel false) or one or more calls (parallel
+	// true) of tools, in this format's markup, each call's arguments
+	// following its function's parameters schema, each schema within lim
+	// (a larger one: a *grammar.SchemaLimitError). A schema the grammar
+	// cannot express is an error wrapping grammar.ErrInvalidSchema that
+	// names the tool.
+	Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error)
+	// Markers are the markup the model writes, which it may write as
+	// special tokens: the engine must output their text.
+	Markers() []string
+}
+
+// Parser splits one answer, as it arrives, into content and tool calls.
+// Push gives the pieces that are certain so far, in OpenAI's streaming
+// shape: content text, and for each call its index, id and name first,
+// then fragments of its arguments (the JSON text of an object). Text that
+// may still turn out to be call markup is held back until it is decided,
+// so that markup never reaches the content.
+//
+// A Parser belongs to one goroutine.
+type Parser interface {
+	// Push adds text to the answer and returns the pieces it decided.
+	Push(text string) []wire.Delta
+	// Finish ends the answer and returns the pieces still held. A call
+	// cut off by the end stays as far as it was streamed, but is not
+	// among Calls.
+	Finish() []wire.Delta
+	// Cut marks the answer as cut off (max_tokens, the end of the
+	// context): at Finish, the first characters of a marker at its end
+	// are markup that broke off, dropped rather than given as content.
+	Cut()
+	// Calls are the complete calls parsed so far.
+	Calls() []wire.ToolCall
+}
+
+// family is a format and how Detect recognises its templates.
+type family struct {
+	format Format
+	is     func(templateSource string) bool
+}
+
+// families are the formats Detect tries, in order: a template matching
+// several (Qwen3-Coder's XML inside Hermes's <tool_call> tags) is the
+// first one's. JSON, the fallback, is not among them.
+var families = []family{
+	{Harmony, isHarmony},
+	{Qwen3Coder, isQwen3Coder},
+	{MistralV11, isMistralV11},
+	{Hermes, isHermes},
+	{Mistral, isMistral},
+	{Llama3, isLlama3},
+}
+
+// Detect returns the format a chat template source implies, judged by the
+// markup it writes for the calls of earlier turns; JSON when it writes
+// none that corral knows.
+func Detect(templateSource string) Format {
+	for _, f := range families {
+		if f.is(templateSource) {
+			return f.format
+		}
+	}
+	return JSON
+}
+
+// all lists every format, for Lookup and Names.
+func all() []Format {
+	out := make([]Format, 0, len(families)+1)
+	for _, f := range families {
+		out = append(out, f.format)
+	}
+	return append(out, JSON)
+}
+
+// Names lists the formats' names, for flags and error messages.
+func Names() []string {
+	var out []string
+	for _, f := range all() {
+		out = append(out, f.Name())
+	}
+	return out
+}
+
+// Lookup returns the format with the given name.
+func Lookup(name string) (Format, error) {
+	for _, f := range all() {
+		if f.Name() == name {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown tool-call format %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Parse splits a whole answer in format f into its content and calls, as
+// f's Parser fed the same text in pieces would, except that a call cut
+// off by the answer's end is not among the calls (nothing of it was
+// sent). cut says the answer was cut off (see Parser.Cut).
+func Parse(f Format, tools []wire.Tool, text string, max int, cut bool) (content string, calls []wire.ToolCall) {
+	p := f.Parser(tools, max)
+	if cut {
+		p.Cut()
+	}
+	var ds []wire.Delta
+	if w, ok := p.(interface{ whole(string) []wire.Delta }); ok {
+		ds = w.whole(text)
+	} else {
+		ds = p.Push(text)
+	}
+	var b strings.Builder
+	for _, d := range append(ds, p.Finish()...) {
+		b.WriteString(d.Text())
+	}
+	return b.String(), p.Calls()
+}
+
+// newCallID returns a call id in OpenAI's form: "call_" and 24 letters
+// and digits.
+func newCallID() string {
+	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 24)
+	rand.Read(b)
+	for i := range b {
+		b[i] = chars[int(b[i])%len(chars)]
+	}
+	return "call_" + string(b)
+}
+
+// heldPrefix is the length of the longest suffix of s that begins one of
+// markers: text that cannot be sent until more arrives.
+func heldPrefix(s string, markers []string) int {
+	held := 0
+	for _, m := range markers {
+		for n := min(len(m)-1, len(s)); n > held; n-- {
+			if strings.HasSuffix(s, m[:n]) {
+				held = n
+				break
+			}
+		}
+	}
+	return held
+}
