@@ -183,8 +183,8 @@ type Model struct {
 	closeToks []int32 // think's Close, tokenized
 	show      []int32 // the special tokens of both formats' markup, output as text
 	stops     []string
-	bos       string  // text of the BOS token
-	eos       string  // text of the EOS token
+	bos       string // text of the BOS token
+	eos       string // text of the EOS token
 }
 
 // NewModel prepares eng for serving, resolving its chat template: the one
