@@ -134,24 +134,23 @@ func TestFuncError(t *testing.T) {
 func TestLimits(t *testing.T) {
 	defer func(n int) { maxSteps = n }(maxSteps)
 	maxSteps = 1_000_000
-	for _, src := range []string{
-		// Recursion: Python stops this with RecursionError.
-		"{% macro m(x) %}{{ m(x) }}{% endmacro %}{{ m(1) }}",
+	for _, tt := range []struct{ src, want string }{
+		// Python stops this with RecursionError.
+		{"{% macro m(x) %}{{ m(x) }}{% endmacro %}{{ m(1) }}", "RecursionError"},
 		// The sandbox's MAX_RANGE.
-		"{% for i in range(100001) %}{% endfor %}",
-		// Too much work: 1000 * 1000 iterations.
-		"{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}",
-		"{% set l = range(50000) | list %}{% for a in l %}{{ l | select | list | length }}{% endfor %}",
-		// Too much output.
-		"{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
-		"{{ 'x' * 100000000 }}",
-		"{% for i in range(100000) %}{{ '0123456789' * 100 }}{% endfor %}",
-		"{{ 'a'.center(999999999) }}",
+		{"{% for i in range(100001) %}{% endfor %}", "MAX_RANGE (100000)"},
+		// Too much work: 1000 * 1000 iterations; 50000 list items 50000 times.
+		{"{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}", "steps of work"},
+		{"{% set l = range(50000) | list %}{% for a in l %}{{ l | select | list | length }}{% endfor %}", "steps of work"},
+		// Too much text.
+		{"{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "grew past"},
+		{"{{ 'x' * 100000000 }}", "grew past"},
+		{"{% for i in range(100000) %}{{ '0123456789' * 100 }}{% endfor %}", "wrote more than"},
+		{"{{ 'a'.center(999999999) }}", "grew past"},
 	} {
-		tpl := mustParse(t, src)
-		out, err := tpl.Render(nil)
-		if err == nil {
-			t.Errorf("%.60q rendered %d bytes without error", src, len(out))
+		out, err := mustParse(t, tt.src).Render(nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%.60q: %d bytes, error %v; want an error with %q", tt.src, len(out), err, tt.want)
 		}
 	}
 	// Below the limits the same constructs work.
