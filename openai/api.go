@@ -1,6 +1,6 @@
 // Package openai serves an engine over HTTP with OpenAI's API
 // (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models) and llama-server's
-// (/completion, /tokenize, /detokenize, /slots, /metrics).
+// (/completion, /tokenize, /detokenize, /apply-template, /slots, /metrics).
 //
 // It decodes and validates requests, renders chat templates, submits to the
 // engine and encodes responses, streamed as server-sent events or whole.
@@ -14,10 +14,12 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -136,6 +138,13 @@ type ModelOptions struct {
 	// ChatTemplate names a built-in chat template (see chat.Lookup) used
 	// instead of the model's own.
 	ChatTemplate string
+	// ChatTemplateFile is a Jinja chat template file used instead of the
+	// model's own; at most one of ChatTemplate and ChatTemplateFile is set.
+	ChatTemplateFile string
+	// ChatTemplateKwargs are chat template variables every request gets
+	// (see ParseKwargs); a request's own chat_template_kwargs override
+	// them one by one.
+	ChatTemplateKwargs map[string]json.RawMessage
 	// ToolFormat overrides the tool-call format the chat template implies
 	// (see chat.DetectToolFormat); "" keeps it.
 	ToolFormat chat.ToolFormat
@@ -146,36 +155,49 @@ type ModelOptions struct {
 // Model is one loaded model as the API serves it: its engine, its chat
 // template and the text of its special tokens.
 type Model struct {
-	eng   Engine
-	info  engine.ModelInfo
-	tmpl  *chat.Template
-	tools chat.ToolFormat // how the model writes tool calls
-	bos   string          // text of the BOS token
-	eos   string          // text of the EOS token
+	eng    Engine
+	info   engine.ModelInfo
+	tmpl   *chat.Template
+	kwargs map[string]json.RawMessage // template variables for every request
+	tools  chat.ToolFormat            // how the model writes tool calls
+	bos    string                     // text of the BOS token
+	eos    string                     // text of the EOS token
 }
 
 // NewModel prepares eng for serving, resolving its chat template: the one
-// named by opt.ChatTemplate, else the model's, else ChatML. A model
-// template that does not parse falls back to ChatML with a warning.
+// opt names (a built-in or a file), else the model's, else ChatML. A
+// template that does not parse, or cannot render a plain conversation, is
+// an error naming the model and the template line: corral never serves a
+// model with a template it did not ask for.
 func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	info := eng.Info()
-	m := &Model{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
+	m := &Model{eng: eng, info: info, kwargs: opt.ChatTemplateKwargs, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
 	var err error
 	switch {
+	case opt.ChatTemplate != "" && opt.ChatTemplateFile != "":
+		return nil, fmt.Errorf("model %s: give a built-in chat template or a chat template file, not both", info.Name)
 	case opt.ChatTemplate != "":
 		if m.tmpl, err = chat.Lookup(opt.ChatTemplate); err != nil {
 			return nil, err // it names the template and the known ones
 		}
-	case info.ChatTemplate != "":
-		if m.tmpl, err = chat.Parse(info.ChatTemplate); err != nil {
-			log.Warn("model chat template does not parse; using chatml", "model", info.Name, "err", err)
+	case opt.ChatTemplateFile != "":
+		src, err := os.ReadFile(opt.ChatTemplateFile)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: chat template file: %w", info.Name, err)
 		}
-	}
-	if m.tmpl == nil {
+		if m.tmpl, err = checkedTemplate(string(src)); err != nil {
+			return nil, fmt.Errorf("model %s: chat template file %s: %w", info.Name, opt.ChatTemplateFile, err)
+		}
+	case info.ChatTemplate != "":
+		if m.tmpl, err = checkedTemplate(info.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("model %s: its chat template does not work (replace it with --chat-template NAME or --chat-template-file FILE): %w", info.Name, err)
+		}
+	default:
+		log.Info("model has no chat template; using chatml", "model", info.Name)
 		if m.tmpl, err = chat.Lookup("chatml"); err != nil {
 			return nil, fmt.Errorf("chat template chatml: %w", err)
 		}
@@ -184,10 +206,28 @@ func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 	return m, nil
 }
 
+// checkedTemplate parses a chat template and renders a plain
+// conversation with it, so that a broken one fails when its model loads
+// rather than at every request.
+func checkedTemplate(src string) (*chat.Template, error) {
+	tmpl, err := chat.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := tmpl.Check(); err != nil {
+		return nil, err
+	}
+	return tmpl, nil
+}
+
 // Loader returns the registry loader of Models: an engine for the spec,
 // with its chat template; log receives template warnings.
 func Loader(log *slog.Logger) registry.Loader[*Model] {
 	return func(ctx context.Context, spec registry.Spec) (*Model, error) {
+		kwargs, err := ParseKwargs(spec.ChatTemplateKwargs)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: chat template kwargs: %w", spec.ID, err)
+		}
 		cfg := spec.Engine
 		if cfg.Name == "" {
 			cfg.Name = spec.ID
@@ -196,7 +236,8 @@ func Loader(log *slog.Logger) registry.Loader[*Model] {
 		if err != nil {
 			return nil, err
 		}
-		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ToolFormat: chat.ToolFormat(spec.ToolFormat), Logger: log})
+		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ChatTemplateFile: spec.ChatTemplateFile,
+			ChatTemplateKwargs: kwargs, ToolFormat: chat.ToolFormat(spec.ToolFormat), Logger: log})
 		if err != nil {
 			eng.Close()
 			return nil, err

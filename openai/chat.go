@@ -15,6 +15,7 @@ type chatRequest struct {
 	Messages            []chat.Message `json:"messages"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	toolFields
+	templateArgs
 	// Chunking asks for paced output (corral's extension; see pace.go).
 	Chunking *chunkingParams `json:"chunking"`
 	// Logprobs asks for each content token's log-probability,
@@ -106,7 +107,11 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error
 	case plan.grammar != "":
 		req.Grammar = plan.grammar
 	}
-	if req.Prompt, e = m.render(body.Messages, plan.render); e != nil {
+	kw, e := m.templateKwargs(&body.templateArgs)
+	if e != nil {
+		return req, plan, e
+	}
+	if req.Prompt, e = m.render(body.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.render, Kwargs: kw}); e != nil {
 		return req, plan, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
@@ -115,18 +120,23 @@ func (m *Model) chatRequest(body *chatRequest) (engine.Request, toolPlan, *Error
 	return req, plan, nil
 }
 
-// render applies the chat template to the messages, showing it tools.
-func (m *Model) render(msgs []chat.Message, tools []chat.Tool) (string, *Error) {
+// render applies the chat template to the messages with opt (its BOS
+// and EOS are the model's). A template that fails on the messages is the
+// request's error (400): retrying cannot help.
+func (m *Model) render(msgs []chat.Message, opt chat.Options) (string, *Error) {
 	if len(msgs) == 0 {
 		return "", invalid("messages", "'messages' must be a non-empty array")
 	}
-	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos, Tools: tools}
+	opt.BOSToken, opt.EOSToken = m.bos, m.eos
 	prompt, err := m.tmpl.Render(msgs, opt)
-	if err != nil {
-		if errors.Is(err, chat.ErrInvalidMessages) {
-			return "", invalid("messages", "%v", err)
-		}
-		return "", &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: "render chat template: " + err.Error()}
+	switch {
+	case errors.Is(err, chat.ErrInvalidMessages):
+		return "", invalid("messages", "%v", err)
+	case errors.Is(err, chat.ErrReservedKwarg):
+		return "", invalid("chat_template_kwargs", "%v", err)
+	case err != nil:
+		return "", &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "messages", Code: "chat_template_error",
+			Message: "the model's chat template cannot render these messages: " + err.Error()}
 	}
 	// Templates often start with the BOS text; the tokenizer adds BOS
 	// itself (AddSpecial), so a second one would change the prompt.

@@ -29,9 +29,12 @@ import (
 //     context is full" (corral does not shift the context).
 //   - "images", "suffix" and "template" are refused (400): corral serves
 //     text models, has no fill-in-the-middle, and renders prompts with the
-//     model's Jinja chat template. "think" is ignored, and so is the
-//     deprecated "context": no "context" is returned either, since the
-//     engine keeps the tokens of a conversation only for paced requests.
+//     model's Jinja chat template. "think" sets the chat template's
+//     enable_thinking, thinking or reasoning_effort, whichever it reads;
+//     the answer's reasoning is not split into "thinking". The
+//     deprecated "context" is ignored: no "context" is returned either,
+//     since the engine keeps the tokens of a conversation only for paced
+//     requests.
 //   - A request without "model" is served by the default model, as on the
 //     other endpoints.
 //   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
@@ -53,6 +56,9 @@ type ollamaParams struct {
 	// Priority is the request's class, as on the other endpoints
 	// (corral's extension).
 	Priority *int `json:"priority"`
+	// Think (true, false, "low", "medium" or "high") sets the template
+	// variables of thinking models (see Model.thinkKwargs).
+	Think json.RawMessage `json:"think"`
 }
 
 func (p *ollamaParams) stream() bool { return p.Stream == nil || *p.Stream }
@@ -75,11 +81,13 @@ type ollamaChatRequest struct {
 	ollamaParams
 }
 
-// ollamaMessage is a chat message in Ollama's shape (its "thinking" is
-// ignored); responses carry only role and content.
+// ollamaMessage is a chat message in Ollama's shape (its "thinking", an
+// earlier answer's reasoning, is the template's reasoning_content);
+// responses carry only role and content.
 type ollamaMessage struct {
 	Role       string            `json:"role"`
 	Content    string            `json:"content"`
+	Thinking   string            `json:"thinking,omitempty"`
 	Images     []json.RawMessage `json:"images,omitempty"`
 	ToolCalls  []ollamaToolCall  `json:"tool_calls,omitempty"`
 	ToolName   string            `json:"tool_name,omitempty"`
@@ -263,7 +271,7 @@ func (body *ollamaGenerateRequest) request(m *Model) (engine.Request, *Error) {
 		msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
 	}
 	msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
-	return req, m.ollamaPrompt(&req, msgs, nil)
+	return req, m.ollamaPrompt(&req, msgs, nil, body.Think)
 }
 
 // request validates an /api/chat request with messages (check passed)
@@ -271,7 +279,7 @@ func (body *ollamaGenerateRequest) request(m *Model) (engine.Request, *Error) {
 func (body *ollamaChatRequest) request(m *Model) (engine.Request, *Error) {
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
-		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID}
+		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID, ReasoningContent: om.Thinking}
 		for _, tc := range om.ToolCalls {
 			var call chat.ToolCall
 			call.ID, call.Type, call.Function.Name = tc.ID, "function", tc.Function.Name
@@ -286,14 +294,18 @@ func (body *ollamaChatRequest) request(m *Model) (engine.Request, *Error) {
 	if e != nil {
 		return req, e
 	}
-	return req, m.ollamaPrompt(&req, msgs, body.Tools)
+	return req, m.ollamaPrompt(&req, msgs, body.Tools, body.Think)
 }
 
 // ollamaPrompt renders msgs with the chat template into req, the
-// clients' text marked plain and the template's stop strings added.
-func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool) *Error {
-	var e *Error
-	if req.Prompt, e = m.render(msgs, tools); e != nil {
+// clients' text marked plain and the template's stop strings added; think
+// is the request's "think".
+func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage) *Error {
+	kw, e := m.thinkKwargs(think)
+	if e != nil {
+		return e
+	}
+	if req.Prompt, e = m.render(msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}); e != nil {
 		return e
 	}
 	req.Plain = clientSpans(req.Prompt, msgs)
