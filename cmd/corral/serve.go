@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,6 +66,8 @@ func runServe(ctx context.Context, args []string) error {
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
+	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
+	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies (hermes, llama3, mistral, json)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
 	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see README")
@@ -111,11 +114,26 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Fail before the slow model load, not after.
+	if *tmpl != "" && *tmplFile != "" {
+		return errors.New("--chat-template and --chat-template-file: give one")
+	}
 	if *tmpl != "" {
-		// Fail before the slow model load, not after.
 		if _, err := chat.Lookup(*tmpl); err != nil {
 			return err
 		}
+	}
+	if *tmplFile != "" {
+		if err := checkTemplateFile(*tmplFile); err != nil {
+			return fmt.Errorf("--chat-template-file %w", err)
+		}
+	}
+	var kwargs json.RawMessage
+	if *kwargsFlag != "" {
+		if _, err := openai.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
+			return fmt.Errorf("--chat-template-kwargs: %w", err)
+		}
+		kwargs = json.RawMessage(*kwargsFlag)
 	}
 	if *toolFormat != "" {
 		if _, err := chat.ParseToolFormat(*toolFormat); err != nil {
@@ -128,7 +146,8 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		models[0].id = *alias
 	}
-	specs, err := modelSpecs(registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ToolFormat: *toolFormat}, models, *modelsDir, *configPath)
+	base := registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ChatTemplateFile: *tmplFile, ChatTemplateKwargs: kwargs, ToolFormat: *toolFormat}
+	specs, err := modelSpecs(base, models, *modelsDir, *configPath)
 	if err != nil {
 		return err
 	}

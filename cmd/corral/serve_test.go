@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,6 +18,39 @@ func TestServeSchedulingFlags(t *testing.T) {
 	}{
 		{[]string{"--cache-isolation=tenant"}, `--cache-isolation "tenant": want none or key`},
 		{[]string{"--max-pause=0"}, "--max-pause 0s: want a positive duration"},
+	} {
+		err := runServe(context.Background(), tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("corral serve %q: %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestServeTemplateFlags: corral serve refuses a chat template file that
+// does not work (naming the file and the line), both template flags at
+// once, and chat template kwargs that are not a JSON object of allowed
+// variables, before it loads anything.
+func TestServeTemplateFlags(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jinja")
+	if err := os.WriteFile(bad, []byte("{% for m in messages %}\n{{ m.content | nosuchfilter }}\n{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	undefined := filepath.Join(dir, "undefined.jinja")
+	if err := os.WriteFile(undefined, []byte("{{ messages[0].content }}\n{{ functions.name }}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--chat-template-file", bad}, bad + ": parse chat template: line 2: no filter named 'nosuchfilter'"},
+		{[]string{"--chat-template-file", undefined}, undefined + ": render chat template: line 2: UndefinedError: 'functions' is undefined"},
+		{[]string{"--chat-template-file", filepath.Join(dir, "none.jinja")}, "no such file"},
+		{[]string{"--chat-template", "chatml", "--chat-template-file", bad}, "--chat-template and --chat-template-file: give one"},
+		{[]string{"--chat-template-kwargs", "[1]"}, "--chat-template-kwargs: want a JSON object"},
+		{[]string{"--chat-template-kwargs", "{enable_thinking: false}"}, "--chat-template-kwargs: invalid character"},
+		{[]string{"--chat-template-kwargs", `{"messages": []}`}, `--chat-template-kwargs: template argument is reserved: "messages"`},
 	} {
 		err := runServe(context.Background(), tt.args)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
