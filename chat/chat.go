@@ -105,19 +105,18 @@ func Parse(src string) (*Template, error) {
 	return &Template{tpl: tpl, stops: markersIn(src), tools: DetectToolFormat(src)}, nil
 }
 
-// Check renders a one-message conversation, with and without the
-// generation prompt, to find a template that cannot serve any request
-// (it reads a variable nobody gives it, say): its error names the
-// template line. A template rejecting the conversation (raise_exception)
-// is not an error.
-func (t *Template) Check() error {
+// Check renders a one-message conversation with opt and the generation
+// prompt, as a chat completion would, to find a template that cannot
+// serve any request (it reads a variable nobody gives it, say): its error
+// names the template line. A template rejecting the conversation
+// (raise_exception) is not an error.
+func (t *Template) Check(opt Options) error {
 	msgs := []Message{{Role: "user", Content: json.RawMessage(`"Hello"`)}}
-	for _, gen := range []bool{true, false} {
-		_, err := t.Render(msgs, Options{AddGenerationPrompt: gen})
-		var raised *RaiseError
-		if err != nil && !errors.As(err, &raised) {
-			return err
-		}
+	opt.AddGenerationPrompt = true
+	_, err := t.Render(msgs, opt)
+	var raised *RaiseError
+	if err != nil && !errors.As(err, &raised) {
+		return err
 	}
 	return nil
 }

@@ -189,11 +189,11 @@ func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model %s: chat template file: %w", info.Name, err)
 		}
-		if m.tmpl, err = checkedTemplate(string(src)); err != nil {
+		if m.tmpl, err = checkedTemplate(string(src), opt.ChatTemplateKwargs); err != nil {
 			return nil, fmt.Errorf("model %s: chat template file %s: %w", info.Name, opt.ChatTemplateFile, err)
 		}
 	case info.ChatTemplate != "":
-		if m.tmpl, err = checkedTemplate(info.ChatTemplate); err != nil {
+		if m.tmpl, err = checkedTemplate(info.ChatTemplate, opt.ChatTemplateKwargs); err != nil {
 			return nil, fmt.Errorf("model %s: its chat template does not work (replace it with --chat-template NAME or --chat-template-file FILE): %w", info.Name, err)
 		}
 	default:
@@ -207,14 +207,18 @@ func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 }
 
 // checkedTemplate parses a chat template and renders a plain
-// conversation with it, so that a broken one fails when its model loads
-// rather than at every request.
-func checkedTemplate(src string) (*chat.Template, error) {
+// conversation with it and the model's template variables, so that a
+// broken one fails when its model loads rather than at every request.
+func checkedTemplate(src string, kwargs map[string]json.RawMessage) (*chat.Template, error) {
 	tmpl, err := chat.Parse(src)
 	if err != nil {
 		return nil, err
 	}
-	if err := tmpl.Check(); err != nil {
+	kw := make(map[string]any, len(kwargs))
+	for k, v := range kwargs {
+		kw[k] = v
+	}
+	if err := tmpl.Check(chat.Options{Kwargs: kw}); err != nil {
 		return nil, err
 	}
 	return tmpl, nil

@@ -250,9 +250,14 @@ func TestModelTemplateErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "firefunction") || !strings.Contains(err.Error(), "'functions' is undefined") || !strings.Contains(err.Error(), "line ") {
 		t.Errorf("template that cannot render: %v", err)
 	}
-	// Replacing the template makes it load.
+	// Replacing the template makes it load, and so does giving the
+	// variable it reads.
 	if _, err := NewModel(fire, ModelOptions{ChatTemplate: "llama3"}); err != nil {
 		t.Errorf("--chat-template over a broken template: %v", err)
+	}
+	withFunctions := ModelOptions{ChatTemplateKwargs: map[string]json.RawMessage{"functions": json.RawMessage(`"[]"`), "datetime": json.RawMessage(`"2026-11-21"`)}}
+	if got := applyTemplate(t, fire, withFunctions, `{"messages": [{"role": "user", "content": "hi"}]}`); !strings.Contains(got, "hi<|eot_id|>") {
+		t.Errorf("firefunction with --chat-template-kwargs functions: %q", got)
 	}
 	file := filepath.Join(t.TempDir(), "t.jinja")
 	if err := os.WriteFile(file, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o644); err != nil {

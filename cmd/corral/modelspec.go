@@ -175,6 +175,13 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				}
 				s.Engine.Pooling = m.Pooling
 			}
+			if m.ChatTemplateKwargs != nil {
+				kw, err := mergeKwargs(s.ChatTemplateKwargs, m.ChatTemplateKwargs)
+				if err != nil {
+					return nil, fmt.Errorf("%s: chat_template_kwargs: %w", where, err)
+				}
+				s.ChatTemplateKwargs = kw
+			}
 			switch {
 			case m.ChatTemplate != "" && m.ChatTemplateFile != "":
 				return nil, fmt.Errorf("%s: give chat_template or chat_template_file, not both", where)
@@ -187,17 +194,10 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				if !filepath.IsAbs(m.ChatTemplateFile) {
 					m.ChatTemplateFile = filepath.Join(filepath.Dir(configPath), m.ChatTemplateFile)
 				}
-				if err := checkTemplateFile(m.ChatTemplateFile); err != nil {
+				if err := checkTemplateFile(m.ChatTemplateFile, s.ChatTemplateKwargs); err != nil {
 					return nil, fmt.Errorf("%s: chat_template_file %w", where, err)
 				}
 				s.ChatTemplate, s.ChatTemplateFile = "", m.ChatTemplateFile
-			}
-			if m.ChatTemplateKwargs != nil {
-				kw, err := mergeKwargs(s.ChatTemplateKwargs, m.ChatTemplateKwargs)
-				if err != nil {
-					return nil, fmt.Errorf("%s: chat_template_kwargs: %w", where, err)
-				}
-				s.ChatTemplateKwargs = kw
 			}
 			if m.ToolFormat != "" {
 				if _, err := chat.ParseToolFormat(m.ToolFormat); err != nil {
@@ -223,16 +223,25 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 }
 
 // checkTemplateFile reads and parses a chat template file and renders a
-// plain conversation with it, so that a broken one is refused before any
-// model loads; the error names the file and the template line.
-func checkTemplateFile(path string) error {
+// plain conversation with it and the template variables kwargs (a JSON
+// object), so that a broken one is refused before any model loads; the
+// error names the file and the template line.
+func checkTemplateFile(path string, kwargs json.RawMessage) error {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	kw, err := openai.ParseKwargs(kwargs)
+	if err != nil {
+		return err
+	}
+	opt := chat.Options{Kwargs: map[string]any{}}
+	for k, v := range kw {
+		opt.Kwargs[k] = v
+	}
 	tmpl, err := chat.Parse(string(src))
 	if err == nil {
-		err = tmpl.Check()
+		err = tmpl.Check(opt)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

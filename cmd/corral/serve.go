@@ -123,17 +123,17 @@ func runServe(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if *tmplFile != "" {
-		if err := checkTemplateFile(*tmplFile); err != nil {
-			return fmt.Errorf("--chat-template-file %w", err)
-		}
-	}
 	var kwargs json.RawMessage
 	if *kwargsFlag != "" {
 		if _, err := openai.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
 			return fmt.Errorf("--chat-template-kwargs: %w", err)
 		}
 		kwargs = json.RawMessage(*kwargsFlag)
+	}
+	if *tmplFile != "" {
+		if err := checkTemplateFile(*tmplFile, kwargs); err != nil {
+			return fmt.Errorf("--chat-template-file %w", err)
+		}
 	}
 	if *toolFormat != "" {
 		if _, err := chat.ParseToolFormat(*toolFormat); err != nil {

@@ -51,6 +51,9 @@ func TestServeTemplateFlags(t *testing.T) {
 		{[]string{"--chat-template-kwargs", "[1]"}, "--chat-template-kwargs: want a JSON object"},
 		{[]string{"--chat-template-kwargs", "{enable_thinking: false}"}, "--chat-template-kwargs: invalid character"},
 		{[]string{"--chat-template-kwargs", `{"messages": []}`}, `--chat-template-kwargs: template argument is reserved: "messages"`},
+		// With the variable it reads, the template passes, and serve goes
+		// on to the models.
+		{[]string{"--chat-template-file", undefined, "--chat-template-kwargs", `{"functions": {"name": "f"}}`, "--models-dir", dir}, "--models-dir " + dir + ": no .gguf files"},
 	} {
 		err := runServe(context.Background(), tt.args)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
