@@ -1052,7 +1052,7 @@ func multiply(a, b any) (any, error) {
 	switch s := seq.(type) {
 	case string, markup:
 		str, _ := asString(s)
-		if len(str)*times > maxOutput {
+		if times > 0 && len(str) > maxOutput/times {
 			return nil, tooLong()
 		}
 		out := strings.Repeat(str, times)
@@ -1062,7 +1062,7 @@ func multiply(a, b any) (any, error) {
 		return out, nil
 	case []any, tuple:
 		items, _ := iterate(s)
-		if len(items)*times > maxOutput {
+		if times > 0 && len(items) > maxOutput/times {
 			return nil, tooLong()
 		}
 		out := make([]any, 0, len(items)*times)

@@ -629,6 +629,9 @@ func filterIndent(_ *renderer, v any, args []any, kw kwargs) (any, error) {
 	}
 	s := softStr(v) + "\n"
 	lines := splitLines(s, false)
+	if len(indention) > 0 && len(lines) > maxOutput/len(indention) {
+		return nil, tooLong()
+	}
 	var b strings.Builder
 	if truthy(a[2]) {
 		for i, l := range lines {
@@ -1029,6 +1032,9 @@ func filterSlice(r *renderer, v any, args []any, kw kwargs) (any, error) {
 	if n <= 0 {
 		return nil, &runtimeError{kind: "ZeroDivisionError", msg: "integer division or modulo by zero"}
 	}
+	if err := r.step(n + len(items)); err != nil {
+		return nil, err
+	}
 	per, extra := len(items)/n, len(items)%n
 	var out []any
 	offset := 0
@@ -1044,7 +1050,7 @@ func filterSlice(r *renderer, v any, args []any, kw kwargs) (any, error) {
 		}
 		out = append(out, part)
 	}
-	return &iterator{kind: "generator", items: out}, r.step(len(items))
+	return &iterator{kind: "generator", items: out}, nil
 }
 
 func filterSort(r *renderer, v any, args []any, kw kwargs) (any, error) {

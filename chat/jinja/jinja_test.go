@@ -147,6 +147,10 @@ func TestLimits(t *testing.T) {
 		{"{{ 'x' * 100000000 }}", "grew past"},
 		{"{% for i in range(100000) %}{{ '0123456789' * 100 }}{% endfor %}", "wrote more than"},
 		{"{{ 'a'.center(999999999) }}", "grew past"},
+		{"{{ 'ab' * 4611686018427387904 }}", "grew past"},
+		{"{{ [1, 2] * 4611686018427387904 }}", "grew past"},
+		{"{{ ('x\n' * 1000000) | indent(1000) }}", "grew past"},
+		{"{{ [1] | slice(1000000000) | list }}", "steps of work"},
 	} {
 		out, err := mustParse(t, tt.src).Render(nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
