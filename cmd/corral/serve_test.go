@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,5 +62,39 @@ func TestServeTemplateFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("corral serve %q: %v, want an error with %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestServeTemplateFile serves the test model with Qwen 3's chat template
+// (--chat-template-file) and thinking off (--chat-template-kwargs): the
+// prompt /apply-template shows ends with the empty think block, unless a
+// request turns thinking back on.
+func TestServeTemplateFile(t *testing.T) {
+	qwen, err := filepath.Abs("../../chat/testdata/templates/Qwen-Qwen3-0.6B.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startServe(t, "--chat-template-file", qwen, "--chat-template-kwargs", `{"enable_thinking": false}`)
+	prompt := func(body string) string {
+		t.Helper()
+		resp, err := http.Post(url+"/apply-template", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var got struct{ Prompt string }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil {
+			t.Fatalf("/apply-template: %d %s", resp.StatusCode, b)
+		}
+		return got.Prompt
+	}
+	const msgs = `"messages": [{"role": "user", "content": "Is 91 prime?"}]`
+	want := "<|im_start|>user\nIs 91 prime?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+	if got := prompt(`{` + msgs + `}`); got != want {
+		t.Errorf("server kwargs:\n got %q\nwant %q", got, want)
+	}
+	if got := prompt(`{"chat_template_kwargs": {"enable_thinking": true}, ` + msgs + `}`); got != strings.TrimSuffix(want, "<think>\n\n</think>\n\n") {
+		t.Errorf("request kwargs over the server's: %q", got)
 	}
 }
