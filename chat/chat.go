@@ -1,10 +1,11 @@
 // Package chat turns OpenAI-style messages into a prompt with the model's
 // chat template (Jinja, as Hugging Face tokenizers ship them).
 //
-// Templates see what transformers' apply_chat_template gives them:
-// messages, tools, add_generation_prompt, bos_token, eos_token,
-// raise_exception and strftime_now, with Python's tojson, string methods
-// and dictionary order.
+// Templates are rendered as transformers' apply_chat_template renders
+// them (package chat/jinja), with the variables it gives them: messages,
+// tools (None when there are none), documents (None),
+// add_generation_prompt, bos_token, eos_token, raise_exception and
+// strftime_now, and the caller's template arguments (Options.Kwargs).
 package chat
 
 import (
@@ -12,14 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
-
+	"github.com/corral-llm/corral/chat/jinja"
 	"github.com/corral-llm/corral/openai/wire"
 )
 
@@ -31,10 +29,11 @@ type Message struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
-	// ReasoningContent is an assistant's reasoning, as a client sends it
-	// back (llama-server's and vLLM's field); templates see it as
-	// reasoning_content, thinking and reasoning.
+	// ReasoningContent is the reasoning of an earlier assistant turn, as
+	// llama-server and DeepSeek's API return it; Reasoning is the same as
+	// vLLM names it. Templates that show past reasoning read either.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
 }
 
 // ToolCall is an assistant's call of a function tool.
@@ -55,6 +54,28 @@ type Options struct {
 	// template has written more, with an error wrapping ErrTooLong. 0
 	// means no bound.
 	MaxBytes int
+	// Kwargs are extra template variables (a request's
+	// chat_template_kwargs), such as enable_thinking or reasoning_effort.
+	// A value is a json.RawMessage (objects keep their key order) or what
+	// encoding/json decodes into an any. They may not replace the
+	// variables above (see ErrReservedKwarg).
+	Kwargs map[string]any
+}
+
+// ErrReservedKwarg is wrapped by the error Render returns for an
+// Options.Kwargs entry named like a variable Render sets itself.
+var ErrReservedKwarg = errors.New("template argument is reserved")
+
+// reserved are the variables Render sets.
+var reserved = []string{"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token", "raise_exception", "strftime_now"}
+
+// CheckKwarg reports whether name may be given in Options.Kwargs: an
+// error wrapping ErrReservedKwarg if Render sets it itself.
+func CheckKwarg(name string) error {
+	if slices.Contains(reserved, name) {
+		return fmt.Errorf("%w: %q is set by the server", ErrReservedKwarg, name)
+	}
+	return nil
 }
 
 // ErrTooLong is wrapped by the error Render returns when the rendered text
@@ -63,15 +84,11 @@ var ErrTooLong = errors.New("rendered prompt too long")
 
 // Template is a parsed chat template. It is safe for concurrent use.
 type Template struct {
-	tpl      *exec.Template
+	tpl      *jinja.Template
 	bos, eos string // defaults for empty Options.BOSToken/EOSToken
 	stops    []string
 	source   string
 }
-
-// templateName is what the loader calls the one template source; no other
-// name resolves, so {% include %} and {% import %} cannot read files.
-const templateName = "/chat_template"
 
 // Lookup returns a built-in template by name ("chatml", "llama3", ...).
 func Lookup(name string) (*Template, error) {
@@ -79,7 +96,7 @@ func Lookup(name string) (*Template, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown chat template %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	tpl, err := compile(b.source)
+	tpl, err := jinja.Parse(b.source)
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
@@ -87,44 +104,40 @@ func Lookup(name string) (*Template, error) {
 }
 
 // Parse parses a Jinja chat template source (tokenizer.chat_template).
+// A syntax error is a *jinja.Error, which names the template line.
 func Parse(src string) (*Template, error) {
-	tpl, err := compile(src)
+	tpl, err := jinja.Parse(src)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("parse chat template: %w", err)
 	}
 	return &Template{tpl: tpl, stops: markersIn(src), source: src}, nil
 }
 
-// compile parses src with the options transformers uses (trim_blocks,
-// lstrip_blocks). A panic inside the template library is an error.
-func compile(src string) (tpl *exec.Template, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			tpl, err = nil, fmt.Errorf("parse chat template: %v", r)
-		}
-	}()
-	loader, err := loaders.NewMemoryLoader(map[string]string{templateName: src})
-	if err != nil {
-		return nil, fmt.Errorf("parse chat template: %w", err)
+// Check renders a one-message conversation with opt and the generation
+// prompt, as a chat completion would, to find a template that cannot
+// serve any request (it reads a variable nobody gives it, say): its error
+// names the template line. A template rejecting the conversation
+// (raise_exception) is not an error.
+func (t *Template) Check(opt Options) error {
+	msgs := []Message{{Role: "user", Content: json.RawMessage(`"Hello"`)}}
+	opt.AddGenerationPrompt = true
+	_, err := t.Render(msgs, opt)
+	var raised *RaiseError
+	if err != nil && !errors.As(err, &raised) {
+		return err
 	}
-	cfg := config.New()
-	cfg.TrimBlocks = true
-	cfg.LeftStripBlocks = true
-	tpl, err = exec.NewTemplate(templateName, cfg, loader, environment)
-	if err != nil {
-		// The library's own message repeats the whole source; keep its cause.
-		if cause := errors.Unwrap(err); cause != nil {
-			err = cause
-		}
-		return nil, fmt.Errorf("parse chat template: %w", err)
-	}
-	return tpl, nil
+	return nil
 }
+
+// Reads reports whether the template reads a variable called name, such
+// as enable_thinking or reasoning_effort.
+func (t *Template) Reads(name string) bool { return t.tpl.Reads(name) }
 
 // Render renders msgs to prompt text. Invalid messages (unknown role,
 // empty list, content of the wrong shape) give an error wrapping
 // ErrInvalidMessages that names the message's index; a template that calls
-// raise_exception gives a *RaiseError. The text includes the BOS token
+// raise_exception gives a *RaiseError; a template that fails otherwise
+// gives a *jinja.Error naming its line. The text includes the BOS token
 // when the template writes bos_token: tokenize it parsing special tokens
 // and without adding BOS again.
 func (t *Template) Render(msgs []Message, opt Options) (string, error) {
@@ -136,74 +149,69 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	var raised *RaiseError
-	data := map[string]any{
+	vars := map[string]any{
 		"messages":              messages,
+		"tools":                 nil,
+		"documents":             nil,
 		"add_generation_prompt": opt.AddGenerationPrompt,
 		"bos_token":             cmp.Or(opt.BOSToken, t.bos),
 		"eos_token":             cmp.Or(opt.EOSToken, t.eos),
-		"raise_exception": func(args *exec.VarArgs) (any, error) {
-			raised = &RaiseError{Message: joinArgs(args)}
-			return nil, raised
-		},
-		"strftime_now": func(args *exec.VarArgs) string {
-			return strftime(joinArgs(args), now)
-		},
+		"raise_exception": jinja.Func(func(args []any, _ map[string]any) (any, error) {
+			msg := ""
+			if len(args) > 0 {
+				msg = jinja.Str(args[0])
+			}
+			return nil, &RaiseError{Message: msg}
+		}),
+		"strftime_now": jinja.Func(func(args []any, _ map[string]any) (any, error) {
+			if len(args) != 1 {
+				return nil, fmt.Errorf("strftime_now takes one argument, not %d", len(args))
+			}
+			return strftime(jinja.Str(args[0]), now), nil
+		}),
 	}
 	if len(opt.Tools) > 0 {
 		tools, err := toValue(opt.Tools)
 		if err != nil {
 			return "", fmt.Errorf("render chat template: tools: %w", err)
 		}
-		data["tools"] = tools
+		vars["tools"] = tools
 	}
-	out := &boundedWriter{max: opt.MaxBytes}
-	err = execute(t.tpl, data, out)
-	if out.over {
-		return "", fmt.Errorf("render chat template: %w: more than %d bytes", ErrTooLong, opt.MaxBytes)
+	for k, v := range opt.Kwargs {
+		if err := CheckKwarg(k); err != nil {
+			return "", fmt.Errorf("render chat template: %w", err)
+		}
+		val, err := toValue(v)
+		if err != nil {
+			return "", fmt.Errorf("render chat template: template argument %q: %w", k, err)
+		}
+		vars[k] = val
 	}
-	if raised != nil {
-		return "", fmt.Errorf("render chat template: %w", raised)
-	}
+	out, err := t.tpl.RenderLimit(vars, opt.MaxBytes)
 	if err != nil {
+		var raised *RaiseError
+		if errors.As(err, &raised) {
+			return "", fmt.Errorf("render chat template: %w", raised)
+		}
+		if errors.Is(err, jinja.ErrOutputLimit) {
+			return "", fmt.Errorf("render chat template: %w: more than %d bytes", ErrTooLong, opt.MaxBytes)
+		}
 		return "", fmt.Errorf("render chat template: %w", err)
 	}
-	return out.b.String(), nil
+	return out, nil
 }
 
-// execute runs tpl, writing to w; a panic inside the template library is
-// an error.
-func execute(tpl *exec.Template, data map[string]any, w io.Writer) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("template panicked: %v", r)
+// toValue converts a Go value to template values through its JSON form
+// (a json.RawMessage as it is), keeping the order of object keys.
+func toValue(v any) (any, error) {
+	data, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return nil, err
 		}
-	}()
-	return tpl.Execute(w, exec.NewContext(data))
-}
-
-// boundedWriter collects a template's output up to max bytes (0: no
-// bound); a write past it fails, which stops the template.
-type boundedWriter struct {
-	b    strings.Builder
-	max  int
-	over bool // a write went past max
-}
-
-func (w *boundedWriter) Write(p []byte) (int, error) {
-	if w.max > 0 && w.b.Len()+len(p) > w.max {
-		w.over = true
-		return 0, ErrTooLong
 	}
-	return w.b.Write(p)
-}
-
-func joinArgs(args *exec.VarArgs) string {
-	parts := make([]string, len(args.Args))
-	for i, a := range args.Args {
-		parts[i] = a.String()
-	}
-	return strings.Join(parts, " ")
+	return jinja.FromJSON(data)
 }
 
 // Stops are the end-of-turn strings of this template (e.g. "<|im_end|>"),

@@ -153,7 +153,10 @@ func TestParseErrors(t *testing.T) {
 		"{% endfor %}",
 		"{{ messages",
 		"{% if true %}unclosed",
-		"{% generation %}x{% endgeneration %}",
+		"{% generation %}x",
+		"{% for x in y %}{% endif %}",
+		"{{ x | nosuchfilter }}",
+		"{% break %}",
 		"{{ 'unterminated }}",
 		"{% include '/etc/hostname' %}",
 	} {

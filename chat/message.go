@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/corral-llm/corral/chat/jinja"
 )
 
 // ErrInvalidMessages is wrapped by the errors Render returns for messages
@@ -76,15 +76,16 @@ func (m Message) Text() (string, error) {
 }
 
 // templateMessages checks msgs and converts them to what HF templates
-// expect: dictionaries with role, content as a string, and tool_calls,
-// tool_call_id and name only where set. "developer" becomes "system",
-// which is what templates know. Tool-call arguments that are a JSON
-// object are passed as one, as HF templates expect.
-func templateMessages(msgs []Message) (list, error) {
+// expect: dictionaries with role, content as a string, and name,
+// tool_calls, tool_call_id, reasoning_content and reasoning only where
+// set. "developer" becomes "system", which is what templates know.
+// Tool-call arguments that are a JSON object are passed as one, as HF
+// templates expect.
+func templateMessages(msgs []Message) ([]any, error) {
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessages)
 	}
-	out := make(list, len(msgs))
+	out := make([]any, len(msgs))
 	for i, m := range msgs {
 		v, err := templateMessage(m)
 		if err != nil {
@@ -95,7 +96,7 @@ func templateMessages(msgs []Message) (list, error) {
 	return out, nil
 }
 
-func templateMessage(m Message) (*exec.Dict, error) {
+func templateMessage(m Message) (*jinja.Dict, error) {
 	if !roles[m.Role] {
 		return nil, fmt.Errorf("%w: unknown role %q (want system, developer, user, assistant or tool)", ErrInvalidMessages, m.Role)
 	}
@@ -104,44 +105,57 @@ func templateMessage(m Message) (*exec.Dict, error) {
 		return nil, err
 	}
 	switch {
-	case m.Role == "assistant" && !m.hasContent() && len(m.ToolCalls) == 0:
+	case m.Role == "assistant" && !m.hasContent() && len(m.ToolCalls) == 0 && m.reasoning() == "":
 		return nil, fmt.Errorf("%w: assistant message has neither content nor tool_calls", ErrInvalidMessages)
 	case m.Role != "assistant" && !m.hasContent():
 		return nil, fmt.Errorf("%w: %s message has no content", ErrInvalidMessages, m.Role)
 	case m.Role != "assistant" && len(m.ToolCalls) > 0:
 		return nil, fmt.Errorf("%w: %s message has tool_calls; only assistant messages may", ErrInvalidMessages, m.Role)
+	case m.Role != "assistant" && m.reasoning() != "":
+		return nil, fmt.Errorf("%w: %s message has reasoning_content; only assistant messages may", ErrInvalidMessages, m.Role)
 	}
 	role := m.Role
 	if role == "developer" {
 		role = "system"
 	}
-	kv := []any{"role", role, "content", text}
+	d := jinja.NewDict()
+	d.Set("role", role)
+	d.Set("content", text)
 	if m.Name != "" {
-		kv = append(kv, "name", m.Name)
+		d.Set("name", m.Name)
 	}
 	if len(m.ToolCalls) > 0 {
-		calls := make(list, len(m.ToolCalls))
+		calls := make([]any, len(m.ToolCalls))
 		for j, tc := range m.ToolCalls {
 			calls[j] = templateToolCall(tc)
 		}
-		kv = append(kv, "tool_calls", calls)
+		d.Set("tool_calls", calls)
 	}
 	if m.ToolCallID != "" {
-		kv = append(kv, "tool_call_id", m.ToolCallID)
+		d.Set("tool_call_id", m.ToolCallID)
 	}
-	if m.ReasoningContent != "" {
+	if r := m.reasoning(); r != "" {
 		// The names templates read it by: Qwen3, DeepSeek, GLM, Kimi;
 		// gpt-oss; Gemma 4, Solar.
-		kv = append(kv, "reasoning_content", m.ReasoningContent, "thinking", m.ReasoningContent, "reasoning", m.ReasoningContent)
+		d.Set("reasoning_content", r)
+		d.Set("thinking", r)
+		d.Set("reasoning", r)
 	}
-	return dict(kv...), nil
+	return d, nil
 }
 
-func templateToolCall(tc ToolCall) *exec.Dict {
+// reasoning is the message's reasoning, under either name.
+func (m Message) reasoning() string {
+	if m.ReasoningContent != "" {
+		return m.ReasoningContent
+	}
+	return m.Reasoning
+}
+
+func templateToolCall(tc ToolCall) *jinja.Dict {
 	var args any = tc.Function.Arguments
-	if v, err := decodeJSON([]byte(tc.Function.Arguments)); err == nil {
-		switch v.(type) {
-		case *exec.Dict, map[string]any:
+	if v, err := jinja.FromJSON([]byte(tc.Function.Arguments)); err == nil {
+		if _, ok := v.(*jinja.Dict); ok {
 			args = v
 		}
 	}
@@ -149,9 +163,12 @@ func templateToolCall(tc ToolCall) *exec.Dict {
 	if typ == "" {
 		typ = "function"
 	}
-	return dict(
-		"id", tc.ID,
-		"type", typ,
-		"function", dict("name", tc.Function.Name, "arguments", args),
-	)
+	fn := jinja.NewDict()
+	fn.Set("name", tc.Function.Name)
+	fn.Set("arguments", args)
+	d := jinja.NewDict()
+	d.Set("id", tc.ID)
+	d.Set("type", typ)
+	d.Set("function", fn)
+	return d
 }

@@ -1,6 +1,6 @@
 // Package openai serves an engine over HTTP with OpenAI's API
 // (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models) and llama-server's
-// (/completion, /tokenize, /detokenize, /slots, /metrics).
+// (/completion, /tokenize, /detokenize, /apply-template, /slots, /metrics).
 //
 // It decodes and validates requests, renders chat templates, submits to the
 // engine and encodes responses, streamed as server-sent events or whole.
@@ -13,10 +13,12 @@ package openai
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -160,6 +162,13 @@ type ModelOptions struct {
 	// engine.Reasoning) of requests that set none; nil or negative: no
 	// budget.
 	ReasoningBudget *int
+	// ChatTemplateFile is a Jinja chat template file used instead of the
+	// model's own; at most one of ChatTemplate and ChatTemplateFile is set.
+	ChatTemplateFile string
+	// ChatTemplateKwargs are chat template variables every request gets
+	// (see ParseKwargs); a request's own chat_template_kwargs override
+	// them one by one.
+	ChatTemplateKwargs map[string]json.RawMessage
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -179,38 +188,51 @@ type Model struct {
 	// corral knows); split says the reasoning is split off the content.
 	think     reasoning.Format
 	split     bool
-	budget    int     // the default reasoning budget; negative: none
-	closeToks []int32 // think's Close, tokenized
-	show      []int32 // the special tokens of both formats' markup, output as text
-	stops     []string
-	bos       string // text of the BOS token
-	eos       string // text of the EOS token
+	budget    int                        // the default reasoning budget; negative: none
+	closeToks []int32                    // think's Close, tokenized
+	show      []int32                    // the special tokens of both formats' markup, output as text
+	stops     []string                   // end-of-turn strings
+	kwargs    map[string]json.RawMessage // template variables for every request
+	bos       string                     // text of the BOS token
+	eos       string                     // text of the EOS token
 }
 
 // NewModel prepares eng for serving, resolving its chat template: the one
-// named by opt.ChatTemplate, else the model's, else ChatML. A model
-// template that does not parse falls back to ChatML with a warning.
+// opt names (a built-in or a file), else the model's, else ChatML. A
+// template that does not parse, or cannot render a plain conversation, is
+// an error naming the model and the template line: corral never serves a
+// model with a template it did not ask for.
 func NewModel(eng Engine, opt ModelOptions) (*Model, error) {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	info := eng.Info()
-	m := &Model{eng: eng, info: info, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
+	m := &Model{eng: eng, info: info, kwargs: opt.ChatTemplateKwargs, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
 	var err error
 	switch {
 	case opt.Template != nil:
 		m.tmpl = opt.Template
+	case opt.ChatTemplate != "" && opt.ChatTemplateFile != "":
+		return nil, fmt.Errorf("model %s: give a built-in chat template or a chat template file, not both", info.Name)
 	case opt.ChatTemplate != "":
 		if m.tmpl, err = chat.Lookup(opt.ChatTemplate); err != nil {
 			return nil, err // it names the template and the known ones
 		}
-	case info.ChatTemplate != "":
-		if m.tmpl, err = chat.Parse(info.ChatTemplate); err != nil {
-			log.Warn("model chat template does not parse; using chatml", "model", info.Name, "err", err)
+	case opt.ChatTemplateFile != "":
+		src, err := os.ReadFile(opt.ChatTemplateFile)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: chat template file: %w", info.Name, err)
 		}
-	}
-	if m.tmpl == nil {
+		if m.tmpl, err = checkedTemplate(string(src), opt.ChatTemplateKwargs); err != nil {
+			return nil, fmt.Errorf("model %s: chat template file %s: %w", info.Name, opt.ChatTemplateFile, err)
+		}
+	case info.ChatTemplate != "":
+		if m.tmpl, err = checkedTemplate(info.ChatTemplate, opt.ChatTemplateKwargs); err != nil {
+			return nil, fmt.Errorf("model %s: its chat template does not work (replace it with --chat-template NAME or --chat-template-file FILE): %w", info.Name, err)
+		}
+	default:
+		log.Info("model has no chat template; using chatml", "model", info.Name)
 		if m.tmpl, err = chat.Lookup("chatml"); err != nil {
 			return nil, fmt.Errorf("chat template chatml: %w", err)
 		}
@@ -278,10 +300,32 @@ func (m *Model) formats(opt ModelOptions, log *slog.Logger) error {
 	return nil
 }
 
+// checkedTemplate parses a chat template and renders a plain
+// conversation with it and the model's template variables, so that a
+// broken one fails when its model loads rather than at every request.
+func checkedTemplate(src string, kwargs map[string]json.RawMessage) (*chat.Template, error) {
+	tmpl, err := chat.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	kw := make(map[string]any, len(kwargs))
+	for k, v := range kwargs {
+		kw[k] = v
+	}
+	if err := tmpl.Check(chat.Options{Kwargs: kw}); err != nil {
+		return nil, err
+	}
+	return tmpl, nil
+}
+
 // Loader returns the registry loader of Models: an engine for the spec,
 // with its chat template; log receives template warnings.
 func Loader(log *slog.Logger) registry.Loader[*Model] {
 	return func(ctx context.Context, spec registry.Spec) (*Model, error) {
+		kwargs, err := ParseKwargs(spec.ChatTemplateKwargs)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: chat template kwargs: %w", spec.ID, err)
+		}
 		cfg := spec.Engine
 		if cfg.Name == "" {
 			cfg.Name = spec.ID
@@ -290,7 +334,8 @@ func Loader(log *slog.Logger) registry.Loader[*Model] {
 		if err != nil {
 			return nil, err
 		}
-		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ToolFormat: spec.ToolFormat,
+		m, err := NewModel(eng, ModelOptions{ChatTemplate: spec.ChatTemplate, ChatTemplateFile: spec.ChatTemplateFile,
+			ChatTemplateKwargs: kwargs, ToolFormat: spec.ToolFormat,
 			ReasoningFormat: spec.ReasoningFormat, ReasoningBudget: spec.ReasoningBudget, Logger: log})
 		if err != nil {
 			eng.Close()

@@ -14,6 +14,7 @@ type chatRequest struct {
 	Messages            []chat.Message `json:"messages"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	toolFields
+	templateArgs
 	// Chunking asks for paced output (corral's extension; see pace.go).
 	Chunking *chunkingParams `json:"chunking"`
 	// Logprobs asks for each content token's log-probability,
@@ -129,7 +130,11 @@ func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, cha
 	case plan.grammar != "":
 		req.Grammar = plan.grammar
 	}
-	if req.Prompt, e = m.render(body.Messages, plan.render, lim); e != nil {
+	kw, e := m.templateKwargs(&body.templateArgs)
+	if e != nil {
+		return req, plan, e
+	}
+	if req.Prompt, e = m.render(body.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.render, Kwargs: kw}, lim); e != nil {
 		return req, plan, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
@@ -139,13 +144,14 @@ func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, cha
 	return req, plan, nil
 }
 
-// render applies the chat template to the messages, showing it tools,
-// for a prompt of at most lim.MaxPromptBytes: rendering stops past it.
-func (m *Model) render(msgs []chat.Message, tools []chat.Tool, lim *Limits) (string, *Error) {
+// render applies the chat template to the messages with opt (its BOS
+// and EOS are the model's), for a prompt of at most lim.MaxPromptBytes:
+// rendering stops past it.
+func (m *Model) render(msgs []chat.Message, opt chat.Options, lim *Limits) (string, *Error) {
 	if len(msgs) == 0 {
 		return "", invalid("messages", "'messages' must be a non-empty array")
 	}
-	opt := chat.Options{AddGenerationPrompt: true, BOSToken: m.bos, EOSToken: m.eos, Tools: tools, MaxBytes: lim.MaxPromptBytes}
+	opt.BOSToken, opt.EOSToken, opt.MaxBytes = m.bos, m.eos, lim.MaxPromptBytes
 	prompt, err := m.tmpl.Render(msgs, opt)
 	if err != nil {
 		return "", renderError(err, lim)

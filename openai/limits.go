@@ -181,6 +181,11 @@ func renderError(err error, l *Limits) *Error {
 		return overLimit("messages", "max-prompt-bytes", l.MaxPromptBytes, "bytes", "the prompt the chat template renders from 'messages' and 'tools' is too long")
 	case errors.Is(err, chat.ErrInvalidMessages):
 		return invalid("messages", "%v", err)
+	case errors.Is(err, chat.ErrReservedKwarg):
+		return invalid("chat_template_kwargs", "%v", err)
 	}
-	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: "render chat template: " + err.Error()}
+	// A template that fails on the messages is the request's error:
+	// retrying cannot help.
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "messages", Code: "chat_template_error",
+		Message: "the model's chat template cannot render these messages: " + err.Error()}
 }

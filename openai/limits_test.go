@@ -113,7 +113,7 @@ func TestAllowedToolsFinding(t *testing.T) {
 	t.Logf("refused, %d MB allocated for a %d MB request", alloc>>20, len(body)>>20)
 
 	fake = newFake()
-	fake.info.ChatTemplate = `{% for t in tools %}[{{ t.function.name }}: {{ t.function.description | length }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
+	fake.info.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}: {{ t.function.description | length }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
 	alloc = allocated(func() { w = post(limitedAPI(t, fake, Limits{MaxAllowedTools: 100000}), (*API).ChatCompletions, body) })
 	if w.Code != http.StatusServiceUnavailable || len(fake.submitted) != 1 { // the fake's queue is full
 		t.Fatalf("status %d, %d submitted: %.300s", w.Code, len(fake.submitted), w.Body)
@@ -283,7 +283,7 @@ func TestLimits(t *testing.T) {
 // shown (and forced) once, in the order they are named.
 func TestAllowedToolsShownOnce(t *testing.T) {
 	fake := newFake()
-	fake.info.ChatTemplate = `{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
+	fake.info.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
 	body := `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}},{"type":"function","function":{"name":"c"}}],
 		"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"b"}},{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]}}}`
 	w := post(limitedAPI(t, fake, Limits{}), (*API).ChatCompletions, body)

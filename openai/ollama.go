@@ -29,11 +29,13 @@ import (
 //     context is full" (corral does not shift the context).
 //   - "images", "suffix" and "template" are refused (400): corral serves
 //     text models, has no fill-in-the-middle, and renders prompts with the
-//     model's Jinja chat template. "think" is ignored (the reasoning of
-//     a model whose template has a reasoning format corral knows comes
-//     apart, in "thinking", unless --reasoning-format is none), and so is
-//     the deprecated "context": no "context" is returned either, since the
-//     engine keeps the tokens of a conversation only for paced requests.
+//     model's Jinja chat template. "think" sets the chat template's
+//     enable_thinking, thinking or reasoning_effort, whichever it reads;
+//     the reasoning of a model whose template has a reasoning format
+//     corral knows comes apart, in "thinking", unless --reasoning-format
+//     is none. The deprecated "context" is ignored: no "context" is
+//     returned either, since the engine keeps the tokens of a
+//     conversation only for paced requests.
 //   - A request without "model" is served by the default model, as on the
 //     other endpoints.
 //   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
@@ -55,6 +57,9 @@ type ollamaParams struct {
 	// Priority is the request's class, as on the other endpoints
 	// (corral's extension).
 	Priority *int `json:"priority"`
+	// Think (true, false, "low", "medium" or "high") sets the template
+	// variables of thinking models (see Model.thinkKwargs).
+	Think json.RawMessage `json:"think"`
 }
 
 func (p *ollamaParams) stream() bool { return p.Stream == nil || *p.Stream }
@@ -273,7 +278,7 @@ func (body *ollamaGenerateRequest) request(m *Model, lim *Limits) (engine.Reques
 			msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
-		if e := m.ollamaPrompt(&req, msgs, nil, lim); e != nil {
+		if e := m.ollamaPrompt(&req, msgs, nil, body.Think, lim); e != nil {
 			return req, answerPlan{}, e
 		}
 	}
@@ -301,7 +306,7 @@ func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, a
 	if e != nil {
 		return req, answerPlan{}, e
 	}
-	if e := m.ollamaPrompt(&req, msgs, body.Tools, lim); e != nil {
+	if e := m.ollamaPrompt(&req, msgs, body.Tools, body.Think, lim); e != nil {
 		return req, answerPlan{}, e
 	}
 	// The calls are read when the request has tools (Ollama has no
@@ -310,10 +315,14 @@ func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, a
 }
 
 // ollamaPrompt renders msgs with the chat template into req, the
-// clients' text marked plain and the template's stop strings added.
-func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool, lim *Limits) *Error {
-	var e *Error
-	if req.Prompt, e = m.render(msgs, tools, lim); e != nil {
+// clients' text marked plain and the template's stop strings added; think
+// is the request's "think".
+func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *Limits) *Error {
+	kw, e := m.thinkKwargs(think)
+	if e != nil {
+		return e
+	}
+	if req.Prompt, e = m.render(msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
 		return e
 	}
 	req.Plain = clientSpans(req.Prompt, msgs)

@@ -14,6 +14,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,13 @@ type Spec struct {
 	// ChatTemplate names a built-in chat template to use instead of the
 	// model's own ("" for the model's).
 	ChatTemplate string
+	// ChatTemplateFile is a Jinja chat template file to use instead of the
+	// model's own ("" for none); at most one of ChatTemplate and
+	// ChatTemplateFile is set.
+	ChatTemplateFile string
+	// ChatTemplateKwargs is a JSON object of chat template variables
+	// every request to the model gets (nil for none).
+	ChatTemplateKwargs json.RawMessage
 	// ToolFormat names the tool-call format (see toolcall.Names) to read
 	// instead of the one the chat template implies ("" for that one).
 	ToolFormat string

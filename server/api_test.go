@@ -253,3 +253,42 @@ func TestEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTemplate: POST /apply-template answers the prompt a chat
+// completion gives the model (the test model has no template: ChatML),
+// which tokenizes to the completion's prompt tokens, and refuses what a
+// completion refuses.
+func TestApplyTemplate(t *testing.T) {
+	ts := startServer(t, engine.Config{Parallel: 1})
+	msgs := []map[string]string{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story."}}
+	resp, b := ts.post(t, "/apply-template", map[string]any{"messages": msgs})
+	var got struct{ Prompt string }
+	unmarshal(t, string(b), &got)
+	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"
+	if resp.StatusCode != 200 || got.Prompt != want {
+		t.Fatalf("/apply-template: %d %s, want prompt %q", resp.StatusCode, b, want)
+	}
+	var tok struct{ Tokens []int }
+	_, b = ts.post(t, "/tokenize", map[string]any{"content": got.Prompt, "add_special": true})
+	unmarshal(t, string(b), &tok)
+	resp, b = ts.post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1})
+	var c chatCompletion
+	unmarshal(t, string(b), &c)
+	if resp.StatusCode != 200 || c.Usage == nil || c.Usage.PromptTokens != len(tok.Tokens) {
+		t.Errorf("chat completion: %d %s; want %d prompt tokens", resp.StatusCode, b, len(tok.Tokens))
+	}
+	resp, b = ts.post(t, "/apply-template", map[string]any{"messages": msgs, "add_generation_prompt": false})
+	unmarshal(t, string(b), &got)
+	if resp.StatusCode != 200 || got.Prompt != strings.TrimSuffix(want, "<|im_start|>assistant\n") {
+		t.Errorf("add_generation_prompt false: %d %s", resp.StatusCode, b)
+	}
+	for _, bad := range []map[string]any{
+		{"messages": []any{}},
+		{"messages": msgs, "chat_template_kwargs": []int{1}},
+		{"messages": []map[string]string{{"role": "robot", "content": "x"}}},
+	} {
+		if resp, b := ts.post(t, "/apply-template", bad); resp.StatusCode != 400 {
+			t.Errorf("%v: %d %s, want 400", bad, resp.StatusCode, b)
+		}
+	}
+}

@@ -269,6 +269,7 @@ var apiRoutes = []route{
 	{http.MethodPost, []string{"/v1/embeddings", "/embeddings"}, (*openai.API).Embeddings},
 	{http.MethodPost, []string{"/tokenize"}, (*openai.API).Tokenize},
 	{http.MethodPost, []string{"/detokenize"}, (*openai.API).Detokenize},
+	{http.MethodPost, []string{"/apply-template"}, (*openai.API).ApplyTemplate},
 	{http.MethodGet, []string{"/v1/models", "/models"}, (*openai.API).Models},
 	{http.MethodGet, []string{"/slots"}, (*openai.API).Slots},
 	{http.MethodGet, []string{"/props"}, (*openai.API).Props},

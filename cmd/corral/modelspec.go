@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,30 +71,35 @@ func fileID(path string) string {
 //	    cache_ram: 64        # optional MiB, like --cache-ram
 //	    pooling: mean        # optional, like --pooling
 //	    chat_template: chatml
+//	    chat_template_file: qwen3.jinja  # or this, like --chat-template-file
+//	    chat_template_kwargs: {enable_thinking: false}  # like --chat-template-kwargs
 //	    tool_format: hermes  # optional, like --tool-format
 //	    reasoning_format: none # optional, like --reasoning-format
 //	    reasoning_budget: 512  # optional, like --reasoning-budget
 //	    keep_alive: -1       # optional, overrides the server's
 type modelConfig struct {
 	Models []struct {
-		ID           string `yaml:"id"`
-		Path         string `yaml:"path"`
-		CtxSize      *int   `yaml:"ctx_size"`
-		Parallel     *int   `yaml:"parallel"`
-		CacheRAM     *int64 `yaml:"cache_ram"`
-		Pooling      string `yaml:"pooling"`
-		ChatTemplate string `yaml:"chat_template"`
-		ToolFormat   string `yaml:"tool_format"`
-		Reasoning    string `yaml:"reasoning_format"`
-		Budget       *int   `yaml:"reasoning_budget"`
-		KeepAlive    string `yaml:"keep_alive"`
+		ID                 string         `yaml:"id"`
+		Path               string         `yaml:"path"`
+		CtxSize            *int           `yaml:"ctx_size"`
+		Parallel           *int           `yaml:"parallel"`
+		CacheRAM           *int64         `yaml:"cache_ram"`
+		Pooling            string         `yaml:"pooling"`
+		ChatTemplate       string         `yaml:"chat_template"`
+		ChatTemplateFile   string         `yaml:"chat_template_file"`
+		ChatTemplateKwargs map[string]any `yaml:"chat_template_kwargs"`
+		ToolFormat         string         `yaml:"tool_format"`
+		Reasoning          string         `yaml:"reasoning_format"`
+		Budget             *int           `yaml:"reasoning_budget"`
+		KeepAlive          string         `yaml:"keep_alive"`
 	} `yaml:"models"`
 }
 
 // modelSpecs gathers the models to serve from -m flags, a models
 // directory and a config file, in that order; base (its engine, chat
-// template and tool-call format) configures each unless the config file
-// says otherwise.
+// template, template variables and tool-call format) configures each
+// unless the config file says otherwise (a model's chat_template_kwargs
+// override base's one by one).
 func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([]registry.Spec, error) {
 	var specs []registry.Spec
 	add := func(id, path string) *registry.Spec {
@@ -174,11 +180,29 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				}
 				s.Engine.Pooling = m.Pooling
 			}
-			if m.ChatTemplate != "" {
+			if m.ChatTemplateKwargs != nil {
+				kw, err := mergeKwargs(s.ChatTemplateKwargs, m.ChatTemplateKwargs)
+				if err != nil {
+					return nil, fmt.Errorf("%s: chat_template_kwargs: %w", where, err)
+				}
+				s.ChatTemplateKwargs = kw
+			}
+			switch {
+			case m.ChatTemplate != "" && m.ChatTemplateFile != "":
+				return nil, fmt.Errorf("%s: give chat_template or chat_template_file, not both", where)
+			case m.ChatTemplate != "":
 				if _, err := chat.Lookup(m.ChatTemplate); err != nil {
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}
-				s.ChatTemplate = m.ChatTemplate
+				s.ChatTemplate, s.ChatTemplateFile = m.ChatTemplate, ""
+			case m.ChatTemplateFile != "":
+				if !filepath.IsAbs(m.ChatTemplateFile) {
+					m.ChatTemplateFile = filepath.Join(filepath.Dir(configPath), m.ChatTemplateFile)
+				}
+				if err := checkTemplateFile(m.ChatTemplateFile, s.ChatTemplateKwargs); err != nil {
+					return nil, fmt.Errorf("%s: chat_template_file %w", where, err)
+				}
+				s.ChatTemplate, s.ChatTemplateFile = "", m.ChatTemplateFile
 			}
 			if m.ToolFormat != "" {
 				if _, err := toolcall.Lookup(m.ToolFormat); err != nil {
@@ -216,4 +240,59 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 		}
 	}
 	return specs, nil
+}
+
+// checkTemplateFile reads and parses a chat template file and renders a
+// plain conversation with it and the template variables kwargs (a JSON
+// object), so that a broken one is refused before any model loads; the
+// error names the file and the template line.
+func checkTemplateFile(path string, kwargs json.RawMessage) error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	kw, err := openai.ParseKwargs(kwargs)
+	if err != nil {
+		return err
+	}
+	opt := chat.Options{Kwargs: map[string]any{}}
+	for k, v := range kw {
+		opt.Kwargs[k] = v
+	}
+	tmpl, err := chat.Parse(string(src))
+	if err == nil {
+		err = tmpl.Check(opt)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// mergeKwargs sets the variables of over (a model's chat_template_kwargs
+// in --config) on base (a JSON object, --chat-template-kwargs), and
+// returns the result as a JSON object.
+func mergeKwargs(base json.RawMessage, over map[string]any) (json.RawMessage, error) {
+	kw, err := openai.ParseKwargs(base)
+	if err != nil {
+		return nil, err
+	}
+	if kw == nil {
+		kw = map[string]json.RawMessage{}
+	}
+	for k, v := range over {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		kw[k] = b
+	}
+	out, err := json.Marshal(kw)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := openai.ParseKwargs(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -106,6 +107,68 @@ models:
 	}
 	if _, err := modelSpecs(registry.Spec{Engine: base}, nil, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "no .gguf") {
 		t.Errorf("empty models dir: %v", err)
+	}
+}
+
+// TestModelSpecsTemplates: a model's chat_template_file (relative to the
+// config file) and chat_template replace the server's template, and its
+// chat_template_kwargs are set over the server's one by one.
+func TestModelSpecsTemplates(t *testing.T) {
+	dir := t.TempDir()
+	touch(t, filepath.Join(dir, "a.gguf"))
+	if err := os.WriteFile(filepath.Join(dir, "mine.jinja"), []byte("{% for m in messages %}{{ m.content }}{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "models.yaml")
+	if err := os.WriteFile(config, []byte(`
+models:
+  - id: file
+    path: a.gguf
+    chat_template_file: mine.jinja
+    chat_template_kwargs: {enable_thinking: true, extra: {depth: [1, 2]}}
+  - id: builtin
+    path: a.gguf
+    chat_template: llama3
+  - id: server
+    path: a.gguf
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := registry.Spec{ChatTemplateFile: "/server.jinja", ChatTemplateKwargs: json.RawMessage(`{"enable_thinking": false, "reasoning_effort": "low"}`)}
+	specs, err := modelSpecs(base, nil, "", config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, builtin, server := specs[0], specs[1], specs[2]
+	if file.ChatTemplateFile != filepath.Join(dir, "mine.jinja") || file.ChatTemplate != "" {
+		t.Errorf("chat_template_file: %q %q", file.ChatTemplateFile, file.ChatTemplate)
+	}
+	var kw map[string]any
+	if err := json.Unmarshal(file.ChatTemplateKwargs, &kw); err != nil {
+		t.Fatal(err)
+	}
+	if kw["enable_thinking"] != true || kw["reasoning_effort"] != "low" || kw["extra"] == nil || len(kw) != 3 {
+		t.Errorf("merged kwargs %s", file.ChatTemplateKwargs)
+	}
+	if builtin.ChatTemplate != "llama3" || builtin.ChatTemplateFile != "" {
+		t.Errorf("chat_template: %q %q", builtin.ChatTemplate, builtin.ChatTemplateFile)
+	}
+	if server.ChatTemplateFile != "/server.jinja" || string(server.ChatTemplateKwargs) != string(base.ChatTemplateKwargs) {
+		t.Errorf("a model without template settings: %+v", server)
+	}
+	for name, body := range map[string]string{
+		"both":          "models:\n  - path: a.gguf\n    chat_template: chatml\n    chat_template_file: mine.jinja\n",
+		"missing file":  "models:\n  - path: a.gguf\n    chat_template_file: nowhere.jinja\n",
+		"reserved":      "models:\n  - path: a.gguf\n    chat_template_kwargs: {tools: []}\n",
+		"not a mapping": "models:\n  - path: a.gguf\n    chat_template_kwargs: [1]\n",
+	} {
+		bad := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := modelSpecs(registry.Spec{}, nil, "", bad); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +69,8 @@ func runServe(ctx context.Context, args []string) error {
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
+	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
+	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies ("+strings.Join(toolcall.Names(), ", ")+")")
 	reasoningFormat := fs.String("reasoning-format", "auto", "how answers' reasoning is returned: auto or deepseek (apart, in reasoning_content, in the format the chat template implies), none (inline in the content), or a format's `name` ("+strings.Join(reasoning.Names(), ", ")+")")
 	reasoningBudget := fs.Int("reasoning-budget", -1, "most `tokens` a model may reason before its reasoning is closed for it, for requests that set no thinking_budget (-1: no limit)")
@@ -117,10 +120,25 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Fail before the slow model load, not after.
+	if *tmpl != "" && *tmplFile != "" {
+		return errors.New("--chat-template and --chat-template-file: give one")
+	}
 	if *tmpl != "" {
-		// Fail before the slow model load, not after.
 		if _, err := chat.Lookup(*tmpl); err != nil {
 			return err
+		}
+	}
+	var kwargs json.RawMessage
+	if *kwargsFlag != "" {
+		if _, err := openai.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
+			return fmt.Errorf("--chat-template-kwargs: %w", err)
+		}
+		kwargs = json.RawMessage(*kwargsFlag)
+	}
+	if *tmplFile != "" {
+		if err := checkTemplateFile(*tmplFile, kwargs); err != nil {
+			return fmt.Errorf("--chat-template-file %w", err)
 		}
 	}
 	if *toolFormat != "" {
@@ -140,7 +158,7 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		models[0].id = *alias
 	}
-	base := registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ToolFormat: *toolFormat, ReasoningFormat: *reasoningFormat}
+	base := registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ChatTemplateFile: *tmplFile, ChatTemplateKwargs: kwargs, ToolFormat: *toolFormat, ReasoningFormat: *reasoningFormat}
 	if *reasoningBudget >= 0 {
 		base.ReasoningBudget = reasoningBudget
 	}
