@@ -30,9 +30,15 @@ var (
 	// ErrBadSlot means Request.SlotID names a slot that does not exist.
 	ErrBadSlot = errors.New("engine: no such slot")
 	// ErrGrammar means the request's grammar could not be parsed, exceeds
-	// a limit (see grammar.DefaultLimits), or no token of the vocabulary
-	// can start it.
+	// a limit (see grammar.DefaultLimits), or the vocabulary cannot write
+	// its start (then the error wraps an *UnsatisfiableError too).
 	ErrGrammar = errors.New("engine: invalid grammar")
+	// ErrGrammarUnsatisfiable means the model's vocabulary cannot write
+	// what the request's grammar requires: Submit's error when no tokens
+	// write the text the grammar starts with, Result.Err (FinishError)
+	// when the answer reached a point of the grammar that no token
+	// continues. Such errors are *UnsatisfiableError.
+	ErrGrammarUnsatisfiable = errors.New("engine: the model's vocabulary cannot write what the grammar requires")
 	// ErrTokenize means the text has characters the model's vocabulary
 	// cannot encode and the vocabulary has no unknown token to stand for
 	// them.
@@ -50,6 +56,20 @@ var (
 	// MaxTopLogprobs], or logprobs were asked of a paced request.
 	ErrBadLogprobs = errors.New("engine: invalid logprobs request")
 )
+
+// UnsatisfiableError is the error of a grammar the model's vocabulary
+// cannot write (see ErrGrammarUnsatisfiable, which it wraps).
+type UnsatisfiableError struct {
+	// Reason says what the grammar requires that no token writes, in
+	// words for a person.
+	Reason string
+}
+
+// Error is ErrGrammarUnsatisfiable's message and the reason.
+func (e *UnsatisfiableError) Error() string { return ErrGrammarUnsatisfiable.Error() + ": " + e.Reason }
+
+// Unwrap returns ErrGrammarUnsatisfiable, for errors.Is.
+func (e *UnsatisfiableError) Unwrap() error { return ErrGrammarUnsatisfiable }
 
 // MaxTopLogprobs bounds Request.TopLogprobs.
 const MaxTopLogprobs = llama.MaxTopLogprobs

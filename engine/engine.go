@@ -353,8 +353,11 @@ func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error)
 		}
 	}
 	s, err := llama.NewSampler(e.model, p)
+	var unwritable *llama.UnwritableError
 	switch {
-	case errors.Is(err, llama.ErrGrammar), errors.Is(err, llama.ErrGrammarDead):
+	case errors.As(err, &unwritable):
+		return nil, fmt.Errorf("%w: %w", ErrGrammar, &UnsatisfiableError{Reason: unwritable.Reason})
+	case errors.Is(err, llama.ErrGrammar):
 		return nil, fmt.Errorf("%w: %v", ErrGrammar, err)
 	case err != nil:
 		return nil, fmt.Errorf("engine: %w", err)

@@ -361,11 +361,15 @@ func (s *scheduler) sample() {
 		} else {
 			tok, err = sl.req.sampler.Sample(s.lctx, sl.outIdx)
 		}
+		var unwritable *llama.UnwritableError
 		switch {
 		case errors.Is(err, llama.ErrGrammarEnd):
 			// The grammar is complete but end-of-generation is banned
 			// (ignore_eos): the output is whole, so it is a normal stop.
 			s.finish(sl, FinishStop, nil)
+			continue
+		case errors.As(err, &unwritable):
+			s.finish(sl, FinishError, &UnsatisfiableError{Reason: unwritable.Reason})
 			continue
 		case err != nil:
 			s.finish(sl, FinishError, err)
