@@ -487,3 +487,40 @@ func BenchmarkJumpForward(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeWithDraft is one sequence's decode step with 0, 1, 4 or
+// 16 drafted tokens after its token (jump.go), each with its logits: what
+// a drafted token costs when the model does not confirm it.
+func BenchmarkDecodeWithDraft(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 256, NSeqMax: 1, Threads: benchThreads(), Unified: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	var batch llama.Batch
+	for i := range 128 {
+		batch.Add(llama.Token(100+i), i, 0, false)
+	}
+	if err := ctx.Decode(&batch); err != nil {
+		b.Fatal(err)
+	}
+	for _, extra := range []int{0, 1, 4, 16} {
+		b.Run(fmt.Sprintf("draft=%d", extra), func(b *testing.B) {
+			for b.Loop() {
+				ctx.SeqRemove(0, 128, -1)
+				batch.Reset()
+				for i := range 1 + extra {
+					batch.Add(llama.Token(300+i), 128+i, 0, true)
+				}
+				if err := ctx.Decode(&batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

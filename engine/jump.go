@@ -14,23 +14,28 @@ import "time"
 // sampled, the text the grammar requires next (llama.Sampler.Forced) is
 // cut into the tokens with the longest text (llama.Pieces.Split), and
 // the next step evaluates the sampled token and those, with logits at
-// each. The request then samples at each position in turn,
-// exactly as it would one step at a time, for as long as the token it
-// samples is the drafted one: a confirmed token's successor is already
-// evaluated. At the first token that differs, or when the request ends,
-// the cells of the drafted tokens after it are dropped, and the sampled
-// token is evaluated in the next step as usual.
+// each. The request then samples at each position in turn, exactly as
+// it would one step at a time, for as long as the token it samples is
+// the drafted one: a confirmed token's successor is already evaluated.
+// At the first token that differs, or when the request ends, the cells
+// of the drafted tokens after it are dropped, and the sampled token is
+// evaluated in the next step as usual.
+//
+// The drafted tokens come last in the batch, so that their cells are the
+// last ones: dropped, they are the first the next step fills, and each
+// sequence's cells stay in position order as they would without drafts
+// (llama.cpp's CPU attention sums over a sequence's cells in cell order;
+// see TestGoldenAloneAndBatched), unless two slots drop drafted tokens
+// in one step.
 //
 // Sampling is unchanged (the same sampler, the same order, the same
 // random draws), so the output is the one of plain decoding. A drafted
-// token the model does not confirm costs its share of a forward pass:
-// on a CPU, where a pass of a few tokens costs about the reading of the
-// weights, a fraction of a step (a 135M model's extra token with its
-// logits, about an eighth). A model that writes the markup its own way
-// (as a model with random weights does, with byte tokens as often as
-// not) confirms little, so each request's drafts shrink to one token
-// more than it last confirmed, and grow back, doubling, while it
-// confirms them whole.
+// token the model does not confirm costs its share of a forward pass
+// (BenchmarkDecodeWithDraft), and its logits. A model that writes the
+// markup its own way (as a model with random weights does, with byte
+// tokens as often as not) confirms little, so each request's drafts
+// shrink to one token more than it last confirmed, and grow back,
+// doubling, while it confirms them whole.
 
 // maxDraft bounds the tokens drafted for one slot in one step.
 const maxDraft = 32
