@@ -17,15 +17,16 @@ MODEL       ?= $(firstword $(wildcard $(SHARED)/models/tinystories-656k-q8_0.ggu
 ARGS        ?=
 TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
-HEADERS     := llama/include/llama.h
+HEADERS     := llama/include/llama.h llama/include/llama-grammar.h
 
 .PHONY: all build test run bench headers vet clean browser manifests dist check-builds cross-toolchain
 
 all: build
 
-# Copy llama.h and the ggml headers from the pinned ollama module into the
-# binding package (git-ignored), so that plain `go build`/`go test` and
-# editors see them too.
+# Copy llama.h, the ggml headers and llama-grammar.h (the grammar's state,
+# which the binding reads to find the text a grammar forces) from the
+# pinned ollama module into the binding package (git-ignored), so that
+# plain `go build`/`go test` and editors see them too.
 headers: $(HEADERS)
 # The module's folder is looked up in the recipe, after the download: a
 # make-time $(shell ...) would run before it and expand to nothing on a
@@ -37,9 +38,10 @@ $(HEADERS): go.mod
 	if [ -z "$$dir" ] || [ ! -f "$$dir/llama/llama.cpp/include/llama.h" ]; then \
 		echo "headers: github.com/ollama/ollama not found in the module cache (dir='$$dir')" >&2; exit 1; \
 	fi; \
-	echo "headers: copying llama.h and ggml headers from $$dir"; \
+	echo "headers: copying llama.h, llama-grammar.h and ggml headers from $$dir"; \
 	mkdir -p llama/include; \
-	cp "$$dir"/llama/llama.cpp/include/*.h "$$dir"/ml/backend/ggml/ggml/include/*.h llama/include/; \
+	cp "$$dir"/llama/llama.cpp/include/*.h "$$dir"/ml/backend/ggml/ggml/include/*.h \
+		"$$dir"/llama/llama.cpp/src/llama-grammar.h llama/include/; \
 	chmod u+w llama/include/*.h; \
 	touch $(HEADERS)
 

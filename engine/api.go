@@ -30,9 +30,15 @@ var (
 	// ErrBadSlot means Request.SlotID names a slot that does not exist.
 	ErrBadSlot = errors.New("engine: no such slot")
 	// ErrGrammar means the request's grammar could not be parsed, exceeds
-	// a limit (see grammar.DefaultLimits), or no token of the vocabulary
-	// can start it.
+	// a limit (see grammar.DefaultLimits), or the vocabulary cannot write
+	// its start (then the error wraps an *UnsatisfiableError too).
 	ErrGrammar = errors.New("engine: invalid grammar")
+	// ErrGrammarUnsatisfiable means the model's vocabulary cannot write
+	// what the request's grammar requires: Submit's error when no tokens
+	// write the text the grammar starts with, Result.Err (FinishError)
+	// when the answer reached a point of the grammar that no token
+	// continues. Such errors are *UnsatisfiableError.
+	ErrGrammarUnsatisfiable = errors.New("engine: the model's vocabulary cannot write what the grammar requires")
 	// ErrTokenize means the text has characters the model's vocabulary
 	// cannot encode and the vocabulary has no unknown token to stand for
 	// them.
@@ -62,6 +68,20 @@ var (
 // Reasoning.Start and Reasoning.End, the tokens of Reasoning.Close, and
 // the entries of Request.ShowTokens.
 const MaxMarker = 256
+
+// UnsatisfiableError is the error of a grammar the model's vocabulary
+// cannot write (see ErrGrammarUnsatisfiable, which it wraps).
+type UnsatisfiableError struct {
+	// Reason says what the grammar requires that no token writes, in
+	// words for a person.
+	Reason string
+}
+
+// Error is ErrGrammarUnsatisfiable's message and the reason.
+func (e *UnsatisfiableError) Error() string { return ErrGrammarUnsatisfiable.Error() + ": " + e.Reason }
+
+// Unwrap returns ErrGrammarUnsatisfiable, for errors.Is.
+func (e *UnsatisfiableError) Unwrap() error { return ErrGrammarUnsatisfiable }
 
 // MaxTopLogprobs bounds Request.TopLogprobs.
 const MaxTopLogprobs = llama.MaxTopLogprobs
@@ -184,6 +204,21 @@ type Config struct {
 	// each forward pass holds Threads of its cores (see CPU). nil: the
 	// engine computes whenever it has work.
 	CPU *CPU
+	// NoJumpForward turns jump-forward decoding off. With it on (the
+	// default), where a request's grammar leaves no choice of text (the
+	// markup of a tool call, the keys of a JSON object), the step that
+	// evaluates a sampled token also evaluates the tokens that write the
+	// text the grammar requires after it, and the request samples at
+	// each of them in turn for as long as it samples the token written:
+	// one forward pass for a run that took one per token. Every token is
+	// still sampled, from logits computed over the same tokens: with
+	// Q8_0 weights and flash attention (llama.cpp's default on a CPU)
+	// they are those of one token at a time bit for bit, so the output is
+	// the same; with F32 weights, or without flash attention, they may
+	// differ in the last bits (as a prompt's do with the batch size), and
+	// so, rarely, a token. Models with a recurrent state never jump
+	// forward.
+	NoJumpForward bool
 }
 
 // Request is one generation. Prompt is tokenized by Submit in the caller's
@@ -398,7 +433,8 @@ type Usage struct {
 	// EvaluatedTokens counts the tokens the request put through the model:
 	// the uncached prompt, then one per generated token but the last
 	// (plus a preempted request's history, when it had to be evaluated
-	// again).
+	// again, and the tokens jump-forward decoding evaluated that the
+	// model did not write: see Config.NoJumpForward).
 	EvaluatedTokens int
 	// ReevaluatedTokens counts the prompt (or history) tokens evaluated
 	// beyond the uncached prompt: 0 unless a preempted request's history
@@ -486,6 +522,10 @@ type Stats struct {
 	// BusySlots sums, over Steps, the slots with tokens in the step's
 	// batch: BusySlots/Steps is llama-server's n_busy_slots_per_decode.
 	BusySlots uint64
+	// Jump-forward decoding (Config.NoJumpForward): tokens evaluated
+	// ahead because the grammar required their text, and those of them
+	// the model then wrote (each a step saved).
+	DraftTokens, DraftAccepted uint64
 	// Queue lists the requests waiting for a slot by priority class, the
 	// best (lowest) class first, classes with none left out. Requests
 	// still in the submission channel are counted at the scheduler's

@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/llama"
+	"github.com/corral-llm/corral/toolcall"
 )
 
 // Benchmarks run on the synthetic 135M model (gguf.Shapes["135m"], random
@@ -406,6 +410,120 @@ func BenchmarkSampleLogprobs(b *testing.B) {
 		b.Run(fmt.Sprintf("top=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, _, top, err = s.SampleLogprobs(ctx, idx, n, top); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// forcedCall is a request for one call of a function with three
+// parameters, forced as tool_choice naming it forces it: the answer is
+// Hermes markup, <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>,
+// under the grammar toolcall's hermes format writes for it.
+func forcedCall(tb testing.TB) engine.Request {
+	tb.Helper()
+	tool := chat.Tool{Type: "function"}
+	tool.Function.Name = "get_weather"
+	tool.Function.Parameters = []byte(`{"type": "object", "properties": {
+		"city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]},
+		"days": {"type": "integer", "minimum": 1, "maximum": 7},
+		"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+		"required": ["city", "days", "unit"]}`)
+	hermes, err := toolcall.Lookup("hermes")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := hermes.Grammar([]chat.Tool{tool}, false, grammar.SchemaLimits{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return engine.Request{
+		Prompt:     "<|im_start|>user\nWhat is the weather in Paris for the next three days?<|im_end|>\n<|im_start|>assistant\n",
+		AddSpecial: true, ParseSpecial: true, MaxTokens: 256, Grammar: g,
+	}
+}
+
+// BenchmarkJumpForward is a forced tool call (forcedCall), one request at
+// a time, greedy, with jump-forward decoding off and on
+// (Config.NoJumpForward), on the synthetic 135M model and on the trained
+// stories260K: the time per call, and per call the scheduler's steps
+// (forward passes), the generated tokens, and the tokens drafted ahead
+// and confirmed. With random weights the model writes the markup in
+// pieces of any length, byte tokens as often as not, and confirms few of
+// the drafted tokens; a trained model writes it the way the drafts do.
+func BenchmarkJumpForward(b *testing.B) {
+	req := forcedCall(b)
+	for _, m := range []struct{ name, path string }{
+		{"135m", benchModel(b)},
+		{"stories260K", testmodel.Path(b, testmodel.Stories260K)},
+	} {
+		for _, jump := range []bool{false, true} {
+			name := "off"
+			if jump {
+				name = "on"
+			}
+			b.Run(m.name+"/"+name, func(b *testing.B) {
+				e, err := engine.New(context.Background(), engine.Config{ModelPath: m.path, Parallel: 1, Threads: benchThreads(), CtxSize: 1024, NoJumpForward: !jump})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				before := e.Stats()
+				tokens := 0
+				for b.Loop() {
+					s, err := e.Submit(context.Background(), req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, res := collect(b, s)
+					if res.FinishReason != engine.FinishStop {
+						b.Fatalf("finish %s: %v", res.FinishReason, res.Err)
+					}
+					tokens += res.Usage.CompletionTokens
+				}
+				after := e.Stats()
+				n := float64(b.N)
+				b.ReportMetric(float64(after.Steps-before.Steps)/n, "steps/call")
+				b.ReportMetric(float64(tokens)/n, "tokens/call")
+				b.ReportMetric(float64(after.DraftTokens-before.DraftTokens)/n, "drafted/call")
+				b.ReportMetric(float64(after.DraftAccepted-before.DraftAccepted)/n, "confirmed/call")
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/n, "ms/call")
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeWithDraft is one sequence's decode step with 0, 1, 4 or
+// 16 drafted tokens after its token (jump.go), each with its logits: what
+// a drafted token costs when the model does not confirm it.
+func BenchmarkDecodeWithDraft(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 256, NSeqMax: 1, Threads: benchThreads(), Unified: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	var batch llama.Batch
+	for i := range 128 {
+		batch.Add(llama.Token(100+i), i, 0, false)
+	}
+	if err := ctx.Decode(&batch); err != nil {
+		b.Fatal(err)
+	}
+	for _, extra := range []int{0, 1, 4, 16} {
+		b.Run(fmt.Sprintf("draft=%d", extra), func(b *testing.B) {
+			for b.Loop() {
+				ctx.SeqRemove(0, 128, -1)
+				batch.Reset()
+				for i := range 1 + extra {
+					batch.Add(llama.Token(300+i), 128+i, 0, true)
+				}
+				if err := ctx.Decode(&batch); err != nil {
 					b.Fatal(err)
 				}
 			}

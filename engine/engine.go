@@ -33,6 +33,7 @@ type Engine struct {
 	info  ModelInfo
 	model *llama.Model
 	eog   []int32 // end-of-generation tokens, banned when IgnoreEOS
+	jump  bool    // jump-forward decoding (Config.NoJumpForward; jump.go)
 
 	nextID   atomic.Uint64
 	queued   atomic.Int64 // requests submitted but not yet admitted or dropped
@@ -169,6 +170,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:   cfg,
 		model: model,
+		// A recurrent state cannot drop the drafted tokens the model
+		// does not write.
+		jump: !cfg.NoJumpForward && !model.Recurrent(),
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
 			CtxTrain: model.CtxTrain(), SlotCtx: slotCtx, VocabSize: model.NVocab(),
@@ -356,11 +360,19 @@ func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error)
 		}
 	}
 	s, err := llama.NewSampler(e.model, p)
+	var unwritable *llama.UnwritableError
 	switch {
-	case errors.Is(err, llama.ErrGrammar), errors.Is(err, llama.ErrGrammarDead):
+	case errors.As(err, &unwritable):
+		return nil, fmt.Errorf("%w: %w", ErrGrammar, &UnsatisfiableError{Reason: unwritable.Reason})
+	case errors.Is(err, llama.ErrGrammar):
 		return nil, fmt.Errorf("%w: %v", ErrGrammar, err)
 	case err != nil:
 		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if p.Grammar != "" && e.jump {
+		// Built here, once per model, so that the scheduler never waits
+		// for it (jump.go).
+		e.model.Pieces()
 	}
 	if penalized(sp) && lastN > 0 {
 		if err := s.AcceptPrompt(prompt[max(0, len(prompt)-lastN):]); err != nil {

@@ -586,15 +586,42 @@ func TestGrammarTheVocabCannotSatisfyIsAnError(t *testing.T) {
 	// never abort the process.
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
 	for _, temp := range []float32{0, 0.8} {
-		req := greedy("Once upon a time", 8)
-		req.Grammar = `root ::= "{" [a-z]* "}"`
-		req.Sampling.Temperature = temp
-		if _, err := e.Submit(context.Background(), req); !errors.Is(err, engine.ErrGrammar) {
-			t.Fatalf("temperature %v: Submit error %v, want ErrGrammar", temp, err)
+		// Neither "{" first nor "{" after text the vocabulary can write,
+		// as in a forced tool call.
+		for _, g := range []string{`root ::= "{" [a-z]* "}"`, `root ::= "<tool_call>\n{" [a-z]* "}"`} {
+			req := greedy("Once upon a time", 8)
+			req.Grammar = g
+			req.Sampling.Temperature = temp
+			_, err := e.Submit(context.Background(), req)
+			var ue *engine.UnsatisfiableError
+			if !errors.Is(err, engine.ErrGrammar) || !errors.As(err, &ue) || !errors.Is(err, engine.ErrGrammarUnsatisfiable) {
+				t.Fatalf("temperature %v, %s: Submit error %v, want ErrGrammar and ErrGrammarUnsatisfiable", temp, g, err)
+			}
 		}
 	}
 	s := submit(t, e, greedy("Hello", 16))
 	if got, _ := collect(t, s); got != goldens[4].Want {
+		t.Fatalf("engine unusable afterwards: %q", got)
+	}
+}
+
+// TestGrammarTheVocabCannotContinueEndsTheAnswer: a grammar that reaches
+// a point no token of the vocabulary continues ends the answer there with
+// FinishError and an *UnsatisfiableError naming the text it needed, after
+// the text written before; the engine goes on serving.
+func TestGrammarTheVocabCannotContinueEndsTheAnswer(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	for _, temp := range []float32{0, 0.8} {
+		req := greedy("Once upon a time", 8)
+		req.Grammar = `root ::= ("a" | "b") "{"`
+		req.Sampling = engine.Sampling{Temperature: temp, Seed: 3}
+		got, res := collect(t, submit(t, e, req))
+		var ue *engine.UnsatisfiableError
+		if (got != "a" && got != "b") || res.FinishReason != engine.FinishError || !errors.As(res.Err, &ue) || !strings.Contains(ue.Reason, `"{"`) {
+			t.Fatalf("temperature %v: %q, %s, %v; want a or b, then ErrGrammarUnsatisfiable naming \"{\"", temp, got, res.FinishReason, res.Err)
+		}
+	}
+	if got, _ := collect(t, submit(t, e, greedy("Hello", 16))); got != goldens[4].Want {
 		t.Fatalf("engine unusable afterwards: %q", got)
 	}
 }

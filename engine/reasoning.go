@@ -73,8 +73,8 @@ func (b *budget) next(sm *llama.Sampler) (llama.Token, bool, error) {
 		b.forcing = slices.Clone(b.r.Close)
 	}
 	tok := b.forcing[0]
-	switch err := sm.Force(tok); {
-	case errors.Is(err, llama.ErrRejected):
+	switch err := sm.Accept(tok); {
+	case errors.Is(err, llama.ErrNotAllowed):
 		b.refused, b.forcing = true, nil
 		return 0, false, nil
 	case err != nil:

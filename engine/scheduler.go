@@ -29,6 +29,7 @@ type scheduler struct {
 	prefilling []*slot              // scratch for buildBatch
 	prefixes   []int                // scratch for place: each slot's common prefix with a prompt
 	piece      []byte               // scratch for token bytes
+	forced     []byte               // scratch for the text a grammar forces (jump.go)
 	top        []llama.TokenLogprob // scratch for SampleLogprobs
 	// pieces caches token texts for logprobs entries, filled on demand
 	// (known says which are); nil until a request asks for logprobs.
@@ -41,6 +42,7 @@ type scheduler struct {
 
 	requests, tokensOut, steps, preemptions uint64
 	busySlots                               uint64 // summed over steps: slots with tokens in the batch
+	draftTokens, draftAccepted              uint64 // jump-forward decoding (jump.go)
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
 	ttftCount                               uint64
@@ -70,7 +72,8 @@ func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
 //	           arrival, with the longest cached prefix found (admit.go)
 //	embed    — one forward pass of pending Embed inputs, if any, with
 //	           embeddings on (embed.go)
-//	batch    — one token per decoding slot + prefill chunks up to the budget
+//	batch    — one token per decoding slot (and the tokens its grammar
+//	           forces after it: jump.go) + prefill chunks up to the budget
 //	decode   — one llama_decode for all of it: one forward pass, since the
 //	           KV cache is unified
 //	sample   — sample, detokenize, check stops, deliver (never blocking)
@@ -273,11 +276,21 @@ func (s *scheduler) retire() {
 // prefilling slots in service order (priority, then arrival), until the
 // per-step budget is spent: BatchSize, or while any slot decodes the
 // adaptive prefill budget (budget.go), at most PrefillBudget, except for
-// prompts of a better priority class than every decoding stream. It
+// prompts of a better priority class than every decoding stream. The
+// tokens a decoding slot's grammar forces after its token (jump.go) come
+// out of the budget before the prompts, and last in the batch, so that
+// the cells of those the model does not write are the last ones. It
 // reports whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
 	s.batch.Reset()
 	decoding := math.MaxInt // the best class among decoding slots
+	spare := s.e.cfg.BatchSize
+	for _, sl := range s.slots {
+		if sl.state == stateDecode {
+			spare--
+		}
+	}
+	drafts := 0
 	for _, sl := range s.slots {
 		sl.outIdx = -1
 		sl.inBatch = false
@@ -287,15 +300,16 @@ func (s *scheduler) buildBatch() bool {
 			s.batch.Add(sl.req.gen.last, len(sl.cache), sl.id, true)
 			sl.cache = append(sl.cache, sl.req.gen.last)
 			sl.req.gen.evalDecode++
+			drafts += s.draft(sl, spare-drafts)
 			decoding = min(decoding, sl.req.params.Priority)
 		}
 	}
 	s.release()
-	s.nDecode = s.batch.Len()
+	s.nDecode = s.batch.Len() + drafts
 	// room is what the step has left; shared is the prompts' bounded share
 	// while streams decode. A prompt of a better class than every decoding
 	// stream is not bounded by it: those streams are the ones to wait.
-	room := s.e.cfg.BatchSize - s.batch.Len()
+	room := s.e.cfg.BatchSize - s.nDecode
 	shared := room
 	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
 		shared = min(room, s.budget.tokens())
@@ -332,13 +346,26 @@ func (s *scheduler) buildBatch() bool {
 		room -= n
 		shared = max(0, min(shared-n, room))
 	}
-	s.nPrefill = s.batch.Len() - s.nDecode
+	s.nPrefill = s.batch.Len() - (s.nDecode - drafts)
+	for _, sl := range s.slots {
+		if sl.state != stateDecode || len(sl.req.gen.draft) == 0 {
+			continue
+		}
+		g := &sl.req.gen
+		sl.draftIdx = s.batch.Len()
+		for _, tok := range g.draft {
+			s.batch.Add(tok, len(sl.cache), sl.id, true)
+			sl.cache = append(sl.cache, tok)
+		}
+		g.evalDecode += len(g.draft)
+	}
 	return s.batch.Len() > 0
 }
 
 // sample reads the outputs of the decoded batch: each slot that produced
 // logits gets its next token, which is detokenized, checked against the
-// stop conditions and delivered.
+// stop conditions and delivered, and a slot that evaluated a draft goes
+// on through it (verify).
 func (s *scheduler) sample() {
 	now := time.Now()
 	for _, sl := range s.slots {
@@ -352,72 +379,98 @@ func (s *scheduler) sample() {
 				g.prefillDone = now
 			}
 		}
-		var lp float32
-		logprobs := sl.req.params.Logprobs
-		// A spent reasoning budget writes its closing tokens instead.
-		tok, forced, err := g.think.next(sl.req.sampler)
-		switch {
-		case err != nil:
-		case forced:
-			s.top = s.top[:0]
-		case logprobs:
-			tok, lp, s.top, err = sl.req.sampler.SampleLogprobs(s.lctx, sl.outIdx, sl.req.params.TopLogprobs, s.top)
-		default:
-			tok, err = sl.req.sampler.Sample(s.lctx, sl.outIdx)
-		}
-		switch {
-		case errors.Is(err, llama.ErrGrammarEnd):
-			// The grammar is complete but end-of-generation is banned
-			// (ignore_eos): the output is whole, so it is a normal stop.
-			s.finish(sl, FinishStop, nil)
-			continue
-		case err != nil:
-			s.finish(sl, FinishError, err)
-			continue
-		}
-		g.decoded++
-		s.tokensOut++
-		if g.decoded == 1 && g.firstToken.IsZero() {
-			g.firstToken = now
-			s.ttftSum += now.Sub(sl.req.submitted)
-			s.ttftCount++
-		}
-		if !sl.req.params.IgnoreEOS && s.e.model.IsEOG(tok) {
-			g.decoded-- // the end token is not part of the output
-			s.tokensOut--
-			s.finish(sl, FinishStop, nil)
-			continue
-		}
-		s.piece = s.e.model.AppendPiece(s.piece[:0], tok, slices.Contains(sl.req.params.ShowTokens, tok))
-		g.think.see(s.piece)
-		if logprobs {
-			g.lp.add(s.entry(tok, lp), len(s.piece))
-		}
-		text, stop := g.out.push(s.piece)
-		if g.pace != nil {
-			g.released(tok, text, g.out.holding() || stop != "")
-			g.pace.chunks.push(text, 1)
-		} else {
-			var lps []TokenLogprobs
-			if logprobs {
-				lps = g.lp.release(len(text), stop != "", false)
-			}
-			sl.req.stream.deliver(text, 1, lps)
-		}
-		g.last = tok
-		switch {
-		case stop != "":
-			g.stopWord = stop
-			s.finish(sl, FinishStop, nil)
-		case g.decoded >= g.maxTokens:
-			s.finish(sl, FinishLength, nil)
-		case len(sl.cache) >= sl.nctx:
-			// The sampled token would need one more cell than the slot has.
-			s.finish(sl, FinishLength, nil)
-		case g.pace != nil && s.nextChunk(sl.req, now):
-			sl.state = statePaused // until Continue (see retire)
-		}
+		s.verify(sl, now)
 	}
+}
+
+// next samples the slot's token from the output at batch index idx and
+// emits it. cells is the number of cells the slot's sequence would hold
+// had it evaluated nothing past that output. It reports the token and
+// whether the request goes on.
+func (s *scheduler) next(sl *slot, idx, cells int, now time.Time) (llama.Token, bool) {
+	var lp float32
+	// A spent reasoning budget writes its closing tokens instead.
+	tok, forced, err := sl.req.gen.think.next(sl.req.sampler)
+	switch {
+	case err != nil:
+	case forced:
+		s.top = s.top[:0]
+	case sl.req.params.Logprobs:
+		tok, lp, s.top, err = sl.req.sampler.SampleLogprobs(s.lctx, idx, sl.req.params.TopLogprobs, s.top)
+	default:
+		tok, err = sl.req.sampler.Sample(s.lctx, idx)
+	}
+	var unwritable *llama.UnwritableError
+	switch {
+	case errors.Is(err, llama.ErrGrammarEnd):
+		// The grammar is complete but end-of-generation is banned
+		// (ignore_eos): the output is whole, so it is a normal stop.
+		s.finish(sl, FinishStop, nil)
+		return tok, false
+	case errors.As(err, &unwritable):
+		s.finish(sl, FinishError, &UnsatisfiableError{Reason: unwritable.Reason})
+		return tok, false
+	case err != nil:
+		s.finish(sl, FinishError, err)
+		return tok, false
+	}
+	return tok, s.emit(sl, tok, lp, cells, now)
+}
+
+// emit takes tok as the slot's next generated token (lp its
+// log-probability, with Request.Logprobs, and s.top the alternatives):
+// it is counted, detokenized, checked against the stop conditions and
+// delivered, and becomes the token the next step evaluates. cells is the
+// number of cells the slot's sequence holds before tok. It reports
+// whether the request goes on: false when it finished or paused.
+func (s *scheduler) emit(sl *slot, tok llama.Token, lp float32, cells int, now time.Time) bool {
+	g := &sl.req.gen
+	g.decoded++
+	s.tokensOut++
+	if g.decoded == 1 && g.firstToken.IsZero() {
+		g.firstToken = now
+		s.ttftSum += now.Sub(sl.req.submitted)
+		s.ttftCount++
+	}
+	if !sl.req.params.IgnoreEOS && s.e.model.IsEOG(tok) {
+		g.decoded-- // the end token is not part of the output
+		s.tokensOut--
+		s.finish(sl, FinishStop, nil)
+		return false
+	}
+	logprobs := sl.req.params.Logprobs
+	s.piece = s.e.model.AppendPiece(s.piece[:0], tok, slices.Contains(sl.req.params.ShowTokens, tok))
+	g.think.see(s.piece)
+	if logprobs {
+		g.lp.add(s.entry(tok, lp), len(s.piece))
+	}
+	text, stop := g.out.push(s.piece)
+	if g.pace != nil {
+		g.released(tok, text, g.out.holding() || stop != "")
+		g.pace.chunks.push(text, 1)
+	} else {
+		var lps []TokenLogprobs
+		if logprobs {
+			lps = g.lp.release(len(text), stop != "", false)
+		}
+		sl.req.stream.deliver(text, 1, lps)
+	}
+	g.last = tok
+	switch {
+	case stop != "":
+		g.stopWord = stop
+		s.finish(sl, FinishStop, nil)
+	case g.decoded >= g.maxTokens:
+		s.finish(sl, FinishLength, nil)
+	case cells >= sl.nctx:
+		// The token would need one more cell than the slot has.
+		s.finish(sl, FinishLength, nil)
+	case g.pace != nil && s.nextChunk(sl.req, now):
+		sl.state = statePaused // until Continue (see retire)
+	default:
+		return true
+	}
+	return false
 }
 
 // entry is the logprobs entry of the sampled token tok (logprob lp) and
@@ -592,6 +645,7 @@ func (s *scheduler) publish() {
 		Paced:         s.paced,
 		EmbedRequests: s.embedRequests, EmbedInputs: s.embedInputs, EmbedPasses: s.embedPasses,
 		Queue: s.queueByClass(), TTFTSum: s.ttftSum, TTFTCount: s.ttftCount,
+		DraftTokens: s.draftTokens, DraftAccepted: s.draftAccepted,
 	}
 	for _, sl := range s.slots {
 		if sl.active() {

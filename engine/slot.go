@@ -53,6 +53,9 @@ type slot struct {
 	pending []int32 // tokens not yet evaluated (the prompt, or a resumed request's history)
 	outIdx  int     // batch index of this slot's logits in the current step, -1 if none
 	inBatch bool    // the slot has tokens in the current step's batch
+	// draftIdx is the batch index of the first token of the slot's
+	// draft (jump.go) in the current step.
+	draftIdx int
 
 	// A prefilling slot may follow another that is still evaluating the
 	// same prefix: it evaluates nothing until the leader's cache holds the
@@ -96,6 +99,11 @@ type generation struct {
 	// evaluate again: evaluated with it, they are decode tokens, not
 	// re-evaluated ones.
 	tails int
+	// draft are tokens evaluated after last in the current step, the
+	// text the grammar forces (jump.go); empty between steps. draftMax
+	// bounds the next draft (0: maxDraft).
+	draft    []int32
+	draftMax int
 
 	admitted, prefillDone, firstToken time.Time
 }

@@ -84,6 +84,9 @@ type Model struct {
 	unk          Token     // the unknown token, -1 if none
 	first, last  []Token   // what llama_tokenize adds around text (see specialEnds)
 	encodable    sync.Map  // rune → bool: can the vocabulary encode it alone?
+
+	piecesOnce sync.Once
+	pieces     *Pieces
 }
 
 // LoadModel loads a GGUF file into memory (CPU). When ctx ends during the
@@ -163,6 +166,13 @@ func (m *Model) NParams() uint64 { return uint64(C.llama_model_n_params(m.m)) }
 
 // NVocab is the vocabulary size.
 func (m *Model) NVocab() int { return int(C.llama_vocab_n_tokens(m.vocab)) }
+
+// Recurrent reports whether the model keeps a recurrent state (a recurrent
+// or hybrid architecture): its sequences cannot drop their last positions
+// (Context.SeqRemove of a tail fails).
+func (m *Model) Recurrent() bool {
+	return bool(C.llama_model_is_recurrent(m.m)) || bool(C.llama_model_is_hybrid(m.m))
+}
 
 // NEmbd is the model's embedding size: the length of a pooled embedding.
 func (m *Model) NEmbd() int { return int(C.llama_model_n_embd(m.m)) }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -44,30 +46,61 @@ const MaxRepeatLastN = 1 << 20
 var (
 	// ErrGrammar: llama.cpp rejected the grammar text.
 	ErrGrammar = errors.New("llama: grammar could not be parsed")
-	// ErrGrammarDead: no token of the vocabulary can start the grammar.
-	ErrGrammarDead = errors.New("llama: no token of this vocabulary can start the grammar")
-	// ErrSample: no token can be sampled (the grammar or the logit biases
-	// exclude every token of the vocabulary).
+	// ErrGrammarDead: no sequence of the vocabulary's tokens writes the
+	// text the grammar starts with (see UnwritableError).
+	ErrGrammarDead = errors.New("llama: this vocabulary cannot write the start of the grammar")
+	// ErrGrammarStuck: the grammar has reached a point that no token of
+	// the vocabulary continues, not even an end-of-generation token (see
+	// UnwritableError).
+	ErrGrammarStuck = errors.New("llama: no token of this vocabulary continues the grammar")
+	// ErrSample: no token can be sampled (the logit biases exclude every
+	// token the grammar allows).
 	ErrSample = errors.New("llama: sampling failed")
+	// ErrNotAllowed: Accept was given a token the grammar does not allow.
+	ErrNotAllowed = errors.New("llama: the grammar does not allow the token")
 	// ErrGrammarEnd: the grammar is complete and allows only an
 	// end-of-generation token, which the logit biases ban.
 	ErrGrammarEnd = errors.New("llama: the grammar is complete")
 )
+
+// UnwritableError is the error of a grammar the vocabulary cannot write:
+// NewSampler's when no sequence of tokens writes the text the grammar
+// starts with (Err is ErrGrammarDead), Sample's when the grammar has
+// reached a point that no token continues (Err is ErrGrammarStuck).
+type UnwritableError struct {
+	Err error
+	// Reason says what the grammar requires that no token writes, in
+	// words for a person.
+	Reason string
+}
+
+// Error is Err's message and the reason.
+func (e *UnwritableError) Error() string { return e.Err.Error() + ": " + e.Reason }
+
+// Unwrap returns Err, for errors.Is.
+func (e *UnwritableError) Unwrap() error { return e.Err }
+
+// maxStartCheck bounds the text at a grammar's start that NewSampler
+// checks the vocabulary can write.
+const maxStartCheck = 1024
 
 // Sampler is the filter chain, an optional grammar and the final selector
 // (greedy or a seeded draw), kept apart so that a filter that leaves no
 // candidate is an error instead of an abort and the grammar is evaluated
 // only when needed. It belongs to one goroutine.
 type Sampler struct {
-	chain, grammar, sel *C.struct_llama_sampler
-	lp                  logprobScratch
+	chain, sel *C.struct_llama_sampler
+	grammar    *C.struct_llama_grammar
+	lp         logprobScratch
 	// Resampled counts the steps whose drawn token the grammar rejected,
 	// so the grammar had to be applied to the whole vocabulary.
 	Resampled int
 }
 
 // NewSampler builds a sampler for the model. Every llama.cpp constructor
-// runs behind the exception barrier.
+// runs behind the exception barrier. A grammar whose start the
+// vocabulary cannot write (the text it requires before any choice, up to
+// 1 KiB of it) is an *UnwritableError wrapping ErrGrammarDead.
 func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	if p.RepeatLastN < 0 || p.RepeatLastN > MaxRepeatLastN {
 		return nil, fmt.Errorf("llama: penalty window %d outside [0, %d]", p.RepeatLastN, MaxRepeatLastN)
@@ -113,14 +146,102 @@ func NewSampler(m *Model, p SamplerParams) (*Sampler, error) {
 	s := &Sampler{}
 	switch rc := C.corral_sampler_new(m.vocab, &cp, grammar, &s.chain, &s.grammar, &s.sel); rc {
 	case C.CORRAL_SAMPLER_OK:
+		if err := s.checkStart(m); err != nil {
+			s.Close()
+			return nil, err
+		}
 		return s, nil
 	case C.CORRAL_SAMPLER_BAD_GRAMMAR:
 		return nil, ErrGrammar
 	case C.CORRAL_SAMPLER_DEAD_GRAMMAR:
-		return nil, ErrGrammarDead
+		reason := "no token of the vocabulary can start it"
+		if forced := s.Forced(nil, 32); len(forced) > 0 {
+			reason = fmt.Sprintf("no token writes the start of %s, the text the grammar starts with", quoteHead(forced))
+		}
+		s.Close()
+		return nil, &UnwritableError{Err: ErrGrammarDead, Reason: reason}
 	default:
 		return nil, fmt.Errorf("llama: create sampler: exception in llama.cpp (%d)", int(rc))
 	}
+}
+
+// checkStart checks that some sequence of the vocabulary's tokens writes
+// the text the grammar requires before its first choice: llama.cpp's
+// grammar checks one token at a time, so a grammar like "<tool_call>\n{"
+// on a vocabulary without "{" would fail only after the tokens before it.
+func (s *Sampler) checkStart(m *Model) error {
+	forced := s.Forced(nil, maxStartCheck)
+	if len(forced) == 0 {
+		return nil
+	}
+	n := m.Pieces().Reach(forced)
+	if n == len(forced) {
+		return nil
+	}
+	if n == 0 {
+		return &UnwritableError{Err: ErrGrammarDead, Reason: fmt.Sprintf("no token writes the start of %s, the text the grammar starts with", quoteHead(forced))}
+	}
+	return &UnwritableError{Err: ErrGrammarDead, Reason: fmt.Sprintf("no token writes the start of %s, which the grammar requires after %s", quoteHead(forced[n:]), quoteTail(forced[:n]))}
+}
+
+// quoteHead quotes the first few characters of text, quoteTail its last
+// ones, for an error message.
+func quoteHead(text []byte) string {
+	n := 0
+	for i := 0; i < 8 && n < len(text); i++ {
+		_, size := utf8.DecodeRune(text[n:])
+		n += size
+	}
+	if n < len(text) {
+		return fmt.Sprintf("%q...", text[:n])
+	}
+	return fmt.Sprintf("%q", text)
+}
+
+func quoteTail(text []byte) string {
+	n := len(text)
+	for i := 0; i < 24 && n > 0; i++ {
+		_, size := utf8.DecodeLastRune(text[:n])
+		n -= size
+	}
+	if n > 0 {
+		return fmt.Sprintf("...%q", text[n:])
+	}
+	return fmt.Sprintf("%q", text)
+}
+
+// Forced appends to dst the text the grammar requires next, at most max
+// bytes of it: characters one after another for as long as the grammar
+// allows exactly one, such as the literal markup around a tool call or
+// the keys of a JSON object. Nothing is appended when the next character
+// is a choice, the grammar may end, or there is no grammar. The
+// grammar's state does not change.
+func (s *Sampler) Forced(dst []byte, max int) []byte {
+	if s.grammar == nil || max <= 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, max)
+	buf := dst[len(dst) : len(dst)+max]
+	n := C.corral_grammar_forced(s.grammar, (*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(max))
+	return dst[:len(dst)+int(n)]
+}
+
+// HasGrammar reports whether the sampler has a grammar.
+func (s *Sampler) HasGrammar() bool { return s.grammar != nil }
+
+// Accept records tok as if Sample had drawn it: in the penalties' history,
+// the grammar and the selector (whose random state does not advance). A
+// token the grammar does not allow is ErrNotAllowed, and changes nothing.
+// It is for tokens a caller chooses itself, such as an end-of-thinking
+// marker a reasoning budget forces.
+func (s *Sampler) Accept(tok Token) error {
+	switch C.corral_sampler_accept(s.chain, s.grammar, s.sel, C.llama_token(tok)) {
+	case C.CORRAL_ACCEPT_OK:
+		return nil
+	case C.CORRAL_ACCEPT_REJECTED:
+		return fmt.Errorf("%w: token %d", ErrNotAllowed, tok)
+	}
+	return fmt.Errorf("llama: accept token %d: exception in llama.cpp", tok)
 }
 
 // AcceptPrompt records prompt tokens in the penalty history, as
@@ -142,7 +263,8 @@ func (s *Sampler) AcceptPrompt(toks []Token) error {
 // and advances the sampler state (penalties, grammar) with it. With a
 // grammar, the token is drawn first and only it is checked against the
 // grammar; the grammar runs over the whole vocabulary only when it rejects
-// that token (llama.cpp's common sampler does the same).
+// that token (llama.cpp's common sampler does the same). A grammar that
+// no token continues is an *UnwritableError wrapping ErrGrammarStuck.
 func (s *Sampler) Sample(c *Context, i int) (Token, error) {
 	return s.sample(c, i, -1, nil)
 }
@@ -212,26 +334,16 @@ func (s *Sampler) sample(c *Context, i, nTop int, lp *logprobScratch) (Token, er
 		return tok, nil
 	case tok == C.CORRAL_SAMPLE_GRAMMAR_END:
 		return tok, ErrGrammarEnd
+	case tok == C.CORRAL_SAMPLE_GRAMMAR_DEAD:
+		reason := "no token of the vocabulary continues it here"
+		if need := s.Forced(nil, 32); len(need) > 0 {
+			reason = fmt.Sprintf("no token writes the start of %s, which the grammar requires next", quoteHead(need))
+		}
+		return tok, &UnwritableError{Err: ErrGrammarStuck, Reason: reason}
 	case tok == C.CORRAL_SAMPLE_EXCEPTION:
 		return tok, fmt.Errorf("%w: exception in llama.cpp", ErrSample)
 	}
 	return tok, ErrSample
-}
-
-// ErrRejected is Force's error when the grammar does not allow the token.
-var ErrRejected = errors.New("llama: the grammar does not allow the token")
-
-// Force advances the sampler (penalties, grammar) with tok as if Sample
-// had drawn it: a token the caller writes for the model. When the grammar
-// does not allow tok it returns ErrRejected and changes nothing.
-func (s *Sampler) Force(tok Token) error {
-	switch C.corral_sampler_force(s.chain, s.grammar, s.sel, C.llama_token(tok)) {
-	case C.CORRAL_FORCE_OK:
-		return nil
-	case C.CORRAL_FORCE_REJECTED:
-		return ErrRejected
-	}
-	return fmt.Errorf("%w: exception in llama.cpp", ErrSample)
 }
 
 // Close frees the sampler.

@@ -2,8 +2,8 @@
 //
 // Some llama.cpp entry points throw C++ exceptions through the C API: the
 // SPM tokenizer throws std::out_of_range for a character that has no token
-// in a vocabulary without byte fallback, the grammar sampler throws when a
-// grammar stack empties, constructors throw std::bad_alloc. An exception
+// in a vocabulary without byte fallback, the grammar throws when its stacks
+// empty, constructors throw std::bad_alloc. An exception
 // crossing into Go aborts the process, so every call a request can reach
 // goes through one of these wrappers. Asserts cannot be caught, so
 // corral_sample also avoids the one a dead-end grammar would trip, and the
@@ -11,6 +11,7 @@
 #include "shim.h"
 
 #include "ggml-cpu.h"
+#include "llama-grammar.h"
 
 #include <algorithm>
 #include <cmath>
@@ -55,20 +56,93 @@ bool only_eog(const llama_vocab * vocab, const llama_token_data_array & arr) {
 
 // grammar_can_start reports whether some token of the vocabulary is allowed
 // as the grammar's first token.
-bool grammar_can_start(const llama_vocab * vocab, struct llama_sampler * grmr) {
+bool grammar_can_start(const llama_vocab * vocab, const llama_grammar & grmr) {
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     std::vector<llama_token_data> cur(n_vocab);
     for (llama_token i = 0; i < n_vocab; i++) {
         cur[i] = llama_token_data{i, 0.0f, 0.0f};
     }
     llama_token_data_array arr = {cur.data(), cur.size(), -1, false};
-    llama_sampler_apply(grmr, &arr);
+    llama_grammar_apply_impl(grmr, &arr);
     for (size_t i = 0; i < arr.size; i++) {
         if (arr.data[i].logit != -INFINITY && !llama_vocab_is_eog(vocab, arr.data[i].id)) {
             return true;
         }
     }
     return false;
+}
+
+// grammar_allows reports whether the grammar accepts tok next.
+bool grammar_allows(const llama_grammar & grmr, llama_token tok) {
+    llama_token_data one = {tok, 1.0f, 0.0f};
+    llama_token_data_array single = {&one, 1, -1, false};
+    llama_grammar_apply_impl(grmr, &single);
+    return single.data[0].logit != -INFINITY;
+}
+
+// forced_char sets chr to the one code point every stack of the grammar
+// requires next. It reports false when the grammar leaves a choice (of
+// characters, or of ending), expects a token id rather than text, or is
+// in the middle of a UTF-8 sequence.
+bool forced_char(const llama_grammar & grmr, uint32_t & chr) {
+    if (grmr.partial_utf8.n_remain != 0 || grmr.stacks.empty()) {
+        return false;
+    }
+    bool found = false;
+    for (const auto & stack : grmr.stacks) {
+        if (stack.empty()) {
+            return false; // the grammar may end here
+        }
+        const llama_grammar_element * pos = stack.back();
+        if (pos->type != LLAMA_GRETYPE_CHAR) {
+            return false; // [^...], ".", or a token
+        }
+        // A character set: CHAR, each range's upper end, then CHAR_ALT
+        // for every further member.
+        do {
+            const uint32_t lo = pos->value;
+            uint32_t hi = lo;
+            if (pos[1].type == LLAMA_GRETYPE_CHAR_RNG_UPPER) {
+                hi = pos[1].value;
+                pos++;
+            }
+            if (lo != hi || (found && lo != chr)) {
+                return false;
+            }
+            chr = lo;
+            found = true;
+            pos++;
+        } while (pos->type == LLAMA_GRETYPE_CHAR_ALT);
+    }
+    return found && chr != 0;
+}
+
+// put_utf8 writes c as UTF-8 into buf and returns its length (0 for a
+// value outside Unicode).
+int put_utf8(uint32_t c, char * buf) {
+    if (c < 0x80) {
+        buf[0] = char(c);
+        return 1;
+    }
+    if (c < 0x800) {
+        buf[0] = char(0xC0 | (c >> 6));
+        buf[1] = char(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        buf[0] = char(0xE0 | (c >> 12));
+        buf[1] = char(0x80 | ((c >> 6) & 0x3F));
+        buf[2] = char(0x80 | (c & 0x3F));
+        return 3;
+    }
+    if (c < 0x110000) {
+        buf[0] = char(0xF0 | (c >> 18));
+        buf[1] = char(0x80 | ((c >> 12) & 0x3F));
+        buf[2] = char(0x80 | ((c >> 6) & 0x3F));
+        buf[3] = char(0x80 | (c & 0x3F));
+        return 4;
+    }
+    return 0;
 }
 
 // exp_nonpos is exp(x) for x <= 0 (-inf included), within about 2e-7
@@ -209,13 +283,13 @@ int32_t corral_detokenize(const struct llama_vocab * vocab, const llama_token * 
 }
 
 int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sampler_params * p, const char * grammar,
-                       struct llama_sampler ** chain_out, struct llama_sampler ** grmr_out,
+                       struct llama_sampler ** chain_out, struct llama_grammar ** grmr_out,
                        struct llama_sampler ** select_out) {
     *chain_out = nullptr;
     *grmr_out = nullptr;
     *select_out = nullptr;
     struct llama_sampler * chain = nullptr;
-    struct llama_sampler * grmr = nullptr;
+    struct llama_grammar * grmr = nullptr;
     struct llama_sampler * select = nullptr;
     try {
         llama_sampler_chain_params cp = llama_sampler_chain_default_params();
@@ -247,13 +321,17 @@ int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sam
             select = llama_sampler_init_greedy();
         }
         if (grammar != nullptr) {
-            grmr = llama_sampler_init_grammar(vocab, grammar, "root");
+            // The grammar's own state rather than llama.cpp's grammar
+            // sampler, which hides it: corral_grammar_forced reads it.
+            grmr = llama_grammar_init_impl(vocab, nullptr, grammar, "root", false, nullptr, 0, nullptr, 0);
             if (grmr == nullptr) {
                 corral_sampler_free(chain, nullptr, select);
                 return CORRAL_SAMPLER_BAD_GRAMMAR;
             }
-            if (!grammar_can_start(vocab, grmr)) {
-                corral_sampler_free(chain, grmr, select);
+            if (!grammar_can_start(vocab, *grmr)) {
+                *chain_out = chain;
+                *grmr_out = grmr;
+                *select_out = select;
                 return CORRAL_SAMPLER_DEAD_GRAMMAR;
             }
         }
@@ -278,40 +356,17 @@ bool corral_sampler_accept_tokens(struct llama_sampler * chain, const llama_toke
     }
 }
 
-int corral_sampler_force(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select, llama_token tok) {
-    try {
-        if (grmr != nullptr) {
-            llama_token_data one = {tok, 1.0f, 0.0f};
-            llama_token_data_array single = {&one, 1, -1, false};
-            llama_sampler_apply(grmr, &single);
-            if (single.data[0].logit == -INFINITY) {
-                return CORRAL_FORCE_REJECTED;
-            }
-        }
-        llama_sampler_accept(chain, tok);
-        if (grmr != nullptr) {
-            llama_sampler_accept(grmr, tok);
-        }
-        llama_sampler_accept(select, tok);
-        return CORRAL_FORCE_OK;
-    } catch (const std::exception &) {
-        return CORRAL_FORCE_EXCEPTION;
-    }
-}
-
-void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select) {
+void corral_sampler_free(struct llama_sampler * chain, struct llama_grammar * grmr, struct llama_sampler * select) {
     if (chain != nullptr) {
         llama_sampler_free(chain);
     }
-    if (grmr != nullptr) {
-        llama_sampler_free(grmr);
-    }
+    llama_grammar_free_impl(grmr);
     if (select != nullptr) {
         llama_sampler_free(select);
     }
 }
 
-llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
+llama_token corral_sample(struct llama_sampler * chain, struct llama_grammar * grmr, struct llama_sampler * select,
                           struct llama_context * ctx, int32_t idx, int * resampled,
                           int32_t n_top, float * chosen_logprob, llama_token * top_ids, float * top_logprobs,
                           int32_t * n_out) {
@@ -340,20 +395,15 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
             // full-vocabulary grammar pass is by far the most expensive part
             // of a grammar-constrained step, and the model's own choice is
             // usually allowed.
-            bool ok = false;
-            if (tok != LLAMA_TOKEN_NULL) {
-                llama_token_data one = {tok, 1.0f, 0.0f};
-                llama_token_data_array single = {&one, 1, -1, false};
-                llama_sampler_apply(grmr, &single);
-                ok = single.data[0].logit != -INFINITY;
-            }
-            if (!ok) {
+            if (tok == LLAMA_TOKEN_NULL || !grammar_allows(*grmr, tok)) {
                 *resampled = 1;
                 fill(cur, ctx, idx);
                 arr = {cur.data(), cur.size(), -1, false};
-                llama_sampler_apply(grmr, &arr);
+                llama_grammar_apply_impl(*grmr, &arr);
                 if (!any_left(arr)) {
-                    return CORRAL_SAMPLE_NONE;
+                    // Not even an end-of-generation token: the grammar
+                    // wants text no token of the vocabulary starts.
+                    return CORRAL_SAMPLE_GRAMMAR_DEAD;
                 }
                 const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(ctx));
                 const bool at_end = only_eog(vocab, arr);
@@ -377,13 +427,62 @@ llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * g
         }
         llama_sampler_accept(chain, tok);
         if (grmr != nullptr) {
-            llama_sampler_accept(grmr, tok);
+            llama_grammar_accept_impl(*grmr, tok);
         }
         llama_sampler_accept(select, tok);
         return tok;
     } catch (const std::exception &) {
         return CORRAL_SAMPLE_EXCEPTION;
     }
+}
+
+int corral_sampler_accept(struct llama_sampler * chain, struct llama_grammar * grmr, struct llama_sampler * select,
+                          llama_token tok) {
+    try {
+        if (grmr != nullptr && !grammar_allows(*grmr, tok)) {
+            return CORRAL_ACCEPT_REJECTED;
+        }
+        llama_sampler_accept(chain, tok);
+        if (grmr != nullptr) {
+            llama_grammar_accept_impl(*grmr, tok);
+        }
+        llama_sampler_accept(select, tok);
+        return CORRAL_ACCEPT_OK;
+    } catch (const std::exception &) {
+        return CORRAL_ACCEPT_EXCEPTION;
+    }
+}
+
+int32_t corral_grammar_forced(struct llama_grammar * grmr, char * buf, int32_t cap) {
+    if (grmr == nullptr || cap <= 0) {
+        return 0;
+    }
+    // Advance the stacks character by character, then put them back
+    // (they point into the rules, which do not change).
+    llama_grammar_stacks saved;
+    try {
+        saved = grmr->stacks;
+    } catch (const std::exception &) {
+        return 0;
+    }
+    int32_t n = 0;
+    try {
+        uint32_t chr = 0;
+        char enc[4];
+        while (forced_char(*grmr, chr)) {
+            const int k = put_utf8(chr, enc);
+            if (k == 0 || n + k > cap) {
+                break;
+            }
+            std::memcpy(buf + n, enc, size_t(k));
+            n += k;
+            llama_grammar_accept(grmr, chr);
+        }
+    } catch (const std::exception &) {
+        n = 0;
+    }
+    grmr->stacks = std::move(saved);
+    return n;
 }
 
 bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t n_vocab) {

@@ -19,6 +19,10 @@ int32_t corral_token_to_piece(const struct llama_vocab * vocab, llama_token toke
 int32_t corral_detokenize(const struct llama_vocab * vocab, const llama_token * tokens, int32_t n_tokens,
                           char * text, int32_t text_len_max);
 
+// llama.cpp's grammar state (llama-grammar.h): its rules and the stacks of
+// its parse so far.
+struct llama_grammar;
+
 // Sampler settings, already bounded by the caller (see sampler.go).
 struct corral_sampler_params {
     float    temp;
@@ -44,35 +48,27 @@ enum {
 };
 
 // corral_sampler_new builds the filter chain (logit bias, penalties, top-k,
-// typical, top-p, min-p, temperature), the grammar sampler (NULL when
-// grammar is NULL) and the selector (greedy or a seeded draw).
+// typical, top-p, min-p, temperature), the grammar (NULL when grammar is
+// NULL) and the selector (greedy or a seeded draw). With
+// CORRAL_SAMPLER_DEAD_GRAMMAR they are built too, for the caller to look
+// at the grammar before it frees them.
 int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sampler_params * p, const char * grammar,
-                       struct llama_sampler ** chain, struct llama_sampler ** grmr, struct llama_sampler ** select);
+                       struct llama_sampler ** chain, struct llama_grammar ** grmr, struct llama_sampler ** select);
 
 // corral_sampler_accept_tokens records tokens (the prompt) in the chain's
 // penalty history without touching the grammar. Returns false on an exception.
 bool corral_sampler_accept_tokens(struct llama_sampler * chain, const llama_token * tokens, int32_t n);
 
-// Results of corral_sampler_force.
-enum {
-    CORRAL_FORCE_OK        = 0,
-    CORRAL_FORCE_REJECTED  = 1, // the grammar does not allow the token here
-    CORRAL_FORCE_EXCEPTION = 2,
-};
-
-// corral_sampler_force advances the samplers (penalties, grammar,
-// selector) with tok as if it had been sampled, when the grammar (if any)
-// allows it; otherwise it changes nothing.
-int corral_sampler_force(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select, llama_token tok);
-
-// corral_sampler_free frees the three samplers (any may be NULL).
-void corral_sampler_free(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select);
+// corral_sampler_free frees the chain, the grammar and the selector (any
+// may be NULL).
+void corral_sampler_free(struct llama_sampler * chain, struct llama_grammar * grmr, struct llama_sampler * select);
 
 // Results of corral_sample below zero.
 enum {
-    CORRAL_SAMPLE_NONE        = -1, // no candidate left (biases or a grammar dead end)
-    CORRAL_SAMPLE_GRAMMAR_END = -2, // the grammar is complete: it allows only end-of-generation tokens, and those are banned
-    CORRAL_SAMPLE_EXCEPTION   = -3,
+    CORRAL_SAMPLE_NONE         = -1, // no candidate left: the logit biases exclude every token the grammar allows
+    CORRAL_SAMPLE_GRAMMAR_END  = -2, // the grammar is complete: it allows only end-of-generation tokens, and those are banned
+    CORRAL_SAMPLE_EXCEPTION    = -3,
+    CORRAL_SAMPLE_GRAMMAR_DEAD = -4, // the grammar allows no token of the vocabulary, not even an end-of-generation one
 };
 
 // corral_sample picks a token from the output at batch index idx. With a
@@ -88,10 +84,33 @@ enum {
 // (fewer when fewer candidates are left). Candidates the filters removed
 // (or set to -inf) are not counted. With n_top < 0 nothing is computed and
 // the four pointers may be NULL.
-llama_token corral_sample(struct llama_sampler * chain, struct llama_sampler * grmr, struct llama_sampler * select,
+llama_token corral_sample(struct llama_sampler * chain, struct llama_grammar * grmr, struct llama_sampler * select,
                           struct llama_context * ctx, int32_t idx, int * resampled,
                           int32_t n_top, float * chosen_logprob, llama_token * top_ids, float * top_logprobs,
                           int32_t * n_out);
+
+// Results of corral_sampler_accept.
+enum {
+    CORRAL_ACCEPT_OK        = 0,
+    CORRAL_ACCEPT_REJECTED  = 1, // the grammar does not allow the token: nothing changed
+    CORRAL_ACCEPT_EXCEPTION = 2,
+};
+
+// corral_sampler_accept records tok as corral_sample records the token it
+// draws (in the penalties, the grammar and the selector), for a token
+// chosen without sampling, after checking that the grammar (if any)
+// allows it. The selector's random state does not advance.
+int corral_sampler_accept(struct llama_sampler * chain, struct llama_grammar * grmr, struct llama_sampler * select,
+                          llama_token tok);
+
+// corral_grammar_forced writes into buf (capacity cap bytes, whole UTF-8
+// characters only) the text the grammar requires next, one character
+// after another for as long as the grammar allows exactly one: where its
+// rules leave no choice, such as the literal markup around a tool call or
+// the keys of a JSON object with a fixed order. It returns the length,
+// 0 when the next character is a choice (or the grammar may end there, or
+// is NULL). The grammar's state does not change.
+int32_t corral_grammar_forced(struct llama_grammar * grmr, char * buf, int32_t cap);
 
 // corral_logits copies the n_vocab logits at batch index idx of the last
 // decode into out. Returns false when there are none (or on an exception).

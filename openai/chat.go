@@ -77,7 +77,9 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
 	if plan.grammar != "" {
-		mode.grammarParam = "tools"
+		// A forced call's grammar comes from the tools; what forces it
+		// is tool_choice.
+		mode.grammarParam, mode.unwritableParam = "tools", "tool_choice"
 	}
 	if f.paced {
 		mode.pacedID = f.h.ID

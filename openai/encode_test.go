@@ -184,4 +184,10 @@ func TestResultError(t *testing.T) {
 	if e := resultError(engine.Result{FinishReason: engine.FinishCancelled}); e == nil || e.Status != 503 {
 		t.Errorf("FinishCancelled gave %+v", e)
 	}
+	// A grammar no token continues: the request asked what the model
+	// cannot write.
+	e = resultError(engine.Result{FinishReason: engine.FinishError, Err: &engine.UnsatisfiableError{Reason: `no token writes "{"`}})
+	if e == nil || e.Status != 400 || e.Code != "grammar_unsatisfiable" || e.Param != "grammar" || !strings.HasSuffix(e.Message, `: no token writes "{"`) {
+		t.Errorf("an unsatisfiable grammar gave %+v", e)
+	}
 }

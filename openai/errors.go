@@ -98,6 +98,8 @@ func submitError(err error, param string) *Error {
 		return invalid(param, "the prompt has text this model's vocabulary cannot encode: %v", err)
 	case errors.Is(err, engine.ErrBadSlot):
 		return invalid("id_slot", "%v", err)
+	case errors.Is(err, engine.ErrGrammarUnsatisfiable):
+		return unsatisfiable(err, "grammar")
 	case errors.Is(err, engine.ErrGrammar):
 		return invalid("grammar", "%v", err)
 	case errors.Is(err, engine.ErrBadLogprobs):
@@ -130,6 +132,12 @@ func resultError(r engine.Result) *Error {
 		if errors.Is(r.Err, engine.ErrQueueTimeout) || errors.Is(r.Err, engine.ErrClosed) {
 			return submitError(r.Err, "")
 		}
+		// The answer reached a point of its grammar that no token of the
+		// vocabulary continues: the request asked what the model cannot
+		// write.
+		if errors.Is(r.Err, engine.ErrGrammarUnsatisfiable) {
+			return unsatisfiable(r.Err, "grammar")
+		}
 		msg := "generation failed"
 		if r.Err != nil {
 			msg = fmt.Sprintf("generation failed: %v", r.Err)
@@ -141,4 +149,22 @@ func resultError(r engine.Result) *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the request was cancelled: the server is shutting down"}
 	}
 	return nil
+}
+
+// unsatisfiable is the 400 of a grammar the model's vocabulary cannot
+// write (engine.ErrGrammarUnsatisfiable), code grammar_unsatisfiable, about
+// param, the request field that asked for the grammar's text.
+func unsatisfiable(err error, param string) *Error {
+	what := fmt.Sprintf("what '%s' requires", param)
+	if param == "tool_choice" {
+		what = "the tool call 'tool_choice' requires"
+	}
+	msg := "the model's vocabulary cannot write " + what
+	var ue *engine.UnsatisfiableError
+	if errors.As(err, &ue) && ue.Reason != "" {
+		msg += ": " + ue.Reason
+	}
+	e := invalid(param, "%s", msg)
+	e.Code = "grammar_unsatisfiable"
+	return e
 }

@@ -36,6 +36,10 @@ type genMode struct {
 	priority     *int    // the body's "priority", nil when absent
 	cacheSalt    *string // the body's "cache_salt", nil when absent
 	pacedID      string  // a paced stream's response id: Continue and cancel find it by this
+	// unwritableParam is the request field reported when the model's
+	// vocabulary cannot write what the grammar requires; "" for
+	// grammarParam.
+	unwritableParam string
 	// ollama answers in Ollama's wire format: a stream of NDJSON lines
 	// rather than server-sent events, and errors as {"error": message}
 	// (see writeOllamaError).
@@ -71,7 +75,10 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 	s, err := m.eng.Submit(ctx, req)
 	if err != nil {
 		e := submitError(err, mode.promptParam)
-		if errors.Is(err, engine.ErrGrammar) && mode.grammarParam != "" {
+		switch {
+		case errors.Is(err, engine.ErrGrammarUnsatisfiable):
+			e = mode.unsatisfiable(err)
+		case errors.Is(err, engine.ErrGrammar) && mode.grammarParam != "":
 			e.Param = mode.grammarParam
 		}
 		fail(w, e)
@@ -102,7 +109,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			out.gone = true
 			return
 		}
-		if e := resultError(res); e != nil {
+		if e := mode.resultError(res); e != nil {
 			fail(w, e)
 			return
 		}
@@ -179,7 +186,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 	}
 	res := s.Result()
 	out.final(res)
-	e = resultError(res)
+	e = mode.resultError(res)
 	if e != nil && sw == nil {
 		fail(w, e)
 		return
@@ -210,6 +217,28 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 	if mode.doneMarker {
 		sw.done()
 	}
+}
+
+// resultError is resultError(res), the request field at fault named as
+// the mode says.
+func (mode genMode) resultError(res engine.Result) *Error {
+	if res.FinishReason == engine.FinishError && errors.Is(res.Err, engine.ErrGrammarUnsatisfiable) {
+		return mode.unsatisfiable(res.Err)
+	}
+	return resultError(res)
+}
+
+// unsatisfiable is the error of a grammar the model's vocabulary cannot
+// write, about the field that asked for it.
+func (mode genMode) unsatisfiable(err error) *Error {
+	param := mode.unwritableParam
+	if param == "" {
+		param = mode.grammarParam
+	}
+	if param == "" {
+		param = "grammar"
+	}
+	return unsatisfiable(err, param)
 }
 
 // Drain stops admission: from then on requests fail with 503, and so do

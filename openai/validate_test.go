@@ -183,6 +183,7 @@ func TestSubmitErrors(t *testing.T) {
 		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, TypeInvalidRequest, "", "prompt", ""},
 		{engine.ErrBadSlot, 400, TypeInvalidRequest, "", "id_slot", ""},
 		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, TypeInvalidRequest, "", "grammar", ""},
+		{fmt.Errorf("%w: %w", engine.ErrGrammar, &engine.UnsatisfiableError{Reason: "no token writes {"}), 400, TypeInvalidRequest, "grammar_unsatisfiable", "grammar", ""},
 		{errors.New("disk on fire"), 500, TypeServer, "", "", ""},
 	}
 	for _, tt := range tests {

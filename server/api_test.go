@@ -231,9 +231,9 @@ func TestEndpoints(t *testing.T) {
 		// TinyStories656K cannot encode '{' (no such token, no byte
 		// fallback): in a prompt it is the unknown token, but no token can
 		// start a grammar that begins with it.
-		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": `root ::= "{}"`}, 400, "grammar", ""},
+		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": `root ::= "{}"`}, 400, "grammar", "grammar_unsatisfiable"},
 		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "{}"}},
-			"response_format": map[string]string{"type": "json_object"}}, 400, "response_format", ""},
+			"response_format": map[string]string{"type": "json_object"}}, 400, "response_format", "grammar_unsatisfiable"},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": "root ::= ("}, 400, "grammar", ""},
 		{"/v1/completions", map[string]any{"prompt": strings.Repeat("x", DefaultMaxBody)}, 413, "", "request_too_large"},
 	}

@@ -409,3 +409,117 @@ func TestToolCallCutOff(t *testing.T) {
 		}
 	}
 }
+
+// The vocabulary of tinystories-656k has no "{": asked for a tool call or
+// JSON, every dialect answers 400 grammar_unsatisfiable naming the field
+// that asked, never a 500; whole or streamed, since the grammar's start
+// is checked before anything is generated. A grammar that gets stuck
+// mid-answer ends the same way, or, once a stream has sent text, with
+// an error event.
+func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
+	ts := startModel(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
+	// A JSON string that must contain "{": the answer gets as far as `"a`.
+	stuck := map[string]any{"enum": []string{"a{", "b{"}}
+	stuckFormat := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "s", "schema": stuck}}
+	ask := func(extra map[string]any) map[string]any {
+		body := map[string]any{"model": "tiny", "messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 16, "temperature": 0}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return body
+	}
+	type envelope struct {
+		Error wire.ErrorObject `json:"error"`
+	}
+	for _, tc := range []struct {
+		name, path string
+		body       map[string]any
+		param      string
+		ollama     bool
+	}{
+		{"named function", "/v1/chat/completions", toolRequest(named, nil), "tool_choice", false},
+		{"named function streamed", "/v1/chat/completions", toolRequest(named, map[string]any{"stream": true}), "tool_choice", false},
+		{"required", "/v1/chat/completions", toolRequest("required", nil), "tool_choice", false},
+		{"json_object", "/v1/chat/completions", ask(map[string]any{"response_format": map[string]any{"type": "json_object"}}), "response_format", false},
+		{"json_schema stuck mid-answer", "/v1/chat/completions", ask(map[string]any{"response_format": stuckFormat}), "response_format", false},
+		{"completions json_schema", "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 8, "response_format": map[string]any{"type": "json_object"}}, "response_format", false},
+		{"llama.cpp json_schema", "/completion", map[string]any{"prompt": "Hi", "n_predict": 8, "json_schema": map[string]any{"type": "object"}}, "json_schema", false},
+		{"llama.cpp grammar", "/completion", map[string]any{"prompt": "Hi", "n_predict": 8, "grammar": `root ::= "x{"`}, "grammar", false},
+		{"llama.cpp grammar stuck mid-answer", "/completion", map[string]any{"prompt": "Hi", "n_predict": 8, "temperature": 0, "grammar": `root ::= ("a" | "b") "{"`}, "grammar", false},
+		{"ollama chat json", "/api/chat", map[string]any{"model": "tiny", "messages": []map[string]string{{"role": "user", "content": "Hi"}}, "format": "json", "stream": false}, "format", true},
+		{"ollama generate stuck mid-answer", "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "format": stuck, "stream": false, "options": map[string]any{"temperature": 0}}, "format", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := ts.post(t, tc.path, tc.body)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			}
+			msg := ""
+			if tc.ollama {
+				var e struct {
+					Error string `json:"error"`
+				}
+				unmarshal(t, string(b), &e)
+				msg = e.Error
+			} else {
+				var e envelope
+				unmarshal(t, string(b), &e)
+				if e.Error.Type != "invalid_request_error" || e.Error.Code == nil || *e.Error.Code != "grammar_unsatisfiable" || e.Error.Param == nil || *e.Error.Param != tc.param {
+					t.Fatalf("%s, want invalid_request_error, grammar_unsatisfiable, param %s", b, tc.param)
+				}
+				msg = e.Error.Message
+			}
+			if !strings.Contains(msg, "vocabulary cannot write") || !strings.Contains(msg, "'"+tc.param+"'") || !strings.Contains(msg, `"{`) {
+				t.Fatalf("message %q: want it to name the vocabulary, '%s' and the \"{\" it cannot write", msg, tc.param)
+			}
+		})
+	}
+
+	// Streamed, an answer stuck after its first bytes ends with an error
+	// event: OpenAI's envelope then [DONE], llama.cpp's envelope, Ollama's
+	// {"error": ...} line.
+	t.Run("streams", func(t *testing.T) {
+		body := ask(map[string]any{"response_format": stuckFormat, "stream": true})
+		events := readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body))
+		if len(events) < 3 || events[len(events)-1] != "[DONE]" {
+			t.Fatalf("events %q", events)
+		}
+		if code, msg := errorCode(t, []byte(events[len(events)-2])); code != "grammar_unsatisfiable" || !strings.Contains(msg, "'response_format'") {
+			t.Fatalf("last event %s", events[len(events)-2])
+		}
+		var text strings.Builder
+		for _, data := range events[:len(events)-2] {
+			var c wire.ChatCompletionChunk
+			unmarshal(t, data, &c)
+			text.WriteString(c.Choices[0].Delta.Text())
+		}
+		if got := text.String(); got != `"a` && got != `"b` {
+			t.Fatalf("streamed text %q before the error", got)
+		}
+
+		events = readEvents(t, ts.openStream(t, t.Context(), "/completion",
+			map[string]any{"prompt": "Hi", "n_predict": 8, "temperature": 0, "stream": true, "grammar": `root ::= ("a" | "b") "{"`}))
+		if len(events) < 2 {
+			t.Fatalf("events %q", events)
+		}
+		if code, _ := errorCode(t, []byte(events[len(events)-1])); code != "grammar_unsatisfiable" {
+			t.Fatalf("last event %s", events[len(events)-1])
+		}
+
+		resp, b := ts.post(t, "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "format": stuck, "options": map[string]any{"temperature": 0}})
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		var last struct {
+			Error string `json:"error"`
+		}
+		unmarshal(t, lines[len(lines)-1], &last)
+		if resp.StatusCode != http.StatusOK || len(lines) < 2 || !strings.Contains(last.Error, "vocabulary cannot write") {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+	})
+
+	// The server still answers.
+	if resp, b := ts.post(t, "/completion", map[string]any{"prompt": "Hi", "n_predict": 4}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("afterwards: %d %s", resp.StatusCode, b)
+	}
+}

@@ -1,0 +1,115 @@
+package engine
+
+import "time"
+
+// Jump-forward decoding: where a request's grammar leaves no choice of
+// text, the tokens that write it are evaluated together, in the step
+// that evaluates the token sampled before them, instead of one step each.
+//
+// llama.cpp's grammar allows every token whose text fits, so even a
+// literal like `<tool_call>\n{"name": "` is never a single token's choice:
+// the model may write it in pieces of any length, or byte by byte with
+// byte-fallback tokens. So the engine does not decide the tokens; it
+// guesses them (a draft) and the model confirms them. After a token is
+// sampled, the text the grammar requires next (llama.Sampler.Forced) is
+// cut into the tokens with the longest text (llama.Pieces.Split), and
+// the next step evaluates the sampled token and those, with logits at
+// each. The request then samples at each position in turn, exactly as
+// it would one step at a time, for as long as the token it samples is
+// the drafted one: a confirmed token's successor is already evaluated.
+// At the first token that differs, or when the request ends, the cells
+// of the drafted tokens after it are dropped, and the sampled token is
+// evaluated in the next step as usual.
+//
+// The drafted tokens come last in the batch, so that their cells are the
+// last ones: dropped, they are the first the next step fills, and each
+// sequence's cells stay in position order as they would without drafts
+// (llama.cpp's CPU attention sums over a sequence's cells in cell order;
+// see TestGoldenAloneAndBatched), unless two slots drop drafted tokens
+// in one step.
+//
+// Sampling is unchanged (the same sampler, the same order, the same
+// random draws), so the output is the one of plain decoding. A drafted
+// token the model does not confirm costs its share of a forward pass
+// (BenchmarkDecodeWithDraft), and its logits. A model that writes the
+// markup its own way (as a model with random weights does, with byte
+// tokens as often as not) confirms little, so each request's drafts
+// shrink to one token more than it last confirmed, and grow back,
+// doubling, while it confirms them whole.
+
+// maxDraft bounds the tokens drafted for one slot in one step.
+const maxDraft = 32
+
+// maxDraftText bounds the forced text a draft is cut from, in bytes.
+const maxDraftText = 256
+
+// draft sets the slot's draft (gen.draft): the tokens the next step
+// evaluates after gen.last, just added to the batch, at most room of
+// them. It returns their number.
+func (s *scheduler) draft(sl *slot, room int) int {
+	r := sl.req
+	g := &r.gen
+	g.draft = g.draft[:0]
+	if !s.e.jump || g.pace != nil || !r.sampler.HasGrammar() {
+		// A paced request may pause after any token: its tokens are
+		// evaluated one step at a time.
+		return 0
+	}
+	// A drafted token is worth evaluating only where plain decoding would
+	// evaluate it: before the request's last token (max tokens) and
+	// within the slot's cells.
+	n := min(g.draftLimit(), room, g.maxTokens-g.decoded-1, sl.nctx-len(sl.cache))
+	if n <= 0 {
+		return 0
+	}
+	s.forced = r.sampler.Forced(s.forced[:0], maxDraftText)
+	if len(s.forced) == 0 {
+		return 0
+	}
+	g.draft, _ = s.e.model.Pieces().Split(s.forced, n, g.draft)
+	s.draftTokens += uint64(len(g.draft))
+	return len(g.draft)
+}
+
+// verify samples the slot's next token from the step's output and, when
+// the step evaluated a draft after the slot's last token, goes on
+// sampling at each drafted position for as long as the token sampled is
+// the one drafted there. The cells of drafted tokens past the last
+// output sampled from are dropped, so that the slot's cache holds what
+// plain decoding would hold.
+func (s *scheduler) verify(sl *slot, now time.Time) {
+	g := &sl.req.gen
+	draft := g.draft
+	g.draft = g.draft[:0] // draft keeps the tokens until the next buildBatch
+	// The cells the sequence holds up to the output at outIdx.
+	base := len(sl.cache) - len(draft)
+	for i := 0; ; i++ {
+		idx := sl.outIdx
+		if i > 0 {
+			idx = sl.draftIdx + i - 1
+		}
+		tok, more := s.next(sl, idx, base+i, now)
+		if more && i < len(draft) && tok == draft[i] {
+			s.draftAccepted++
+			continue
+		}
+		s.truncate(sl, base+i)
+		switch {
+		case len(draft) == 0:
+		case i == len(draft):
+			g.draftMax = min(maxDraft, 2*g.draftLimit())
+		default:
+			g.draftMax = i + 1
+		}
+		return
+	}
+}
+
+// draftLimit is the most tokens the request's next draft may have: fewer
+// after drafts the model did not confirm (see verify).
+func (g *generation) draftLimit() int {
+	if g.draftMax == 0 {
+		return maxDraft
+	}
+	return g.draftMax
+}

@@ -1,0 +1,229 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// storyGrammar frames a TinyStories story: long runs of text the grammar
+// forces, between words the model chooses.
+const storyGrammar = `root ::= " Tom and his mom went to the " word ". They saw a big " word " and a little " word "." rest
+word ::= [a-z]+
+rest ::= [a-zA-Z ,.]*`
+
+// synthTiny writes the synthetic tiny model (random Q8_0 weights; its
+// vocabulary has every printable character, and byte tokens).
+func synthTiny(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := gguf.WriteSynthetic(path, gguf.Shapes["tiny"], 1); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// output is what a request gave: its text, its logprobs entries and its
+// result.
+type output struct {
+	text string
+	lps  []engine.TokenLogprobs
+	res  engine.Result
+}
+
+func run(t *testing.T, e *engine.Engine, req engine.Request) output {
+	t.Helper()
+	s := submit(t, e, req)
+	var o output
+	var b strings.Builder
+	for {
+		c, err := s.Recv(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(c.Text)
+		o.lps = append(o.lps, c.Logprobs...)
+	}
+	o.text, o.res = b.String(), s.Result()
+	return o
+}
+
+// TestJumpForwardOutputIsTheSame: with jump-forward decoding on, every
+// request gives byte for byte what it gives with it off (and the same
+// log-probabilities, bit for bit), greedy or sampled with a seed, with
+// penalties, cut by max tokens or the slot's context or a stop string in
+// the middle of forced text; and the steps are fewer.
+func TestJumpForwardOutputIsTheSame(t *testing.T) {
+	tiny := synthTiny(t)
+	call := forcedCall(t)
+	for _, m := range []struct {
+		name, path string
+		base       engine.Request
+		stop       string // text inside the forced text
+		room       int    // cells left after a long prompt, fewer than an answer needs
+	}{
+		{"tinystories", testmodel.Path(t, testmodel.TinyStories656K),
+			engine.Request{Prompt: "One day,", AddSpecial: true, MaxTokens: 64, Grammar: storyGrammar}, "his mom", 20},
+		// Random weights: the model writes the markup in pieces of any
+		// length, byte tokens as often as not, and confirms few drafts.
+		{"synthetic tiny", tiny,
+			engine.Request{Prompt: "Call it.", AddSpecial: true, MaxTokens: 160, Grammar: call.Grammar}, `"arguments"`, 40},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			sampled := engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
+			penalized := sampled
+			penalized.RepeatPenalty, penalized.RepeatLastN = 1.3, 64
+			var cases []engine.Request
+			for _, sp := range []engine.Sampling{{}, sampled, penalized} {
+				r := m.base
+				r.Sampling = sp
+				cases = append(cases, r)
+				r.MaxTokens = 7
+				cases = append(cases, r)
+				r.MaxTokens = 23
+				cases = append(cases, r)
+				r.MaxTokens, r.Stop = m.base.MaxTokens, []string{m.stop}
+				cases = append(cases, r)
+			}
+			r := m.base
+			r.Logprobs, r.TopLogprobs = true, 3
+			cases = append(cases, r)
+			r.Sampling = sampled
+			cases = append(cases, r)
+			r = m.base
+			r.IgnoreEOS = true
+			cases = append(cases, r)
+
+			outputs := func(cfg engine.Config) ([]output, engine.Stats) {
+				cfg.ModelPath, cfg.Parallel, cfg.Threads = m.path, 1, testThreads
+				e, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				var outs []output
+				for _, req := range cases {
+					outs = append(outs, run(t, e, req))
+				}
+				return outs, e.Stats()
+			}
+			// The answer to a prompt that leaves m.room cells of the
+			// slot's context ends inside the grammar's text.
+			var long engine.Request
+			short := func(cfg engine.Config) output {
+				cfg.ModelPath, cfg.Parallel, cfg.Threads, cfg.CtxSize = m.path, 1, testThreads, 256
+				e, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				if long.Tokens == nil {
+					long = m.base
+					var toks []int32
+					for text := m.base.Prompt; len(toks) < e.Info().SlotCtx-m.room; text += " " + m.base.Prompt {
+						if toks, err = e.Tokenize(text, true, false); err != nil {
+							t.Fatal(err)
+						}
+					}
+					long.Tokens = toks[:e.Info().SlotCtx-m.room]
+				}
+				return run(t, e, long)
+			}
+			off, offStats := outputs(engine.Config{NoJumpForward: true})
+			on, onStats := outputs(engine.Config{})
+			off, on = append(off, short(engine.Config{NoJumpForward: true})), append(on, short(engine.Config{}))
+			for i := range off {
+				a, b := off[i], on[i]
+				if a.text != b.text || a.res.FinishReason != b.res.FinishReason || a.res.Usage.CompletionTokens != b.res.Usage.CompletionTokens {
+					t.Errorf("case %d: off %q (%s, %d tokens), on %q (%s, %d tokens)", i, a.text, a.res.FinishReason, a.res.Usage.CompletionTokens,
+						b.text, b.res.FinishReason, b.res.Usage.CompletionTokens)
+				}
+				if !reflect.DeepEqual(a.lps, b.lps) {
+					t.Errorf("case %d: logprobs differ:\noff %v\n on %v", i, a.lps, b.lps)
+				}
+				if a.res.FinishReason == engine.FinishError {
+					t.Errorf("case %d: %v", i, a.res.Err)
+				}
+			}
+			if last := off[len(off)-1]; last.res.FinishReason != engine.FinishLength || last.res.Usage.CompletionTokens != m.room+1 {
+				t.Errorf("the context did not end the answer: %q %+v", last.text, last.res)
+			}
+			if offStats.DraftTokens != 0 || onStats.DraftAccepted == 0 || onStats.Steps >= offStats.Steps {
+				t.Errorf("steps: %d off, %d on (%d of %d drafted tokens confirmed)", offStats.Steps, onStats.Steps, onStats.DraftAccepted, onStats.DraftTokens)
+			}
+			t.Logf("%d cases: %d steps off, %d on; %d of %d drafted tokens confirmed", len(off), offStats.Steps, onStats.Steps, onStats.DraftAccepted, onStats.DraftTokens)
+		})
+	}
+}
+
+// TestJumpForwardConcurrent: requests with grammars drafting in the same
+// steps, beside one without, each give what they give alone.
+func TestJumpForwardConcurrent(t *testing.T) {
+	reqs := []engine.Request{
+		{Prompt: "One day,", Grammar: storyGrammar},
+		{Prompt: "Once upon a time,", Grammar: storyGrammar},
+		{Prompt: "Lily was happy.", Grammar: `root ::= " She said, \"I want to play with the " [a-z]+ "!\" Her mom said, \"" [a-zA-Z ,.!]+`},
+		{Prompt: "The little dog"},
+	}
+	alone := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
+	want := make([]string, len(reqs))
+	for i := range reqs {
+		reqs[i].AddSpecial, reqs[i].MaxTokens = true, 16
+		want[i] = run(t, alone, reqs[i]).text
+	}
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: len(reqs)})
+	got := make([]string, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		s := submit(t, e, req)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = collect(t, s)
+		}()
+	}
+	wg.Wait()
+	for i := range reqs {
+		if got[i] != want[i] {
+			t.Errorf("%q: %q together, %q alone", reqs[i].Prompt, got[i], want[i])
+		}
+	}
+	if st := e.Stats(); st.DraftAccepted == 0 {
+		t.Errorf("no drafted token confirmed: %+v", st)
+	} else {
+		t.Logf("%d steps, %d of %d drafted tokens confirmed", st.Steps, st.DraftAccepted, st.DraftTokens)
+	}
+}
+
+// TestJumpForwardPreempted: a request drafting ahead that is preempted
+// for a better class, and resumes, gives what it gives alone.
+func TestJumpForwardPreempted(t *testing.T) {
+	model := testmodel.TinyStories656K
+	low := engine.Request{Prompt: "One day,", AddSpecial: true, MaxTokens: 100, IgnoreEOS: true, Priority: 1, Grammar: storyGrammar}
+	want := alone(t, model, low)
+	e := newEngine(t, model, engine.Config{Parallel: 1})
+	l := submit(t, e, low)
+	waitDecoding(t, e, l, 5)
+	if _, res := collect(t, submit(t, e, engine.Request{Prompt: "Hello", AddSpecial: true, MaxTokens: 8})); res.FinishReason != engine.FinishLength {
+		t.Fatalf("the better-class request: %+v", res)
+	}
+	got, res := collect(t, l)
+	if res.Preemptions != 1 || got != want {
+		t.Errorf("%d preemptions:\n got %q\nwant %q", res.Preemptions, got, want)
+	}
+	if st := settled(t, e, 2); st.DraftAccepted == 0 {
+		t.Errorf("no drafted token confirmed: %+v", st)
+	}
+}
