@@ -67,6 +67,8 @@ var families = []family{
 	{Gemma4, isGemma4},
 	{Seed, isSeed},
 	{Magistral, isMagistral},
+	{KimiK3, isKimiK3},
+	{MiniMaxM3, isMiniMaxM3},
 	{Think, isThink},
 }
 

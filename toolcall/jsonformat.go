@@ -23,6 +23,7 @@ type jsonFormat struct {
 // syntax is the markup of a jsonFormat.
 type syntax struct {
 	start   []string // markers that open the calls anywhere in the answer
+	end     string   // the tag that closes what a marker opened ("": none)
 	bare    bool     // the calls may also open the answer without a marker, with '{' (or '[')
 	argsKey string   // the key of the arguments in a call object
 	frame   grammar.Frame

@@ -190,7 +190,11 @@ func (p *jsonParser) open(from, at int, marker string) {
 // fragments, and at the region's end the text after it goes back to
 // content. It reports whether the region ended.
 func (p *jsonParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) {
-	r := scanRegion(p.text[p.pos:], p.marker == "<tool_call>")
+	tag := ""
+	if p.marker != "" {
+		tag = p.sx.end
+	}
+	r := scanRegion(p.text[p.pos:], tag)
 	switch {
 	case r.bad:
 		return p.fail(out), true

@@ -27,9 +27,10 @@ func (r region) complete() bool {
 }
 
 // scanRegion reads call objects: a list in [...] or objects separated by
-// whitespace, ',' or ';'; a Hermes region (tagged) ends with
-// </tool_call>. It is run again over the whole region as text arrives.
-func scanRegion(s string, tagged bool) region {
+// whitespace, ',' or ';'; a region with an end tag (Hermes's
+// </tool_call>) ends with it. It is run again over the whole region as
+// text arrives.
+func scanRegion(s string, endTag string) region {
 	var r region
 	i := skipSpace(s, 0)
 	list := i < len(s) && s[i] == '['
@@ -43,13 +44,13 @@ func scanRegion(s string, tagged bool) region {
 		}
 		if list && s[i] == ']' {
 			r.closed, r.end = true, i+1
-			if tagged {
-				return closeTag(s, i+1, r)
+			if endTag != "" {
+				return closeTag(s, i+1, r, endTag)
 			}
 			return r
 		}
 		if s[i] != '{' {
-			r.bad = len(r.objs) == 0 || list || tagged
+			r.bad = len(r.objs) == 0 || list || endTag != ""
 			r.closed, r.end = true, i
 			return r
 		}
@@ -66,19 +67,20 @@ func scanRegion(s string, tagged bool) region {
 		if i == len(s) {
 			return r
 		}
-		if tagged && !list {
-			return closeTag(s, i, r)
-		}
-		if !list {
+		switch {
+		case endTag != "" && !list && s[i] == '{':
+			continue // the next object, before the end tag
+		case endTag != "" && !list:
+			return closeTag(s, i, r, endTag)
+		case !list:
 			r.closed, r.end = true, i
 			return r
 		}
 	}
 }
 
-// closeTag expects </tool_call> at s[i:].
-func closeTag(s string, i int, r region) region {
-	const tag = "</tool_call>"
+// closeTag expects the end tag at s[i:].
+func closeTag(s string, i int, r region, tag string) region {
 	i = skipSpace(s, i)
 	switch rest := s[i:]; {
 	case strings.HasPrefix(rest, tag):

@@ -80,8 +80,15 @@ type family struct {
 // first one's. JSON, the fallback, is not among them.
 var families = []family{
 	{Harmony, isHarmony},
+	{Gemma4, isGemma4},
 	{Qwen3Coder, isQwen3Coder},
 	{MistralV11, isMistralV11},
+	{GLM, isGLM},
+	{MiniMaxM3, isMiniMaxM3},
+	{MiniMaxM2, isMiniMaxM2},
+	{KimiK3, isKimiK3},
+	{KimiK2, isKimiK2},
+	{MiniMaxM1, isMiniMaxM1},
 	{Hermes, isHermes},
 	{Mistral, isMistral},
 	{Llama3, isLlama3},

@@ -1,0 +1,421 @@
+package toolcall
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+// KimiK2 is Kimi K2's format: the calls in one section, each its id
+// (functions.NAME:INDEX), then its arguments as JSON, all between
+// special tokens:
+//
+//	<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+//
+// Kimi K2 Instruct and K2 Thinking write it.
+var KimiK2 Format = kimiK2Format{}
+
+// isKimiK2 reports a template that writes <|tool_call_begin|>.
+func isKimiK2(src string) bool { return strings.Contains(src, k2Call) }
+
+// Kimi K2's markup.
+const (
+	k2Section    = "<|tool_calls_section_begin|>"
+	k2SectionEnd = "<|tool_calls_section_end|>"
+	k2Call       = "<|tool_call_begin|>"
+	k2Args       = "<|tool_call_argument_begin|>"
+	k2CallEnd    = "<|tool_call_end|>"
+	k2MaxID      = 256 // a longer id is not markup
+)
+
+type kimiK2Format struct{}
+
+// Name is the format's name.
+func (kimiK2Format) Name() string { return "kimi-k2" }
+
+// Markers are the format's special tokens.
+func (kimiK2Format) Markers() []string {
+	return []string{k2Section, k2SectionEnd, k2Call, k2Args, k2CallEnd}
+}
+
+// Parser returns the format's parser.
+func (kimiK2Format) Parser(_ []wire.Tool, max int) Parser {
+	return newMarkupParser(kimiK2Scanner{}, []string{k2Section, k2Call}, max)
+}
+
+type kimiK2Scanner struct{}
+
+func (kimiK2Scanner) scan(marker, s string, end, cut bool) callScan {
+	var r callScan
+	i := 0
+	if marker == k2Section {
+		i = skipSpace(s, 0)
+		switch rest := s[i:]; {
+		case strings.HasPrefix(rest, k2Call):
+			i += len(k2Call)
+		case strings.HasPrefix(k2Call, rest):
+			return r
+		default:
+			r.bad = true
+			return r
+		}
+	}
+	a := strings.Index(s[i:], k2Args)
+	if a < 0 {
+		r.bad = len(s)-i > k2MaxID
+		return r
+	}
+	name, ok := kimiK2Name(strings.TrimSpace(s[i : i+a]))
+	if !ok {
+		r.bad = true
+		return r
+	}
+	r.name = name
+	at := skipSpace(s, i+a+len(k2Args))
+	if at == len(s) {
+		return r
+	}
+	e, complete := valueEnd(s, at)
+	value := s[at:e]
+	switch value[0] {
+	case '{':
+		r.args = value // streamed as it is written
+	case '"':
+		// Arguments written as a JSON string: decoded once whole.
+		var text string
+		if !complete {
+			return r
+		}
+		if json.Unmarshal([]byte(value), &text) != nil || !strings.HasPrefix(strings.TrimSpace(text), "{") {
+			r.bad = true
+			return r
+		}
+		value = text
+	default:
+		r.bad = true
+		return r
+	}
+	if !complete {
+		return r
+	}
+	r.args, r.complete = value, true
+	i = skipSpace(s, e)
+	switch rest := s[i:]; {
+	case strings.HasPrefix(rest, k2CallEnd):
+		i = skipSpace(s, i+len(k2CallEnd))
+		switch rest := s[i:]; {
+		case strings.HasPrefix(rest, k2SectionEnd):
+			r.closed, r.end = true, i+len(k2SectionEnd)
+		case strings.HasPrefix(k2SectionEnd, rest) && !end:
+			// the section's end may be arriving
+		default:
+			r.closed, r.end = true, i
+		}
+	case strings.HasPrefix(k2CallEnd, rest) && !end:
+		// the call's end may be arriving
+	case rest == "" || strings.HasPrefix(k2CallEnd, rest):
+		// The end of the answer: a stop string took the call's end.
+	default:
+		r.bad = true
+	}
+	return r
+}
+
+// kimiK2Name reads the function's name from a call's id,
+// functions.NAME:INDEX (the prefix and the index may be missing).
+func kimiK2Name(id string) (string, bool) {
+	id = strings.TrimPrefix(id, "functions.")
+	if c := strings.LastIndexByte(id, ':'); c >= 0 {
+		id = id[:c]
+	}
+	return id, validName(id, k2MaxID)
+}
+
+// Grammar forces calls in Kimi K2's markup, in one section, each call's
+// arguments following its function's schema.
+func (kimiK2Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
+	if len(tools) == 0 {
+		return "", fmt.Errorf("tool-call grammar: no tools")
+	}
+	b := grammar.NewBuilder(lim)
+	calls := make([]grammar.Expr, len(tools))
+	for i, t := range tools {
+		args, err := b.Schema(parameters(t), "#")
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
+		}
+		calls[i] = grammar.Seq(grammar.Lit(k2Call+"functions."+t.Function.Name+":"), digits(), grammar.Lit(k2Args), args, grammar.Lit(k2CallEnd))
+	}
+	call := b.Rule("call", grammar.Alt(calls...))
+	if parallel {
+		call = grammar.Repeat(call, 1, -1)
+	}
+	return b.Grammar(grammar.Seq(grammar.Lit(k2Section), call, grammar.Lit(k2SectionEnd)))
+}
+
+// KimiK3 is Kimi K3's format, in its tagged markup (each tag
+// <|open|>NAME ATTRS<|sep|> ... <|close|>NAME<|sep|>): the calls in a
+// tools element after the response, each a call element naming the tool,
+// with an argument element per argument, its JSON type in an attribute
+// and its value as text (a string) or JSON (anything else):
+//
+//	<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>
+//
+// A call may instead hold its arguments whole, as JSON in a json element
+// (<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>). The
+// reasoning format of Kimi K3 (package reasoning) takes the think and
+// response elements around the answer apart and passes the tools element
+// on as content.
+var KimiK3 Format = kimiK3Format{}
+
+// isKimiK3 reports a template that writes Kimi K3's tags and call
+// elements.
+func isKimiK3(src string) bool {
+	return strings.Contains(src, k3Open) && strings.Contains(src, k3Sep) && strings.Contains(src, "'call'")
+}
+
+// Kimi K3's markup.
+const (
+	k3Open      = "<|open|>"
+	k3Close     = "<|close|>"
+	k3Sep       = "<|sep|>"
+	k3Tools     = k3Open + "tools" + k3Sep
+	k3ToolsEnd  = k3Close + "tools" + k3Sep
+	k3Call      = k3Open + "call "
+	k3CallEnd   = k3Close + "call" + k3Sep
+	k3Arg       = k3Open + "argument "
+	k3ArgEnd    = k3Close + "argument" + k3Sep
+	k3JSON      = k3Open + "json"
+	k3JSONEnd   = k3Close + "json" + k3Sep
+	k3MaxHeader = 1024 // a tag longer than this is not markup
+)
+
+type kimiK3Format struct{}
+
+// Name is the format's name.
+func (kimiK3Format) Name() string { return "kimi-k3" }
+
+// Markers are the format's special tokens.
+func (kimiK3Format) Markers() []string { return []string{k3Open, k3Close, k3Sep} }
+
+// Parser returns a parser that types values by their type attributes, or
+// by the tools' schemas where they have none.
+func (kimiK3Format) Parser(tools []wire.Tool, max int) Parser {
+	return newMarkupParser(&kimiK3Scanner{types: paramTypes(tools)}, []string{k3Tools, k3Call}, max)
+}
+
+type kimiK3Scanner struct {
+	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
+}
+
+func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
+	var r callScan
+	i := 0
+	if marker == k3Tools {
+		i = skipSpace(s, 0)
+		switch rest := s[i:]; {
+		case strings.HasPrefix(rest, k3Call):
+			i += len(k3Call)
+		case strings.HasPrefix(k3Call, rest):
+			return r
+		default:
+			r.bad = true
+			return r
+		}
+	}
+	attrs, i, st := k3Attrs(s, i)
+	if st != readDone {
+		r.bad = st == readBad
+		return r
+	}
+	name := attrs["tool"]
+	if !validName(name, k3MaxHeader) {
+		r.bad = true
+		return r
+	}
+	r.name = name
+	var args strings.Builder
+	whole := false // the arguments came whole, in a json element
+	for n := 0; ; n++ {
+		i = skipSpace(s, i)
+		rest := s[i:]
+		switch {
+		case strings.HasPrefix(rest, k3CallEnd):
+			switch {
+			case n == 0:
+				args.WriteString("{}")
+			case !whole:
+				args.WriteByte('}')
+			}
+			r.args, r.complete = args.String(), true
+			i = skipSpace(s, i+len(k3CallEnd))
+			switch rest := s[i:]; {
+			case strings.HasPrefix(rest, k3ToolsEnd):
+				r.closed, r.end = true, i+len(k3ToolsEnd)
+			case strings.HasPrefix(k3ToolsEnd, rest) && !end:
+				// the tools element's end may be arriving
+			default:
+				r.closed, r.end = true, i
+			}
+			return r
+		case strings.HasPrefix(k3CallEnd, rest) || strings.HasPrefix(k3Arg, rest) || strings.HasPrefix(k3JSON, rest):
+			return r // a tag is arriving, or broke off
+		case strings.HasPrefix(rest, k3JSON) && n == 0:
+			// The arguments whole, as JSON: streamed as written.
+			_, j, st := k3Attrs(s, i+len(k3JSON))
+			if st != readDone {
+				r.bad = st == readBad
+				return r
+			}
+			j = skipSpace(s, j)
+			if j == len(s) {
+				return r
+			}
+			if s[j] != '{' {
+				r.bad = true
+				return r
+			}
+			e, complete := valueEnd(s, j)
+			r.args = s[j:e]
+			if !complete {
+				return r
+			}
+			e = skipSpace(s, e)
+			switch rest := s[e:]; {
+			case strings.HasPrefix(rest, k3JSONEnd):
+				args.WriteString(r.args)
+				i, whole = e+len(k3JSONEnd), true
+				continue
+			case strings.HasPrefix(k3JSONEnd, rest):
+				return r
+			}
+			r.bad = true
+			return r
+		case !strings.HasPrefix(rest, k3Arg) || whole:
+			r.bad = true
+			return r
+		}
+		if n == 0 {
+			args.WriteByte('{')
+			r.args = args.String()
+		}
+		attrs, j, st := k3Attrs(s, i+len(k3Arg))
+		if st != readDone {
+			r.bad = st == readBad
+			return r
+		}
+		key := attrs["key"]
+		if key == "" {
+			r.bad = true
+			return r
+		}
+		v := strings.Index(s[j:], k3ArgEnd)
+		if v < 0 {
+			return r // the value is still arriving
+		}
+		types := k.types[name][key]
+		if t, ok := attrs["type"]; ok {
+			types = []string{t}
+		}
+		if n > 0 {
+			args.WriteString(", ")
+		}
+		args.WriteString(quote(key))
+		args.WriteString(": ")
+		args.WriteString(typedValue(s[j:j+v], types))
+		r.args = args.String()
+		i = j + v + len(k3ArgEnd)
+	}
+}
+
+// k3Attrs reads a tag's attributes (name="value" pairs, &amp; and &quot;
+// escaped) up to its <|sep|> at s[i:], and returns the index after it.
+func k3Attrs(s string, i int) (attrs map[string]string, next, state int) {
+	e := strings.Index(s[i:], k3Sep)
+	if e < 0 {
+		if len(s)-i > k3MaxHeader {
+			return nil, 0, readBad
+		}
+		return nil, 0, readMore
+	}
+	if e > k3MaxHeader {
+		return nil, 0, readBad
+	}
+	attrs = map[string]string{}
+	h := s[i : i+e]
+	for {
+		h = strings.TrimLeft(h, " ")
+		if h == "" {
+			return attrs, i + e + len(k3Sep), readDone
+		}
+		name, rest, ok := strings.Cut(h, `="`)
+		if !ok || !validName(name, k3MaxHeader) {
+			return nil, 0, readBad
+		}
+		q := strings.IndexByte(rest, '"')
+		if q < 0 {
+			return nil, 0, readBad
+		}
+		attrs[name] = strings.NewReplacer("&quot;", `"`, "&amp;", "&").Replace(rest[:q])
+		h = rest[q+1:]
+	}
+}
+
+// k3Escape escapes an attribute's value as Kimi K3's template does.
+func k3Escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", `"`, "&quot;").Replace(s)
+}
+
+// Grammar forces calls in Kimi K3's markup, in one tools element: each
+// tool's required parameters in the order of its schema, then its
+// optional ones, each typed: a string parameter's value is its text,
+// any other's the JSON its schema describes, with its JSON type.
+func (kimiK3Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
+	if len(tools) == 0 {
+		return "", fmt.Errorf("tool-call grammar: no tools")
+	}
+	b := grammar.NewBuilder(lim)
+	types := paramTypes(tools)
+	calls := make([]grammar.Expr, len(tools))
+	for i, t := range tools {
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			ptypes := types[name][p.name]
+			head := k3Arg + `key="` + k3Escape(p.name) + `" type="`
+			if len(ptypes) == 1 && ptypes[0] == "string" {
+				return grammar.Seq(grammar.Lit(head+`string"`+k3Sep), textValue(b, p, k3ArgEnd), grammar.Lit(k3ArgEnd)), nil
+			}
+			value, err := b.Schema(params, propertyPointer(p.name))
+			if err != nil {
+				return grammar.Expr{}, err
+			}
+			// The type attribute: one of the types the schema allows
+			// but string (any when it does not say); the parser reads
+			// the value as JSON by it.
+			var alts []grammar.Expr
+			for _, ty := range []string{"number", "boolean", "null", "object", "array"} {
+				if len(ptypes) == 0 || slices.Contains(ptypes, ty) || ty == "number" && slices.Contains(ptypes, "integer") {
+					alts = append(alts, grammar.Lit(ty))
+				}
+			}
+			if len(alts) == 0 {
+				alts = []grammar.Expr{grammar.Lit("null")} // a string written as JSON: read as such
+			}
+			return grammar.Seq(grammar.Lit(head), grammar.Alt(alts...), grammar.Lit(`"`+k3Sep), value, grammar.Lit(k3ArgEnd)), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
+		}
+		call := append([]grammar.Expr{grammar.Lit(k3Call + `tool="` + k3Escape(name) + `" index="`), digits(), grammar.Lit(`"` + k3Sep)}, parts...)
+		calls[i] = grammar.Seq(append(call, grammar.Lit(k3CallEnd))...)
+	}
+	call := b.Rule("call", grammar.Alt(calls...))
+	if parallel {
+		call = grammar.Repeat(call, 1, -1)
+	}
+	return b.Grammar(grammar.Seq(grammar.Lit(k3Tools), call, grammar.Lit(k3ToolsEnd)))
+}
