@@ -14,7 +14,7 @@ var Hermes Format = &jsonFormat{
 	name:    "hermes",
 	markers: []string{"<tool_call>", "</tool_call>"},
 	sx: syntax{
-		start: []string{"<tool_call>"}, argsKey: "arguments",
+		start: []string{"<tool_call>"}, end: "</tool_call>", argsKey: "arguments",
 		frame: grammar.Frame{Before: "<tool_call>\n", After: "\n</tool_call>", Sep: "\n"},
 	},
 }

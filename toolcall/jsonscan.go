@@ -27,9 +27,11 @@ func (r region) complete() bool {
 }
 
 // scanRegion reads call objects: a list in [...] or objects separated by
-// whitespace, ',' or ';'; a Hermes region (tagged) ends with
-// </tool_call>. It is run again over the whole region as text arrives.
-func scanRegion(s string, tagged bool) region {
+// whitespace, ',' or ';'; a region of a format with a closing tag (tag:
+// Hermes's </tool_call>, Nemotron's </TOOLCALL>) ends with it. It is run
+// again over the whole region as text arrives.
+func scanRegion(s string, tag string) region {
+	tagged := tag != ""
 	var r region
 	i := skipSpace(s, 0)
 	list := i < len(s) && s[i] == '['
@@ -44,7 +46,7 @@ func scanRegion(s string, tagged bool) region {
 		if list && s[i] == ']' {
 			r.closed, r.end = true, i+1
 			if tagged {
-				return closeTag(s, i+1, r)
+				return closeTag(s, i+1, tag, r)
 			}
 			return r
 		}
@@ -67,7 +69,7 @@ func scanRegion(s string, tagged bool) region {
 			return r
 		}
 		if tagged && !list {
-			return closeTag(s, i, r)
+			return closeTag(s, i, tag, r)
 		}
 		if !list {
 			r.closed, r.end = true, i
@@ -76,9 +78,8 @@ func scanRegion(s string, tagged bool) region {
 	}
 }
 
-// closeTag expects </tool_call> at s[i:].
-func closeTag(s string, i int, r region) region {
-	const tag = "</tool_call>"
+// closeTag expects the closing tag at s[i:].
+func closeTag(s string, i int, tag string, r region) region {
 	i = skipSpace(s, i)
 	switch rest := s[i:]; {
 	case strings.HasPrefix(rest, tag):

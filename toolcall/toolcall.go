@@ -80,6 +80,16 @@ type family struct {
 // first one's. JSON, the fallback, is not among them.
 var families = []family{
 	{Harmony, isHarmony},
+	{DeepSeekV4, isDeepSeekV4},
+	{DeepSeekV32, isDeepSeekV32},
+	{DeepSeekR1, isDeepSeekR1},
+	{DeepSeekV31, isDeepSeekV31},
+	{SeedOSS, isSeedOSS},
+	{Hy3, isHy3},
+	{SolarOpen, isSolarOpen},
+	{Apertus, isApertus},
+	{NemotronV2, isNemotronV2},
+	{Granite, isGranite},
 	{Qwen3Coder, isQwen3Coder},
 	{MistralV11, isMistralV11},
 	{Hermes, isHermes},
