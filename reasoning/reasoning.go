@@ -67,6 +67,10 @@ var families = []family{
 	{Gemma4, isGemma4},
 	{Seed, isSeed},
 	{Magistral, isMagistral},
+	{Hy3, isHy3},
+	{Apertus, isApertus},
+	{SolarOpen, isSolarOpen},
+	{Granite, isGranite},
 	{Think, isThink},
 }
 
