@@ -69,6 +69,10 @@ var families = []family{
 	{Magistral, isMagistral},
 	{KimiK3, isKimiK3},
 	{MiniMaxM3, isMiniMaxM3},
+	{Hy3, isHy3},
+	{Apertus, isApertus},
+	{SolarOpen, isSolarOpen},
+	{Granite, isGranite},
 	{Think, isThink},
 }
 

@@ -91,6 +91,42 @@ var splitCases = map[Format][]splitCase{
 		{name: "reasoning cut off", opened: true,
 			text: "Step one.<|close|>thi", reasoning: "Step one.<|close|>thi"},
 	},
+	Granite: {
+		{name: "reasoning, then the answer in its tags, as Granite 3.3 writes them",
+			text:      "<think>The user greets me. I should greet back.</think><response>Hello! How can I help?</response>",
+			reasoning: "The user greets me. I should greet back.", content: "Hello! How can I help?"},
+		{name: "the answer's tags without reasoning",
+			text: "<response>\nHi.\n</response>\n", content: "Hi."},
+		{name: "a closing tag inside the answer stays",
+			text: "<think>x</think>\n<response>Write </response> to close.</response>", reasoning: "x", content: "Write </response> to close."},
+		{name: "no tags", text: "Hi there.", content: "Hi there."},
+		{name: "reasoning cut off", text: "<think>Step one", reasoning: "Step one"},
+		{name: "answer cut off in its closing tag", text: "<think>a</think><response>b</resp", reasoning: "a", content: "b</resp"},
+		{name: "only whitespace", text: " \n", content: " \n"},
+	},
+	SolarOpen: {
+		{name: "reasoning, then the answer's message, as Solar Open writes them",
+			text:      "<|think|>The user wants a greeting.<|end|><|begin|>assistant<|content|>Hello!<|end|>",
+			reasoning: "The user wants a greeting.", content: "Hello!"},
+		{name: "the answer alone", text: "<|content|>Hello!", content: "Hello!"},
+		{name: "reasoning, then a tool call passes on",
+			text:      "<|think|>Need the weather.<|end|><|begin|>assistant<|tool_calls|><|tool_call:begin|>a1<|tool_call:name|>f<|tool_call:args|>{}<|tool_call:end|>",
+			reasoning: "Need the weather.", content: "<|tool_calls|><|tool_call:begin|>a1<|tool_call:name|>f<|tool_call:args|>{}<|tool_call:end|>"},
+		{name: "reasoning cut off", text: "<|think|>Let me see <|en", reasoning: "Let me see <|en"},
+	},
+	Hy3: {
+		{name: "Hy3's suffixed tags",
+			text:      "<think:opensource>The user asks 2+2.</think:opensource>It is 4.",
+			reasoning: "The user asks 2+2.", content: "It is 4."},
+		{name: "prompt opened the reasoning", opened: true,
+			text: "Quick.</think:opensource>\nYes.", reasoning: "Quick.", content: "Yes."},
+		{name: "plain think tags are text", text: "<think>a</think>b", content: "<think>a</think>b"},
+	},
+	Apertus: {
+		{name: "Apertus's deliberation",
+			text:      "<|inner_prefix|>Let me deliberate: 2+2 is 4.<|inner_suffix|>The answer is 4.",
+			reasoning: "Let me deliberate: 2+2 is 4.", content: "The answer is 4."},
+	},
 	Harmony: {
 		{name: "analysis then final, as gpt-oss writes them",
 			text:      "<|channel|>analysis<|message|>User asks for 2+2. Answer 4.<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.",
@@ -173,7 +209,7 @@ func TestSplitterStreams(t *testing.T) {
 // itself; templates without reasoning markup corral knows map to nil.
 func TestDetectRealTemplates(t *testing.T) {
 	want := map[string]Format{
-		"Apertus-8B-Instruct":                           nil,
+		"Apertus-8B-Instruct":                           Apertus,
 		"Apriel-1.6-15b-Thinker-fixed":                  nil, // [BEGIN FINAL RESPONSE]: not done yet
 		"Bielik-11B-v3.0-Instruct":                      Think,
 		"ByteDance-Seed-OSS":                            Seed,
@@ -217,7 +253,7 @@ func TestDetectRealTemplates(t *testing.T) {
 		"google-gemma-2-2b-it":                     nil,
 		"google-gemma-4-31B-it-interleaved":        Gemma4,
 		"google-gemma-4-31B-it":                    Gemma4,
-		"ibm-granite-granite-3.3-2B-Instruct":      Think,
+		"ibm-granite-granite-3.3-2B-Instruct":      Granite,
 		"ibm-granite-granite-4.0":                  nil,
 		"ibm-granite-granite-4.1":                  nil,
 		"llama-cpp-deepseek-r1":                    Think,
@@ -237,10 +273,10 @@ func TestDetectRealTemplates(t *testing.T) {
 		"poolside-Laguna-S-2.1":                    Think,
 		"poolside-Laguna-XS-2.1":                   Think,
 		"poolside-Laguna-XS.2":                     Think,
-		"tencent-Hy3":                              nil, // <think{}> with a suffix: not done yet
+		"tencent-Hy3":                              Hy3,
 		"unsloth-Apriel-1.5":                       nil,
 		"unsloth-mistral-Devstral-Small-2507":      nil,
-		"upstage-Solar-Open-100B":                  nil, // <|think|>: not done yet
+		"upstage-Solar-Open-100B":                  SolarOpen,
 	}
 	files, err := filepath.Glob(filepath.Join(testmodel.TemplatesDir(), "*.jinja"))
 	if err != nil || len(files) == 0 {
@@ -272,11 +308,16 @@ func TestOpened(t *testing.T) {
 		"Qwen-QwQ-32B":          false, // <think>\n</think> unless enable_thinking
 		"Qwen-Qwen3-0.6B":       false, // the model opens it
 		"mistralai-Ministral-3-14B-Reasoning-2512": false,
-		"GLM-4.7-Flash":                     true,  // <|assistant|><think>
-		"GLM-4.6":                           false, // the model opens it
-		"Kimi-K2-Thinking":                  false, // the model opens it
-		"google-gemma-4-31B-it":             false, // <|channel>thought\n<channel|>: thinking off
-		"google-gemma-4-31B-it-interleaved": false,
+		"GLM-4.7-Flash":                            true,  // <|assistant|><think>
+		"GLM-4.6":                                  false, // the model opens it
+		"Kimi-K2-Thinking":                         false, // the model opens it
+		"google-gemma-4-31B-it":                    false, // <|channel>thought\n<channel|>: thinking off
+		"google-gemma-4-31B-it-interleaved":        false,
+		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B": true,  // <｜Assistant｜><think>\n
+		"deepseek-ai-DeepSeek-V3.1":                false, // <think></think> unless thinking
+		"deepseek-ai-DeepSeek-V4":                  false, // </think> unless thinking
+		"tencent-Hy3":                              false, // <think:opensource></think:opensource> unless reasoning_effort
+		"upstage-Solar-Open-100B":                  false, // the model opens it
 	} {
 		src := testmodel.Template(t, name)
 		tpl, err := chat.Parse(src)
@@ -298,7 +339,8 @@ func TestOpened(t *testing.T) {
 		// MiniMax's and Kimi K3's templates do not render here yet: their
 		// generation prompts, as written.
 		!Opened(Think, "]~b]ai\n<think>\n") || !Opened(MiniMaxM3, "]~b]ai\n<mm:think>") || Opened(MiniMaxM3, "]~b]ai\n</mm:think>") ||
-		!Opened(KimiK3, "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>") || Opened(KimiK3, "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>") {
+		!Opened(KimiK3, "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>") || Opened(KimiK3, "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>") ||
+		!Opened(Hy3, "<｜hy_Assistant:opensource｜><think:opensource>") || Opened(Hy3, "<think:opensource></think:opensource>") {
 		t.Error("Opened on literal prompts")
 	}
 }

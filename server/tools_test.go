@@ -47,13 +47,16 @@ var timeTool = map[string]any{
 	},
 }
 
+// toolRequest asks for a chat completion with the two tools. Its
+// max_tokens lets the byte tokens spell a whole call in the longest
+// markup (DeepSeek's and Hy3's tokens, spelled in bytes, take hundreds).
 func toolRequest(choice any, extra map[string]any) map[string]any {
 	body := map[string]any{
 		"model":       "tiny",
 		"messages":    []map[string]string{{"role": "user", "content": "What is the weather in Paris?"}},
 		"tools":       []any{weatherTool, timeTool},
 		"tool_choice": choice,
-		"max_tokens":  120, "temperature": 0,
+		"max_tokens":  400, "temperature": 0,
 	}
 	for k, v := range extra {
 		body[k] = v

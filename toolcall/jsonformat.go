@@ -26,7 +26,10 @@ type syntax struct {
 	end     string   // the tag that closes what a marker opened ("": none)
 	bare    bool     // the calls may also open the answer without a marker, with '{' (or '[')
 	argsKey string   // the key of the arguments in a call object
-	frame   grammar.Frame
+	// keyed: a call object is {"NAME": {arguments}} (Apertus), or else
+	// the usual {"name": ..., argsKey: ...}.
+	keyed bool
+	frame grammar.Frame
 }
 
 // Name is the format's name.
@@ -54,6 +57,9 @@ func (f jsonFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	sx := f.sx
+	if sx.keyed {
+		return keyedGrammar(sx.frame, tools, parallel, lim)
+	}
 	calls := make([]json.RawMessage, len(tools))
 	for i, t := range tools {
 		params := parameters(t)

@@ -220,7 +220,7 @@ func (p *jsonParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) 
 		r.end = len(p.text) - p.pos // the answer ended the region
 	}
 	for i, o := range r.objs {
-		calls, ok := o.call()
+		calls, ok := p.call(o)
 		if !ok {
 			// Complete JSON that is not a call: the region was not one.
 			return p.fail(out), true
@@ -250,6 +250,26 @@ func (p *jsonParser) keep(i int) bool {
 	return p.max <= 0 || len(p.done)+i < p.max
 }
 
+// head is o's head in the format's syntax (see object.head).
+func (p *jsonParser) head(o object) (name, args string, streamable bool) {
+	if p.sx.keyed {
+		return o.keyedHead()
+	}
+	return o.head()
+}
+
+// call decodes a complete object into its calls in the format's syntax
+// (see object.call): a keyed object when the format writes those, else
+// one of the usual shapes.
+func (p *jsonParser) call(o object) ([]wire.ToolCall, bool) {
+	if p.sx.keyed {
+		if calls, ok := o.keyedCall(); ok {
+			return calls, true
+		}
+	}
+	return o.call()
+}
+
 // sendCall sends the new pieces of the call at index i of the region.
 func (p *jsonParser) sendCall(out []wire.Delta, i int, o object) []wire.Delta {
 	for len(p.sent) <= i {
@@ -261,14 +281,14 @@ func (p *jsonParser) sendCall(out []wire.Delta, i int, o object) []wire.Delta {
 	s := &p.sent[i]
 	index := len(p.done) + i
 	var piece wire.ToolCallDelta
-	name, args, streamable := o.head()
+	name, args, streamable := p.head(o)
 	if !s.named {
 		if !streamable && !o.complete {
 			return out
 		}
 		if !streamable {
 			// Complete, but not in the name-then-arguments order: send it whole.
-			calls, ok := o.call()
+			calls, ok := p.call(o)
 			if !ok || len(calls) != 1 {
 				return out // decided (or failed) when the region ends
 			}

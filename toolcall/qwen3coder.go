@@ -30,7 +30,7 @@ import (
 // A value is typed by its parameter's schema: a string stays the text
 // (less the line breaks around it); a number, a boolean, an object or an
 // array is read as JSON (and stays a string when it is not JSON).
-var Qwen3Coder Format = xmlFormat{}
+var Qwen3Coder Format = &xmlFormat{name: "qwen3-coder", open: "<tool_call>", close: "</tool_call>", lines: true}
 
 // isQwen3Coder reports a template that writes <function=NAME> and
 // <parameter=NAME> inside <tool_call> tags.
@@ -38,10 +38,8 @@ func isQwen3Coder(src string) bool {
 	return strings.Contains(src, "<tool_call>") && strings.Contains(src, "<function=") && strings.Contains(src, "<parameter=")
 }
 
-// The XML format's markup.
+// The XML format's markup inside its tags.
 const (
-	xmlOpen       = "<tool_call>"
-	xmlClose      = "</tool_call>"
 	xmlFunction   = "<function="
 	xmlFuncEnd    = "</function>"
 	xmlParam      = "<parameter="
@@ -49,21 +47,31 @@ const (
 	xmlMaxNameLen = 256 // a name longer than this is not markup
 )
 
-type xmlFormat struct{}
-
-// Name is the format's name.
-func (xmlFormat) Name() string { return "qwen3-coder" }
-
-// Markers are the markup tokens the format writes.
-func (xmlFormat) Markers() []string { return []string{xmlOpen, xmlClose} }
-
-// Parser returns a parser that types values by the tools' schemas.
-func (xmlFormat) Parser(tools []wire.Tool, max int) Parser {
-	return newMarkupParser(&xmlScanner{types: paramTypes(tools)}, []string{xmlOpen}, max)
+// xmlFormat is the XML markup of Qwen3-Coder and its kin, inside its
+// family's own tags: <tool_call> (Qwen3Coder), <seed:tool_call>
+// (SeedOSS).
+type xmlFormat struct {
+	name        string
+	open, close string // the tags around each call
+	// lines: each value is written on lines of its own, between line
+	// breaks after <parameter=NAME> and before </parameter>.
+	lines bool
 }
 
-// xmlScanner reads a region after <tool_call>.
+// Name is the format's name.
+func (f *xmlFormat) Name() string { return f.name }
+
+// Markers are the markup tokens the format writes.
+func (f *xmlFormat) Markers() []string { return []string{f.open, f.close} }
+
+// Parser returns a parser that types values by the tools' schemas.
+func (f *xmlFormat) Parser(tools []wire.Tool, max int) Parser {
+	return newMarkupParser(&xmlScanner{f: f, types: paramTypes(tools)}, []string{f.open}, max)
+}
+
+// xmlScanner reads a region after the format's opening tag.
 type xmlScanner struct {
+	f     *xmlFormat
 	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
 }
 
@@ -91,10 +99,12 @@ func (x *xmlScanner) scan(_, s string, end, cut bool) callScan {
 			i = skipSpace(s, i+len(xmlFuncEnd))
 			rest = s[i:]
 			switch {
-			case strings.HasPrefix(rest, xmlClose):
-				r.closed, r.end = true, i+len(xmlClose)
-			case strings.HasPrefix(xmlClose, rest) && !end:
-				// the closing tag may be arriving
+			case strings.HasPrefix(rest, x.f.close):
+				r.closed, r.end = true, i+len(x.f.close)
+			case strings.HasPrefix(x.f.close, rest):
+				// The closing tag may be arriving, or the answer's end
+				// cut it off.
+				r.closed, r.end = end, len(s)
 			default:
 				// No closing tag (a stop string took it): the call ends
 				// with its function.
@@ -283,7 +293,7 @@ func jsonType(v json.RawMessage) string {
 // parameters in the order of its schema, then its optional ones, each
 // optional. A string parameter's value is its text (one of its enum's,
 // when it has one), any other's the JSON its schema describes.
-func (xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
+func (f *xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
 	if len(tools) == 0 {
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
@@ -296,24 +306,28 @@ func (xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLim
 		if err != nil {
 			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
 		}
-		parts := []grammar.Expr{grammar.Lit(xmlOpen + "\n" + xmlFunction + t.Function.Name + ">\n")}
+		parts := []grammar.Expr{grammar.Lit(f.open + "\n" + xmlFunction + t.Function.Name + ">\n")}
+		nl := ""
+		if f.lines {
+			nl = "\n"
+		}
 		for _, req := range []bool{true, false} {
 			for _, p := range props {
 				if required[p.name] != req {
 					continue
 				}
-				value, err := xmlValue(b, params, p, types[t.Function.Name][p.name])
+				value, err := xmlValue(b, params, p, types[t.Function.Name][p.name], nl+xmlParamEnd)
 				if err != nil {
 					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
 				}
-				e := grammar.Seq(grammar.Lit(xmlParam+p.name+">\n"), value, grammar.Lit("\n"+xmlParamEnd+"\n"))
+				e := grammar.Seq(grammar.Lit(xmlParam+p.name+">"+nl), value, grammar.Lit(nl+xmlParamEnd+"\n"))
 				if !req {
 					e = grammar.Opt(e)
 				}
 				parts = append(parts, e)
 			}
 		}
-		parts = append(parts, grammar.Lit(xmlFuncEnd+"\n"+xmlClose))
+		parts = append(parts, grammar.Lit(xmlFuncEnd+"\n"+f.close))
 		calls = append(calls, grammar.Seq(parts...))
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
@@ -324,9 +338,9 @@ func (xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLim
 	return b.Grammar(root)
 }
 
-// xmlValue is the grammar of a parameter's value: text for a string,
-// JSON for anything else.
-func xmlValue(b *grammar.Builder, params json.RawMessage, p property, types []string) (grammar.Expr, error) {
+// xmlValue is the grammar of a parameter's value: text for a string
+// (which stop ends), JSON for anything else.
+func xmlValue(b *grammar.Builder, params json.RawMessage, p property, types []string, stop string) (grammar.Expr, error) {
 	if !slices.Equal(types, []string{"string"}) {
 		ptr := "#/properties/" + url.PathEscape(strings.NewReplacer("~", "~0", "/", "~1").Replace(p.name))
 		return b.Schema(params, ptr)
@@ -346,7 +360,7 @@ func xmlValue(b *grammar.Builder, params json.RawMessage, p property, types []st
 		}
 		return grammar.Alt(alts...), nil
 	}
-	return b.TextExcluding("\n" + xmlParamEnd), nil
+	return b.TextExcluding(stop), nil
 }
 
 // property is one property of an object schema.
