@@ -123,6 +123,224 @@ var familyCases = map[Format][]familyCase{
 		{name: "cut off inside the arguments",
 			text: "OK.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa", content: "OK."},
 	},
+	LFM2: {
+		{name: "one call, as LFM2.5 writes it",
+			text:  "<|tool_call_start|>[get_weather(city='Paris', days=3)]<|tool_call_end|>",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text then two calls, Python's literals",
+			text:    "Let me check.<|tool_call_start|>[get_weather(city=\"Tokyo\", days=1, metric=True, where={'lat': 35.7, 'x': (1, 2)}, tags=['a', 'b'], note=None), get_time()]<|tool_call_end|>",
+			content: "Let me check.",
+			calls:   []call{{"get_weather", `{"city": "Tokyo", "days": 1, "metric": true, "where": {"lat": 35.7, "x": [1, 2]}, "tags": ["a", "b"], "note": null}`}, {"get_time", `{}`}}},
+		{name: "strings with escapes and quotes, numbers",
+			text:  "<|tool_call_start|>[get_weather(note='it\\'s \"fine\"\\nok \\u00e9', any=-2.5e3, days=+7)]<|tool_call_end|>",
+			calls: []call{{"get_weather", `{"note": "it's \"fine\"\nok é", "any": -2.5e3, "days": 7}`}}},
+		{name: "text after the calls",
+			text:    "<|tool_call_start|>[get_time()]<|tool_call_end|>\nChecking the time.",
+			content: "Checking the time.", calls: []call{{"get_time", `{}`}}},
+		{name: "parallel off keeps the first", max: 1,
+			text:  "<|tool_call_start|>[get_time(), get_weather(city='Paris')]<|tool_call_end|>",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "a list of calls without the start token",
+			text:  " [get_time(), get_weather(city='Paris',)]",
+			calls: []call{{"get_time", `{}`}, {"get_weather", `{"city": "Paris"}`}}},
+		{name: "end token taken by a stop string",
+			text:  "<|tool_call_start|>[get_time()]",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "the markers around something else",
+			text: "<|tool_call_start|>[1, 2]<|tool_call_end|>", content: "<|tool_call_start|>[1, 2]<|tool_call_end|>"},
+		{name: "plain text with brackets",
+			text: "[see above] and f(x) [a](b)", content: "[see above] and f(x) [a](b)"},
+		{name: "cut off inside a value",
+			text: "Sure.<|tool_call_start|>[get_weather(city='Par", content: "Sure."},
+	},
+	Llama3: {
+		{name: "JSON, as Llama 3.1-3.3 and 4 write it",
+			text:  "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "a built-in tool after <|python_tag|>",
+			text:  "<|python_tag|>brave_search.call(query=\"weather in Paris\")",
+			calls: []call{{"brave_search", `{"query": "weather in Paris"}`}}},
+		{name: "the Python list of Llama 3.2",
+			text:  "[get_weather(city=\"Tokyo\", days=2), get_time()]",
+			calls: []call{{"get_weather", `{"city": "Tokyo", "days": 2}`}, {"get_time", `{}`}}},
+		{name: "Llama 4's list inside <|python_start|>",
+			text:  "<|python_start|>[get_time()]<|python_end|>",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "a JSON list after <|python_tag|>",
+			text:  "<|python_tag|>[{\"name\": \"get_time\", \"parameters\": {}}, {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]",
+			calls: []call{{"get_time", `{}`}, {"get_weather", `{"city": "Paris"}`}}},
+		{name: "code without a tool that runs it is text",
+			text: "<|python_tag|>import math\nprint(math.pi)", content: "<|python_tag|>import math\nprint(math.pi)", raw: true},
+		{name: "plain text with braces and brackets",
+			text: "The set {x} is [small].", content: "The set {x} is [small]."},
+		{name: "cut off inside the arguments",
+			text: "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Pa"},
+	},
+	Pythonic: {
+		{name: "a Python list, as Llama 4 writes it",
+			text:  "[get_weather(city=\"Paris\", days=1, metric=false)]",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 1, "metric": false}`}}},
+		{name: "text",
+			text: "I don't have access to [Unavailable service] information.", content: "I don't have access to [Unavailable service] information."},
+	},
+	FunctionaryV31: {
+		{name: "one call",
+			text:  "<function=get_weather>{\"city\": \"Paris\", \"days\": 3}</function>",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text then two calls",
+			text:    "Let me look.<function=get_weather>{\"city\": \"Tokyo\", \"days\": 2}</function>\n<function=get_time>{}</function>",
+			content: "Let me look.",
+			calls:   []call{{"get_weather", `{"city": "Tokyo", "days": 2}`}, {"get_time", `{}`}}},
+		{name: "closing tag taken by a stop string",
+			text:  "<function=get_time>{}",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "closing tag broken off by the answer's end",
+			text:  "<function=get_time>{}</fun",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "parallel off keeps the first", max: 1,
+			text:  "<function=get_time>{}</function><function=get_weather>{\"city\": \"Paris\"}</function>",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "the marker around something else",
+			text: "<function=get_time>not json</function>", content: "<function=get_time>not json</function>"},
+		{name: "code without a python tool is text",
+			text: "<|python_tag|>print(1)", content: "<|python_tag|>print(1)"},
+		{name: "cut off inside the arguments",
+			text: "OK.<function=get_weather>{\"city\": \"Pa", content: "OK."},
+	},
+	FunctionaryV32: {
+		{name: "a call, after the >>> the prompt wrote",
+			text:  "get_weather\n{\"city\": \"Paris\", \"days\": 3}",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text to all, then two calls",
+			text:    "all\nLet me look.>>>get_weather\n{\"city\": \"Tokyo\", \"days\": 1}>>>get_time\n{}",
+			content: "Let me look.",
+			calls:   []call{{"get_weather", `{"city": "Tokyo", "days": 1}`}, {"get_time", `{}`}}},
+		{name: "text only",
+			text: "all\nHello there.", content: "Hello there."},
+		{name: "an answer that writes the first >>> itself",
+			text:    ">>>all\nHi.\n>>>get_time\n{}",
+			content: "Hi.", calls: []call{{"get_time", `{}`}}},
+		{name: "text whose first line is not a tool",
+			text: "Hello\n{\"a\": 1}", content: "Hello\n{\"a\": 1}"},
+		{name: "parallel off keeps the first", max: 1,
+			text:  "get_time\n{}>>>get_weather\n{\"city\": \"Paris\"}",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "cut off inside the arguments",
+			text: "all\nOK>>>get_weather\n{\"ci", content: "OK"},
+	},
+	CommandR7B: {
+		{name: "one call, as Command R7B writes it",
+			text:  "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}\n]<|END_ACTION|>",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "two calls, as Cohere's MoE template writes them",
+			text:  "<|START_ACTION|>[\n\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Tokyo\", \"days\": 1}},\n\n    {\"tool_call_id\": \"1\", \"tool_name\": \"get_time\", \"parameters\": {}}\n\n]<|END_ACTION|>",
+			calls: []call{{"get_weather", `{"city": "Tokyo", "days": 1}`}, {"get_time", `{}`}}},
+		{name: "a response is content, its framing taken out",
+			text: "<|START_RESPONSE|>It is sunny <|in|> Paris.<|END_RESPONSE|>", content: "It is sunny <|in|> Paris."},
+		{name: "the text framing of Cohere's MoE models",
+			text: "<|START_TEXT|>Hi.<|END_TEXT|>", content: "Hi."},
+		{name: "parallel off keeps the first", max: 1,
+			text:  "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_time\", \"parameters\": {}}, {\"tool_call_id\": \"1\", \"tool_name\": \"get_weather\", \"parameters\": {}}]<|END_ACTION|>",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "the markers around something else",
+			text: "<|START_ACTION|>nothing<|END_ACTION|>", content: "<|START_ACTION|>nothing<|END_ACTION|>"},
+		{name: "cut off inside the arguments",
+			text: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"ci"},
+	},
+	CommandRPlus: {
+		{name: "a call, as the template writes earlier ones",
+			text:  "Action:\n```json\n[\n    {\n        \"tool_name\": \"get_weather\",\n        \"parameters\": {\n            \"city\": \"Paris\"\n        }\n    }\n]```",
+			calls: []call{{"get_weather", "{\n            \"city\": \"Paris\"\n        }"}}},
+		{name: "text, then two calls",
+			text:    "I will look it up.\nAction: ```json\n[{\"tool_name\": \"get_time\", \"parameters\": {}}, {\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Tokyo\", \"days\": 1}}]\n```",
+			content: "I will look it up.",
+			calls:   []call{{"get_time", `{}`}, {"get_weather", `{"city": "Tokyo", "days": 1}`}}},
+		{name: "the word in text",
+			text: "Take Action: now.", content: "Take Action: now."},
+		{name: "cut off inside the arguments",
+			text: "OK.\nAction:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"ci", content: "OK."},
+	},
+	FirefunctionV2: {
+		{name: "one call",
+			text:  " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}]",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text then two calls",
+			text:    "Let me check. functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Tokyo\", \"days\": 2}}, {\"name\": \"get_time\", \"arguments\": {}}]",
+			content: "Let me check.",
+			calls:   []call{{"get_weather", `{"city": "Tokyo", "days": 2}`}, {"get_time", `{}`}}},
+		{name: "the module in text",
+			text: "Use functools.partial, or functools[0].", content: "Use functools.partial, or functools[0]."},
+		{name: "cut off inside the arguments",
+			text: "OK. functools[{\"name\": \"get_weather\", \"arguments\": {\"ci", content: "OK."},
+	},
+	Apriel: {
+		{name: "one call",
+			text:  "<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}]</tool_calls>",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text then two calls, as the template writes them",
+			text:    "I'll check.\n<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Tokyo\", \"days\": 1}}, {\"name\": \"get_time\", \"arguments\": {}, \"id\": \"call_1\"}]</tool_calls>",
+			content: "I'll check.",
+			calls:   []call{{"get_weather", `{"city": "Tokyo", "days": 1}`}, {"get_time", `{}`}}},
+		{name: "one object without the list",
+			text:  "<tool_calls>{\"name\": \"get_time\", \"arguments\": {}}</tool_calls>",
+			calls: []call{{"get_time", `{}`}}},
+		{name: "arguments written as a string",
+			text:  "<tool_calls>[{\"name\": \"get_time\", \"arguments\": \"{\\\"zone\\\": \\\"UTC\\\"}\"}]</tool_calls>",
+			calls: []call{{"get_time", `{"zone": "UTC"}`}}},
+		{name: "an empty list is not a call",
+			text: "<tool_calls>[]</tool_calls>", content: "<tool_calls>[]</tool_calls>"},
+		{name: "cut off inside the arguments",
+			text: "Sure.<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"ci", content: "Sure."},
+	},
+	MiniCPM: {
+		{name: "one call",
+			text:  "<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"days\">3</param></function>",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text, values typed by the schema, a CDATA section, Python's literals",
+			text: "Checking.\n<function name=\"get_weather\"><param name=\"city\">Tokyo</param><param name=\"days\">2</param><param name=\"metric\">True</param>" +
+				"<param name=\"where\">{'lat': 35.7}</param><param name=\"note\"><![CDATA[a < b & c\nline two]]></param><param name=\"tags\">['x']</param><param name=\"any\">None</param></function>\n<function name=\"get_time\"></function>",
+			content: "Checking.",
+			calls:   []call{{"get_weather", `{"city": "Tokyo", "days": 2, "metric": true, "where": {"lat":35.7}, "note": "a < b & c\nline two", "tags": ["x"], "any": null}`}, {"get_time", `{}`}}},
+		{name: "a string that looks like a number stays a string",
+			text:  "<function name=\"get_weather\"><param name=\"note\">42</param><param name=\"days\">many</param></function>",
+			calls: []call{{"get_weather", `{"note": "42", "days": "many"}`}}},
+		{name: "the markup around something else",
+			text: "<function name=\"x\">oops</function>", content: "<function name=\"x\">oops</function>"},
+		{name: "cut off inside a value",
+			text: "Sure.\n<function name=\"get_weather\"><param name=\"city\">Pa", content: "Sure."},
+	},
+	GigaChat3: {
+		{name: "a call, as GigaChat 3 writes it after an empty message",
+			text:  "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text then a call",
+			text:    "Let me check.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_time\", \"arguments\": {}}",
+			content: "Let me check.", calls: []call{{"get_time", `{}`}}},
+		{name: "an answer that ends its message",
+			text: "Hello!<|message_sep|>", content: "Hello!"},
+		{name: "cut off inside the arguments",
+			text: "<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": {\"ci"},
+	},
+	GigaChat31: {
+		{name: "a call, as GigaChat 3.1 writes it",
+			text:  "<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}}},
+		{name: "text then a call, then the end of the message",
+			text:    "Sure.<|function_call|>{\"name\": \"get_time\", \"arguments\": {}}<|message_sep|>",
+			content: "Sure.", calls: []call{{"get_time", `{}`}}},
+		{name: "the marker around something else",
+			text: "<|function_call|>none", content: "<|function_call|>none"},
+		{name: "cut off inside the arguments",
+			text: "OK<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"ci", content: "OK"},
+	},
+	Hermes: {
+		{name: "two calls, as the Hermes 2 Pro and 3 templates write them",
+			text:  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+			calls: []call{{"get_weather", `{"city": "Paris", "days": 3}`}, {"get_time", `{}`}}},
+		{name: "text then a call, as Bielik's template writes it",
+			text:    "Sprawdzam.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+			content: "Sprawdzam.", calls: []call{{"get_time", `{}`}}},
+	},
 }
 
 func TestFamilyParsers(t *testing.T) {
@@ -179,6 +397,17 @@ func TestFamilyParsersStream(t *testing.T) {
 		{Qwen3Coder, []string{"<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</para", "meter>\n<parameter=days>\n4\n</parameter>\n", "</function>\n</tool_call>"}, `{"city": "Paris", "days": 4}`},
 		{Harmony, []string{"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"To", "kyo\", \"days\"", ": 5}"}, `{"city": "Tokyo", "days": 5}`},
 		{MistralV11, []string{"[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa", "ris\", ", "\"days\": 6}"}, `{"city": "Paris", "days": 6}`},
+		{Llama3, []string{"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}"}, `{"city": "Paris", "days": 6}`},
+		{FunctionaryV31, []string{"<function=get_weather>{\"city\": \"Pa", "ris\", ", "\"days\": 6}</function>"}, `{"city": "Paris", "days": 6}`},
+		{FunctionaryV32, []string{"get_weather\n{\"city\": \"Pa", "ris\", ", "\"days\": 6}"}, `{"city": "Paris", "days": 6}`},
+		{CommandR7B, []string{"<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}\n]<|END_ACTION|>"}, `{"city": "Paris", "days": 6}`},
+		{CommandRPlus, []string{"Action:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}]```"}, `{"city": "Paris", "days": 6}`},
+		{FirefunctionV2, []string{" functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}]"}, `{"city": "Paris", "days": 6}`},
+		{Apriel, []string{"<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}]</tool_calls>"}, `{"city": "Paris", "days": 6}`},
+		{GigaChat31, []string{"<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}"}, `{"city": "Paris", "days": 6}`},
+		{GigaChat3, []string{"<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa", "ris\", ", "\"days\": 6}}"}, `{"city": "Paris", "days": 6}`},
+		{MiniCPM, []string{"<function name=\"get_weather\"><param name=\"city\">Paris</param>", "<param name=\"days\">6</param>", "</function>"}, `{"city": "Paris", "days": 6}`},
+		{LFM2, []string{"<|tool_call_start|>[get_weather(city='Paris'", ", days=6", ")]<|tool_call_end|>"}, `{"city": "Paris", "days": 6}`},
 	} {
 		t.Run(tc.f.Name(), func(t *testing.T) {
 			p := tc.f.Parser(testTools, 0)
@@ -213,6 +442,36 @@ func TestFamilyParsersStream(t *testing.T) {
 	}
 }
 
+// Code that Llama 3.1 and functionary write raw, after <|python_tag|> or
+// to python, is a call of the tool that runs it, when the request offers
+// one: its only parameter takes the code.
+func TestCodeCalls(t *testing.T) {
+	tools := append([]wire.Tool{
+		{Type: "function", Function: wire.FunctionDef{Name: "code_interpreter", Parameters: json.RawMessage(`{"type": "object", "properties": {"source": {"type": "string"}}}`)}},
+		{Type: "function", Function: wire.FunctionDef{Name: "python"}},
+	}, testTools...)
+	for _, tc := range []struct {
+		f          Format
+		text       string
+		content    string
+		name, args string
+	}{
+		{Llama3, "<|python_tag|>import math\nprint(math.pi)", "", "code_interpreter", `{"source": "import math\nprint(math.pi)"}`},
+		{FunctionaryV31, "Computing.<|python_tag|>print(1 + 1)\n", "Computing.", "python", `{"code": "print(1 + 1)"}`},
+		{FunctionaryV32, "all\nComputing.>>>python\nprint(2)", "Computing.", "python", `{"code": "print(2)"}`},
+		{FunctionaryV32, "python\nx = 1>>>get_time\n{}", "", "python", `{"code": "x = 1"}`},
+	} {
+		content, calls := Parse(tc.f, tools, tc.text, 0, false)
+		if content != tc.content || len(calls) == 0 || calls[0].Function.Name != tc.name || calls[0].Function.Arguments != tc.args {
+			t.Errorf("%s: %q: content %q, calls %+v", tc.f.Name(), tc.text, content, calls)
+		}
+		// Cut off, the code may be unfinished: no call.
+		if _, calls := Parse(tc.f, tools, tc.text, 0, true); len(calls) > 0 && calls[0].Function.Name == tc.name && !strings.Contains(tc.text, ">>>get_time") {
+			t.Errorf("%s: %q cut off: calls %+v", tc.f.Name(), tc.text, calls)
+		}
+	}
+}
+
 // A call cut off at max_tokens is markup: whole, nothing of it is
 // content and it is no call; a marker cut off at the end is dropped.
 func TestFamilyParsersCut(t *testing.T) {
@@ -220,6 +479,17 @@ func TestFamilyParsersCut(t *testing.T) {
 		Qwen3Coder: "Hi <tool_call>\n<function=get_weather>\n<parameter=city>\nPa",
 		Harmony:    "Hi <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Pa",
 		MistralV11: "Hi [TOOL_CALLS]get_weather[ARGS]{\"ci",
+		// Llama's markers open only at the answer's start: it is cut
+		// off in the markup of a JSON call that text may not precede.
+		FunctionaryV31: "Hi <function=get_weather>{\"ci",
+		FunctionaryV32: "all\nHi>>>get_weather\n{\"ci",
+		CommandR7B:     "Hi <|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"ci",
+		CommandRPlus:   "Hi Action:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"ci",
+		FirefunctionV2: "Hi functools[{\"name\": \"get_weather\", \"arguments\": {\"ci",
+		Apriel:         "Hi <tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"ci",
+		GigaChat31:     "Hi <|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"ci",
+		MiniCPM:        "Hi <function name=\"get_weather\"><param name=\"city\">Pa",
+		LFM2:           "Hi <|tool_call_start|>[get_weather(city='Pa",
 	} {
 		content, calls := Parse(f, testTools, text, 0, true)
 		if content != "Hi" || len(calls) != 0 {
@@ -246,6 +516,18 @@ func TestFamilyGrammars(t *testing.T) {
 		{Qwen3Coder, []string{`"<tool_call>\n<function=get_weather>\n<parameter=city>\n"`, `"Paris"`, `"\n</parameter>\n"`}},
 		{Harmony, []string{`"<|channel|>commentary to=functions."`, `"get_time <|constrain|>json<|message|>"`}},
 		{MistralV11, []string{`"[TOOL_CALLS]get_weather[ARGS]"`}},
+		{Llama3, []string{`"\"parameters\""`, `"\"get_weather\""`}},
+		{Pythonic, []string{`"get_weather(city="`, `", days="`, `"get_time()"`}},
+		{LFM2, []string{`"<|tool_call_start|>["`, `"]<|tool_call_end|>"`, `"get_time()"`}},
+		{FunctionaryV31, []string{`"<function=get_weather>"`, `"</function>"`}},
+		{FunctionaryV32, []string{`"get_weather\n"`}},
+		{CommandR7B, []string{`"<|START_ACTION|>["`, `"]<|END_ACTION|>"`, `"{\"tool_name\": \"get_weather\", \"parameters\": "`}},
+		{CommandRPlus, []string{"\"Action:\\n```json\\n[\\n    \"", `"{\"tool_name\": \"get_time\", \"parameters\": "`}},
+		{FirefunctionV2, []string{`" functools["`, `"{\"name\": \"get_weather\", \"arguments\": "`}},
+		{Apriel, []string{`"<tool_calls>["`, `"]</tool_calls>"`}},
+		{GigaChat3, []string{`"function call<|role_sep|>\n"`}},
+		{GigaChat31, []string{`"<|function_call|>"`}},
+		{MiniCPM, []string{`"<function name=\"get_weather\"><param name=\"city\">"`, `"</param><param name=\"days\">"`, `"<function name=\"get_time\"></function>"`}},
 	} {
 		for _, parallel := range []bool{false, true} {
 			g, err := tc.f.Grammar(testTools, parallel, grammar.SchemaLimits{})
@@ -277,23 +559,23 @@ func TestFamilyGrammars(t *testing.T) {
 func TestDetectRealTemplates(t *testing.T) {
 	want := map[string]Format{
 		"Apertus-8B-Instruct":                           JSON,
-		"Apriel-1.6-15b-Thinker-fixed":                  JSON,
+		"Apriel-1.6-15b-Thinker-fixed":                  Apriel,
 		"Bielik-11B-v3.0-Instruct":                      Hermes,
 		"ByteDance-Seed-OSS":                            JSON, // <seed:tool_call>: not done yet
-		"Cohere2MoE":                                    JSON,
-		"CohereForAI-c4ai-command-r-plus-tool_use":      JSON,
-		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": JSON,
+		"Cohere2MoE":                                    CommandR7B,
+		"CohereForAI-c4ai-command-r-plus-tool_use":      CommandRPlus,
+		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": CommandR7B,
 		"GLM-4.6":                             JSON, // <arg_key>: not done yet
 		"GLM-4.7-Flash":                       JSON, // <arg_key>: not done yet
-		"GigaChat3-10B-A1.8B":                 JSON,
-		"GigaChat3.1-10B-A1.8B":               JSON,
+		"GigaChat3-10B-A1.8B":                 GigaChat3,
+		"GigaChat3.1-10B-A1.8B":               GigaChat31,
 		"HuggingFaceTB-SmolLM3-3B":            JSON,
 		"Kimi-K2-Instruct":                    JSON, // <|tool_call_begin|>: not done yet
 		"Kimi-K2-Thinking":                    JSON, // <|tool_call_begin|>: not done yet
 		"Kimi-K3":                             JSON,
-		"LFM2-8B-A1B":                         JSON,
-		"LFM2.5-8B-A1B":                       JSON,
-		"LFM2.5-Instruct":                     JSON,
+		"LFM2-8B-A1B":                         LFM2,
+		"LFM2.5-8B-A1B":                       LFM2,
+		"LFM2.5-Instruct":                     LFM2,
 		"MiMo-VL":                             Hermes,
 		"MiniMax-M1":                          JSON,
 		"MiniMax-M2":                          JSON, // <invoke>: not done yet
@@ -316,7 +598,7 @@ func TestDetectRealTemplates(t *testing.T) {
 		"deepseek-ai-DeepSeek-V3.2":                JSON, // DeepSeek's markup: not done yet
 		"deepseek-ai-DeepSeek-V4-Flash-0731":       JSON, // DeepSeek's markup: not done yet
 		"deepseek-ai-DeepSeek-V4":                  JSON, // DeepSeek's markup: not done yet
-		"fireworks-ai-llama-3-firefunction-v2":     Llama3,
+		"fireworks-ai-llama-3-firefunction-v2":     FirefunctionV2,
 		"google-gemma-2-2b-it":                     JSON,
 		"google-gemma-4-31B-it-interleaved":        JSON, // <|tool_call>call:...: not done yet
 		"google-gemma-4-31B-it":                    JSON, // <|tool_call>call:...: not done yet
@@ -325,8 +607,8 @@ func TestDetectRealTemplates(t *testing.T) {
 		"ibm-granite-granite-4.1":                  Hermes,
 		"llama-cpp-deepseek-r1":                    JSON, // DeepSeek's markup: not done yet
 		"llama-cpp-rwkv-world":                     JSON,
-		"meetkai-functionary-medium-v3.1":          Llama3, // functionary's <function=...>: llama3 for now
-		"meetkai-functionary-medium-v3.2":          Llama3, // functionary's >>>: llama3 for now
+		"meetkai-functionary-medium-v3.1":          FunctionaryV31,
+		"meetkai-functionary-medium-v3.2":          FunctionaryV32,
 		"meta-llama-Llama-3.1-8B-Instruct":         Llama3,
 		"meta-llama-Llama-3.2-3B-Instruct":         Llama3,
 		"meta-llama-Llama-3.3-70B-Instruct":        Llama3,
@@ -336,12 +618,12 @@ func TestDetectRealTemplates(t *testing.T) {
 		"moonshotai-Kimi-K2":                       JSON, // <|tool_call_begin|>: not done yet
 		"muse-glimmer":                             JSON,
 		"openai-gpt-oss-120b":                      Harmony,
-		"openbmb-MiniCPM5-1B":                      JSON,
+		"openbmb-MiniCPM5-1B":                      MiniCPM,
 		"poolside-Laguna-S-2.1":                    JSON, // <arg_key>: not done yet
 		"poolside-Laguna-XS-2.1":                   JSON, // <arg_key>: not done yet
 		"poolside-Laguna-XS.2":                     JSON, // <arg_key>: not done yet
 		"tencent-Hy3":                              JSON,
-		"unsloth-Apriel-1.5":                       Hermes,
+		"unsloth-Apriel-1.5":                       Apriel,
 		"unsloth-mistral-Devstral-Small-2507":      MistralV11,
 		"upstage-Solar-Open-100B":                  JSON,
 	}

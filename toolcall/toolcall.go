@@ -82,8 +82,20 @@ var families = []family{
 	{Harmony, isHarmony},
 	{Qwen3Coder, isQwen3Coder},
 	{MistralV11, isMistralV11},
+	{Apriel, isApriel}, // its instructions name <tool_call> too
+	{MiniCPM, isMiniCPM},
 	{Hermes, isHermes},
 	{Mistral, isMistral},
+	{LFM2, isLFM2},
+	{CommandR7B, isCommandR7B}, // its instructions say "Action:" too
+	{CommandRPlus, isCommandRPlus},
+	{GigaChat31, isGigaChat31},
+	{GigaChat3, isGigaChat3},
+	// On Llama 3.1's headers, before Llama3.
+	{FunctionaryV31, isFunctionaryV31},
+	{FunctionaryV32, isFunctionaryV32},
+	{FirefunctionV2, isFirefunctionV2},
+	{Pythonic, isPythonic},
 	{Llama3, isLlama3},
 }
 
