@@ -67,6 +67,8 @@ var families = []family{
 	{Gemma4, isGemma4},
 	{Seed, isSeed},
 	{Magistral, isMagistral},
+	{CommandR7B, isCommandR7B},
+	{Apriel, isApriel},
 	{Think, isThink},
 }
 
