@@ -1,6 +1,9 @@
 package reasoning
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+)
 
 // dropFormat is a tag format whose content has framing markup, taken out
 // of it: Command R7B's <|START_RESPONSE|> and <|END_RESPONSE|>, Apriel's
@@ -33,7 +36,8 @@ func (s *dropSplitter) Finish() (reasoning, content string) {
 	return r, s.take(c, true)
 }
 
-// take returns the content that is decided, less the markup; at the end,
+// take returns the content that is decided, less the markup and the
+// whitespace before it (held back while markup may follow); at the end,
 // all of it.
 func (s *dropSplitter) take(content string, end bool) string {
 	s.pending += content
@@ -48,12 +52,13 @@ func (s *dropSplitter) take(content string, end bool) string {
 		if at < 0 {
 			break
 		}
-		b.WriteString(s.pending[:at])
+		b.WriteString(strings.TrimRightFunc(s.pending[:at], unicode.IsSpace))
 		s.pending = s.pending[at+len(marker):]
 	}
 	n := len(s.pending)
 	if !end {
 		n -= heldPrefix(s.pending, s.drop...)
+		n = len(strings.TrimRightFunc(s.pending[:n], unicode.IsSpace))
 	}
 	b.WriteString(s.pending[:n])
 	s.pending = s.pending[n:]

@@ -64,7 +64,7 @@ var splitCases = map[Format][]splitCase{
 	Apriel: {
 		{name: "Apriel 1.6: the prompt wrote the first line", opened: true,
 			text:      "The user asks 2 + 2.\n\n[BEGIN FINAL RESPONSE]\n4\n[END FINAL RESPONSE]",
-			reasoning: "The user asks 2 + 2.", content: "4\n"},
+			reasoning: "The user asks 2 + 2.", content: "4"},
 		{name: "Apriel 1.5 writes the first line",
 			text:      "Here are my reasoning steps:\nSimple sum.\n[BEGIN FINAL RESPONSE]\nIt is 4.",
 			reasoning: "Simple sum.", content: "It is 4."},
