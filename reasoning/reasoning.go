@@ -73,6 +73,8 @@ var families = []family{
 	{Apertus, isApertus},
 	{SolarOpen, isSolarOpen},
 	{Granite, isGranite},
+	{CommandR7B, isCommandR7B},
+	{Apriel, isApriel},
 	{Think, isThink},
 }
 

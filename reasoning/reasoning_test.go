@@ -50,6 +50,26 @@ var splitCases = map[Format][]splitCase{
 			text:      "[THINK]Hmm, [/THI is not the end.[/THINK]The answer is 3.",
 			reasoning: "Hmm, [/THI is not the end.", content: "The answer is 3."},
 	},
+	CommandR7B: {
+		{name: "reasoning then a framed response, as Command R7B writes them",
+			text:      "<|START_THINKING|>The user greets me. I greet back.<|END_THINKING|><|START_RESPONSE|>Hello!<|END_RESPONSE|>",
+			reasoning: "The user greets me. I greet back.", content: "Hello!"},
+		{name: "thinking turned off, a tool call after it passes on",
+			text:    "<|START_THINKING|><|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}}]<|END_ACTION|>",
+			content: "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}}]<|END_ACTION|>"},
+		{name: "the generation prompt of Cohere's MoE models opened it", opened: true,
+			text:      "Plan: answer.<|END_THINKING|><|START_TEXT|>Hi <|START_ there.<|END_TEXT|>",
+			reasoning: "Plan: answer.", content: "Hi <|START_ there."},
+	},
+	Apriel: {
+		{name: "Apriel 1.6: the prompt wrote the first line", opened: true,
+			text:      "The user asks 2 + 2.\n\n[BEGIN FINAL RESPONSE]\n4\n[END FINAL RESPONSE]",
+			reasoning: "The user asks 2 + 2.", content: "4"},
+		{name: "Apriel 1.5 writes the first line",
+			text:      "Here are my reasoning steps:\nSimple sum.\n[BEGIN FINAL RESPONSE]\nIt is 4.",
+			reasoning: "Simple sum.", content: "It is 4."},
+		{name: "no reasoning", text: "[END FINAL RESPONSE is not a marker", content: "[END FINAL RESPONSE is not a marker"},
+	},
 	Gemma4: {
 		{name: "Gemma 4's thought channel",
 			text:      "<|channel>thought\nThe user greets me.<channel|>Hi there!",
@@ -210,12 +230,12 @@ func TestSplitterStreams(t *testing.T) {
 func TestDetectRealTemplates(t *testing.T) {
 	want := map[string]Format{
 		"Apertus-8B-Instruct":                           Apertus,
-		"Apriel-1.6-15b-Thinker-fixed":                  nil, // [BEGIN FINAL RESPONSE]: not done yet
+		"Apriel-1.6-15b-Thinker-fixed":                  Apriel,
 		"Bielik-11B-v3.0-Instruct":                      Think,
 		"ByteDance-Seed-OSS":                            Seed,
-		"Cohere2MoE":                                    nil, // <|START_THINKING|>: not done yet
+		"Cohere2MoE":                                    CommandR7B,
 		"CohereForAI-c4ai-command-r-plus-tool_use":      nil,
-		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": nil,
+		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": CommandR7B,
 		"GLM-4.6":                             Think,
 		"GLM-4.7-Flash":                       Think,
 		"GigaChat3-10B-A1.8B":                 nil,
@@ -274,7 +294,7 @@ func TestDetectRealTemplates(t *testing.T) {
 		"poolside-Laguna-XS-2.1":                   Think,
 		"poolside-Laguna-XS.2":                     Think,
 		"tencent-Hy3":                              Hy3,
-		"unsloth-Apriel-1.5":                       nil,
+		"unsloth-Apriel-1.5":                       Apriel,
 		"unsloth-mistral-Devstral-Small-2507":      nil,
 		"upstage-Solar-Open-100B":                  SolarOpen,
 	}
@@ -303,21 +323,24 @@ func TestDetectRealTemplates(t *testing.T) {
 func TestOpened(t *testing.T) {
 	msgs := []chat.Message{{Role: "user", Content: json.RawMessage(`"Hi"`)}}
 	for name, want := range map[string]bool{
-		"Qwen3.5-4B":            true,  // <think>\n
-		"llama-cpp-deepseek-r1": true,  // <｜Assistant｜><think>\n
-		"Qwen-QwQ-32B":          false, // <think>\n</think> unless enable_thinking
-		"Qwen-Qwen3-0.6B":       false, // the model opens it
-		"mistralai-Ministral-3-14B-Reasoning-2512": false,
-		"GLM-4.7-Flash":                            true,  // <|assistant|><think>
-		"GLM-4.6":                                  false, // the model opens it
-		"Kimi-K2-Thinking":                         false, // the model opens it
-		"google-gemma-4-31B-it":                    false, // <|channel>thought\n<channel|>: thinking off
-		"google-gemma-4-31B-it-interleaved":        false,
-		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B": true,  // <｜Assistant｜><think>\n
-		"deepseek-ai-DeepSeek-V3.1":                false, // <think></think> unless thinking
-		"deepseek-ai-DeepSeek-V4":                  false, // </think> unless thinking
-		"tencent-Hy3":                              false, // <think:opensource></think:opensource> unless reasoning_effort
-		"upstage-Solar-Open-100B":                  false, // the model opens it
+		"Qwen3.5-4B":                                    true,  // <think>\n
+		"llama-cpp-deepseek-r1":                         true,  // <｜Assistant｜><think>\n
+		"Qwen-QwQ-32B":                                  false, // <think>\n</think> unless enable_thinking
+		"Qwen-Qwen3-0.6B":                               false, // the model opens it
+		"GLM-4.7-Flash":                                 true,  // <|assistant|><think>
+		"GLM-4.6":                                       false, // the model opens it
+		"Kimi-K2-Thinking":                              false, // the model opens it
+		"google-gemma-4-31B-it":                         false, // <|channel>thought\n<channel|>: thinking off
+		"google-gemma-4-31B-it-interleaved":             false,
+		"deepseek-ai-DeepSeek-R1-Distill-Llama-8B":      true,  // <｜Assistant｜><think>\n
+		"deepseek-ai-DeepSeek-V3.1":                     false, // <think></think> unless thinking
+		"deepseek-ai-DeepSeek-V4":                       false, // </think> unless thinking
+		"tencent-Hy3":                                   false, // <think:opensource></think:opensource> unless reasoning_effort
+		"upstage-Solar-Open-100B":                       false, // the model opens it
+		"mistralai-Ministral-3-14B-Reasoning-2512":      false,
+		"Apriel-1.6-15b-Thinker-fixed":                  true,  // Here are my reasoning steps:\n
+		"unsloth-Apriel-1.5":                            false, // the model writes it
+		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": false, // <|START_THINKING|><|END_THINKING|>
 	} {
 		src := testmodel.Template(t, name)
 		tpl, err := chat.Parse(src)

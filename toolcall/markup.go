@@ -23,6 +23,10 @@ type markupParser struct {
 	sc    callScanner
 	start []string // the markers that open a region
 	max   int      // calls kept at most; 0: no limit
+	// lead: the answer's start, after whitespace, may be a region without
+	// a marker (its marker is ""), as formats that write their calls bare
+	// or after a marker the prompt wrote have it; led: that is decided.
+	lead, led bool
 
 	buf   strings.Builder // the answer so far
 	text  string          // buf's contents
@@ -51,6 +55,11 @@ type callScan struct {
 	// bad: the region is not a call; the marker and its first end bytes
 	// are content, and the text after them is read again.
 	bad bool
+	// next, when the region closed with a complete call, opens another
+	// region right after it (end), whose marker is next: the next call
+	// of a list the region's call began. The scanner alone reads such a
+	// marker; it is not in the text.
+	next string
 }
 
 // callScanner reads one region's markup.
@@ -64,6 +73,13 @@ type callScanner interface {
 
 func newMarkupParser(sc callScanner, start []string, max int) *markupParser {
 	return &markupParser{sc: sc, start: start, max: max, space: -1}
+}
+
+// leading makes the answer's start, after whitespace, a region with the
+// marker "" (see markupParser.lead).
+func (p *markupParser) leading() *markupParser {
+	p.lead = true
+	return p
 }
 
 // Push adds text to the answer and returns the pieces it decided.
@@ -101,6 +117,18 @@ func (p *markupParser) step(end bool) []wire.Delta {
 // still begin one; it reports whether a region opened.
 func (p *markupParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool) {
 	rest := p.text[p.pos:]
+	if p.lead && !p.led {
+		trimmed := strings.TrimLeftFunc(rest, unicode.IsSpace)
+		if trimmed == "" && !end {
+			return out, false
+		}
+		p.led = true
+		if trimmed != "" {
+			p.from, p.pos, p.space = p.pos, p.pos+len(rest)-len(trimmed), -1
+			p.inCall, p.marker, p.sent = true, "", sentCall{}
+			return out, true
+		}
+	}
 	at, marker := -1, ""
 	for _, m := range p.start {
 		if i := strings.Index(rest, m); i >= 0 && (at < 0 || i < at) {
@@ -188,6 +216,10 @@ func (p *markupParser) stepCall(out []wire.Delta, end bool) ([]wire.Delta, bool)
 		p.done = append(p.done, c)
 	}
 	p.pos += r.end
+	if r.next != "" {
+		p.from, p.marker, p.sent = p.pos, r.next, sentCall{}
+		return out, true
+	}
 	p.inCall, p.trim = false, true
 	return out, true
 }
@@ -229,5 +261,8 @@ func (p *markupParser) fail(out []wire.Delta, n int) []wire.Delta {
 	}
 	text := p.text[p.from : p.pos+n]
 	p.pos += n
+	if text == "" {
+		return out
+	}
 	return append(out, wire.Delta{Content: &text})
 }

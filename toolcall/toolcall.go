@@ -99,8 +99,20 @@ var families = []family{
 	{KimiK3, isKimiK3},
 	{KimiK2, isKimiK2},
 	{MiniMaxM1, isMiniMaxM1},
+	{Apriel, isApriel}, // its instructions name <tool_call> too
+	{MiniCPM, isMiniCPM},
 	{Hermes, isHermes},
 	{Mistral, isMistral},
+	{LFM2, isLFM2},
+	{CommandR7B, isCommandR7B}, // its instructions say "Action:" too
+	{CommandRPlus, isCommandRPlus},
+	{GigaChat31, isGigaChat31},
+	{GigaChat3, isGigaChat3},
+	// On Llama 3.1's headers, before Llama3.
+	{FunctionaryV31, isFunctionaryV31},
+	{FunctionaryV32, isFunctionaryV32},
+	{FirefunctionV2, isFirefunctionV2},
+	{Pythonic, isPythonic},
 	{Llama3, isLlama3},
 }
 
