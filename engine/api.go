@@ -204,21 +204,53 @@ type Config struct {
 	// each forward pass holds Threads of its cores (see CPU). nil: the
 	// engine computes whenever it has work.
 	CPU *CPU
-	// NoJumpForward turns jump-forward decoding off. With it on (the
-	// default), where a request's grammar leaves no choice of text (the
-	// markup of a tool call, the keys of a JSON object), the step that
-	// evaluates a sampled token also evaluates the tokens that write the
-	// text the grammar requires after it, and the request samples at
-	// each of them in turn for as long as it samples the token written:
-	// one forward pass for a run that took one per token. Every token is
-	// still sampled, from logits computed over the same tokens: with
-	// Q8_0 weights and flash attention (llama.cpp's default on a CPU)
-	// they are those of one token at a time bit for bit, so the output is
-	// the same; with F32 weights, or without flash attention, they may
-	// differ in the last bits (as a prompt's do with the batch size), and
-	// so, rarely, a token. Models with a recurrent state never jump
-	// forward.
-	NoJumpForward bool
+	// JumpForward says how text a request's grammar leaves no choice of
+	// (the markup of a tool call, the keys of a JSON object) is
+	// evaluated: JumpForce (the default, ""), JumpConfirm or JumpOff.
+	// Models with a recurrent state never jump forward.
+	JumpForward JumpMode
+}
+
+// JumpMode is how the engine evaluates the text a grammar forces
+// (Config.JumpForward). In every mode but JumpOff, the step that
+// evaluates a sampled token also evaluates, after it, the tokens that
+// write the text the grammar requires next (cut into the tokens with the
+// longest text): one forward pass for a run that took one per token.
+type JumpMode string
+
+const (
+	// JumpForce writes the forced text in those tokens: they are taken
+	// as the model's output without sampling, and the model samples again
+	// after them. The text is what the grammar forces, whatever the mode;
+	// the tokens may differ from those the model would have chosen to
+	// write it (it may spell markup byte by byte), and so may what it
+	// writes after. A request with logprobs or a reasoning budget is
+	// served as with JumpConfirm.
+	JumpForce JumpMode = "force"
+	// JumpConfirm samples at each drafted token in turn, for as long as
+	// the model samples the token drafted there; the first it does not
+	// ends the run. Every token is still sampled from logits computed
+	// over the same tokens: with Q8_0 weights and flash attention
+	// (llama.cpp's default on a CPU) they are those of one token at a
+	// time bit for bit, so the output is that of plain decoding; with F32
+	// weights, or without flash attention, they may differ in the last
+	// bits (as a prompt's do with the batch size), and so, rarely, a
+	// token. It saves steps only where the model writes the text in the
+	// drafted tokens.
+	JumpConfirm JumpMode = "confirm"
+	// JumpOff evaluates the forced text one token per step.
+	JumpOff JumpMode = "off"
+)
+
+// ParseJumpMode returns the mode named s ("" is JumpForce).
+func ParseJumpMode(s string) (JumpMode, error) {
+	switch m := JumpMode(s); m {
+	case "":
+		return JumpForce, nil
+	case JumpForce, JumpConfirm, JumpOff:
+		return m, nil
+	}
+	return "", fmt.Errorf("jump-forward mode %q: want force, confirm or off", s)
 }
 
 // Request is one generation. Prompt is tokenized by Submit in the caller's
@@ -434,7 +466,7 @@ type Usage struct {
 	// the uncached prompt, then one per generated token but the last
 	// (plus a preempted request's history, when it had to be evaluated
 	// again, and the tokens jump-forward decoding evaluated that the
-	// model did not write: see Config.NoJumpForward).
+	// model did not write: see Config.JumpForward).
 	EvaluatedTokens int
 	// ReevaluatedTokens counts the prompt (or history) tokens evaluated
 	// beyond the uncached prompt: 0 unless a preempted request's history
@@ -522,9 +554,10 @@ type Stats struct {
 	// BusySlots sums, over Steps, the slots with tokens in the step's
 	// batch: BusySlots/Steps is llama-server's n_busy_slots_per_decode.
 	BusySlots uint64
-	// Jump-forward decoding (Config.NoJumpForward): tokens evaluated
+	// Jump-forward decoding (Config.JumpForward): tokens evaluated
 	// ahead because the grammar required their text, and those of them
-	// the model then wrote (each a step saved).
+	// the model then wrote or, with JumpForce, that were written for it
+	// (each a step saved).
 	DraftTokens, DraftAccepted uint64
 	// Queue lists the requests waiting for a slot by priority class, the
 	// best (lowest) class first, classes with none left out. Requests

@@ -445,26 +445,22 @@ func forcedCall(tb testing.TB) engine.Request {
 }
 
 // BenchmarkJumpForward is a forced tool call (forcedCall), one request at
-// a time, greedy, with jump-forward decoding off and on
-// (Config.NoJumpForward), on the synthetic 135M model and on the trained
-// stories260K: the time per call, and per call the scheduler's steps
-// (forward passes), the generated tokens, and the tokens drafted ahead
-// and confirmed. With random weights the model writes the markup in
-// pieces of any length, byte tokens as often as not, and confirms few of
-// the drafted tokens; a trained model writes it the way the drafts do.
+// a time, greedy, in each jump-forward mode (Config.JumpForward), on the
+// synthetic 135M model and on the trained stories260K: the time per call,
+// and per call the scheduler's steps (forward passes), the generated
+// tokens, and the tokens drafted ahead and confirmed (or, with JumpForce,
+// written). With random weights the model writes the markup in pieces of
+// any length, byte tokens as often as not, and confirms few of the
+// drafted tokens; a trained model writes it the way the drafts do.
 func BenchmarkJumpForward(b *testing.B) {
 	req := forcedCall(b)
 	for _, m := range []struct{ name, path string }{
 		{"135m", benchModel(b)},
 		{"stories260K", testmodel.Path(b, testmodel.Stories260K)},
 	} {
-		for _, jump := range []bool{false, true} {
-			name := "off"
-			if jump {
-				name = "on"
-			}
-			b.Run(m.name+"/"+name, func(b *testing.B) {
-				e, err := engine.New(context.Background(), engine.Config{ModelPath: m.path, Parallel: 1, Threads: benchThreads(), CtxSize: 1024, NoJumpForward: !jump})
+		for _, mode := range []engine.JumpMode{engine.JumpOff, engine.JumpConfirm, engine.JumpForce} {
+			b.Run(m.name+"/"+string(mode), func(b *testing.B) {
+				e, err := engine.New(context.Background(), engine.Config{ModelPath: m.path, Parallel: 1, Threads: benchThreads(), CtxSize: 1024, JumpForward: mode})
 				if err != nil {
 					b.Fatal(err)
 				}

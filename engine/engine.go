@@ -32,8 +32,8 @@ type Engine struct {
 	cfg   Config
 	info  ModelInfo
 	model *llama.Model
-	eog   []int32 // end-of-generation tokens, banned when IgnoreEOS
-	jump  bool    // jump-forward decoding (Config.NoJumpForward; jump.go)
+	eog   []int32  // end-of-generation tokens, banned when IgnoreEOS
+	jump  JumpMode // jump-forward decoding (Config.JumpForward; jump.go); "" when off
 
 	nextID   atomic.Uint64
 	queued   atomic.Int64 // requests submitted but not yet admitted or dropped
@@ -104,6 +104,9 @@ func (cfg Config) ctxSize(ctxTrain int) int {
 // after New returns, ctx no longer matters (use Close).
 func New(ctx context.Context, cfg Config) (*Engine, error) {
 	cfg = cfg.withDefaults()
+	if _, err := ParseJumpMode(string(cfg.JumpForward)); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	if cfg.Threads <= 0 {
 		cfg.Threads = runtime.NumCPU()
 	}
@@ -172,7 +175,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		model: model,
 		// A recurrent state cannot drop the drafted tokens the model
 		// does not write.
-		jump: !cfg.NoJumpForward && !model.Recurrent(),
+		jump: jumpMode(cfg.JumpForward, model.Recurrent()),
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
 			CtxTrain: model.CtxTrain(), SlotCtx: slotCtx, VocabSize: model.NVocab(),
@@ -369,7 +372,7 @@ func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error)
 	case err != nil:
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if p.Grammar != "" && e.jump {
+	if p.Grammar != "" && e.jump != "" {
 		// Built here, once per model, so that the scheduler never waits
 		// for it (jump.go).
 		e.model.Pieces()

@@ -1,6 +1,11 @@
 package engine
 
-import "time"
+import (
+	"errors"
+	"time"
+
+	"github.com/corral-llm/corral/llama"
+)
 
 // Jump-forward decoding: where a request's grammar leaves no choice of
 // text, the tokens that write it are evaluated together, in the step
@@ -50,7 +55,7 @@ func (s *scheduler) draft(sl *slot, room int) int {
 	r := sl.req
 	g := &r.gen
 	g.draft = g.draft[:0]
-	if !s.e.jump || g.pace != nil || !r.sampler.HasGrammar() {
+	if s.e.jump == "" || g.pace != nil || !r.sampler.HasGrammar() {
 		// A paced request may pause after any token: its tokens are
 		// evaluated one step at a time.
 		return 0
@@ -72,23 +77,32 @@ func (s *scheduler) draft(sl *slot, room int) int {
 }
 
 // verify samples the slot's next token from the step's output and, when
-// the step evaluated a draft after the slot's last token, goes on
-// sampling at each drafted position for as long as the token sampled is
-// the one drafted there. The cells of drafted tokens past the last
-// output sampled from are dropped, so that the slot's cache holds what
-// plain decoding would hold.
+// the step evaluated a draft after the slot's last token, goes on at each
+// drafted position: with JumpConfirm, sampling there for as long as the
+// token sampled is the one drafted; with JumpForce, taking the drafted
+// tokens as written (see write) and sampling after the last. The cells
+// of drafted tokens past the last output sampled from are dropped, so
+// that the slot's cache holds what plain decoding would hold.
 func (s *scheduler) verify(sl *slot, now time.Time) {
 	g := &sl.req.gen
 	draft := g.draft
 	g.draft = g.draft[:0] // draft keeps the tokens until the next buildBatch
 	// The cells the sequence holds up to the output at outIdx.
 	base := len(sl.cache) - len(draft)
+	force := s.e.jump == JumpForce && !sl.req.params.Logprobs && g.think == nil
 	for i := 0; ; i++ {
 		idx := sl.outIdx
 		if i > 0 {
 			idx = sl.draftIdx + i - 1
 		}
-		tok, more := s.next(sl, idx, base+i, now)
+		var tok llama.Token
+		var more, written bool
+		if force && i < len(draft) {
+			tok, more, written = s.write(sl, draft[i], base+i, now)
+		}
+		if !written {
+			tok, more = s.next(sl, idx, base+i, now)
+		}
 		if more && i < len(draft) && tok == draft[i] {
 			s.draftAccepted++
 			continue
@@ -105,6 +119,24 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 	}
 }
 
+// write takes tok, a drafted token of the text the grammar forces, as
+// the slot's next output without sampling (JumpForce), as emit does with
+// a sampled one; cells is the number of cells the sequence holds before
+// it. written is false, and nothing changed, when the grammar does not
+// take tok here after all: the caller samples instead. more reports
+// whether the request goes on.
+func (s *scheduler) write(sl *slot, tok llama.Token, cells int, now time.Time) (_ llama.Token, more, written bool) {
+	switch err := sl.req.sampler.Accept(tok); {
+	case errors.Is(err, llama.ErrNotAllowed):
+		return tok, false, false
+	case err != nil:
+		s.finish(sl, FinishError, err)
+		return tok, false, true
+	}
+	s.top = s.top[:0]
+	return tok, s.emit(sl, tok, 0, cells, now), true
+}
+
 // draftLimit is the most tokens the request's next draft may have: fewer
 // after drafts the model did not confirm (see verify).
 func (g *generation) draftLimit() int {
@@ -112,4 +144,17 @@ func (g *generation) draftLimit() int {
 		return maxDraft
 	}
 	return g.draftMax
+}
+
+// jumpMode is the engine's jump-forward mode for a model: "" when it
+// does not jump forward (JumpOff, or a recurrent state, which cannot drop
+// the drafted tokens the model does not write).
+func jumpMode(m JumpMode, recurrent bool) JumpMode {
+	switch {
+	case m == JumpOff || recurrent:
+		return ""
+	case m == "":
+		return JumpForce
+	}
+	return m
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
@@ -141,9 +142,9 @@ func TestJumpForwardOutputIsTheSame(t *testing.T) {
 				}
 				return run(t, e, long)
 			}
-			off, offStats := outputs(engine.Config{NoJumpForward: true})
-			on, onStats := outputs(engine.Config{})
-			off, on = append(off, short(engine.Config{NoJumpForward: true})), append(on, short(engine.Config{}))
+			off, offStats := outputs(engine.Config{JumpForward: engine.JumpOff})
+			on, onStats := outputs(engine.Config{JumpForward: engine.JumpConfirm})
+			off, on = append(off, short(engine.Config{JumpForward: engine.JumpOff})), append(on, short(engine.Config{JumpForward: engine.JumpConfirm}))
 			for i := range off {
 				a, b := off[i], on[i]
 				if a.text != b.text || a.res.FinishReason != b.res.FinishReason || a.res.Usage.CompletionTokens != b.res.Usage.CompletionTokens {
@@ -165,6 +166,71 @@ func TestJumpForwardOutputIsTheSame(t *testing.T) {
 			}
 			t.Logf("%d cases: %d steps off, %d on; %d of %d drafted tokens confirmed", len(off), offStats.Steps, onStats.Steps, onStats.DraftAccepted, onStats.DraftTokens)
 		})
+	}
+}
+
+// TestJumpForwardForce: with JumpForce (the default) the synthetic model,
+// whose random weights write the markup of a forced call in tokens of
+// their own (byte tokens as often as not), gets the markup written in the
+// drafted tokens: a complete call in at most half the steps plain
+// decoding takes, and fewer than with JumpConfirm, whole and under
+// concurrency, with a sampled answer as with a greedy one.
+func TestJumpForwardForce(t *testing.T) {
+	tiny := synthTiny(t)
+	call := forcedCall(t)
+	base := engine.Request{Prompt: "Call it.", AddSpecial: true, MaxTokens: 160, Grammar: call.Grammar}
+	sampled := base
+	sampled.Sampling = engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
+	steps := map[engine.JumpMode]uint64{}
+	for _, mode := range []engine.JumpMode{engine.JumpOff, engine.JumpConfirm, engine.JumpForce} {
+		e, err := engine.New(context.Background(), engine.Config{ModelPath: tiny, Parallel: 2, Threads: testThreads, JumpForward: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, req := range []engine.Request{base, sampled} {
+			out := run(t, e, req)
+			if out.res.FinishReason != engine.FinishStop {
+				t.Fatalf("%s: finish %s (%v): %q", mode, out.res.FinishReason, out.res.Err, out.text)
+			}
+			checkForcedCall(t, string(mode), out.text)
+		}
+		// Two at once, drafting in the same steps.
+		var wg sync.WaitGroup
+		texts := make([]string, 2)
+		for i, req := range []engine.Request{base, sampled} {
+			s := submit(t, e, req)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				texts[i], _ = collect(t, s)
+			}()
+		}
+		wg.Wait()
+		for _, text := range texts {
+			checkForcedCall(t, string(mode)+" together", text)
+		}
+		steps[mode] = e.Stats().Steps
+		e.Close()
+	}
+	t.Logf("steps for 4 calls: %v", steps)
+	if steps[engine.JumpForce]*2 > steps[engine.JumpOff] || steps[engine.JumpForce] >= steps[engine.JumpConfirm] {
+		t.Errorf("steps: %v, want force at most half of off and fewer than confirm", steps)
+	}
+}
+
+// checkForcedCall checks that text is the Hermes call forcedCall's grammar
+// forces: its markup, the function's name, and arguments that are a JSON
+// object with the three parameters.
+func checkForcedCall(t *testing.T, what, text string) {
+	t.Helper()
+	body, ok := strings.CutPrefix(text, "<tool_call>\n")
+	body, ok2 := strings.CutSuffix(body, "\n</tool_call>")
+	var c struct {
+		Name      string                     `json:"name"`
+		Arguments map[string]json.RawMessage `json:"arguments"`
+	}
+	if !ok || !ok2 || json.Unmarshal([]byte(body), &c) != nil || c.Name != "get_weather" || len(c.Arguments) != 3 {
+		t.Errorf("%s: not the forced call: %q", what, text)
 	}
 }
 

@@ -55,7 +55,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
-	fs.BoolVar(&cfg.NoJumpForward, "no-jump-forward", false, "evaluate the text a grammar forces one token per step, not ahead in the step of the token before it")
+	jumpForward := fs.String("jump-forward", "force", "how text a grammar forces is evaluated: force (ahead, in the step of the token before it, written in the longest tokens), confirm (ahead, kept while the model samples the same tokens: the output of plain decoding), off (one token per step)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	fs.StringVar(&cfg.Pooling, "pooling", "", "how /v1/embeddings pools a sequence: none, mean, cls or last (default: what the model declares; a plain language model declares none and cannot embed)")
@@ -110,6 +110,9 @@ func runServe(ctx context.Context, args []string) error {
 		cfg.NoFlashAttn = true
 	default:
 		return fmt.Errorf("-flash-attn %q: want on, off or auto", *fa)
+	}
+	if cfg.JumpForward, err = engine.ParseJumpMode(*jumpForward); err != nil {
+		return fmt.Errorf("--jump-forward: %w", err)
 	}
 	if err := checkPooling(cfg.Pooling); err != nil {
 		return fmt.Errorf("--pooling: %w", err)
