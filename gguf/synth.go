@@ -42,6 +42,14 @@ type SynthOptions struct {
 	// ChatTemplate, when not empty, is written as tokenizer.chat_template,
 	// replacing the Tokenizer's.
 	ChatTemplate string
+	// Special are control tokens added at the end of the synthetic
+	// vocabulary (after ChatML's), which grows by their number: a chat
+	// template's markup that real models write as one token. The
+	// vocabulary then adds no space before the text that follows a special
+	// token (tokenizer.ggml.add_space_prefix false), as the BPE
+	// vocabularies of such models do not. They may not go with a
+	// Tokenizer, repeat, or be tokens the vocabulary has.
+	Special []string
 }
 
 // WriteSyntheticOptions is WriteSynthetic with a tokenizer or chat template
@@ -61,6 +69,18 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 	}
 	if err := shape.validate(tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	if len(o.Special) > 0 {
+		if tokenizer != nil {
+			return fmt.Errorf("gguf: write %s: special tokens are added to the synthetic vocabulary and cannot go with a vocabulary from a file", path)
+		}
+		if tokenizer, err = specialKVs(shape, o.Special); err != nil {
+			return fmt.Errorf("gguf: write %s: %w", path, err)
+		}
+		shape.Vocab += len(o.Special)
+		if err := shape.validate(false); err != nil {
+			return fmt.Errorf("gguf: write %s: %w", path, err)
+		}
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -177,10 +197,34 @@ func synthKVs(s Shape, name string, tokenizer []kv) []kv {
 	return kvs
 }
 
+// specialKVs returns the tokenizer metadata of the synthetic vocabulary
+// of shape s with the control tokens special added at its end.
+func specialKVs(s Shape, special []string) ([]kv, error) {
+	v := synthVocab(s.Vocab, s.ChatML)
+	have := make(map[string]bool, len(v.tokens)+len(special))
+	for _, tok := range v.tokens {
+		have[tok] = true
+	}
+	for _, tok := range special {
+		if tok == "" || len(tok) > maxStringLen || have[tok] {
+			return nil, fmt.Errorf("special token %q is empty, too long, repeated or in the vocabulary already", tok)
+		}
+		have[tok] = true
+		v.tokens = append(v.tokens, tok)
+		v.scores = append(v.scores, 0)
+		v.types = append(v.types, tokenControl)
+	}
+	return append(vocabKVs(v), kv{"tokenizer.ggml.add_space_prefix", false}), nil
+}
+
 // synthTokenizerKVs returns the tokenizer metadata of the synthetic
 // vocabulary of shape s.
 func synthTokenizerKVs(s Shape) []kv {
-	v := synthVocab(s.Vocab, s.ChatML)
+	return vocabKVs(synthVocab(s.Vocab, s.ChatML))
+}
+
+// vocabKVs returns the tokenizer metadata of the synthetic vocabulary v.
+func vocabKVs(v vocab) []kv {
 	return []kv{
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", v.tokens},

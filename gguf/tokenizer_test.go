@@ -157,11 +157,48 @@ func TestWriteSyntheticTokenizerErrors(t *testing.T) {
 		{"no tokens", Shapes["tiny"], SynthOptions{Tokenizer: noTokens}, "no tokenizer.ggml.tokens"},
 		{"chatml", chatml, SynthOptions{Tokenizer: testTokenizer()}, "chatml"},
 		{"huge template", Shapes["tiny"], SynthOptions{ChatTemplate: strings.Repeat("x", maxStringLen+1)}, "chat template of"},
+		{"special with a tokenizer", Shapes["tiny"], SynthOptions{Tokenizer: testTokenizer(), Special: []string{"<x>"}}, "special tokens"},
+		{"special repeated", Shapes["tiny"], SynthOptions{Special: []string{"<x>", "<x>"}}, `"<x>"`},
+		{"special in the vocabulary", Shapes["tiny"], SynthOptions{Special: []string{"</s>"}}, `"</s>"`},
+		{"special empty", Shapes["tiny"], SynthOptions{Special: []string{""}}, `""`},
 	} {
 		p := filepath.Join(t.TempDir(), "bad.gguf")
 		err := WriteSyntheticOptions(p, tc.shape, 1, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Special tokens end the synthetic vocabulary, as control tokens, and the
+// model's vocabulary grows by their number; no space prefix is added.
+func TestWriteSyntheticSpecial(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.gguf")
+	special := []string{"<tool_call>", "</tool_call>"}
+	if err := WriteSyntheticOptions(p, Shapes["tiny"], 1, SynthOptions{Special: special}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMetadata(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := m.KV["tokenizer.ggml.tokens"].([]string)
+	types, _ := m.KV["tokenizer.ggml.token_type"].([]int32)
+	n := Shapes["tiny"].Vocab + len(special)
+	if m.VocabSize != n || len(toks) != n || len(types) != n || m.KV["llama.vocab_size"] != uint32(n) {
+		t.Fatalf("%d tokens (%d, %d types, llama.vocab_size %v), want %d", m.VocabSize, len(toks), len(types), m.KV["llama.vocab_size"], n)
+	}
+	if m.KV["tokenizer.ggml.add_space_prefix"] != false {
+		t.Errorf("tokenizer.ggml.add_space_prefix %v, want false", m.KV["tokenizer.ggml.add_space_prefix"])
+	}
+	for i, tok := range special {
+		if j := n - len(special) + i; toks[j] != tok || types[j] != tokenControl {
+			t.Errorf("token %d: %q of type %d, want control token %q", j, toks[j], types[j], tok)
+		}
+	}
+	for _, ti := range m.Tensors {
+		if (ti.Name == "token_embd.weight" || ti.Name == "output.weight") && ti.Dims[1] != uint64(n) {
+			t.Errorf("%s dims %v, want %d rows", ti.Name, ti.Dims, n)
 		}
 	}
 }

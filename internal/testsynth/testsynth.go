@@ -25,3 +25,21 @@ func ChatML(t testing.TB) (path string, vocabSize int) {
 	}
 	return path, shape.Vocab
 }
+
+// templateShape is the shape of the models Template writes: tiny, with a
+// context long enough for the prompts of real chat templates, tool
+// definitions and all, spelled in the synthetic vocabulary's short pieces.
+var templateShape = gguf.Shape{Embd: 32, Layers: 1, Heads: 2, HeadsKV: 1, FF: 64, Vocab: 512, Ctx: 16384, Type: "q8_0"}
+
+// Template writes a tiny synthetic model with the chat template src, whose
+// vocabulary (the synthetic one, which spells any text through its byte
+// tokens) ends with the control tokens special, into a temporary folder
+// of t, and returns its path.
+func Template(t testing.TB, src string, special []string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "template.gguf")
+	if err := gguf.WriteSyntheticOptions(path, templateShape, 1, gguf.SynthOptions{ChatTemplate: src, Special: special}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
