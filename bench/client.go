@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // API selects the request format a Client speaks.

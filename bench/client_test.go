@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 func TestParseEvent(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Voice load: conversations whose client plays a text-to-speech engine.

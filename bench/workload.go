@@ -13,7 +13,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Message is one chat message.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/chat/jinja"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Message is one OpenAI chat message. Content is a string or an array of

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // An assistant's reasoning sent back (reasoning_content) reaches the

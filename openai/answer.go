@@ -5,9 +5,9 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // How a model's answer is read, the same for every dialect (OpenAI's chat

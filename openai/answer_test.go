@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // The composition every dialect uses: the reasoning splitter, then the

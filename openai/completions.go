@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // completionRequest is the body of POST /v1/completions.

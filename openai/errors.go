@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Error types, as OpenAI names them in the error envelope.

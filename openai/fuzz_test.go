@@ -29,10 +29,10 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/wire"
 )
 
 // fuzzPaths are the endpoints FuzzRequests reaches, by the input's

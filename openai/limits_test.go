@@ -14,8 +14,8 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/wire"
 )
 
 // limitedAPI serves fake as the one model "tiny" within lim.

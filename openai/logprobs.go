@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Token log-probabilities (engine.Request.Logprobs) in the shapes of the

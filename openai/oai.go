@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // oaiParams are the request fields shared by /v1/chat/completions and

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // ollamaMetrics are the timings and counts of a final object, durations

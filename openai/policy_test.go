@@ -18,8 +18,8 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/wire"
 )
 
 // The test keys: two users, one with a priority class of its own, and an

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Defaults for zero StreamConfig fields.

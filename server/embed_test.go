@@ -17,7 +17,7 @@ import (
 	ollama "github.com/ollama/ollama/api"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // embedTol: a vector computed in another batch, its cells elsewhere in

@@ -21,9 +21,9 @@ import (
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/openai"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Every model family end to end, through the official clients: for each

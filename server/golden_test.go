@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // TestGolden checks the greedy reference outputs through both completion

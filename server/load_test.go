@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // TestQueueFull fills one slot and a queue of one: the requests beyond get

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // The logprobs of the three completion endpoints over real HTTP. Each

@@ -14,8 +14,8 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/wire"
 )
 
 // pacedEvent is a paced chat stream's event as a client sees it.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // These tests signal a real `corral serve` process. Its one slot runs a

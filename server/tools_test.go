@@ -10,8 +10,8 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Tool calls end to end: stories260K (its byte tokens can write any

@@ -42,7 +42,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // WorkerState is the lifecycle state of a Worker.

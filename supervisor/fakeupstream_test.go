@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/supervisor/agent"
+	"github.com/corral-llm/corral/wire"
 )
 
 // The tests in this file put a fake upstream in front of the Worker: an

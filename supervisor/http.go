@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // maxBodyBytes bounds request bodies accepted by the HTTP face.

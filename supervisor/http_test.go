@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/supervisor/agent"
+	"github.com/corral-llm/corral/wire"
 )
 
 // doJSON does an HTTP request and decodes the JSON answer into out (if not

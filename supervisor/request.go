@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/supervisor/agent"
 	"github.com/corral-llm/corral/supervisor/process"
+	"github.com/corral-llm/corral/wire"
 )
 
 // maxEventBytes bounds one server-sent event line from the child.

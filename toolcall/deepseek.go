@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // DeepSeek's tool-call markup: special tokens of its vocabulary, written

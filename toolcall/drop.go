@@ -3,7 +3,7 @@ package toolcall
 import (
 	"strings"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // dropParser is a Parser that takes markup out of the answer before its

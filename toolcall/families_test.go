@@ -11,7 +11,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // testTools are the tools of the family tables: get_weather types its

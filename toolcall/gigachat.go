@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // GigaChat3 is Sber GigaChat 3's format: after the assistant's message,

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // GLM is the format of GLM 4.5 and later: each call in <tool_call> tags,

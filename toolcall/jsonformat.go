@@ -7,7 +7,7 @@ import (
 	"regexp"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // jsonFormat is a format that writes each call as a JSON object, {"name":

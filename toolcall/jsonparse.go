@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // jsonParser is the Parser of the formats that write each call as a JSON

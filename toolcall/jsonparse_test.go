@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 type call struct{ name, args string }

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // The scanning half of jsonParser: reading call objects out of a region's

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Llama3 is the JSON tool calling of Llama 3.1, 3.2, 3.3 and 4: the whole

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // markupParser is the Parser of the formats that write one call per

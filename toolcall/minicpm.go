@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // MiniCPM is OpenBMB MiniCPM 5's format: after any text, each call an XML

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // MiniMaxM1 is MiniMax-M1's format: the calls as JSON objects, one a

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // MiniMaxM3 is MiniMax M3's format: XML like MiniMax M2's, each tag

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // MistralV11 is the format of Mistral's tokenizers from v11 on: each call

@@ -21,7 +21,7 @@ import (
 	"github.com/corral-llm/corral/grammar"
 	"strings"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Format is how a model family writes its tool calls.

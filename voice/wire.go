@@ -30,7 +30,7 @@ package voice
 import (
 	"encoding/json"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Message types.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Defaults for zero LiveConfig fields.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/openai"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 func TestWantsHTML(t *testing.T) {

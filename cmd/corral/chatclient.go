@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // chatClient is a conversation with a model over the OpenAI chat API.

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/store"
+	"github.com/corral-llm/corral/wire"
 )
 
 // hostEnv names the environment variable with corral run's default server

@@ -26,7 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 func TestMain(m *testing.M) {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/supervisor"
+	"github.com/corral-llm/corral/wire"
 )
 
 // runSupervise runs the workers of a YAML configuration and serves the job

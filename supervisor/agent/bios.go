@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // BiosVersion identifies the text produced by BIOS.

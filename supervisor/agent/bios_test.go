@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 func biosContext() BiosContext {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 func knownTools(names ...string) func(string) bool {
