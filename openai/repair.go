@@ -46,7 +46,9 @@ func (f *ollamaResponder) answerPlan() answerPlan { return f.plan }
 
 // failedCall finds the first call of a whole answer that needs repair:
 // markup that was not a call, a call of a function not among the plan's
-// tools, or arguments that break the function's schema. It returns where
+// tools, or arguments that break the function's schema (markup after
+// the last call kept, with parallel calls off, is dropped anyway and
+// needs none). It returns where
 // in text the call's markup began and the function it named (nil when
 // none of the tools), ok false when every call is sound (or the format
 // cannot tell where its calls lie).
@@ -67,6 +69,9 @@ func (p answerPlan) failedCall(text string, v *argValidator) (at int, named *wir
 		return 0, nil, false
 	}
 	at = r.Failed
+	if p.max > 0 && len(r.Calls) >= p.max && at > r.Starts[len(r.Starts)-1] {
+		at = -1 // after the last call kept: dropped anyway
+	}
 	for i, c := range r.Calls {
 		if at >= 0 && r.Starts[i] >= at {
 			break

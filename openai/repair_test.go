@@ -14,6 +14,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/toolcall"
 )
@@ -54,7 +55,7 @@ func (e *scriptEngine) requests() []engine.Request {
 func repairServer(t *testing.T, opt Options, script func(n int) string) (*API, *scriptEngine, *httptest.Server) {
 	t.Helper()
 	path := testmodel.Path(t, testmodel.Stories260K)
-	eng, err := engine.New(context.Background(), engine.Config{ModelPath: path, Threads: 1, Parallel: 1})
+	eng, err := engine.New(context.Background(), engine.Config{ModelPath: path, Name: "tiny", Threads: 1, Parallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +119,17 @@ func postChat(t *testing.T, ts *httptest.Server, body any) wire.ChatCompletion {
 
 // repairCount is the value of corral_tool_call_repairs_total for the
 // outcome, 0 when the series is absent.
-func repairCount(t *testing.T, ts *httptest.Server, se *scriptEngine, outcome string) int {
+func repairCount(t *testing.T, ts *httptest.Server, outcome string) int {
+	t.Helper()
+	return metricValue(t, ts, fmt.Sprintf(`corral_tool_call_repairs_total{model_name="tiny",outcome=%q}`, outcome))
+}
+
+// metricValue is the value of the series (its name and labels as
+// /metrics writes them), 0 when it is absent.
+func metricValue(t *testing.T, ts *httptest.Server, series string) int {
 	t.Helper()
 	_, b := keyed(t, ts, "", "/metrics", nil)
-	prefix := fmt.Sprintf(`corral_tool_call_repairs_total{model_name=%q,outcome=%q} `, se.Info().Name, outcome)
+	prefix := series + " "
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, prefix); ok {
 			var n int
@@ -193,11 +201,16 @@ func TestToolRepair(t *testing.T) {
 			if first := 300 - reqs[1].MaxTokens; c.Usage.CompletionTokens <= first {
 				t.Errorf("usage %+v counts the first answer's %d tokens alone", c.Usage, first)
 			}
-			if got := repairCount(t, ts, se, "repaired"); got != 1 {
+			if got := repairCount(t, ts, "repaired"); got != 1 {
 				t.Errorf("repaired count %d, want 1", got)
 			}
-			if got := repairCount(t, ts, se, "failed"); got != 0 {
+			if got := repairCount(t, ts, "failed"); got != 0 {
 				t.Errorf("failed count %d, want 0", got)
+			}
+			// The first request found nothing cached: the repair found
+			// the prompt it shares with it.
+			if got := metricValue(t, ts, `corral_prompt_tokens_cached_total{model_name="tiny"}`); got < c.Usage.PromptTokens {
+				t.Errorf("%d prompt tokens cached, want the repair to find the %d of the prompt", got, c.Usage.PromptTokens)
 			}
 		})
 	}
@@ -260,10 +273,10 @@ func TestToolRepairBounded(t *testing.T) {
 			if tc.script(0) == always(0) && (content != broken || calls != 0) {
 				t.Errorf("content %q and %d calls, want the markup as content", content, calls)
 			}
-			if got := repairCount(t, ts, se, "failed"); got != tc.failed {
+			if got := repairCount(t, ts, "failed"); got != tc.failed {
 				t.Errorf("failed count %d, want %d", got, tc.failed)
 			}
-			if got := repairCount(t, ts, se, "repaired"); got != 0 {
+			if got := repairCount(t, ts, "repaired"); got != 0 {
 				t.Errorf("repaired count %d, want 0", got)
 			}
 		})
@@ -305,5 +318,54 @@ func TestToolRepairOllama(t *testing.T) {
 	}
 	if n := len(se.requests()); n != 2 {
 		t.Errorf("%d requests, want 2", n)
+	}
+}
+
+// failedCall finds the failed call's markup in the answer as the model
+// wrote it, reasoning included, and finds nothing in a sound answer.
+func TestFailedCall(t *testing.T) {
+	bad := ` <tool_call>{"name": get_weather}</tool_call>`
+	good := `<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>`
+	wrongArgs := "\n" + `<tool_call>{"name": "get_time", "arguments": {"zone": "PST"}}</tool_call>`
+	tools := []wire.Tool{weatherDef, timeDef}
+	plan := answerPlan{tools: toolcall.Hermes, defs: tools}
+	one := answerPlan{tools: toolcall.Hermes, defs: tools, max: 1} // parallel_tool_calls false
+	think := answerPlan{think: reasoning.Think, tools: toolcall.Hermes, defs: tools}
+	for _, tc := range []struct {
+		name   string
+		plan   answerPlan
+		text   string
+		before string // the text before the failed call; "-": none failed
+		named  string // the function it named, when one of the tools
+	}{
+		{"markup", plan, "Sure." + bad + " More.", "Sure.", ""},
+		{"after a sound call", plan, good + bad, good, ""},
+		{"arguments", plan, "Sure." + good + wrongArgs, "Sure." + good, "get_time"},
+		{"after reasoning", think, "<think>Hmm. <tool_call></think>Sure." + bad, "<think>Hmm. <tool_call></think>Sure.", ""},
+		{"sound", plan, "Sure. " + good, "-", ""},
+		{"after the one call kept", one, good + bad, "-", ""},
+		{"the one call kept", one, bad + good, "", ""},
+		{"sound after reasoning", think, "<think>Hmm.</think>" + good, "-", ""},
+		{"text", plan, "Once upon a time.", "-", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v argValidator
+			at, named, ok := tc.plan.failedCall(tc.text, &v)
+			switch {
+			case tc.before == "-" && ok:
+				t.Fatalf("failed call after %q, want none", tc.text[:at])
+			case tc.before == "-":
+				return
+			case !ok || tc.text[:at] != tc.before:
+				t.Fatalf("failed call at %d (%v), want after %q", at, ok, tc.before)
+			}
+			name := ""
+			if named != nil {
+				name = named.Function.Name
+			}
+			if name != tc.named {
+				t.Errorf("named %q, want %q", name, tc.named)
+			}
+		})
 	}
 }
