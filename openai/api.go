@@ -70,6 +70,11 @@ type Options struct {
 	// Limits bound what a request may ask; zero fields mean
 	// DefaultLimits.
 	Limits Limits
+	// ToolRepair is how many times a whole answer's tool call that does
+	// not parse or breaks its schema is written again (corral serve's
+	// --tool-repair; see repair.go): 0 means DefaultToolRepair, a
+	// negative value none.
+	ToolRepair int
 }
 
 // API serves the models of a registry. Its handler methods are safe for
@@ -84,6 +89,7 @@ type API struct {
 	maxPause       time.Duration
 	isolation      CacheIsolation
 	metricsPublic  bool
+	toolRepair     int // repairs of a failed tool call at most; 0: none
 }
 
 // New returns an API serving models.
@@ -100,6 +106,12 @@ func New(models *Registry, opt Options) *API {
 	}
 	if a.isolation == "" {
 		a.isolation = CacheIsolationNone
+	}
+	switch a.toolRepair = opt.ToolRepair; {
+	case a.toolRepair == 0:
+		a.toolRepair = DefaultToolRepair
+	case a.toolRepair < 0:
+		a.toolRepair = 0
 	}
 	return a
 }

@@ -105,6 +105,10 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		}
 		res := s.Result()
 		out.final(res)
+		answer := text.String()
+		if rp, ok := f.(repairer); ok {
+			answer, res = a.repairCalls(ctx, m, req, rp.answerPlan(), answer, res)
+		}
 		if setWriteDeadline(http.NewResponseController(w), cfg.WriteTimeout) != nil {
 			out.gone = true
 			return
@@ -113,7 +117,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 			fail(w, e)
 			return
 		}
-		writeJSON(w, http.StatusOK, f.whole(text.String(), lps, res))
+		writeJSON(w, http.StatusOK, f.whole(answer, lps, res))
 		return
 	}
 

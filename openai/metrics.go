@@ -42,6 +42,7 @@ type metrics struct {
 	reg    *prometheus.Registry
 
 	success                                                    *prometheus.CounterVec
+	toolRepairs                                                *prometheus.CounterVec
 	ttft, itl, tpot, e2e, queue, prefill, decode               *prometheus.HistogramVec
 	promptSeconds, predictedSeconds                            *prometheus.CounterVec
 	global                                                     []globalFamily
@@ -116,7 +117,9 @@ func newMetrics(models *Registry) *metrics {
 		buckets: make(map[string]*throughput),
 
 		success: counterVec("vllm:request_success_total", "Finished requests by finish reason (stop, length, abort, error).", "finished_reason"),
-		ttft:    histogram("vllm:time_to_first_token_seconds", "Submit to first generated token.", ttftBuckets),
+		toolRepairs: counterVec("corral_tool_call_repairs_total",
+			"Whole answers whose failed tool call was written again, by outcome: repaired, or failed (given back as written).", "outcome"),
+		ttft: histogram("vllm:time_to_first_token_seconds", "Submit to first generated token.", ttftBuckets),
 		itl: histogram("vllm:inter_token_latency_seconds",
 			"Time between generated tokens: each request's n-1 gaps, observed at the request's mean gap when it ends.", tokenBuckets),
 		tpot:    histogram("vllm:request_time_per_output_token_seconds", "Per request: decode time over generated tokens less one.", tokenBuckets),
@@ -203,7 +206,7 @@ func newMetrics(models *Registry) *metrics {
 		counter("corral_embed_inputs_total", "Inputs embedded.", func(s *snapshot) float64 { return float64(s.EmbedInputs) }),
 		counter("corral_embed_passes_total", "Forward passes that embedded them (several inputs, of several requests, per pass).", func(s *snapshot) float64 { return float64(s.EmbedPasses) }),
 	}
-	x.reg.MustRegister(x, x.success, x.ttft, x.itl, x.tpot, x.e2e, x.queue, x.prefill, x.decode, x.promptSeconds, x.predictedSeconds,
+	x.reg.MustRegister(x, x.success, x.toolRepairs, x.ttft, x.itl, x.tpot, x.e2e, x.queue, x.prefill, x.decode, x.promptSeconds, x.predictedSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return x
 }

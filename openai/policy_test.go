@@ -90,6 +90,7 @@ func keyServer(t *testing.T, a *API, keys []string) *httptest.Server {
 		"GET /props":                              a.Props,
 		"GET /v1/models":                          a.Models,
 		"POST /api/show":                          a.OllamaShow,
+		"POST /api/chat":                          a.OllamaChat,
 	} {
 		mux.Handle(pattern, h)
 	}

@@ -72,6 +72,9 @@ type outcome struct {
 	s    *engine.Stream
 	res  *engine.Result // set once observed
 	gone bool           // the client went away or stopped reading
+	// unlogged: the request log is not filled (a tool call's repair,
+	// which serves a request whose log is its first answer's).
+	unlogged bool
 }
 
 // final records res, s's final Result, in the metrics and against the
@@ -104,7 +107,7 @@ func (o *outcome) end() {
 		o.final(o.s.Result())
 	}
 	rec, _ := o.ctx.Value(requestLogKey{}).(*RequestLog)
-	if rec == nil {
+	if rec == nil || o.unlogged {
 		return
 	}
 	res := o.res

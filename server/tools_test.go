@@ -526,3 +526,56 @@ func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
 		t.Fatalf("afterwards: %d %s", resp.StatusCode, b)
 	}
 }
+
+// In tool_choice auto, a call whose arguments break its schema is written
+// again under the tool-call grammar (corral serve's --tool-repair, 1 by
+// default), and given back as written with --tool-repair 0. The test
+// makes the model write the bad call with response_format: a schema of
+// the json format's call object whose arguments name a city the tool's
+// enum does not have.
+func TestToolRepairArguments(t *testing.T) {
+	badCall := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name": map[string]any{"const": "get_weather"},
+			"arguments": map[string]any{
+				"type":                 "object",
+				"properties":           map[string]any{"city": map[string]any{"const": "Oslo"}, "days": map[string]any{"const": 2}},
+				"required":             []string{"city", "days"},
+				"additionalProperties": false,
+			},
+		},
+		"required":             []string{"name", "arguments"},
+		"additionalProperties": false,
+	}
+	body := mustJSON(t, toolRequest("auto", map[string]any{
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "call", "schema": badCall}},
+	}))
+	for _, repair := range []string{"1", "0"} {
+		t.Run("tool-repair "+repair, func(t *testing.T) {
+			c := startCorral(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--tool-format", "json", "--tool-repair", repair)
+			code, b := c.request(t, http.MethodPost, "/v1/chat/completions", body)
+			var resp wire.ChatCompletion
+			unmarshal(t, string(b), &resp)
+			if code != http.StatusOK || len(resp.Choices) != 1 || len(resp.Choices[0].Message.ToolCalls) != 1 {
+				t.Fatalf("status %d: %s", code, b)
+			}
+			call := resp.Choices[0].Message.ToolCalls[0]
+			if call.Function.Name != "get_weather" {
+				t.Fatalf("call %+v", call)
+			}
+			_, metrics := c.request(t, http.MethodGet, "/metrics", nil)
+			repaired := strings.Contains(string(metrics), `outcome="repaired"} 1`)
+			if repair == "0" {
+				if !strings.Contains(call.Function.Arguments, "Oslo") || repaired {
+					t.Fatalf("--tool-repair 0 changed the call: %s", b)
+				}
+				return
+			}
+			checkCall(t, call)
+			if !repaired {
+				t.Errorf("no repair counted:\n%s", metrics)
+			}
+		})
+	}
+}

@@ -46,6 +46,8 @@ type jsonParser struct {
 	from   int    // where the region's text, with the whitespace before it, begins
 	sent   []sentCall
 	done   []wire.ToolCall // complete calls, in order
+	starts []int           // where each call's region began (see Spans)
+	failed int             // where the first region that was not a call began; -1: none
 }
 
 // sentCall is what was sent of the call at one index of the region.
@@ -58,7 +60,7 @@ type sentCall struct {
 // newJSONParser returns a parser for answers in the markup sx that keeps
 // at most max calls (0: all of them; 1 when parallel calls are off).
 func newJSONParser(sx syntax, max int) *jsonParser {
-	return &jsonParser{sx: sx, max: max, space: -1}
+	return &jsonParser{sx: sx, max: max, space: -1, failed: -1}
 }
 
 // Push adds text to the answer and returns the pieces it decided.
@@ -80,6 +82,11 @@ func (p *jsonParser) Cut() { p.cut = true }
 
 // Calls are the complete calls parsed so far.
 func (p *jsonParser) Calls() []wire.ToolCall { return p.done }
+
+// spans reports where the calls' regions and the first failed one
+// began (see Spans). A bare region that is not a call is text that
+// begins with '{', not a failed call.
+func (p *jsonParser) spans() ([]int, int) { return p.starts, p.failed }
 
 // whole takes the whole answer at once: nothing of it is sent before
 // Finish decides it all (see Parse).
@@ -236,6 +243,7 @@ func (p *jsonParser) stepCalls(out []wire.Delta, end bool) ([]wire.Delta, bool) 
 				out = append(out, wire.Delta{ToolCalls: []wire.ToolCallDelta{{Index: len(p.done), ID: c.ID, Type: "function", Function: c.Function}}})
 			}
 			p.done = append(p.done, c)
+			p.starts = append(p.starts, p.from)
 		}
 	}
 	p.pos += r.end
@@ -316,6 +324,9 @@ func (p *jsonParser) sendCall(out []wire.Delta, i int, o object) []wire.Delta {
 // its calls was sent; otherwise it is dropped.
 func (p *jsonParser) fail(out []wire.Delta) []wire.Delta {
 	p.calls = false
+	if p.failed < 0 && p.marker != "" {
+		p.failed = p.from
+	}
 	sent := false
 	for _, s := range p.sent {
 		sent = sent || s.named

@@ -40,6 +40,8 @@ type markupParser struct {
 	from   int    // where the region, with the whitespace before it, begins
 	sent   sentCall
 	done   []wire.ToolCall
+	starts []int // where each call's region began (see Spans)
+	failed int   // where the first region that was not a call began; -1: none
 }
 
 // callScan is what a region's text says so far.
@@ -72,7 +74,7 @@ type callScanner interface {
 }
 
 func newMarkupParser(sc callScanner, start []string, max int) *markupParser {
-	return &markupParser{sc: sc, start: start, max: max, space: -1}
+	return &markupParser{sc: sc, start: start, max: max, space: -1, failed: -1}
 }
 
 // leading makes the answer's start, after whitespace, a region with the
@@ -97,6 +99,11 @@ func (p *markupParser) Cut() { p.cut = true }
 
 // Calls are the complete calls parsed so far.
 func (p *markupParser) Calls() []wire.ToolCall { return p.done }
+
+// spans reports where the calls' regions and the first failed one
+// began (see Spans). A leading region without a marker that is not a
+// call is text, not a failed call.
+func (p *markupParser) spans() ([]int, int) { return p.starts, p.failed }
 
 func (p *markupParser) step(end bool) []wire.Delta {
 	var out []wire.Delta
@@ -214,6 +221,7 @@ func (p *markupParser) stepCall(out []wire.Delta, end bool) ([]wire.Delta, bool)
 			out = append(out, wire.Delta{ToolCalls: []wire.ToolCallDelta{{Index: len(p.done), Function: wire.FunctionCall{Arguments: rest}}}})
 		}
 		p.done = append(p.done, c)
+		p.starts = append(p.starts, p.from)
 	}
 	p.pos += r.end
 	if r.next != "" {
@@ -255,6 +263,9 @@ func (p *markupParser) send(out []wire.Delta, r callScan) []wire.Delta {
 // a region whose call was sent in part is dropped.
 func (p *markupParser) fail(out []wire.Delta, n int) []wire.Delta {
 	p.inCall = false
+	if p.failed < 0 && p.marker != "" {
+		p.failed = p.from
+	}
 	if p.sent.named {
 		p.pos = len(p.text)
 		return out

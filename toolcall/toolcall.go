@@ -161,6 +161,37 @@ func Lookup(name string) (Format, error) {
 // off by the answer's end is not among the calls (nothing of it was
 // sent). cut says the answer was cut off (see Parser.Cut).
 func Parse(f Format, tools []wire.Tool, text string, max int, cut bool) (content string, calls []wire.ToolCall) {
+	content, p := parse(f, tools, text, max, cut)
+	return content, p.Calls()
+}
+
+// Regions is where a whole answer's call markup lies, for repairing a
+// call: Calls[i] began at Starts[i] in the answer (the start of its
+// region of markup, with the whitespace before it), and the first region
+// of markup that turned out not to be a call (given back as content)
+// began at Failed, -1 when none did.
+type Regions struct {
+	Content string
+	Calls   []wire.ToolCall
+	Starts  []int
+	Failed  int
+}
+
+// ParseRegions is Parse, with where the calls and the first failed
+// region began; ok is false for a format whose parser does not keep them
+// (one that takes framing out of the answer before reading it).
+func ParseRegions(f Format, tools []wire.Tool, text string, max int, cut bool) (r Regions, ok bool) {
+	content, p := parse(f, tools, text, max, cut)
+	sp, ok := p.(interface{ spans() ([]int, int) })
+	if !ok {
+		return Regions{Content: content, Calls: p.Calls(), Failed: -1}, false
+	}
+	starts, failed := sp.spans()
+	return Regions{Content: content, Calls: p.Calls(), Starts: starts, Failed: failed}, true
+}
+
+// parse is Parse, giving the parser that read the answer.
+func parse(f Format, tools []wire.Tool, text string, max int, cut bool) (string, Parser) {
 	p := f.Parser(tools, max)
 	if cut {
 		p.Cut()
@@ -175,7 +206,7 @@ func Parse(f Format, tools []wire.Tool, text string, max int, cut bool) (content
 	for _, d := range append(ds, p.Finish()...) {
 		b.WriteString(d.Text())
 	}
-	return b.String(), p.Calls()
+	return b.String(), p
 }
 
 // newCallID returns a call id in OpenAI's form: "call_" and 24 letters

@@ -1,0 +1,56 @@
+package toolcall
+
+import (
+	"strings"
+	"testing"
+)
+
+// ParseRegions finds where each call's markup and the first markup that
+// is not a call begin, so that a call can be written again from there.
+func TestParseRegions(t *testing.T) {
+	good := `<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>`
+	for _, tc := range []struct {
+		name, text string
+		f          Format
+		starts     []string // the text before each call
+		failed     string   // the text before the failed region; "-" for none
+	}{
+		{"hermes call", "Hi." + good, Hermes, []string{"Hi."}, "-"},
+		{"hermes whitespace before a call", "Hi.\n\n" + good, Hermes, []string{"Hi."}, "-"},
+		{"hermes broken markup", "Hi. <tool_call>{oops}</tool_call> bye", Hermes, nil, "Hi."},
+		{"hermes call, then broken markup", good + "\n<tool_call>{oops}</tool_call>", Hermes, []string{""}, good},
+		{"qwen3-coder broken markup", "Hi. <tool_call>\n<nonsense>\n</tool_call>", Qwen3Coder, nil, "Hi."},
+		// Text beginning with '{' in a format without a marker is text.
+		{"json text", `{"a": 1} is JSON`, JSON, nil, "-"},
+		{"json call", `{"name": "f", "arguments": {}}`, JSON, []string{""}, "-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := ParseRegions(tc.f, nil, tc.text, 0, false)
+			if !ok {
+				t.Fatal("no regions")
+			}
+			if len(r.Starts) != len(r.Calls) || len(r.Calls) != len(tc.starts) {
+				t.Fatalf("calls %+v at %v, want %d", r.Calls, r.Starts, len(tc.starts))
+			}
+			for i, s := range r.Starts {
+				if tc.text[:s] != tc.starts[i] {
+					t.Errorf("call %d after %q, want %q", i, tc.text[:s], tc.starts[i])
+				}
+			}
+			switch {
+			case tc.failed == "-" && r.Failed != -1:
+				t.Errorf("failed region after %q, want none", tc.text[:r.Failed])
+			case tc.failed != "-" && (r.Failed < 0 || tc.text[:r.Failed] != tc.failed):
+				t.Errorf("failed region at %d, want after %q", r.Failed, tc.failed)
+			}
+			if tc.failed != "-" && !strings.Contains(r.Content, "tool_call>") {
+				t.Errorf("content %q: the broken markup is not given back", r.Content)
+			}
+		})
+	}
+	// A parser that takes framing out of the answer does not know where
+	// its calls lie in it.
+	if _, ok := ParseRegions(CommandR7B, nil, "Hi.", 0, false); ok {
+		t.Error("CommandR7B: regions of a dropping parser")
+	}
+}
