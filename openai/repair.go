@@ -9,9 +9,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Repairing a tool call. In tool_choice "auto" nothing forces the model's

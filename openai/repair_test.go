@@ -13,10 +13,10 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai/wire"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // scriptEngine is a real engine whose answers a test steers: Submit
