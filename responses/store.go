@@ -80,9 +80,7 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 			return nil, fmt.Errorf("read output back: %w", e)
 		}
 	}
-	if in.pending {
-		tr.Messages = append(tr.Messages, chat.Message{Role: "assistant", ReasoningContent: in.reasoning})
-	}
+	in.flush()
 	s.Messages = append(s.Messages, tr.Messages...)
 	return s, nil
 }

@@ -260,8 +260,9 @@ func (s *Stream) event(typ string, fields map[string]any) Event {
 	fields["sequence_number"] = s.seq
 	s.seq++
 	b, err := json.Marshal(fields)
-	if err != nil { // only our own types: a programming error
-		panic(fmt.Sprintf("responses: encode %s: %v", typ, err))
+	if err != nil { // only our own types and JSON as decoded: a programming error
+		msg, _ := json.Marshal(fmt.Sprintf("encode %s: %v", typ, err))
+		return Event{Type: "error", Data: fmt.Appendf(nil, `{"type":"error","code":"server_error","message":%s,"param":null,"sequence_number":%d}`, msg, s.seq-1)}
 	}
 	return Event{Type: typ, Data: b}
 }

@@ -311,7 +311,7 @@ func TestWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	noExtraFields(t, "response", got)
-	if got.ID != "resp_test" || got.OutputText() != `{"a":1}` || got.Status != "completed" || got.Temperature != 0.2 || got.Metadata["k"] != "v" || got.User != "u" {
+	if got.ID != "resp_test" || got.OutputText() != `{"a":1}` || got.Status != "completed" || got.Temperature != 0.2 || got.Metadata["k"] != "v" || got.JSON.User.Raw() != `"u"` {
 		t.Errorf("response %s", got.RawJSON())
 	}
 	if got.Text.Format.Type != "json_schema" || got.Text.Format.Name != "s" {

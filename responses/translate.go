@@ -195,6 +195,14 @@ func (t *Translation) sampling(r *Request) *Error {
 		return invalid("top_p", "'top_p' must be between 0 and 1, got %g", *v)
 	}
 	t.Temperature, t.TopP = r.Temperature, r.TopP
+	if len(r.Metadata) > 16 {
+		return invalid("metadata", "'metadata' has %d keys; at most 16 are allowed", len(r.Metadata))
+	}
+	for k, v := range r.Metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return invalid("metadata", "'metadata' keys may have 64 characters and values 512; %q is longer", k)
+		}
+	}
 	switch r.Truncation {
 	case "", "auto", "disabled":
 	default:
@@ -347,13 +355,15 @@ func toolChoice(raw json.RawMessage, names map[string]bool, tools bool) (ToolCho
 			return c, invalid("tool_choice.mode", "'tool_choice.mode' must be \"auto\" or \"required\", got %q", o.Mode)
 		}
 		allowed := []string{}
+		seen := map[string]bool{}
 		for _, tool := range o.Tools {
 			switch {
 			case tool.Type != "function":
 				// A built-in tool is never shown; allowing it allows nothing.
 			case !names[tool.Name]:
 				return c, invalid("tool_choice.tools", "'tool_choice.tools' names function %q, which is not among the function tools", tool.Name)
-			case !slices.Contains(allowed, tool.Name):
+			case !seen[tool.Name]:
+				seen[tool.Name] = true
 				allowed = append(allowed, tool.Name)
 			}
 		}
@@ -375,9 +385,9 @@ type inputBuilder struct {
 	t     *Translation
 	prior Prior
 	tools *toolBuilder
-	// reasoning is a reasoning item's text waiting for the next assistant
-	// message; pending says there was one.
-	reasoning string
+	// reasoning are the texts of the reasoning items waiting for the next
+	// assistant message; pending says there was one.
+	reasoning []string
 	pending   bool
 	// open is the index in t.Messages of the assistant message that
 	// function calls join, -1 when none.
@@ -423,10 +433,22 @@ func (b *inputBuilder) input(raw json.RawMessage, max int) *Error {
 			return e
 		}
 	}
-	if b.pending {
-		b.t.Messages = append(b.t.Messages, chat.Message{Role: "assistant", ReasoningContent: b.reasoning})
-	}
+	b.flush()
 	return nil
+}
+
+// takeReasoning returns the pending reasoning, joined, and clears it.
+func (b *inputBuilder) takeReasoning() string {
+	r := strings.Join(b.reasoning, "\n")
+	b.reasoning, b.pending = nil, false
+	return r
+}
+
+// flush adds pending reasoning as an assistant message of its own.
+func (b *inputBuilder) flush() {
+	if b.pending {
+		b.t.Messages = append(b.t.Messages, chat.Message{Role: "assistant", ReasoningContent: b.takeReasoning()})
+	}
 }
 
 // item reads one input item; refs says whether it may be an
@@ -481,10 +503,7 @@ func (b *inputBuilder) item(raw json.RawMessage, param string, refs bool) *Error
 				texts = append(texts, p.Text)
 			}
 		}
-		if b.pending && b.reasoning != "" {
-			texts = append([]string{b.reasoning}, texts...)
-		}
-		b.reasoning, b.pending = strings.Join(texts, "\n"), true
+		b.reasoning, b.pending = append(b.reasoning, texts...), true
 	case "additional_tools":
 		for j, tool := range it.Tools {
 			if e := b.tools.add(tool, fmt.Sprintf("%s.tools[%d]", param, j), ""); e != nil {
@@ -535,7 +554,7 @@ func (b *inputBuilder) message(it item, param string) *Error {
 // function calls that follow join it.
 func (b *inputBuilder) assistant(m chat.Message) {
 	if b.pending {
-		m.ReasoningContent, b.reasoning, b.pending = b.reasoning, "", false
+		m.ReasoningContent = b.takeReasoning()
 	}
 	b.t.Messages = append(b.t.Messages, m)
 	b.open = len(b.t.Messages) - 1
@@ -544,10 +563,7 @@ func (b *inputBuilder) assistant(m chat.Message) {
 // add adds a message of another role. Reasoning left pending before it
 // becomes an assistant message of its own.
 func (b *inputBuilder) add(m chat.Message) {
-	if b.pending {
-		b.t.Messages = append(b.t.Messages, chat.Message{Role: "assistant", ReasoningContent: b.reasoning})
-		b.reasoning, b.pending = "", false
-	}
+	b.flush()
 	b.t.Messages = append(b.t.Messages, m)
 	b.open = -1
 }

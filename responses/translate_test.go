@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,6 +82,9 @@ func TestTranslateInput(t *testing.T) {
 			{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}]},
 			{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}]}`,
 			[]msg{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}, {Role: "assistant", Reasoning: "t", Calls: []string{"c1 f {}"}}}},
+		{"consecutive reasoning joins", `{"input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"a"}]},
+			{"type":"reasoning","content":[{"type":"reasoning_text","text":"b"}],"summary":[]},{"role":"assistant","content":"c"}]}`,
+			[]msg{{Role: "user", Content: "q"}, {Role: "assistant", Content: "c", Reasoning: "a\nb"}}},
 		{"trailing reasoning", `{"input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}]}]}`,
 			[]msg{{Role: "user", Content: "q"}, {Role: "assistant", Reasoning: "t"}}},
 	}
@@ -360,5 +364,23 @@ func TestTranslateCodex(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestTranslateMetadata(t *testing.T) {
+	var keys []string
+	for i := range 17 {
+		keys = append(keys, fmt.Sprintf(`"k%d":"v"`, i))
+	}
+	for _, body := range []string{
+		`{"input":"x","metadata":{` + strings.Join(keys, ",") + `}}`,
+		`{"input":"x","metadata":{"k":"` + strings.Repeat("v", 513) + `"}}`,
+	} {
+		if _, e := translate(t, body); e == nil || e.Param != "metadata" {
+			t.Errorf("%.60s: %v", body, e)
+		}
+	}
+	if _, e := translate(t, `{"input":"x","metadata":{`+strings.Join(keys[:16], ",")+`}}`); e != nil {
+		t.Errorf("16 keys: %v", e)
 	}
 }
