@@ -1,0 +1,283 @@
+package responses
+
+import (
+	"container/list"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/corral-llm/corral/chat"
+)
+
+// Stored is one stored response: what GET /v1/responses/{id} returns, what
+// previous_response_id continues, and the items item_reference finds.
+type Stored struct {
+	// Response is the whole response object, as GET returns it.
+	Response json.RawMessage
+	// Messages are the response's conversation followed by its output.
+	Messages []chat.Message
+	// Items are the request's input items that have an id and the
+	// response's output items, by id.
+	Items map[string]json.RawMessage
+}
+
+// size is the bytes s holds, roughly: what the store's budget counts.
+func (s *Stored) size() int64 {
+	n := int64(len(s.Response)) + 64
+	for _, m := range s.Messages {
+		n += int64(len(m.Role)+len(m.Content)+len(m.Name)+len(m.ToolCallID)+len(m.ReasoningContent)+len(m.Reasoning)) + 64
+		for _, c := range m.ToolCalls {
+			n += int64(len(c.ID)+len(c.Type)+len(c.Function.Name)+len(c.Function.Arguments)) + 64
+		}
+	}
+	for id, it := range s.Items {
+		n += int64(len(id)+len(it)) + 32
+	}
+	return n
+}
+
+// Record builds the entry of a finished response: resp (from the
+// Stream), the Translation t of the request r it answers.
+func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return nil, fmt.Errorf("encode response %s: %w", resp.ID, err)
+	}
+	s := &Stored{Response: body, Items: map[string]json.RawMessage{}}
+	for i, m := range t.Messages {
+		if i+1 != t.instructions {
+			s.Messages = append(s.Messages, m)
+		}
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(r.Input, &items) == nil {
+		for _, raw := range items {
+			var it struct {
+				Type string `json:"type"`
+				ID   string `json:"id"`
+			}
+			if json.Unmarshal(raw, &it) == nil && it.ID != "" && it.Type != "item_reference" {
+				s.Items[it.ID] = raw
+			}
+		}
+	}
+	out := make([]json.RawMessage, len(resp.Output))
+	for i, it := range resp.Output {
+		b, err := json.Marshal(it)
+		if err != nil {
+			return nil, fmt.Errorf("encode output item %s: %w", it.ID, err)
+		}
+		out[i], s.Items[it.ID] = b, b
+	}
+	// The output read back as input: what the model answered, as the
+	// next turn shows it.
+	var tr Translation
+	in := inputBuilder{t: &tr, tools: &toolBuilder{t: &tr, names: map[string]bool{}}, open: -1}
+	for i, raw := range out {
+		if e := in.item(raw, fmt.Sprintf("output[%d]", i), false); e != nil {
+			return nil, fmt.Errorf("read output back: %w", e)
+		}
+	}
+	in.flush()
+	s.Messages = append(s.Messages, tr.Messages...)
+	return s, nil
+}
+
+// ErrTooLarge is returned by Store.Put for an entry larger than an
+// owner's budget.
+var ErrTooLarge = errors.New("response too large to store")
+
+// StoreOptions bound a Store; zero fields take the defaults.
+type StoreOptions struct {
+	// MaxBytes bounds the bytes of all entries (default 256 MiB).
+	MaxBytes int64
+	// MaxOwnerBytes bounds one owner's entries (default MaxBytes).
+	MaxOwnerBytes int64
+	// TTL is how long an entry is kept after it is stored (default 1h).
+	TTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Store is a bounded in-memory store of responses, per owner (an opaque
+// string: the API key's name). Entries expire TTL after they are stored;
+// past a byte budget (all owners', or one owner's) the least recently
+// used entries are evicted. An owner sees only its own entries: another
+// owner's id is not found. It is safe for concurrent use.
+type Store struct {
+	opt    StoreOptions
+	mu     sync.Mutex
+	lru    *list.List // of *entry, most recently used first
+	byKey  map[key]*entry
+	items  map[key]*entry // item id (with owner) → the entry holding it
+	owners map[string]*owner
+	bytes  int64
+}
+
+type key struct{ owner, id string }
+
+type owner struct {
+	lru   *list.List // this owner's entries, most recently used first
+	bytes int64
+}
+
+type entry struct {
+	key     key
+	stored  *Stored
+	size    int64
+	expires time.Time
+	all     *list.Element // in Store.lru
+	own     *list.Element // in owner.lru
+}
+
+// NewStore returns an empty store.
+func NewStore(opt StoreOptions) *Store {
+	if opt.MaxBytes <= 0 {
+		opt.MaxBytes = 256 << 20
+	}
+	if opt.MaxOwnerBytes <= 0 || opt.MaxOwnerBytes > opt.MaxBytes {
+		opt.MaxOwnerBytes = opt.MaxBytes
+	}
+	if opt.TTL <= 0 {
+		opt.TTL = time.Hour
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Store{opt: opt, lru: list.New(), byKey: map[key]*entry{}, items: map[key]*entry{}, owners: map[string]*owner{}}
+}
+
+// Put stores s as response id of owner, replacing an entry of the same
+// id, and evicts the least recently used entries past the budgets. An
+// entry larger than an owner's budget is not stored: ErrTooLarge.
+func (st *Store) Put(ownerName, id string, s *Stored) error {
+	size := s.size()
+	if size > st.opt.MaxOwnerBytes {
+		return fmt.Errorf("response %s: %d bytes, more than the store's %d per owner: %w", id, size, st.opt.MaxOwnerBytes, ErrTooLarge)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	k := key{ownerName, id}
+	if old := st.byKey[k]; old != nil {
+		st.remove(old)
+	}
+	o := st.owners[ownerName]
+	if o == nil {
+		o = &owner{lru: list.New()}
+		st.owners[ownerName] = o
+	}
+	e := &entry{key: k, stored: s, size: size, expires: st.opt.Now().Add(st.opt.TTL)}
+	e.all, e.own = st.lru.PushFront(e), o.lru.PushFront(e)
+	st.byKey[k] = e
+	for itemID := range s.Items {
+		st.items[key{ownerName, itemID}] = e
+	}
+	st.bytes += size
+	o.bytes += size
+	for o.bytes > st.opt.MaxOwnerBytes {
+		st.remove(o.lru.Back().Value.(*entry))
+	}
+	for st.bytes > st.opt.MaxBytes {
+		st.remove(st.lru.Back().Value.(*entry))
+	}
+	// Drop the expired entries at the cold end.
+	now := st.opt.Now()
+	for b := st.lru.Back(); b != nil && now.After(b.Value.(*entry).expires); b = st.lru.Back() {
+		st.remove(b.Value.(*entry))
+	}
+	return nil
+}
+
+// remove drops e; st.mu is held.
+func (st *Store) remove(e *entry) {
+	delete(st.byKey, e.key)
+	for itemID := range e.stored.Items {
+		k := key{e.key.owner, itemID}
+		if st.items[k] == e {
+			delete(st.items, k)
+		}
+	}
+	st.lru.Remove(e.all)
+	o := st.owners[e.key.owner]
+	o.lru.Remove(e.own)
+	o.bytes -= e.size
+	st.bytes -= e.size
+	if o.lru.Len() == 0 {
+		delete(st.owners, e.key.owner)
+	}
+}
+
+// live returns the unexpired entry, marking it used; st.mu is held.
+func (st *Store) live(e *entry) *entry {
+	if e == nil {
+		return nil
+	}
+	if st.opt.Now().After(e.expires) {
+		st.remove(e)
+		return nil
+	}
+	st.lru.MoveToFront(e.all)
+	st.owners[e.key.owner].lru.MoveToFront(e.own)
+	return e
+}
+
+// Get returns owner's response id, or an error wrapping ErrNotFound.
+func (st *Store) Get(ownerName, id string) (*Stored, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	e := st.live(st.byKey[key{ownerName, id}])
+	if e == nil {
+		return nil, errNotFound("response", id)
+	}
+	return e.stored, nil
+}
+
+// Delete removes owner's response id, or returns an error wrapping
+// ErrNotFound.
+func (st *Store) Delete(ownerName, id string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	e := st.live(st.byKey[key{ownerName, id}])
+	if e == nil {
+		return errNotFound("response", id)
+	}
+	st.remove(e)
+	return nil
+}
+
+// Usage returns the number of entries and their bytes.
+func (st *Store) Usage() (entries int, bytes int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.byKey), st.bytes
+}
+
+// Prior returns what Translate looks up in the store for owner.
+func (st *Store) Prior(ownerName string) Prior { return ownerPrior{st, ownerName} }
+
+type ownerPrior struct {
+	st    *Store
+	owner string
+}
+
+// Conversation returns the messages of the owner's response id.
+func (p ownerPrior) Conversation(id string) ([]chat.Message, error) {
+	s, err := p.st.Get(p.owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.Messages, nil
+}
+
+// Item returns the owner's stored item id.
+func (p ownerPrior) Item(id string) (json.RawMessage, error) {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	e := p.st.live(p.st.items[key{p.owner, id}])
+	if e == nil {
+		return nil, errNotFound("item", id)
+	}
+	return e.stored.Items[id], nil
+}

@@ -1,0 +1,250 @@
+package responses
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-llm/corral/openai/wire"
+)
+
+// blob is an entry of exactly n bytes as the store counts them.
+func blob(n int) *Stored {
+	return &Stored{Response: []byte(strings.Repeat("x", n-64))}
+}
+
+// clock is a settable clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// check verifies the store's bookkeeping: the byte counts are the sum of
+// the entries, both lists hold every entry once, the item index points
+// at live entries, and the budgets hold.
+func (st *Store) check(t *testing.T) {
+	t.Helper()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var total int64
+	for k, e := range st.byKey {
+		if e.key != k {
+			t.Errorf("entry %v under key %v", e.key, k)
+		}
+		total += e.size
+	}
+	if total != st.bytes || st.lru.Len() != len(st.byKey) {
+		t.Errorf("bytes %d counted %d; %d in the list, %d by key", total, st.bytes, st.lru.Len(), len(st.byKey))
+	}
+	n := 0
+	for name, o := range st.owners {
+		var b int64
+		for el := o.lru.Front(); el != nil; el = el.Next() {
+			e := el.Value.(*entry)
+			if e.key.owner != name || st.byKey[e.key] != e {
+				t.Errorf("owner %s lists %v", name, e.key)
+			}
+			b += e.size
+			n++
+		}
+		if b != o.bytes || b > st.opt.MaxOwnerBytes {
+			t.Errorf("owner %s: %d bytes counted %d, budget %d", name, b, o.bytes, st.opt.MaxOwnerBytes)
+		}
+	}
+	if n != len(st.byKey) || st.bytes > st.opt.MaxBytes {
+		t.Errorf("%d entries by owner, %d by key; %d bytes of %d", n, len(st.byKey), st.bytes, st.opt.MaxBytes)
+	}
+	for k, e := range st.items {
+		if st.byKey[e.key] != e || e.stored.Items[k.id] == nil {
+			t.Errorf("item %v points at a dead entry", k)
+		}
+	}
+}
+
+func TestStoreOwners(t *testing.T) {
+	st := NewStore(StoreOptions{})
+	if err := st.Put("alice", "resp_1", blob(100)); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := st.Get("alice", "resp_1"); err != nil || len(s.Response) != 36 {
+		t.Errorf("get: %v", err)
+	}
+	if _, err := st.Get("bob", "resp_1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another owner's response: %v", err)
+	}
+	if err := st.Delete("bob", "resp_1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another owner deletes: %v", err)
+	}
+	if err := st.Delete("alice", "resp_1"); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := st.Get("alice", "resp_1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleted: %v", err)
+	}
+	if n, b := st.Usage(); n != 0 || b != 0 {
+		t.Errorf("usage after delete: %d entries, %d bytes", n, b)
+	}
+	st.Put("alice", "resp_2", blob(100))
+	st.Put("alice", "resp_2", blob(200)) // replaced
+	if n, b := st.Usage(); n != 1 || b != 200 {
+		t.Errorf("usage after a replacement: %d entries, %d bytes", n, b)
+	}
+	st.check(t)
+}
+
+func TestStoreTTL(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	st := NewStore(StoreOptions{TTL: time.Minute, Now: c.now})
+	st.Put("a", "old", blob(100))
+	c.add(30 * time.Second)
+	st.Put("a", "new", blob(100))
+	c.add(30 * time.Second)
+	if _, err := st.Get("a", "old"); err != nil {
+		t.Errorf("at its TTL: %v", err)
+	}
+	c.add(time.Second)
+	if _, err := st.Get("a", "old"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("past its TTL: %v", err)
+	}
+	if _, err := st.Get("a", "new"); err != nil {
+		t.Errorf("within its TTL: %v", err)
+	}
+	c.add(time.Minute)
+	st.Put("b", "other", blob(100)) // drops the expired entry at the cold end
+	if n, b := st.Usage(); n != 1 || b != 100 {
+		t.Errorf("expired entries kept: %d entries, %d bytes", n, b)
+	}
+	st.check(t)
+}
+
+func TestStoreLRU(t *testing.T) {
+	st := NewStore(StoreOptions{MaxBytes: 300})
+	st.Put("a", "1", blob(100))
+	st.Put("b", "2", blob(100))
+	st.Put("a", "3", blob(100))
+	st.Get("a", "1") // now 2 is the least recently used
+	st.Put("b", "4", blob(100))
+	for id, want := range map[string]bool{"1": true, "2": false, "3": true, "4": true} {
+		owner := map[string]string{"1": "a", "2": "b", "3": "a", "4": "b"}[id]
+		if _, err := st.Get(owner, id); (err == nil) != want {
+			t.Errorf("%s kept: %v, want %v", id, err == nil, want)
+		}
+	}
+	st.check(t)
+	if err := st.Put("a", "big", blob(301)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("an entry over the budget: %v", err)
+	}
+	if n, _ := st.Usage(); n != 3 {
+		t.Errorf("a refused entry evicted others: %d left", n)
+	}
+}
+
+func TestStoreOwnerBudget(t *testing.T) {
+	st := NewStore(StoreOptions{MaxBytes: 1000, MaxOwnerBytes: 250})
+	st.Put("quiet", "q", blob(100))
+	for i := range 10 {
+		st.Put("noisy", fmt.Sprint(i), blob(100))
+	}
+	if _, err := st.Get("quiet", "q"); err != nil {
+		t.Errorf("one owner evicted another's entry: %v", err)
+	}
+	if n, b := st.Usage(); n != 3 || b != 300 {
+		t.Errorf("%d entries, %d bytes; want the noisy owner's last 2 and the quiet one's", n, b)
+	}
+	for _, id := range []string{"8", "9"} {
+		if _, err := st.Get("noisy", id); err != nil {
+			t.Errorf("newest %s: %v", id, err)
+		}
+	}
+	st.check(t)
+}
+
+// TestStoreRecord stores a finished response and continues it, as the
+// core will: previous_response_id and item_reference through Prior, for
+// its owner only.
+func TestStoreRecord(t *testing.T) {
+	r, _ := Decode([]byte(`{"instructions":"sys","input":[{"type":"message","id":"msg_in","role":"user","content":"list files"}],"tools":[{"type":"function","name":"ls"}]}`))
+	tr, e := Translate(r, nil, Limits{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	s := NewStream(NewResponse("resp_1", "corral", 1, r, tr), tr.Namespaces)
+	s.Start()
+	s.Delta(wire.Delta{ReasoningContent: str("use ls")})
+	s.Delta(wire.Delta{ToolCalls: []wire.ToolCallDelta{{Index: 0, ID: "call_1", Function: wire.FunctionCall{Name: "ls", Arguments: "{}"}}}})
+	s.End(End{FinishReason: "tool_calls"}, 2)
+	rec, err := Record(r, tr, s.Response())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(StoreOptions{})
+	if err := st.Put("alice", "resp_1", rec); err != nil {
+		t.Fatal(err)
+	}
+	callItem := s.Response().Output[1].ID
+	next, _ := Decode([]byte(`{"previous_response_id":"resp_1","input":[{"type":"item_reference","id":"msg_in"},{"type":"item_reference","id":"` + callItem + `"},{"type":"function_call_output","call_id":"call_1","output":"a b"}]}`))
+	tr2, e := Translate(next, st.Prior("alice"), Limits{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	want := []msg{{Role: "user", Content: "list files"}, {Role: "assistant", Reasoning: "use ls", Calls: []string{"call_1 ls {}"}},
+		{Role: "user", Content: "list files"}, {Role: "assistant", Calls: []string{"call_1 ls {}"}}, {Role: "tool", Content: "a b", CallID: "call_1"}}
+	if got := view(t, tr2.Messages); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("continued (instructions not carried over)\n got %+v\nwant %+v", got, want)
+	}
+	if _, e := Translate(next, st.Prior("bob"), Limits{}); e == nil || e.Status != 404 || e.Param != "previous_response_id" {
+		t.Errorf("another owner's previous_response_id: %v", e)
+	}
+	st.Delete("alice", "resp_1")
+	ref, _ := Decode([]byte(`{"input":[{"type":"item_reference","id":"msg_in"}]}`))
+	if _, e := Translate(ref, st.Prior("alice"), Limits{}); e == nil || e.Status != 404 {
+		t.Errorf("an item of a deleted response: %v", e)
+	}
+	st.check(t)
+}
+
+// TestStoreConcurrent runs owners that store, read, continue and delete
+// at once, past the budgets; run it under -race -count=20.
+func TestStoreConcurrent(t *testing.T) {
+	st := NewStore(StoreOptions{MaxBytes: 4000, MaxOwnerBytes: 1500})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprint("owner", g%3)
+			p := st.Prior(owner)
+			for i := range 200 {
+				id := fmt.Sprint("resp_", i%17)
+				e := blob(100 + i%5*50)
+				e.Items = map[string]json.RawMessage{fmt.Sprint("item_", i%7): []byte(`{"type":"message","role":"user","content":"x"}`)}
+				if err := st.Put(owner, id, e); err != nil {
+					t.Error(err)
+					return
+				}
+				st.Get(owner, fmt.Sprint("resp_", (i+3)%17))
+				p.Item(fmt.Sprint("item_", i%5))
+				p.Conversation(id)
+				if i%11 == 0 {
+					st.Delete(owner, id)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st.check(t)
+	if _, b := st.Usage(); b > 4000 {
+		t.Errorf("%d bytes past the budget", b)
+	}
+}
