@@ -17,7 +17,7 @@ import (
 	"net/http"
 	"regexp"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Request is a POST /v1/responses body, as far as corral reads it.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // blob is an entry of exactly n bytes as the store counts them.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Response is the Responses API's response object, whole (the body of a

@@ -16,7 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/respjson"
 	sdk "github.com/openai/openai-go/v3/responses"
 
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // sdkServer serves body with status and content type to the official

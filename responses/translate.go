@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Translation is a request in neutral terms: what the generation core

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/openai/wire"
+	"github.com/corral-llm/corral/wire"
 )
 
 // translate decodes body and translates it without a store.
