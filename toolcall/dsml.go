@@ -236,34 +236,24 @@ func (f *dsmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schem
 	types := paramTypes(tools)
 	calls := make([]grammar.Expr, len(tools))
 	for i, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(dsmlInvoke + ` name="` + t.Function.Name + "\">\n")}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				pt := types[t.Function.Name][p.name]
-				value, err := xmlValue(b, params, p, pt, dsmlParamEnd)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				isString := "false"
-				if slices.Equal(pt, []string{"string"}) {
-					isString = dsmlStringTrue
-				}
-				e := grammar.Seq(grammar.Lit(dsmlParam+` name="`+p.name+`" string="`+isString+`">`), value, grammar.Lit(dsmlParamEnd+"\n"))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			pt := types[name][p.name]
+			value, err := textOrJSON(b, params, p, pt, dsmlParamEnd)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			isString := "false"
+			if slices.Equal(pt, []string{"string"}) {
+				isString = dsmlStringTrue
+			}
+			return grammar.Seq(grammar.Lit(dsmlParam+` name="`+p.name+`" string="`+isString+`">`), value, grammar.Lit(dsmlParamEnd+"\n")), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		calls[i] = grammar.Seq(append(parts, grammar.Lit(dsmlInvokeEnd+"\n"))...)
+		call := append([]grammar.Expr{grammar.Lit(dsmlInvoke + ` name="` + name + "\">\n")}, parts...)
+		calls[i] = grammar.Seq(append(call, grammar.Lit(dsmlInvokeEnd+"\n"))...)
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

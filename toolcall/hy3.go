@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -167,29 +168,19 @@ func (hy3Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLim
 	types := paramTypes(tools)
 	calls := make([]grammar.Expr, len(tools))
 	for i, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(hy3CallOpen + t.Function.Name + hy3Sep + "\n")}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				value, err := xmlValue(b, params, p, types[t.Function.Name][p.name], hy3ValueClose)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				e := grammar.Seq(grammar.Lit(hy3KeyOpen+p.name+hy3KeyClose+"\n"+hy3ValueOpen), value, grammar.Lit(hy3ValueClose+"\n"))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			value, err := textOrJSON(b, params, p, types[name][p.name], hy3ValueClose)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			return grammar.Seq(grammar.Lit(hy3KeyOpen+p.name+hy3KeyClose+"\n"+hy3ValueOpen), value, grammar.Lit(hy3ValueClose+"\n")), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		calls[i] = grammar.Seq(append(parts, grammar.Lit(hy3CallClose+"\n"))...)
+		call := append([]grammar.Expr{grammar.Lit(hy3CallOpen + name + hy3Sep + "\n")}, parts...)
+		calls[i] = grammar.Seq(append(call, grammar.Lit(hy3CallClose+"\n"))...)
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

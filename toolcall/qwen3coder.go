@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -299,36 +298,25 @@ func (f *xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 	}
 	b := grammar.NewBuilder(lim)
 	types := paramTypes(tools)
+	nl := ""
+	if f.lines {
+		nl = "\n"
+	}
 	var calls []grammar.Expr
 	for _, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(f.open + "\n" + xmlFunction + t.Function.Name + ">\n")}
-		nl := ""
-		if f.lines {
-			nl = "\n"
-		}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				value, err := xmlValue(b, params, p, types[t.Function.Name][p.name], nl+xmlParamEnd)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				e := grammar.Seq(grammar.Lit(xmlParam+p.name+">"+nl), value, grammar.Lit(nl+xmlParamEnd+"\n"))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			value, err := textOrJSON(b, params, p, types[name][p.name], nl+xmlParamEnd)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			return grammar.Seq(grammar.Lit(xmlParam+p.name+">"+nl), value, grammar.Lit(nl+xmlParamEnd+"\n")), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		parts = append(parts, grammar.Lit(xmlFuncEnd+"\n"+f.close))
-		calls = append(calls, grammar.Seq(parts...))
+		call := append([]grammar.Expr{grammar.Lit(f.open + "\n" + xmlFunction + name + ">\n")}, parts...)
+		calls = append(calls, grammar.Seq(append(call, grammar.Lit(xmlFuncEnd+"\n"+f.close))...))
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	root := call
@@ -336,31 +324,6 @@ func (f *xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 		root = grammar.Seq(call, grammar.Repeat(grammar.Seq(grammar.Lit("\n"), call), 0, -1))
 	}
 	return b.Grammar(root)
-}
-
-// xmlValue is the grammar of a parameter's value: text for a string
-// (which stop ends), JSON for anything else.
-func xmlValue(b *grammar.Builder, params json.RawMessage, p property, types []string, stop string) (grammar.Expr, error) {
-	if !slices.Equal(types, []string{"string"}) {
-		ptr := "#/properties/" + url.PathEscape(strings.NewReplacer("~", "~0", "/", "~1").Replace(p.name))
-		return b.Schema(params, ptr)
-	}
-	var s struct {
-		Enum  []string `json:"enum"`
-		Const *string  `json:"const"`
-	}
-	if json.Unmarshal(p.schema, &s) == nil && (len(s.Enum) > 0 || s.Const != nil) {
-		values := s.Enum
-		if s.Const != nil {
-			values = []string{*s.Const}
-		}
-		alts := make([]grammar.Expr, len(values))
-		for i, v := range values {
-			alts[i] = grammar.Lit(v)
-		}
-		return grammar.Alt(alts...), nil
-	}
-	return b.TextExcluding(stop), nil
 }
 
 // property is one property of an object schema.

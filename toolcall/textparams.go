@@ -63,22 +63,32 @@ func textOrJSON(b *grammar.Builder, params json.RawMessage, p property, types []
 // textValue is the grammar of a string parameter written as text: one of
 // its enum's values (or its const), else any text without stop.
 func textValue(b *grammar.Builder, p property, stop string) grammar.Expr {
+	if e, ok := enumValue(p); ok {
+		return e
+	}
+	return b.TextExcluding(stop)
+}
+
+// enumValue is the grammar of a string parameter whose schema lists its
+// values (an enum, or a const): one of them. ok is false when it lists
+// none.
+func enumValue(p property) (e grammar.Expr, ok bool) {
 	var s struct {
 		Enum  []string `json:"enum"`
 		Const *string  `json:"const"`
 	}
-	if json.Unmarshal(p.schema, &s) == nil && (len(s.Enum) > 0 || s.Const != nil) {
-		values := s.Enum
-		if s.Const != nil {
-			values = []string{*s.Const}
-		}
-		alts := make([]grammar.Expr, len(values))
-		for i, v := range values {
-			alts[i] = grammar.Lit(v)
-		}
-		return grammar.Alt(alts...)
+	if json.Unmarshal(p.schema, &s) != nil || (len(s.Enum) == 0 && s.Const == nil) {
+		return grammar.Expr{}, false
 	}
-	return b.TextExcluding(stop)
+	values := s.Enum
+	if s.Const != nil {
+		values = []string{*s.Const}
+	}
+	alts := make([]grammar.Expr, len(values))
+	for i, v := range values {
+		alts[i] = grammar.Lit(v)
+	}
+	return grammar.Alt(alts...), true
 }
 
 // propertyPointer is the JSON pointer to a property of an object schema.
