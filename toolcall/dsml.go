@@ -105,15 +105,14 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 	}
 	name := attrs["name"]
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, dsmlInvokeEnd):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			i = skipSpace(s, i+len(dsmlInvokeEnd))
 			rest = s[i:]
 			r.closed, r.end = true, i
@@ -146,13 +145,7 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 		if k < 0 {
 			return r // the value is still arriving
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(attrs["name"]))
-		args.WriteString(": ")
-		args.WriteString(dsmlValue(s[j:j+k], attrs["string"], x.types[name][attrs["name"]]))
-		r.args = args.String()
+		r.args = args.add(attrs["name"], dsmlValue(s[j:j+k], attrs["string"], x.types[name][attrs["name"]]))
 		i = j + k + len(dsmlParamEnd)
 	}
 }

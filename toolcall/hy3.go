@@ -87,15 +87,14 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 	}
 	r.name = name
 	i += k + len(hy3Sep)
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, hy3CallClose):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			i = skipSpace(s, i+len(hy3CallClose))
 			rest = s[i:]
 			switch {
@@ -129,13 +128,7 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 		case j < 0:
 			return r
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(typedValue(value, x.types[name][key]))
-		r.args = args.String()
+		r.args = args.add(key, typedValue(value, x.types[name][key]))
 		i = j
 	}
 }

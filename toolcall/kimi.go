@@ -238,20 +238,17 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	var args strings.Builder
-	whole := false // the arguments came whole, in a json element
+	var args argsObject
+	whole := "" // the arguments, when they came whole in a json element
 	for n := 0; ; n++ {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, k3CallEnd):
-			switch {
-			case n == 0:
-				args.WriteString("{}")
-			case !whole:
-				args.WriteByte('}')
+			r.args, r.complete = args.whole(), true
+			if whole != "" {
+				r.args = whole
 			}
-			r.args, r.complete = args.String(), true
 			i = skipSpace(s, i+len(k3CallEnd))
 			switch rest := s[i:]; {
 			case strings.HasPrefix(rest, k3ToolsEnd):
@@ -287,21 +284,19 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 			e = skipSpace(s, e)
 			switch rest := s[e:]; {
 			case strings.HasPrefix(rest, k3JSONEnd):
-				args.WriteString(r.args)
-				i, whole = e+len(k3JSONEnd), true
+				i, whole = e+len(k3JSONEnd), r.args
 				continue
 			case strings.HasPrefix(k3JSONEnd, rest):
 				return r
 			}
 			r.bad = true
 			return r
-		case !strings.HasPrefix(rest, k3Arg) || whole:
+		case !strings.HasPrefix(rest, k3Arg) || whole != "":
 			r.bad = true
 			return r
 		}
 		if n == 0 {
-			args.WriteByte('{')
-			r.args = args.String()
+			r.args = args.text()
 		}
 		attrs, j, st := k3Attrs(s, i+len(k3Arg))
 		if st != readDone {
@@ -321,13 +316,7 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 		if t, ok := attrs["type"]; ok {
 			types = []string{t}
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(typedValue(s[j:j+v], types))
-		r.args = args.String()
+		r.args = args.add(key, typedValue(s[j:j+v], types))
 		i = j + v + len(k3ArgEnd)
 	}
 }

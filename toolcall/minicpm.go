@@ -66,15 +66,14 @@ func (c *cpmScanner) scan(_, s string, end, cut bool) callScan {
 	}
 	// The name is certain once a parameter or the function's end follows
 	// it: markup around something else is given back whole.
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, cpmFunctionEnd):
-			r.name, r.args, r.complete = name, args.String()+"}", true
+			r.name, r.args, r.complete = name, args.whole(), true
 			r.closed, r.end = true, i+len(cpmFunctionEnd)
 			return r
 		case strings.HasPrefix(cpmFunctionEnd, rest) && !end:
@@ -117,11 +116,7 @@ func (c *cpmScanner) scan(_, s string, end, cut bool) callScan {
 			value = s[j : j+k]
 			j += k
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(param) + ": " + cpmText(value, c.types[name][param]))
-		r.args = args.String()
+		r.args = args.add(param, cpmText(value, c.types[name][param]))
 		i = j + len(cpmParamEnd)
 	}
 }

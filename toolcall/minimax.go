@@ -107,15 +107,14 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, mmInvokeEnd):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			return m.close(s, i+len(mmInvokeEnd), mmSectionEnd, end, r)
 		case strings.HasPrefix(mmInvokeEnd, rest) || strings.HasPrefix(mmParam, rest):
 			return r // a tag is arriving, or broke off
@@ -132,13 +131,7 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 		if k < 0 {
 			return r // the value is still arriving
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(param))
-		args.WriteString(": ")
-		args.WriteString(typedValue(s[j:j+k], m.types[name][param]))
-		r.args = args.String()
+		r.args = args.add(param, typedValue(s[j:j+k], m.types[name][param]))
 		i = j + k + len(mmParamEnd)
 	}
 }

@@ -143,15 +143,14 @@ func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 	}
 	r.name = name
 	schema := m.schemas[name]
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, mm3InvokeEnd):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			sc := minimaxScanner{open: m.open}
 			r = sc.close(s, i+len(mm3InvokeEnd), mm3SectionEnd, end, r)
 			m.open = sc.open
@@ -167,13 +166,7 @@ func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 			r.bad = st == readBad
 			return r
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(value)
-		r.args = args.String()
+		r.args = args.add(key, value)
 		i = j
 	}
 }

@@ -86,15 +86,14 @@ func (x *xmlScanner) scan(_, s string, end, cut bool) callScan {
 		return r // the tag is still arriving
 	}
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, xmlFuncEnd):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			i = skipSpace(s, i+len(xmlFuncEnd))
 			rest = s[i:]
 			switch {
@@ -128,13 +127,7 @@ func (x *xmlScanner) scan(_, s string, end, cut bool) callScan {
 		value := s[j : j+k]
 		value = strings.TrimPrefix(value, "\n")
 		value = strings.TrimSuffix(value, "\n")
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(param))
-		args.WriteString(": ")
-		args.WriteString(typedValue(value, x.types[name][param]))
-		r.args = args.String()
+		r.args = args.add(param, typedValue(value, x.types[name][param]))
 		i = j + k + len(xmlParamEnd)
 	}
 }

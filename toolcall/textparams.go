@@ -91,6 +91,36 @@ func enumValue(p property) (e grammar.Expr, ok bool) {
 	return grammar.Alt(alts...), true
 }
 
+// argsObject builds a call's arguments, read one parameter at a time,
+// as the JSON text of an object.
+type argsObject struct{ b strings.Builder }
+
+// text is the arguments as far as they are read: the object's text up to
+// its last member, without the closing brace.
+func (a *argsObject) text() string {
+	if a.b.Len() == 0 {
+		return "{"
+	}
+	return a.b.String()
+}
+
+// add adds the member key, whose value is the JSON text value, and
+// returns the arguments as far as they are read.
+func (a *argsObject) add(key, value string) string {
+	if a.b.Len() == 0 {
+		a.b.WriteByte('{')
+	} else {
+		a.b.WriteString(", ")
+	}
+	a.b.WriteString(quote(key))
+	a.b.WriteString(": ")
+	a.b.WriteString(value)
+	return a.b.String()
+}
+
+// whole is the complete arguments, the object closed.
+func (a *argsObject) whole() string { return a.text() + "}" }
+
 // propertyPointer is the JSON pointer to a property of an object schema.
 func propertyPointer(name string) string {
 	return "#/properties/" + url.PathEscape(strings.NewReplacer("~", "~0", "/", "~1").Replace(name))
