@@ -87,13 +87,11 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker != dsmlInvoke {
-		i = skipSpace(s, 0)
-		rest := s[i:]
-		if !strings.HasPrefix(rest, dsmlInvoke) {
-			r.bad = !strings.HasPrefix(dsmlInvoke, rest)
+		var st int
+		if i, st = firstCall(s, dsmlInvoke); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
-		i += len(dsmlInvoke)
 	}
 	attrs, i, ok := dsmlAttrs(s, i)
 	switch {
@@ -113,20 +111,7 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 		switch {
 		case strings.HasPrefix(rest, dsmlInvokeEnd):
 			r.args, r.complete = args.whole(), true
-			i = skipSpace(s, i+len(dsmlInvokeEnd))
-			rest = s[i:]
-			r.closed, r.end = true, i
-			for _, c := range dsmlCloses {
-				switch {
-				case strings.HasPrefix(rest, c):
-					r.end = i + len(c)
-				case strings.HasPrefix(c, rest):
-					// The block's end may be arriving, or the answer's
-					// end cut it off.
-					r.closed, r.end = end, len(s)
-				}
-			}
-			return r
+			return closeList(s, i+len(dsmlInvokeEnd), end, r, dsmlCloses...)
 		case strings.HasPrefix(dsmlInvokeEnd, rest) && !end:
 			return r
 		case !strings.HasPrefix(rest, dsmlParam):

@@ -67,13 +67,11 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == hy3CallsOpen {
-		i = skipSpace(s, 0)
-		rest := s[i:]
-		if !strings.HasPrefix(rest, hy3CallOpen) {
-			r.bad = !strings.HasPrefix(hy3CallOpen, rest)
+		var st int
+		if i, st = firstCall(s, hy3CallOpen); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
-		i += len(hy3CallOpen)
 	}
 	k := strings.Index(s[i:], hy3Sep)
 	if k < 0 {
@@ -95,19 +93,7 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 		switch {
 		case strings.HasPrefix(rest, hy3CallClose):
 			r.args, r.complete = args.whole(), true
-			i = skipSpace(s, i+len(hy3CallClose))
-			rest = s[i:]
-			switch {
-			case strings.HasPrefix(rest, hy3CallsClose):
-				r.closed, r.end = true, i+len(hy3CallsClose)
-			case strings.HasPrefix(hy3CallsClose, rest):
-				// The block's end may be arriving, or the answer's end
-				// cut it off.
-				r.closed, r.end = end, len(s)
-			default:
-				r.closed, r.end = true, i
-			}
-			return r
+			return closeList(s, i+len(hy3CallClose), end, r, hy3CallsClose)
 		case strings.HasPrefix(hy3CallClose, rest) && !end:
 			return r
 		}

@@ -53,14 +53,9 @@ func (kimiK2Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == k2Section {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, k2Call):
-			i += len(k2Call)
-		case strings.HasPrefix(k2Call, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, k2Call); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	}
@@ -75,34 +70,17 @@ func (kimiK2Scanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	at := skipSpace(s, i+a+len(k2Args))
-	if at == len(s) {
+	// Arguments written as a JSON string are decoded once whole, and
+	// must hold an object.
+	args, e, st := readArgs(s, i+a+len(k2Args))
+	if st == readDone && !strings.HasPrefix(strings.TrimSpace(args), "{") {
+		st = readBad
+	}
+	if st != readDone {
+		r.args, r.bad = args, st == readBad
 		return r
 	}
-	e, complete := valueEnd(s, at)
-	value := s[at:e]
-	switch value[0] {
-	case '{':
-		r.args = value // streamed as it is written
-	case '"':
-		// Arguments written as a JSON string: decoded once whole.
-		var text string
-		if !complete {
-			return r
-		}
-		if json.Unmarshal([]byte(value), &text) != nil || !strings.HasPrefix(strings.TrimSpace(text), "{") {
-			r.bad = true
-			return r
-		}
-		value = text
-	default:
-		r.bad = true
-		return r
-	}
-	if !complete {
-		return r
-	}
-	r.args, r.complete = value, true
+	r.args, r.complete = args, true
 	i = skipSpace(s, e)
 	switch rest := s[i:]; {
 	case strings.HasPrefix(rest, k2CallEnd):
@@ -216,14 +194,9 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == k3Tools {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, k3Call):
-			i += len(k3Call)
-		case strings.HasPrefix(k3Call, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, k3Call); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	}

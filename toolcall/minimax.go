@@ -87,14 +87,9 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == mmSection {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, mmInvoke):
-			i += len(mmInvoke)
-		case strings.HasPrefix(mmInvoke, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, mmInvoke); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	} else if !m.open {

@@ -122,14 +122,9 @@ func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == mm3Section {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, mm3Invoke):
-			i += len(mm3Invoke)
-		case strings.HasPrefix(mm3Invoke, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, mm3Invoke); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	} else if !m.open {

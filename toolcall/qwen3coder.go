@@ -94,21 +94,7 @@ func (x *xmlScanner) scan(_, s string, end, cut bool) callScan {
 		switch {
 		case strings.HasPrefix(rest, xmlFuncEnd):
 			r.args, r.complete = args.whole(), true
-			i = skipSpace(s, i+len(xmlFuncEnd))
-			rest = s[i:]
-			switch {
-			case strings.HasPrefix(rest, x.f.close):
-				r.closed, r.end = true, i+len(x.f.close)
-			case strings.HasPrefix(x.f.close, rest):
-				// The closing tag may be arriving, or the answer's end
-				// cut it off.
-				r.closed, r.end = end, len(s)
-			default:
-				// No closing tag (a stop string took it): the call ends
-				// with its function.
-				r.closed, r.end = true, i
-			}
-			return r
+			return closeList(s, i+len(xmlFuncEnd), end, r, x.f.close)
 		case strings.HasPrefix(xmlFuncEnd, rest) && !end:
 			return r
 		}
