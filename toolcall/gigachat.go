@@ -69,21 +69,9 @@ type gigachatScanner struct{}
 func (gigachatScanner) scan(_, s string, end, cut bool) callScan {
 	var r callScan
 	i := skipSpace(s, 0)
-	if i == len(s) {
-		return r
-	}
-	if s[i] != '{' {
-		r.bad = true
-		return r
-	}
-	o := readCallObject(s, i)
-	if o.bad {
-		r.bad = true
-		return r
-	}
-	r.name, r.args = o.name, o.args
-	if o.complete {
-		r.complete, r.closed, r.end = true, true, o.end
+	r, e, ok := callObjectScan(r, s, i)
+	if ok {
+		r.closed, r.end = true, e
 	}
 	return r
 }
