@@ -116,16 +116,7 @@ func gemmaEnd(s string, i int, end bool, r callScan) callScan {
 	rest := s[i:]
 	switch {
 	case strings.HasPrefix(rest, gemmaClose):
-		i = skipSpace(s, i+len(gemmaClose))
-		rest = s[i:]
-		switch {
-		case strings.HasPrefix(rest, gemmaResponse):
-			r.closed, r.end = true, i+len(gemmaResponse)
-		case strings.HasPrefix(gemmaResponse, rest) && !end:
-			// <|tool_response> may be arriving
-		default:
-			r.closed, r.end = true, i
-		}
+		r = closeWith(s, i+len(gemmaClose), gemmaResponse, end, r)
 	case strings.HasPrefix(gemmaClose, rest) && !end:
 		// the closing token may be arriving
 	default:

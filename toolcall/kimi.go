@@ -84,15 +84,7 @@ func (kimiK2Scanner) scan(marker, s string, end, cut bool) callScan {
 	i = skipSpace(s, e)
 	switch rest := s[i:]; {
 	case strings.HasPrefix(rest, k2CallEnd):
-		i = skipSpace(s, i+len(k2CallEnd))
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, k2SectionEnd):
-			r.closed, r.end = true, i+len(k2SectionEnd)
-		case strings.HasPrefix(k2SectionEnd, rest) && !end:
-			// the section's end may be arriving
-		default:
-			r.closed, r.end = true, i
-		}
+		r = closeWith(s, i+len(k2CallEnd), k2SectionEnd, end, r)
 	case strings.HasPrefix(k2CallEnd, rest) && !end:
 		// the call's end may be arriving
 	case rest == "" || strings.HasPrefix(k2CallEnd, rest):
@@ -222,16 +214,7 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 			if whole != "" {
 				r.args = whole
 			}
-			i = skipSpace(s, i+len(k3CallEnd))
-			switch rest := s[i:]; {
-			case strings.HasPrefix(rest, k3ToolsEnd):
-				r.closed, r.end = true, i+len(k3ToolsEnd)
-			case strings.HasPrefix(k3ToolsEnd, rest) && !end:
-				// the tools element's end may be arriving
-			default:
-				r.closed, r.end = true, i
-			}
-			return r
+			return closeWith(s, i+len(k3CallEnd), k3ToolsEnd, end, r)
 		case strings.HasPrefix(k3CallEnd, rest) || strings.HasPrefix(k3Arg, rest) || strings.HasPrefix(k3JSON, rest):
 			return r // a tag is arriving, or broke off
 		case strings.HasPrefix(rest, k3JSON) && n == 0:

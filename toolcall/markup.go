@@ -333,3 +333,20 @@ func closeList(s string, i int, end bool, r callScan, ends ...string) callScan {
 	}
 	return r
 }
+
+// closeWith ends a region at s[i:], after its call, with marker when it
+// follows, past whitespace. While the marker may be arriving the region
+// stays open; otherwise, and at the answer's end, it ends at the call's
+// end, past whitespace, and what follows is not the region's.
+func closeWith(s string, i int, marker string, end bool, r callScan) callScan {
+	i = skipSpace(s, i)
+	switch rest := s[i:]; {
+	case strings.HasPrefix(rest, marker):
+		r.closed, r.end = true, i+len(marker)
+	case strings.HasPrefix(marker, rest) && !end:
+		// the marker may be arriving
+	default:
+		r.closed, r.end = true, i
+	}
+	return r
+}

@@ -80,8 +80,12 @@ func (minimaxFormat) Parser(tools []wire.Tool, max int) Parser {
 // tag or after the <invoke> of a block still open.
 type minimaxScanner struct {
 	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
-	open  bool                           // a block is open: <invoke> begins a call
+	invokeBlock
 }
+
+// invokeBlock is whether a block of <invoke> elements (MiniMax M2's, M3's)
+// is open: then <invoke> begins a call.
+type invokeBlock struct{ open bool }
 
 func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
@@ -134,17 +138,17 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 // close ends a call at s[i:], after its </invoke>: with the block's end
 // tag when it follows, which closes the block; without, the block stays
 // open for the next <invoke>.
-func (m *minimaxScanner) close(s string, i int, sectionEnd string, end bool, r callScan) callScan {
+func (b *invokeBlock) close(s string, i int, sectionEnd string, end bool, r callScan) callScan {
 	j := skipSpace(s, i)
 	switch rest := s[j:]; {
 	case strings.HasPrefix(rest, sectionEnd):
 		r.closed, r.end = true, j+len(sectionEnd)
-		m.open = false
+		b.open = false
 	case strings.HasPrefix(sectionEnd, rest) && !end:
 		// the end tag may be arriving
 	default:
 		r.closed, r.end = true, i
-		m.open = true
+		b.open = true
 	}
 	return r
 }

@@ -115,7 +115,7 @@ func (x *xmlSchema) typesOf() []string {
 // tag or after the <invoke> of a block still open.
 type minimaxM3Scanner struct {
 	schemas map[string]*xmlSchema // by tool
-	open    bool                  // a block is open: <invoke> begins a call
+	invokeBlock
 }
 
 func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
@@ -146,10 +146,7 @@ func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 		switch {
 		case strings.HasPrefix(rest, mm3InvokeEnd):
 			r.args, r.complete = args.whole(), true
-			sc := minimaxScanner{open: m.open}
-			r = sc.close(s, i+len(mm3InvokeEnd), mm3SectionEnd, end, r)
-			m.open = sc.open
-			return r
+			return m.close(s, i+len(mm3InvokeEnd), mm3SectionEnd, end, r)
 		case strings.HasPrefix(mm3InvokeEnd, rest) || strings.HasPrefix(mm3NS+"<", rest):
 			return r // a tag is arriving, or broke off
 		case !strings.HasPrefix(rest, mm3NS+"<"):
