@@ -353,14 +353,12 @@ func (f *listFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schem
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		head := grammar.Lit(`{"` + f.nameKey + `": ` + quote(t.Function.Name) + `, "` + f.argsKey + `": `)
-		calls[i] = grammar.Seq(head, args, grammar.Lit("}"))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		head := grammar.Lit(`{"` + f.nameKey + `": ` + quote(name) + `, "` + f.argsKey + `": `)
+		return grammar.Seq(head, args, grammar.Lit("}"))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

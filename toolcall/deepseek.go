@@ -156,17 +156,14 @@ func (f *deepSeekFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.S
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
 		if f.fenced {
-			calls[i] = grammar.Seq(grammar.Lit(dsCallBegin+"function"+dsSep+t.Function.Name+"\n"+dsFence+"json\n"), args, grammar.Lit("\n"+dsFence+dsCallEnd))
-		} else {
-			calls[i] = grammar.Seq(grammar.Lit(dsCallBegin+t.Function.Name+dsSep), args, grammar.Lit(dsCallEnd))
+			return grammar.Seq(grammar.Lit(dsCallBegin+"function"+dsSep+name+"\n"+dsFence+"json\n"), args, grammar.Lit("\n"+dsFence+dsCallEnd))
 		}
+		return grammar.Seq(grammar.Lit(dsCallBegin+name+dsSep), args, grammar.Lit(dsCallEnd))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

@@ -112,13 +112,11 @@ func (kimiK2Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(k2Call+"functions."+t.Function.Name+":"), digits(), grammar.Lit(k2Args), args, grammar.Lit(k2CallEnd))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(k2Call+"functions."+name+":"), digits(), grammar.Lit(k2Args), args, grammar.Lit(k2CallEnd))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	if parallel {

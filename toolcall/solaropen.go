@@ -101,13 +101,11 @@ func (solarOpenFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Sch
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(solarCallName+t.Function.Name+solarCallArgs), args, grammar.Lit(solarCallEnd))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(solarCallName+name+solarCallArgs), args, grammar.Lit(solarCallEnd))
+	})
+	if err != nil {
+		return "", err
 	}
 	id := b.Rule("id", grammar.Repeat(grammar.Alt(grammar.Lit("0"), grammar.Lit("1"), grammar.Lit("2"), grammar.Lit("3"), grammar.Lit("4"),
 		grammar.Lit("5"), grammar.Lit("6"), grammar.Lit("7"), grammar.Lit("8"), grammar.Lit("9")), 10, 10))
