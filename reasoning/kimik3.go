@@ -102,20 +102,12 @@ func (s *k3Splitter) step(end bool) (reasoning, content string) {
 			}
 			s.state = tagAfter
 		case tagInside:
-			if i := strings.Index(s.pending, k3ThinkEnd); i >= 0 {
-				r.WriteString(strings.TrimRightFunc(s.pending[:i], unicode.IsSpace))
-				s.pending, s.state, s.trim = s.pending[i+len(k3ThinkEnd):], tagAfter, true
+			text, rest, closed := takeReasoning(s.pending, k3ThinkEnd, end)
+			r.WriteString(text)
+			s.pending = rest
+			if closed {
+				s.state, s.trim = tagAfter, true
 				continue
-			}
-			n := len(s.pending)
-			if !end {
-				n -= heldPrefix(s.pending, k3ThinkEnd)
-			}
-			n = len(strings.TrimRightFunc(s.pending[:n], unicode.IsSpace))
-			r.WriteString(s.pending[:n])
-			s.pending = s.pending[n:]
-			if end {
-				s.pending = ""
 			}
 			return r.String(), c.String()
 		case tagAfter:

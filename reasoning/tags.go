@@ -83,24 +83,12 @@ func (s *tagSplitter) step(end bool) (reasoning, content string) {
 			}
 			s.state = tagAfter
 		case tagInside:
-			if i := strings.Index(s.pending, s.f.end); i >= 0 {
-				r.WriteString(strings.TrimRightFunc(s.pending[:i], unicode.IsSpace))
-				s.pending, s.state, s.trim = s.pending[i+len(s.f.end):], tagAfter, true
+			text, rest, closed := takeReasoning(s.pending, s.f.end, end)
+			r.WriteString(text)
+			s.pending = rest
+			if closed {
+				s.state, s.trim = tagAfter, true
 				continue
-			}
-			n := len(s.pending)
-			if !end {
-				// Hold what may begin the end tag, and the whitespace
-				// before it.
-				n -= heldPrefix(s.pending, s.f.end)
-				n = len(strings.TrimRightFunc(s.pending[:n], unicode.IsSpace))
-			} else {
-				n = len(strings.TrimRightFunc(s.pending, unicode.IsSpace))
-			}
-			r.WriteString(s.pending[:n])
-			s.pending = s.pending[n:]
-			if end {
-				s.pending = ""
 			}
 			return r.String(), c.String()
 		case tagAfter:
@@ -109,4 +97,25 @@ func (s *tagSplitter) step(end bool) (reasoning, content string) {
 			return r.String(), c.String()
 		}
 	}
+}
+
+// takeReasoning reads pending, text inside a reasoning that the tag
+// endTag ends: the reasoning up to the tag, less the whitespace before
+// it, and the text after the tag (closed); before the tag has come, the
+// reasoning as far as it is certain, holding back what may begin the tag
+// and the whitespace before it, and the text held (none at the answer's
+// end).
+func takeReasoning(pending, endTag string, end bool) (reasoning, rest string, closed bool) {
+	if i := strings.Index(pending, endTag); i >= 0 {
+		return strings.TrimRightFunc(pending[:i], unicode.IsSpace), pending[i+len(endTag):], true
+	}
+	n := len(pending)
+	if !end {
+		n -= heldPrefix(pending, endTag)
+	}
+	n = len(strings.TrimRightFunc(pending[:n], unicode.IsSpace))
+	if end {
+		return pending[:n], "", false
+	}
+	return pending[:n], pending[n:], false
 }

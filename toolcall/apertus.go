@@ -2,7 +2,6 @@ package toolcall
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -79,13 +78,11 @@ func (o object) keyedCall() ([]wire.ToolCall, bool) {
 // arguments following the function's parameters schema.
 func keyedGrammar(frame grammar.Frame, tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit("{"+quote(t.Function.Name)+": "), args, grammar.Lit("}"))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit("{"+quote(name)+": "), args, grammar.Lit("}"))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

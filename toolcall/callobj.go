@@ -177,6 +177,31 @@ func jsonValueEnd(s string, i int) (end int, whole, ok bool) {
 	return j, true, json.Valid([]byte(s[i:j]))
 }
 
+// callObjectScan reads the JSON call object at s[i:] into r: its name
+// and arguments as far as they are certain, and r.complete once it is
+// whole. It returns the index after the object and whether it is whole;
+// until then r says whether it is bad or still arriving.
+func callObjectScan(r callScan, s string, i int) (callScan, int, bool) {
+	if i == len(s) {
+		return r, 0, false
+	}
+	if s[i] != '{' {
+		r.bad = true
+		return r, 0, false
+	}
+	o := readCallObject(s, i)
+	if o.bad {
+		r.bad = true
+		return r, 0, false
+	}
+	r.name, r.args = o.name, o.args
+	if !o.complete {
+		return r, 0, false
+	}
+	r.complete = true
+	return r, o.end, true
+}
+
 // contains reports whether list has s.
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -280,27 +305,14 @@ func (l listScanner) scan(marker, s string, end, cut bool) callScan {
 			return r
 		}
 	}
-	if i == len(s) {
+	r, e, ok := callObjectScan(r, s, i)
+	if !ok {
 		return r
 	}
-	if s[i] != '{' {
-		r.bad = true
-		return r
-	}
-	o := readCallObject(s, i)
-	if o.bad {
-		r.bad = true
-		return r
-	}
-	r.name, r.args = o.name, o.args
-	if !o.complete {
-		return r
-	}
-	r.complete = true
 	if !inList {
-		return closeTail(r, s, o.end, end, l.close)
+		return closeTail(r, s, e, end, l.close)
 	}
-	return listTail(r, s, o.end, end, l.close, listNext)
+	return listTail(r, s, e, end, l.close, listNext)
 }
 
 // listFormat is a format that writes its calls as a JSON list of call
@@ -341,14 +353,12 @@ func (f *listFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schem
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		head := grammar.Lit(`{"` + f.nameKey + `": ` + quote(t.Function.Name) + `, "` + f.argsKey + `": `)
-		calls[i] = grammar.Seq(head, args, grammar.Lit("}"))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		head := grammar.Lit(`{"` + f.nameKey + `": ` + quote(name) + `, "` + f.argsKey + `": `)
+		return grammar.Seq(head, args, grammar.Lit("}"))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

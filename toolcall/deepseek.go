@@ -1,7 +1,6 @@
 package toolcall
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -81,13 +80,11 @@ func (deepSeekScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == dsCallsBegin {
-		i = skipSpace(s, 0)
-		rest := s[i:]
-		if !strings.HasPrefix(rest, dsCallBegin) {
-			r.bad = !strings.HasPrefix(dsCallBegin, rest)
+		var st int
+		if i, st = firstCall(s, dsCallBegin); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
-		i += len(dsCallBegin)
 	}
 	k := strings.Index(s[i:], dsSep)
 	if k < 0 {
@@ -124,32 +121,15 @@ func (deepSeekScanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = head
-	at := skipSpace(s, i)
-	if at == len(s) {
+	// Arguments written as a JSON string (V3.1's template writes the
+	// history's this way) are decoded once whole.
+	args, e, st := readArgs(s, i)
+	r.args = args
+	if st != readDone {
+		r.bad = st == readBad
 		return r
 	}
-	e, complete := valueEnd(s, at)
-	value := s[at:e]
-	switch value[0] {
-	case '{':
-		r.args = value // streamed as it is written
-	case '"':
-		// Arguments written as a JSON string (V3.1's template writes the
-		// history's this way): decoded once whole.
-		var text string
-		if !complete || json.Unmarshal([]byte(value), &text) != nil {
-			r.bad = complete
-			return r
-		}
-		value = text
-	default:
-		r.bad = true
-		return r
-	}
-	if !complete {
-		return r
-	}
-	r.args, r.complete = value, true
+	r.complete = true
 	i = skipSpace(s, e)
 	if fence {
 		rest := s[i:]
@@ -160,39 +140,7 @@ func (deepSeekScanner) scan(marker, s string, end, cut bool) callScan {
 			return r
 		}
 	}
-	return dsClose(s, i, end, r)
-}
-
-// dsClose reads a call's end token at s[i:], and the calls' end token
-// when it follows. Without them (a stop took them, or the model wrote on)
-// the call ends with its arguments.
-func dsClose(s string, i int, end bool, r callScan) callScan {
-	rest := s[i:]
-	switch {
-	case strings.HasPrefix(rest, dsCallEnd):
-		i = skipSpace(s, i+len(dsCallEnd))
-	case strings.HasPrefix(dsCallEnd, rest) && !end:
-		return r
-	case end && (rest == "" || strings.HasPrefix(dsCallEnd, rest)):
-		r.closed, r.end = true, len(s)
-		return r
-	default:
-		// Something else after the arguments: the call ends with them,
-		// and what follows is content.
-		r.closed, r.end = true, i
-		return r
-	}
-	rest = s[i:]
-	switch {
-	case strings.HasPrefix(rest, dsCallsEnd):
-		r.closed, r.end = true, i+len(dsCallsEnd)
-	case strings.HasPrefix(dsCallsEnd, rest):
-		// The calls' end may be arriving, or the answer's end cut it off.
-		r.closed, r.end = end, len(s)
-	default:
-		r.closed, r.end = true, i
-	}
-	return r
+	return closeCall(s, i, dsCallEnd, dsCallsEnd, end, r)
 }
 
 // validHead reports whether s may be a function's name: not empty, not
@@ -208,17 +156,14 @@ func (f *deepSeekFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.S
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
 		if f.fenced {
-			calls[i] = grammar.Seq(grammar.Lit(dsCallBegin+"function"+dsSep+t.Function.Name+"\n"+dsFence+"json\n"), args, grammar.Lit("\n"+dsFence+dsCallEnd))
-		} else {
-			calls[i] = grammar.Seq(grammar.Lit(dsCallBegin+t.Function.Name+dsSep), args, grammar.Lit(dsCallEnd))
+			return grammar.Seq(grammar.Lit(dsCallBegin+"function"+dsSep+name+"\n"+dsFence+"json\n"), args, grammar.Lit("\n"+dsFence+dsCallEnd))
 		}
+		return grammar.Seq(grammar.Lit(dsCallBegin+name+dsSep), args, grammar.Lit(dsCallEnd))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

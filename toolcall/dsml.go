@@ -87,13 +87,11 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker != dsmlInvoke {
-		i = skipSpace(s, 0)
-		rest := s[i:]
-		if !strings.HasPrefix(rest, dsmlInvoke) {
-			r.bad = !strings.HasPrefix(dsmlInvoke, rest)
+		var st int
+		if i, st = firstCall(s, dsmlInvoke); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
-		i += len(dsmlInvoke)
 	}
 	attrs, i, ok := dsmlAttrs(s, i)
 	switch {
@@ -105,29 +103,15 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 	}
 	name := attrs["name"]
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, dsmlInvokeEnd):
-			r.args, r.complete = args.String()+"}", true
-			i = skipSpace(s, i+len(dsmlInvokeEnd))
-			rest = s[i:]
-			r.closed, r.end = true, i
-			for _, c := range dsmlCloses {
-				switch {
-				case strings.HasPrefix(rest, c):
-					r.end = i + len(c)
-				case strings.HasPrefix(c, rest):
-					// The block's end may be arriving, or the answer's
-					// end cut it off.
-					r.closed, r.end = end, len(s)
-				}
-			}
-			return r
+			r.args, r.complete = args.whole(), true
+			return closeList(s, i+len(dsmlInvokeEnd), end, r, dsmlCloses...)
 		case strings.HasPrefix(dsmlInvokeEnd, rest) && !end:
 			return r
 		case !strings.HasPrefix(rest, dsmlParam):
@@ -146,13 +130,7 @@ func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
 		if k < 0 {
 			return r // the value is still arriving
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(attrs["name"]))
-		args.WriteString(": ")
-		args.WriteString(dsmlValue(s[j:j+k], attrs["string"], x.types[name][attrs["name"]]))
-		r.args = args.String()
+		r.args = args.add(attrs["name"], dsmlValue(s[j:j+k], attrs["string"], x.types[name][attrs["name"]]))
 		i = j + k + len(dsmlParamEnd)
 	}
 }
@@ -236,34 +214,24 @@ func (f *dsmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schem
 	types := paramTypes(tools)
 	calls := make([]grammar.Expr, len(tools))
 	for i, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(dsmlInvoke + ` name="` + t.Function.Name + "\">\n")}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				pt := types[t.Function.Name][p.name]
-				value, err := xmlValue(b, params, p, pt, dsmlParamEnd)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				isString := "false"
-				if slices.Equal(pt, []string{"string"}) {
-					isString = dsmlStringTrue
-				}
-				e := grammar.Seq(grammar.Lit(dsmlParam+` name="`+p.name+`" string="`+isString+`">`), value, grammar.Lit(dsmlParamEnd+"\n"))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			pt := types[name][p.name]
+			value, err := textOrJSON(b, params, p, pt, dsmlParamEnd)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			isString := "false"
+			if slices.Equal(pt, []string{"string"}) {
+				isString = dsmlStringTrue
+			}
+			return grammar.Seq(grammar.Lit(dsmlParam+` name="`+p.name+`" string="`+isString+`">`), value, grammar.Lit(dsmlParamEnd+"\n")), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		calls[i] = grammar.Seq(append(parts, grammar.Lit(dsmlInvokeEnd+"\n"))...)
+		call := append([]grammar.Expr{grammar.Lit(dsmlInvoke + ` name="` + name + "\">\n")}, parts...)
+		calls[i] = grammar.Seq(append(call, grammar.Lit(dsmlInvokeEnd+"\n"))...)
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

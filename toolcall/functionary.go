@@ -215,15 +215,14 @@ func simpleCallsGrammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimi
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
 	sep := ""
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		head, tail, s := markup(t.Function.Name)
-		calls[i], sep = grammar.Seq(grammar.Lit(head), args, grammar.Lit(tail)), s
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		head, tail, s := markup(name)
+		sep = s
+		return grammar.Seq(grammar.Lit(head), args, grammar.Lit(tail))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	if parallel {

@@ -59,15 +59,9 @@ type gemma4Scanner struct{}
 
 func (gemma4Scanner) scan(_, s string, end, cut bool) callScan {
 	var r callScan
-	i := skipSpace(s, 0)
-	rest := s[i:]
-	switch {
-	case strings.HasPrefix(rest, gemmaCall):
-		i += len(gemmaCall)
-	case strings.HasPrefix(gemmaCall, rest):
-		return r
-	default:
-		r.bad = true
+	i, st := firstCall(s, gemmaCall)
+	if st != readDone {
+		r.bad = st == readBad
 		return r
 	}
 	b := strings.IndexByte(s[i:], '{')
@@ -81,9 +75,8 @@ func (gemma4Scanner) scan(_, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
+	var args argsObject
+	r.args = args.text()
 	i += b + 1
 	for n := 0; ; n++ {
 		i = skipSpace(s, i)
@@ -91,7 +84,7 @@ func (gemma4Scanner) scan(_, s string, end, cut bool) callScan {
 			return r
 		}
 		if s[i] == '}' {
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			return gemmaEnd(s, i+1, end, r)
 		}
 		if n > 0 {
@@ -111,13 +104,7 @@ func (gemma4Scanner) scan(_, s string, end, cut bool) callScan {
 			r.bad = st == readBad
 			return r
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(value)
-		r.args = args.String()
+		r.args = args.add(key, value)
 		i = j
 	}
 }
@@ -129,16 +116,7 @@ func gemmaEnd(s string, i int, end bool, r callScan) callScan {
 	rest := s[i:]
 	switch {
 	case strings.HasPrefix(rest, gemmaClose):
-		i = skipSpace(s, i+len(gemmaClose))
-		rest = s[i:]
-		switch {
-		case strings.HasPrefix(rest, gemmaResponse):
-			r.closed, r.end = true, i+len(gemmaResponse)
-		case strings.HasPrefix(gemmaResponse, rest) && !end:
-			// <|tool_response> may be arriving
-		default:
-			r.closed, r.end = true, i
-		}
+		r = closeWith(s, i+len(gemmaClose), gemmaResponse, end, r)
 	case strings.HasPrefix(gemmaClose, rest) && !end:
 		// the closing token may be arriving
 	default:

@@ -69,21 +69,9 @@ type gigachatScanner struct{}
 func (gigachatScanner) scan(_, s string, end, cut bool) callScan {
 	var r callScan
 	i := skipSpace(s, 0)
-	if i == len(s) {
-		return r
-	}
-	if s[i] != '{' {
-		r.bad = true
-		return r
-	}
-	o := readCallObject(s, i)
-	if o.bad {
-		r.bad = true
-		return r
-	}
-	r.name, r.args = o.name, o.args
-	if o.complete {
-		r.complete, r.closed, r.end = true, true, o.end
+	r, e, ok := callObjectScan(r, s, i)
+	if ok {
+		r.closed, r.end = true, e
 	}
 	return r
 }
@@ -94,13 +82,11 @@ func (f gigachatFormat) Grammar(tools []wire.Tool, _ bool, lim grammar.SchemaLim
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(`{"name": `+quote(t.Function.Name)+`, "arguments": `), args, grammar.Lit("}"))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(`{"name": `+quote(name)+`, "arguments": `), args, grammar.Lit("}"))
+	})
+	if err != nil {
+		return "", err
 	}
 	return b.Grammar(grammar.Seq(grammar.Lit(f.head), grammar.Alt(calls...)))
 }

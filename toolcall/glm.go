@@ -82,22 +82,21 @@ func (g *glmScanner) scan(_, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
+	var args argsObject
+	r.args = args.text()
 	i += e
-	for n := 0; ; n++ {
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, glmClose):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			r.closed, r.end = true, i+len(glmClose)
 			return r
 		case rest == "":
 			if end && !cut {
 				// The closing tag was taken by a stop string.
-				r.args, r.complete = args.String()+"}", true
+				r.args, r.complete = args.whole(), true
 			}
 			return r
 		case strings.HasPrefix(glmClose, rest) || strings.HasPrefix(glmKey, rest):
@@ -131,13 +130,7 @@ func (g *glmScanner) scan(_, s string, end, cut bool) callScan {
 		if v < 0 {
 			return r // the value is still arriving
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(typedValue(s[i:i+v], g.types[name][key]))
-		r.args = args.String()
+		r.args = args.add(key, typedValue(s[i:i+v], g.types[name][key]))
 		i += v + len(glmValueEnd)
 	}
 }

@@ -121,13 +121,11 @@ func (harmonyFormat) Grammar(tools []wire.Tool, _ bool, lim grammar.SchemaLimits
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(t.Function.Name+" "+harmonyConstrain+"json"+harmonyMessage), args)
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(name+" "+harmonyConstrain+"json"+harmonyMessage), args)
+	})
+	if err != nil {
+		return "", err
 	}
 	return b.Grammar(grammar.Seq(grammar.Lit(harmonyChannel+"commentary to=functions."), grammar.Alt(calls...)))
 }

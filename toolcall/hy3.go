@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -66,13 +67,11 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == hy3CallsOpen {
-		i = skipSpace(s, 0)
-		rest := s[i:]
-		if !strings.HasPrefix(rest, hy3CallOpen) {
-			r.bad = !strings.HasPrefix(hy3CallOpen, rest)
+		var st int
+		if i, st = firstCall(s, hy3CallOpen); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
-		i += len(hy3CallOpen)
 	}
 	k := strings.Index(s[i:], hy3Sep)
 	if k < 0 {
@@ -86,28 +85,15 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 	}
 	r.name = name
 	i += k + len(hy3Sep)
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, hy3CallClose):
-			r.args, r.complete = args.String()+"}", true
-			i = skipSpace(s, i+len(hy3CallClose))
-			rest = s[i:]
-			switch {
-			case strings.HasPrefix(rest, hy3CallsClose):
-				r.closed, r.end = true, i+len(hy3CallsClose)
-			case strings.HasPrefix(hy3CallsClose, rest):
-				// The block's end may be arriving, or the answer's end
-				// cut it off.
-				r.closed, r.end = end, len(s)
-			default:
-				r.closed, r.end = true, i
-			}
-			return r
+			r.args, r.complete = args.whole(), true
+			return closeList(s, i+len(hy3CallClose), end, r, hy3CallsClose)
 		case strings.HasPrefix(hy3CallClose, rest) && !end:
 			return r
 		}
@@ -128,13 +114,7 @@ func (x *hy3Scanner) scan(marker, s string, end, cut bool) callScan {
 		case j < 0:
 			return r
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(typedValue(value, x.types[name][key]))
-		r.args = args.String()
+		r.args = args.add(key, typedValue(value, x.types[name][key]))
 		i = j
 	}
 }
@@ -167,29 +147,19 @@ func (hy3Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLim
 	types := paramTypes(tools)
 	calls := make([]grammar.Expr, len(tools))
 	for i, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(hy3CallOpen + t.Function.Name + hy3Sep + "\n")}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				value, err := xmlValue(b, params, p, types[t.Function.Name][p.name], hy3ValueClose)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				e := grammar.Seq(grammar.Lit(hy3KeyOpen+p.name+hy3KeyClose+"\n"+hy3ValueOpen), value, grammar.Lit(hy3ValueClose+"\n"))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			value, err := textOrJSON(b, params, p, types[name][p.name], hy3ValueClose)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			return grammar.Seq(grammar.Lit(hy3KeyOpen+p.name+hy3KeyClose+"\n"+hy3ValueOpen), value, grammar.Lit(hy3ValueClose+"\n")), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		calls[i] = grammar.Seq(append(parts, grammar.Lit(hy3CallClose+"\n"))...)
+		call := append([]grammar.Expr{grammar.Lit(hy3CallOpen + name + hy3Sep + "\n")}, parts...)
+		calls[i] = grammar.Seq(append(call, grammar.Lit(hy3CallClose+"\n"))...)
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	list := call

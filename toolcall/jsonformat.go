@@ -105,3 +105,18 @@ func parameters(t wire.Tool) json.RawMessage {
 	}
 	return params
 }
+
+// schemaCalls returns, for each tool in turn, the grammar of a call as
+// call writes it around args, the grammar of its arguments, which follow
+// its function's parameters schema.
+func schemaCalls(b *grammar.Builder, tools []wire.Tool, call func(name string, args grammar.Expr) grammar.Expr) ([]grammar.Expr, error) {
+	calls := make([]grammar.Expr, len(tools))
+	for i, t := range tools {
+		args, err := b.Schema(parameters(t), "#")
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
+		}
+		calls[i] = call(t.Function.Name, args)
+	}
+	return calls, nil
+}

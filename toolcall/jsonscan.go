@@ -221,3 +221,34 @@ func (o object) call() ([]wire.ToolCall, bool) {
 	}
 	return []wire.ToolCall{{Type: "function", Function: wire.FunctionCall{Name: name, Arguments: text}}}, true
 }
+
+// readArgs reads a call's arguments at s[i:], past whitespace: a JSON
+// object, given as far as it has arrived, or a JSON string (its text),
+// given once whole. It returns them, the index after them, and readDone
+// once they are whole, readMore while they arrive, or readBad when they
+// are neither.
+func readArgs(s string, i int) (args string, next, state int) {
+	i = skipSpace(s, i)
+	if i == len(s) {
+		return "", 0, readMore
+	}
+	e, complete := valueEnd(s, i)
+	value := s[i:e]
+	switch value[0] {
+	case '{':
+		if !complete {
+			return value, 0, readMore // streamed as it is written
+		}
+		return value, e, readDone
+	case '"':
+		var text string
+		switch {
+		case !complete:
+			return "", 0, readMore
+		case json.Unmarshal([]byte(value), &text) != nil:
+			return "", 0, readBad
+		}
+		return text, e, readDone
+	}
+	return "", 0, readBad
+}

@@ -53,14 +53,9 @@ func (kimiK2Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == k2Section {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, k2Call):
-			i += len(k2Call)
-		case strings.HasPrefix(k2Call, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, k2Call); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	}
@@ -75,46 +70,21 @@ func (kimiK2Scanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	at := skipSpace(s, i+a+len(k2Args))
-	if at == len(s) {
+	// Arguments written as a JSON string are decoded once whole, and
+	// must hold an object.
+	args, e, st := readArgs(s, i+a+len(k2Args))
+	if st == readDone && !strings.HasPrefix(strings.TrimSpace(args), "{") {
+		st = readBad
+	}
+	if st != readDone {
+		r.args, r.bad = args, st == readBad
 		return r
 	}
-	e, complete := valueEnd(s, at)
-	value := s[at:e]
-	switch value[0] {
-	case '{':
-		r.args = value // streamed as it is written
-	case '"':
-		// Arguments written as a JSON string: decoded once whole.
-		var text string
-		if !complete {
-			return r
-		}
-		if json.Unmarshal([]byte(value), &text) != nil || !strings.HasPrefix(strings.TrimSpace(text), "{") {
-			r.bad = true
-			return r
-		}
-		value = text
-	default:
-		r.bad = true
-		return r
-	}
-	if !complete {
-		return r
-	}
-	r.args, r.complete = value, true
+	r.args, r.complete = args, true
 	i = skipSpace(s, e)
 	switch rest := s[i:]; {
 	case strings.HasPrefix(rest, k2CallEnd):
-		i = skipSpace(s, i+len(k2CallEnd))
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, k2SectionEnd):
-			r.closed, r.end = true, i+len(k2SectionEnd)
-		case strings.HasPrefix(k2SectionEnd, rest) && !end:
-			// the section's end may be arriving
-		default:
-			r.closed, r.end = true, i
-		}
+		r = closeWith(s, i+len(k2CallEnd), k2SectionEnd, end, r)
 	case strings.HasPrefix(k2CallEnd, rest) && !end:
 		// the call's end may be arriving
 	case rest == "" || strings.HasPrefix(k2CallEnd, rest):
@@ -142,13 +112,11 @@ func (kimiK2Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(k2Call+"functions."+t.Function.Name+":"), digits(), grammar.Lit(k2Args), args, grammar.Lit(k2CallEnd))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(k2Call+"functions."+name+":"), digits(), grammar.Lit(k2Args), args, grammar.Lit(k2CallEnd))
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	if parallel {
@@ -216,14 +184,9 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == k3Tools {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, k3Call):
-			i += len(k3Call)
-		case strings.HasPrefix(k3Call, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, k3Call); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	}
@@ -238,30 +201,18 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	var args strings.Builder
-	whole := false // the arguments came whole, in a json element
+	var args argsObject
+	whole := "" // the arguments, when they came whole in a json element
 	for n := 0; ; n++ {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, k3CallEnd):
-			switch {
-			case n == 0:
-				args.WriteString("{}")
-			case !whole:
-				args.WriteByte('}')
+			r.args, r.complete = args.whole(), true
+			if whole != "" {
+				r.args = whole
 			}
-			r.args, r.complete = args.String(), true
-			i = skipSpace(s, i+len(k3CallEnd))
-			switch rest := s[i:]; {
-			case strings.HasPrefix(rest, k3ToolsEnd):
-				r.closed, r.end = true, i+len(k3ToolsEnd)
-			case strings.HasPrefix(k3ToolsEnd, rest) && !end:
-				// the tools element's end may be arriving
-			default:
-				r.closed, r.end = true, i
-			}
-			return r
+			return closeWith(s, i+len(k3CallEnd), k3ToolsEnd, end, r)
 		case strings.HasPrefix(k3CallEnd, rest) || strings.HasPrefix(k3Arg, rest) || strings.HasPrefix(k3JSON, rest):
 			return r // a tag is arriving, or broke off
 		case strings.HasPrefix(rest, k3JSON) && n == 0:
@@ -287,21 +238,19 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 			e = skipSpace(s, e)
 			switch rest := s[e:]; {
 			case strings.HasPrefix(rest, k3JSONEnd):
-				args.WriteString(r.args)
-				i, whole = e+len(k3JSONEnd), true
+				i, whole = e+len(k3JSONEnd), r.args
 				continue
 			case strings.HasPrefix(k3JSONEnd, rest):
 				return r
 			}
 			r.bad = true
 			return r
-		case !strings.HasPrefix(rest, k3Arg) || whole:
+		case !strings.HasPrefix(rest, k3Arg) || whole != "":
 			r.bad = true
 			return r
 		}
 		if n == 0 {
-			args.WriteByte('{')
-			r.args = args.String()
+			r.args = args.text()
 		}
 		attrs, j, st := k3Attrs(s, i+len(k3Arg))
 		if st != readDone {
@@ -321,13 +270,7 @@ func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
 		if t, ok := attrs["type"]; ok {
 			types = []string{t}
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(typedValue(s[j:j+v], types))
-		r.args = args.String()
+		r.args = args.add(key, typedValue(s[j:j+v], types))
 		i = j + v + len(k3ArgEnd)
 	}
 }

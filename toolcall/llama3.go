@@ -173,24 +173,11 @@ func leadEnd(r callScan, marker string, end bool) callScan {
 // object reads the JSON call object at s[i:] and what follows: ';' and
 // another one, chained, or the marker close.
 func (l llamaScanner) object(r callScan, s string, i int, end bool, close string) callScan {
-	if i == len(s) {
+	r, e, ok := callObjectScan(r, s, i)
+	if !ok {
 		return r
 	}
-	if s[i] != '{' {
-		r.bad = true
-		return r
-	}
-	o := readCallObject(s, i)
-	if o.bad {
-		r.bad = true
-		return r
-	}
-	r.name, r.args = o.name, o.args
-	if !o.complete {
-		return r
-	}
-	r.complete = true
-	j := skipSpace(s, o.end)
+	j := skipSpace(s, e)
 	if j == len(s) && !end {
 		return r // a ';' and another call may follow
 	}
@@ -206,30 +193,17 @@ func (l llamaScanner) object(r callScan, s string, i int, end bool, close string
 		r.closed, r.end = true, j+1
 		return r
 	}
-	return closeTail(r, s, o.end, end, close)
+	return closeTail(r, s, e, end, close)
 }
 
 // readJSONItem reads a call object of a JSON list at s[i:] and what
 // follows it (see listTail).
 func readJSONItem(r callScan, s string, i int, end bool, close string) callScan {
-	if i == len(s) {
+	r, e, ok := callObjectScan(r, s, i)
+	if !ok {
 		return r
 	}
-	if s[i] != '{' {
-		r.bad = true
-		return r
-	}
-	o := readCallObject(s, i)
-	if o.bad {
-		r.bad = true
-		return r
-	}
-	r.name, r.args = o.name, o.args
-	if !o.complete {
-		return r
-	}
-	r.complete = true
-	return listTail(r, s, o.end, end, close, ","+close)
+	return listTail(r, s, e, end, close, ","+close)
 }
 
 // codeTool finds, among the tools, the first with one of names: the tool

@@ -277,3 +277,76 @@ func (p *markupParser) fail(out []wire.Delta, n int) []wire.Delta {
 	}
 	return append(out, wire.Delta{Content: &text})
 }
+
+// firstCall reads what opens a region at a list's opening marker: past
+// whitespace, the marker of the list's first call, call. It returns the
+// index after it, readMore while it may still be arriving, or readBad
+// when the region holds something else.
+func firstCall(s, call string) (next, state int) {
+	i := skipSpace(s, 0)
+	switch rest := s[i:]; {
+	case strings.HasPrefix(rest, call):
+		return i + len(call), readDone
+	case strings.HasPrefix(call, rest):
+		return 0, readMore
+	}
+	return 0, readBad
+}
+
+// closeCall ends a region at s[i:], after its call's arguments (past
+// whitespace): with the call's end marker callEnd, and the list's end
+// marker listEnd when it follows (see closeList). Without callEnd (a
+// stop string took it, or the model wrote on) the call ends with its
+// arguments, and what follows is content.
+func closeCall(s string, i int, callEnd, listEnd string, end bool, r callScan) callScan {
+	rest := s[i:]
+	switch {
+	case strings.HasPrefix(rest, callEnd):
+		return closeList(s, i+len(callEnd), end, r, listEnd)
+	case strings.HasPrefix(callEnd, rest) && !end:
+		return r
+	case end && (rest == "" || strings.HasPrefix(callEnd, rest)):
+		r.closed, r.end = true, len(s)
+	default:
+		r.closed, r.end = true, i
+	}
+	return r
+}
+
+// closeList ends a region at s[i:], after its call, with the end marker
+// of the list of calls (one of ends) when it follows, past whitespace.
+// While the marker may be arriving the region stays open, and at the
+// answer's end its first characters are the marker cut off, part of the
+// region; without it the region ends at the call's end (a stop string
+// took the marker, or another call follows).
+func closeList(s string, i int, end bool, r callScan, ends ...string) callScan {
+	i = skipSpace(s, i)
+	rest := s[i:]
+	r.closed, r.end = true, i
+	for _, e := range ends {
+		switch {
+		case strings.HasPrefix(rest, e):
+			r.end = i + len(e)
+		case strings.HasPrefix(e, rest):
+			r.closed, r.end = end, len(s)
+		}
+	}
+	return r
+}
+
+// closeWith ends a region at s[i:], after its call, with marker when it
+// follows, past whitespace. While the marker may be arriving the region
+// stays open; otherwise, and at the answer's end, it ends at the call's
+// end, past whitespace, and what follows is not the region's.
+func closeWith(s string, i int, marker string, end bool, r callScan) callScan {
+	i = skipSpace(s, i)
+	switch rest := s[i:]; {
+	case strings.HasPrefix(rest, marker):
+		r.closed, r.end = true, i+len(marker)
+	case strings.HasPrefix(marker, rest) && !end:
+		// the marker may be arriving
+	default:
+		r.closed, r.end = true, i
+	}
+	return r
+}

@@ -66,15 +66,14 @@ func (c *cpmScanner) scan(_, s string, end, cut bool) callScan {
 	}
 	// The name is certain once a parameter or the function's end follows
 	// it: markup around something else is given back whole.
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, cpmFunctionEnd):
-			r.name, r.args, r.complete = name, args.String()+"}", true
+			r.name, r.args, r.complete = name, args.whole(), true
 			r.closed, r.end = true, i+len(cpmFunctionEnd)
 			return r
 		case strings.HasPrefix(cpmFunctionEnd, rest) && !end:
@@ -117,11 +116,7 @@ func (c *cpmScanner) scan(_, s string, end, cut bool) callScan {
 			value = s[j : j+k]
 			j += k
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(param) + ": " + cpmText(value, c.types[name][param]))
-		r.args = args.String()
+		r.args = args.add(param, cpmText(value, c.types[name][param]))
 		i = j + len(cpmParamEnd)
 	}
 }
@@ -176,30 +171,19 @@ func (miniCPMFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schem
 	text := b.Rule("text", grammar.Alt(b.TextExcluding("<"), grammar.Seq(grammar.Lit(cpmCDATA), b.TextExcluding(cpmCDATAEnd), grammar.Lit(cpmCDATAEnd))))
 	var calls []grammar.Expr
 	for _, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(cpmFunction + t.Function.Name + `">`)}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				value, err := cpmValue(b, params, p, types[t.Function.Name][p.name], text)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				e := grammar.Seq(grammar.Lit(cpmParam+p.name+`">`), value, grammar.Lit(cpmParamEnd))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			value, err := cpmValue(b, params, p, types[name][p.name], text)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			return grammar.Seq(grammar.Lit(cpmParam+p.name+`">`), value, grammar.Lit(cpmParamEnd)), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		parts = append(parts, grammar.Lit(cpmFunctionEnd))
-		calls = append(calls, grammar.Seq(parts...))
+		call := append([]grammar.Expr{grammar.Lit(cpmFunction + name + `">`)}, parts...)
+		calls = append(calls, grammar.Seq(append(call, grammar.Lit(cpmFunctionEnd))...))
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	root := call
@@ -215,20 +199,8 @@ func cpmValue(b *grammar.Builder, params json.RawMessage, p property, types []st
 	if !slices.Equal(types, []string{"string"}) {
 		return b.Schema(params, propertyPointer(p.name))
 	}
-	var s struct {
-		Enum  []string `json:"enum"`
-		Const *string  `json:"const"`
-	}
-	if json.Unmarshal(p.schema, &s) == nil && (len(s.Enum) > 0 || s.Const != nil) {
-		values := s.Enum
-		if s.Const != nil {
-			values = []string{*s.Const}
-		}
-		alts := make([]grammar.Expr, len(values))
-		for i, v := range values {
-			alts[i] = grammar.Lit(v)
-		}
-		return grammar.Alt(alts...), nil
+	if e, ok := enumValue(p); ok {
+		return e, nil
 	}
 	return text, nil
 }

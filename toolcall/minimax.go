@@ -80,21 +80,20 @@ func (minimaxFormat) Parser(tools []wire.Tool, max int) Parser {
 // tag or after the <invoke> of a block still open.
 type minimaxScanner struct {
 	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
-	open  bool                           // a block is open: <invoke> begins a call
+	invokeBlock
 }
+
+// invokeBlock is whether a block of <invoke> elements (MiniMax M2's, M3's)
+// is open: then <invoke> begins a call.
+type invokeBlock struct{ open bool }
 
 func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == mmSection {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, mmInvoke):
-			i += len(mmInvoke)
-		case strings.HasPrefix(mmInvoke, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, mmInvoke); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	} else if !m.open {
@@ -107,15 +106,14 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, mmInvokeEnd):
-			r.args, r.complete = args.String()+"}", true
+			r.args, r.complete = args.whole(), true
 			return m.close(s, i+len(mmInvokeEnd), mmSectionEnd, end, r)
 		case strings.HasPrefix(mmInvokeEnd, rest) || strings.HasPrefix(mmParam, rest):
 			return r // a tag is arriving, or broke off
@@ -132,13 +130,7 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 		if k < 0 {
 			return r // the value is still arriving
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(param))
-		args.WriteString(": ")
-		args.WriteString(typedValue(s[j:j+k], m.types[name][param]))
-		r.args = args.String()
+		r.args = args.add(param, typedValue(s[j:j+k], m.types[name][param]))
 		i = j + k + len(mmParamEnd)
 	}
 }
@@ -146,17 +138,17 @@ func (m *minimaxScanner) scan(marker, s string, end, cut bool) callScan {
 // close ends a call at s[i:], after its </invoke>: with the block's end
 // tag when it follows, which closes the block; without, the block stays
 // open for the next <invoke>.
-func (m *minimaxScanner) close(s string, i int, sectionEnd string, end bool, r callScan) callScan {
+func (b *invokeBlock) close(s string, i int, sectionEnd string, end bool, r callScan) callScan {
 	j := skipSpace(s, i)
 	switch rest := s[j:]; {
 	case strings.HasPrefix(rest, sectionEnd):
 		r.closed, r.end = true, j+len(sectionEnd)
-		m.open = false
+		b.open = false
 	case strings.HasPrefix(sectionEnd, rest) && !end:
 		// the end tag may be arriving
 	default:
 		r.closed, r.end = true, i
-		m.open = true
+		b.open = true
 	}
 	return r
 }

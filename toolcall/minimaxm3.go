@@ -115,21 +115,16 @@ func (x *xmlSchema) typesOf() []string {
 // tag or after the <invoke> of a block still open.
 type minimaxM3Scanner struct {
 	schemas map[string]*xmlSchema // by tool
-	open    bool                  // a block is open: <invoke> begins a call
+	invokeBlock
 }
 
 func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == mm3Section {
-		i = skipSpace(s, 0)
-		switch rest := s[i:]; {
-		case strings.HasPrefix(rest, mm3Invoke):
-			i += len(mm3Invoke)
-		case strings.HasPrefix(mm3Invoke, rest):
-			return r
-		default:
-			r.bad = true
+		var st int
+		if i, st = firstCall(s, mm3Invoke); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
 	} else if !m.open {
@@ -143,19 +138,15 @@ func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 	}
 	r.name = name
 	schema := m.schemas[name]
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, mm3InvokeEnd):
-			r.args, r.complete = args.String()+"}", true
-			sc := minimaxScanner{open: m.open}
-			r = sc.close(s, i+len(mm3InvokeEnd), mm3SectionEnd, end, r)
-			m.open = sc.open
-			return r
+			r.args, r.complete = args.whole(), true
+			return m.close(s, i+len(mm3InvokeEnd), mm3SectionEnd, end, r)
 		case strings.HasPrefix(mm3InvokeEnd, rest) || strings.HasPrefix(mm3NS+"<", rest):
 			return r // a tag is arriving, or broke off
 		case !strings.HasPrefix(rest, mm3NS+"<"):
@@ -167,13 +158,7 @@ func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
 			r.bad = st == readBad
 			return r
 		}
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(key))
-		args.WriteString(": ")
-		args.WriteString(value)
-		r.args = args.String()
+		r.args = args.add(key, value)
 		i = j
 	}
 }

@@ -98,13 +98,11 @@ func (mistralV11Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.Sc
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(mistralCalls+t.Function.Name+mistralArgs), args)
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(mistralCalls+name+mistralArgs), args)
+	})
+	if err != nil {
+		return "", err
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	if parallel {

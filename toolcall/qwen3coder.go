@@ -1,11 +1,8 @@
 package toolcall
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
@@ -87,30 +84,15 @@ func (x *xmlScanner) scan(_, s string, end, cut bool) callScan {
 		return r // the tag is still arriving
 	}
 	r.name = name
-	var args strings.Builder
-	args.WriteByte('{')
-	r.args = args.String()
-	for n := 0; ; n++ {
+	var args argsObject
+	r.args = args.text()
+	for {
 		i = skipSpace(s, i)
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, xmlFuncEnd):
-			r.args, r.complete = args.String()+"}", true
-			i = skipSpace(s, i+len(xmlFuncEnd))
-			rest = s[i:]
-			switch {
-			case strings.HasPrefix(rest, x.f.close):
-				r.closed, r.end = true, i+len(x.f.close)
-			case strings.HasPrefix(x.f.close, rest):
-				// The closing tag may be arriving, or the answer's end
-				// cut it off.
-				r.closed, r.end = end, len(s)
-			default:
-				// No closing tag (a stop string took it): the call ends
-				// with its function.
-				r.closed, r.end = true, i
-			}
-			return r
+			r.args, r.complete = args.whole(), true
+			return closeList(s, i+len(xmlFuncEnd), end, r, x.f.close)
 		case strings.HasPrefix(xmlFuncEnd, rest) && !end:
 			return r
 		}
@@ -129,13 +111,7 @@ func (x *xmlScanner) scan(_, s string, end, cut bool) callScan {
 		value := s[j : j+k]
 		value = strings.TrimPrefix(value, "\n")
 		value = strings.TrimSuffix(value, "\n")
-		if n > 0 {
-			args.WriteString(", ")
-		}
-		args.WriteString(quote(param))
-		args.WriteString(": ")
-		args.WriteString(typedValue(value, x.types[name][param]))
-		r.args = args.String()
+		r.args = args.add(param, typedValue(value, x.types[name][param]))
 		i = j + k + len(xmlParamEnd)
 	}
 }
@@ -159,136 +135,6 @@ func xmlTag(s string, i int, prefix string) (name string, next int, ok bool) {
 	return rest[:e], i + len(prefix) + e + 1, true
 }
 
-// typedValue is the JSON text of a parameter's value written as text,
-// whose schema allows types: the text as a JSON string, or the text itself
-// when it is JSON of another allowed type. A parameter the schema does
-// not declare (types nil) is a string; one it declares without a type
-// (types empty) is any JSON.
-func typedValue(text string, types []string) string {
-	asString := func() string { return quote(text) }
-	if types == nil || slices.Equal(types, []string{"string"}) {
-		return asString()
-	}
-	t := strings.TrimSpace(text)
-	var v any
-	if json.Unmarshal([]byte(t), &v) != nil {
-		return asString()
-	}
-	var got string
-	switch x := v.(type) {
-	case nil:
-		got = "null"
-	case bool:
-		got = "boolean"
-	case float64:
-		got = "number"
-		if x == float64(int64(x)) {
-			got = "integer"
-		}
-	case string:
-		got = "string"
-	case []any:
-		got = "array"
-	case map[string]any:
-		got = "object"
-	}
-	switch {
-	case slices.Contains(types, got),
-		got == "integer" && slices.Contains(types, "number"),
-		!slices.Contains(types, "string"):
-		if got == "string" {
-			return t // a JSON string, quotes included
-		}
-		var b bytes.Buffer
-		if json.Compact(&b, []byte(t)) == nil {
-			return b.String()
-		}
-	}
-	return asString()
-}
-
-// paramTypes reads the JSON types each parameter's schema allows, by
-// tool: its "type" (a name or a list), the types of its "anyOf" or
-// "oneOf" members, or those of its "enum" or "const" values; none (an
-// empty list) when its schema does not say, any JSON then. A parameter
-// the schema does not declare is not in the map.
-func paramTypes(tools []wire.Tool) map[string]map[string][]string {
-	out := map[string]map[string][]string{}
-	for _, t := range tools {
-		var params struct {
-			Properties map[string]json.RawMessage `json:"properties"`
-		}
-		if json.Unmarshal(parameters(t), &params) != nil {
-			continue
-		}
-		m := map[string][]string{}
-		for name, raw := range params.Properties {
-			m[name] = append([]string{}, schemaTypes(raw, 0)...)
-		}
-		out[t.Function.Name] = m
-	}
-	return out
-}
-
-// schemaTypes are the JSON types a schema allows, as far as its own
-// keywords say (depth bounds nested anyOf).
-func schemaTypes(raw json.RawMessage, depth int) []string {
-	var s struct {
-		Type  json.RawMessage   `json:"type"`
-		AnyOf []json.RawMessage `json:"anyOf"`
-		OneOf []json.RawMessage `json:"oneOf"`
-		Enum  []json.RawMessage `json:"enum"`
-		Const json.RawMessage   `json:"const"`
-	}
-	if depth > 8 || json.Unmarshal(raw, &s) != nil {
-		return nil
-	}
-	var types []string
-	var one string
-	switch {
-	case json.Unmarshal(s.Type, &one) == nil:
-		types = []string{one}
-	case json.Unmarshal(s.Type, &types) == nil && len(types) > 0:
-	default:
-		types = nil
-		for _, m := range append(s.AnyOf, s.OneOf...) {
-			types = append(types, schemaTypes(m, depth+1)...)
-		}
-		values := s.Enum
-		if s.Const != nil {
-			values = append(values, s.Const)
-		}
-		for _, v := range values {
-			if t := jsonType(v); t != "" {
-				types = append(types, t)
-			}
-		}
-	}
-	slices.Sort(types)
-	return slices.Compact(types)
-}
-
-// jsonType is the JSON type of a value's text.
-func jsonType(v json.RawMessage) string {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
-		return ""
-	}
-	switch v[0] {
-	case '"':
-		return "string"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
 // Grammar forces calls in the XML markup: each tool's required
 // parameters in the order of its schema, then its optional ones, each
 // optional. A string parameter's value is its text (one of its enum's,
@@ -299,36 +145,25 @@ func (f *xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 	}
 	b := grammar.NewBuilder(lim)
 	types := paramTypes(tools)
+	nl := ""
+	if f.lines {
+		nl = "\n"
+	}
 	var calls []grammar.Expr
 	for _, t := range tools {
-		params := parameters(t)
-		props, required, err := orderedProperties(params)
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		parts := []grammar.Expr{grammar.Lit(f.open + "\n" + xmlFunction + t.Function.Name + ">\n")}
-		nl := ""
-		if f.lines {
-			nl = "\n"
-		}
-		for _, req := range []bool{true, false} {
-			for _, p := range props {
-				if required[p.name] != req {
-					continue
-				}
-				value, err := xmlValue(b, params, p, types[t.Function.Name][p.name], nl+xmlParamEnd)
-				if err != nil {
-					return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-				}
-				e := grammar.Seq(grammar.Lit(xmlParam+p.name+">"+nl), value, grammar.Lit(nl+xmlParamEnd+"\n"))
-				if !req {
-					e = grammar.Opt(e)
-				}
-				parts = append(parts, e)
+		name := t.Function.Name
+		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
+			value, err := textOrJSON(b, params, p, types[name][p.name], nl+xmlParamEnd)
+			if err != nil {
+				return grammar.Expr{}, err
 			}
+			return grammar.Seq(grammar.Lit(xmlParam+p.name+">"+nl), value, grammar.Lit(nl+xmlParamEnd+"\n")), nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
 		}
-		parts = append(parts, grammar.Lit(xmlFuncEnd+"\n"+f.close))
-		calls = append(calls, grammar.Seq(parts...))
+		call := append([]grammar.Expr{grammar.Lit(f.open + "\n" + xmlFunction + name + ">\n")}, parts...)
+		calls = append(calls, grammar.Seq(append(call, grammar.Lit(xmlFuncEnd+"\n"+f.close))...))
 	}
 	call := b.Rule("call", grammar.Alt(calls...))
 	root := call
@@ -336,80 +171,4 @@ func (f *xmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 		root = grammar.Seq(call, grammar.Repeat(grammar.Seq(grammar.Lit("\n"), call), 0, -1))
 	}
 	return b.Grammar(root)
-}
-
-// xmlValue is the grammar of a parameter's value: text for a string
-// (which stop ends), JSON for anything else.
-func xmlValue(b *grammar.Builder, params json.RawMessage, p property, types []string, stop string) (grammar.Expr, error) {
-	if !slices.Equal(types, []string{"string"}) {
-		ptr := "#/properties/" + url.PathEscape(strings.NewReplacer("~", "~0", "/", "~1").Replace(p.name))
-		return b.Schema(params, ptr)
-	}
-	var s struct {
-		Enum  []string `json:"enum"`
-		Const *string  `json:"const"`
-	}
-	if json.Unmarshal(p.schema, &s) == nil && (len(s.Enum) > 0 || s.Const != nil) {
-		values := s.Enum
-		if s.Const != nil {
-			values = []string{*s.Const}
-		}
-		alts := make([]grammar.Expr, len(values))
-		for i, v := range values {
-			alts[i] = grammar.Lit(v)
-		}
-		return grammar.Alt(alts...), nil
-	}
-	return b.TextExcluding(stop), nil
-}
-
-// property is one property of an object schema.
-type property struct {
-	name   string
-	schema json.RawMessage
-}
-
-// orderedProperties reads an object schema's properties in the order
-// they are written, and which are required.
-func orderedProperties(schema json.RawMessage) ([]property, map[string]bool, error) {
-	var s struct {
-		Properties json.RawMessage `json:"properties"`
-		Required   []string        `json:"required"`
-	}
-	if err := json.Unmarshal(schema, &s); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", grammar.ErrInvalidSchema, err)
-	}
-	required := map[string]bool{}
-	for _, r := range s.Required {
-		required[r] = true
-	}
-	var props []property
-	if len(s.Properties) == 0 || string(s.Properties) == "null" {
-		return nil, required, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(s.Properties))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, nil, fmt.Errorf("%w: properties is not an object", grammar.ErrInvalidSchema)
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", grammar.ErrInvalidSchema, err)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", grammar.ErrInvalidSchema, err)
-		}
-		props = append(props, property{name: tok.(string), schema: raw})
-	}
-	return props, required, nil
-}
-
-// quote is s as a JSON string, with <, > and & as they are.
-func quote(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -1,7 +1,6 @@
 package toolcall
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -56,13 +55,11 @@ func (solarOpenScanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	i := 0
 	if marker == solarCalls {
-		i = skipSpace(s, 0)
-		rest := s[i:]
-		if !strings.HasPrefix(rest, solarCallBegin) {
-			r.bad = !strings.HasPrefix(solarCallBegin, rest)
+		var st int
+		if i, st = firstCall(s, solarCallBegin); st != readDone {
+			r.bad = st == readBad
 			return r
 		}
-		i += len(solarCallBegin)
 	}
 	n := strings.Index(s[i:], solarCallName)
 	if n < 0 {
@@ -85,54 +82,14 @@ func (solarOpenScanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	r.name = name
-	at := skipSpace(s, i+a+len(solarCallArgs))
-	if at == len(s) {
+	args, e, st := readArgs(s, i+a+len(solarCallArgs))
+	r.args = args
+	if st != readDone {
+		r.bad = st == readBad
 		return r
 	}
-	e, complete := valueEnd(s, at)
-	value := s[at:e]
-	switch value[0] {
-	case '{':
-		r.args = value
-	case '"':
-		var text string
-		if !complete || json.Unmarshal([]byte(value), &text) != nil {
-			r.bad = complete
-			return r
-		}
-		value = text
-	default:
-		r.bad = true
-		return r
-	}
-	if !complete {
-		return r
-	}
-	r.args, r.complete = value, true
-	i = skipSpace(s, e)
-	rest := s[i:]
-	switch {
-	case strings.HasPrefix(rest, solarCallEnd):
-		i = skipSpace(s, i+len(solarCallEnd))
-	case strings.HasPrefix(solarCallEnd, rest) && !end:
-		return r
-	case end && (rest == "" || strings.HasPrefix(solarCallEnd, rest)):
-		r.closed, r.end = true, len(s)
-		return r
-	default:
-		r.closed, r.end = true, i // the call ends with its arguments
-		return r
-	}
-	rest = s[i:]
-	switch {
-	case strings.HasPrefix(rest, solarCallsEnd):
-		r.closed, r.end = true, i+len(solarCallsEnd)
-	case strings.HasPrefix(solarCallsEnd, rest):
-		r.closed, r.end = end, len(s) // arriving, or cut off by the end
-	default:
-		r.closed, r.end = true, i
-	}
-	return r
+	r.complete = true
+	return closeCall(s, skipSpace(s, e), solarCallEnd, solarCallsEnd, end, r)
 }
 
 // Grammar forces calls on the tool_calls channel, each with an id of ten
@@ -144,13 +101,11 @@ func (solarOpenFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.Sch
 		return "", fmt.Errorf("tool-call grammar: no tools")
 	}
 	b := grammar.NewBuilder(lim)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		args, err := b.Schema(parameters(t), "#")
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
-		}
-		calls[i] = grammar.Seq(grammar.Lit(solarCallName+t.Function.Name+solarCallArgs), args, grammar.Lit(solarCallEnd))
+	calls, err := schemaCalls(b, tools, func(name string, args grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(solarCallName+name+solarCallArgs), args, grammar.Lit(solarCallEnd))
+	})
+	if err != nil {
+		return "", err
 	}
 	id := b.Rule("id", grammar.Repeat(grammar.Alt(grammar.Lit("0"), grammar.Lit("1"), grammar.Lit("2"), grammar.Lit("3"), grammar.Lit("4"),
 		grammar.Lit("5"), grammar.Lit("6"), grammar.Lit("7"), grammar.Lit("8"), grammar.Lit("9")), 10, 10))
