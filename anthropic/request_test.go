@@ -17,9 +17,14 @@ type capture struct {
 	Body json.RawMessage `json:"body"`
 }
 
+// readFile reads a capture's file.
+func readFile(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join("..", "testdata", "agents", name))
+}
+
 func readCapture(t *testing.T, name string) capture {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "agents", name))
+	b, err := readFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -327,3 +327,80 @@ func TestErrorSDK(t *testing.T) {
 		t.Errorf("empty request_id written: %s", b)
 	}
 }
+
+// TestStreamFraming reads a Stream's bytes as they go on the wire: each
+// event is one write, "event: <type>" then "data: <JSON>" whose type is
+// the event's; a ping may come first; nothing follows an error event.
+func TestStreamFraming(t *testing.T) {
+	var w writes
+	s := NewStream(&w, Meta{Model: "corral"})
+	s.Ping()
+	s.Delta(wire.Delta{Content: str("a\nb")})
+	s.Error(NewError(500, "", "generation failed", "", ""))
+	if err := s.End(End{Finish: "stop"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Delta(wire.Delta{Content: str("more")})
+	s.Ping()
+	want := []string{"ping", "message_start", "content_block_start", "content_block_delta", "error"}
+	if len(w) != len(want) {
+		t.Fatalf("%d writes, want %d:\n%s", len(w), len(want), bytes.Join(w, nil))
+	}
+	for i, b := range w {
+		r := wire.NewReader(bytes.NewReader(b))
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(ev.Data, &data); err != nil || ev.Name != want[i] || data.Type != want[i] || !bytes.HasSuffix(b, []byte("}\n\n")) {
+			t.Errorf("write %d: %q (%v), want a %s event", i, b, err, want[i])
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Errorf("write %d holds more than one event: %q", i, b)
+		}
+	}
+}
+
+// writes keeps each Write apart.
+type writes [][]byte
+
+func (w *writes) Write(b []byte) (int, error) {
+	*w = append(*w, bytes.Clone(b))
+	return len(b), nil
+}
+
+// TestStreamWriteError checks that the first write error ends the stream:
+// it is returned by that call and every later one, and nothing more is
+// written.
+func TestStreamWriteError(t *testing.T) {
+	fw := &failing{after: 3}
+	s := NewStream(fw, Meta{Model: "corral"})
+	if err := s.Delta(wire.Delta{Content: str("a")}); err != nil { // message_start, content_block_start, content_block_delta
+		t.Fatal(err)
+	}
+	if err := s.Delta(wire.Delta{Content: str("b")}); !errors.Is(err, errGone) {
+		t.Fatalf("Delta: %v, want the write's error", err)
+	}
+	if err := s.Ping(); !errors.Is(err, errGone) {
+		t.Errorf("Ping: %v, want the first error", err)
+	}
+	if err := s.End(End{Finish: "stop"}); !errors.Is(err, errGone) || fw.calls != 4 {
+		t.Errorf("End: %v after %d writes, want the first error and no more writes", err, fw.calls)
+	}
+}
+
+var errGone = errors.New("client gone")
+
+// failing fails every write after the first after.
+type failing struct{ after, calls int }
+
+func (f *failing) Write(b []byte) (int, error) {
+	f.calls++
+	if f.calls > f.after {
+		return 0, errGone
+	}
+	return len(b), nil
+}
