@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -31,7 +32,7 @@ type chatRequest struct {
 // the answer is read.
 type chatPlan struct {
 	toolPlan
-	answer answerPlan
+	answer model.Plan
 }
 
 // ChatCompletions serves POST /v1/chat/completions. With "chunking" and
@@ -62,7 +63,7 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, plan, e := m.chatRequest(&body, &a.limits)
+	req, plan, e := newChatRequest(m, &body, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -71,9 +72,9 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true"))
 		return
 	}
-	f := &chatResponder{h: m.header("chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, plan: plan.answer, logprobs: req.Logprobs}
-	if plan.answer.reads() {
-		f.answer = plan.answer.reader()
+	f := &chatResponder{h: header(m, "chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, plan: plan.answer, logprobs: req.Logprobs}
+	if plan.answer.Reads() {
+		f.answer = plan.answer.Reader()
 	}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "messages", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
 	if plan.grammar != "" {
@@ -91,13 +92,13 @@ func (a *API) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 // checked already: Limits.checkChat) and builds the engine request, its
 // prompt rendered by the chat template, and what the request's tools ask
 // of the answer and how it is read.
-func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, chatPlan, *Error) {
+func newChatRequest(m *model.Model, body *chatRequest, lim *Limits) (engine.Request, chatPlan, *Error) {
 	var plan chatPlan
 	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = body.MaxTokens, "max_tokens"
 	}
-	req, e := m.request(&body.oaiParams, maxTokens, maxParam, lim)
+	req, e := oaiRequest(m, &body.oaiParams, maxTokens, maxParam, lim)
 	if e != nil {
 		return req, plan, e
 	}
@@ -114,14 +115,14 @@ func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, cha
 	if req.TopLogprobs > 0 {
 		lpParam = "top_logprobs"
 	}
-	if e := lim.checkLogprobs(&req, m.info.SlotCtx, lpParam); e != nil {
+	if e := lim.checkLogprobs(&req, m.Info().SlotCtx, lpParam); e != nil {
 		return req, plan, e
 	}
 	budget, e := body.reasoningParams.budget()
 	if e != nil {
 		return req, plan, e
 	}
-	if plan.toolPlan, e = m.toolPlan(&body.toolFields, lim); e != nil {
+	if plan.toolPlan, e = planTools(m, &body.toolFields, lim); e != nil {
 		return req, plan, e
 	}
 	switch {
@@ -132,36 +133,31 @@ func (m *Model) chatRequest(body *chatRequest, lim *Limits) (engine.Request, cha
 	case plan.grammar != "":
 		req.Grammar = plan.grammar
 	}
-	kw, e := m.templateKwargs(&body.templateArgs)
+	kw, e := templateKwargs(m, &body.templateArgs)
 	if e != nil {
 		return req, plan, e
 	}
-	if req.Prompt, e = m.render(body.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.render, Kwargs: kw}, lim); e != nil {
+	if req.Prompt, e = render(m, body.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.render, Kwargs: kw}, lim); e != nil {
 		return req, plan, e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	req.Plain = clientSpans(req.Prompt, body.Messages)
-	req.Stop = append(req.Stop, m.stops...)
-	plan.answer = m.answerPlan(&req, plan.render, plan.parse, plan.max, budget)
+	req.Stop = append(req.Stop, m.Stops()...)
+	plan.answer = m.AnswerPlan(&req, plan.render, plan.parse, plan.max, budget)
 	return req, plan, nil
 }
 
 // render applies the chat template to the messages with opt (its BOS
 // and EOS are the model's), for a prompt of at most lim.MaxPromptBytes:
 // rendering stops past it.
-func (m *Model) render(msgs []chat.Message, opt chat.Options, lim *Limits) (string, *Error) {
+func render(m *model.Model, msgs []chat.Message, opt chat.Options, lim *Limits) (string, *Error) {
 	if len(msgs) == 0 {
 		return "", invalid("messages", "'messages' must be a non-empty array")
 	}
-	opt.BOSToken, opt.EOSToken, opt.MaxBytes = m.bos, m.eos, lim.MaxPromptBytes
-	prompt, err := m.tmpl.Render(msgs, opt)
+	opt.MaxBytes = lim.MaxPromptBytes
+	prompt, err := m.Render(msgs, opt)
 	if err != nil {
 		return "", renderError(err, lim)
-	}
-	// Templates often start with the BOS text; the tokenizer adds BOS
-	// itself (AddSpecial), so a second one would change the prompt.
-	if m.info.AddBOS && m.bos != "" {
-		prompt = strings.TrimPrefix(prompt, m.bos)
 	}
 	return prompt, nil
 }
@@ -206,8 +202,8 @@ type chatResponder struct {
 	h            wire.Header
 	includeUsage bool
 	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
-	plan         answerPlan
-	answer       *answerReader          // reads a stream's reasoning and calls; nil when the answer is passed on as it is
+	plan         model.Plan
+	answer       *model.Reader          // reads a stream's reasoning and calls; nil when the answer is passed on as it is
 	logprobs     bool                   // text events and the message carry logprobs
 	pending      []engine.TokenLogprobs // logprobs of text the answer reader holds back
 }
@@ -226,7 +222,7 @@ func (f *chatResponder) streamStart() any {
 func (f *chatResponder) streamText(text string, c engine.Chunk) any {
 	if f.answer != nil {
 		f.pending = append(f.pending, c.Logprobs...)
-		return f.deltas(f.answer.push(text), false)
+		return f.deltas(f.answer.Push(text), false)
 	}
 	choice := wire.ChatChunkChoice{Delta: wire.Delta{Content: &text}}
 	if f.logprobs {
@@ -246,7 +242,7 @@ func (f *chatResponder) deltas(ds []wire.Delta, end bool) any {
 	if len(ds) == 0 && !(end && f.logprobs && len(f.pending) > 0) {
 		return nil
 	}
-	choice := wire.ChatChunkChoice{Delta: merge(ds)}
+	choice := wire.ChatChunkChoice{Delta: model.Merge(ds)}
 	if f.logprobs {
 		choice.Logprobs = chatLogprobsOf(f.pending)
 		f.pending = f.pending[:0]
@@ -258,10 +254,10 @@ func (f *chatResponder) streamEnd(res engine.Result) []any {
 	var evs []any
 	finish := finishReason(res)
 	if f.answer != nil {
-		if ev := f.deltas(f.answer.finish(res.FinishReason == engine.FinishLength), true); ev != nil {
+		if ev := f.deltas(f.answer.Finish(res.FinishReason == engine.FinishLength), true); ev != nil {
 			evs = append(evs, ev)
 		}
-		if f.plan.tools != nil {
+		if f.plan.Tools != nil {
 			finish = toolsFinish(res, f.answer.Calls())
 		}
 	}
@@ -282,10 +278,10 @@ func (f *chatResponder) whole(text string, lps []engine.TokenLogprobs, res engin
 	h := f.h
 	h.Object = wire.ObjectChatCompletion
 	choice := wire.ChatChoice{Message: wire.Message{Role: "assistant", Content: text}, FinishReason: finishReason(res)}
-	if f.plan.reads() {
+	if f.plan.Reads() {
 		msg := &choice.Message
-		msg.ReasoningContent, msg.Content, msg.ToolCalls = f.plan.parse(text, res.FinishReason == engine.FinishLength)
-		if f.plan.tools != nil {
+		msg.ReasoningContent, msg.Content, msg.ToolCalls = f.plan.Parse(text, res.FinishReason == engine.FinishLength)
+		if f.plan.Tools != nil {
 			choice.FinishReason = toolsFinish(res, msg.ToolCalls)
 		}
 	}

@@ -40,12 +40,12 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := m.request(&body.oaiParams, body.MaxTokens, "max_tokens", &a.limits)
+	req, e := oaiRequest(m, &body.oaiParams, body.MaxTokens, "max_tokens", &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
 	}
-	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.info.VocabSize); e != nil {
+	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
 		WriteError(w, e)
 		return
 	}
@@ -57,11 +57,11 @@ func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
 	if body.Logprobs != nil {
 		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
 	}
-	if e := a.limits.checkLogprobs(&req, m.info.SlotCtx, "logprobs"); e != nil {
+	if e := a.limits.checkLogprobs(&req, m.Info().SlotCtx, "logprobs"); e != nil {
 		WriteError(w, e)
 		return
 	}
-	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
+	f := &textResponder{h: header(m, "cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
 	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
 	a.generate(w, r, m, req, mode, f)
 }

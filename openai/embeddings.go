@@ -50,7 +50,7 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	info := m.info
+	info := m.Info()
 	if info.EmbedMaxTokens == 0 {
 		WriteError(w, notEmbedding(info))
 		return
@@ -59,7 +59,7 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, invalid("dimensions", "'dimensions' must be %d, the model's embedding size, or left out: corral does not shorten embeddings, got %d", info.EmbeddingSize, *d))
 		return
 	}
-	res, err := m.eng.Embed(r.Context(), inputs)
+	res, err := m.Engine().Embed(r.Context(), inputs)
 	if err != nil {
 		WriteError(w, embedError(err, info))
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 )
 
 func TestWriteError(t *testing.T) {
@@ -84,12 +85,12 @@ func normalize(b []byte) string {
 }
 
 func TestChatEncoding(t *testing.T) {
-	a, err := NewModel(newFake(), ModelOptions{})
+	a, err := model.New(newFake(), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := engine.Result{FinishReason: engine.FinishLength, Usage: engine.Usage{PromptTokens: 10, CachedTokens: 4, CompletionTokens: 3}}
-	f := &chatResponder{h: a.header("chatcmpl-"), includeUsage: true}
+	f := &chatResponder{h: header(a, "chatcmpl-"), includeUsage: true}
 	var events []string
 	for _, ev := range append([]any{f.streamStart(), f.streamText("Hi", engine.Chunk{Tokens: 1})}, f.streamEnd(res)...) {
 		b, err := json.Marshal(ev)
@@ -121,11 +122,11 @@ func TestChatEncoding(t *testing.T) {
 }
 
 func TestTextEncoding(t *testing.T) {
-	a, err := NewModel(newFake(), ModelOptions{})
+	a, err := model.New(newFake(), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &textResponder{h: a.header("cmpl-")}
+	f := &textResponder{h: header(a, "cmpl-")}
 	res := engine.Result{FinishReason: engine.FinishStop, Usage: engine.Usage{PromptTokens: 2, CompletionTokens: 1}}
 	h := `"id":"cmpl-X","object":"text_completion","created":0,"model":"tiny"`
 	check := func(v any, want string) {

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -67,13 +68,13 @@ func (f *fakeEngine) Close() error { return nil }
 // so that a request naming another model gets 404.
 func strictAPI(t *testing.T, fake *fakeEngine) *API {
 	t.Helper()
-	m, err := NewModel(fake, ModelOptions{})
+	m, err := model.New(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := registry.Spec{ID: fake.info.Name}
 	reg, err := registry.New(registry.Config{StrictNames: true, KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

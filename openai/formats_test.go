@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
 )
@@ -49,17 +50,18 @@ func TestModelFormats(t *testing.T) {
 	}
 	budget := 32
 	fake := newFake()
-	m, err := NewModel(markupEngine{fake}, ModelOptions{Template: tpl, ReasoningBudget: &budget})
+	m, err := model.New(markupEngine{fake}, model.Options{Template: tpl, ReasoningBudget: &budget})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.tools != toolcall.Harmony || m.think != reasoning.Harmony || !m.split {
-		t.Fatalf("formats %v %v %v", m.tools.Name(), m.think, m.split)
+	think, split := m.ReasoningFormat()
+	if m.ToolFormat() != toolcall.Harmony || think != reasoning.Harmony || !split {
+		t.Fatalf("formats %v %v %v", m.ToolFormat().Name(), think, split)
 	}
-	if !slices.Contains(tpl.Stops(), "<|end|>") || slices.Contains(m.stops, "<|end|>") {
-		t.Errorf("stops %q, template's %q", m.stops, tpl.Stops())
+	if !slices.Contains(tpl.Stops(), "<|end|>") || slices.Contains(m.Stops(), "<|end|>") {
+		t.Errorf("stops %q, template's %q", m.Stops(), tpl.Stops())
 	}
-	a, err := ForEngine(markupEngine{fake}, ModelOptions{Template: tpl, ReasoningBudget: &budget})
+	a, err := ForEngine(markupEngine{fake}, model.Options{Template: tpl, ReasoningBudget: &budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +104,14 @@ func TestModelFormats(t *testing.T) {
 			}
 		}
 	}
-	for _, opt := range []ModelOptions{{Template: tpl, ToolFormat: "xml"}, {Template: tpl, ReasoningFormat: "cot"}} {
-		if _, err := NewModel(markupEngine{newFake()}, opt); err == nil {
+	for _, opt := range []model.Options{{Template: tpl, ToolFormat: "xml"}, {Template: tpl, ReasoningFormat: "cot"}} {
+		if _, err := model.New(markupEngine{newFake()}, opt); err == nil {
 			t.Errorf("%+v: no error", opt)
 		}
 	}
-	none, err := NewModel(markupEngine{newFake()}, ModelOptions{Template: tpl, ReasoningFormat: "none", ToolFormat: "json"})
-	if err != nil || none.split || none.think != reasoning.Harmony || none.tools != toolcall.JSON {
+	none, err := model.New(markupEngine{newFake()}, model.Options{Template: tpl, ReasoningFormat: "none", ToolFormat: "json"})
+	noneThink, noneSplit := none.ReasoningFormat()
+	if err != nil || noneSplit || noneThink != reasoning.Harmony || none.ToolFormat() != toolcall.JSON {
 		t.Errorf("none: %v %+v", err, none)
 	}
 }

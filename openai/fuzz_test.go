@@ -28,6 +28,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
@@ -136,13 +137,13 @@ func newFuzzHarness(tb testing.TB) *fuzzHarness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := openai.NewModel(eng, openai.ModelOptions{Logger: quiet})
+	m, err := model.New(eng, model.Options{Logger: quiet})
 	if err != nil {
 		eng.Close()
 		tb.Fatal(err)
 	}
 	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{{ID: "tiny", Pinned: true}},
-		func(context.Context, registry.Spec) (*openai.Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		eng.Close()
 		tb.Fatal(err)

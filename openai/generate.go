@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 )
 
 // responder shapes the responses of one completion endpoint. A responder
@@ -60,7 +61,7 @@ type genMode struct {
 // where the endpoint uses it. With mode.ollama the stream is NDJSON
 // (application/x-ndjson), its ping an object without text, and errors
 // take Ollama's shape.
-func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req engine.Request, mode genMode, f responder) {
+func (a *API) generate(w http.ResponseWriter, r *http.Request, m *model.Model, req engine.Request, mode genMode, f responder) {
 	ctx := r.Context()
 	cfg := streamConfig(ctx)
 	fail, errorEvent := WriteError, (*Error).Envelope
@@ -72,7 +73,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, m *Model, req eng
 		fail(w, e)
 		return
 	}
-	s, err := m.eng.Submit(ctx, req)
+	s, err := m.Engine().Submit(ctx, req)
 	if err != nil {
 		e := submitError(err, mode.promptParam)
 		switch {

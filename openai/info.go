@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -30,7 +31,7 @@ func (a *API) Tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	parse := body.ParseSpecial == nil || *body.ParseSpecial
-	toks, err := l.Model().eng.Tokenize(body.Content, body.AddSpecial, parse)
+	toks, err := l.Model().Engine().Tokenize(body.Content, body.AddSpecial, parse)
 	if err != nil {
 		WriteError(w, submitError(err, "content"))
 		return
@@ -59,7 +60,7 @@ func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	toks, e := parseTokens(body.Tokens, m.info.VocabSize, "tokens")
+	toks, e := parseTokens(body.Tokens, m.Info().VocabSize, "tokens")
 	if e != nil {
 		WriteError(w, e)
 		return
@@ -67,12 +68,12 @@ func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
 	// The text is at most the tokens' pieces end to end.
 	n, limit := 0, a.limits.MaxDetokenizeBytes
 	for _, t := range toks {
-		if n += len(m.eng.TokenPiece(t)); n > limit {
+		if n += len(m.Engine().TokenPiece(t)); n > limit {
 			WriteError(w, overLimit("tokens", "max-detokenize-bytes", limit, "bytes", "the text of 'tokens' is longer"))
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": m.eng.Detokenize(toks)})
+	writeJSON(w, http.StatusOK, map[string]string{"content": m.Engine().Detokenize(toks)})
 }
 
 // slot is one element of GET /slots, in llama-server's field names.
@@ -103,7 +104,7 @@ func (a *API) Slots(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []slot{})
 		return
 	}
-	infos, err := st.Model.eng.Slots(r.Context())
+	infos, err := st.Model.Engine().Slots(r.Context())
 	if err != nil {
 		WriteError(w, submitError(err, ""))
 		return
@@ -120,10 +121,10 @@ func (a *API) Slots(w http.ResponseWriter, r *http.Request) {
 
 // status finds the model a monitoring request names (see
 // Registry.Acquire for names) without loading it.
-func (a *API) status(name string) (registry.Status[*Model], *Error) {
+func (a *API) status(name string) (registry.Status[*model.Model], *Error) {
 	spec, err := a.models.Spec(name)
 	if err != nil {
-		return registry.Status[*Model]{}, modelError(err)
+		return registry.Status[*model.Model]{}, modelError(err)
 	}
 	for _, st := range a.models.Status() {
 		if st.ID == spec.ID {
@@ -133,8 +134,8 @@ func (a *API) status(name string) (registry.Status[*Model], *Error) {
 	panic("openai: a spec without a status")
 }
 
-// model is one element of GET /v1/models.
-type model struct {
+// modelEntry is one element of GET /v1/models.
+type modelEntry struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
@@ -168,9 +169,9 @@ type modelMeta struct {
 // cause names files).
 func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 	admin := gate.FromContext(r.Context()).Admin()
-	var out []model
+	var out []modelEntry
 	for _, st := range a.models.Status() {
-		m := model{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, Requests: st.Requests}
+		m := modelEntry{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, Requests: st.Requests}
 		if fi, err := os.Stat(st.Path); err == nil {
 			m.Created = fi.ModTime().Unix()
 		}
@@ -184,7 +185,7 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if st.Model != nil {
-			info := st.Model.info
+			info := st.Model.Info()
 			m.Created = info.Created.Unix()
 			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.SlotCtx, NVocab: info.VocabSize}
 		}
@@ -213,14 +214,14 @@ func (a *API) Props(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	path := m.info.Name
+	path := m.Info().Name
 	if gate.FromContext(r.Context()).Admin() {
-		path = m.info.Path
+		path = m.Info().Path
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"default_generation_settings": map[string]any{"n_ctx": m.info.SlotCtx, "model": m.info.Name},
-		"total_slots":                 m.eng.Stats().SlotsTotal,
+		"default_generation_settings": map[string]any{"n_ctx": m.Info().SlotCtx, "model": m.Info().Name},
+		"total_slots":                 m.Engine().Stats().SlotsTotal,
 		"model_path":                  path,
-		"chat_template":               m.info.ChatTemplate,
+		"chat_template":               m.Info().ChatTemplate,
 	})
 }

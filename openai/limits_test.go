@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/wire"
 )
@@ -21,13 +22,13 @@ import (
 // limitedAPI serves fake as the one model "tiny" within lim.
 func limitedAPI(t *testing.T, fake *fakeEngine, lim Limits) *API {
 	t.Helper()
-	m, err := NewModel(fake, ModelOptions{})
+	m, err := model.New(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{{ID: fake.info.Name}},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,12 +350,12 @@ func TestAllowedToolsLinear(t *testing.T) {
 	}
 	b.WriteString(`]}}`)
 	fields.ToolChoice = json.RawMessage(b.String())
-	m, err := NewModel(newFake(), ModelOptions{})
+	m, err := model.New(newFake(), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim := Limits{MaxTools: n, MaxAllowedTools: n}.WithDefaults()
-	plan, e := m.toolPlan(&fields, &lim)
+	plan, e := planTools(m, &fields, &lim)
 	if e != nil {
 		t.Fatal(e)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 )
 
 // llamaRequest is the body of llama-server's POST /completion.
@@ -40,12 +41,12 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	req, e := m.llamaRequest(&body, &a.limits)
+	req, e := newLlamaRequest(m, &body, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
 	}
-	f := &llamaResponder{model: m.info.Name, probs: req.Logprobs}
+	f := &llamaResponder{model: m.Info().Name, probs: req.Logprobs}
 	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority, cacheSalt: body.CacheSalt}
 	if !isNull(body.JSONSchema) {
 		mode.grammarParam = "json_schema"
@@ -55,7 +56,7 @@ func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
 
 // llamaRequest validates a /completion request within lim and builds the
 // engine request.
-func (m *Model) llamaRequest(body *llamaRequest, lim *Limits) (engine.Request, *Error) {
+func newLlamaRequest(m *model.Model, body *llamaRequest, lim *Limits) (engine.Request, *Error) {
 	req := engine.Request{
 		AddSpecial:    true,
 		ParseSpecial:  true,
@@ -64,7 +65,7 @@ func (m *Model) llamaRequest(body *llamaRequest, lim *Limits) (engine.Request, *
 		Grammar:       body.Grammar,
 	}
 	var e *Error
-	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.info.VocabSize); e != nil {
+	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
 		return req, e
 	}
 	if e := lim.checkPrompt(req.Prompt, "prompt"); e != nil {
@@ -89,14 +90,14 @@ func (m *Model) llamaRequest(body *llamaRequest, lim *Limits) (engine.Request, *
 			return req, invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxLlamaNProbs, *p)
 		}
 		req.Logprobs, req.TopLogprobs = true, *p
-		if e := lim.checkLogprobs(&req, m.info.SlotCtx, "n_probs"); e != nil {
+		if e := lim.checkLogprobs(&req, m.Info().SlotCtx, "n_probs"); e != nil {
 			return req, e
 		}
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot
 	}
-	if req.Sampling, e = body.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
+	if req.Sampling, e = body.sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
 		return req, e
 	}
 	if req.Stop, e = parseStop(body.Stop); e != nil {

@@ -238,7 +238,7 @@ func (x *metrics) Collect(ch chan<- prometheus.Metric) {
 		if st.Model == nil {
 			continue
 		}
-		eng := st.Model.eng
+		eng := st.Model.Engine()
 		s := snapshot{Stats: eng.Stats()}
 		if slots, err := eng.Slots(context.Background()); err == nil {
 			for _, sl := range slots {

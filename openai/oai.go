@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -25,7 +26,7 @@ type oaiParams struct {
 
 // request validates p within lim and builds the engine request, less its
 // prompt. maxParam names the field maxTokens came from.
-func (m *Model) request(p *oaiParams, maxTokens *int, maxParam string, lim *Limits) (engine.Request, *Error) {
+func oaiRequest(m *model.Model, p *oaiParams, maxTokens *int, maxParam string, lim *Limits) (engine.Request, *Error) {
 	req := engine.Request{IgnoreEOS: p.IgnoreEOS}
 	if p.N != nil && *p.N != 1 {
 		return req, invalid("n", "'n' must be 1: this server generates one choice per request, got %d", *p.N)
@@ -37,7 +38,7 @@ func (m *Model) request(p *oaiParams, maxTokens *int, maxParam string, lim *Limi
 		req.MaxTokens = *maxTokens
 	}
 	var e *Error
-	if req.Sampling, e = p.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
+	if req.Sampling, e = p.sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
 		return req, e
 	}
 	if req.Stop, e = parseStop(p.Stop); e != nil {
@@ -70,6 +71,6 @@ func finishReason(r engine.Result) *string {
 
 // header starts a response object: a fresh id with prefix, the time, the
 // model's name.
-func (m *Model) header(prefix string) wire.Header {
-	return wire.Header{ID: newID(prefix), Created: time.Now().Unix(), Model: m.info.Name}
+func header(m *model.Model, prefix string) wire.Header {
+	return wire.Header{ID: newID(prefix), Created: time.Now().Unix(), Model: m.Info().Name}
 }

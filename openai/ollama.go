@@ -10,6 +10,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -135,7 +136,7 @@ type ollamaBody interface {
 	check(lim *Limits) *Error
 	// request builds the engine request for m within lim, and how its
 	// answer is read.
-	request(m *Model, lim *Limits) (engine.Request, answerPlan, *Error)
+	request(m *model.Model, lim *Limits) (engine.Request, model.Plan, *Error)
 }
 
 // ollamaServe decodes body and answers it: refusals first, so that a
@@ -169,8 +170,8 @@ func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBod
 		return
 	}
 	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: isChat, start: start, load: load, now: time.Now, plan: plan}
-	if plan.reads() {
-		f.answer = plan.reader()
+	if plan.Reads() {
+		f.answer = plan.Reader()
 	}
 	a.generate(w, r, m, req, p.genMode(promptParam), f)
 }
@@ -265,10 +266,10 @@ func (body *ollamaChatRequest) check(lim *Limits) *Error {
 // passed) and builds the engine request: the prompt as it is when raw,
 // else rendered by the chat template as a user message after the system
 // one.
-func (body *ollamaGenerateRequest) request(m *Model, lim *Limits) (engine.Request, answerPlan, *Error) {
-	req, budget, e := m.ollamaRequest(&body.ollamaParams, lim)
+func (body *ollamaGenerateRequest) request(m *model.Model, lim *Limits) (engine.Request, model.Plan, *Error) {
+	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
 	if e != nil {
-		return req, answerPlan{}, e
+		return req, model.Plan{}, e
 	}
 	if body.Raw {
 		req.Prompt = body.Prompt
@@ -278,16 +279,16 @@ func (body *ollamaGenerateRequest) request(m *Model, lim *Limits) (engine.Reques
 			msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
-		if e := m.ollamaPrompt(&req, msgs, nil, body.Think, lim); e != nil {
-			return req, answerPlan{}, e
+		if e := ollamaPrompt(m, &req, msgs, nil, body.Think, lim); e != nil {
+			return req, model.Plan{}, e
 		}
 	}
-	return req, m.answerPlan(&req, nil, false, 0, budget), nil
+	return req, m.AnswerPlan(&req, nil, false, 0, budget), nil
 }
 
 // request validates an /api/chat request with messages (check passed)
 // and builds the engine request.
-func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, answerPlan, *Error) {
+func (body *ollamaChatRequest) request(m *model.Model, lim *Limits) (engine.Request, model.Plan, *Error) {
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
 		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
@@ -302,38 +303,38 @@ func (body *ollamaChatRequest) request(m *Model, lim *Limits) (engine.Request, a
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
 		}
 	}
-	req, budget, e := m.ollamaRequest(&body.ollamaParams, lim)
+	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
 	if e != nil {
-		return req, answerPlan{}, e
+		return req, model.Plan{}, e
 	}
-	if e := m.ollamaPrompt(&req, msgs, body.Tools, body.Think, lim); e != nil {
-		return req, answerPlan{}, e
+	if e := ollamaPrompt(m, &req, msgs, body.Tools, body.Think, lim); e != nil {
+		return req, model.Plan{}, e
 	}
 	// The calls are read when the request has tools (Ollama has no
 	// tool_choice).
-	return req, m.answerPlan(&req, body.Tools, len(body.Tools) > 0, 0, budget), nil
+	return req, m.AnswerPlan(&req, body.Tools, len(body.Tools) > 0, 0, budget), nil
 }
 
 // ollamaPrompt renders msgs with the chat template into req, the
 // clients' text marked plain and the template's stop strings added; think
 // is the request's "think".
-func (m *Model) ollamaPrompt(req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *Limits) *Error {
-	kw, e := m.thinkKwargs(think)
+func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *Limits) *Error {
+	kw, e := thinkKwargs(m, think)
 	if e != nil {
 		return e
 	}
-	if req.Prompt, e = m.render(msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
+	if req.Prompt, e = render(m, msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
 		return e
 	}
 	req.Plain = clientSpans(req.Prompt, msgs)
-	req.Stop = append(req.Stop, m.stops...)
+	req.Stop = append(req.Stop, m.Stops()...)
 	return nil
 }
 
 // ollamaRequest validates the options and format of p within lim and
 // builds the engine request, less its prompt; budget is the options'
 // reasoning budget (nil: none asked).
-func (m *Model) ollamaRequest(p *ollamaParams, lim *Limits) (req engine.Request, budget *int, e *Error) {
+func ollamaRequest(m *model.Model, p *ollamaParams, lim *Limits) (req engine.Request, budget *int, e *Error) {
 	req = engine.Request{AddSpecial: true, ParseSpecial: true}
 	var o ollamaOptions
 	if !isNull(p.Options) {
@@ -354,7 +355,7 @@ func (m *Model) ollamaRequest(p *ollamaParams, lim *Limits) (req engine.Request,
 		}
 	}
 	req.IgnoreEOS = o.IgnoreEOS
-	if req.Sampling, e = o.sampling(m.info.VocabSize, m.info.SlotCtx); e != nil {
+	if req.Sampling, e = o.sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
 		return req, nil, e
 	}
 	if req.Stop, e = parseStop(o.Stop); e != nil {

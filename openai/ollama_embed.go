@@ -62,7 +62,7 @@ func (a *API) OllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer l.Release()
-	info := l.Model().info
+	info := l.Model().Info()
 	if info.EmbedMaxTokens == 0 {
 		writeOllamaError(w, notEmbedding(info))
 		return
@@ -71,7 +71,7 @@ func (a *API) OllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		writeOllamaError(w, invalid("dimensions", "'dimensions' must be %d, the model's embedding size, or left out, got %d", info.EmbeddingSize, *d))
 		return
 	}
-	res, err := l.Model().eng.Embed(r.Context(), inputs)
+	res, err := l.Model().Engine().Embed(r.Context(), inputs)
 	if err != nil {
 		writeOllamaError(w, embedError(err, info))
 		return

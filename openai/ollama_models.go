@@ -105,7 +105,7 @@ func (a *API) OllamaPS(w http.ResponseWriter, r *http.Request) {
 			rm.ExpiresAt = time.Now().Add(ollamaForever)
 		}
 		if st.Model != nil {
-			rm.ContextLength = st.Model.info.SlotCtx
+			rm.ContextLength = st.Model.Info().SlotCtx
 		}
 		if ff, err := readFileFacts(st.Path); err != nil {
 			a.log.Warn("describe model", "model", st.ID, "err", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -318,14 +319,14 @@ func TestOllamaChatWire(t *testing.T) {
 // name the documentation's examples use is served by it.
 func ollamaAPI(t *testing.T, fake *fakeEngine) *API {
 	t.Helper()
-	m, err := NewModel(fake, ModelOptions{})
+	m, err := model.New(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := registry.Spec{ID: fake.info.Name, Engine: engine.Config{ModelPath: testmodel.Path(t, testmodel.TinyStories656K)}, Need: 123456}
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,9 +697,9 @@ func TestOllamaName(t *testing.T) {
 func TestOllamaRefusesBeforeLoading(t *testing.T) {
 	loads := 0
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "tiny"}},
-		func(context.Context, registry.Spec) (*Model, error) {
+		func(context.Context, registry.Spec) (*model.Model, error) {
 			loads++
-			return NewModel(newFake(), ModelOptions{})
+			return model.New(newFake(), model.Options{})
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -55,8 +56,8 @@ type ollamaResponder struct {
 	// plan is how the answer is read; answer reads it while it streams
 	// (nil when it is passed on as it is); sent counts the calls already
 	// in a streamed object.
-	plan   answerPlan
-	answer *answerReader
+	plan   model.Plan
+	answer *model.Reader
 	sent   int
 }
 
@@ -86,13 +87,13 @@ func (f *ollamaResponder) streamText(text string, _ engine.Chunk) any {
 	if f.answer == nil || text == "" {
 		return f.object("", text, false, "", ollamaMetrics{})
 	}
-	return f.pieces(f.answer.push(text))
+	return f.pieces(f.answer.Push(text))
 }
 
 // pieces is the object of what the reader decided, with the calls
 // completed since the last one; nil when there is nothing.
 func (f *ollamaResponder) pieces(ds []wire.Delta) any {
-	d := merge(ds)
+	d := model.Merge(ds)
 	calls := f.answer.Calls()[f.sent:]
 	f.sent += len(calls)
 	if d.Content == nil && d.ReasoningContent == nil && len(calls) == 0 {
@@ -108,7 +109,7 @@ func (f *ollamaResponder) pieces(ds []wire.Delta) any {
 func (f *ollamaResponder) streamEnd(res engine.Result) []any {
 	var evs []any
 	if f.answer != nil {
-		if ev := f.pieces(f.answer.finish(res.FinishReason == engine.FinishLength)); ev != nil {
+		if ev := f.pieces(f.answer.Finish(res.FinishReason == engine.FinishLength)); ev != nil {
 			evs = append(evs, ev)
 		}
 	}
@@ -118,8 +119,8 @@ func (f *ollamaResponder) streamEnd(res engine.Result) []any {
 func (f *ollamaResponder) whole(text string, _ []engine.TokenLogprobs, res engine.Result) any {
 	var thinking string
 	var calls []wire.ToolCall
-	if f.plan.reads() {
-		thinking, text, calls = f.plan.parse(text, res.FinishReason == engine.FinishLength)
+	if f.plan.Reads() {
+		thinking, text, calls = f.plan.Parse(text, res.FinishReason == engine.FinishLength)
 	}
 	return f.final(thinking, text, calls, res)
 }

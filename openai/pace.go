@@ -148,7 +148,7 @@ func (a *API) PacedChat(ctx context.Context, body []byte, history []chat.Message
 		return nil, nil, e
 	}
 	m := l.Model()
-	r, _, e := m.chatRequest(&req, &a.limits)
+	r, _, e := newChatRequest(m, &req, &a.limits)
 	if e == nil {
 		e = a.admission(ctx, &r, req.Priority, nil, req.CacheSalt)
 	}
@@ -157,8 +157,8 @@ func (a *API) PacedChat(ctx context.Context, body []byte, history []chat.Message
 		return nil, nil, e
 	}
 	if conv != nil {
-		if conv.model != m.info.Name {
-			*conv = Conversation{model: m.info.Name}
+		if conv.model != m.Info().Name {
+			*conv = Conversation{model: m.Info().Name}
 		}
 		conv.pending = r.Prompt
 		if cut := len(conv.text); conv.tokens != nil && strings.HasPrefix(r.Prompt, conv.text) {
@@ -166,14 +166,14 @@ func (a *API) PacedChat(ctx context.Context, body []byte, history []chat.Message
 			r.Plain = shiftSpans(r.Plain, cut)
 		}
 	}
-	s, err := m.eng.Submit(ctx, r)
+	s, err := m.Engine().Submit(ctx, r)
 	if err != nil {
 		l.Release()
 		return nil, nil, submitError(err, "messages")
 	}
 	release = func() {
 		if s.Done() { // as it is once the caller has read the stream to its end
-			a.metrics.observe(m.info.Name, s.Result())
+			a.metrics.observe(m.Info().Name, s.Result())
 		}
 		l.Release()
 	}

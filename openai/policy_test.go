@@ -18,6 +18,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/wire"
 )
@@ -46,14 +47,14 @@ func realAPI(t *testing.T, cfg engine.Config, opt Options) (*API, *engine.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(eng, ModelOptions{})
+	m, err := model.New(eng, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: cfg.ModelPath}, Pinned: true}
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
@@ -306,7 +307,7 @@ func TestPauseDefaultWithinCap(t *testing.T) {
 	}{{0, engine.DefaultPauseTimeout}, {5 * time.Second, 5 * time.Second}} {
 		fake := newFake()
 		reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "tiny"}},
-			func(context.Context, registry.Spec) (*Model, error) { return NewModel(fake, ModelOptions{}) })
+			func(context.Context, registry.Spec) (*model.Model, error) { return model.New(fake, model.Options{}) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +524,7 @@ func TestAdminOnlyInfo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a model"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "broken", Engine: engine.Config{ModelPath: bad}}}, Loader(nil))
+	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "broken", Engine: engine.Config{ModelPath: bad}}}, model.Loader(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

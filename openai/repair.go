@@ -9,6 +9,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
 	"github.com/corral-llm/corral/wire"
@@ -38,11 +39,11 @@ const DefaultToolRepair = 1
 // repairer is a responder whose whole answers may carry tool calls to
 // repair: its plan reads them.
 type repairer interface {
-	answerPlan() answerPlan
+	answerPlan() model.Plan
 }
 
-func (f *chatResponder) answerPlan() answerPlan   { return f.plan }
-func (f *ollamaResponder) answerPlan() answerPlan { return f.plan }
+func (f *chatResponder) answerPlan() model.Plan   { return f.plan }
+func (f *ollamaResponder) answerPlan() model.Plan { return f.plan }
 
 // failedCall finds the first call of a whole answer that needs repair:
 // markup that was not a call, a call of a function not among the plan's
@@ -52,31 +53,31 @@ func (f *ollamaResponder) answerPlan() answerPlan { return f.plan }
 // in text the call's markup began and the function it named (nil when
 // none of the tools), ok false when every call is sound (or the format
 // cannot tell where its calls lie).
-func (p answerPlan) failedCall(text string, v *argValidator) (at int, named *wire.Tool, ok bool) {
-	if p.tools == nil {
+func failedCall(p model.Plan, text string, v *argValidator) (at int, named *wire.Tool, ok bool) {
+	if p.Tools == nil {
 		return 0, nil, false
 	}
 	content := text
-	if p.think != nil {
-		_, content = reasoning.Split(p.think, p.opened, text)
+	if p.Think != nil {
+		_, content = reasoning.Split(p.Think, p.Opened, text)
 		if !strings.HasSuffix(text, content) {
 			return 0, nil, false // the content is not where the offsets can find it
 		}
 	}
 	base := len(text) - len(content)
-	r, ok := toolcall.ParseRegions(p.tools, p.defs, content, p.max, false)
+	r, ok := toolcall.ParseRegions(p.Tools, p.Defs, content, p.Max, false)
 	if !ok {
 		return 0, nil, false
 	}
 	at = r.Failed
-	if p.max > 0 && len(r.Calls) >= p.max && at > r.Starts[len(r.Starts)-1] {
+	if p.Max > 0 && len(r.Calls) >= p.Max && at > r.Starts[len(r.Starts)-1] {
 		at = -1 // after the last call kept: dropped anyway
 	}
 	for i, c := range r.Calls {
 		if at >= 0 && r.Starts[i] >= at {
 			break
 		}
-		t := findTool(p.defs, c.Function.Name)
+		t := findTool(p.Defs, c.Function.Name)
 		if t == nil || !v.valid(t, c.Function.Arguments) {
 			at, named = r.Starts[i], t
 			break
@@ -158,23 +159,23 @@ func compileSchema(params json.RawMessage) *jsonschema.Schema {
 // returns the answer to give: the repaired one, or text and res as they
 // were. res's usage then counts every token generated, repairs included.
 // It gives up early when ctx ends.
-func (a *API) repairCalls(ctx context.Context, m *Model, req engine.Request, plan answerPlan, text string, res engine.Result) (string, engine.Result) {
-	if a.toolRepair <= 0 || plan.tools == nil || req.Logprobs || res.FinishReason != engine.FinishStop {
+func (a *API) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result) (string, engine.Result) {
+	if a.toolRepair <= 0 || plan.Tools == nil || req.Logprobs || res.FinishReason != engine.FinishStop {
 		return text, res
 	}
 	var v argValidator
-	at, named, failed := plan.failedCall(text, &v)
+	at, named, failed := failedCall(plan, text, &v)
 	if !failed {
 		return text, res
 	}
-	tools := plan.defs
+	tools := plan.Defs
 	if named != nil {
 		tools = []wire.Tool{*named}
 	}
-	g, err := plan.tools.Grammar(tools, false, a.limits.schema())
+	g, err := plan.Tools.Grammar(tools, false, a.limits.schema())
 	if err != nil {
 		// A schema the grammar cannot express: the call stays as it is.
-		a.log.Debug("tool call not repaired", "model", m.info.Name, "err", err)
+		a.log.Debug("tool call not repaired", "model", m.Info().Name, "err", err)
 		return text, res
 	}
 	total := res.Usage
@@ -195,7 +196,7 @@ func (a *API) repairCalls(ctx context.Context, m *Model, req engine.Request, pla
 		if !ok || r.FinishReason != engine.FinishStop {
 			continue
 		}
-		if _, _, bad := plan.failedCall(prefix+out, &v); !bad {
+		if _, _, bad := failedCall(plan, prefix+out, &v); !bad {
 			text, res.FinishReason, res.StopWord, repaired = prefix+out, r.FinishReason, r.StopWord, true
 			break
 		}
@@ -205,7 +206,7 @@ func (a *API) repairCalls(ctx context.Context, m *Model, req engine.Request, pla
 	if repaired {
 		outcome = "repaired"
 	}
-	a.metrics.toolRepairs.WithLabelValues(m.info.Name, outcome).Inc()
+	a.metrics.toolRepairs.WithLabelValues(m.Info().Name, outcome).Inc()
 	return text, res
 }
 
@@ -213,8 +214,8 @@ func (a *API) repairCalls(ctx context.Context, m *Model, req engine.Request, pla
 // final result, ok false when it was not submitted or ctx ended first.
 // The engine request is recorded in the metrics like any other, but not
 // in the request log (which is the client's request's).
-func (a *API) generateOnce(ctx context.Context, m *Model, req engine.Request) (string, engine.Result, bool) {
-	s, err := m.eng.Submit(ctx, req)
+func (a *API) generateOnce(ctx context.Context, m *model.Model, req engine.Request) (string, engine.Result, bool) {
+	s, err := m.Engine().Submit(ctx, req)
 	if err != nil {
 		return "", engine.Result{}, false
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/toolcall"
@@ -60,14 +61,14 @@ func repairServer(t *testing.T, opt Options, script func(n int) string) (*API, *
 		t.Fatal(err)
 	}
 	se := &scriptEngine{Engine: eng, script: script}
-	m, err := NewModel(se, ModelOptions{})
+	m, err := model.New(se, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: path}, Pinned: true}
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
@@ -328,12 +329,12 @@ func TestFailedCall(t *testing.T) {
 	good := `<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>`
 	wrongArgs := "\n" + `<tool_call>{"name": "get_time", "arguments": {"zone": "PST"}}</tool_call>`
 	tools := []wire.Tool{weatherDef, timeDef}
-	plan := answerPlan{tools: toolcall.Hermes, defs: tools}
-	one := answerPlan{tools: toolcall.Hermes, defs: tools, max: 1} // parallel_tool_calls false
-	think := answerPlan{think: reasoning.Think, tools: toolcall.Hermes, defs: tools}
+	plan := model.Plan{Tools: toolcall.Hermes, Defs: tools}
+	one := model.Plan{Tools: toolcall.Hermes, Defs: tools, Max: 1} // parallel_tool_calls false
+	think := model.Plan{Think: reasoning.Think, Tools: toolcall.Hermes, Defs: tools}
 	for _, tc := range []struct {
 		name   string
-		plan   answerPlan
+		plan   model.Plan
 		text   string
 		before string // the text before the failed call; "-": none failed
 		named  string // the function it named, when one of the tools
@@ -350,7 +351,7 @@ func TestFailedCall(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v argValidator
-			at, named, ok := tc.plan.failedCall(tc.text, &v)
+			at, named, ok := failedCall(tc.plan, tc.text, &v)
 			switch {
 			case tc.before == "-" && ok:
 				t.Fatalf("failed call after %q, want none", tc.text[:at])

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/model"
 )
 
 // RequestLog is what a handler tells the request log (package server
@@ -68,7 +69,7 @@ const settleTimeout = time.Minute
 type outcome struct {
 	a    *API
 	ctx  context.Context
-	m    *Model
+	m    *model.Model
 	s    *engine.Stream
 	res  *engine.Result // set once observed
 	gone bool           // the client went away or stopped reading
@@ -82,7 +83,7 @@ type outcome struct {
 func (o *outcome) final(res engine.Result) {
 	if o.res == nil {
 		o.res = &res
-		o.a.metrics.observe(o.m.info.Name, res)
+		o.a.metrics.observe(o.m.Info().Name, res)
 		gate.Charge(o.ctx, res.Usage.PromptTokens+res.Usage.CompletionTokens)
 	}
 }
@@ -100,7 +101,7 @@ func (o *outcome) end() {
 			if _, err := o.s.Recv(wait); err == io.EOF {
 				break
 			} else if err != nil {
-				o.a.log.Warn("request not finished after its cancel", "model", o.m.info.Name, "timeout", settleTimeout)
+				o.a.log.Warn("request not finished after its cancel", "model", o.m.Info().Name, "timeout", settleTimeout)
 				return
 			}
 		}
@@ -112,7 +113,7 @@ func (o *outcome) end() {
 	}
 	res := o.res
 	*rec = RequestLog{
-		Model: o.m.info.Name, PromptTokens: res.Usage.PromptTokens, CachedTokens: res.Usage.CachedTokens,
+		Model: o.m.Info().Name, PromptTokens: res.Usage.PromptTokens, CachedTokens: res.Usage.CachedTokens,
 		GeneratedTokens: res.Usage.CompletionTokens, Queue: res.Timings.Queued, TTFT: res.Timings.TTFT,
 		TokensPerSecond: res.Timings.TokensPerSecond, FinishReason: finishedReason(res.FinishReason),
 		Disconnected: o.gone || o.ctx.Err() != nil,

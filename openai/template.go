@@ -1,28 +1,17 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/model"
 )
 
 // Chat template variables a request sets: chat_template_kwargs (vLLM's
 // and llama-server's field), OpenAI's reasoning_effort and Ollama's think.
-
-const (
-	// maxKwargs bounds how many variables chat_template_kwargs sets.
-	maxKwargs = 64
-	// maxKwargsDepth bounds how deeply its values nest.
-	maxKwargsDepth = 16
-)
 
 // reasoningEfforts are the values of OpenAI's reasoning_effort.
 var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
@@ -38,71 +27,20 @@ type templateArgs struct {
 	ReasoningEffort *string `json:"reasoning_effort"`
 }
 
-// ParseKwargs checks chat template variables given as a JSON object
-// (null or empty: none): at most 64, values nested at most 16 deep, and
-// none of the variables the server sets itself (messages, tools, ...).
-func ParseKwargs(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	if raw = bytes.TrimSpace(raw); raw[0] != '{' {
-		return nil, errors.New("want a JSON object of template variables")
-	}
-	if err := checkDepth(raw, maxKwargsDepth+1); err != nil {
-		return nil, err
-	}
-	var kw map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &kw); err != nil {
-		return nil, err
-	}
-	if len(kw) > maxKwargs {
-		return nil, fmt.Errorf("%d template variables; at most %d", len(kw), maxKwargs)
-	}
-	for _, k := range slices.Sorted(maps.Keys(kw)) {
-		if err := chat.CheckKwarg(k); err != nil {
-			return nil, err
-		}
-	}
-	return kw, nil
-}
-
-// checkDepth fails when JSON nests deeper than limit arrays and objects.
-func checkDepth(raw json.RawMessage, limit int) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if depth++; depth > limit {
-				return fmt.Errorf("values nest more than %d deep", limit-1)
-			}
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-}
-
 // templateKwargs are the template variables of a request: the model's,
 // then reasoning_effort where the template reads it, then the request's
 // chat_template_kwargs.
-func (m *Model) templateKwargs(t *templateArgs) (map[string]any, *Error) {
-	kw := m.baseKwargs()
+func templateKwargs(m *model.Model, t *templateArgs) (map[string]any, *Error) {
+	kw := m.Kwargs()
 	if t.ReasoningEffort != nil {
 		if !slices.Contains(reasoningEfforts, *t.ReasoningEffort) {
 			return nil, invalid("reasoning_effort", "'reasoning_effort' must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), *t.ReasoningEffort)
 		}
-		if m.tmpl.Reads("reasoning_effort") {
+		if m.Template().Reads("reasoning_effort") {
 			kw["reasoning_effort"] = *t.ReasoningEffort
 		}
 	}
-	req, err := ParseKwargs(t.ChatTemplateKwargs)
+	req, err := model.ParseKwargs(t.ChatTemplateKwargs)
 	if err != nil {
 		return nil, invalid("chat_template_kwargs", "'chat_template_kwargs': %v", err)
 	}
@@ -112,22 +50,13 @@ func (m *Model) templateKwargs(t *templateArgs) (map[string]any, *Error) {
 	return kw, nil
 }
 
-// baseKwargs are a copy of the model's template variables.
-func (m *Model) baseKwargs() map[string]any {
-	kw := make(map[string]any, len(m.kwargs)+2)
-	for k, v := range m.kwargs {
-		kw[k] = v
-	}
-	return kw
-}
-
 // thinkKwargs are the template variables of an Ollama request: the
 // model's, and "think" (true, false, "low", "medium" or "high") as the
 // variables the template reads: enable_thinking (Qwen 3 and many
 // others) and thinking (DeepSeek V3.1) get whether to think,
 // reasoning_effort (gpt-oss) the level.
-func (m *Model) thinkKwargs(think json.RawMessage) (map[string]any, *Error) {
-	kw := m.baseKwargs()
+func thinkKwargs(m *model.Model, think json.RawMessage) (map[string]any, *Error) {
+	kw := m.Kwargs()
 	if isNull(think) {
 		return kw, nil
 	}
@@ -140,11 +69,11 @@ func (m *Model) thinkKwargs(think json.RawMessage) (map[string]any, *Error) {
 		on = true
 	}
 	for _, name := range []string{"enable_thinking", "thinking"} {
-		if m.tmpl.Reads(name) {
+		if m.Template().Reads(name) {
 			kw[name] = on
 		}
 	}
-	if level != "" && m.tmpl.Reads("reasoning_effort") {
+	if level != "" && m.Template().Reads("reasoning_effort") {
 		kw["reasoning_effort"] = level
 	}
 	return kw, nil
@@ -183,18 +112,18 @@ func (a *API) ApplyTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.Release()
 	m := l.Model()
-	plan, e := m.toolPlan(&body.toolFields, &a.limits)
+	plan, e := planTools(m, &body.toolFields, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return
 	}
-	kw, e := m.templateKwargs(&body.templateArgs)
+	kw, e := templateKwargs(m, &body.templateArgs)
 	if e != nil {
 		WriteError(w, e)
 		return
 	}
 	gen := body.AddGenerationPrompt == nil || *body.AddGenerationPrompt
-	prompt, e := m.render(body.Messages, chat.Options{AddGenerationPrompt: gen, Tools: plan.render, Kwargs: kw}, &a.limits)
+	prompt, e := render(m, body.Messages, chat.Options{AddGenerationPrompt: gen, Tools: plan.render, Kwargs: kw}, &a.limits)
 	if e != nil {
 		WriteError(w, e)
 		return

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -45,14 +46,14 @@ func expected(t *testing.T, name, conv string) string {
 }
 
 // serveWith serves body to h on an API whose model has opt.
-func serveWith(t *testing.T, fake *fakeEngine, opt ModelOptions, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
+func serveWith(t *testing.T, fake *fakeEngine, opt model.Options, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
 	t.Helper()
-	m, err := NewModel(fake, opt)
+	m, err := model.New(fake, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: fake.info.Name}},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func serveWith(t *testing.T, fake *fakeEngine, opt ModelOptions, h func(*API, ht
 }
 
 // applyTemplate posts body to /apply-template and returns the prompt.
-func applyTemplate(t *testing.T, fake *fakeEngine, opt ModelOptions, body string) string {
+func applyTemplate(t *testing.T, fake *fakeEngine, opt model.Options, body string) string {
 	t.Helper()
 	w := serveWith(t, fake, opt, (*API).ApplyTemplate, body)
 	var resp struct {
@@ -81,11 +82,11 @@ const kwargsConversation = `"messages": [{"role": "system", "content": "You are 
 // of the same requests.
 func TestApplyTemplate(t *testing.T) {
 	fake := realTemplate(t, "Qwen-Qwen3-0.6B")
-	got := applyTemplate(t, fake, ModelOptions{}, `{"messages": [{"role": "user", "content": "What is the capital of France?"}]}`)
+	got := applyTemplate(t, fake, model.Options{}, `{"messages": [{"role": "user", "content": "What is the capital of France?"}]}`)
 	if want := expected(t, "Qwen-Qwen3-0.6B", "user"); got != want {
 		t.Errorf("plain:\n got %q\nwant %q", got, want)
 	}
-	got = applyTemplate(t, fake, ModelOptions{}, `{"add_generation_prompt": false, "messages": [
+	got = applyTemplate(t, fake, model.Options{}, `{"add_generation_prompt": false, "messages": [
 		{"role": "user", "content": "Name a prime number."}, {"role": "assistant", "content": "7 is a prime number."},
 		{"role": "user", "content": "Another one?"}, {"role": "assistant", "content": "13."}]}`)
 	if want := expected(t, "Qwen-Qwen3-0.6B", "multiturn-nogen"); got != want {
@@ -108,13 +109,13 @@ func TestApplyTemplate(t *testing.T) {
 		}
 	}
 	fake = realTemplate(t, "meta-llama-Llama-3.1-8B-Instruct")
-	got = applyTemplate(t, fake, ModelOptions{}, string(roundTrip))
+	got = applyTemplate(t, fake, model.Options{}, string(roundTrip))
 	// The fake model adds BOS itself, so the prompt lacks the template's.
 	want := strings.TrimPrefix(expected(t, "meta-llama-Llama-3.1-8B-Instruct", "tool-roundtrip"), "<|begin_of_text|>")
 	if got != want {
 		t.Errorf("tool round trip:\n got %q\nwant %q", got, want)
 	}
-	hidden := applyTemplate(t, fake, ModelOptions{}, strings.Replace(string(roundTrip), `"tools":`, `"tool_choice": "none", "tools":`, 1))
+	hidden := applyTemplate(t, fake, model.Options{}, strings.Replace(string(roundTrip), `"tools":`, `"tool_choice": "none", "tools":`, 1))
 	if strings.Contains(hidden, "search_flights") || !strings.Contains(got, "search_flights") {
 		t.Errorf("tool_choice none still shows the tools:\n%s", hidden)
 	}
@@ -125,11 +126,11 @@ func TestApplyTemplate(t *testing.T) {
 func TestTemplateKwargs(t *testing.T) {
 	qwen := realTemplate(t, "Qwen-Qwen3-0.6B")
 	const emptyThink = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
-	got := applyTemplate(t, qwen, ModelOptions{}, `{"chat_template_kwargs": {"enable_thinking": false}, `+kwargsConversation+`}`)
+	got := applyTemplate(t, qwen, model.Options{}, `{"chat_template_kwargs": {"enable_thinking": false}, `+kwargsConversation+`}`)
 	if want := expected(t, "Qwen-Qwen3-0.6B", "kwargs"); got != want || !strings.HasSuffix(got, emptyThink) {
 		t.Errorf("enable_thinking false:\n got %q\nwant %q", got, want)
 	}
-	server := ModelOptions{ChatTemplateKwargs: map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}}
+	server := model.Options{ChatTemplateKwargs: map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}}
 	if got := applyTemplate(t, qwen, server, `{`+kwargsConversation+`}`); !strings.HasSuffix(got, emptyThink) {
 		t.Errorf("server enable_thinking false: %q", got)
 	}
@@ -143,13 +144,13 @@ func TestTemplateKwargs(t *testing.T) {
 	for effort, want := range map[string]string{`"reasoning_effort": "high", `: "Reasoning: high", "": "Reasoning: medium",
 		`"reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}, `: "Reasoning: low"} {
 		gpt.submitted = nil
-		serveWith(t, gpt, ModelOptions{}, (*API).ChatCompletions, `{`+effort+kwargsConversation+`}`)
+		serveWith(t, gpt, model.Options{}, (*API).ChatCompletions, `{`+effort+kwargsConversation+`}`)
 		if len(gpt.submitted) != 1 || !strings.Contains(gpt.submitted[0].Prompt, want+"\n") {
 			t.Errorf("%s: prompt lacks %q: %v", effort, want, gpt.submitted)
 		}
 	}
 	// Templates that do not read reasoning_effort do not get it.
-	if got := applyTemplate(t, qwen, ModelOptions{}, `{"reasoning_effort": "high", `+kwargsConversation+`}`); got != expected(t, "Qwen-Qwen3-0.6B", "kwargs")[:len(got)] || strings.Contains(got, "high") {
+	if got := applyTemplate(t, qwen, model.Options{}, `{"reasoning_effort": "high", `+kwargsConversation+`}`); got != expected(t, "Qwen-Qwen3-0.6B", "kwargs")[:len(got)] || strings.Contains(got, "high") {
 		t.Errorf("reasoning_effort reached a template that does not read it: %q", got)
 	}
 }
@@ -171,7 +172,7 @@ func TestTemplateKwargsBounds(t *testing.T) {
 	} {
 		for _, h := range []func(*API, http.ResponseWriter, *http.Request){(*API).ChatCompletions, (*API).ApplyTemplate} {
 			fake := realTemplate(t, "Qwen-Qwen3-0.6B")
-			w := serveWith(t, fake, ModelOptions{}, h, tt.body)
+			w := serveWith(t, fake, model.Options{}, h, tt.body)
 			if w.Code != http.StatusBadRequest {
 				t.Errorf("%.80s: %d %s, want 400", tt.body, w.Code, w.Body)
 				continue
@@ -187,7 +188,7 @@ func TestTemplateKwargsBounds(t *testing.T) {
 	}
 	// 64 variables nested 16 deep are fine.
 	ok := `{"chat_template_kwargs": {` + strings.Join(many[:63], ", ") + `, "d": ` + strings.Repeat("[", 16) + strings.Repeat("]", 16) + `}, "messages": [{"role": "user", "content": "x"}]}`
-	applyTemplate(t, realTemplate(t, "Qwen-Qwen3-0.6B"), ModelOptions{}, ok)
+	applyTemplate(t, realTemplate(t, "Qwen-Qwen3-0.6B"), model.Options{}, ok)
 }
 
 func itoa(i int) string {
@@ -212,7 +213,7 @@ func TestOllamaThink(t *testing.T) {
 		{"openai-gpt-oss-120b", `"high"`, "<|start|>assistant", "Reasoning: medium"},
 	} {
 		fake := realTemplate(t, tt.template)
-		serveWith(t, fake, ModelOptions{}, (*API).OllamaChat, `{"think": `+tt.think+`, `+msgs+`}`)
+		serveWith(t, fake, model.Options{}, (*API).OllamaChat, `{"think": `+tt.think+`, `+msgs+`}`)
 		if len(fake.submitted) != 1 {
 			t.Errorf("%s think %s: nothing submitted", tt.template, tt.think)
 			continue
@@ -226,7 +227,7 @@ func TestOllamaThink(t *testing.T) {
 		}
 	}
 	fake := realTemplate(t, "Qwen-Qwen3-0.6B")
-	w := serveWith(t, fake, ModelOptions{}, (*API).OllamaChat, `{"think": "max", `+msgs+`}`)
+	w := serveWith(t, fake, model.Options{}, (*API).OllamaChat, `{"think": "max", `+msgs+`}`)
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "'think' must be") || len(fake.submitted) != 0 {
 		t.Errorf("think \"max\": %d %s", w.Code, w.Body)
 	}
@@ -239,23 +240,23 @@ func TestModelTemplateErrors(t *testing.T) {
 	fake := newFake()
 	fake.info.Name = "broken-model"
 	fake.info.ChatTemplate = "{% for m in messages %}\n{{ m.content }\n{% endfor %}"
-	_, err := NewModel(fake, ModelOptions{})
+	_, err := model.New(fake, model.Options{})
 	if err == nil || !strings.Contains(err.Error(), "broken-model") || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("unparsable template: %v, want an error naming the model and line 2", err)
 	}
 	// firefunction-v2's template reads a variable nobody gives it.
 	fire := realTemplate(t, "fireworks-ai-llama-3-firefunction-v2")
 	fire.info.Name = "firefunction"
-	_, err = NewModel(fire, ModelOptions{})
+	_, err = model.New(fire, model.Options{})
 	if err == nil || !strings.Contains(err.Error(), "firefunction") || !strings.Contains(err.Error(), "'functions' is undefined") || !strings.Contains(err.Error(), "line ") {
 		t.Errorf("template that cannot render: %v", err)
 	}
 	// Replacing the template makes it load, and so does giving the
 	// variable it reads.
-	if _, err := NewModel(fire, ModelOptions{ChatTemplate: "llama3"}); err != nil {
+	if _, err := model.New(fire, model.Options{ChatTemplate: "llama3"}); err != nil {
 		t.Errorf("--chat-template over a broken template: %v", err)
 	}
-	withFunctions := ModelOptions{ChatTemplateKwargs: map[string]json.RawMessage{"functions": json.RawMessage(`"[]"`), "datetime": json.RawMessage(`"2026-11-21"`)}}
+	withFunctions := model.Options{ChatTemplateKwargs: map[string]json.RawMessage{"functions": json.RawMessage(`"[]"`), "datetime": json.RawMessage(`"2026-11-21"`)}}
 	if got := applyTemplate(t, fire, withFunctions, `{"messages": [{"role": "user", "content": "hi"}]}`); !strings.Contains(got, "hi<|eot_id|>") {
 		t.Errorf("firefunction with --chat-template-kwargs functions: %q", got)
 	}
@@ -263,21 +264,21 @@ func TestModelTemplateErrors(t *testing.T) {
 	if err := os.WriteFile(file, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := applyTemplate(t, fire, ModelOptions{ChatTemplateFile: file}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "[user]hi" {
+	if got := applyTemplate(t, fire, model.Options{ChatTemplateFile: file}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "[user]hi" {
 		t.Errorf("--chat-template-file: %q", got)
 	}
 	if err := os.WriteFile(file, []byte("ok\n{{ x + }}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewModel(newFake(), ModelOptions{ChatTemplateFile: file})
+	_, err = model.New(newFake(), model.Options{ChatTemplateFile: file})
 	if err == nil || !strings.Contains(err.Error(), "tiny") || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("bad template file: %v", err)
 	}
-	if _, err := NewModel(newFake(), ModelOptions{ChatTemplate: "chatml", ChatTemplateFile: file}); err == nil {
+	if _, err := model.New(newFake(), model.Options{ChatTemplate: "chatml", ChatTemplateFile: file}); err == nil {
 		t.Error("a built-in and a file together were accepted")
 	}
 	// No template at all: ChatML.
-	if got := applyTemplate(t, newFake(), ModelOptions{}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
+	if got := applyTemplate(t, newFake(), model.Options{}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
 		t.Errorf("no template: %q", got)
 	}
 }
@@ -287,7 +288,7 @@ func TestModelTemplateErrors(t *testing.T) {
 // v3.2's template concatenates tool-call arguments, which are an object.
 func TestTemplateRenderError(t *testing.T) {
 	fake := realTemplate(t, "meetkai-functionary-medium-v3.2")
-	w := serveWith(t, fake, ModelOptions{}, (*API).ChatCompletions, `{"messages": [
+	w := serveWith(t, fake, model.Options{}, (*API).ChatCompletions, `{"messages": [
 		{"role": "user", "content": "Weather?"},
 		{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
 		{"role": "tool", "tool_call_id": "c", "content": "22C"}]}`)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/toolcall"
 )
 
@@ -49,8 +50,8 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // A function defined twice in tools is refused; one named twice in
 // allowed_tools is shown once. Counts are bounded by lim, and every
 // lookup is by name in a map: the plan takes time linear in the request.
-func (m *Model) toolPlan(f *toolFields, lim *Limits) (toolPlan, *Error) {
-	plan := toolPlan{format: m.tools}
+func planTools(m *model.Model, f *toolFields, lim *Limits) (toolPlan, *Error) {
+	plan := toolPlan{format: m.ToolFormat()}
 	if e := lim.checkTools(f.Tools); e != nil {
 		return plan, e
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -148,7 +149,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestBodyTooLarge(t *testing.T) {
-	a, err := ForEngine(newFake(), ModelOptions{})
+	a, err := ForEngine(newFake(), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestResponseFormatGrammar(t *testing.T) {
 }
 
 func TestUnknownChatTemplate(t *testing.T) {
-	if _, err := ForEngine(newFake(), ModelOptions{ChatTemplate: "nonesuch"}); err == nil {
+	if _, err := ForEngine(newFake(), model.Options{ChatTemplate: "nonesuch"}); err == nil {
 		t.Fatal("New accepted an unknown chat template")
 	}
 }
@@ -351,7 +352,7 @@ func TestPriority(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fake := newFake()
-		a, err := ForEngine(fake, ModelOptions{})
+		a, err := ForEngine(fake, model.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +382,7 @@ func TestPriority(t *testing.T) {
 // served by it, as llama-server does.
 func TestOneModelServesAnyName(t *testing.T) {
 	fake := newFake()
-	a, err := ForEngine(fake, ModelOptions{})
+	a, err := ForEngine(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,6 +489,32 @@ func TestLogprobsFields(t *testing.T) {
 		e := decodeEnvelope(t, w)
 		if w.Code != http.StatusBadRequest || e.Param == nil || *e.Param != tt.param || !strings.Contains(e.Message, tt.param) {
 			t.Errorf("%s: %d %s; want 400 naming %s", tt.body, w.Code, w.Body, tt.param)
+		}
+	}
+}
+
+func TestReasoningParams(t *testing.T) {
+	n := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		p     reasoningParams
+		want  *int
+		param string
+	}{
+		{reasoningParams{}, nil, ""},
+		{reasoningParams{ThinkingBudget: n(64)}, n(64), ""},
+		{reasoningParams{MaxReasoningTokens: n(0)}, n(0), ""},
+		{reasoningParams{ThinkingBudget: n(-1)}, n(-1), ""},
+		{reasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(8)}, n(8), ""},
+		{reasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(9)}, nil, "max_reasoning_tokens"},
+		{reasoningParams{MaxReasoningTokens: n(-2)}, nil, "max_reasoning_tokens"},
+		{reasoningParams{ThinkingBudget: n(-5)}, nil, "thinking_budget"},
+	} {
+		got, e := tc.p.budget()
+		switch {
+		case tc.param != "" && (e == nil || e.Param != tc.param || e.Status != 400):
+			t.Errorf("%+v: error %v, want one naming %s", tc.p, e, tc.param)
+		case tc.param == "" && (e != nil || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want):
+			t.Errorf("%+v: %v, %v", tc.p, got, e)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	servedmodel "github.com/corral-llm/corral/model"
+
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/openai"
@@ -56,12 +58,12 @@ func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
 // loopback listener), wrap nil meaning the listener itself.
 func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
 	t.Helper()
-	return startOptions(t, model, ecfg, openai.ModelOptions{}, scfg, wrap)
+	return startOptions(t, model, ecfg, servedmodel.Options{}, scfg, wrap)
 }
 
 // startOptions is startListener with the model's options (chat template,
 // tool-call format).
-func startOptions(t *testing.T, model string, ecfg engine.Config, mopt openai.ModelOptions, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
+func startOptions(t *testing.T, model string, ecfg engine.Config, mopt servedmodel.Options, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
 	t.Helper()
 	ecfg.ModelPath = model
 	if !filepath.IsAbs(model) {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	servedmodel "github.com/corral-llm/corral/model"
+
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
@@ -52,7 +54,7 @@ func startModels(t *testing.T, rcfg registry.Config, specs ...registry.Spec) *mo
 	for i := range specs {
 		specs[i].Engine.CPU = cpu
 	}
-	reg, err := registry.New(rcfg, specs, openai.Loader(log))
+	reg, err := registry.New(rcfg, specs, servedmodel.Loader(log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	servedmodel "github.com/corral-llm/corral/model"
+
 	ollama "github.com/ollama/ollama/api"
 
 	"github.com/corral-llm/corral/engine"
@@ -36,7 +38,7 @@ func startRegistry(t *testing.T, scfg Config) (*testServer, *ollama.Client) {
 		Parallel:  2,
 	}}
 	rcfg := registry.Config{StrictNames: true, KeepAlive: registry.DefaultKeepAlive, Estimate: registry.EstimateFromFile, Logger: log}
-	reg, err := registry.New(rcfg, []registry.Spec{spec}, openai.Loader(log))
+	reg, err := registry.New(rcfg, []registry.Spec{spec}, servedmodel.Loader(log))
 	if err != nil {
 		t.Fatal(err)
 	}

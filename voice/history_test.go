@@ -12,6 +12,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/voice"
 )
@@ -46,7 +47,7 @@ func startRecorded(t *testing.T, ctx int, opt voice.Options) (*server, *recorder
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := openai.ForEngine(eng, openai.ModelOptions{})
+	api, err := openai.ForEngine(eng, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/voice"
 )
@@ -45,7 +46,7 @@ func startWith(t *testing.T, cfg engine.Config, opt voice.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := openai.ForEngine(eng, openai.ModelOptions{})
+	api, err := openai.ForEngine(eng, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

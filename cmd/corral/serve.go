@@ -17,6 +17,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/llama"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
@@ -144,7 +145,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	var kwargs json.RawMessage
 	if *kwargsFlag != "" {
-		if _, err := openai.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
+		if _, err := model.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
 			return fmt.Errorf("--chat-template-kwargs: %w", err)
 		}
 		kwargs = json.RawMessage(*kwargsFlag)
@@ -262,7 +263,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		}
 	}
 	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
-	reg, err := registry.New(rcfg, specs, openai.Loader(log))
+	reg, err := registry.New(rcfg, specs, model.Loader(log))
 	if err != nil {
 		ln.Close()
 		return err
@@ -351,13 +352,13 @@ func physicalMemory() (int64, error) {
 }
 
 // checkReasoningFormat checks a --reasoning-format value (see
-// openai.ModelOptions.ReasoningFormat).
+// model.Options.ReasoningFormat).
 func checkReasoningFormat(name string) error {
-	if slices.Contains(openai.ReasoningFormats, name) {
+	if slices.Contains(model.ReasoningFormats, name) {
 		return nil
 	}
 	if _, err := reasoning.Lookup(name); err != nil {
-		return fmt.Errorf("%w; or one of %s", err, strings.Join(openai.ReasoningFormats, ", "))
+		return fmt.Errorf("%w; or one of %s", err, strings.Join(model.ReasoningFormats, ", "))
 	}
 	return nil
 }

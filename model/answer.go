@@ -1,4 +1,4 @@
-package openai
+package model
 
 import (
 	"strings"
@@ -16,54 +16,54 @@ import (
 // apart into reasoning and content, and the content goes on through the
 // tool-call parser of its tool-call format when the request reads calls.
 
-// answerPlan is how one request's answer is read.
-type answerPlan struct {
-	think  reasoning.Format // splits the reasoning off; nil: none
-	opened bool             // the prompt opened the reasoning
-	tools  toolcall.Format  // reads calls from the content; nil: none
-	defs   []wire.Tool      // the tools the calls are of
-	max    int              // calls kept at most; 0: all
+// Plan is how one request's answer is read.
+type Plan struct {
+	Think  reasoning.Format // splits the reasoning off; nil: none
+	Opened bool             // the prompt opened the reasoning
+	Tools  toolcall.Format  // reads calls from the content; nil: none
+	Defs   []wire.Tool      // the tools the calls are of
+	Max    int              // calls kept at most; 0: all
 }
 
-// reads reports whether the answer is read at all, rather than passed on
+// Reads reports whether the answer is read at all, rather than passed on
 // as it is.
-func (p answerPlan) reads() bool { return p.think != nil || p.tools != nil }
+func (p Plan) Reads() bool { return p.Think != nil || p.Tools != nil }
 
-// reader returns a reader of one streamed answer.
-func (p answerPlan) reader() *answerReader {
-	a := &answerReader{}
-	if p.think != nil {
-		a.split = p.think.Splitter(p.opened)
+// Reader returns a reader of one streamed answer.
+func (p Plan) Reader() *Reader {
+	a := &Reader{}
+	if p.Think != nil {
+		a.split = p.Think.Splitter(p.Opened)
 	}
-	if p.tools != nil {
-		a.calls = p.tools.Parser(p.defs, p.max)
+	if p.Tools != nil {
+		a.calls = p.Tools.Parser(p.Defs, p.Max)
 	}
 	return a
 }
 
-// parse reads a whole answer, as a reader fed it in pieces would (but a
+// Parse reads a whole answer, as a reader fed it in pieces would (but a
 // call cut off at the end: see toolcall.Parse). cut says the answer was
 // cut off (max_tokens, the end of the context).
-func (p answerPlan) parse(text string, cut bool) (thinking, content string, calls []wire.ToolCall) {
+func (p Plan) Parse(text string, cut bool) (thinking, content string, calls []wire.ToolCall) {
 	content = text
-	if p.think != nil {
-		thinking, content = reasoning.Split(p.think, p.opened, text)
+	if p.Think != nil {
+		thinking, content = reasoning.Split(p.Think, p.Opened, text)
 	}
-	if p.tools != nil {
-		content, calls = toolcall.Parse(p.tools, p.defs, content, p.max, cut)
+	if p.Tools != nil {
+		content, calls = toolcall.Parse(p.Tools, p.Defs, content, p.Max, cut)
 	}
 	return thinking, content, calls
 }
 
-// answerReader reads one streamed answer.
-type answerReader struct {
+// Reader reads one streamed answer.
+type Reader struct {
 	split reasoning.Splitter // nil: the reasoning is not split off
 	calls toolcall.Parser    // nil: calls are not read
 }
 
-// push adds text to the answer and returns the pieces it decided: the
+// Push adds text to the answer and returns the pieces it decided: the
 // reasoning (a delta with ReasoningContent), then content and calls.
-func (a *answerReader) push(text string) []wire.Delta {
+func (a *Reader) Push(text string) []wire.Delta {
 	if a.split == nil {
 		return a.content(text)
 	}
@@ -71,9 +71,9 @@ func (a *answerReader) push(text string) []wire.Delta {
 	return a.pieces(r, c)
 }
 
-// finish ends the answer (cut: it was cut off) and returns the pieces
+// Finish ends the answer (cut: it was cut off) and returns the pieces
 // still held.
-func (a *answerReader) finish(cut bool) []wire.Delta {
+func (a *Reader) Finish(cut bool) []wire.Delta {
 	var out []wire.Delta
 	if a.split != nil {
 		r, c := a.split.Finish()
@@ -89,14 +89,14 @@ func (a *answerReader) finish(cut bool) []wire.Delta {
 }
 
 // Calls are the complete calls read so far.
-func (a *answerReader) Calls() []wire.ToolCall {
+func (a *Reader) Calls() []wire.ToolCall {
 	if a.calls == nil {
 		return nil
 	}
 	return a.calls.Calls()
 }
 
-func (a *answerReader) pieces(thinking, content string) []wire.Delta {
+func (a *Reader) pieces(thinking, content string) []wire.Delta {
 	var out []wire.Delta
 	if thinking != "" {
 		out = append(out, wire.Delta{ReasoningContent: &thinking})
@@ -104,7 +104,7 @@ func (a *answerReader) pieces(thinking, content string) []wire.Delta {
 	return append(out, a.content(content)...)
 }
 
-func (a *answerReader) content(text string) []wire.Delta {
+func (a *Reader) content(text string) []wire.Delta {
 	switch {
 	case a.calls != nil:
 		return a.calls.Push(text)
@@ -114,8 +114,8 @@ func (a *answerReader) content(text string) []wire.Delta {
 	return []wire.Delta{{Content: &text}}
 }
 
-// merge joins pieces into one delta: their reasoning, content and calls.
-func merge(ds []wire.Delta) wire.Delta {
+// Merge joins pieces into one delta: their reasoning, content and calls.
+func Merge(ds []wire.Delta) wire.Delta {
 	var d wire.Delta
 	var r, c strings.Builder
 	for _, x := range ds {
@@ -136,7 +136,7 @@ func merge(ds []wire.Delta) wire.Delta {
 	return d
 }
 
-// answerPlan prepares req, its prompt rendered, for the model's
+// AnswerPlan prepares req, its prompt rendered, for the model's
 // reasoning and tool-call formats, and returns how its answer is read:
 // calls of tools when readCalls, keeping max. budget is the request's
 // reasoning budget (nil: the server's; negative: none). The markup of
@@ -145,10 +145,10 @@ func merge(ds []wire.Delta) wire.Delta {
 // answer (tool_choice, response_format) then lets the reasoning go on
 // and close before what it forces; a budget becomes the engine's
 // (engine.Request.Reasoning), which closes the reasoning in time.
-func (m *Model) answerPlan(req *engine.Request, tools []wire.Tool, readCalls bool, max int, budget *int) answerPlan {
-	plan := answerPlan{}
+func (m *Model) AnswerPlan(req *engine.Request, tools []wire.Tool, readCalls bool, max int, budget *int) Plan {
+	plan := Plan{}
 	if readCalls {
-		plan.tools, plan.defs, plan.max = m.tools, tools, max
+		plan.Tools, plan.Defs, plan.Max = m.tools, tools, max
 	}
 	req.ShowTokens = m.show
 	f := m.think
@@ -158,7 +158,7 @@ func (m *Model) answerPlan(req *engine.Request, tools []wire.Tool, readCalls boo
 	opened := reasoning.Opened(f, req.Prompt)
 	if m.split && req.Chunking == nil {
 		// A paced answer is passed on as it is: each chunk is an event.
-		plan.think, plan.opened = f, opened
+		plan.Think, plan.Opened = f, opened
 	}
 	if req.Grammar != "" && opened {
 		req.Grammar = grammar.WithPrefix(req.Grammar, f.End(), f.Close())
@@ -171,26 +171,4 @@ func (m *Model) answerPlan(req *engine.Request, tools []wire.Tool, readCalls boo
 		req.Reasoning = &engine.Reasoning{Budget: n, Open: opened, Start: f.Start(), End: f.End(), Close: m.closeToks}
 	}
 	return plan
-}
-
-// reasoningParams are a request's reasoning budget, under either name
-// clients send it: thinking_budget, max_reasoning_tokens.
-type reasoningParams struct {
-	ThinkingBudget     *int `json:"thinking_budget"`
-	MaxReasoningTokens *int `json:"max_reasoning_tokens"`
-}
-
-// budget is the requested budget in tokens: nil when absent (the
-// server's default applies), -1 for none.
-func (p *reasoningParams) budget() (*int, *Error) {
-	b, param := p.ThinkingBudget, "thinking_budget"
-	if b == nil {
-		b, param = p.MaxReasoningTokens, "max_reasoning_tokens"
-	} else if p.MaxReasoningTokens != nil && *p.MaxReasoningTokens != *b {
-		return nil, invalid("max_reasoning_tokens", "'thinking_budget' and 'max_reasoning_tokens' name the same budget: send one")
-	}
-	if b != nil && *b < -1 {
-		return nil, invalid(param, "'%s' must be -1 (no budget) or >= 0 tokens, got %d", param, *b)
-	}
-	return b, nil
 }
