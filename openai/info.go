@@ -6,74 +6,71 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/model"
-	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 )
+
+// tokenizeRequest is the body of POST /tokenize.
+type tokenizeRequest struct {
+	Content      string `json:"content"`
+	AddSpecial   bool   `json:"add_special"`
+	ParseSpecial *bool  `json:"parse_special"`
+	modelOnly
+}
+
+// modelOnly is the model field of a request that only names its model.
+type modelOnly struct {
+	Model string `json:"model"`
+}
+
+// Check refuses nothing: what the request asks depends on the model.
+func (modelOnly) Check(*serving.Limits) *serving.Error { return nil }
+
+// Lease names the model; no keep_alive.
+func (b *modelOnly) Lease() (string, *serving.KeepAlive, bool) { return b.Model, nil, true }
 
 // Tokenize serves POST /tokenize: {"content", "add_special"?,
 // "parse_special"?} → {"tokens"}. As in llama-server, special tokens are
 // not added unless asked and special-token text is parsed unless refused.
-func (a *API) Tokenize(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Content      string `json:"content"`
-		AddSpecial   bool   `json:"add_special"`
-		ParseSpecial *bool  `json:"parse_special"`
-		Model        string `json:"model"`
-	}
-	if e := decodeBody(r, &body); e != nil {
-		WriteError(w, e)
-		return
-	}
-	l, e := a.acquire(r.Context(), body.Model, nil)
-	if e != nil {
-		WriteError(w, e)
-		return
-	}
-	defer l.Release()
-	parse := body.ParseSpecial == nil || *body.ParseSpecial
-	toks, err := l.Model().Engine().Tokenize(body.Content, body.AddSpecial, parse)
-	if err != nil {
-		WriteError(w, submitError(err, "content"))
-		return
-	}
-	if toks == nil {
-		toks = []int32{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+func Tokenize(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *tokenizeRequest) *serving.Error {
+		parse := body.ParseSpecial == nil || *body.ParseSpecial
+		toks, err := x.Model.Engine().Tokenize(body.Content, body.AddSpecial, parse)
+		if err != nil {
+			return serving.SubmitError(err, "content")
+		}
+		if toks == nil {
+			toks = []int32{}
+		}
+		serving.WriteJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+		return nil
+	})
+}
+
+// detokenizeRequest is the body of POST /detokenize.
+type detokenizeRequest struct {
+	Tokens []int64 `json:"tokens"`
+	modelOnly
 }
 
 // Detokenize serves POST /detokenize: {"tokens"} → {"content"}, the
 // content at most Limits.MaxDetokenizeBytes long.
-func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Tokens []int64 `json:"tokens"`
-		Model  string  `json:"model"`
-	}
-	if e := decodeBody(r, &body); e != nil {
-		WriteError(w, e)
-		return
-	}
-	l, e := a.acquire(r.Context(), body.Model, nil)
-	if e != nil {
-		WriteError(w, e)
-		return
-	}
-	defer l.Release()
-	m := l.Model()
-	toks, e := parseTokens(body.Tokens, m.Info().VocabSize, "tokens")
-	if e != nil {
-		WriteError(w, e)
-		return
-	}
-	// The text is at most the tokens' pieces end to end.
-	n, limit := 0, a.limits.MaxDetokenizeBytes
-	for _, t := range toks {
-		if n += len(m.Engine().TokenPiece(t)); n > limit {
-			WriteError(w, overLimit("tokens", "max-detokenize-bytes", limit, "bytes", "the text of 'tokens' is longer"))
-			return
+func Detokenize(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *detokenizeRequest) *serving.Error {
+		m := x.Model
+		toks, e := serving.ParseTokens(body.Tokens, m.Info().VocabSize, "tokens")
+		if e != nil {
+			return e
 		}
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": m.Engine().Detokenize(toks)})
+		// The text is at most the tokens' pieces end to end.
+		n, limit := 0, x.Core.Limits().MaxDetokenizeBytes
+		for _, t := range toks {
+			if n += len(m.Engine().TokenPiece(t)); n > limit {
+				return serving.OverLimit("tokens", "max-detokenize-bytes", limit, "bytes", "the text of 'tokens' is longer")
+			}
+		}
+		serving.WriteJSON(w, http.StatusOK, map[string]string{"content": m.Engine().Detokenize(toks)})
+		return nil
+	})
 }
 
 // slot is one element of GET /slots, in llama-server's field names.
@@ -90,23 +87,23 @@ type slot struct {
 // Slots serves GET /slots[?model=ID]: the slots of the model (default:
 // the first), an empty list while it is not loaded. Only for an admin:
 // what the slots hold tells of other callers' prompts.
-func (a *API) Slots(w http.ResponseWriter, r *http.Request) {
-	if e := adminOnly(r, "GET /slots"); e != nil {
-		WriteError(w, e)
+func Slots(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+	if e := serving.AdminOnly(r, "GET /slots"); e != nil {
+		serving.WriteError(w, e)
 		return
 	}
-	st, e := a.status(r.URL.Query().Get("model"))
+	st, e := a.Status(r.URL.Query().Get("model"))
 	if e != nil {
-		WriteError(w, e)
+		serving.WriteError(w, e)
 		return
 	}
 	if st.Model == nil {
-		writeJSON(w, http.StatusOK, []slot{})
+		serving.WriteJSON(w, http.StatusOK, []slot{})
 		return
 	}
 	infos, err := st.Model.Engine().Slots(r.Context())
 	if err != nil {
-		WriteError(w, submitError(err, ""))
+		serving.WriteError(w, serving.SubmitError(err, ""))
 		return
 	}
 	out := make([]slot, len(infos))
@@ -116,22 +113,7 @@ func (a *API) Slots(w http.ResponseWriter, r *http.Request) {
 			out[i].IDTask = int64(s.RequestID)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// status finds the model a monitoring request names (see
-// Registry.Acquire for names) without loading it.
-func (a *API) status(name string) (registry.Status[*model.Model], *Error) {
-	spec, err := a.models.Spec(name)
-	if err != nil {
-		return registry.Status[*model.Model]{}, modelError(err)
-	}
-	for _, st := range a.models.Status() {
-		if st.ID == spec.ID {
-			return st, nil
-		}
-	}
-	panic("openai: a spec without a status")
+	serving.WriteJSON(w, http.StatusOK, out)
 }
 
 // modelEntry is one element of GET /v1/models.
@@ -167,10 +149,10 @@ type modelMeta struct {
 // Models serves GET /v1/models: every model the server knows, loaded or
 // not. A caller that is not admin is not told why a load failed (the
 // cause names files).
-func (a *API) Models(w http.ResponseWriter, r *http.Request) {
+func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 	admin := gate.FromContext(r.Context()).Admin()
 	var out []modelEntry
-	for _, st := range a.models.Status() {
+	for _, st := range a.Registry().Status() {
 		m := modelEntry{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, Requests: st.Requests}
 		if fi, err := os.Stat(st.Path); err == nil {
 			m.Created = fi.ModTime().Unix()
@@ -181,7 +163,7 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 		if st.Err != nil {
 			m.Error = st.Err.Error()
 			if !admin {
-				m.Error = loadFailed(st.ID)
+				m.Error = serving.LoadFailed(st.ID)
 			}
 		}
 		if st.Model != nil {
@@ -191,7 +173,7 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, m)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	serving.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
 // Props serves llama-server's GET /props[?model=ID], which clients read
@@ -200,16 +182,16 @@ func (a *API) Models(w http.ResponseWriter, r *http.Request) {
 // anyone else: a path tells of the server's files.
 //
 // Naming a model (?model=) loads it on purpose: only an admin may.
-func (a *API) Props(w http.ResponseWriter, r *http.Request) {
+func Props(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Has("model") {
-		if e := adminOnly(r, "GET /props?model= (which loads a model)"); e != nil {
-			WriteError(w, e)
+		if e := serving.AdminOnly(r, "GET /props?model= (which loads a model)"); e != nil {
+			serving.WriteError(w, e)
 			return
 		}
 	}
-	l, e := a.acquire(r.Context(), r.URL.Query().Get("model"), nil)
+	l, e := a.Acquire(r.Context(), r.URL.Query().Get("model"), nil)
 	if e != nil {
-		WriteError(w, e)
+		serving.WriteError(w, e)
 		return
 	}
 	defer l.Release()
@@ -218,7 +200,7 @@ func (a *API) Props(w http.ResponseWriter, r *http.Request) {
 	if gate.FromContext(r.Context()).Admin() {
 		path = m.Info().Path
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	serving.WriteJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{"n_ctx": m.Info().SlotCtx, "model": m.Info().Name},
 		"total_slots":                 m.Engine().Stats().SlotsTotal,
 		"model_path":                  path,

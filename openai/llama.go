@@ -7,6 +7,8 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
+	"github.com/corral-llm/corral/wire"
 )
 
 // llamaRequest is the body of llama-server's POST /completion.
@@ -22,41 +24,43 @@ type llamaRequest struct {
 	JSONSchema  json.RawMessage `json:"json_schema"`
 	NProbs      *int            `json:"n_probs"`
 	CacheSalt   *string         `json:"cache_salt"` // as on /v1/completions
-	samplingParams
+	serving.SamplingParams
+}
+
+// Check refuses nothing before the model: every field is checked
+// against it.
+func (body *llamaRequest) Check(*serving.Limits) *serving.Error { return nil }
+
+// Lease names the model and the keep_alive the request asks.
+func (body *llamaRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.Model, body.KeepAlive, true
 }
 
 // Completion serves llama-server's POST /completion. Its stream is
 // llama.cpp's: "data: {content, stop:false}" events, then one with
 // stop:true and the totals; no [DONE] marker.
-func (a *API) Completion(w http.ResponseWriter, r *http.Request) {
-	var body llamaRequest
-	if e := decodeBody(r, &body); e != nil {
-		WriteError(w, e)
-		return
-	}
-	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
-	if e != nil {
-		WriteError(w, e)
-		return
-	}
-	defer l.Release()
-	m := l.Model()
-	req, e := newLlamaRequest(m, &body, &a.limits)
-	if e != nil {
-		WriteError(w, e)
-		return
-	}
-	f := &llamaResponder{model: m.Info().Name, probs: req.Logprobs}
-	mode := genMode{stream: body.Stream, promptParam: "prompt", grammarParam: "grammar", priority: body.Priority, cacheSalt: body.CacheSalt}
-	if !isNull(body.JSONSchema) {
-		mode.grammarParam = "json_schema"
-	}
-	a.generate(w, r, m, req, mode, f)
+func Completion(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, false, serveCompletionLlama)
 }
 
-// llamaRequest validates a /completion request within lim and builds the
+func serveCompletionLlama(x *serving.Exchange, body *llamaRequest) *serving.Error {
+	m := x.Model
+	req, e := newLlamaRequest(m, body, x.Core.Limits())
+	if e != nil {
+		return e
+	}
+	f := &llamaEncoder{model: m.Info().Name, probs: req.Logprobs}
+	g := serving.Generation{Stream: body.Stream, Framing: serving.SSE, PromptParam: "prompt", GrammarParam: "grammar",
+		Priority: body.Priority, CacheSalt: body.CacheSalt}
+	if !serving.IsNull(body.JSONSchema) {
+		g.GrammarParam = "json_schema"
+	}
+	return x.Core.Generate(x, req, g, f)
+}
+
+// newLlamaRequest validates a /completion request within lim and builds the
 // engine request.
-func newLlamaRequest(m *model.Model, body *llamaRequest, lim *Limits) (engine.Request, *Error) {
+func newLlamaRequest(m *model.Model, body *llamaRequest, lim *serving.Limits) (engine.Request, *serving.Error) {
 	req := engine.Request{
 		AddSpecial:    true,
 		ParseSpecial:  true,
@@ -64,11 +68,11 @@ func newLlamaRequest(m *model.Model, body *llamaRequest, lim *Limits) (engine.Re
 		NoCachePrompt: body.CachePrompt != nil && !*body.CachePrompt,
 		Grammar:       body.Grammar,
 	}
-	var e *Error
-	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
+	var e *serving.Error
+	if req.Prompt, req.Tokens, e = serving.ParsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
 		return req, e
 	}
-	if e := lim.checkPrompt(req.Prompt, "prompt"); e != nil {
+	if e := lim.CheckPrompt(req.Prompt, "prompt"); e != nil {
 		return req, e
 	}
 	n, param := body.NPredict, "n_predict"
@@ -80,42 +84,42 @@ func newLlamaRequest(m *model.Model, body *llamaRequest, lim *Limits) (engine.Re
 		case *n == -1:
 			// unlimited: until the context is full
 		case *n < 1:
-			return req, invalid(param, "'%s' must be -1 (unlimited) or >= 1, got %d", param, *n)
+			return req, serving.Invalid(param, "'%s' must be -1 (unlimited) or >= 1, got %d", param, *n)
 		default:
 			req.MaxTokens = *n
 		}
 	}
 	if p := body.NProbs; p != nil && *p != 0 {
 		if *p < 0 || *p > MaxLlamaNProbs {
-			return req, invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxLlamaNProbs, *p)
+			return req, serving.Invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxLlamaNProbs, *p)
 		}
 		req.Logprobs, req.TopLogprobs = true, *p
-		if e := lim.checkLogprobs(&req, m.Info().SlotCtx, "n_probs"); e != nil {
+		if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "n_probs"); e != nil {
 			return req, e
 		}
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot
 	}
-	if req.Sampling, e = body.sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = body.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
 		return req, e
 	}
-	if req.Stop, e = parseStop(body.Stop); e != nil {
+	if req.Stop, e = serving.ParseStop(body.Stop); e != nil {
 		return req, e
 	}
-	if !isNull(body.JSONSchema) {
+	if !serving.IsNull(body.JSONSchema) {
 		if body.Grammar != "" {
-			return req, invalid("json_schema", "give either 'grammar' or 'json_schema', not both")
+			return req, serving.Invalid("json_schema", "give either 'grammar' or 'json_schema', not both")
 		}
-		if req.Grammar, e = schemaGrammar(body.JSONSchema, "json_schema", lim); e != nil {
+		if req.Grammar, e = serving.SchemaGrammar(body.JSONSchema, "json_schema", lim); e != nil {
 			return req, e
 		}
 	}
 	return req, nil
 }
 
-// llamaResponder shapes llama-server's /completion objects.
-type llamaResponder struct {
+// llamaEncoder shapes llama-server's /completion objects.
+type llamaEncoder struct {
 	model     string
 	predicted int  // tokens streamed so far
 	probs     bool // n_probs: events and the answer carry completion_probabilities
@@ -158,20 +162,31 @@ type llamaTimings struct {
 	PredictedPerSecond  float64 `json:"predicted_per_second"`
 }
 
-func (f *llamaResponder) streamStart() any { return nil }
+func (f *llamaEncoder) Start() []any { return nil }
 
-func (f *llamaResponder) streamText(text string, c engine.Chunk) any {
+// Deltas is the text of the one delta a plan that reads nothing gives.
+func (f *llamaEncoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, c engine.Chunk) []any {
 	f.predicted += c.Tokens
-	p := &llamaPartial{Content: text, TokensPredicted: f.predicted}
+	p := &llamaPartial{Content: ds[0].Text(), TokensPredicted: f.predicted}
 	if f.probs {
 		p.Probs = llamaProbsOf(c.Logprobs)
 	}
-	return p
+	return []any{p}
 }
 
-func (f *llamaResponder) streamEnd(res engine.Result) []any { return []any{f.whole("", nil, res)} }
+func (f *llamaEncoder) End(res engine.Result, _ string) []any { return []any{f.final("", nil, res)} }
 
-func (f *llamaResponder) whole(text string, lps []engine.TokenLogprobs, res engine.Result) any {
+func (f *llamaEncoder) Whole(a serving.Answer, res engine.Result) any {
+	return f.final(a.Text, a.Logprobs, res)
+}
+
+func (f *llamaEncoder) Error(e *serving.Error) any { return e.Envelope() }
+
+func (f *llamaEncoder) Ping() any { return nil }
+
+// final is the last object: the totals, and the whole text and its
+// probabilities when not streamed.
+func (f *llamaEncoder) final(text string, lps []engine.TokenLogprobs, res engine.Result) any {
 	stopType := "limit"
 	if res.FinishReason == engine.FinishStop {
 		stopType = "eos"

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -24,16 +25,16 @@ const (
 
 // chatLogprobs validates a chat request's logprobs and top_logprobs:
 // whether entries are wanted, and how many alternatives with each.
-func chatLogprobs(logprobs *bool, top *int) (bool, int, *Error) {
+func chatLogprobs(logprobs *bool, top *int) (bool, int, *serving.Error) {
 	on := logprobs != nil && *logprobs
 	n := 0
 	if top != nil {
 		n = *top
 		if n < 0 || n > MaxChatTopLogprobs {
-			return false, 0, invalid("top_logprobs", "'top_logprobs' must be in [0, %d], got %d", MaxChatTopLogprobs, n)
+			return false, 0, serving.Invalid("top_logprobs", "'top_logprobs' must be in [0, %d], got %d", MaxChatTopLogprobs, n)
 		}
 		if n > 0 && !on {
-			return false, 0, invalid("top_logprobs", "'top_logprobs' needs \"logprobs\": true")
+			return false, 0, serving.Invalid("top_logprobs", "'top_logprobs' needs \"logprobs\": true")
 		}
 	}
 	return on, n, nil

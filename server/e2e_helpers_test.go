@@ -14,10 +14,10 @@ import (
 	"time"
 
 	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/wire"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -82,14 +82,14 @@ func startOptions(t *testing.T, model string, ecfg engine.Config, mopt servedmod
 		log, _ = newLogger()
 	}
 	mopt.Logger = log
-	api, err := openai.ForEngine(eng, mopt)
+	api, err := serving.ForEngine(eng, mopt)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	scfg.Logger = log
 	s := New(scfg)
-	s.SetAPI(api)
+	s.SetCore(api)
 	ts := serveTest(t, s, wrap, eng.Close)
 	ts.info = eng.Info()
 	return ts, s

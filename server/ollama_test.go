@@ -13,12 +13,14 @@ import (
 	"time"
 
 	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
 
 	ollama "github.com/ollama/ollama/api"
 
+	corralollama "github.com/corral-llm/corral/ollama"
+
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -44,7 +46,7 @@ func startRegistry(t *testing.T, scfg Config) (*testServer, *ollama.Client) {
 	}
 	scfg.Logger = log
 	s := New(scfg)
-	s.SetAPI(openai.New(reg, openai.Options{Logger: log}))
+	s.SetCore(serving.New(reg, serving.Options{Logger: log}))
 	ts := serveTest(t, s, nil, reg.Close)
 	base, err := url.Parse(ts.url)
 	if err != nil {
@@ -420,7 +422,7 @@ func TestOllamaModels(t *testing.T) {
 	}
 
 	v, err := c.Version(ctx)
-	if err != nil || v != openai.OllamaAPIVersion {
+	if err != nil || v != corralollama.APIVersion {
 		t.Errorf("/api/version: %q, %v", v, err)
 	}
 }

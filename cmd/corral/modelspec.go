@@ -12,8 +12,8 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/model"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/store"
 	"github.com/corral-llm/corral/toolcall"
 )
@@ -227,7 +227,7 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				}
 			}
 			if m.KeepAlive != "" {
-				d, err := openai.ParseKeepAlive(m.KeepAlive)
+				d, err := serving.ParseKeepAlive(m.KeepAlive)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}

@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"bytes"
@@ -36,14 +36,14 @@ import (
 // when Options.ToolRepair is 0.
 const DefaultToolRepair = 1
 
-// repairer is a responder whose whole answers may carry tool calls to
-// repair: its plan reads them.
-type repairer interface {
-	answerPlan() model.Plan
+// ValidCall reports whether a call of name with arguments args calls one
+// of tools with arguments that satisfy its parameters' schema: the check
+// a repaired call passes.
+func ValidCall(tools []wire.Tool, name, args string) bool {
+	var v argValidator
+	t := findTool(tools, name)
+	return t != nil && v.valid(t, args)
 }
-
-func (f *chatResponder) answerPlan() model.Plan   { return f.plan }
-func (f *ollamaResponder) answerPlan() model.Plan { return f.plan }
 
 // failedCall finds the first call of a whole answer that needs repair:
 // markup that was not a call, a call of a function not among the plan's
@@ -159,7 +159,7 @@ func compileSchema(params json.RawMessage) *jsonschema.Schema {
 // returns the answer to give: the repaired one, or text and res as they
 // were. res's usage then counts every token generated, repairs included.
 // It gives up early when ctx ends.
-func (a *API) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result) (string, engine.Result) {
+func (a *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result) (string, engine.Result) {
 	if a.toolRepair <= 0 || plan.Tools == nil || req.Logprobs || res.FinishReason != engine.FinishStop {
 		return text, res
 	}
@@ -172,7 +172,7 @@ func (a *API) repairCalls(ctx context.Context, m *model.Model, req engine.Reques
 	if named != nil {
 		tools = []wire.Tool{*named}
 	}
-	g, err := plan.Tools.Grammar(tools, false, a.limits.schema())
+	g, err := plan.Tools.Grammar(tools, false, a.limits.SchemaLimits())
 	if err != nil {
 		// A schema the grammar cannot express: the call stays as it is.
 		a.log.Debug("tool call not repaired", "model", m.Info().Name, "err", err)
@@ -214,7 +214,7 @@ func (a *API) repairCalls(ctx context.Context, m *model.Model, req engine.Reques
 // final result, ok false when it was not submitted or ctx ended first.
 // The engine request is recorded in the metrics like any other, but not
 // in the request log (which is the client's request's).
-func (a *API) generateOnce(ctx context.Context, m *model.Model, req engine.Request) (string, engine.Result, bool) {
+func (a *Core) generateOnce(ctx context.Context, m *model.Model, req engine.Request) (string, engine.Result, bool) {
 	s, err := m.Engine().Submit(ctx, req)
 	if err != nil {
 		return "", engine.Result{}, false

@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"bytes"
@@ -13,11 +13,11 @@ import (
 // Sampling defaults when a request leaves a parameter out. They are
 // llama-server's, so scripts written against it sample the same way.
 const (
-	defaultTemperature = 0.8
-	defaultTopK        = 40
-	defaultTopP        = 0.95
-	defaultMinP        = 0.05
-	defaultRepeatLastN = 64
+	DefaultTemperature = 0.8
+	DefaultTopK        = 40
+	DefaultTopP        = 0.95
+	DefaultMinP        = 0.05
+	DefaultRepeatLastN = 64
 )
 
 // Limits on stop strings. OpenAI allows 4; these are generous, and keep
@@ -27,9 +27,9 @@ const (
 	MaxStopBytes = 256
 )
 
-// samplingParams are the sampling fields shared by every completion
+// SamplingParams are the sampling fields shared by every completion
 // endpoint. Pointers tell "absent" from zero.
-type samplingParams struct {
+type SamplingParams struct {
 	Temperature      *float64        `json:"temperature"`
 	TopP             *float64        `json:"top_p"`
 	TopK             *int            `json:"top_k"`
@@ -51,15 +51,15 @@ type samplingParams struct {
 	KeepAlive *KeepAlive `json:"keep_alive"`
 }
 
-// sampling validates p and converts it for a model with vocab tokens and
+// Sampling validates p and converts it for a model with vocab tokens and
 // slotCtx tokens of context per slot.
-func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) {
+func (p *SamplingParams) Sampling(vocab, slotCtx int) (engine.Sampling, *Error) {
 	s := engine.Sampling{
-		Temperature: defaultTemperature,
-		TopK:        defaultTopK,
-		TopP:        defaultTopP,
-		MinP:        defaultMinP,
-		RepeatLastN: defaultRepeatLastN,
+		Temperature: DefaultTemperature,
+		TopK:        DefaultTopK,
+		TopP:        DefaultTopP,
+		MinP:        DefaultMinP,
+		RepeatLastN: DefaultRepeatLastN,
 		Seed:        -1,
 	}
 	checks := []struct {
@@ -87,13 +87,13 @@ func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 			if c.loOpen {
 				open = "("
 			}
-			return s, invalid(c.param, "'%s' must be in %s%g, %g], got %g", c.param, open, c.lo, c.hi, v)
+			return s, Invalid(c.param, "'%s' must be in %s%g, %g], got %g", c.param, open, c.lo, c.hi, v)
 		}
 		*c.dst = float32(v)
 	}
 	if p.TopK != nil {
 		if *p.TopK < 0 {
-			return s, invalid("top_k", "'top_k' must be >= 0, got %d", *p.TopK)
+			return s, Invalid("top_k", "'top_k' must be >= 0, got %d", *p.TopK)
 		}
 		// top_k beyond the vocabulary keeps every token, as 0 does.
 		s.TopK = min(*p.TopK, vocab)
@@ -103,7 +103,7 @@ func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 		// window longer than a slot's context is the context.
 		switch n := *p.RepeatLastN; {
 		case n < -1:
-			return s, invalid("repeat_last_n", "'repeat_last_n' must be -1 (the context size) or >= 0, got %d", n)
+			return s, Invalid("repeat_last_n", "'repeat_last_n' must be -1 (the context size) or >= 0, got %d", n)
 		case n == -1 || n > slotCtx:
 			s.RepeatLastN = slotCtx
 		default:
@@ -113,7 +113,7 @@ func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 	if p.Seed != nil && *p.Seed != -1 {
 		// 0 is a seed like any other; only an absent seed or -1 is random.
 		if *p.Seed < 0 || *p.Seed > math.MaxUint32 {
-			return s, invalid("seed", "'seed' must be -1 (random) or in [0, %d], got %d", uint32(math.MaxUint32), *p.Seed)
+			return s, Invalid("seed", "'seed' must be -1 (random) or in [0, %d], got %d", uint32(math.MaxUint32), *p.Seed)
 		}
 		s.Seed = *p.Seed
 	}
@@ -126,15 +126,15 @@ func (p *samplingParams) sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 }
 
 // isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+func IsNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
 // parseStop accepts a string or an array of at most MaxStops strings of
 // at most MaxStopBytes bytes each; empty strings are dropped since they
 // would stop before the first token.
-func parseStop(raw json.RawMessage) ([]string, *Error) {
-	if isNull(raw) {
+func ParseStop(raw json.RawMessage) ([]string, *Error) {
+	if IsNull(raw) {
 		return nil, nil
 	}
 	var many []string
@@ -142,15 +142,15 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 	if json.Unmarshal(raw, &one) == nil {
 		many = []string{one}
 	} else if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, invalid("stop", "'stop' must be a string or an array of strings")
+		return nil, Invalid("stop", "'stop' must be a string or an array of strings")
 	}
 	if len(many) > MaxStops {
-		return nil, invalid("stop", "'stop' has %d strings; at most %d are allowed", len(many), MaxStops)
+		return nil, Invalid("stop", "'stop' has %d strings; at most %d are allowed", len(many), MaxStops)
 	}
 	stops := many[:0]
 	for i, s := range many {
 		if len(s) > MaxStopBytes {
-			return nil, invalid("stop", "'stop' string %d is %d bytes long; at most %d are allowed", i, len(s), MaxStopBytes)
+			return nil, Invalid("stop", "'stop' string %d is %d bytes long; at most %d are allowed", i, len(s), MaxStopBytes)
 		}
 		if s != "" {
 			stops = append(stops, s)
@@ -165,16 +165,16 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 // parseLogitBias accepts OpenAI's {"token id": bias} object and
 // llama.cpp's [[token id, bias], ...] array. Biases are in [-100, 100].
 func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil
 	}
 	bias := make(map[int32]float32)
 	add := func(tok int64, b float64) *Error {
 		if tok < 0 || tok >= int64(vocab) {
-			return invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
+			return Invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
 		}
 		if b < -100 || b > 100 {
-			return invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
+			return Invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
 		}
 		bias[int32(tok)] = float32(b)
 		return nil
@@ -184,7 +184,7 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) 
 		for k, b := range obj {
 			tok, err := strconv.ParseInt(k, 10, 32)
 			if err != nil {
-				return nil, invalid("logit_bias", "'logit_bias' keys must be token ids, got %q", k)
+				return nil, Invalid("logit_bias", "'logit_bias' keys must be token ids, got %q", k)
 			}
 			if e := add(tok, b); e != nil {
 				return nil, e
@@ -194,11 +194,11 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) 
 	}
 	var pairs [][2]float64
 	if err := json.Unmarshal(raw, &pairs); err != nil {
-		return nil, invalid("logit_bias", "'logit_bias' must map token ids to numbers")
+		return nil, Invalid("logit_bias", "'logit_bias' must map token ids to numbers")
 	}
 	for _, p := range pairs {
 		if p[0] != math.Trunc(p[0]) {
-			return nil, invalid("logit_bias", "'logit_bias' token ids must be integers, got %g", p[0])
+			return nil, Invalid("logit_bias", "'logit_bias' token ids must be integers, got %g", p[0])
 		}
 		if e := add(int64(p[0]), p[1]); e != nil {
 			return nil, e
@@ -208,11 +208,11 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) 
 }
 
 // parseTokens checks that every id is in the vocabulary.
-func parseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
+func ParseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
 	toks := make([]int32, len(ids))
 	for i, id := range ids {
 		if id < 0 || id >= int64(vocab) {
-			return nil, invalid(param, "token %d at index %d is outside the vocabulary [0, %d)", id, i, vocab)
+			return nil, Invalid(param, "token %d at index %d is outside the vocabulary [0, %d)", id, i, vocab)
 		}
 		toks[i] = int32(id)
 	}
@@ -221,16 +221,16 @@ func parseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
 
 // parsePrompt accepts a string, an array of one string, an array of token
 // ids, or an array of one array of token ids.
-func parsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *Error) {
-	if isNull(raw) {
-		return "", nil, invalid("prompt", "'prompt' is required")
+func ParsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *Error) {
+	if IsNull(raw) {
+		return "", nil, Invalid("prompt", "'prompt' is required")
 	}
 	if json.Unmarshal(raw, &text) == nil {
 		return text, nil, nil
 	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
-		toks, e = parseTokens(ids, vocab, "prompt")
+		toks, e = ParseTokens(ids, vocab, "prompt")
 		return "", toks, e
 	}
 	var texts []string
@@ -239,14 +239,14 @@ func parsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *
 	}
 	var idLists [][]int64
 	if json.Unmarshal(raw, &idLists) == nil && len(idLists) == 1 && len(idLists[0]) > 0 {
-		toks, e = parseTokens(idLists[0], vocab, "prompt")
+		toks, e = ParseTokens(idLists[0], vocab, "prompt")
 		return "", toks, e
 	}
-	return "", nil, invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
+	return "", nil, Invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
 }
 
-// responseFormat is OpenAI's response_format.
-type responseFormat struct {
+// ResponseFormat is OpenAI's response_format.
+type ResponseFormat struct {
 	Type       string `json:"type"`
 	JSONSchema *struct {
 		Name   string          `json:"name"`
@@ -257,9 +257,9 @@ type responseFormat struct {
 	Schema json.RawMessage `json:"schema"`
 }
 
-// grammar returns the GBNF grammar that enforces f, "" for plain text; a
+// Grammar returns the GBNF grammar that enforces f, "" for plain text; a
 // schema is bounded by lim.
-func (f *responseFormat) grammar(lim *Limits) (string, *Error) {
+func (f *ResponseFormat) Grammar(lim *Limits) (string, *Error) {
 	if f == nil {
 		return "", nil
 	}
@@ -267,50 +267,50 @@ func (f *responseFormat) grammar(lim *Limits) (string, *Error) {
 	case "", "text":
 		return "", nil
 	case "json_object":
-		if isNull(f.Schema) {
+		if IsNull(f.Schema) {
 			return grammar.JSONObject, nil
 		}
-		return schemaGrammar(f.Schema, "response_format", lim)
+		return SchemaGrammar(f.Schema, "response_format", lim)
 	case "json_schema":
-		if f.JSONSchema == nil || isNull(f.JSONSchema.Schema) {
-			return "", invalid("response_format", "'response_format' of type json_schema needs json_schema.schema")
+		if f.JSONSchema == nil || IsNull(f.JSONSchema.Schema) {
+			return "", Invalid("response_format", "'response_format' of type json_schema needs json_schema.schema")
 		}
-		return schemaGrammar(f.JSONSchema.Schema, "response_format", lim)
+		return SchemaGrammar(f.JSONSchema.Schema, "response_format", lim)
 	}
-	return "", invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
+	return "", Invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
 }
 
 // schemaGrammar converts a JSON Schema within lim, reporting a bad one
 // against param.
-func schemaGrammar(schema json.RawMessage, param string, lim *Limits) (string, *Error) {
-	g, err := grammar.FromSchemaLimits(schema, lim.schema())
+func SchemaGrammar(schema json.RawMessage, param string, lim *Limits) (string, *Error) {
+	g, err := grammar.FromSchemaLimits(schema, lim.SchemaLimits())
 	if err != nil {
-		if e := schemaLimitError(err, param); e != nil {
+		if e := SchemaLimitError(err, param); e != nil {
 			return "", e
 		}
-		return "", invalid(param, "invalid JSON schema: %v", err)
+		return "", Invalid(param, "invalid JSON schema: %v", err)
 	}
 	return g, nil
 }
 
-// reasoningParams are a request's reasoning budget, under either name
+// ReasoningParams are a request's reasoning budget, under either name
 // clients send it: thinking_budget, max_reasoning_tokens.
-type reasoningParams struct {
+type ReasoningParams struct {
 	ThinkingBudget     *int `json:"thinking_budget"`
 	MaxReasoningTokens *int `json:"max_reasoning_tokens"`
 }
 
-// budget is the requested budget in tokens: nil when absent (the
+// Budget is the requested budget in tokens: nil when absent (the
 // server's default applies), -1 for none.
-func (p *reasoningParams) budget() (*int, *Error) {
+func (p *ReasoningParams) Budget() (*int, *Error) {
 	b, param := p.ThinkingBudget, "thinking_budget"
 	if b == nil {
 		b, param = p.MaxReasoningTokens, "max_reasoning_tokens"
 	} else if p.MaxReasoningTokens != nil && *p.MaxReasoningTokens != *b {
-		return nil, invalid("max_reasoning_tokens", "'thinking_budget' and 'max_reasoning_tokens' name the same budget: send one")
+		return nil, Invalid("max_reasoning_tokens", "'thinking_budget' and 'max_reasoning_tokens' name the same budget: send one")
 	}
 	if b != nil && *b < -1 {
-		return nil, invalid(param, "'%s' must be -1 (no budget) or >= 0 tokens, got %d", param, *b)
+		return nil, Invalid(param, "'%s' must be -1 (no budget) or >= 0 tokens, got %d", param, *b)
 	}
 	return b, nil
 }

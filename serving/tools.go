@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"bytes"
@@ -13,29 +13,29 @@ import (
 	"github.com/corral-llm/corral/toolcall"
 )
 
-// toolFields are a chat request's tool fields.
-type toolFields struct {
+// ToolFields are a chat request's tool fields.
+type ToolFields struct {
 	Tools             []chat.Tool     `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
-// toolPlan is what a chat request's tools ask of its answer.
-type toolPlan struct {
-	render []chat.Tool // the tools the template shows the model
-	// parse: the answer is read for calls in format (tool_choice other
-	// than "none"), keeping at most max of them (0: any).
-	parse  bool
-	format toolcall.Format
-	max    int
-	// grammar forces a call ("required" or a named function); "" for none.
-	grammar string
+// ToolPlan is what a chat request's tools ask of its answer.
+type ToolPlan struct {
+	Render []chat.Tool // the tools the template shows the model
+	// Parse: the answer is read for calls in Format (tool_choice other
+	// than "none"), keeping at most Max of them (0: any).
+	Parse  bool
+	Format toolcall.Format
+	Max    int
+	// Grammar forces a call ("required" or a named function); "" for none.
+	Grammar string
 }
 
 // functionName is OpenAI's rule for function names.
 var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// toolPlan checks the tool fields and decides how to answer them.
+// ToolPlan checks the tool fields and decides how to answer them.
 //
 // tool_choice "none" hides the tools from the template and reads no
 // calls; "auto" (the default with tools) shows them and reads the calls
@@ -50,9 +50,9 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // A function defined twice in tools is refused; one named twice in
 // allowed_tools is shown once. Counts are bounded by lim, and every
 // lookup is by name in a map: the plan takes time linear in the request.
-func planTools(m *model.Model, f *toolFields, lim *Limits) (toolPlan, *Error) {
-	plan := toolPlan{format: m.ToolFormat()}
-	if e := lim.checkTools(f.Tools); e != nil {
+func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
+	plan := ToolPlan{Format: m.ToolFormat()}
+	if e := lim.CheckTools(f.Tools); e != nil {
 		return plan, e
 	}
 	names := make(map[string]int, len(f.Tools)) // index in f.Tools by name
@@ -60,16 +60,16 @@ func planTools(m *model.Model, f *toolFields, lim *Limits) (toolPlan, *Error) {
 		param := fmt.Sprintf("tools[%d]", i)
 		switch {
 		case t.Type != "function":
-			return plan, invalid(param+".type", "'%s.type' must be \"function\", got %q", param, t.Type)
+			return plan, Invalid(param+".type", "'%s.type' must be \"function\", got %q", param, t.Type)
 		case !functionName.MatchString(t.Function.Name):
-			return plan, invalid(param+".function.name", "'%s.function.name' must be 1 to 64 letters, digits, '_' or '-', got %q", param, t.Function.Name)
+			return plan, Invalid(param+".function.name", "'%s.function.name' must be 1 to 64 letters, digits, '_' or '-', got %q", param, t.Function.Name)
 		}
 		if _, ok := names[t.Function.Name]; ok {
-			return plan, invalid(param+".function.name", "tool %q is defined twice", t.Function.Name)
+			return plan, Invalid(param+".function.name", "tool %q is defined twice", t.Function.Name)
 		}
 		names[t.Function.Name] = i
 		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
-			return plan, invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
+			return plan, Invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
 		}
 	}
 	choice, named, allowed, e := parseToolChoice(f.ToolChoice, lim)
@@ -85,7 +85,7 @@ func planTools(m *model.Model, f *toolFields, lim *Limits) (toolPlan, *Error) {
 		for _, name := range allowed {
 			i, ok := names[name]
 			if !ok {
-				return plan, invalid("tool_choice", "'tool_choice.allowed_tools' names function %q, which is not among 'tools'", name)
+				return plan, Invalid("tool_choice", "'tool_choice.allowed_tools' names function %q, which is not among 'tools'", name)
 			}
 			if !shown[name] {
 				shown[name] = true
@@ -102,17 +102,17 @@ func planTools(m *model.Model, f *toolFields, lim *Limits) (toolPlan, *Error) {
 	switch {
 	case len(tools) > 0:
 	case choice == "required" || choice == "function":
-		return plan, invalid("tool_choice", "'tool_choice' %s needs 'tools'", string(f.ToolChoice))
+		return plan, Invalid("tool_choice", "'tool_choice' %s needs 'tools'", string(f.ToolChoice))
 	default:
 		choice = "none" // "auto" with no tools: clients send it as a default
 	}
 	if choice == "none" {
 		return plan, nil
 	}
-	plan.render, plan.parse = tools, true
+	plan.Render, plan.Parse = tools, true
 	parallel := f.ParallelToolCalls == nil || *f.ParallelToolCalls
 	if !parallel {
-		plan.max = 1
+		plan.Max = 1
 	}
 	forced := tools
 	switch choice {
@@ -126,22 +126,22 @@ func planTools(m *model.Model, f *toolFields, lim *Limits) (toolPlan, *Error) {
 			}
 		}
 		if forced == nil {
-			return plan, invalid("tool_choice", "'tool_choice' names function %q, which is not among 'tools'", named)
+			return plan, Invalid("tool_choice", "'tool_choice' names function %q, which is not among 'tools'", named)
 		}
 		parallel = false // OpenAI calls the named function once
-		plan.max = 1
+		plan.Max = 1
 	}
-	g, err := plan.format.Grammar(forced, parallel, lim.schema())
+	g, err := plan.Format.Grammar(forced, parallel, lim.SchemaLimits())
 	if err != nil {
-		if e := schemaLimitError(err, "tools"); e != nil {
+		if e := SchemaLimitError(err, "tools"); e != nil {
 			return plan, e
 		}
 		if errors.Is(err, grammar.ErrInvalidSchema) {
-			return plan, invalid("tools", "cannot force a call: %v", err)
+			return plan, Invalid("tools", "cannot force a call: %v", err)
 		}
 		return plan, &Error{Status: 500, Type: TypeServer, Message: "tool-call grammar: " + err.Error()}
 	}
-	plan.grammar = g
+	plan.Grammar = g
 	return plan, nil
 }
 
@@ -154,7 +154,7 @@ const toolChoiceForms = `'tool_choice' must be "none", "auto", "required", {"typ
 // the functions it allows in allowed (nil for the other forms), at most
 // lim.MaxAllowedTools of them.
 func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, allowed []string, e *Error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return "", "", nil, nil
 	}
 	if err := json.Unmarshal(raw, &choice); err == nil {
@@ -162,7 +162,7 @@ func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, all
 		case "none", "auto", "required":
 			return choice, "", nil, nil
 		}
-		return "", "", nil, invalid("tool_choice", "%s, got %q", toolChoiceForms, choice)
+		return "", "", nil, Invalid("tool_choice", "%s, got %q", toolChoiceForms, choice)
 	}
 	type function struct {
 		Name string `json:"name"`
@@ -179,7 +179,7 @@ func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, all
 		} `json:"allowed_tools"`
 	}
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return "", "", nil, invalid("tool_choice", "%s", toolChoiceForms)
+		return "", "", nil, Invalid("tool_choice", "%s", toolChoiceForms)
 	}
 	switch {
 	case obj.Type == "function" && obj.Function.Name != "":
@@ -187,23 +187,23 @@ func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, all
 	case obj.Type == "allowed_tools" && obj.AllowedTools != nil:
 		at := obj.AllowedTools
 		if at.Mode != "auto" && at.Mode != "required" {
-			return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
+			return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
 		}
 		if len(at.Tools) > lim.MaxAllowedTools {
-			return "", "", nil, overLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
+			return "", "", nil, OverLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
 				"'tool_choice.allowed_tools.tools' has %d entries", len(at.Tools))
 		}
 		allowed = make([]string, 0, len(at.Tools))
 		for i, t := range at.Tools {
 			if t.Type != "function" || t.Function.Name == "" {
-				return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
+				return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
 			}
 			allowed = append(allowed, t.Function.Name)
 		}
 		if len(allowed) == 0 {
-			return "", "", nil, invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
+			return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
 		}
 		return at.Mode, "", allowed, nil
 	}
-	return "", "", nil, invalid("tool_choice", "%s", toolChoiceForms)
+	return "", "", nil, Invalid("tool_choice", "%s", toolChoiceForms)
 }

@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"context"
@@ -287,6 +287,10 @@ func finishedReason(r engine.FinishReason) string {
 // observe records a finished generation of the model named model: the
 // request families. A request with no generated token has no TTFT,
 // prefill, decode or inter-token latency.
+// Observe records res, the final result of a request for model, in the
+// request metrics: for a stream served outside Generate (see PacedChat).
+func (a *Core) Observe(model string, res engine.Result) { a.metrics.observe(model, res) }
+
 func (x *metrics) observe(model string, res engine.Result) {
 	t, u := res.Timings, res.Usage
 	x.success.WithLabelValues(model, finishedReason(res.FinishReason)).Inc()
@@ -327,9 +331,9 @@ func (x *metrics) observe(model string, res engine.Result) {
 // model_name, corral's own, and the Go process's. Only for an admin
 // unless Options.MetricsPublic: the prefix cache counters tell of other
 // callers' prompts.
-func (a *API) Metrics(w http.ResponseWriter, r *http.Request) {
+func (a *Core) Metrics(w http.ResponseWriter, r *http.Request) {
 	if !a.metricsPublic {
-		if e := adminOnly(r, "GET /metrics"); e != nil {
+		if e := AdminOnly(r, "GET /metrics"); e != nil {
 			WriteError(w, e)
 			return
 		}

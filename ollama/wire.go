@@ -1,4 +1,4 @@
-package openai
+package ollama
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -44,24 +45,19 @@ type ollamaChatResponse struct {
 	ollamaMetrics
 }
 
-// ollamaResponder shapes the objects of /api/generate or /api/chat: one
+// ollamaEncoder shapes the objects of /api/generate or /api/chat: one
 // per text chunk while streaming, then a final one, done, with the
 // metrics; or the final one with the whole text.
-type ollamaResponder struct {
+type ollamaEncoder struct {
 	model string
 	chat  bool             // /api/chat's objects (a message), else /api/generate's (a response)
 	start time.Time        // when the request arrived: total_duration runs from it
 	load  time.Duration    // spent getting the model
 	now   func() time.Time // the clock, time.Now but in tests
-	// plan is how the answer is read; answer reads it while it streams
-	// (nil when it is passed on as it is); sent counts the calls already
-	// in a streamed object.
-	plan   model.Plan
-	answer *model.Reader
-	sent   int
+	reads bool             // the answer is read: its reasoning and calls come apart
 }
 
-func (f *ollamaResponder) object(thinking, text string, done bool, reason string, mt ollamaMetrics, calls ...wire.ToolCall) any {
+func (f *ollamaEncoder) object(thinking, text string, done bool, reason string, mt ollamaMetrics, calls ...wire.ToolCall) any {
 	at := f.now().UTC()
 	if f.chat {
 		msg := ollamaMessage{Role: "assistant", Content: text, Thinking: thinking}
@@ -78,24 +74,16 @@ func (f *ollamaResponder) object(thinking, text string, done bool, reason string
 	return &ollamaGenerateResponse{Model: f.model, CreatedAt: at, Response: text, Thinking: thinking, Done: done, DoneReason: reason, ollamaMetrics: mt}
 }
 
-func (f *ollamaResponder) streamStart() any { return nil }
+func (f *ollamaEncoder) Start() []any { return nil }
 
-// streamText sends text as it comes; read, the reasoning and content the
+// Deltas sends text as it comes; read, the reasoning and content the
 // reader decided and each call once it is complete, as Ollama streams
-// them. No text is the keep-alive object, an empty one.
-func (f *ollamaResponder) streamText(text string, _ engine.Chunk) any {
-	if f.answer == nil || text == "" {
-		return f.object("", text, false, "", ollamaMetrics{})
+// them.
+func (f *ollamaEncoder) Deltas(ds []wire.Delta, calls []wire.ToolCall, _ engine.Chunk) []any {
+	if !f.reads {
+		return []any{f.object("", ds[0].Text(), false, "", ollamaMetrics{})}
 	}
-	return f.pieces(f.answer.Push(text))
-}
-
-// pieces is the object of what the reader decided, with the calls
-// completed since the last one; nil when there is nothing.
-func (f *ollamaResponder) pieces(ds []wire.Delta) any {
 	d := model.Merge(ds)
-	calls := f.answer.Calls()[f.sent:]
-	f.sent += len(calls)
 	if d.Content == nil && d.ReasoningContent == nil && len(calls) == 0 {
 		return nil
 	}
@@ -103,31 +91,25 @@ func (f *ollamaResponder) pieces(ds []wire.Delta) any {
 	if d.ReasoningContent != nil {
 		thinking = *d.ReasoningContent
 	}
-	return f.object(thinking, d.Text(), false, "", ollamaMetrics{}, calls...)
+	return []any{f.object(thinking, d.Text(), false, "", ollamaMetrics{}, calls...)}
 }
 
-func (f *ollamaResponder) streamEnd(res engine.Result) []any {
-	var evs []any
-	if f.answer != nil {
-		if ev := f.pieces(f.answer.Finish(res.FinishReason == engine.FinishLength)); ev != nil {
-			evs = append(evs, ev)
-		}
-	}
-	return append(evs, f.final("", "", nil, res))
+func (f *ollamaEncoder) End(res engine.Result, _ string) []any {
+	return []any{f.final("", "", nil, res)}
 }
 
-func (f *ollamaResponder) whole(text string, _ []engine.TokenLogprobs, res engine.Result) any {
-	var thinking string
-	var calls []wire.ToolCall
-	if f.plan.Reads() {
-		thinking, text, calls = f.plan.Parse(text, res.FinishReason == engine.FinishLength)
-	}
-	return f.final(thinking, text, calls, res)
+func (f *ollamaEncoder) Whole(a serving.Answer, res engine.Result) any {
+	return f.final(a.Reasoning, a.Content, a.Calls, res)
 }
+
+func (f *ollamaEncoder) Error(e *serving.Error) any { return ollamaErrorBody(e) }
+
+// Ping is an object without text: NDJSON has no comments.
+func (f *ollamaEncoder) Ping() any { return f.object("", "", false, "", ollamaMetrics{}) }
 
 // final is the last object: done, with the metrics, and the whole
 // answer's reasoning, text and calls when not streamed.
-func (f *ollamaResponder) final(thinking, text string, calls []wire.ToolCall, res engine.Result) any {
+func (f *ollamaEncoder) final(thinking, text string, calls []wire.ToolCall, res engine.Result) any {
 	mt := ollamaMetrics{
 		TotalDuration:      f.now().Sub(f.start),
 		LoadDuration:       f.load,
@@ -148,19 +130,19 @@ type ollamaError struct {
 }
 
 // ollamaErrorBody is e in Ollama's shape.
-func ollamaErrorBody(e *Error) any { return &ollamaError{Error: e.Message} }
+func ollamaErrorBody(e *serving.Error) any { return &ollamaError{Error: e.Message} }
 
-// writeOllamaError writes e in Ollama's shape, {"error": message}, with
+// WriteError writes e in Ollama's shape, {"error": message}, with
 // e's status; a 503 carries Retry-After as in WriteError.
-func writeOllamaError(w http.ResponseWriter, e *Error) {
+func WriteError(w http.ResponseWriter, e *serving.Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, ollamaErrorBody(e))
+	serving.WriteJSON(w, e.Status, ollamaErrorBody(e))
 }
 
 // ollamaModelError words e as Ollama does when name is unknown.
-func ollamaModelError(e *Error, name string) *Error {
+func ollamaModelError(e *serving.Error, name string) *serving.Error {
 	if e.Code == "model_not_found" {
 		e.Message = fmt.Sprintf("model '%s' not found", name)
 	}

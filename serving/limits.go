@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"errors"
@@ -94,71 +94,71 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// schema is l's bounds on JSON schemas.
-func (l *Limits) schema() grammar.SchemaLimits {
+// SchemaLimits are l's bounds on JSON schemas.
+func (l *Limits) SchemaLimits() grammar.SchemaLimits {
 	return grammar.SchemaLimits{MaxNodes: l.MaxSchemaNodes, MaxProperties: l.MaxSchemaProperties}
 }
 
-// Limits are the limits the API applies (Options.Limits, defaults
-// filled in).
-func (a *API) Limits() Limits { return a.limits }
+// Limits are the limits the Core applies (Options.Limits, defaults
+// filled in); the caller does not change them.
+func (a *Core) Limits() *Limits { return &a.limits }
 
 // overLimit is the 400 for a request over one of the Limits: what it
 // asks ("'tools' has 1001 tools"), the limit in unit, and the `corral
 // serve` flag that sets it.
-func overLimit(param, flag string, limit int, unit, format string, args ...any) *Error {
-	e := invalid(param, "%s: at most %d %s (corral serve --%s)", fmt.Sprintf(format, args...), limit, unit, flag)
+func OverLimit(param, flag string, limit int, unit, format string, args ...any) *Error {
+	e := Invalid(param, "%s: at most %d %s (corral serve --%s)", fmt.Sprintf(format, args...), limit, unit, flag)
 	e.Code = "limit_exceeded"
 	return e
 }
 
 // schemaLimitError is the error for a JSON schema in param that the
 // grammar converter refused for its size, nil for another error.
-func schemaLimitError(err error, param string) *Error {
+func SchemaLimitError(err error, param string) *Error {
 	var le *grammar.SchemaLimitError
 	if !errors.As(err, &le) {
 		return nil
 	}
 	if le.Limit == grammar.LimitProperties {
-		return overLimit(param, "max-schema-properties", le.Max, "properties", "a JSON schema in '%s' has too many properties", param)
+		return OverLimit(param, "max-schema-properties", le.Max, "properties", "a JSON schema in '%s' has too many properties", param)
 	}
-	return overLimit(param, "max-schema-nodes", le.Max, "JSON values", "a JSON schema in '%s' has too many JSON values", param)
+	return OverLimit(param, "max-schema-nodes", le.Max, "JSON values", "a JSON schema in '%s' has too many JSON values", param)
 }
 
-// checkPrompt refuses prompt text longer than l allows.
-func (l *Limits) checkPrompt(text, param string) *Error {
+// CheckPrompt refuses prompt text longer than l allows.
+func (l *Limits) CheckPrompt(text, param string) *Error {
 	if len(text) > l.MaxPromptBytes {
-		return overLimit(param, "max-prompt-bytes", l.MaxPromptBytes, "bytes", "'%s' is %d bytes long", param, len(text))
+		return OverLimit(param, "max-prompt-bytes", l.MaxPromptBytes, "bytes", "'%s' is %d bytes long", param, len(text))
 	}
 	return nil
 }
 
-// checkChat refuses a chat request whose messages, tools or allowed_tools
+// CheckChat refuses a chat request whose messages, tools or allowed_tools
 // are more than l allows, before anything is rendered or loaded.
-func (l *Limits) checkChat(msgs []chat.Message, f *toolFields) *Error {
+func (l *Limits) CheckChat(msgs []chat.Message, f *ToolFields) *Error {
 	if len(msgs) > l.MaxMessages {
-		return overLimit("messages", "max-messages", l.MaxMessages, "messages", "'messages' has %d messages", len(msgs))
+		return OverLimit("messages", "max-messages", l.MaxMessages, "messages", "'messages' has %d messages", len(msgs))
 	}
-	if e := l.checkTools(f.Tools); e != nil {
+	if e := l.CheckTools(f.Tools); e != nil {
 		return e
 	}
 	_, _, _, e := parseToolChoice(f.ToolChoice, l)
 	return e
 }
 
-// checkTools refuses more tools than l allows.
-func (l *Limits) checkTools(tools []chat.Tool) *Error {
+// CheckTools refuses more tools than l allows.
+func (l *Limits) CheckTools(tools []chat.Tool) *Error {
 	if len(tools) > l.MaxTools {
-		return overLimit("tools", "max-tools", l.MaxTools, "tools", "'tools' has %d tools", len(tools))
+		return OverLimit("tools", "max-tools", l.MaxTools, "tools", "'tools' has %d tools", len(tools))
 	}
 	return nil
 }
 
-// checkLogprobs refuses a request whose log-probabilities, top
+// CheckLogprobs refuses a request whose log-probabilities, top
 // alternatives with each of up to maxTokens tokens (0: the slot's
 // context), could number more than l allows; param names the field that
 // asked for them.
-func (l *Limits) checkLogprobs(req *engine.Request, slotCtx int, param string) *Error {
+func (l *Limits) CheckLogprobs(req *engine.Request, slotCtx int, param string) *Error {
 	if !req.Logprobs {
 		return nil
 	}
@@ -167,7 +167,7 @@ func (l *Limits) checkLogprobs(req *engine.Request, slotCtx int, param string) *
 		tokens = req.MaxTokens
 	}
 	if n := (req.TopLogprobs + 1) * tokens; n > l.MaxLogprobs {
-		return overLimit(param, "max-logprobs", l.MaxLogprobs, "log-probabilities (ask for fewer tokens or alternatives)",
+		return OverLimit(param, "max-logprobs", l.MaxLogprobs, "log-probabilities (ask for fewer tokens or alternatives)",
 			"'%s' asks for %d log-probabilities (%d alternatives and the token's own, for each of up to %d tokens)",
 			param, n, req.TopLogprobs, tokens)
 	}
@@ -175,14 +175,14 @@ func (l *Limits) checkLogprobs(req *engine.Request, slotCtx int, param string) *
 }
 
 // renderError maps an error of the chat template to an API error.
-func renderError(err error, l *Limits) *Error {
+func RenderError(err error, l *Limits) *Error {
 	switch {
 	case errors.Is(err, chat.ErrTooLong):
-		return overLimit("messages", "max-prompt-bytes", l.MaxPromptBytes, "bytes", "the prompt the chat template renders from 'messages' and 'tools' is too long")
+		return OverLimit("messages", "max-prompt-bytes", l.MaxPromptBytes, "bytes", "the prompt the chat template renders from 'messages' and 'tools' is too long")
 	case errors.Is(err, chat.ErrInvalidMessages):
-		return invalid("messages", "%v", err)
+		return Invalid("messages", "%v", err)
 	case errors.Is(err, chat.ErrReservedKwarg):
-		return invalid("chat_template_kwargs", "%v", err)
+		return Invalid("chat_template_kwargs", "%v", err)
 	}
 	// A template that fails on the messages is the request's error:
 	// retrying cannot help.

@@ -1,14 +1,13 @@
-// Package openai serves an engine over HTTP with OpenAI's API
-// (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models) and llama-server's
-// (/completion, /tokenize, /detokenize, /apply-template, /slots, /metrics).
-//
-// It decodes and validates requests, renders chat templates, submits to the
-// engine and encodes responses, streamed as server-sent events or whole.
-// Handlers wait for tokens with Stream.Recv on the request's context: the
-// goroutine parks without holding an OS thread, and a client that goes away
-// cancels its request wherever it is (queued, prefilling or decoding).
-// Routing, middleware and process lifecycle belong to package server.
-package openai
+// Package serving is the dialect-neutral core of corral's HTTP APIs: the
+// limits a request is checked against, the lease of the model it names,
+// its admission (priority, pause, cache salt), the engine request built
+// from what every dialect asks the same way (messages, tools, tool
+// choice, grammar, reasoning budget, sampling), the generation loop and
+// the repair of broken tool calls, the Prometheus metrics and the request
+// log. Dialect packages (openai, ollama, llamacpp, ...) translate their
+// wire shapes to and from it: each handler is one call of Handle, and
+// each dialect frames its answers through an Encoder.
+package serving
 
 import (
 	"context"
@@ -25,13 +24,13 @@ import (
 	"github.com/corral-llm/corral/registry"
 )
 
-// Registry holds the models an API serves (see package registry).
+// Registry holds the models a Core serves (see package registry).
 type Registry = registry.Registry[*model.Model]
 
 // Lease is a request's hold on a loaded model.
 type Lease = registry.Lease[*model.Model]
 
-// Options configure an API.
+// Options configure a Core.
 type Options struct {
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
@@ -56,9 +55,9 @@ type Options struct {
 	ToolRepair int
 }
 
-// API serves the models of a registry. Its handler methods are safe for
-// concurrent use.
-type API struct {
+// Core serves the models of a registry to the dialects. Its methods are
+// safe for concurrent use.
+type Core struct {
 	models         *Registry
 	limits         Limits
 	paced          pacedStreams // paced chat streams being served, by response id
@@ -71,14 +70,14 @@ type API struct {
 	toolRepair     int // repairs of a failed tool call at most; 0: none
 }
 
-// New returns an API serving models.
-func New(models *Registry, opt Options) *API {
+// New returns a Core serving models.
+func New(models *Registry, opt Options) *Core {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	x := newMetrics(models)
-	a := &API{models: models, limits: opt.Limits.WithDefaults(), log: log, metrics: x, metricsHandler: x.handler(log),
+	a := &Core{models: models, limits: opt.Limits.WithDefaults(), log: log, metrics: x, metricsHandler: x.handler(log),
 		maxPause: opt.MaxPause, isolation: opt.CacheIsolation, metricsPublic: opt.MetricsPublic}
 	if a.maxPause <= 0 {
 		a.maxPause = DefaultMaxPause
@@ -98,13 +97,13 @@ func New(models *Registry, opt Options) *API {
 // MetricsPublic reports whether /metrics answers callers that are not
 // admin (Options.MetricsPublic): the server's gate then lets a request
 // for it through without a key.
-func (a *API) MetricsPublic() bool { return a.metricsPublic }
+func (a *Core) MetricsPublic() bool { return a.metricsPublic }
 
-// ForEngine returns an API serving one engine, already loaded, under any
+// ForEngine returns a Core serving one engine, already loaded, under any
 // model name: a registry of one pinned model (a request's keep_alive does
-// not unload it). Closing the API's
+// not unload it). Closing the Core's
 // registry (Registry().Close()) closes eng.
-func ForEngine(eng model.Engine, opt model.Options) (*API, error) {
+func ForEngine(eng model.Engine, opt model.Options) (*Core, error) {
 	m, err := model.New(eng, opt)
 	if err != nil {
 		return nil, err
@@ -124,28 +123,28 @@ func ForEngine(eng model.Engine, opt model.Options) (*API, error) {
 	return New(reg, Options{Logger: opt.Logger}), nil
 }
 
-// Registry is the registry of models the API serves.
-func (a *API) Registry() *Registry { return a.models }
+// Registry is the registry of models the Core serves.
+func (a *Core) Registry() *Registry { return a.models }
 
-// Logger is the API's logger (Options.Logger).
-func (a *API) Logger() *slog.Logger { return a.log }
+// Logger is the Core's logger (Options.Logger).
+func (a *Core) Logger() *slog.Logger { return a.log }
 
-// acquire leases the model a request names, loading it if need be. keep
+// Acquire leases the model a request names, loading it if need be. keep
 // is the request's keep_alive, nil when absent.
 //
 // keep_alive loads and unloads models for everyone: only an admin caller
 // may set it (403 otherwise).
-func (a *API) acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
+func (a *Core) Acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
 	if keep != nil && !gate.FromContext(ctx).Admin() {
 		return nil, &Error{Status: http.StatusForbidden, Type: TypeInvalidRequest, Param: "keep_alive", Code: "admin_required",
 			Message: "keep_alive loads and unloads models for every client: it needs an admin API key"}
 	}
 	l, err := a.models.Acquire(ctx, name)
 	if err != nil {
-		e := modelError(err)
+		e := ModelError(err)
 		var load *registry.LoadError
 		if errors.As(err, &load) && !gate.FromContext(ctx).Admin() {
-			e.Message = loadFailed(load.ID)
+			e.Message = LoadFailed(load.ID)
 		}
 		return nil, e
 	}
@@ -155,8 +154,8 @@ func (a *API) acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease
 	return l, nil
 }
 
-// modelError maps an error from Registry.Acquire to an API error.
-func modelError(err error) *Error {
+// ModelError maps an error from Registry.Acquire to an API error.
+func ModelError(err error) *Error {
 	var (
 		unknown  *registry.UnknownModelError
 		tooLarge *registry.TooLargeError
@@ -176,10 +175,25 @@ func modelError(err error) *Error {
 	case errors.Is(err, registry.ErrDraining):
 		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
 	}
-	return submitError(err, "")
+	return SubmitError(err, "")
 }
 
-// newID returns a fresh response id such as "chatcmpl-…".
-func newID(prefix string) string {
+// NewID returns a fresh response id such as "chatcmpl-…".
+func NewID(prefix string) string {
 	return prefix + strings.ToLower(rand.Text())
+}
+
+// Status finds the model a monitoring request names (see
+// Registry.Acquire for names) without loading it.
+func (a *Core) Status(name string) (registry.Status[*model.Model], *Error) {
+	spec, err := a.models.Spec(name)
+	if err != nil {
+		return registry.Status[*model.Model]{}, ModelError(err)
+	}
+	for _, st := range a.models.Status() {
+		if st.ID == spec.ID {
+			return st, nil
+		}
+	}
+	panic("serving: a spec without a status")
 }

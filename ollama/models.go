@@ -1,4 +1,4 @@
-package openai
+package ollama
 
 import (
 	"crypto/sha256"
@@ -14,14 +14,15 @@ import (
 
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/serving"
 )
 
-// OllamaAPIVersion is the version /api/version reports: the Ollama
+// APIVersion is the version /api/version reports: the Ollama
 // release whose API documentation these endpoints follow (that of the
 // ollama module corral builds llama.cpp from). Clients compare it with
 // the minimum they need for a feature; a lower, made-up version would
 // turn them away from endpoints corral serves.
-const OllamaAPIVersion = "0.17.4"
+const APIVersion = "0.17.4"
 
 // ollamaForever is how far ahead /api/ps puts the expiry of a model that
 // is not scheduled to unload (in use, or kept forever): Ollama's CLI
@@ -73,32 +74,32 @@ type ollamaShowResponse struct {
 	ModifiedAt   time.Time      `json:"modified_at"`
 }
 
-// OllamaTags serves Ollama's GET /api/tags: every model the server knows,
+// Tags serves Ollama's GET /api/tags: every model the server knows,
 // loaded or not, in the registry's order (the default first). The size
 // and modification time are the GGUF file's; the digest is a hash of its
 // path, size and modification time rather than of its content, which
 // would mean reading gigabytes: it changes when the file does.
-func (a *API) OllamaTags(w http.ResponseWriter, r *http.Request) {
+func Tags(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 	out := []ollamaListModel{}
-	for _, st := range a.models.Status() {
+	for _, st := range a.Registry().Status() {
 		name := ollamaName(st.ID)
 		lm := ollamaListModel{Name: name, Model: name}
 		if ff, err := readFileFacts(st.Path); err != nil {
-			a.log.Warn("describe model", "model", st.ID, "err", err)
+			a.Logger().Warn("describe model", "model", st.ID, "err", err)
 		} else {
 			lm.ModifiedAt, lm.Size, lm.Digest, lm.Details = ff.modTime, ff.size, ff.digest, ff.details
 		}
 		out = append(out, lm)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": out})
+	serving.WriteJSON(w, http.StatusOK, map[string]any{"models": out})
 }
 
-// OllamaPS serves Ollama's GET /api/ps: the loaded models. size is the
+// PS serves Ollama's GET /api/ps: the loaded models. size is the
 // memory a model reserves in the budget, all of it host memory
 // (size_vram 0); context_length is a slot's context.
-func (a *API) OllamaPS(w http.ResponseWriter, r *http.Request) {
+func PS(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 	out := []ollamaRunningModel{}
-	for _, st := range a.models.Loaded() {
+	for _, st := range a.Registry().Loaded() {
 		name := ollamaName(st.ID)
 		rm := ollamaRunningModel{Name: name, Model: name, Size: st.Need, ExpiresAt: st.ExpiresAt}
 		if rm.ExpiresAt.IsZero() {
@@ -108,16 +109,16 @@ func (a *API) OllamaPS(w http.ResponseWriter, r *http.Request) {
 			rm.ContextLength = st.Model.Info().SlotCtx
 		}
 		if ff, err := readFileFacts(st.Path); err != nil {
-			a.log.Warn("describe model", "model", st.ID, "err", err)
+			a.Logger().Warn("describe model", "model", st.ID, "err", err)
 		} else {
 			rm.Digest, rm.Details = ff.digest, ff.details
 		}
 		out = append(out, rm)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": out})
+	serving.WriteJSON(w, http.StatusOK, map[string]any{"models": out})
 }
 
-// OllamaShow serves Ollama's POST /api/show {"model"} (or the older
+// Show serves Ollama's POST /api/show {"model"} (or the older
 // "name"), from the GGUF header, without loading the model: model_info
 // holds the header's keys, arrays of more than 5 values left empty as
 // Ollama does without "verbose" (which corral ignores); template is the
@@ -125,38 +126,45 @@ func (a *API) OllamaPS(w http.ResponseWriter, r *http.Request) {
 // capabilities are "completion" (see below). Without a model: 400. The
 // Modelfile's FROM is the GGUF file's path for an admin, the model's name
 // for anyone else.
-func (a *API) OllamaShow(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Model string `json:"model"`
-		Name  string `json:"name"`
+func Show(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, serveOllamaShow)
+}
+
+// ollamaShowRequest is the body of POST /api/show.
+type ollamaShowRequest struct {
+	Model string `json:"model"`
+	Name  string `json:"name"`
+}
+
+// Check refuses a request without a model.
+func (body *ollamaShowRequest) Check(*serving.Limits) *serving.Error {
+	if body.Model == "" {
+		body.Model = body.Name
 	}
-	if e := decodeBody(r, &body); e != nil {
-		writeOllamaError(w, e)
-		return
+	if body.Model == "" {
+		return serving.Invalid("model", "'model' is required")
 	}
-	name := body.Model
-	if name == "" {
-		name = body.Name
-	}
-	if name == "" {
-		writeOllamaError(w, invalid("model", "'model' is required"))
-		return
-	}
-	spec, err := a.models.Spec(name)
+	return nil
+}
+
+// Lease leases nothing: the model is described from its file.
+func (body *ollamaShowRequest) Lease() (string, *serving.KeepAlive, bool) { return "", nil, false }
+
+func serveOllamaShow(x *serving.Exchange, body *ollamaShowRequest) *serving.Error {
+	a, name, w := x.Core, body.Model, x.W
+	spec, err := a.Registry().Spec(name)
 	if err != nil {
-		writeOllamaError(w, ollamaModelError(modelError(err), name))
-		return
+		return ollamaModelError(serving.ModelError(err), name)
 	}
-	admin := gate.FromContext(r.Context()).Admin()
+	admin := gate.FromContext(x.Context()).Admin()
 	ff, err := readFileFacts(spec.Engine.ModelPath)
 	if err != nil {
 		msg := fmt.Sprintf("describe model %s: %v", spec.ID, err)
 		if !admin { // the error names the file
 			msg = fmt.Sprintf("describe model %s: its file cannot be read (the server's log has the cause)", spec.ID)
-			a.log.Warn("describe model", "model", spec.ID, "err", err)
+			a.Logger().Warn("describe model", "model", spec.ID, "err", err)
 		}
-		writeOllamaError(w, &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: msg})
-		return
+		return &serving.Error{Status: http.StatusInternalServerError, Type: serving.TypeServer, Message: msg}
 	}
 	from := spec.Engine.ModelPath
 	if !admin {
@@ -165,7 +173,7 @@ func (a *API) OllamaShow(w http.ResponseWriter, r *http.Request) {
 	// Not "tools" yet: /api/chat renders tools but does not parse the
 	// model's calls into tool_calls.
 	caps := []string{"completion"}
-	writeJSON(w, http.StatusOK, &ollamaShowResponse{
+	serving.WriteJSON(w, http.StatusOK, &ollamaShowResponse{
 		License:      ff.license,
 		Modelfile:    fmt.Sprintf("# Modelfile generated by corral for %s\nFROM %s\n", ollamaName(spec.ID), from),
 		Template:     ff.template,
@@ -174,11 +182,12 @@ func (a *API) OllamaShow(w http.ResponseWriter, r *http.Request) {
 		Capabilities: caps,
 		ModifiedAt:   ff.modTime,
 	})
+	return nil
 }
 
-// OllamaVersion serves Ollama's GET /api/version: OllamaAPIVersion.
-func (a *API) OllamaVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"version": OllamaAPIVersion})
+// Version serves Ollama's GET /api/version: APIVersion.
+func Version(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.WriteJSON(w, http.StatusOK, map[string]string{"version": APIVersion})
 }
 
 // fileFacts are what the Ollama endpoints tell about a model file. They

@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"context"
@@ -67,7 +67,7 @@ const settleTimeout = time.Minute
 // that has read them finds the request counted), the request log when the
 // handler returns.
 type outcome struct {
-	a    *API
+	a    *Core
 	ctx  context.Context
 	m    *model.Model
 	s    *engine.Stream

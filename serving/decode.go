@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"bytes"
@@ -19,35 +19,35 @@ import (
 // read deadline), and a body that is not valid UTF-8 is refused with the
 // offset of the first bad byte, since encoding/json would silently turn
 // such bytes inside strings into U+FFFD.
-func decodeBody(r *http.Request, v any) *Error {
+func DecodeBody(r *http.Request, v any) *Error {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return readError(err)
 	}
-	return decodeJSON(b, v)
+	return DecodeJSON(b, v)
 }
 
 // decodeOptionalBody is decodeBody for an endpoint whose body may be
 // left out: an empty body leaves v as it is.
-func decodeOptionalBody(r *http.Request, v any) *Error {
+func DecodeOptionalBody(r *http.Request, v any) *Error {
 	if r.ContentLength == 0 {
 		return nil
 	}
-	return decodeBody(r, v)
+	return DecodeBody(r, v)
 }
 
 // decodeJSON decodes b, one JSON object in valid UTF-8, into v (see
 // decodeBody).
-func decodeJSON(b []byte, v any) *Error {
+func DecodeJSON(b []byte, v any) *Error {
 	if off := invalidUTF8(b); off >= 0 {
-		return invalid("", "request body is not valid UTF-8: invalid byte 0x%02x at offset %d", b[off], off)
+		return Invalid("", "request body is not valid UTF-8: invalid byte 0x%02x at offset %d", b[off], off)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return invalid("", "invalid JSON body: unexpected data after the top-level object")
+		return Invalid("", "invalid JSON body: unexpected data after the top-level object")
 	}
 	return nil
 }
@@ -81,7 +81,7 @@ func readError(err error) *Error {
 		return &Error{Status: http.StatusRequestTimeout, Type: TypeInvalidRequest, Code: "request_timeout",
 			Message: fmt.Sprintf("read request body: %v", err)}
 	}
-	return invalid("", "read request body: %v", err)
+	return Invalid("", "read request body: %v", err)
 }
 
 // decodeError explains why a body did not decode.
@@ -92,25 +92,25 @@ func decodeError(err error) *Error {
 	)
 	switch {
 	case errors.Is(err, io.EOF):
-		return invalid("", "request body is empty: expected a JSON object")
+		return Invalid("", "request body is empty: expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return invalid("", "invalid JSON body: unexpected end of input")
+		return Invalid("", "invalid JSON body: unexpected end of input")
 	case errors.As(err, &se):
-		return invalid("", "invalid JSON body at offset %d: %v", se.Offset, se)
+		return Invalid("", "invalid JSON body at offset %d: %v", se.Offset, se)
 	case errors.As(err, &te):
 		if te.Field == "" {
-			return invalid("", "request body must be a JSON object, got %s", te.Value)
+			return Invalid("", "request body must be a JSON object, got %s", te.Value)
 		}
 		field := embeddedPrefix.Replace(te.Field)
-		return invalid(field, "invalid type for '%s': expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		return Invalid(field, "invalid type for '%s': expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
 	}
-	return invalid("", "invalid JSON body: %v", err)
+	return Invalid("", "invalid JSON body: %v", err)
 }
 
 // embeddedPrefix removes the names of embedded structs, which
 // encoding/json puts in the field path of a type error, leaving the JSON
 // field name the client sent.
-var embeddedPrefix = strings.NewReplacer("oaiParams.", "", "samplingParams.", "", "EmbeddingRequest.", "")
+var embeddedPrefix = strings.NewReplacer("oaiParams.", "", "SamplingParams.", "", "EmbeddingRequest.", "", "ReasoningParams.", "", "ToolFields.", "", "TemplateArgs.", "")
 
 // jsonKind names a Go kind the way a JSON client thinks of it.
 func jsonKind(k string) string {

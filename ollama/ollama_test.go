@@ -1,4 +1,4 @@
-package openai
+package ollama
 
 import (
 	"bytes"
@@ -22,9 +22,11 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 )
 
 // Golden tests of Ollama's wire format against the examples of Ollama's
@@ -242,8 +244,8 @@ var (
 	}
 )
 
-func fixedResponder(chat bool) *ollamaResponder {
-	return &ollamaResponder{model: "llama3.2", chat: chat, start: t0, load: 5 * time.Millisecond, now: fixedClock}
+func fixedResponder(chat bool) *ollamaEncoder {
+	return &ollamaEncoder{model: "llama3.2", chat: chat, start: t0, load: 5 * time.Millisecond, now: fixedClock}
 }
 
 // TestOllamaGenerateWire compares /api/generate's objects with the
@@ -252,12 +254,12 @@ func TestOllamaGenerateWire(t *testing.T) {
 	docs := ollamaDocs(t)
 	f := fixedResponder(false)
 	const sec = "Generate a completion / "
-	chunk := toMap(t, f.streamText("The", engine.Chunk{Tokens: 1}))
+	chunk := toMap(t, f.Deltas(servetest.Content("The"), nil, engine.Chunk{Tokens: 1})[0])
 	sameShape(t, "chunk", docJSON(t, docs, sec+"Generate request (Streaming)", 1), chunk, nil, nil)
 	if want := "2024-07-23T03:47:52.16276125Z"; chunk["created_at"] != want {
 		t.Errorf("created_at %v, want %s (UTC, nanoseconds)", chunk["created_at"], want)
 	}
-	final := f.streamEnd(fixedRes)
+	final := f.End(fixedRes, "stop")
 	if len(final) != 1 {
 		t.Fatalf("%d final objects", len(final))
 	}
@@ -273,7 +275,7 @@ func TestOllamaGenerateWire(t *testing.T) {
 			t.Errorf("final %s = %v, want %v", k, fm[k], v)
 		}
 	}
-	whole := toMap(t, f.whole("The sky is blue.", nil, fixedRes))
+	whole := toMap(t, f.Whole(servetest.Whole("The sky is blue.", "stop"), fixedRes))
 	sameShape(t, "whole", docJSON(t, docs, sec+"Request (No streaming)", 1), whole, []string{"context"}, []string{"done_reason"})
 	if whole["response"] != "The sky is blue." {
 		t.Errorf("whole response %v", whole["response"])
@@ -294,15 +296,15 @@ func TestOllamaChatWire(t *testing.T) {
 	const sec = "Generate a chat completion / "
 	// Older examples show "images": null in the message; Ollama's own type
 	// leaves out empty images, and so does corral.
-	chunk := toMap(t, f.streamText("The", engine.Chunk{Tokens: 1}))
+	chunk := toMap(t, f.Deltas(servetest.Content("The"), nil, engine.Chunk{Tokens: 1})[0])
 	sameShape(t, "chunk", docJSON(t, docs, sec+"Chat request (Streaming)", 1), chunk, []string{"message.images"}, nil)
-	fm := toMap(t, f.streamEnd(fixedRes)[0])
+	fm := toMap(t, f.End(fixedRes, "stop")[0])
 	sameShape(t, "final", docJSON(t, docs, sec+"Chat request (Streaming)", 2), fm, nil, []string{"done_reason"})
 	sameShape(t, "final", docJSON(t, docs, sec+"Chat request (Structured outputs)", 1), fm, nil, nil)
 	if msg := fm["message"].(map[string]any); msg["role"] != "assistant" || msg["content"] != "" {
 		t.Errorf("final message %v", msg)
 	}
-	whole := toMap(t, f.whole("Hello! How are you today?", nil, fixedRes))
+	whole := toMap(t, f.Whole(servetest.Whole("Hello! How are you today?", "stop"), fixedRes))
 	sameShape(t, "whole", docJSON(t, docs, sec+"Chat request (No streaming)", 1), whole, nil, []string{"done_reason"})
 	sameShape(t, "whole", docJSON(t, docs, sec+"Chat request (With history, with tools)", 1), whole, nil, nil)
 	sameShape(t, "load", docJSON(t, docs, sec+"Load a model", 1), toMap(t, f.object("", "", true, "load", ollamaMetrics{})), nil, nil)
@@ -317,13 +319,13 @@ func TestOllamaChatWire(t *testing.T) {
 // ollamaAPI serves fake as the one model "tiny", its file the test model
 // TinyStories656K (read for its GGUF header only), with loose names: any
 // name the documentation's examples use is served by it.
-func ollamaAPI(t *testing.T, fake *fakeEngine) *API {
+func ollamaAPI(t *testing.T, fake *servetest.Engine) *serving.Core {
 	t.Helper()
 	m, err := model.New(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := registry.Spec{ID: fake.info.Name, Engine: engine.Config{ModelPath: testmodel.Path(t, testmodel.TinyStories656K)}, Need: 123456}
+	spec := registry.Spec{ID: fake.Model.Name, Engine: engine.Config{ModelPath: testmodel.Path(t, testmodel.TinyStories656K)}, Need: 123456}
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{spec},
 		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
@@ -331,11 +333,11 @@ func ollamaAPI(t *testing.T, fake *fakeEngine) *API {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	return New(reg, Options{Logger: quiet})
+	return serving.New(reg, serving.Options{Logger: quiet})
 }
 
 // call runs one request through handler h of a.
-func call(a *API, h func(*API, http.ResponseWriter, *http.Request), method, body string) *httptest.ResponseRecorder {
+func call(a *serving.Core, h func(*serving.Core, http.ResponseWriter, *http.Request), method, body string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h(a, w, httptest.NewRequest(method, "/", strings.NewReader(body)))
 	return w
@@ -345,18 +347,18 @@ func call(a *API, h func(*API, http.ResponseWriter, *http.Request), method, body
 // /api/version with the documented answers.
 func TestOllamaModelsWire(t *testing.T) {
 	docs := ollamaDocs(t)
-	a := ollamaAPI(t, newFake())
+	a := ollamaAPI(t, servetest.NewEngine())
 
-	w := call(a, (*API).OllamaPS, http.MethodGet, "")
+	w := call(a, PS, http.MethodGet, "")
 	if w.Code != 200 || w.Body.String() != `{"models":[]}`+"\n" {
 		t.Errorf("/api/ps before a load: %d %s", w.Code, w.Body)
 	}
-	w = call(a, (*API).OllamaGenerate, http.MethodPost, `{"model":"tiny"}`)
+	w = call(a, Generate, http.MethodPost, `{"model":"tiny"}`)
 	if w.Code != 200 {
 		t.Fatalf("load: %d %s", w.Code, w.Body)
 	}
 
-	w = call(a, (*API).OllamaTags, http.MethodGet, "")
+	w = call(a, Tags, http.MethodGet, "")
 	var tags map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &tags); err != nil || w.Code != 200 {
 		t.Fatalf("/api/tags: %d %s", w.Code, w.Body)
@@ -370,7 +372,7 @@ func TestOllamaModelsWire(t *testing.T) {
 		t.Errorf("/api/tags model %v", m)
 	}
 
-	w = call(a, (*API).OllamaPS, http.MethodGet, "")
+	w = call(a, PS, http.MethodGet, "")
 	var ps map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &ps); err != nil || w.Code != 200 {
 		t.Fatalf("/api/ps: %d %s", w.Code, w.Body)
@@ -385,7 +387,7 @@ func TestOllamaModelsWire(t *testing.T) {
 		t.Errorf("/api/ps: %+v; want the model kept forever, its size the budget's", pr)
 	}
 
-	w = call(a, (*API).OllamaShow, http.MethodPost, `{"model":"tiny"}`)
+	w = call(a, Show, http.MethodPost, `{"model":"tiny"}`)
 	var show map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &show); err != nil || w.Code != 200 {
 		t.Fatalf("/api/show: %d %s", w.Code, w.Body)
@@ -413,11 +415,11 @@ func TestOllamaModelsWire(t *testing.T) {
 		t.Errorf("details %v, /api/tags said %v", show["details"], d)
 	}
 
-	w = call(a, (*API).OllamaVersion, http.MethodGet, "")
+	w = call(a, Version, http.MethodGet, "")
 	var version map[string]any
 	json.Unmarshal(w.Body.Bytes(), &version)
 	sameShape(t, "/api/version", docJSON(t, docs, "Version / Response", 0), version, nil, nil)
-	if version["version"] != OllamaAPIVersion {
+	if version["version"] != APIVersion {
 		t.Errorf("/api/version %v", version)
 	}
 }
@@ -427,8 +429,8 @@ func TestOllamaModelsWire(t *testing.T) {
 // its fields say, or is refused for what corral does not do.
 func TestOllamaRequests(t *testing.T) {
 	docs := ollamaDocs(t)
-	type handler = func(*API, http.ResponseWriter, *http.Request)
-	gen, chat := (*API).OllamaGenerate, (*API).OllamaChat
+	type handler = func(*serving.Core, http.ResponseWriter, *http.Request)
+	gen, chat := Generate, Chat
 	const genSec, chatSec = "Generate a completion / ", "Generate a chat completion / "
 	userPrompt := func(s string) string { return "<|im_start|>user\n" + s + "<|im_end|>\n<|im_start|>assistant\n" }
 	tests := []struct {
@@ -442,7 +444,7 @@ func TestOllamaRequests(t *testing.T) {
 			if req.Prompt != userPrompt("Why is the sky blue?") || !req.AddSpecial || !req.ParseSpecial || len(req.Plain) != 1 {
 				t.Errorf("prompt %q, plain %v", req.Prompt, req.Plain)
 			}
-			if req.MaxTokens != 0 || req.Sampling.Temperature != defaultTemperature || req.Sampling.Seed != -1 || !slices.Equal(req.Stop, []string{"<|im_end|>"}) {
+			if req.MaxTokens != 0 || req.Sampling.Temperature != serving.DefaultTemperature || req.Sampling.Seed != -1 || !slices.Equal(req.Stop, []string{"<|im_end|>"}) {
 				t.Errorf("defaults: %+v", req)
 			}
 		}},
@@ -520,7 +522,7 @@ func TestOllamaRequests(t *testing.T) {
 				t.Fatalf("block 0 of %q is not a request", tt.key)
 			}
 			seen++
-			fake := newFake()
+			fake := servetest.NewEngine()
 			w := call(ollamaAPI(t, fake), tt.h, http.MethodPost, body.text)
 			if w.Code != tt.status || w.Header().Get("Content-Type") != "application/json" {
 				t.Fatalf("%d %s: %s; want %d", w.Code, w.Header().Get("Content-Type"), w.Body, tt.status)
@@ -531,18 +533,18 @@ func TestOllamaRequests(t *testing.T) {
 			}
 			switch tt.status {
 			case 200:
-				if res["done"] != true || res["done_reason"] != tt.reason || len(fake.submitted) != 0 {
-					t.Errorf("%v, %d submitted; want done_reason %q, nothing submitted", res, len(fake.submitted), tt.reason)
+				if res["done"] != true || res["done_reason"] != tt.reason || len(fake.Submitted) != 0 {
+					t.Errorf("%v, %d submitted; want done_reason %q, nothing submitted", res, len(fake.Submitted), tt.reason)
 				}
 			default:
 				if len(res) != 1 || res["error"] == nil || res["error"] == "" {
 					t.Errorf("error %v; want Ollama's {\"error\": message}", res)
 				}
-				if tt.status == 503 && (len(fake.submitted) != 1 || w.Header().Get("Retry-After") != "1") {
-					t.Fatalf("%d submitted, Retry-After %q", len(fake.submitted), w.Header().Get("Retry-After"))
+				if tt.status == 503 && (len(fake.Submitted) != 1 || w.Header().Get("Retry-After") != "1") {
+					t.Fatalf("%d submitted, Retry-After %q", len(fake.Submitted), w.Header().Get("Retry-After"))
 				}
 				if tt.check != nil {
-					tt.check(t, fake.submitted[0])
+					tt.check(t, fake.Submitted[0])
 				}
 			}
 		})
@@ -569,11 +571,11 @@ func equalSampling(a, b engine.Sampling) bool {
 // TestOllamaBadRequests gets Ollama's error shape, with the status, for
 // requests corral refuses.
 func TestOllamaBadRequests(t *testing.T) {
-	gen, chat := (*API).OllamaGenerate, (*API).OllamaChat
+	gen, chat := Generate, Chat
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
 		name   string
-		h      func(*API, http.ResponseWriter, *http.Request)
+		h      func(*serving.Core, http.ResponseWriter, *http.Request)
 		body   string
 		status int
 		msg    string // a part of the message
@@ -598,8 +600,8 @@ func TestOllamaBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := newFake()
-			w := serve(t, fake, tt.h, tt.body)
+			fake := servetest.NewEngine()
+			w := servetest.Serve(t, fake, tt.h, tt.body)
 			var res map[string]any
 			if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil || w.Header().Get("Content-Type") != "application/json" {
 				t.Fatalf("%s %q: %v", w.Header().Get("Content-Type"), w.Body, err)
@@ -608,8 +610,8 @@ func TestOllamaBadRequests(t *testing.T) {
 			if w.Code != tt.status || len(res) != 1 || !strings.Contains(msg, tt.msg) {
 				t.Errorf("%d %s; want %d and an error saying %q", w.Code, w.Body, tt.status, tt.msg)
 			}
-			if len(fake.submitted) != 0 {
-				t.Errorf("submitted %+v", fake.submitted)
+			if len(fake.Submitted) != 0 {
+				t.Errorf("submitted %+v", fake.Submitted)
 			}
 		})
 	}
@@ -624,18 +626,18 @@ func TestOllamaAccepted(t *testing.T) {
 		`{"prompt":"hi","options":{"num_predict":0}}`,
 		`{"prompt":"hi","options":null,"format":"","keep_alive":"5m","stream":false}`,
 	} {
-		fake := newFake()
-		w := serve(t, fake, (*API).OllamaGenerate, body)
-		if w.Code != 503 || len(fake.submitted) != 1 || fake.submitted[0].MaxTokens != 0 {
-			t.Errorf("%s: %d %s, submitted %+v", body, w.Code, w.Body, fake.submitted)
+		fake := servetest.NewEngine()
+		w := servetest.Serve(t, fake, Generate, body)
+		if w.Code != 503 || len(fake.Submitted) != 1 || fake.Submitted[0].MaxTokens != 0 {
+			t.Errorf("%s: %d %s, submitted %+v", body, w.Code, w.Body, fake.Submitted)
 		}
 	}
-	fake := newFake()
-	serve(t, fake, (*API).OllamaChat, `{"messages":[{"role":"USER","content":"hi"}],"priority":-3,"options":{"ignore_eos":true,"logit_bias":{"5":-100}}}`)
-	if len(fake.submitted) != 1 {
-		t.Fatalf("submitted %+v", fake.submitted)
+	fake := servetest.NewEngine()
+	servetest.Serve(t, fake, Chat, `{"messages":[{"role":"USER","content":"hi"}],"priority":-3,"options":{"ignore_eos":true,"logit_bias":{"5":-100}}}`)
+	if len(fake.Submitted) != 1 {
+		t.Fatalf("submitted %+v", fake.Submitted)
 	}
-	if req := fake.submitted[0]; !req.IgnoreEOS || req.Priority != -3 || req.Sampling.LogitBias[5] != -100 || !strings.HasPrefix(req.Prompt, "<|im_start|>user\n") {
+	if req := fake.Submitted[0]; !req.IgnoreEOS || req.Priority != -3 || req.Sampling.LogitBias[5] != -100 || !strings.HasPrefix(req.Prompt, "<|im_start|>user\n") {
 		t.Errorf("corral's extensions: %+v", req)
 	}
 }
@@ -644,7 +646,7 @@ func TestOllamaAccepted(t *testing.T) {
 func TestOllamaStreamDefault(t *testing.T) {
 	for body, want := range map[string]bool{`{}`: true, `{"stream":true}`: true, `{"stream":false}`: false, `{"stream":null}`: true} {
 		var p ollamaParams
-		if e := decodeJSON([]byte(body), &p); e != nil {
+		if e := serving.DecodeJSON([]byte(body), &p); e != nil {
 			t.Fatal(e)
 		}
 		if p.stream() != want {
@@ -653,26 +655,9 @@ func TestOllamaStreamDefault(t *testing.T) {
 	}
 }
 
-func TestNDJSONWriter(t *testing.T) {
-	w := httptest.NewRecorder()
-	s, err := startNDJSON(w, time.Second, func() any { return map[string]any{"response": "", "done": false} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.event(map[string]string{"a": "b\n"}) != nil || s.ping() != nil || s.done() != nil {
-		t.Fatal("write failed")
-	}
-	if want := "{\"a\":\"b\\n\"}\n{\"done\":false,\"response\":\"\"}\n"; w.Body.String() != want {
-		t.Errorf("body %q, want %q", w.Body, want)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/x-ndjson" || !w.Flushed {
-		t.Errorf("Content-Type %q, flushed %v", ct, w.Flushed)
-	}
-}
-
 func TestOllamaErrorShape(t *testing.T) {
 	w := httptest.NewRecorder()
-	writeOllamaError(w, &Error{Status: 503, Type: TypeServer, Code: "queue_full", Message: "busy"})
+	WriteError(w, &serving.Error{Status: 503, Type: serving.TypeServer, Code: "queue_full", Message: "busy"})
 	if w.Code != 503 || w.Body.String() != `{"error":"busy"}`+"\n" || w.Header().Get("Retry-After") != "1" || w.Header().Get("Content-Type") != "application/json" {
 		t.Errorf("%d %q %v", w.Code, w.Body, w.Header())
 	}
@@ -699,21 +684,21 @@ func TestOllamaRefusesBeforeLoading(t *testing.T) {
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "tiny"}},
 		func(context.Context, registry.Spec) (*model.Model, error) {
 			loads++
-			return model.New(newFake(), model.Options{})
+			return model.New(servetest.NewEngine(), model.Options{})
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	a := New(reg, Options{})
+	a := serving.New(reg, serving.Options{})
 	for _, tt := range []struct {
-		h    func(*API, http.ResponseWriter, *http.Request)
+		h    func(*serving.Core, http.ResponseWriter, *http.Request)
 		body string
 	}{
-		{(*API).OllamaGenerate, `{"model":"tiny","prompt":"hi","images":["aGk="]}`},
-		{(*API).OllamaGenerate, `{"model":"tiny","prompt":"hi","suffix":"x"}`},
-		{(*API).OllamaGenerate, `{"model":"tiny","prompt":"hi","raw":true,"system":"s"}`},
-		{(*API).OllamaChat, `{"model":"tiny","messages":[{"role":"user","content":"hi","images":["aGk="]}]}`},
+		{Generate, `{"model":"tiny","prompt":"hi","images":["aGk="]}`},
+		{Generate, `{"model":"tiny","prompt":"hi","suffix":"x"}`},
+		{Generate, `{"model":"tiny","prompt":"hi","raw":true,"system":"s"}`},
+		{Chat, `{"model":"tiny","messages":[{"role":"user","content":"hi","images":["aGk="]}]}`},
 	} {
 		w := httptest.NewRecorder()
 		tt.h(a, w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body)))

@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"context"
@@ -62,11 +62,11 @@ func ParseCacheIsolation(s string) (CacheIsolation, error) {
 	return "", fmt.Errorf("%q: want none or key", s)
 }
 
-// admission applies the caller's bounds to req: its priority class (the
+// Admission applies the caller's bounds to req: its priority class (the
 // body's "priority", else the X-Priority header h, else the key's class),
 // its pause timeout when it is paced, and its cache salt (the body's
 // cache_salt, salt, nil when absent).
-func (a *API) admission(ctx context.Context, req *engine.Request, body *int, h http.Header, salt *string) *Error {
+func (a *Core) Admission(ctx context.Context, req *engine.Request, body *int, h http.Header, salt *string) *Error {
 	c := gate.FromContext(ctx)
 	var e *Error
 	if req.Priority, e = priority(c, body, h); e != nil {
@@ -91,13 +91,13 @@ func priority(c gate.Caller, body *int, h http.Header) (int, *Error) {
 	switch v := h.Get(PriorityHeader); {
 	case body != nil:
 		if *body < -MaxPriority || *body > MaxPriority {
-			return 0, invalid("priority", "'priority' must be within [%d, %d], got %d", -MaxPriority, MaxPriority, *body)
+			return 0, Invalid("priority", "'priority' must be within [%d, %d], got %d", -MaxPriority, MaxPriority, *body)
 		}
 		p = *body
 	case v != "":
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < -MaxPriority || n > MaxPriority {
-			return 0, invalid("priority", "header %s must be an integer within [%d, %d], got %q", PriorityHeader, -MaxPriority, MaxPriority, v)
+			return 0, Invalid("priority", "header %s must be an integer within [%d, %d], got %q", PriorityHeader, -MaxPriority, MaxPriority, v)
 		}
 		p = n
 	}
@@ -111,12 +111,12 @@ func priority(c gate.Caller, body *int, h http.Header) (int, *Error) {
 // pauseTimeout is the pause timeout of a paced request of caller c that
 // asked for d (0: the default): at most Options.MaxPause unless c is
 // admin.
-func (a *API) pauseTimeout(c gate.Caller, d time.Duration) (time.Duration, *Error) {
+func (a *Core) pauseTimeout(c gate.Caller, d time.Duration) (time.Duration, *Error) {
 	if d == 0 {
 		return min(engine.DefaultPauseTimeout, a.maxPause), nil
 	}
 	if d > a.maxPause && !c.Admin() {
-		return 0, invalid("chunking", "'chunking.pause_timeout' of %g seconds is longer than this server's --max-pause of %g seconds; only an admin key may pause longer",
+		return 0, Invalid("chunking", "'chunking.pause_timeout' of %g seconds is longer than this server's --max-pause of %g seconds; only an admin key may pause longer",
 			d.Seconds(), a.maxPause.Seconds())
 	}
 	return d, nil
@@ -127,14 +127,14 @@ func (a *API) pauseTimeout(c gate.Caller, d time.Duration) (time.Duration, *Erro
 // salt nor a tenant key, else a SHA-256 digest of the key's id (with
 // CacheIsolationKey) and the salt, so that the engine compares 32 bytes,
 // and keeps no client's salt.
-func (a *API) cacheSalt(c gate.Caller, salt *string) (string, *Error) {
+func (a *Core) cacheSalt(c gate.Caller, salt *string) (string, *Error) {
 	s := ""
 	if salt != nil {
 		if *salt == "" {
-			return "", invalid("cache_salt", "'cache_salt' must be a non-empty string")
+			return "", Invalid("cache_salt", "'cache_salt' must be a non-empty string")
 		}
 		if len(*salt) > MaxCacheSalt {
-			return "", invalid("cache_salt", "'cache_salt' is %d bytes long; at most %d are allowed", len(*salt), MaxCacheSalt)
+			return "", Invalid("cache_salt", "'cache_salt' is %d bytes long; at most %d are allowed", len(*salt), MaxCacheSalt)
 		}
 		s = *salt
 	}
@@ -151,7 +151,7 @@ func (a *API) cacheSalt(c gate.Caller, salt *string) (string, *Error) {
 }
 
 // adminOnly refuses a caller that is not admin the endpoint what (403).
-func adminOnly(r *http.Request, what string) *Error {
+func AdminOnly(r *http.Request, what string) *Error {
 	if gate.FromContext(r.Context()).Admin() {
 		return nil
 	}
@@ -159,8 +159,8 @@ func adminOnly(r *http.Request, what string) *Error {
 		Message: what + " needs an admin API key"}
 }
 
-// loadFailed is what a caller that is not admin learns of a failed load
+// LoadFailed is what a caller that is not admin learns of a failed load
 // of model id: not its cause, which names files on the server.
-func loadFailed(id string) string {
+func LoadFailed(id string) string {
 	return fmt.Sprintf("the model %q failed to load (the server's log has the cause)", id)
 }

@@ -1,21 +1,6 @@
-package openai
-
-import (
-	"bytes"
-	"encoding/json"
-	"net/http"
-	"strings"
-	"time"
-
-	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/model"
-	"github.com/corral-llm/corral/registry"
-)
-
-// Ollama's API (https://github.com/ollama/ollama/blob/main/docs/api.md, as
-// of OllamaAPIVersion) for the tools that speak it: /api/chat and
+// Package ollama serves Ollama's API
+// (https://github.com/ollama/ollama/blob/main/docs/api.md, as of
+// APIVersion), for the tools that speak it, on package serving's core: /api/chat and
 // /api/generate generate, /api/tags, /api/ps and /api/show describe the
 // models, /api/version names the API version. Streams are NDJSON, on by
 // default; errors are {"error": message} with the HTTP status. Where
@@ -46,15 +31,32 @@ import (
 //   - done_reason is "stop" or "length"; corral's other finish reasons end
 //     in an error ({"error"} line or status) except the paced ones, which
 //     these endpoints never start.
+package ollama
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
+)
 
 // ollamaParams are the fields /api/generate and /api/chat share.
 type ollamaParams struct {
 	Model string `json:"model"`
 	// Stream is true when absent, as in Ollama.
-	Stream    *bool           `json:"stream"`
-	Format    json.RawMessage `json:"format"`
-	KeepAlive *KeepAlive      `json:"keep_alive"`
-	Options   json.RawMessage `json:"options"`
+	Stream    *bool              `json:"stream"`
+	Format    json.RawMessage    `json:"format"`
+	KeepAlive *serving.KeepAlive `json:"keep_alive"`
+	Options   json.RawMessage    `json:"options"`
 	// Priority is the request's class, as on the other endpoints
 	// (corral's extension).
 	Priority *int `json:"priority"`
@@ -110,20 +112,24 @@ type ollamaToolCall struct {
 // reasoning budget and the sampling fields of the other endpoints.
 type ollamaOptions struct {
 	NumPredict *int `json:"num_predict"`
-	reasoningParams
-	samplingParams
+	serving.ReasoningParams
+	serving.SamplingParams
 }
 
-// OllamaGenerate serves Ollama's POST /api/generate. An empty prompt
+// Generate serves Ollama's POST /api/generate. An empty prompt
 // loads the model (with keep_alive 0: unloads it) and generates nothing.
-func (a *API) OllamaGenerate(w http.ResponseWriter, r *http.Request) {
-	a.ollamaServe(w, r, &ollamaGenerateRequest{}, false, "prompt")
+func Generate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *ollamaGenerateRequest) *serving.Error {
+		return serveOllama(x, body, false, "prompt")
+	})
 }
 
-// OllamaChat serves Ollama's POST /api/chat. Empty messages load the model
+// Chat serves Ollama's POST /api/chat. Empty messages load the model
 // (with keep_alive 0: unload it) and generate nothing.
-func (a *API) OllamaChat(w http.ResponseWriter, r *http.Request) {
-	a.ollamaServe(w, r, &ollamaChatRequest{}, true, "messages")
+func Chat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *ollamaChatRequest) *serving.Error {
+		return serveOllama(x, body, true, "messages")
+	})
 }
 
 // ollamaBody is the body of /api/generate or /api/chat.
@@ -131,49 +137,26 @@ type ollamaBody interface {
 	params() *ollamaParams
 	// empty reports a request with nothing to generate (load or unload).
 	empty() bool
-	// check refuses what corral does not serve, whatever the model, and
-	// what is over lim's counts.
-	check(lim *Limits) *Error
 	// request builds the engine request for m within lim, and how its
 	// answer is read.
-	request(m *model.Model, lim *Limits) (engine.Request, model.Plan, *Error)
+	request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error)
 }
 
-// ollamaServe decodes body and answers it: refusals first, so that a
-// request turned away whatever the model does not load one (and evict
-// others), then the model's lease, then the generation.
-func (a *API) ollamaServe(w http.ResponseWriter, r *http.Request, body ollamaBody, isChat bool, promptParam string) {
-	start := time.Now()
-	if e := decodeBody(r, body); e != nil {
-		writeOllamaError(w, e)
-		return
-	}
+// serveOllama answers body, its refusals checked (so that a request
+// turned away whatever the model does not load one, and evict others)
+// and its model leased, unless it has nothing to generate.
+func serveOllama(x *serving.Exchange, body ollamaBody, isChat bool, promptParam string) *serving.Error {
 	p := body.params()
 	if body.empty() {
-		a.ollamaLoad(w, r, p, isChat)
-		return
+		return ollamaLoad(x, p, isChat)
 	}
-	if e := body.check(&a.limits); e != nil {
-		writeOllamaError(w, e)
-		return
-	}
-	l, load, e := a.ollamaAcquire(r, p)
+	req, plan, e := body.request(x.Model, x.Core.Limits())
 	if e != nil {
-		writeOllamaError(w, e)
-		return
+		return e
 	}
-	defer l.Release()
-	m := l.Model()
-	req, plan, e := body.request(m, &a.limits)
-	if e != nil {
-		writeOllamaError(w, e)
-		return
-	}
-	f := &ollamaResponder{model: ollamaResponseName(p.Model, l.ID()), chat: isChat, start: start, load: load, now: time.Now, plan: plan}
-	if plan.Reads() {
-		f.answer = plan.Reader()
-	}
-	a.generate(w, r, m, req, p.genMode(promptParam), f)
+	f := &ollamaEncoder{model: ollamaResponseName(p.Model, x.Lease.ID()), chat: isChat, start: x.Start, load: x.LoadTime, now: time.Now, reads: plan.Reads()}
+	g := serving.Generation{Stream: p.stream(), Framing: serving.NDJSON, Plan: plan, PromptParam: promptParam, GrammarParam: "format", Priority: p.Priority}
+	return x.Core.Generate(x, req, g, f)
 }
 
 func (body *ollamaGenerateRequest) params() *ollamaParams { return &body.ollamaParams }
@@ -181,82 +164,100 @@ func (body *ollamaGenerateRequest) empty() bool           { return body.Prompt =
 func (body *ollamaChatRequest) params() *ollamaParams     { return &body.ollamaParams }
 func (body *ollamaChatRequest) empty() bool               { return len(body.Messages) == 0 }
 
-// genMode is how to answer a generation asked with p.
-func (p *ollamaParams) genMode(promptParam string) genMode {
-	return genMode{stream: p.stream(), promptParam: promptParam, grammarParam: "format", priority: p.Priority, ollama: true}
+// Lease names the model and the keep_alive the request asks; a request
+// with nothing to generate leases it itself (see ollamaLoad).
+func (body *ollamaGenerateRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.Model, body.KeepAlive, !body.empty()
 }
 
-// ollamaAcquire leases the model p names, returning how long that took
-// (loading it if need be: Ollama's load_duration).
-func (a *API) ollamaAcquire(r *http.Request, p *ollamaParams) (*Lease, time.Duration, *Error) {
-	start := time.Now()
-	l, e := a.acquire(r.Context(), p.Model, p.KeepAlive)
-	if e != nil {
-		return nil, 0, ollamaModelError(e, p.Model)
-	}
-	return l, time.Since(start), nil
+// Lease names the model and the keep_alive the request asks; a request
+// with nothing to generate leases it itself (see ollamaLoad).
+func (body *ollamaChatRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.Model, body.KeepAlive, !body.empty()
+}
+
+// ModelError words e as Ollama does when the model p names is unknown.
+func (p *ollamaParams) ModelError(e *serving.Error) *serving.Error {
+	return ollamaModelError(e, p.Model)
 }
 
 // ollamaLoad answers a request with nothing to generate: it loads the
 // model ("done_reason": "load"), or with keep_alive 0 unloads it once no
 // request holds it ("unload"; a model that is not loaded is not loaded
 // for that, one still loading is unloaded once loaded).
-func (a *API) ollamaLoad(w http.ResponseWriter, r *http.Request, p *ollamaParams, isChat bool) {
-	f := &ollamaResponder{chat: isChat, now: time.Now}
+func ollamaLoad(x *serving.Exchange, p *ollamaParams, isChat bool) *serving.Error {
+	f := &ollamaEncoder{chat: isChat, now: time.Now}
 	reason := "load"
 	if p.KeepAlive != nil && p.KeepAlive.Duration == 0 {
 		reason = "unload"
-		st, e := a.status(p.Model)
+		st, e := x.Core.Status(p.Model)
 		if e != nil {
-			writeOllamaError(w, ollamaModelError(e, p.Model))
-			return
+			return p.ModelError(e)
 		}
 		if st.State == registry.StateUnloaded || st.State == registry.StateUnloading {
 			f.model = ollamaResponseName(p.Model, st.ID)
-			writeJSON(w, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
-			return
+			serving.WriteJSON(x.W, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
+			return nil
 		}
 	}
 	// A lease with keep-alive 0 unloads the model when it is given back.
-	l, _, e := a.ollamaAcquire(r, p)
+	l, e := x.Core.Acquire(x.Context(), p.Model, p.KeepAlive)
 	if e != nil {
-		writeOllamaError(w, e)
-		return
+		return p.ModelError(e)
 	}
 	f.model = ollamaResponseName(p.Model, l.ID())
 	l.Release()
-	writeJSON(w, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
+	serving.WriteJSON(x.W, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
+	return nil
+}
+
+// Check refuses what corral does not serve, whatever the model; nothing
+// when there is nothing to generate.
+func (body *ollamaGenerateRequest) Check(lim *serving.Limits) *serving.Error {
+	if body.empty() {
+		return nil
+	}
+	return body.check(lim)
+}
+
+// Check refuses what corral does not serve, whatever the model; nothing
+// when there is nothing to generate.
+func (body *ollamaChatRequest) Check(lim *serving.Limits) *serving.Error {
+	if body.empty() {
+		return nil
+	}
+	return body.check(lim)
 }
 
 // check refuses what corral does not serve, whatever the model.
-func (body *ollamaGenerateRequest) check(lim *Limits) *Error {
-	if e := lim.checkPrompt(body.Prompt, "prompt"); e != nil {
+func (body *ollamaGenerateRequest) check(lim *serving.Limits) *serving.Error {
+	if e := lim.CheckPrompt(body.Prompt, "prompt"); e != nil {
 		return e
 	}
 	switch {
 	case len(body.Images) > 0:
-		return invalid("images", "'images' are not supported: corral serves text models")
+		return serving.Invalid("images", "'images' are not supported: corral serves text models")
 	case body.Suffix != "":
-		return invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
+		return serving.Invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
 	case body.Template != "":
-		return invalid("template", "'template' is not supported: prompts are rendered with the model's chat template")
+		return serving.Invalid("template", "'template' is not supported: prompts are rendered with the model's chat template")
 	case body.Raw && body.System != "":
-		return invalid("system", "raw mode does not support 'system'")
+		return serving.Invalid("system", "raw mode does not support 'system'")
 	}
 	return nil
 }
 
 // check refuses what corral does not serve, whatever the model.
-func (body *ollamaChatRequest) check(lim *Limits) *Error {
+func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 	if len(body.Messages) > lim.MaxMessages {
-		return overLimit("messages", "max-messages", lim.MaxMessages, "messages", "'messages' has %d messages", len(body.Messages))
+		return serving.OverLimit("messages", "max-messages", lim.MaxMessages, "messages", "'messages' has %d messages", len(body.Messages))
 	}
-	if e := lim.checkTools(body.Tools); e != nil {
+	if e := lim.CheckTools(body.Tools); e != nil {
 		return e
 	}
 	for i, om := range body.Messages {
 		if len(om.Images) > 0 {
-			return invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
+			return serving.Invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
 		}
 	}
 	return nil
@@ -266,7 +267,7 @@ func (body *ollamaChatRequest) check(lim *Limits) *Error {
 // passed) and builds the engine request: the prompt as it is when raw,
 // else rendered by the chat template as a user message after the system
 // one.
-func (body *ollamaGenerateRequest) request(m *model.Model, lim *Limits) (engine.Request, model.Plan, *Error) {
+func (body *ollamaGenerateRequest) request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error) {
 	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
 	if e != nil {
 		return req, model.Plan{}, e
@@ -288,7 +289,7 @@ func (body *ollamaGenerateRequest) request(m *model.Model, lim *Limits) (engine.
 
 // request validates an /api/chat request with messages (check passed)
 // and builds the engine request.
-func (body *ollamaChatRequest) request(m *model.Model, lim *Limits) (engine.Request, model.Plan, *Error) {
+func (body *ollamaChatRequest) request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error) {
 	msgs := make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
 		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
@@ -297,7 +298,7 @@ func (body *ollamaChatRequest) request(m *model.Model, lim *Limits) (engine.Requ
 			var call chat.ToolCall
 			call.ID, call.Type, call.Function.Name = tc.ID, "function", tc.Function.Name
 			call.Function.Arguments = "{}"
-			if !isNull(tc.Function.Arguments) {
+			if !serving.IsNull(tc.Function.Arguments) {
 				call.Function.Arguments = string(tc.Function.Arguments)
 			}
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
@@ -318,15 +319,15 @@ func (body *ollamaChatRequest) request(m *model.Model, lim *Limits) (engine.Requ
 // ollamaPrompt renders msgs with the chat template into req, the
 // clients' text marked plain and the template's stop strings added; think
 // is the request's "think".
-func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *Limits) *Error {
+func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *serving.Limits) *serving.Error {
 	kw, e := thinkKwargs(m, think)
 	if e != nil {
 		return e
 	}
-	if req.Prompt, e = render(m, msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
+	if req.Prompt, e = serving.Render(m, msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
 		return e
 	}
-	req.Plain = clientSpans(req.Prompt, msgs)
+	req.Plain = serving.ClientSpans(req.Prompt, msgs)
 	req.Stop = append(req.Stop, m.Stops()...)
 	return nil
 }
@@ -334,14 +335,14 @@ func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tool
 // ollamaRequest validates the options and format of p within lim and
 // builds the engine request, less its prompt; budget is the options'
 // reasoning budget (nil: none asked).
-func ollamaRequest(m *model.Model, p *ollamaParams, lim *Limits) (req engine.Request, budget *int, e *Error) {
+func ollamaRequest(m *model.Model, p *ollamaParams, lim *serving.Limits) (req engine.Request, budget *int, e *serving.Error) {
 	req = engine.Request{AddSpecial: true, ParseSpecial: true}
 	var o ollamaOptions
-	if !isNull(p.Options) {
+	if !serving.IsNull(p.Options) {
 		if b := bytes.TrimSpace(p.Options); b[0] != '{' {
-			return req, nil, invalid("options", "'options' must be an object")
+			return req, nil, serving.Invalid("options", "'options' must be an object")
 		}
-		if e := decodeJSON(p.Options, &o); e != nil {
+		if e := serving.DecodeJSON(p.Options, &o); e != nil {
 			e.Message = "options: " + e.Message
 			return req, nil, e
 		}
@@ -351,20 +352,20 @@ func ollamaRequest(m *model.Model, p *ollamaParams, lim *Limits) (req engine.Req
 		case n > 0:
 			req.MaxTokens = n
 		case n < -2:
-			return req, nil, invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
+			return req, nil, serving.Invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
 		}
 	}
 	req.IgnoreEOS = o.IgnoreEOS
-	if req.Sampling, e = o.sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = o.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
 		return req, nil, e
 	}
-	if req.Stop, e = parseStop(o.Stop); e != nil {
+	if req.Stop, e = serving.ParseStop(o.Stop); e != nil {
 		return req, nil, e
 	}
 	if req.Grammar, e = formatGrammar(p.Format, lim); e != nil {
 		return req, nil, e
 	}
-	if budget, e = o.reasoningParams.budget(); e != nil {
+	if budget, e = o.ReasoningParams.Budget(); e != nil {
 		return req, nil, e
 	}
 	return req, budget, nil
@@ -373,8 +374,8 @@ func ollamaRequest(m *model.Model, p *ollamaParams, lim *Limits) (req engine.Req
 // formatGrammar returns the grammar that enforces Ollama's "format":
 // "json" (any JSON object) or a JSON schema within lim; "" for plain
 // text.
-func formatGrammar(raw json.RawMessage, lim *Limits) (string, *Error) {
-	if isNull(raw) {
+func formatGrammar(raw json.RawMessage, lim *serving.Limits) (string, *serving.Error) {
+	if serving.IsNull(raw) {
 		return "", nil
 	}
 	var s string
@@ -385,16 +386,45 @@ func formatGrammar(raw json.RawMessage, lim *Limits) (string, *Error) {
 		case "json":
 			return grammar.JSONObject, nil
 		}
-		return "", invalid("format", "'format' must be \"json\" or a JSON schema, got %q", s)
+		return "", serving.Invalid("format", "'format' must be \"json\" or a JSON schema, got %q", s)
 	}
 	if bytes.TrimSpace(raw)[0] != '{' {
-		return "", invalid("format", "'format' must be \"json\" or a JSON schema object")
+		return "", serving.Invalid("format", "'format' must be \"json\" or a JSON schema object")
 	}
-	return schemaGrammar(raw, "format", lim)
+	return serving.SchemaGrammar(raw, "format", lim)
 }
 
 // jsonString is s as a JSON string, for chat.Message.Content.
 func jsonString(s string) json.RawMessage {
 	b, _ := json.Marshal(s) // a string always marshals
 	return b
+}
+
+// thinkKwargs are the template variables of an Ollama request: the
+// model's, and "think" (true, false, "low", "medium" or "high") as the
+// variables the template reads: enable_thinking (Qwen 3 and many
+// others) and thinking (DeepSeek V3.1) get whether to think,
+// reasoning_effort (gpt-oss) the level.
+func thinkKwargs(m *model.Model, think json.RawMessage) (map[string]any, *serving.Error) {
+	kw := m.Kwargs()
+	if serving.IsNull(think) {
+		return kw, nil
+	}
+	var on bool
+	var level string
+	if json.Unmarshal(think, &on) != nil {
+		if json.Unmarshal(think, &level) != nil || !slices.Contains([]string{"low", "medium", "high"}, level) {
+			return nil, serving.Invalid("think", "'think' must be true, false, \"low\", \"medium\" or \"high\"")
+		}
+		on = true
+	}
+	for _, name := range []string{"enable_thinking", "thinking"} {
+		if m.Template().Reads(name) {
+			kw[name] = on
+		}
+	}
+	if level != "" && m.Template().Reads("reasoning_effort") {
+		kw["reasoning_effort"] = level
+	}
+	return kw, nil
 }

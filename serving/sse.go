@@ -1,4 +1,4 @@
-package openai
+package serving
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func WithStreamConfig(ctx context.Context, c StreamConfig) context.Context {
 }
 
 // streamConfig returns the StreamConfig ctx carries, defaults filled in.
-func streamConfig(ctx context.Context) StreamConfig {
+func StreamConfigOf(ctx context.Context) StreamConfig {
 	c, _ := ctx.Value(streamConfigKey{}).(StreamConfig)
 	return c.withDefaults()
 }
@@ -132,32 +132,50 @@ func (f flushWriter) flush() error {
 }
 
 // sseWriter writes server-sent events, one JSON object per "data:" line,
-// framed by wire.Writer; each event is one write, flushed, within the
-// write timeout.
-type sseWriter struct{ sse *wire.Writer }
-
-// startSSE sends the event-stream headers, with the default write timeout.
-func startSSE(w http.ResponseWriter) *sseWriter {
-	s, _ := startSSETimeout(w, DefaultWriteTimeout)
-	return s
+// framed by wire.Writer, an Event's with its name; each event is one
+// write, flushed, within the write timeout.
+type sseWriter struct {
+	f         flushWriter
+	sse       *wire.Writer
+	keepAlive func() any // the ping event; nil, or nil from it: a comment
+	buf       []byte
 }
 
 // startSSETimeout sends the event-stream headers. An error means the
 // client is gone or does not read.
-func startSSETimeout(w http.ResponseWriter, writeTimeout time.Duration) (*sseWriter, error) {
+func startSSETimeout(w http.ResponseWriter, writeTimeout time.Duration, keepAlive func() any) (*sseWriter, error) {
 	f, err := startStream(w, "text/event-stream", writeTimeout)
-	return &sseWriter{wire.NewWriter(f)}, err
+	return &sseWriter{f: f, sse: wire.NewWriter(f), keepAlive: keepAlive}, err
 }
 
 // event writes v as one event. An error means the client is gone.
-func (s *sseWriter) event(v any) error { return s.sse.Event(v) }
+func (s *sseWriter) event(v any) error {
+	ev, ok := v.(Event)
+	if !ok {
+		return s.sse.Event(v)
+	}
+	data, err := json.Marshal(ev.Data)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	s.buf = append(append(append(s.buf[:0], "event: "...), ev.Name...), '\n')
+	s.buf = wire.AppendData(s.buf, data)
+	return s.f.write(s.buf)
+}
 
 // done writes OpenAI's end-of-stream marker.
 func (s *sseWriter) done() error { return s.sse.Done() }
 
-// ping writes an SSE comment, which clients ignore and proxies count as
-// traffic.
-func (s *sseWriter) ping() error { return s.sse.Comment("ping") }
+// ping writes the keep-alive event, or else an SSE comment, which
+// clients ignore and proxies count as traffic.
+func (s *sseWriter) ping() error {
+	if s.keepAlive != nil {
+		if v := s.keepAlive(); v != nil {
+			return s.event(v)
+		}
+	}
+	return s.sse.Comment("ping")
+}
 
 // ndjsonWriter writes newline-delimited JSON, one object per line (the
 // framing of Ollama's streams). NDJSON has no comments, so a ping is an
@@ -174,8 +192,12 @@ func startNDJSON(w http.ResponseWriter, writeTimeout time.Duration, keepAlive fu
 	return &ndjsonWriter{f, keepAlive}, err
 }
 
-// event writes v as one line. An error means the client is gone.
+// event writes v (an Event's data) as one line. An error means the
+// client is gone.
 func (s *ndjsonWriter) event(v any) error {
+	if ev, ok := v.(Event); ok {
+		v = ev.Data
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)

@@ -1,11 +1,10 @@
-package openai
+package serving
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/wire"
@@ -31,7 +30,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // invalid returns a 400 invalid_request_error about param.
-func invalid(param, format string, args ...any) *Error {
+func Invalid(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -62,25 +61,15 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.Status, e.envelope())
+	WriteJSON(w, e.Status, e.envelope())
 }
 
-// WriteErrorFor writes e in the shape of the API r was sent to: Ollama's
-// {"error": message} under /api/, OpenAI's envelope elsewhere.
-func WriteErrorFor(w http.ResponseWriter, r *http.Request, e *Error) {
-	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeOllamaError(w, e)
-		return
-	}
-	WriteError(w, e)
-}
-
-// writeJSON writes v as the JSON response body with status code.
-func writeJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }
+// WriteJSON writes v as the JSON response body with status code.
+func WriteJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }
 
 // submitError maps an error from Engine.Submit to an API error. param names
 // the request field holding the prompt.
-func submitError(err error, param string) *Error {
+func SubmitError(err error, param string) *Error {
 	switch {
 	case errors.Is(err, engine.ErrQueueFull):
 		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_full", Message: "the server is busy: request queue is full, retry later"}
@@ -89,21 +78,21 @@ func submitError(err error, param string) *Error {
 	case errors.Is(err, engine.ErrClosed):
 		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
 	case errors.Is(err, engine.ErrPromptTooLong):
-		e := invalid(param, "%v", err)
+		e := Invalid(param, "%v", err)
 		e.Code = "context_length_exceeded"
 		return e
 	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadToken):
-		return invalid(param, "%v", err)
+		return Invalid(param, "%v", err)
 	case errors.Is(err, engine.ErrTokenize):
-		return invalid(param, "the prompt has text this model's vocabulary cannot encode: %v", err)
+		return Invalid(param, "the prompt has text this model's vocabulary cannot encode: %v", err)
 	case errors.Is(err, engine.ErrBadSlot):
-		return invalid("id_slot", "%v", err)
+		return Invalid("id_slot", "%v", err)
 	case errors.Is(err, engine.ErrGrammarUnsatisfiable):
-		return unsatisfiable(err, "grammar")
+		return Unsatisfiable(err, "grammar")
 	case errors.Is(err, engine.ErrGrammar):
-		return invalid("grammar", "%v", err)
+		return Invalid("grammar", "%v", err)
 	case errors.Is(err, engine.ErrBadLogprobs):
-		return invalid("logprobs", "%v", err)
+		return Invalid("logprobs", "%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client is gone; nobody reads this.
 		return &Error{Status: 499, Type: TypeServer, Message: err.Error()}
@@ -123,20 +112,20 @@ func resultError(r engine.Result) *Error {
 			// The request's constraints, not the server: a grammar this
 			// vocabulary cannot continue (the model wrote itself into a
 			// corner no token gets out of), or biases banning every token.
-			e := invalid("", "generation stopped: %v: the grammar (from 'grammar', 'json_schema', 'response_format', 'format' or forced tools) or 'logit_bias' leaves no token of this model's vocabulary to continue the answer", r.Err)
+			e := Invalid("", "generation stopped: %v: the grammar (from 'grammar', 'json_schema', 'response_format', 'format' or forced tools) or 'logit_bias' leaves no token of this model's vocabulary to continue the answer", r.Err)
 			e.Code = "no_token"
 			return e
 		}
 		// A queued request can fail for want of a slot: it waited too
 		// long, or the server drains (engine.ErrClosed). Both are 503.
 		if errors.Is(r.Err, engine.ErrQueueTimeout) || errors.Is(r.Err, engine.ErrClosed) {
-			return submitError(r.Err, "")
+			return SubmitError(r.Err, "")
 		}
 		// The answer reached a point of its grammar that no token of the
 		// vocabulary continues: the request asked what the model cannot
 		// write.
 		if errors.Is(r.Err, engine.ErrGrammarUnsatisfiable) {
-			return unsatisfiable(r.Err, "grammar")
+			return Unsatisfiable(r.Err, "grammar")
 		}
 		msg := "generation failed"
 		if r.Err != nil {
@@ -154,7 +143,7 @@ func resultError(r engine.Result) *Error {
 // unsatisfiable is the 400 of a grammar the model's vocabulary cannot
 // write (engine.ErrGrammarUnsatisfiable), code grammar_unsatisfiable, about
 // param, the request field that asked for the grammar's text.
-func unsatisfiable(err error, param string) *Error {
+func Unsatisfiable(err error, param string) *Error {
 	what := fmt.Sprintf("what '%s' requires", param)
 	if param == "tool_choice" {
 		what = "the tool call 'tool_choice' requires"
@@ -164,7 +153,16 @@ func unsatisfiable(err error, param string) *Error {
 	if errors.As(err, &ue) && ue.Reason != "" {
 		msg += ": " + ue.Reason
 	}
-	e := invalid(param, "%s", msg)
+	e := Invalid(param, "%s", msg)
 	e.Code = "grammar_unsatisfiable"
 	return e
+}
+
+// UsageOf is an engine's token accounting in the wire's shape (OpenAI's,
+// which the voice protocol shares).
+func UsageOf(u engine.Usage) *wire.Usage {
+	return &wire.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails: wire.PromptTokensDetails{CachedTokens: u.CachedTokens},
+	}
 }

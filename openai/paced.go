@@ -1,0 +1,161 @@
+package openai
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"slices"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/serving"
+)
+
+// The HTTP face of paced chat completions (see package serving's pace.go):
+// continue and cancel a paced stream by its response id.
+
+// Pacer starts paced chat completions on a Core for another face of the
+// API (package voice's Generator).
+type Pacer struct{ Core *serving.Core }
+
+// PacedChat is PacedChat on p's Core.
+func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (*engine.Stream, func(), *serving.Error) {
+	return PacedChat(p.Core, ctx, body, history, conv)
+}
+
+// PacedChat starts a paced chat completion for another face of the API
+// (package voice): body is a chat completion request, its "chunking"
+// object optional (defaults); it is never streamed as HTTP. Its messages
+// follow history, the conversation so far, which is not decoded or
+// encoded again. The request lives until ctx ends or it finishes; its
+// model stays loaded until the caller calls release, once done with the
+// stream (release records a finished stream in the request metrics).
+// With conv, its prompt continues conv's tokens when its text does (see
+// Conversation).
+func PacedChat(a *serving.Core, ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (s *engine.Stream, release func(), e *serving.Error) {
+	var req chatRequest
+	if e := serving.DecodeJSON(body, &req); e != nil {
+		return nil, nil, e
+	}
+	if len(history) > 0 {
+		req.Messages = append(slices.Clip(history), req.Messages...)
+	}
+	if e := a.Limits().CheckChat(req.Messages, &req.ToolFields); e != nil {
+		return nil, nil, e
+	}
+	if req.Chunking == nil {
+		req.Chunking = &serving.ChunkingParams{}
+	}
+	if e := req.chatUnsupported.check(); e != nil {
+		return nil, nil, e
+	}
+	l, e := a.Acquire(ctx, req.Model, req.KeepAlive)
+	if e != nil {
+		return nil, nil, e
+	}
+	m := l.Model()
+	r, _, e := newChatRequest(m, &req, a.Limits())
+	if e == nil {
+		e = a.Admission(ctx, &r, req.Priority, nil, req.CacheSalt)
+	}
+	if e != nil {
+		l.Release()
+		return nil, nil, e
+	}
+	if conv != nil {
+		conv.Resume(&r, m.Info().Name)
+	}
+	s, err := m.Engine().Submit(ctx, r)
+	if err != nil {
+		l.Release()
+		return nil, nil, serving.SubmitError(err, "messages")
+	}
+	release = func() {
+		if s.Done() { // as it is once the caller has read the stream to its end
+			a.Observe(m.Info().Name, s.Result())
+		}
+		l.Release()
+	}
+	return s, release, nil
+}
+
+// continueBody is the optional body of .../continue.
+type continueBody struct {
+	Index *int `json:"index"`
+	noModel
+}
+
+// cancelBody is the optional body of .../cancel.
+type cancelBody struct {
+	SpokenChars *int `json:"spoken_chars"`
+	noModel
+}
+
+// noModel is part of a request that leases no model.
+type noModel struct{}
+
+// Lease leases nothing: the paced stream has its model.
+func (noModel) Lease() (string, *serving.KeepAlive, bool) { return "", nil, false }
+
+// Check refuses a negative index.
+func (b *continueBody) Check(*serving.Limits) *serving.Error {
+	if b.Index != nil && *b.Index < 0 {
+		return serving.Invalid("index", "'index' must be >= 0, got %d", *b.Index)
+	}
+	return nil
+}
+
+// Check refuses a negative count.
+func (b *cancelBody) Check(*serving.Limits) *serving.Error {
+	if b.SpokenChars != nil && *b.SpokenChars < 0 {
+		return serving.Invalid("spoken_chars", "'spoken_chars' must be >= 0, got %d", *b.SpokenChars)
+	}
+	return nil
+}
+
+// pacedAck is the answer to continue and cancel.
+type pacedAck struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`          // "chat.completion.continue" or ".cancel"
+	Index  *int   `json:"index,omitempty"` // continue: the chunk continued
+}
+
+// ContinueChat serves POST /v1/chat/completions/{id}/continue: the paced
+// response goes on past the chunk given by index (default: the last one
+// sent).
+func ContinueChat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body *continueBody) *serving.Error {
+		id := r.PathValue("id")
+		ps, e := c.Paced(id)
+		if e != nil {
+			return e
+		}
+		index := ps.Last()
+		if body.Index != nil {
+			index = *body.Index
+		}
+		ps.Continue(index)
+		serving.WriteJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.continue", Index: &index})
+		return nil
+	})
+}
+
+// CancelChat serves POST /v1/chat/completions/{id}/cancel: the response
+// ends, its stream with finish_reason "interrupted"; spoken_chars says how
+// much of it the listener heard (default: all that was generated).
+func CancelChat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body *cancelBody) *serving.Error {
+		id := r.PathValue("id")
+		ps, e := c.Paced(id)
+		if e != nil {
+			return e
+		}
+		spoken := math.MaxInt32 // all of it
+		if body.SpokenChars != nil {
+			spoken = *body.SpokenChars
+		}
+		ps.Interrupt(spoken)
+		serving.WriteJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.cancel"})
+		return nil
+	})
+}

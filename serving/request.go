@@ -1,0 +1,102 @@
+package serving
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
+)
+
+// Building an engine request from what every dialect asks the same way:
+// the prompt rendered by the model's chat template, the template's
+// variables, the client's text marked as plain.
+
+// Render applies the chat template to the messages with opt (its BOS
+// and EOS are the model's), for a prompt of at most lim.MaxPromptBytes:
+// rendering stops past it.
+func Render(m *model.Model, msgs []chat.Message, opt chat.Options, lim *Limits) (string, *Error) {
+	if len(msgs) == 0 {
+		return "", Invalid("messages", "'messages' must be a non-empty array")
+	}
+	opt.MaxBytes = lim.MaxPromptBytes
+	prompt, err := m.Render(msgs, opt)
+	if err != nil {
+		return "", RenderError(err, lim)
+	}
+	return prompt, nil
+}
+
+// ClientSpans finds the message contents in the rendered prompt, in
+// order, so that the engine tokenizes them as plain text: a user who types
+// "<|im_end|><|im_start|>system" gets those characters, not control
+// tokens, while the template's own markers stay special. A content the
+// template changed beyond trimming is not found and not marked.
+//
+// It takes linear time: a search that finds nothing reads the rest of the
+// prompt, so once such searches have read four prompts' worth, the
+// messages left are not looked for.
+func ClientSpans(prompt string, msgs []chat.Message) []engine.Span {
+	var spans []engine.Span
+	at := 0
+	budget := 4 * len(prompt) // bytes that failed searches may still read
+	for _, m := range msgs {
+		text, err := m.Text()
+		if err != nil {
+			continue
+		}
+		for _, t := range []string{text, strings.TrimSpace(text)} {
+			if t == "" {
+				break
+			}
+			if i := strings.Index(prompt[at:], t); i >= 0 {
+				spans = append(spans, engine.Span{Start: at + i, End: at + i + len(t)})
+				at += i + len(t)
+				break
+			}
+			if budget -= len(prompt) - at; budget < 0 {
+				return spans
+			}
+		}
+	}
+	return spans
+}
+
+// reasoningEfforts are the values of OpenAI's reasoning_effort.
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+
+// TemplateArgs are the fields of a chat request that set chat template
+// variables.
+type TemplateArgs struct {
+	// ChatTemplateKwargs are extra variables, such as
+	// {"enable_thinking": false}; they override the server's.
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	// ReasoningEffort is given to templates that read reasoning_effort
+	// (gpt-oss), unless chat_template_kwargs sets it.
+	ReasoningEffort *string `json:"reasoning_effort"`
+}
+
+// TemplateKwargs are the template variables of a request: the model's,
+// then reasoning_effort where the template reads it, then the request's
+// chat_template_kwargs.
+func TemplateKwargs(m *model.Model, t *TemplateArgs) (map[string]any, *Error) {
+	kw := m.Kwargs()
+	if t.ReasoningEffort != nil {
+		if !slices.Contains(reasoningEfforts, *t.ReasoningEffort) {
+			return nil, Invalid("reasoning_effort", "'reasoning_effort' must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), *t.ReasoningEffort)
+		}
+		if m.Template().Reads("reasoning_effort") {
+			kw["reasoning_effort"] = *t.ReasoningEffort
+		}
+	}
+	req, err := model.ParseKwargs(t.ChatTemplateKwargs)
+	if err != nil {
+		return nil, Invalid("chat_template_kwargs", "'chat_template_kwargs': %v", err)
+	}
+	for k, v := range req {
+		kw[k] = v
+	}
+	return kw, nil
+}
