@@ -15,6 +15,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/registry"
@@ -169,7 +170,7 @@ func TestSchemaFinding(t *testing.T) {
 	}{
 		{"response_format", ChatCompletions, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`, false, "response_format"},
 		{"completions response_format", Completions, `{"prompt":"hi","response_format":{"type":"json_object","schema":` + schema + `}}`, false, "response_format"},
-		{"/completion json_schema", Completion, `{"prompt":"hi","json_schema":` + schema + `}`, false, "json_schema"},
+		{"/completion json_schema", llamacpp.Completion, `{"prompt":"hi","json_schema":` + schema + `}`, false, "json_schema"},
 		{"/api/chat format", ollama.Chat, `{` + msgs + `,"format":` + schema + `}`, true, "format"},
 		{"/api/generate format", ollama.Generate, `{"prompt":"hi","format":` + schema + `}`, true, "format"},
 		{"forced tool", ChatCompletions, `{` + msgs + `,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":` + schema + `}}]}`, false, "tools"},
@@ -188,8 +189,8 @@ func TestSchemaFinding(t *testing.T) {
 // TestLimits: each limit, just within it and just past it, on each
 // endpoint it applies to.
 func TestLimits(t *testing.T) {
-	chatH, complH, llamaH := ChatCompletions, Completions, Completion
-	embedH, ollamaEmbedH, detokH := Embeddings, ollama.Embed, Detokenize
+	chatH, complH, llamaH := ChatCompletions, Completions, llamacpp.Completion
+	embedH, ollamaEmbedH, detokH := Embeddings, ollama.Embed, llamacpp.Detokenize
 	ochatH, ogenH := ollama.Chat, ollama.Generate
 	msg := func(n int) string { // n user messages
 		return `"messages":[` + strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"hi"},`, n), ",") + `]`

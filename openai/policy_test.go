@@ -19,6 +19,7 @@ import (
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/registry"
@@ -88,10 +89,10 @@ func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
 		"POST /v1/chat/completions":               servetest.Bind(a, ChatCompletions),
 		"POST /v1/chat/completions/{id}/continue": servetest.Bind(a, ContinueChat),
 		"POST /v1/completions":                    servetest.Bind(a, Completions),
-		"POST /completion":                        servetest.Bind(a, Completion),
-		"GET /slots":                              servetest.Bind(a, Slots),
+		"POST /completion":                        servetest.Bind(a, llamacpp.Completion),
+		"GET /slots":                              servetest.Bind(a, llamacpp.Slots),
 		"GET /metrics":                            a.Metrics,
-		"GET /props":                              servetest.Bind(a, Props),
+		"GET /props":                              servetest.Bind(a, llamacpp.Props),
 		"GET /v1/models":                          servetest.Bind(a, Models),
 		"POST /api/show":                          servetest.Bind(a, ollama.Show),
 		"POST /api/chat":                          servetest.Bind(a, ollama.Chat),

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/registry"
@@ -69,7 +70,7 @@ func serveWith(t *testing.T, fake *servetest.Engine, opt model.Options, h func(*
 // applyTemplate posts body to /apply-template and returns the prompt.
 func applyTemplate(t *testing.T, fake *servetest.Engine, opt model.Options, body string) string {
 	t.Helper()
-	w := serveWith(t, fake, opt, ApplyTemplate, body)
+	w := serveWith(t, fake, opt, llamacpp.ApplyTemplate, body)
 	var resp struct {
 		Prompt *string `json:"prompt"`
 	}
@@ -173,7 +174,7 @@ func TestTemplateKwargsBounds(t *testing.T) {
 		{`{"chat_template_kwargs": {` + strings.Join(many, ", ") + `}, "messages": [{"role": "user", "content": "x"}]}`, "chat_template_kwargs", "at most 64"},
 		{`{"reasoning_effort": "extreme", "messages": [{"role": "user", "content": "x"}]}`, "reasoning_effort", "must be one of"},
 	} {
-		for _, h := range []func(*serving.Core, http.ResponseWriter, *http.Request){ChatCompletions, ApplyTemplate} {
+		for _, h := range []func(*serving.Core, http.ResponseWriter, *http.Request){ChatCompletions, llamacpp.ApplyTemplate} {
 			fake := realTemplate(t, "Qwen-Qwen3-0.6B")
 			w := serveWith(t, fake, model.Options{}, h, tt.body)
 			if w.Code != http.StatusBadRequest {

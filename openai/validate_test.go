@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -42,7 +43,7 @@ func deref(p *string) string {
 
 func TestBadRequests(t *testing.T) {
 	type handler = func(*serving.Core, http.ResponseWriter, *http.Request)
-	chatH, complH, llamaH := ChatCompletions, Completions, Completion
+	chatH, complH, llamaH := ChatCompletions, Completions, llamacpp.Completion
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
 		name   string
@@ -105,9 +106,9 @@ func TestBadRequests(t *testing.T) {
 		{"grammar and schema", llamaH, `{"prompt":"a","grammar":"root ::= \"a\"","json_schema":{"type":"string"}}`, 400, "json_schema", ""},
 		{"json_schema bad", llamaH, `{"prompt":"a","json_schema":{"type":7}}`, 400, "json_schema", ""},
 		{"llama prompt missing", llamaH, `{"n_predict":4}`, 400, "prompt", ""},
-		{"detokenize bad id", Detokenize, `{"tokens":[1,-1]}`, 400, "tokens", ""},
-		{"detokenize strings", Detokenize, `{"tokens":["a"]}`, 400, "tokens", ""},
-		{"tokenize number", Tokenize, `{"content":5}`, 400, "content", ""},
+		{"detokenize bad id", llamacpp.Detokenize, `{"tokens":[1,-1]}`, 400, "tokens", ""},
+		{"detokenize strings", llamacpp.Detokenize, `{"tokens":["a"]}`, 400, "tokens", ""},
+		{"tokenize number", llamacpp.Tokenize, `{"content":5}`, 400, "content", ""},
 		{"priority string", chatH, `{` + msgs + `,"priority":"high"}`, 400, "priority", ""},
 		{"priority huge", complH, `{"prompt":"a","priority":99999999}`, 400, "priority", ""},
 		{"priority fraction", llamaH, `{"prompt":"a","priority":1.5}`, 400, "priority", ""},
@@ -182,7 +183,7 @@ func TestSubmitErrors(t *testing.T) {
 		t.Run(tt.err.Error(), func(t *testing.T) {
 			fake := servetest.NewEngine()
 			fake.SubmitErr = tt.err
-			w := servetest.Serve(t, fake, Completion, `{"prompt":"hello"}`)
+			w := servetest.Serve(t, fake, llamacpp.Completion, `{"prompt":"hello"}`)
 			if w.Code != tt.status {
 				t.Fatalf("status %d, want %d", w.Code, tt.status)
 			}
@@ -252,9 +253,9 @@ func TestDefaults(t *testing.T) {
 			engine.Request{Tokens: []int32{1, 5, 9}, AddSpecial: true, ParseSpecial: true}},
 		{"completions nested tokens", Completions, `{"prompt":[[1,5]]}`,
 			engine.Request{Tokens: []int32{1, 5}, AddSpecial: true, ParseSpecial: true}},
-		{"llama defaults", Completion, `{"prompt":"Once","n_predict":-1}`,
+		{"llama defaults", llamacpp.Completion, `{"prompt":"Once","n_predict":-1}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
-		{"llama options", Completion, `{"prompt":"Once","n_predict":12,"cache_prompt":false,"id_slot":2,"grammar":"root ::= \"a\"","repeat_last_n":-1,"logit_bias":[[3,-1]]}`,
+		{"llama options", llamacpp.Completion, `{"prompt":"Once","n_predict":12,"cache_prompt":false,"id_slot":2,"grammar":"root ::= \"a\"","repeat_last_n":-1,"logit_bias":[[3,-1]]}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true, MaxTokens: 12, NoCachePrompt: true,
 				PinSlot: true, SlotID: 2, Grammar: `root ::= "a"`}},
 	}
@@ -314,7 +315,7 @@ func TestUnknownChatTemplate(t *testing.T) {
 // repeat_last_n beyond what the model has are clamped, never passed on.
 func TestSamplingBounds(t *testing.T) {
 	fake := servetest.NewEngine()
-	servetest.Serve(t, fake, Completion, `{"prompt":"a","seed":0,"top_k":1000000000,"repeat_last_n":2000000000,"repeat_penalty":1.1}`)
+	servetest.Serve(t, fake, llamacpp.Completion, `{"prompt":"a","seed":0,"top_k":1000000000,"repeat_last_n":2000000000,"repeat_penalty":1.1}`)
 	if len(fake.Submitted) != 1 {
 		t.Fatalf("submitted %d requests, want 1", len(fake.Submitted))
 	}

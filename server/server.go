@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
@@ -261,7 +262,7 @@ func (s *Server) waitIdle(ctx context.Context) {
 // routes are the endpoints of every dialect, the metrics and the voice
 // WebSocket.
 func routes() []serving.Route {
-	return append(slices.Concat(openai.Routes(), ollama.Routes()),
+	return append(slices.Concat(openai.Routes(), ollama.Routes(), llamacpp.Routes()),
 		serving.Route{Method: http.MethodGet, Paths: []string{"/metrics"}, Handler: (*serving.Core).Metrics},
 		serving.Route{Method: http.MethodGet, Paths: []string{"/v1/voice"}, Handler: serveVoice})
 }

@@ -1,4 +1,4 @@
-package openai
+package llamacpp
 
 import (
 	"net/http"

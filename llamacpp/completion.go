@@ -1,4 +1,8 @@
-package openai
+// Package llamacpp serves llama-server's own endpoints (/completion,
+// /tokenize, /detokenize, /apply-template, /slots, /props) in its shapes,
+// on package serving's core, for the scripts and clients written against
+// llama.cpp's server.
+package llamacpp
 
 import (
 	"encoding/json"
@@ -40,10 +44,10 @@ func (body *llamaRequest) Lease() (string, *serving.KeepAlive, bool) {
 // llama.cpp's: "data: {content, stop:false}" events, then one with
 // stop:true and the totals; no [DONE] marker.
 func Completion(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, serveCompletionLlama)
+	serving.Handle(c, w, r, serving.WriteError, false, serveCompletion)
 }
 
-func serveCompletionLlama(x *serving.Exchange, body *llamaRequest) *serving.Error {
+func serveCompletion(x *serving.Exchange, body *llamaRequest) *serving.Error {
 	m := x.Model
 	req, e := newLlamaRequest(m, body, x.Core.Limits())
 	if e != nil {
@@ -90,8 +94,8 @@ func newLlamaRequest(m *model.Model, body *llamaRequest, lim *serving.Limits) (e
 		}
 	}
 	if p := body.NProbs; p != nil && *p != 0 {
-		if *p < 0 || *p > MaxLlamaNProbs {
-			return req, serving.Invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxLlamaNProbs, *p)
+		if *p < 0 || *p > MaxNProbs {
+			return req, serving.Invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxNProbs, *p)
 		}
 		req.Logprobs, req.TopLogprobs = true, *p
 		if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "n_probs"); e != nil {
