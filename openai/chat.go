@@ -112,28 +112,10 @@ func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (eng
 	if e != nil {
 		return req, plan, e
 	}
-	if plan.ToolPlan, e = serving.PlanTools(m, &body.ToolFields, lim); e != nil {
+	c := serving.Chat{Messages: body.Messages, Tools: &body.ToolFields, Args: &body.TemplateArgs, Budget: budget, GrammarParam: "response_format"}
+	if plan.ToolPlan, plan.answer, e = serving.BuildChat(m, &req, &c, lim); e != nil {
 		return req, plan, e
 	}
-	switch {
-	case plan.Parse && req.Chunking != nil:
-		return req, plan, serving.Invalid("chunking", "'chunking' cannot pace an answer that may call tools: send \"tool_choice\": \"none\" or no 'tools'")
-	case plan.Grammar != "" && req.Grammar != "":
-		return req, plan, serving.Invalid("tool_choice", "'tool_choice' %s forces tool calls, which 'response_format' cannot constrain as well", string(body.ToolChoice))
-	case plan.Grammar != "":
-		req.Grammar = plan.Grammar
-	}
-	kw, e := serving.TemplateKwargs(m, &body.TemplateArgs)
-	if e != nil {
-		return req, plan, e
-	}
-	if req.Prompt, e = serving.Render(m, body.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.Render, Kwargs: kw}, lim); e != nil {
-		return req, plan, e
-	}
-	req.AddSpecial, req.ParseSpecial = true, true
-	req.Plain = serving.ClientSpans(req.Prompt, body.Messages)
-	req.Stop = append(req.Stop, m.Stops()...)
-	plan.answer = m.AnswerPlan(&req, plan.Render, plan.Parse, plan.Max, budget)
 	return req, plan, nil
 }
 

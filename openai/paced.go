@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -18,21 +19,13 @@ import (
 // API (package voice's Generator).
 type Pacer struct{ Core *serving.Core }
 
-// PacedChat is PacedChat on p's Core.
-func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (*engine.Stream, func(), *serving.Error) {
-	return PacedChat(p.Core, ctx, body, history, conv)
-}
-
-// PacedChat starts a paced chat completion for another face of the API
-// (package voice): body is a chat completion request, its "chunking"
-// object optional (defaults); it is never streamed as HTTP. Its messages
-// follow history, the conversation so far, which is not decoded or
-// encoded again. The request lives until ctx ends or it finishes; its
-// model stays loaded until the caller calls release, once done with the
-// stream (release records a finished stream in the request metrics).
-// With conv, its prompt continues conv's tokens when its text does (see
-// Conversation).
-func PacedChat(a *serving.Core, ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (s *engine.Stream, release func(), e *serving.Error) {
+// PacedChat starts a paced chat completion: body is a chat completion
+// request, its "chunking" object optional (defaults); it is never
+// streamed as HTTP. Its messages follow history, the conversation so far,
+// which is not decoded or encoded again. With conv, its prompt continues
+// conv's tokens when its text does (see serving.Conversation). See
+// serving.Core.StartPaced for the stream's life and release.
+func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (s *engine.Stream, release func(), e *serving.Error) {
 	var req chatRequest
 	if e := serving.DecodeJSON(body, &req); e != nil {
 		return nil, nil, e
@@ -40,7 +33,8 @@ func PacedChat(a *serving.Core, ctx context.Context, body []byte, history []chat
 	if len(history) > 0 {
 		req.Messages = append(slices.Clip(history), req.Messages...)
 	}
-	if e := a.Limits().CheckChat(req.Messages, &req.ToolFields); e != nil {
+	lim := p.Core.Limits()
+	if e := lim.CheckChat(req.Messages, &req.ToolFields); e != nil {
 		return nil, nil, e
 	}
 	if req.Chunking == nil {
@@ -49,34 +43,13 @@ func PacedChat(a *serving.Core, ctx context.Context, body []byte, history []chat
 	if e := req.chatUnsupported.check(); e != nil {
 		return nil, nil, e
 	}
-	l, e := a.Acquire(ctx, req.Model, req.KeepAlive)
-	if e != nil {
-		return nil, nil, e
-	}
-	m := l.Model()
-	r, _, e := newChatRequest(m, &req, a.Limits())
-	if e == nil {
-		e = a.Admission(ctx, &r, req.Priority, nil, req.CacheSalt)
-	}
-	if e != nil {
-		l.Release()
-		return nil, nil, e
-	}
-	if conv != nil {
-		conv.Resume(&r, m.Info().Name)
-	}
-	s, err := m.Engine().Submit(ctx, r)
-	if err != nil {
-		l.Release()
-		return nil, nil, serving.SubmitError(err, "messages")
-	}
-	release = func() {
-		if s.Done() { // as it is once the caller has read the stream to its end
-			a.Observe(m.Info().Name, s.Result())
-		}
-		l.Release()
-	}
-	return s, release, nil
+	return p.Core.StartPaced(ctx, serving.PacedRequest{
+		Model: req.Model, KeepAlive: req.KeepAlive, Priority: req.Priority, CacheSalt: req.CacheSalt, PromptParam: "messages", Conv: conv,
+		Build: func(m *model.Model) (engine.Request, *serving.Error) {
+			r, _, e := newChatRequest(m, &req, lim)
+			return r, e
+		},
+	})
 }
 
 // continueBody is the optional body of .../continue.
@@ -124,19 +97,13 @@ type pacedAck struct {
 // response goes on past the chunk given by index (default: the last one
 // sent).
 func ContinueChat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body *continueBody) *serving.Error {
-		id := r.PathValue("id")
-		ps, e := c.Paced(id)
-		if e != nil {
-			return e
-		}
+	pacedAction(c, w, r, func(ps *serving.PacedStream, body *continueBody) pacedAck {
 		index := ps.Last()
 		if body.Index != nil {
 			index = *body.Index
 		}
 		ps.Continue(index)
-		serving.WriteJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.continue", Index: &index})
-		return nil
+		return pacedAck{Object: "chat.completion.continue", Index: &index}
 	})
 }
 
@@ -144,18 +111,32 @@ func ContinueChat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 // ends, its stream with finish_reason "interrupted"; spoken_chars says how
 // much of it the listener heard (default: all that was generated).
 func CancelChat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body *cancelBody) *serving.Error {
-		id := r.PathValue("id")
-		ps, e := c.Paced(id)
-		if e != nil {
-			return e
-		}
+	pacedAction(c, w, r, func(ps *serving.PacedStream, body *cancelBody) pacedAck {
 		spoken := math.MaxInt32 // all of it
 		if body.SpokenChars != nil {
 			spoken = *body.SpokenChars
 		}
 		ps.Interrupt(spoken)
-		serving.WriteJSON(w, http.StatusOK, pacedAck{ID: id, Object: "chat.completion.cancel"})
+		return pacedAck{Object: "chat.completion.cancel"}
+	})
+}
+
+// pacedAction serves a request, its body optional, about the paced
+// response the path's {id} names: act acts on it, and its acknowledgement
+// is the answer.
+func pacedAction[T any, P interface {
+	*T
+	serving.Request
+}](c *serving.Core, w http.ResponseWriter, r *http.Request, act func(ps *serving.PacedStream, body P) pacedAck) {
+	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body P) *serving.Error {
+		id := r.PathValue("id")
+		ps, e := c.Paced(id)
+		if e != nil {
+			return e
+		}
+		ack := act(ps, body)
+		ack.ID = id
+		serving.WriteJSON(w, http.StatusOK, ack)
 		return nil
 	})
 }

@@ -430,7 +430,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 		}
 		body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 2})
 		ctx := gate.WithCaller(context.Background(), gate.Caller{Key: k})
-		s, release, e := PacedChat(a, ctx, body, nil, nil)
+		s, release, e := Pacer{Core: a}.PacedChat(ctx, body, nil, nil)
 		if e != nil {
 			t.Fatal(e)
 		}

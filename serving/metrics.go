@@ -287,10 +287,6 @@ func finishedReason(r engine.FinishReason) string {
 // observe records a finished generation of the model named model: the
 // request families. A request with no generated token has no TTFT,
 // prefill, decode or inter-token latency.
-// Observe records res, the final result of a request for model, in the
-// request metrics: for a stream served outside Generate (see PacedChat).
-func (a *Core) Observe(model string, res engine.Result) { a.metrics.observe(model, res) }
-
 func (x *metrics) observe(model string, res engine.Result) {
 	t, u := res.Timings, res.Usage
 	x.success.WithLabelValues(model, finishedReason(res.FinishReason)).Inc()

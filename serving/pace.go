@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -191,3 +193,60 @@ func ShiftSpans(spans []engine.Span, cut int) []engine.Span {
 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// PacedRequest is a paced generation asked by another face of the API
+// than HTTP (package voice), typed: nothing is encoded to be decoded
+// again.
+type PacedRequest struct {
+	// Model names the model ("": the default), KeepAlive the keep_alive
+	// asked (nil: none).
+	Model     string
+	KeepAlive *KeepAlive
+	// Build makes the engine request for the leased model m, paced
+	// (engine.Request.Chunking set).
+	Build func(m *model.Model) (engine.Request, *Error)
+	// Priority and CacheSalt are the request's, nil when absent (see
+	// Core.Admission).
+	Priority  *int
+	CacheSalt *string
+	// PromptParam is the request field reported for prompt errors.
+	PromptParam string
+	// Conv, when set, carries the conversation's tokens from one turn to
+	// the next (see Conversation).
+	Conv *Conversation
+}
+
+// StartPaced leases the model p names, builds its engine request, admits
+// and submits it. The request lives until ctx ends or it finishes; its
+// model stays loaded until the caller calls release, once done with the
+// stream (release records a finished stream in the request metrics).
+func (a *Core) StartPaced(ctx context.Context, p PacedRequest) (s *engine.Stream, release func(), e *Error) {
+	l, e := a.Acquire(ctx, p.Model, p.KeepAlive)
+	if e != nil {
+		return nil, nil, e
+	}
+	m := l.Model()
+	r, e := p.Build(m)
+	if e == nil {
+		e = a.Admission(ctx, &r, p.Priority, nil, p.CacheSalt)
+	}
+	if e != nil {
+		l.Release()
+		return nil, nil, e
+	}
+	if p.Conv != nil {
+		p.Conv.Resume(&r, m.Info().Name)
+	}
+	s, err := m.Engine().Submit(ctx, r)
+	if err != nil {
+		l.Release()
+		return nil, nil, SubmitError(err, p.PromptParam)
+	}
+	release = func() {
+		if s.Done() { // as it is once the caller has read the stream to its end
+			a.metrics.observe(m.Info().Name, s.Result())
+		}
+		l.Release()
+	}
+	return s, release, nil
+}

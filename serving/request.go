@@ -100,3 +100,51 @@ func TemplateKwargs(m *model.Model, t *TemplateArgs) (map[string]any, *Error) {
 	}
 	return kw, nil
 }
+
+// Chat is what a chat request asks the same way in every dialect, once
+// decoded: its messages, its tools and how they may be called, its chat
+// template variables and its reasoning budget.
+type Chat struct {
+	Messages []chat.Message
+	Tools    *ToolFields
+	// Args are the request's chat template variables (see
+	// TemplateKwargs).
+	Args *TemplateArgs
+	// Budget is the reasoning budget in tokens: nil the server's, -1
+	// none.
+	Budget *int
+	// GrammarParam names the request field of the grammar req has
+	// already (a response format), which forced tool calls cannot be
+	// constrained by as well.
+	GrammarParam string
+}
+
+// BuildChat completes req, its sampling and grammar set, as c asks of the
+// model m within lim: the plan of its tools (a forced call's grammar),
+// its prompt rendered by the chat template with the client's text marked
+// plain, the model's stops, and how its answer is read.
+func BuildChat(m *model.Model, req *engine.Request, c *Chat, lim *Limits) (ToolPlan, model.Plan, *Error) {
+	plan, e := PlanTools(m, c.Tools, lim)
+	if e != nil {
+		return plan, model.Plan{}, e
+	}
+	switch {
+	case plan.Parse && req.Chunking != nil:
+		return plan, model.Plan{}, Invalid("chunking", "'chunking' cannot pace an answer that may call tools: send \"tool_choice\": \"none\" or no 'tools'")
+	case plan.Grammar != "" && req.Grammar != "":
+		return plan, model.Plan{}, Invalid("tool_choice", "'tool_choice' %s forces tool calls, which '%s' cannot constrain as well", string(c.Tools.ToolChoice), c.GrammarParam)
+	case plan.Grammar != "":
+		req.Grammar = plan.Grammar
+	}
+	kw, e := TemplateKwargs(m, c.Args)
+	if e != nil {
+		return plan, model.Plan{}, e
+	}
+	if req.Prompt, e = Render(m, c.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.Render, Kwargs: kw}, lim); e != nil {
+		return plan, model.Plan{}, e
+	}
+	req.AddSpecial, req.ParseSpecial = true, true
+	req.Plain = ClientSpans(req.Prompt, c.Messages)
+	req.Stop = append(req.Stop, m.Stops()...)
+	return plan, m.AnswerPlan(req, plan.Render, plan.Parse, plan.Max, c.Budget), nil
+}

@@ -30,7 +30,7 @@ func (r *recorder) PacedChat(ctx context.Context, body []byte, history []chat.Me
 	r.mu.Lock()
 	r.last = append([]chat.Message(nil), history...)
 	r.mu.Unlock()
-	return openai.PacedChat(r.api, ctx, body, history, conv)
+	return openai.Pacer{Core: r.api}.PacedChat(ctx, body, history, conv)
 }
 
 // history is the conversation the last turn was given.

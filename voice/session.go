@@ -22,7 +22,7 @@ import (
 	"github.com/corral-llm/corral/serving"
 )
 
-// Generator starts paced chat answers (the server's is serving.PacedChat
+// Generator starts paced chat answers (the server's is openai.Pacer
 // on its serving.Core). body is a chat completion request whose messages
 // follow history, the conversation so far.
 type Generator interface {
