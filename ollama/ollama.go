@@ -61,7 +61,7 @@ type ollamaParams struct {
 	// (corral's extension).
 	Priority *int `json:"priority"`
 	// Think (true, false, "low", "medium" or "high") sets the template
-	// variables of thinking models (see Model.thinkKwargs).
+	// variables of thinking models (see thinkKwargs).
 	Think json.RawMessage `json:"think"`
 }
 

@@ -1,3 +1,8 @@
+// Package openai serves OpenAI's API (/v1/chat/completions,
+// /v1/completions, /v1/embeddings, /v1/models, with llama-server's aliases
+// without /v1) and corral's paced chat completions on package serving's
+// core: it decodes OpenAI's request shapes into the core's, and encodes
+// answers (server-sent events or whole) and errors in OpenAI's shapes.
 package openai
 
 import (

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// decodeBody decodes the request body, one JSON object, into v. Unknown
+// DecodeBody decodes the request body, one JSON object, into v. Unknown
 // fields are ignored, as OpenAI clients send many we do not use.
 //
 // The body is read whole first: the server bounds it (Config.MaxBody, a
@@ -27,7 +27,7 @@ func DecodeBody(r *http.Request, v any) *Error {
 	return DecodeJSON(b, v)
 }
 
-// decodeOptionalBody is decodeBody for an endpoint whose body may be
+// DecodeOptionalBody is decodeBody for an endpoint whose body may be
 // left out: an empty body leaves v as it is.
 func DecodeOptionalBody(r *http.Request, v any) *Error {
 	if r.ContentLength == 0 {
@@ -36,7 +36,7 @@ func DecodeOptionalBody(r *http.Request, v any) *Error {
 	return DecodeBody(r, v)
 }
 
-// decodeJSON decodes b, one JSON object in valid UTF-8, into v (see
+// DecodeJSON decodes b, one JSON object in valid UTF-8, into v (see
 // decodeBody).
 func DecodeJSON(b []byte, v any) *Error {
 	if off := invalidUTF8(b); off >= 0 {

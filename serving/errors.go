@@ -16,8 +16,11 @@ const (
 	TypeServer         = wire.TypeServer
 )
 
-// Error is an API error, written as OpenAI's envelope
-// {"error":{"message","type","param","code"}} with HTTP status Status.
+// Error is an API error, neutral: each dialect writes it in its own
+// envelope with HTTP status Status (WriteError writes OpenAI's,
+// {"error":{"message","type","param","code"}}, which Object and Envelope
+// give). Type is one of OpenAI's error types, TypeInvalidRequest or
+// TypeServer.
 type Error struct {
 	Status  int
 	Message string
@@ -29,7 +32,7 @@ type Error struct {
 // Error returns the message.
 func (e *Error) Error() string { return e.Message }
 
-// invalid returns a 400 invalid_request_error about param.
+// Invalid returns a 400 invalid_request_error about param.
 func Invalid(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
@@ -67,7 +70,7 @@ func WriteError(w http.ResponseWriter, e *Error) {
 // WriteJSON writes v as the JSON response body with status code.
 func WriteJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }
 
-// submitError maps an error from Engine.Submit to an API error. param names
+// SubmitError maps an error from Engine.Submit to an API error. param names
 // the request field holding the prompt.
 func SubmitError(err error, param string) *Error {
 	switch {
@@ -140,7 +143,7 @@ func resultError(r engine.Result) *Error {
 	return nil
 }
 
-// unsatisfiable is the 400 of a grammar the model's vocabulary cannot
+// Unsatisfiable is the 400 of a grammar the model's vocabulary cannot
 // write (engine.ErrGrammarUnsatisfiable), code grammar_unsatisfiable, about
 // param, the request field that asked for the grammar's text.
 func Unsatisfiable(err error, param string) *Error {

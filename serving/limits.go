@@ -103,7 +103,7 @@ func (l *Limits) SchemaLimits() grammar.SchemaLimits {
 // filled in); the caller does not change them.
 func (a *Core) Limits() *Limits { return &a.limits }
 
-// overLimit is the 400 for a request over one of the Limits: what it
+// OverLimit is the 400 for a request over one of the Limits: what it
 // asks ("'tools' has 1001 tools"), the limit in unit, and the `corral
 // serve` flag that sets it.
 func OverLimit(param, flag string, limit int, unit, format string, args ...any) *Error {
@@ -112,7 +112,7 @@ func OverLimit(param, flag string, limit int, unit, format string, args ...any) 
 	return e
 }
 
-// schemaLimitError is the error for a JSON schema in param that the
+// SchemaLimitError is the error for a JSON schema in param that the
 // grammar converter refused for its size, nil for another error.
 func SchemaLimitError(err error, param string) *Error {
 	var le *grammar.SchemaLimitError
@@ -174,7 +174,7 @@ func (l *Limits) CheckLogprobs(req *engine.Request, slotCtx int, param string) *
 	return nil
 }
 
-// renderError maps an error of the chat template to an API error.
+// RenderError maps an error of the chat template to an API error.
 func RenderError(err error, l *Limits) *Error {
 	switch {
 	case errors.Is(err, chat.ErrTooLong):

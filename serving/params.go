@@ -125,12 +125,12 @@ func (p *SamplingParams) Sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 	return s, nil
 }
 
-// isNull reports whether raw is absent or JSON null.
+// IsNull reports whether raw is absent or JSON null.
 func IsNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
 }
 
-// parseStop accepts a string or an array of at most MaxStops strings of
+// ParseStop accepts a string or an array of at most MaxStops strings of
 // at most MaxStopBytes bytes each; empty strings are dropped since they
 // would stop before the first token.
 func ParseStop(raw json.RawMessage) ([]string, *Error) {
@@ -207,7 +207,7 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) 
 	return bias, nil
 }
 
-// parseTokens checks that every id is in the vocabulary.
+// ParseTokens checks that every id is in the vocabulary.
 func ParseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
 	toks := make([]int32, len(ids))
 	for i, id := range ids {
@@ -219,7 +219,7 @@ func ParseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
 	return toks, nil
 }
 
-// parsePrompt accepts a string, an array of one string, an array of token
+// ParsePrompt accepts a string, an array of one string, an array of token
 // ids, or an array of one array of token ids.
 func ParsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *Error) {
 	if IsNull(raw) {
@@ -280,7 +280,7 @@ func (f *ResponseFormat) Grammar(lim *Limits) (string, *Error) {
 	return "", Invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
 }
 
-// schemaGrammar converts a JSON Schema within lim, reporting a bad one
+// SchemaGrammar converts a JSON Schema within lim, reporting a bad one
 // against param.
 func SchemaGrammar(schema json.RawMessage, param string, lim *Limits) (string, *Error) {
 	g, err := grammar.FromSchemaLimits(schema, lim.SchemaLimits())

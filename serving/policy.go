@@ -150,7 +150,7 @@ func (a *Core) cacheSalt(c gate.Caller, salt *string) (string, *Error) {
 	return string(h.Sum(nil)), nil
 }
 
-// adminOnly refuses a caller that is not admin the endpoint what (403).
+// AdminOnly refuses a caller that is not admin the endpoint what (403).
 func AdminOnly(r *http.Request, what string) *Error {
 	if gate.FromContext(r.Context()).Admin() {
 		return nil
