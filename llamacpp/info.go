@@ -82,37 +82,80 @@ type slot struct {
 	NDecoded     int    `json:"n_decoded"`
 }
 
+// modelQuery is a GET request naming its model in ?model= (default: the
+// first).
+type modelQuery struct {
+	model string
+}
+
+// ReadQuery reads ?model=.
+func (q *modelQuery) ReadQuery(r *http.Request) *serving.Error {
+	q.model = r.URL.Query().Get("model")
+	return nil
+}
+
+// Check refuses nothing: the query is checked as it is read.
+func (*modelQuery) Check(*serving.Limits) *serving.Error { return nil }
+
+// slotsQuery is GET /slots's query.
+type slotsQuery struct{ modelQuery }
+
+// ReadQuery refuses a caller that is not admin, then reads ?model=.
+func (q *slotsQuery) ReadQuery(r *http.Request) *serving.Error {
+	if e := serving.AdminOnly(r, "GET /slots"); e != nil {
+		return e
+	}
+	return q.modelQuery.ReadQuery(r)
+}
+
+// Lease leases nothing: the slots of a model not loaded are none.
+func (*slotsQuery) Lease() (string, *serving.KeepAlive, bool) { return "", nil, false }
+
 // Slots serves GET /slots[?model=ID]: the slots of the model (default:
 // the first), an empty list while it is not loaded. Only for an admin:
 // what the slots hold tells of other callers' prompts.
-func Slots(a *serving.Core, w http.ResponseWriter, r *http.Request) {
-	if e := serving.AdminOnly(r, "GET /slots"); e != nil {
-		serving.WriteError(w, e)
-		return
-	}
-	st, e := a.Status(r.URL.Query().Get("model"))
-	if e != nil {
-		serving.WriteError(w, e)
-		return
-	}
-	if st.Model == nil {
-		serving.WriteJSON(w, http.StatusOK, []slot{})
-		return
-	}
-	infos, err := st.Model.Engine().Slots(r.Context())
-	if err != nil {
-		serving.WriteError(w, serving.SubmitError(err, ""))
-		return
-	}
-	out := make([]slot, len(infos))
-	for i, s := range infos {
-		out[i] = slot{ID: s.ID, IDTask: -1, NCtx: s.NCtx, IsProcessing: s.IsProcessing, State: s.State, NCached: s.CachedTokens, NDecoded: s.Decoded}
-		if s.RequestID != 0 {
-			out[i].IDTask = int64(s.RequestID)
+func Slots(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, q *slotsQuery) *serving.Error {
+		st, e := c.Status(q.model)
+		if e != nil {
+			return e
+		}
+		if st.Model == nil {
+			serving.WriteJSON(w, http.StatusOK, []slot{})
+			return nil
+		}
+		infos, err := st.Model.Engine().Slots(x.Context())
+		if err != nil {
+			return serving.SubmitError(err, "")
+		}
+		out := make([]slot, len(infos))
+		for i, s := range infos {
+			out[i] = slot{ID: s.ID, IDTask: -1, NCtx: s.NCtx, IsProcessing: s.IsProcessing, State: s.State, NCached: s.CachedTokens, NDecoded: s.Decoded}
+			if s.RequestID != 0 {
+				out[i].IDTask = int64(s.RequestID)
+			}
+		}
+		serving.WriteJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+// propsQuery is GET /props's query.
+type propsQuery struct{ modelQuery }
+
+// ReadQuery reads ?model=, which only an admin may name: it loads the
+// model.
+func (q *propsQuery) ReadQuery(r *http.Request) *serving.Error {
+	if r.URL.Query().Has("model") {
+		if e := serving.AdminOnly(r, "GET /props?model= (which loads a model)"); e != nil {
+			return e
 		}
 	}
-	serving.WriteJSON(w, http.StatusOK, out)
+	return q.modelQuery.ReadQuery(r)
 }
+
+// Lease names the model; no keep_alive.
+func (q *propsQuery) Lease() (string, *serving.KeepAlive, bool) { return q.model, nil, true }
 
 // Props serves llama-server's GET /props[?model=ID], which clients read
 // for the context size and the number of slots. It loads the model.
@@ -120,28 +163,19 @@ func Slots(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 // anyone else: a path tells of the server's files.
 //
 // Naming a model (?model=) loads it on purpose: only an admin may.
-func Props(a *serving.Core, w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Has("model") {
-		if e := serving.AdminOnly(r, "GET /props?model= (which loads a model)"); e != nil {
-			serving.WriteError(w, e)
-			return
+func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, _ *propsQuery) *serving.Error {
+		m := x.Model
+		path := m.Info().Name
+		if gate.FromContext(x.Context()).Admin() {
+			path = m.Info().Path
 		}
-	}
-	l, e := a.Acquire(r.Context(), r.URL.Query().Get("model"), nil)
-	if e != nil {
-		serving.WriteError(w, e)
-		return
-	}
-	defer l.Release()
-	m := l.Model()
-	path := m.Info().Name
-	if gate.FromContext(r.Context()).Admin() {
-		path = m.Info().Path
-	}
-	serving.WriteJSON(w, http.StatusOK, map[string]any{
-		"default_generation_settings": map[string]any{"n_ctx": m.Info().SlotCtx, "model": m.Info().Name},
-		"total_slots":                 m.Engine().Stats().SlotsTotal,
-		"model_path":                  path,
-		"chat_template":               m.Info().ChatTemplate,
+		serving.WriteJSON(w, http.StatusOK, map[string]any{
+			"default_generation_settings": map[string]any{"n_ctx": m.Info().SlotCtx, "model": m.Info().Name},
+			"total_slots":                 m.Engine().Stats().SlotsTotal,
+			"model_path":                  path,
+			"chat_template":               m.Info().ChatTemplate,
+		})
+		return nil
 	})
 }

@@ -19,6 +19,12 @@ type Request interface {
 	Lease() (name string, keep *KeepAlive, ok bool)
 }
 
+// QueryRequest is a Request read from the URL's query (a GET's) rather
+// than from a body: Handle calls ReadQuery in place of decoding one.
+type QueryRequest interface {
+	ReadQuery(r *http.Request) *Error
+}
+
 // ModelErrorer is a Request that words the errors of leasing its model
 // in its own way (Ollama's "model 'x' not found").
 type ModelErrorer interface {
@@ -49,7 +55,8 @@ func (x *Exchange) Context() context.Context { return x.R.Context() }
 type ErrorWriter func(w http.ResponseWriter, e *Error)
 
 // Handle is every dialect's handler prologue: it decodes the body into a
-// fresh T (an empty body too when optional), checks it, leases the model
+// fresh T (an empty body too when optional; a QueryRequest reads the
+// query instead), checks it, leases the model
 // it names, calls serve, releases the model, and writes the error any of
 // them returned with writeErr. serve writes the response (or returns an
 // error before writing anything).
@@ -71,6 +78,9 @@ func handle[T any, P interface {
 	decode := DecodeBody
 	if optional {
 		decode = DecodeOptionalBody
+	}
+	if q, ok := any(body).(QueryRequest); ok {
+		decode = func(r *http.Request, _ any) *Error { return q.ReadQuery(r) }
 	}
 	if e := decode(x.R, body); e != nil {
 		return e
