@@ -110,3 +110,38 @@ func TestNDJSONWriter(t *testing.T) {
 		t.Errorf("Content-Type %q, flushed %v", ct, w.Flushed)
 	}
 }
+
+// rawEvent frames itself.
+type rawEvent string
+
+func (e rawEvent) AppendSSE(dst []byte) []byte { return append(dst, e...) }
+
+// A dialect's events are framed as it says: an Event with its name, an
+// SSEAppender as it writes itself, the encoder's ping as an event; in
+// NDJSON an Event is its data.
+func TestNamedEvents(t *testing.T) {
+	w := httptest.NewRecorder()
+	s, err := startSSETimeout(w, time.Second, func() any { return Event{Name: "ping", Data: map[string]string{"type": "ping"}} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.event(Event{Name: "message_start", Data: map[string]int{"a": 1}}) != nil || s.event(rawEvent("event: x\ndata: {}\n\n")) != nil || s.ping() != nil {
+		t.Fatal("write failed")
+	}
+	want := "event: message_start\ndata: {\"a\":1}\n\nevent: x\ndata: {}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n"
+	if w.Body.String() != want {
+		t.Errorf("body %q, want %q", w.Body, want)
+	}
+
+	w = httptest.NewRecorder()
+	n, err := startNDJSON(w, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.event(Event{Name: "ignored", Data: map[string]int{"a": 1}}) != nil {
+		t.Fatal("write failed")
+	}
+	if want := "{\"a\":1}\n"; w.Body.String() != want {
+		t.Errorf("NDJSON body %q, want %q", w.Body, want)
+	}
+}

@@ -17,8 +17,9 @@ import (
 //
 // A stream's events arrive in this order: Start, then Deltas as the
 // answer is decided, then either End or, when the generation fails once
-// the stream has begun, Error. Each event is encoded as JSON (an Event
-// for a server-sent event with a name). A whole answer is one call of
+// the stream has begun, Error. Each event is encoded as JSON: an Event is
+// a server-sent event with a name, and an SSEAppender frames itself (in
+// an NDJSON stream, an Event's Data is the line). A whole answer is one call of
 // Whole. Errors before a stream's first event are not the Encoder's:
 // they are returned to the handler (see Handle).
 type Encoder interface {

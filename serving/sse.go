@@ -148,8 +148,18 @@ func startSSETimeout(w http.ResponseWriter, writeTimeout time.Duration, keepAliv
 	return &sseWriter{f: f, sse: wire.NewWriter(f), keepAlive: keepAlive}, err
 }
 
+// SSEAppender is an event that frames itself as server-sent event
+// text (its "event:" and "data:" lines and the blank line that ends it).
+type SSEAppender interface {
+	AppendSSE(dst []byte) []byte
+}
+
 // event writes v as one event. An error means the client is gone.
 func (s *sseWriter) event(v any) error {
+	if a, ok := v.(SSEAppender); ok {
+		s.buf = a.AppendSSE(s.buf[:0])
+		return s.f.write(s.buf)
+	}
 	ev, ok := v.(Event)
 	if !ok {
 		return s.sse.Event(v)
