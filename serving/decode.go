@@ -110,7 +110,7 @@ func decodeError(err error) *Error {
 // embeddedPrefix removes the names of embedded structs, which
 // encoding/json puts in the field path of a type error, leaving the JSON
 // field name the client sent.
-var embeddedPrefix = strings.NewReplacer("oaiParams.", "", "SamplingParams.", "", "EmbeddingRequest.", "", "ReasoningParams.", "", "ToolFields.", "", "TemplateArgs.", "")
+var embeddedPrefix = strings.NewReplacer("oaiParams.", "", "SamplingParams.", "", "EmbeddingRequest.", "", "ReasoningParams.", "", "ToolFields.", "", "TemplateArgs.", "", "modelOnly.", "")
 
 // jsonKind names a Go kind the way a JSON client thinks of it.
 func jsonKind(k string) string {
