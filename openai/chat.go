@@ -123,9 +123,10 @@ func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (eng
 type chatEncoder struct {
 	h            wire.Header
 	includeUsage bool
-	paced        bool // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
-	reads        bool // the answer is read: its deltas are merged into one
-	logprobs     bool // text events and the message carry logprobs
+	paced        bool                   // each text event is a chunk (wire.ChunkInfo), usage has PacedMetrics
+	reads        bool                   // the answer is read: its deltas are merged into one
+	logprobs     bool                   // text events and the message carry logprobs
+	pending      []engine.TokenLogprobs // logprobs of text the answer's reader holds back
 }
 
 func (f *chatEncoder) chunk(choices ...wire.ChatChunkChoice) *wire.ChatCompletionChunk {
@@ -139,20 +140,23 @@ func (f *chatEncoder) Start() []any {
 	return []any{f.chunk(wire.ChatChunkChoice{Delta: wire.Delta{Role: "assistant", Content: &empty}})}
 }
 
-// Deltas merges the pieces the answer's reader decided into one chunk
-// with the logprobs of their tokens; none when there are neither.
+// Deltas merges the pieces the answer's reader decided into one chunk,
+// with the logprobs of the tokens received since the last one; none when
+// there are no pieces.
 func (f *chatEncoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, c engine.Chunk) []any {
-	var choice wire.ChatChunkChoice
-	switch {
-	case !f.reads:
+	choice := wire.ChatChunkChoice{}
+	lps := c.Logprobs
+	if f.reads {
+		f.pending = append(f.pending, c.Logprobs...)
+		if len(ds) == 0 {
+			return nil
+		}
+		choice.Delta, lps, f.pending = model.Merge(ds), f.pending, nil
+	} else {
 		choice.Delta = ds[0]
-	case len(ds) == 0 && !(f.logprobs && len(c.Logprobs) > 0):
-		return nil
-	default:
-		choice.Delta = model.Merge(ds)
 	}
 	if f.logprobs {
-		choice.Logprobs = chatLogprobsOf(c.Logprobs)
+		choice.Logprobs = chatLogprobsOf(lps)
 	}
 	ev := f.chunk(choice)
 	if f.paced {
@@ -161,8 +165,14 @@ func (f *chatEncoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, c engine.Chunk)
 	return []any{ev}
 }
 
+// End sends the logprobs the reader's last pieces did not carry, the
+// finish reason and the usage.
 func (f *chatEncoder) End(res engine.Result, finish string) []any {
-	evs := []any{f.chunk(wire.ChatChunkChoice{FinishReason: &finish})}
+	var evs []any
+	if f.logprobs && len(f.pending) > 0 {
+		evs = append(evs, f.chunk(wire.ChatChunkChoice{Logprobs: chatLogprobsOf(f.pending)}))
+	}
+	evs = append(evs, f.chunk(wire.ChatChunkChoice{FinishReason: &finish}))
 	if f.includeUsage {
 		c := f.chunk()
 		c.Usage = serving.UsageOf(res.Usage)

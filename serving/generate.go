@@ -30,10 +30,12 @@ type Encoder interface {
 	// tool-call deltas as the answer's reader decided them (with a plan
 	// that reads nothing, one delta with the text as content); calls are
 	// the tool calls that became complete with them. c are the tokens
-	// they came from: c.Tokens counts them, c.Logprobs has their entries
-	// (with engine.Request.Logprobs), c.Index, Held and Last say which
-	// paced chunk they are. ds may be empty at the end of the answer,
-	// when only logprobs are left to send.
+	// the text came from: c.Tokens counts them, c.Logprobs has their
+	// entries (with engine.Request.Logprobs), c.Index, Held and Last say
+	// which paced chunk they are. With a plan that reads, Deltas is
+	// called for every piece of text received, so ds and calls may both
+	// be empty (the reader holds the text back): an encoder that sends
+	// logprobs keeps c's for its next event, and End sends those left.
 	Deltas(ds []wire.Delta, calls []wire.ToolCall, c engine.Chunk) []any
 	// End returns the events after the last delta: finish is the
 	// neutral finish reason, res's FinishReason but "tool_calls" for an
@@ -261,11 +263,10 @@ type stream struct {
 	g       Generation
 	enc     Encoder
 	cfg     StreamConfig
-	reader  *model.Reader          // reads the answer; nil when it is passed on as it is
-	sw      streamWriter           // non-nil once the headers are sent
-	started bool                   // enc.Start was sent
-	pending []engine.TokenLogprobs // logprobs of text the reader holds back
-	sent    int                    // the reader's complete calls already sent
+	reader  *model.Reader // reads the answer; nil when it is passed on as it is
+	sw      streamWriter  // non-nil once the headers are sent
+	started bool          // enc.Start was sent
+	sent    int           // the reader's complete calls already sent
 }
 
 // headers sends the stream's headers, once.
@@ -305,29 +306,25 @@ func (st *stream) text(text string, c engine.Chunk) error {
 	if st.reader == nil {
 		return st.events(st.enc.Deltas([]wire.Delta{{Content: &text}}, nil, c))
 	}
-	st.pending = append(st.pending, c.Logprobs...)
-	return st.deltas(st.reader.Push(text), c, false)
+	return st.events(st.enc.Deltas(st.reader.Push(text), st.calls(), c))
 }
 
-// deltas sends what the reader decided, with the logprobs of the tokens
-// received since the last deltas sent; nothing when it decided nothing,
-// unless at the end logprobs are still to be sent.
-func (st *stream) deltas(ds []wire.Delta, c engine.Chunk, end bool) error {
+// calls are the calls the reader completed since the last ones sent.
+func (st *stream) calls() []wire.ToolCall {
 	calls := st.reader.Calls()[st.sent:]
-	if len(ds) == 0 && len(calls) == 0 && !(end && len(st.pending) > 0) {
-		return nil
-	}
 	st.sent += len(calls)
-	c.Logprobs, st.pending = st.pending, nil
-	return st.events(st.enc.Deltas(ds, calls, c))
+	return calls
 }
 
 // end reads the end of the answer and sends the encoder's last events.
 func (st *stream) end(res engine.Result) error {
 	var calls []wire.ToolCall
 	if st.reader != nil {
-		if err := st.deltas(st.reader.Finish(res.FinishReason == engine.FinishLength), engine.Chunk{}, true); err != nil {
-			return err
+		ds, done := st.reader.Finish(res.FinishReason == engine.FinishLength), st.calls()
+		if len(ds) > 0 || len(done) > 0 {
+			if err := st.events(st.enc.Deltas(ds, done, engine.Chunk{})); err != nil {
+				return err
+			}
 		}
 		calls = st.reader.Calls()
 	}
