@@ -7,6 +7,16 @@
 // log. Dialect packages (openai, ollama, llamacpp, ...) translate their
 // wire shapes to and from it: each handler is one call of Handle, and
 // each dialect frames its answers through an Encoder.
+//
+// A dialect plugs in with: a request type that is a Request (Check
+// refuses what no model serves, before the model loads; Lease names the
+// model); handlers of the form func(*Core, http.ResponseWriter,
+// *http.Request) that call Handle with the dialect's ErrorWriter and a
+// serve function, which builds an engine.Request (SamplingParams,
+// ParseStop, ResponseFormat or SchemaGrammar, then BuildChat for a
+// chat's tools, prompt and answer plan) and answers with Core.Generate
+// and the dialect's Encoder; and a Routes function the server adds to
+// its own.
 package serving
 
 import (
