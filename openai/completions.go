@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -18,94 +19,92 @@ type completionRequest struct {
 	completionUnsupported
 }
 
-// Completions serves POST /v1/completions.
-func (a *API) Completions(w http.ResponseWriter, r *http.Request) {
-	var body completionRequest
-	if e := decodeBody(r, &body); e != nil {
-		WriteError(w, e)
-		return
-	}
-	if e := body.completionUnsupported.check(); e != nil { // before the model loads
-		WriteError(w, e)
-		return
+// Check refuses what no model serves, before the model loads.
+func (body *completionRequest) Check(*serving.Limits) *serving.Error {
+	if e := body.completionUnsupported.check(); e != nil {
+		return e
 	}
 	if n := body.Logprobs; n != nil && (*n < 0 || *n > MaxCompletionLogprobs) {
-		WriteError(w, invalid("logprobs", "'logprobs' must be in [0, %d], got %d", MaxCompletionLogprobs, *n))
-		return
+		return serving.Invalid("logprobs", "'logprobs' must be in [0, %d], got %d", MaxCompletionLogprobs, *n)
 	}
-	l, e := a.acquire(r.Context(), body.Model, body.KeepAlive)
+	return nil
+}
+
+// Completions serves POST /v1/completions.
+func Completions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, false, serveCompletion)
+}
+
+func serveCompletion(x *serving.Exchange, body *completionRequest) *serving.Error {
+	m, lim := x.Model, x.Core.Limits()
+	req, e := oaiRequest(m, &body.oaiParams, body.MaxTokens, "max_tokens", lim)
 	if e != nil {
-		WriteError(w, e)
-		return
+		return e
 	}
-	defer l.Release()
-	m := l.Model()
-	req, e := m.request(&body.oaiParams, body.MaxTokens, "max_tokens", &a.limits)
-	if e != nil {
-		WriteError(w, e)
-		return
+	if req.Prompt, req.Tokens, e = serving.ParsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
+		return e
 	}
-	if req.Prompt, req.Tokens, e = parsePrompt(body.Prompt, m.info.VocabSize); e != nil {
-		WriteError(w, e)
-		return
-	}
-	if e := a.limits.checkPrompt(req.Prompt, "prompt"); e != nil {
-		WriteError(w, e)
-		return
+	if e := lim.CheckPrompt(req.Prompt, "prompt"); e != nil {
+		return e
 	}
 	req.AddSpecial, req.ParseSpecial = true, true
 	if body.Logprobs != nil {
 		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
 	}
-	if e := a.limits.checkLogprobs(&req, m.info.SlotCtx, "logprobs"); e != nil {
-		WriteError(w, e)
-		return
+	if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "logprobs"); e != nil {
+		return e
 	}
-	f := &textResponder{h: m.header("cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
-	mode := genMode{stream: body.Stream, doneMarker: true, promptParam: "prompt", grammarParam: "response_format", priority: body.Priority, cacheSalt: body.CacheSalt}
-	a.generate(w, r, m, req, mode, f)
+	f := &textEncoder{h: header(m, "cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
+	g := serving.Generation{Stream: body.Stream, Framing: serving.SSEDone, PromptParam: "prompt", GrammarParam: "response_format",
+		Priority: body.Priority, CacheSalt: body.CacheSalt}
+	return x.Core.Generate(x, req, g, f)
 }
 
-// textResponder shapes text_completion objects, streamed or whole.
-type textResponder struct {
+// textEncoder shapes text_completion objects, streamed or whole.
+type textEncoder struct {
 	h            wire.Header
 	includeUsage bool
 	logprobs     bool        // text events and the choice carry logprobs
 	offsets      textOffsets // text_offset across a stream's events
 }
 
-func (f *textResponder) object(choices ...wire.TextChoice) *wire.TextCompletion {
+func (f *textEncoder) object(choices ...wire.TextChoice) *wire.TextCompletion {
 	h := f.h
 	h.Object = wire.ObjectTextCompletion
 	return &wire.TextCompletion{Header: h, Choices: append([]wire.TextChoice{}, choices...)}
 }
 
-func (f *textResponder) streamStart() any { return nil }
+func (f *textEncoder) Start() []any { return nil }
 
-func (f *textResponder) streamText(text string, c engine.Chunk) any {
-	choice := wire.TextChoice{Text: text}
+// Deltas is the text of the one delta a plan that reads nothing gives.
+func (f *textEncoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, c engine.Chunk) []any {
+	choice := wire.TextChoice{Text: ds[0].Text()}
 	if f.logprobs {
 		choice.Logprobs = completionLogprobsOf(c.Logprobs, &f.offsets)
 	}
-	return f.object(choice)
+	return []any{f.object(choice)}
 }
 
-func (f *textResponder) streamEnd(res engine.Result) []any {
-	evs := []any{f.object(wire.TextChoice{FinishReason: finishReason(res)})}
+func (f *textEncoder) End(res engine.Result, finish string) []any {
+	evs := []any{f.object(wire.TextChoice{FinishReason: &finish})}
 	if f.includeUsage {
 		c := f.object()
-		c.Usage = UsageOf(res.Usage)
+		c.Usage = serving.UsageOf(res.Usage)
 		evs = append(evs, c)
 	}
 	return evs
 }
 
-func (f *textResponder) whole(text string, lps []engine.TokenLogprobs, res engine.Result) any {
-	choice := wire.TextChoice{Text: text, FinishReason: finishReason(res)}
+func (f *textEncoder) Whole(a serving.Answer, res engine.Result) any {
+	choice := wire.TextChoice{Text: a.Text, FinishReason: &a.Finish}
 	if f.logprobs {
-		choice.Logprobs = completionLogprobsOf(lps, &f.offsets)
+		choice.Logprobs = completionLogprobsOf(a.Logprobs, &f.offsets)
 	}
 	c := f.object(choice)
-	c.Usage = UsageOf(res.Usage)
+	c.Usage = serving.UsageOf(res.Usage)
 	return c
 }
+
+func (f *textEncoder) Error(e *serving.Error) any { return e.Envelope() }
+
+func (f *textEncoder) Ping() any { return nil }

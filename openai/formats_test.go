@@ -8,13 +8,16 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/toolcall"
 )
 
 // markupEngine is a fake whose vocabulary has harmony's markers as
 // special tokens, 10 on; other text is two ordinary tokens.
-type markupEngine struct{ *fakeEngine }
+type markupEngine struct{ *servetest.Engine }
 
 var harmonyVocab = []string{"<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|call|>", "<|constrain|>", "<|return|>"}
 
@@ -29,7 +32,7 @@ func (e markupEngine) TokenPiece(tok int32) string {
 	if i := int(tok) - 10; i >= 0 && i < len(harmonyVocab) {
 		return harmonyVocab[i]
 	}
-	return e.fakeEngine.TokenPiece(tok)
+	return e.Engine.TokenPiece(tok)
 }
 
 // harmonyTemplate writes harmony's markup: its channels, its analysis,
@@ -48,18 +51,19 @@ func TestModelFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := 32
-	fake := newFake()
-	m, err := NewModel(markupEngine{fake}, ModelOptions{Template: tpl, ReasoningBudget: &budget})
+	fake := servetest.NewEngine()
+	m, err := model.New(markupEngine{fake}, model.Options{Template: tpl, ReasoningBudget: &budget})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.tools != toolcall.Harmony || m.think != reasoning.Harmony || !m.split {
-		t.Fatalf("formats %v %v %v", m.tools.Name(), m.think, m.split)
+	think, split := m.ReasoningFormat()
+	if m.ToolFormat() != toolcall.Harmony || think != reasoning.Harmony || !split {
+		t.Fatalf("formats %v %v %v", m.ToolFormat().Name(), think, split)
 	}
-	if !slices.Contains(tpl.Stops(), "<|end|>") || slices.Contains(m.stops, "<|end|>") {
-		t.Errorf("stops %q, template's %q", m.stops, tpl.Stops())
+	if !slices.Contains(tpl.Stops(), "<|end|>") || slices.Contains(m.Stops(), "<|end|>") {
+		t.Errorf("stops %q, template's %q", m.Stops(), tpl.Stops())
 	}
-	a, err := ForEngine(markupEngine{fake}, ModelOptions{Template: tpl, ReasoningBudget: &budget})
+	a, err := serving.ForEngine(markupEngine{fake}, model.Options{Template: tpl, ReasoningBudget: &budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +73,13 @@ func TestModelFormats(t *testing.T) {
 		`{"messages": [{"role": "user", "content": "Hi"}], "thinking_budget": 5}`,
 		`{"messages": [{"role": "user", "content": "Hi"}], "thinking_budget": -1}`,
 	} {
-		fake.submitted = nil
+		fake.Submitted = nil
 		w := httptest.NewRecorder()
-		a.ChatCompletions(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
-		if len(fake.submitted) != 1 {
+		ChatCompletions(a, w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+		if len(fake.Submitted) != 1 {
 			t.Fatalf("%s: nothing submitted: %d %s", body, w.Code, w.Body)
 		}
-		req := fake.submitted[0]
+		req := fake.Submitted[0]
 		var show []int32
 		for i := range harmonyVocab {
 			show = append(show, int32(10+i))
@@ -102,13 +106,14 @@ func TestModelFormats(t *testing.T) {
 			}
 		}
 	}
-	for _, opt := range []ModelOptions{{Template: tpl, ToolFormat: "xml"}, {Template: tpl, ReasoningFormat: "cot"}} {
-		if _, err := NewModel(markupEngine{newFake()}, opt); err == nil {
+	for _, opt := range []model.Options{{Template: tpl, ToolFormat: "xml"}, {Template: tpl, ReasoningFormat: "cot"}} {
+		if _, err := model.New(markupEngine{servetest.NewEngine()}, opt); err == nil {
 			t.Errorf("%+v: no error", opt)
 		}
 	}
-	none, err := NewModel(markupEngine{newFake()}, ModelOptions{Template: tpl, ReasoningFormat: "none", ToolFormat: "json"})
-	if err != nil || none.split || none.think != reasoning.Harmony || none.tools != toolcall.JSON {
+	none, err := model.New(markupEngine{servetest.NewEngine()}, model.Options{Template: tpl, ReasoningFormat: "none", ToolFormat: "json"})
+	noneThink, noneSplit := none.ReasoningFormat()
+	if err != nil || noneSplit || noneThink != reasoning.Harmony || none.ToolFormat() != toolcall.JSON {
 		t.Errorf("none: %v %+v", err, none)
 	}
 }

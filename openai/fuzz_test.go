@@ -28,9 +28,10 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
 	"github.com/corral-llm/corral/wire"
 )
@@ -136,19 +137,19 @@ func newFuzzHarness(tb testing.TB) *fuzzHarness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := openai.NewModel(eng, openai.ModelOptions{Logger: quiet})
+	m, err := model.New(eng, model.Options{Logger: quiet})
 	if err != nil {
 		eng.Close()
 		tb.Fatal(err)
 	}
 	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{{ID: "tiny", Pinned: true}},
-		func(context.Context, registry.Spec) (*openai.Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		eng.Close()
 		tb.Fatal(err)
 	}
 	srv := server.New(server.Config{Logger: quiet})
-	srv.SetAPI(openai.New(reg, openai.Options{Logger: quiet}))
+	srv.SetCore(serving.New(reg, serving.Options{Logger: quiet}))
 	hs := httptest.NewServer(srv.Handler())
 	tb.Cleanup(func() {
 		hs.Close()
@@ -269,7 +270,7 @@ func checkEvent(t *testing.T, path string, b []byte, ollama bool) {
 	}
 	if _, ok := ev["error"]; ok {
 		checkError(t, path, b, ollama)
-		if bytes.Contains(b, []byte(openai.TypeServer)) {
+		if bytes.Contains(b, []byte(serving.TypeServer)) {
 			t.Fatalf("POST %s: a server error in the stream: %.500s", path, b)
 		}
 	}
@@ -325,13 +326,13 @@ func (h *fuzzHarness) voice(t *testing.T, body []byte) {
 			}
 			switch ev.Type {
 			case voice.TypeError:
-				if ev.Error == nil || ev.Error.Message == "" || ev.Error.Type != openai.TypeInvalidRequest {
+				if ev.Error == nil || ev.Error.Message == "" || ev.Error.Type != serving.TypeInvalidRequest {
 					t.Fatalf("voice: error event %.500s", b)
 				}
 				conn.Close(websocket.StatusNormalClosure, "")
 				return
 			case voice.TypeDone:
-				if ev.Message == nil || ev.FinishReason == "" || ev.Error != nil && ev.Error.Type != openai.TypeInvalidRequest {
+				if ev.Message == nil || ev.FinishReason == "" || ev.Error != nil && ev.Error.Type != serving.TypeInvalidRequest {
 					t.Fatalf("voice: done event %.500s", b)
 				}
 			case voice.TypeChunk:

@@ -14,29 +14,34 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/llamacpp"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
 // limitedAPI serves fake as the one model "tiny" within lim.
-func limitedAPI(t *testing.T, fake *fakeEngine, lim Limits) *API {
+func limitedAPI(t *testing.T, fake *servetest.Engine, lim serving.Limits) *serving.Core {
 	t.Helper()
-	m, err := NewModel(fake, ModelOptions{})
+	m, err := model.New(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{{ID: fake.info.Name}},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+	reg, err := registry.New(registry.Config{KeepAlive: -1, Logger: quiet}, []registry.Spec{{ID: fake.Model.Name}},
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	return New(reg, Options{Limits: lim, Logger: quiet})
+	return serving.New(reg, serving.Options{Limits: lim, Logger: quiet})
 }
 
 // post runs body through handler h of a.
-func post(a *API, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
+func post(a *serving.Core, h func(*serving.Core, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 	r.Header.Set("Content-Type", "text/plain") // as the finding sent it: not looked at
@@ -103,22 +108,24 @@ func allowedToolsFinding() string {
 // once, and the request costs memory of the order of its size.
 func TestAllowedToolsFinding(t *testing.T) {
 	body := allowedToolsFinding()
-	fake := newFake()
+	fake := servetest.NewEngine()
 	var w *httptest.ResponseRecorder
-	alloc := allocated(func() { w = post(limitedAPI(t, fake, Limits{}), (*API).ChatCompletions, body) })
+	alloc := allocated(func() { w = post(limitedAPI(t, fake, serving.Limits{}), ChatCompletions, body) })
 	wantLimit(t, w, false, "tool_choice", "max-allowed-tools")
-	if len(fake.submitted) != 0 {
+	if len(fake.Submitted) != 0 {
 		t.Fatal("submitted")
 	}
 	t.Logf("refused, %d MB allocated for a %d MB request", alloc>>20, len(body)>>20)
 
-	fake = newFake()
-	fake.info.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}: {{ t.function.description | length }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
-	alloc = allocated(func() { w = post(limitedAPI(t, fake, Limits{MaxAllowedTools: 100000}), (*API).ChatCompletions, body) })
-	if w.Code != http.StatusServiceUnavailable || len(fake.submitted) != 1 { // the fake's queue is full
-		t.Fatalf("status %d, %d submitted: %.300s", w.Code, len(fake.submitted), w.Body)
+	fake = servetest.NewEngine()
+	fake.Model.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}: {{ t.function.description | length }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
+	alloc = allocated(func() {
+		w = post(limitedAPI(t, fake, serving.Limits{MaxAllowedTools: 100000}), ChatCompletions, body)
+	})
+	if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 { // the fake's queue is full
+		t.Fatalf("status %d, %d submitted: %.300s", w.Code, len(fake.Submitted), w.Body)
 	}
-	if p := fake.submitted[0].Prompt; p != "[t: 3500000]hi" {
+	if p := fake.Submitted[0].Prompt; p != "[t: 3500000]hi" {
 		t.Errorf("prompt %.200q, want the tool once", p)
 	}
 	if alloc > 40*uint64(len(body)) {
@@ -156,23 +163,23 @@ func TestSchemaFinding(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
 		name   string
-		h      func(*API, http.ResponseWriter, *http.Request)
+		h      func(*serving.Core, http.ResponseWriter, *http.Request)
 		body   string
 		ollama bool
 		param  string
 	}{
-		{"response_format", (*API).ChatCompletions, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`, false, "response_format"},
-		{"completions response_format", (*API).Completions, `{"prompt":"hi","response_format":{"type":"json_object","schema":` + schema + `}}`, false, "response_format"},
-		{"/completion json_schema", (*API).Completion, `{"prompt":"hi","json_schema":` + schema + `}`, false, "json_schema"},
-		{"/api/chat format", (*API).OllamaChat, `{` + msgs + `,"format":` + schema + `}`, true, "format"},
-		{"/api/generate format", (*API).OllamaGenerate, `{"prompt":"hi","format":` + schema + `}`, true, "format"},
-		{"forced tool", (*API).ChatCompletions, `{` + msgs + `,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":` + schema + `}}]}`, false, "tools"},
+		{"response_format", ChatCompletions, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`, false, "response_format"},
+		{"completions response_format", Completions, `{"prompt":"hi","response_format":{"type":"json_object","schema":` + schema + `}}`, false, "response_format"},
+		{"/completion json_schema", llamacpp.Completion, `{"prompt":"hi","json_schema":` + schema + `}`, false, "json_schema"},
+		{"/api/chat format", ollama.Chat, `{` + msgs + `,"format":` + schema + `}`, true, "format"},
+		{"/api/generate format", ollama.Generate, `{"prompt":"hi","format":` + schema + `}`, true, "format"},
+		{"forced tool", ChatCompletions, `{` + msgs + `,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":` + schema + `}}]}`, false, "tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := newFake()
-			w := post(limitedAPI(t, fake, Limits{}), tc.h, tc.body)
+			fake := servetest.NewEngine()
+			w := post(limitedAPI(t, fake, serving.Limits{}), tc.h, tc.body)
 			wantLimit(t, w, tc.ollama, tc.param, "max-schema-properties")
-			if len(fake.submitted) != 0 {
+			if len(fake.Submitted) != 0 {
 				t.Error("submitted")
 			}
 		})
@@ -182,9 +189,9 @@ func TestSchemaFinding(t *testing.T) {
 // TestLimits: each limit, just within it and just past it, on each
 // endpoint it applies to.
 func TestLimits(t *testing.T) {
-	chatH, complH, llamaH := (*API).ChatCompletions, (*API).Completions, (*API).Completion
-	embedH, ollamaEmbedH, detokH := (*API).Embeddings, (*API).OllamaEmbed, (*API).Detokenize
-	ochatH, ogenH := (*API).OllamaChat, (*API).OllamaGenerate
+	chatH, complH, llamaH := ChatCompletions, Completions, llamacpp.Completion
+	embedH, ollamaEmbedH, detokH := Embeddings, ollama.Embed, llamacpp.Detokenize
+	ochatH, ogenH := ollama.Chat, ollama.Generate
 	msg := func(n int) string { // n user messages
 		return `"messages":[` + strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"hi"},`, n), ",") + `]`
 	}
@@ -206,13 +213,13 @@ func TestLimits(t *testing.T) {
 	schema := func(values int) string { // a schema of values JSON values
 		return `{"enum":[` + strings.TrimSuffix(strings.Repeat(`1,`, values-2), ",") + `]}`
 	}
-	lim := Limits{
+	lim := serving.Limits{
 		MaxTools: 2, MaxAllowedTools: 2, MaxMessages: 2, MaxPromptBytes: 100, MaxSchemaNodes: 10, MaxSchemaProperties: 2,
 		MaxLogprobs: 100, MaxEmbedInputs: 2, MaxEmbedBytes: 12, MaxDetokenizeBytes: 9,
 	}
 	for _, tc := range []struct {
 		name   string
-		h      func(*API, http.ResponseWriter, *http.Request)
+		h      func(*serving.Core, http.ResponseWriter, *http.Request)
 		body   string
 		param  string // "": within the limit, else the field at fault
 		flag   string
@@ -260,8 +267,8 @@ func TestLimits(t *testing.T) {
 		{"detokenize", detokH, `{"tokens":[1,1,1,1]}`, "tokens", "max-detokenize-bytes", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := newFake()
-			fake.info.EmbedMaxTokens = 8
+			fake := servetest.NewEngine()
+			fake.Model.EmbedMaxTokens = 8
 			w := post(limitedAPI(t, fake, lim), tc.h, tc.body)
 			if tc.param == "" {
 				// Past the checks: the fake answers 503 (its queue is
@@ -272,7 +279,7 @@ func TestLimits(t *testing.T) {
 				return
 			}
 			wantLimit(t, w, tc.ollama, tc.param, tc.flag)
-			if len(fake.submitted) != 0 {
+			if len(fake.Submitted) != 0 {
 				t.Error("submitted")
 			}
 		})
@@ -282,15 +289,15 @@ func TestLimits(t *testing.T) {
 // TestAllowedToolsShownOnce: a function named twice in allowed_tools is
 // shown (and forced) once, in the order they are named.
 func TestAllowedToolsShownOnce(t *testing.T) {
-	fake := newFake()
-	fake.info.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
+	fake := servetest.NewEngine()
+	fake.Model.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
 	body := `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}},{"type":"function","function":{"name":"c"}}],
 		"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"b"}},{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]}}}`
-	w := post(limitedAPI(t, fake, Limits{}), (*API).ChatCompletions, body)
-	if w.Code != http.StatusServiceUnavailable || len(fake.submitted) != 1 {
+	w := post(limitedAPI(t, fake, serving.Limits{}), ChatCompletions, body)
+	if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	req := fake.submitted[0]
+	req := fake.Submitted[0]
 	if req.Prompt != "[b][a]hi" {
 		t.Errorf("prompt %q, want [b][a]hi", req.Prompt)
 	}
@@ -311,23 +318,23 @@ func TestAgentRequestPasses(t *testing.T) {
 		tools = append(tools, chat.Tool{Type: "function", Function: wire.FunctionDef{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("Does things. ", 40), Parameters: json.RawMessage(params)}})
 	}
 	var msgs []chat.Message
-	msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(strings.Repeat("You are an agent. ", 1000))})
+	msgs = append(msgs, chat.Message{Role: "system", Content: servetest.JSONString(strings.Repeat("You are an agent. ", 1000))})
 	for i := range 150 {
-		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(fmt.Sprintf("step %d: %s", i, strings.Repeat("some output ", 50)))})
-		msgs = append(msgs, chat.Message{Role: "assistant", Content: jsonString("ok")})
+		msgs = append(msgs, chat.Message{Role: "user", Content: servetest.JSONString(fmt.Sprintf("step %d: %s", i, strings.Repeat("some output ", 50)))})
+		msgs = append(msgs, chat.Message{Role: "assistant", Content: servetest.JSONString("ok")})
 	}
-	msgs = append(msgs, chat.Message{Role: "user", Content: jsonString("go on")})
+	msgs = append(msgs, chat.Message{Role: "user", Content: servetest.JSONString("go on")})
 	for _, choice := range []string{`"auto"`, `"required"`} {
 		b, err := json.Marshal(map[string]any{"messages": msgs, "tools": tools, "tool_choice": json.RawMessage(choice)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fake := newFake()
-		w := post(limitedAPI(t, fake, Limits{}), (*API).ChatCompletions, string(b))
-		if w.Code != http.StatusServiceUnavailable || len(fake.submitted) != 1 {
+		fake := servetest.NewEngine()
+		w := post(limitedAPI(t, fake, serving.Limits{}), ChatCompletions, string(b))
+		if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 {
 			t.Fatalf("tool_choice %s: status %d: %.500s", choice, w.Code, w.Body)
 		}
-		if n := len(fake.submitted[0].Prompt); n < 100000 {
+		if n := len(fake.Submitted[0].Prompt); n < 100000 {
 			t.Errorf("a prompt of %d bytes, want a long one", n)
 		}
 	}
@@ -337,7 +344,7 @@ func TestAgentRequestPasses(t *testing.T) {
 // in linear time (a scan of the tools per entry would take minutes).
 func TestAllowedToolsLinear(t *testing.T) {
 	const n = 300000
-	fields := toolFields{Tools: make([]chat.Tool, n)}
+	fields := serving.ToolFields{Tools: make([]chat.Tool, n)}
 	var b strings.Builder
 	b.WriteString(`{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[`)
 	for i := range n {
@@ -349,17 +356,17 @@ func TestAllowedToolsLinear(t *testing.T) {
 	}
 	b.WriteString(`]}}`)
 	fields.ToolChoice = json.RawMessage(b.String())
-	m, err := NewModel(newFake(), ModelOptions{})
+	m, err := model.New(servetest.NewEngine(), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := Limits{MaxTools: n, MaxAllowedTools: n}.WithDefaults()
-	plan, e := m.toolPlan(&fields, &lim)
+	lim := serving.Limits{MaxTools: n, MaxAllowedTools: n}.WithDefaults()
+	plan, e := serving.PlanTools(m, &fields, &lim)
 	if e != nil {
 		t.Fatal(e)
 	}
-	if len(plan.render) != n || plan.render[0].Function.Name != fmt.Sprintf("f%d", n-1) {
-		t.Fatalf("%d tools shown, the first %q", len(plan.render), plan.render[0].Function.Name)
+	if len(plan.Render) != n || plan.Render[0].Function.Name != fmt.Sprintf("f%d", n-1) {
+		t.Fatalf("%d tools shown, the first %q", len(plan.Render), plan.Render[0].Function.Name)
 	}
 }
 
@@ -368,11 +375,11 @@ func TestAllowedToolsLinear(t *testing.T) {
 // 160 GB), and those found before are marked.
 func TestClientSpansLinear(t *testing.T) {
 	prompt := "<|user|>hello<|end|>" + strings.Repeat("x", 4<<20)
-	msgs := []chat.Message{{Role: "user", Content: jsonString("hello")}}
+	msgs := []chat.Message{{Role: "user", Content: servetest.JSONString("hello")}}
 	for range 20000 {
-		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString("  not there  ")})
+		msgs = append(msgs, chat.Message{Role: "user", Content: servetest.JSONString("  not there  ")})
 	}
-	spans := clientSpans(prompt, msgs)
+	spans := serving.ClientSpans(prompt, msgs)
 	if len(spans) != 1 || spans[0] != (engine.Span{Start: 8, End: 13}) {
 		t.Fatalf("spans %v, want hello's", spans)
 	}
@@ -383,11 +390,11 @@ func TestClientSpansLinear(t *testing.T) {
 // code no_token), not the server's (found by FuzzRequests: a forced call
 // of a tool the tiny model's vocabulary cannot write).
 func TestResultErrorNoToken(t *testing.T) {
-	e := ResultError(engine.Result{FinishReason: engine.FinishError, Err: fmt.Errorf("%w: exception in llama.cpp", engine.ErrNoToken)})
-	if e == nil || e.Status != http.StatusBadRequest || e.Type != TypeInvalidRequest || e.Code != "no_token" {
+	e := serving.ResultError(engine.Result{FinishReason: engine.FinishError, Err: fmt.Errorf("%w: exception in llama.cpp", engine.ErrNoToken)})
+	if e == nil || e.Status != http.StatusBadRequest || e.Type != serving.TypeInvalidRequest || e.Code != "no_token" {
 		t.Fatalf("%+v, want a 400 no_token", e)
 	}
-	if e := ResultError(engine.Result{FinishReason: engine.FinishError, Err: errors.New("decode failed")}); e == nil || e.Status != http.StatusInternalServerError {
+	if e := serving.ResultError(engine.Result{FinishReason: engine.FinishError, Err: errors.New("decode failed")}); e == nil || e.Status != http.StatusInternalServerError {
 		t.Fatalf("%+v, want a 500", e)
 	}
 }

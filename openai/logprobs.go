@@ -1,10 +1,10 @@
 package openai
 
 import (
-	"math"
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -15,46 +15,27 @@ import (
 // (llama-server's post_sampling_probs), and greedy decoding gives the
 // log-softmax of the model's logits.
 
-// Bounds of the logprobs fields, OpenAI's for its endpoints.
+// Bounds of the logprobs fields, OpenAI's.
 const (
-	MaxChatTopLogprobs    = 20                    // top_logprobs of /v1/chat/completions
-	MaxCompletionLogprobs = 5                     // logprobs of /v1/completions
-	MaxLlamaNProbs        = engine.MaxTopLogprobs // n_probs of /completion
+	MaxChatTopLogprobs    = 20 // top_logprobs of /v1/chat/completions
+	MaxCompletionLogprobs = 5  // logprobs of /v1/completions
 )
 
 // chatLogprobs validates a chat request's logprobs and top_logprobs:
 // whether entries are wanted, and how many alternatives with each.
-func chatLogprobs(logprobs *bool, top *int) (bool, int, *Error) {
+func chatLogprobs(logprobs *bool, top *int) (bool, int, *serving.Error) {
 	on := logprobs != nil && *logprobs
 	n := 0
 	if top != nil {
 		n = *top
 		if n < 0 || n > MaxChatTopLogprobs {
-			return false, 0, invalid("top_logprobs", "'top_logprobs' must be in [0, %d], got %d", MaxChatTopLogprobs, n)
+			return false, 0, serving.Invalid("top_logprobs", "'top_logprobs' must be in [0, %d], got %d", MaxChatTopLogprobs, n)
 		}
 		if n > 0 && !on {
-			return false, 0, invalid("top_logprobs", "'top_logprobs' needs \"logprobs\": true")
+			return false, 0, serving.Invalid("top_logprobs", "'top_logprobs' needs \"logprobs\": true")
 		}
 	}
 	return on, n, nil
-}
-
-// finite keeps a log-probability JSON can carry: -Inf (a probability
-// that underflowed) and NaN become the lowest float32.
-func finite(lp float32) float32 {
-	if math.IsInf(float64(lp), 0) || math.IsNaN(float64(lp)) {
-		return -math.MaxFloat32
-	}
-	return lp
-}
-
-// byteValues are s's bytes as JSON numbers (OpenAI's "bytes").
-func byteValues(s string) []int {
-	b := make([]int, len(s))
-	for i := range len(s) {
-		b[i] = int(s[i])
-	}
-	return b
 }
 
 // chatLogprobsOf are entries in the chat completion shape.
@@ -63,9 +44,9 @@ func chatLogprobsOf(lps []engine.TokenLogprobs) *wire.ChatLogprobs {
 	for i, e := range lps {
 		top := make([]wire.ChatTopLogprob, len(e.Top))
 		for j, a := range e.Top {
-			top[j] = wire.ChatTopLogprob{Token: a.Text, Logprob: finite(a.Logprob), Bytes: byteValues(a.Text)}
+			top[j] = wire.ChatTopLogprob{Token: a.Text, Logprob: serving.FiniteLogprob(a.Logprob), Bytes: serving.ByteValues(a.Text)}
 		}
-		c.Content[i] = wire.ChatTokenLogprob{Token: e.Text, Logprob: finite(e.Logprob), Bytes: byteValues(e.Text), TopLogprobs: top}
+		c.Content[i] = wire.ChatTokenLogprob{Token: e.Text, Logprob: serving.FiniteLogprob(e.Logprob), Bytes: serving.ByteValues(e.Text), TopLogprobs: top}
 	}
 	return c
 }
@@ -105,47 +86,17 @@ func completionLogprobsOf(lps []engine.TokenLogprobs, o *textOffsets) *wire.Comp
 		TopLogprobs: make([]wire.TopLogprobs, len(lps)), TextOffset: make([]int, len(lps)),
 	}
 	for i, e := range lps {
-		c.Tokens[i], c.TokenLogprobs[i], c.TextOffset[i] = e.Text, finite(e.Logprob), o.next(e.Text)
+		c.Tokens[i], c.TokenLogprobs[i], c.TextOffset[i] = e.Text, serving.FiniteLogprob(e.Logprob), o.next(e.Text)
 		top := make(wire.TopLogprobs, 0, len(e.Top)+1)
 		sampled := false
 		for _, a := range e.Top {
-			top = append(top, wire.TopLogprob{Token: a.Text, Logprob: finite(a.Logprob)})
+			top = append(top, wire.TopLogprob{Token: a.Text, Logprob: serving.FiniteLogprob(a.Logprob)})
 			sampled = sampled || a.Token == e.Token
 		}
 		if !sampled {
-			top = append(top, wire.TopLogprob{Token: e.Text, Logprob: finite(e.Logprob)})
+			top = append(top, wire.TopLogprob{Token: e.Text, Logprob: serving.FiniteLogprob(e.Logprob)})
 		}
 		c.TopLogprobs[i] = top
 	}
 	return c
-}
-
-// llamaProb is an entry of llama-server's completion_probabilities.
-type llamaProb struct {
-	ID          int32          `json:"id"`
-	Token       string         `json:"token"`
-	Bytes       []int          `json:"bytes"`
-	Logprob     float32        `json:"logprob"`
-	TopLogprobs []llamaTopProb `json:"top_logprobs"`
-}
-
-// llamaTopProb is one of the most likely tokens of a step.
-type llamaTopProb struct {
-	ID      int32   `json:"id"`
-	Token   string  `json:"token"`
-	Bytes   []int   `json:"bytes"`
-	Logprob float32 `json:"logprob"`
-}
-
-// llamaProbsOf are entries in llama-server's shape.
-func llamaProbsOf(lps []engine.TokenLogprobs) []llamaProb {
-	out := make([]llamaProb, len(lps))
-	for i, e := range lps {
-		top := make([]llamaTopProb, len(e.Top))
-		for j, a := range e.Top {
-			top[j] = llamaTopProb{ID: a.Token, Token: a.Text, Bytes: byteValues(a.Text), Logprob: finite(a.Logprob)}
-		}
-		out[i] = llamaProb{ID: e.Token, Token: e.Text, Bytes: byteValues(e.Text), Logprob: finite(e.Logprob), TopLogprobs: top}
-	}
-	return out
 }

@@ -17,8 +17,13 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/llamacpp"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -38,7 +43,7 @@ var testKeys = []string{
 
 // realAPI serves a real engine of TinyStories656K, configured by cfg, as
 // the one model "tiny", with opt.
-func realAPI(t *testing.T, cfg engine.Config, opt Options) (*API, *engine.Engine) {
+func realAPI(t *testing.T, cfg engine.Config, opt serving.Options) (*serving.Core, *engine.Engine) {
 	t.Helper()
 	cfg.ModelPath = testmodel.Path(t, testmodel.TinyStories656K)
 	cfg.Threads = 1
@@ -46,14 +51,14 @@ func realAPI(t *testing.T, cfg engine.Config, opt Options) (*API, *engine.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewModel(eng, ModelOptions{})
+	m, err := model.New(eng, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: cfg.ModelPath}, Pinned: true}
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
@@ -62,14 +67,14 @@ func realAPI(t *testing.T, cfg engine.Config, opt Options) (*API, *engine.Engine
 		reg.Close()
 		eng.Close()
 	})
-	return New(reg, opt), eng
+	return serving.New(reg, opt), eng
 }
 
 // keyServer serves a's routes on loopback HTTP behind a stand-in for the
 // server's gate: a request bearing one of testKeys is that key's caller,
 // any other is refused with 401, and without keys every request is the
 // zero caller (an admin).
-func keyServer(t *testing.T, a *API, keys []string) *httptest.Server {
+func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
 	t.Helper()
 	byID := map[string]*gate.Key{}
 	for _, spec := range keys {
@@ -81,16 +86,16 @@ func keyServer(t *testing.T, a *API, keys []string) *httptest.Server {
 	}
 	mux := http.NewServeMux()
 	for pattern, h := range map[string]http.HandlerFunc{
-		"POST /v1/chat/completions":               a.ChatCompletions,
-		"POST /v1/chat/completions/{id}/continue": a.ContinueChat,
-		"POST /v1/completions":                    a.Completions,
-		"POST /completion":                        a.Completion,
-		"GET /slots":                              a.Slots,
+		"POST /v1/chat/completions":               servetest.Bind(a, ChatCompletions),
+		"POST /v1/chat/completions/{id}/continue": servetest.Bind(a, ContinueChat),
+		"POST /v1/completions":                    servetest.Bind(a, Completions),
+		"POST /completion":                        servetest.Bind(a, llamacpp.Completion),
+		"GET /slots":                              servetest.Bind(a, llamacpp.Slots),
 		"GET /metrics":                            a.Metrics,
-		"GET /props":                              a.Props,
-		"GET /v1/models":                          a.Models,
-		"POST /api/show":                          a.OllamaShow,
-		"POST /api/chat":                          a.OllamaChat,
+		"GET /props":                              servetest.Bind(a, llamacpp.Props),
+		"GET /v1/models":                          servetest.Bind(a, Models),
+		"POST /api/show":                          servetest.Bind(a, ollama.Show),
+		"POST /api/chat":                          servetest.Bind(a, ollama.Chat),
 	} {
 		mux.Handle(pattern, h)
 	}
@@ -98,7 +103,7 @@ func keyServer(t *testing.T, a *API, keys []string) *httptest.Server {
 		if len(byID) > 0 {
 			k := byID[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 			if k == nil {
-				WriteError(w, &Error{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Message: "no key"})
+				serving.WriteError(w, &serving.Error{Status: http.StatusUnauthorized, Type: serving.TypeInvalidRequest, Message: "no key"})
 				return
 			}
 			r = r.WithContext(gate.WithCaller(r.Context(), gate.Caller{Key: k}))
@@ -170,7 +175,7 @@ func errorOf(t *testing.T, b []byte) wire.ErrorObject {
 // for a worse one, and without asking gets its key's class; an admin may
 // ask for any class within ±MaxPriority, and nobody beyond it.
 func TestPriorityByKey(t *testing.T) {
-	a, eng := realAPI(t, engine.Config{Parallel: 1, PauseGrace: time.Hour}, Options{})
+	a, eng := realAPI(t, engine.Config{Parallel: 1, PauseGrace: time.Hour}, serving.Options{})
 	ts := keyServer(t, a, testKeys)
 	prompt := func(prio *int) map[string]any {
 		b := map[string]any{"prompt": "Once upon a time", "max_tokens": 1}
@@ -193,14 +198,14 @@ func TestPriorityByKey(t *testing.T) {
 		{"alice, a worse class", aliceSecret, p(7), "", 200},
 		{"bob, better than the default", bobSecret, p(-1), "", 403},
 		{"bob, the default", bobSecret, p(0), "", 200},
-		{"bob, beyond the bound", bobSecret, p(MaxPriority + 1), "", 400},
-		{"root, a better class", rootSecret, p(-MaxPriority), "", 200},
-		{"root, beyond the bound", rootSecret, p(-MaxPriority - 1), "", 400},
+		{"bob, beyond the bound", bobSecret, p(serving.MaxPriority + 1), "", 400},
+		{"root, a better class", rootSecret, p(-serving.MaxPriority), "", 200},
+		{"root, beyond the bound", rootSecret, p(-serving.MaxPriority - 1), "", 400},
 		{"root, header beyond the bound", rootSecret, nil, "-1001", 400},
 	} {
 		var hdr []string
 		if tt.header != "" {
-			hdr = []string{PriorityHeader, tt.header}
+			hdr = []string{serving.PriorityHeader, tt.header}
 		}
 		status, body := keyed(t, ts, tt.secret, "/v1/completions", prompt(tt.prio), hdr...)
 		if status != tt.status {
@@ -218,7 +223,7 @@ func TestPriorityByKey(t *testing.T) {
 	// Without asking, alice's request is of her key's class: it queues
 	// as class 5 behind a paused answer holding the only slot.
 	held := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 200, Chunking: &engine.Chunking{},
-		PauseTimeout: time.Hour, Priority: -MaxPriority}
+		PauseTimeout: time.Hour, Priority: -serving.MaxPriority}
 	blocker, err := eng.Submit(context.Background(), held)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +272,7 @@ func pacedBody(pause float64) map[string]any {
 // TestPauseCap: a user key may ask for a pause_timeout up to --max-pause,
 // not beyond (400 naming the flag); an admin may.
 func TestPauseCap(t *testing.T) {
-	a, _ := realAPI(t, engine.Config{Parallel: 1}, Options{MaxPause: 10 * time.Second})
+	a, _ := realAPI(t, engine.Config{Parallel: 1}, serving.Options{MaxPause: 10 * time.Second})
 	ts := keyServer(t, a, testKeys)
 	for _, tt := range []struct {
 		who    string
@@ -304,18 +309,18 @@ func TestPauseDefaultWithinCap(t *testing.T) {
 	for _, tt := range []struct {
 		maxPause, want time.Duration
 	}{{0, engine.DefaultPauseTimeout}, {5 * time.Second, 5 * time.Second}} {
-		fake := newFake()
+		fake := servetest.NewEngine()
 		reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "tiny"}},
-			func(context.Context, registry.Spec) (*Model, error) { return NewModel(fake, ModelOptions{}) })
+			func(context.Context, registry.Spec) (*model.Model, error) { return model.New(fake, model.Options{}) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := New(reg, Options{MaxPause: tt.maxPause})
+		a := serving.New(reg, serving.Options{MaxPause: tt.maxPause})
 		b, _ := json.Marshal(pacedBody(0))
-		a.ChatCompletions(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(b)))
+		ChatCompletions(a, httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(b)))
 		reg.Close()
-		if len(fake.submitted) != 1 || fake.submitted[0].PauseTimeout != tt.want {
-			t.Errorf("--max-pause %v: submitted %+v, want a pause timeout of %v", tt.maxPause, fake.submitted, tt.want)
+		if len(fake.Submitted) != 1 || fake.Submitted[0].PauseTimeout != tt.want {
+			t.Errorf("--max-pause %v: submitted %+v, want a pause timeout of %v", tt.maxPause, fake.Submitted, tt.want)
 		}
 	}
 }
@@ -352,7 +357,7 @@ func TestCacheSalt(t *testing.T) {
 	const prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside."
 	for _, path := range []string{"/v1/completions", "/completion"} {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
-			a, _ := realAPI(t, engine.Config{Parallel: 3}, Options{})
+			a, _ := realAPI(t, engine.Config{Parallel: 3}, serving.Options{})
 			ts := keyServer(t, a, nil)
 			req := func(salt string) (int, int) {
 				body := map[string]any{"prompt": prompt, "max_tokens": 2}
@@ -376,18 +381,18 @@ func TestCacheSalt(t *testing.T) {
 			}
 		})
 	}
-	a, _ := realAPI(t, engine.Config{Parallel: 1}, Options{})
+	a, _ := realAPI(t, engine.Config{Parallel: 1}, serving.Options{})
 	ts := keyServer(t, a, nil)
 	msgs := []map[string]string{{"role": "user", "content": "Hi"}}
-	for _, salt := range []any{"", strings.Repeat("s", MaxCacheSalt+1), 5} {
+	for _, salt := range []any{"", strings.Repeat("s", serving.MaxCacheSalt+1), 5} {
 		status, b := keyed(t, ts, "", "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1, "cache_salt": salt})
 		if e := errorOf(t, b); status != 400 || deref(e.Param) != "cache_salt" {
 			t.Errorf("cache_salt %.20v: status %d, error %+v; want 400 naming cache_salt", salt, status, e)
 		}
 	}
-	status, b := keyed(t, ts, "", "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1, "cache_salt": strings.Repeat("s", MaxCacheSalt)})
+	status, b := keyed(t, ts, "", "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1, "cache_salt": strings.Repeat("s", serving.MaxCacheSalt)})
 	if status != 200 {
-		t.Errorf("a salt of %d bytes: status %d: %s", MaxCacheSalt, status, b)
+		t.Errorf("a salt of %d bytes: status %d: %s", serving.MaxCacheSalt, status, b)
 	}
 }
 
@@ -417,7 +422,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 		}
 		return r.Usage.PromptTokensDetails.CachedTokens, r.Usage.PromptTokens
 	}
-	voice := func(t *testing.T, a *API, secret string) int {
+	voice := func(t *testing.T, a *serving.Core, secret string) int {
 		t.Helper()
 		k, err := gate.ParseKey(testKeys[slices.IndexFunc(testKeys, func(s string) bool { return strings.HasPrefix(s, secret) })])
 		if err != nil {
@@ -425,7 +430,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 		}
 		body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 2})
 		ctx := gate.WithCaller(context.Background(), gate.Caller{Key: k})
-		s, release, e := a.PacedChat(ctx, body, nil, nil)
+		s, release, e := Pacer{Core: a}.PacedChat(ctx, body, nil, nil)
 		if e != nil {
 			t.Fatal(e)
 		}
@@ -435,11 +440,11 @@ func TestCacheIsolationByKey(t *testing.T) {
 				break
 			}
 		}
-		return PacedMetricsOf(s.Result()).CachedTokens
+		return serving.PacedMetricsOf(s.Result()).CachedTokens
 	}
 
 	t.Run("key", func(t *testing.T) {
-		a, _ := realAPI(t, engine.Config{Parallel: 3}, Options{CacheIsolation: CacheIsolationKey})
+		a, _ := realAPI(t, engine.Config{Parallel: 3}, serving.Options{CacheIsolation: serving.CacheIsolationKey})
 		ts := keyServer(t, a, testKeys)
 		if c, _ := cached(t, ts, aliceSecret, ""); c != 0 {
 			t.Fatalf("alice's first request: %d cached", c)
@@ -464,7 +469,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 		}
 	})
 	t.Run("none", func(t *testing.T) {
-		a, _ := realAPI(t, engine.Config{Parallel: 3}, Options{})
+		a, _ := realAPI(t, engine.Config{Parallel: 3}, serving.Options{})
 		ts := keyServer(t, a, testKeys)
 		cached(t, ts, aliceSecret, "")
 		if c, n := cached(t, ts, bobSecret, ""); c != n-1 {
@@ -480,7 +485,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 // of a request for the model.
 func TestAdminOnlyInfo(t *testing.T) {
 	for _, public := range []bool{false, true} {
-		a, eng := realAPI(t, engine.Config{Parallel: 1}, Options{MetricsPublic: public})
+		a, eng := realAPI(t, engine.Config{Parallel: 1}, serving.Options{MetricsPublic: public})
 		ts := keyServer(t, a, testKeys)
 		path := eng.Info().Path
 		for _, tt := range []struct {
@@ -523,12 +528,12 @@ func TestAdminOnlyInfo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a model"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "broken", Engine: engine.Config{ModelPath: bad}}}, Loader(nil))
+	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: "broken", Engine: engine.Config{ModelPath: bad}}}, model.Loader(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	ts := keyServer(t, New(reg, Options{}), testKeys)
+	ts := keyServer(t, serving.New(reg, serving.Options{}), testKeys)
 	for _, secret := range []string{bobSecret, rootSecret} {
 		admin := secret == rootSecret
 		status, b := keyed(t, ts, secret, "/v1/completions", map[string]any{"model": "broken", "prompt": "x"})
@@ -546,13 +551,13 @@ func TestAdminOnlyInfo(t *testing.T) {
 // an admin, as before keys: any priority within the bound, a long pause,
 // /slots, /metrics and the model's path.
 func TestNoKeysAllowsEverything(t *testing.T) {
-	a, eng := realAPI(t, engine.Config{Parallel: 1}, Options{MaxPause: time.Second})
+	a, eng := realAPI(t, engine.Config{Parallel: 1}, serving.Options{MaxPause: time.Second})
 	ts := keyServer(t, a, nil)
 	for _, c := range []struct {
 		path string
 		body any
 	}{
-		{"/v1/completions", map[string]any{"prompt": "Once", "max_tokens": 1, "priority": -MaxPriority}},
+		{"/v1/completions", map[string]any{"prompt": "Once", "max_tokens": 1, "priority": -serving.MaxPriority}},
 		{"/v1/chat/completions", pacedBody(3600)},
 		{"/slots", nil},
 		{"/metrics", nil},

@@ -13,8 +13,9 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/reasoning"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/toolcall"
 	"github.com/corral-llm/corral/wire"
 )
@@ -52,7 +53,7 @@ func (e *scriptEngine) requests() []engine.Request {
 // repairServer serves stories260K (its byte tokens write any text; no
 // chat template: the chatml built-in and its hermes calls) as "tiny"
 // through a scriptEngine.
-func repairServer(t *testing.T, opt Options, script func(n int) string) (*API, *scriptEngine, *httptest.Server) {
+func repairServer(t *testing.T, opt serving.Options, script func(n int) string) (*serving.Core, *scriptEngine, *httptest.Server) {
 	t.Helper()
 	path := testmodel.Path(t, testmodel.Stories260K)
 	eng, err := engine.New(context.Background(), engine.Config{ModelPath: path, Name: "tiny", Threads: 1, Parallel: 1})
@@ -60,14 +61,14 @@ func repairServer(t *testing.T, opt Options, script func(n int) string) (*API, *
 		t.Fatal(err)
 	}
 	se := &scriptEngine{Engine: eng, script: script}
-	m, err := NewModel(se, ModelOptions{})
+	m, err := model.New(se, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: path}, Pinned: true}
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func repairServer(t *testing.T, opt Options, script func(n int) string) (*API, *
 		reg.Close()
 		eng.Close()
 	})
-	a := New(reg, opt)
+	a := serving.New(reg, opt)
 	return a, se, keyServer(t, a, nil)
 }
 
@@ -156,7 +157,7 @@ func TestToolRepair(t *testing.T) {
 		{"a function not among the tools", `Sure. <tool_call>{"name": "get_news", "arguments": {}}</tool_call>`, []wire.Tool{weatherDef, timeDef}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, se, ts := repairServer(t, Options{}, func(n int) string {
+			a, se, ts := repairServer(t, serving.Options{}, func(n int) string {
 				if n == 0 {
 					return gbnfLiteral(tc.first)
 				}
@@ -176,8 +177,7 @@ func TestToolRepair(t *testing.T) {
 			if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
 				t.Fatalf("arguments %q: %v", call.Arguments, err)
 			}
-			var v argValidator
-			if tool := findTool([]wire.Tool{weatherDef, timeDef}, call.Name); tool == nil || !v.valid(tool, call.Arguments) {
+			if !serving.ValidCall([]wire.Tool{weatherDef, timeDef}, call.Name, call.Arguments) {
 				t.Errorf("repaired call %+v breaks its schema", call)
 			}
 			if msg.Content != "Sure." {
@@ -187,7 +187,7 @@ func TestToolRepair(t *testing.T) {
 			if len(reqs) != 2 {
 				t.Fatalf("%d requests, want the answer and one repair", len(reqs))
 			}
-			want, err := toolcall.Hermes.Grammar(tc.tools, false, a.limits.schema())
+			want, err := toolcall.Hermes.Grammar(tc.tools, false, a.Limits().SchemaLimits())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +225,7 @@ func TestToolRepairBounded(t *testing.T) {
 	always := func(int) string { return gbnfLiteral(broken) }
 	for _, tc := range []struct {
 		name     string
-		repairs  int // Options.ToolRepair
+		repairs  int // serving.Options.ToolRepair
 		stream   bool
 		script   func(int) string
 		requests int
@@ -241,7 +241,7 @@ func TestToolRepairBounded(t *testing.T) {
 		}, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, se, ts := repairServer(t, Options{ToolRepair: tc.repairs}, tc.script)
+			_, se, ts := repairServer(t, serving.Options{ToolRepair: tc.repairs}, tc.script)
 			var content string
 			var calls int
 			if tc.stream {
@@ -285,7 +285,7 @@ func TestToolRepairBounded(t *testing.T) {
 
 // Ollama's /api/chat repairs a whole answer's calls the same way.
 func TestToolRepairOllama(t *testing.T) {
-	_, se, ts := repairServer(t, Options{}, func(n int) string {
+	_, se, ts := repairServer(t, serving.Options{}, func(n int) string {
 		if n == 0 {
 			return gbnfLiteral(`<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>`)
 		}
@@ -312,60 +312,10 @@ func TestToolRepairOllama(t *testing.T) {
 	if err := json.Unmarshal(b, &resp); err != nil || status != http.StatusOK || len(resp.Message.ToolCalls) != 1 {
 		t.Fatalf("status %d, %v: %s", status, err, b)
 	}
-	var v argValidator
-	if call := resp.Message.ToolCalls[0].Function; call.Name != "get_weather" || !v.valid(&weatherDef, string(call.Arguments)) {
+	if call := resp.Message.ToolCalls[0].Function; call.Name != "get_weather" || !serving.ValidCall([]wire.Tool{weatherDef}, call.Name, string(call.Arguments)) {
 		t.Errorf("call %s(%s) is not the repaired call", call.Name, call.Arguments)
 	}
 	if n := len(se.requests()); n != 2 {
 		t.Errorf("%d requests, want 2", n)
-	}
-}
-
-// failedCall finds the failed call's markup in the answer as the model
-// wrote it, reasoning included, and finds nothing in a sound answer.
-func TestFailedCall(t *testing.T) {
-	bad := ` <tool_call>{"name": get_weather}</tool_call>`
-	good := `<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>`
-	wrongArgs := "\n" + `<tool_call>{"name": "get_time", "arguments": {"zone": "PST"}}</tool_call>`
-	tools := []wire.Tool{weatherDef, timeDef}
-	plan := answerPlan{tools: toolcall.Hermes, defs: tools}
-	one := answerPlan{tools: toolcall.Hermes, defs: tools, max: 1} // parallel_tool_calls false
-	think := answerPlan{think: reasoning.Think, tools: toolcall.Hermes, defs: tools}
-	for _, tc := range []struct {
-		name   string
-		plan   answerPlan
-		text   string
-		before string // the text before the failed call; "-": none failed
-		named  string // the function it named, when one of the tools
-	}{
-		{"markup", plan, "Sure." + bad + " More.", "Sure.", ""},
-		{"after a sound call", plan, good + bad, good, ""},
-		{"arguments", plan, "Sure." + good + wrongArgs, "Sure." + good, "get_time"},
-		{"after reasoning", think, "<think>Hmm. <tool_call></think>Sure." + bad, "<think>Hmm. <tool_call></think>Sure.", ""},
-		{"sound", plan, "Sure. " + good, "-", ""},
-		{"after the one call kept", one, good + bad, "-", ""},
-		{"the one call kept", one, bad + good, "", ""},
-		{"sound after reasoning", think, "<think>Hmm.</think>" + good, "-", ""},
-		{"text", plan, "Once upon a time.", "-", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var v argValidator
-			at, named, ok := tc.plan.failedCall(tc.text, &v)
-			switch {
-			case tc.before == "-" && ok:
-				t.Fatalf("failed call after %q, want none", tc.text[:at])
-			case tc.before == "-":
-				return
-			case !ok || tc.text[:at] != tc.before:
-				t.Fatalf("failed call at %d (%v), want after %q", at, ok, tc.before)
-			}
-			name := ""
-			if named != nil {
-				name = named.Function.Name
-			}
-			if name != tc.named {
-				t.Errorf("named %q, want %q", name, tc.named)
-			}
-		})
 	}
 }

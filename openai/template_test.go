@@ -10,7 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/llamacpp"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 )
 
 // The chat templates of real models, and what transformers renders with
@@ -22,14 +27,14 @@ const (
 
 // realTemplate returns a fake engine whose model has the chat template of
 // testdata/templates/name.jinja.
-func realTemplate(t *testing.T, name string) *fakeEngine {
+func realTemplate(t *testing.T, name string) *servetest.Engine {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(templatesDir, name+".jinja"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := newFake()
-	fake.info.ChatTemplate = string(src)
+	fake := servetest.NewEngine()
+	fake.Model.ChatTemplate = string(src)
 	return fake
 }
 
@@ -45,27 +50,27 @@ func expected(t *testing.T, name, conv string) string {
 }
 
 // serveWith serves body to h on an API whose model has opt.
-func serveWith(t *testing.T, fake *fakeEngine, opt ModelOptions, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
+func serveWith(t *testing.T, fake *servetest.Engine, opt model.Options, h func(*serving.Core, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
 	t.Helper()
-	m, err := NewModel(fake, opt)
+	m, err := model.New(fake, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: fake.info.Name}},
-		func(context.Context, registry.Spec) (*Model, error) { return m, nil })
+	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{{ID: fake.Model.Name}},
+		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
 	w := httptest.NewRecorder()
-	h(New(reg, Options{}), w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+	h(serving.New(reg, serving.Options{}), w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
 	return w
 }
 
 // applyTemplate posts body to /apply-template and returns the prompt.
-func applyTemplate(t *testing.T, fake *fakeEngine, opt ModelOptions, body string) string {
+func applyTemplate(t *testing.T, fake *servetest.Engine, opt model.Options, body string) string {
 	t.Helper()
-	w := serveWith(t, fake, opt, (*API).ApplyTemplate, body)
+	w := serveWith(t, fake, opt, llamacpp.ApplyTemplate, body)
 	var resp struct {
 		Prompt *string `json:"prompt"`
 	}
@@ -81,11 +86,11 @@ const kwargsConversation = `"messages": [{"role": "system", "content": "You are 
 // of the same requests.
 func TestApplyTemplate(t *testing.T) {
 	fake := realTemplate(t, "Qwen-Qwen3-0.6B")
-	got := applyTemplate(t, fake, ModelOptions{}, `{"messages": [{"role": "user", "content": "What is the capital of France?"}]}`)
+	got := applyTemplate(t, fake, model.Options{}, `{"messages": [{"role": "user", "content": "What is the capital of France?"}]}`)
 	if want := expected(t, "Qwen-Qwen3-0.6B", "user"); got != want {
 		t.Errorf("plain:\n got %q\nwant %q", got, want)
 	}
-	got = applyTemplate(t, fake, ModelOptions{}, `{"add_generation_prompt": false, "messages": [
+	got = applyTemplate(t, fake, model.Options{}, `{"add_generation_prompt": false, "messages": [
 		{"role": "user", "content": "Name a prime number."}, {"role": "assistant", "content": "7 is a prime number."},
 		{"role": "user", "content": "Another one?"}, {"role": "assistant", "content": "13."}]}`)
 	if want := expected(t, "Qwen-Qwen3-0.6B", "multiturn-nogen"); got != want {
@@ -108,13 +113,13 @@ func TestApplyTemplate(t *testing.T) {
 		}
 	}
 	fake = realTemplate(t, "meta-llama-Llama-3.1-8B-Instruct")
-	got = applyTemplate(t, fake, ModelOptions{}, string(roundTrip))
+	got = applyTemplate(t, fake, model.Options{}, string(roundTrip))
 	// The fake model adds BOS itself, so the prompt lacks the template's.
 	want := strings.TrimPrefix(expected(t, "meta-llama-Llama-3.1-8B-Instruct", "tool-roundtrip"), "<|begin_of_text|>")
 	if got != want {
 		t.Errorf("tool round trip:\n got %q\nwant %q", got, want)
 	}
-	hidden := applyTemplate(t, fake, ModelOptions{}, strings.Replace(string(roundTrip), `"tools":`, `"tool_choice": "none", "tools":`, 1))
+	hidden := applyTemplate(t, fake, model.Options{}, strings.Replace(string(roundTrip), `"tools":`, `"tool_choice": "none", "tools":`, 1))
 	if strings.Contains(hidden, "search_flights") || !strings.Contains(got, "search_flights") {
 		t.Errorf("tool_choice none still shows the tools:\n%s", hidden)
 	}
@@ -125,11 +130,11 @@ func TestApplyTemplate(t *testing.T) {
 func TestTemplateKwargs(t *testing.T) {
 	qwen := realTemplate(t, "Qwen-Qwen3-0.6B")
 	const emptyThink = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
-	got := applyTemplate(t, qwen, ModelOptions{}, `{"chat_template_kwargs": {"enable_thinking": false}, `+kwargsConversation+`}`)
+	got := applyTemplate(t, qwen, model.Options{}, `{"chat_template_kwargs": {"enable_thinking": false}, `+kwargsConversation+`}`)
 	if want := expected(t, "Qwen-Qwen3-0.6B", "kwargs"); got != want || !strings.HasSuffix(got, emptyThink) {
 		t.Errorf("enable_thinking false:\n got %q\nwant %q", got, want)
 	}
-	server := ModelOptions{ChatTemplateKwargs: map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}}
+	server := model.Options{ChatTemplateKwargs: map[string]json.RawMessage{"enable_thinking": json.RawMessage("false")}}
 	if got := applyTemplate(t, qwen, server, `{`+kwargsConversation+`}`); !strings.HasSuffix(got, emptyThink) {
 		t.Errorf("server enable_thinking false: %q", got)
 	}
@@ -142,14 +147,14 @@ func TestTemplateKwargs(t *testing.T) {
 	gpt := realTemplate(t, "openai-gpt-oss-120b")
 	for effort, want := range map[string]string{`"reasoning_effort": "high", `: "Reasoning: high", "": "Reasoning: medium",
 		`"reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}, `: "Reasoning: low"} {
-		gpt.submitted = nil
-		serveWith(t, gpt, ModelOptions{}, (*API).ChatCompletions, `{`+effort+kwargsConversation+`}`)
-		if len(gpt.submitted) != 1 || !strings.Contains(gpt.submitted[0].Prompt, want+"\n") {
-			t.Errorf("%s: prompt lacks %q: %v", effort, want, gpt.submitted)
+		gpt.Submitted = nil
+		serveWith(t, gpt, model.Options{}, ChatCompletions, `{`+effort+kwargsConversation+`}`)
+		if len(gpt.Submitted) != 1 || !strings.Contains(gpt.Submitted[0].Prompt, want+"\n") {
+			t.Errorf("%s: prompt lacks %q: %v", effort, want, gpt.Submitted)
 		}
 	}
 	// Templates that do not read reasoning_effort do not get it.
-	if got := applyTemplate(t, qwen, ModelOptions{}, `{"reasoning_effort": "high", `+kwargsConversation+`}`); got != expected(t, "Qwen-Qwen3-0.6B", "kwargs")[:len(got)] || strings.Contains(got, "high") {
+	if got := applyTemplate(t, qwen, model.Options{}, `{"reasoning_effort": "high", `+kwargsConversation+`}`); got != expected(t, "Qwen-Qwen3-0.6B", "kwargs")[:len(got)] || strings.Contains(got, "high") {
 		t.Errorf("reasoning_effort reached a template that does not read it: %q", got)
 	}
 }
@@ -169,9 +174,9 @@ func TestTemplateKwargsBounds(t *testing.T) {
 		{`{"chat_template_kwargs": {` + strings.Join(many, ", ") + `}, "messages": [{"role": "user", "content": "x"}]}`, "chat_template_kwargs", "at most 64"},
 		{`{"reasoning_effort": "extreme", "messages": [{"role": "user", "content": "x"}]}`, "reasoning_effort", "must be one of"},
 	} {
-		for _, h := range []func(*API, http.ResponseWriter, *http.Request){(*API).ChatCompletions, (*API).ApplyTemplate} {
+		for _, h := range []func(*serving.Core, http.ResponseWriter, *http.Request){ChatCompletions, llamacpp.ApplyTemplate} {
 			fake := realTemplate(t, "Qwen-Qwen3-0.6B")
-			w := serveWith(t, fake, ModelOptions{}, h, tt.body)
+			w := serveWith(t, fake, model.Options{}, h, tt.body)
 			if w.Code != http.StatusBadRequest {
 				t.Errorf("%.80s: %d %s, want 400", tt.body, w.Code, w.Body)
 				continue
@@ -180,14 +185,14 @@ func TestTemplateKwargsBounds(t *testing.T) {
 			if e.Param == nil || *e.Param != tt.param || !strings.Contains(e.Message, tt.msg) {
 				t.Errorf("%.80s: param %v message %q, want %s and %q", tt.body, deref(e.Param), e.Message, tt.param, tt.msg)
 			}
-			if len(fake.submitted) != 0 {
+			if len(fake.Submitted) != 0 {
 				t.Errorf("%.80s: submitted", tt.body)
 			}
 		}
 	}
 	// 64 variables nested 16 deep are fine.
 	ok := `{"chat_template_kwargs": {` + strings.Join(many[:63], ", ") + `, "d": ` + strings.Repeat("[", 16) + strings.Repeat("]", 16) + `}, "messages": [{"role": "user", "content": "x"}]}`
-	applyTemplate(t, realTemplate(t, "Qwen-Qwen3-0.6B"), ModelOptions{}, ok)
+	applyTemplate(t, realTemplate(t, "Qwen-Qwen3-0.6B"), model.Options{}, ok)
 }
 
 func itoa(i int) string {
@@ -212,12 +217,12 @@ func TestOllamaThink(t *testing.T) {
 		{"openai-gpt-oss-120b", `"high"`, "<|start|>assistant", "Reasoning: medium"},
 	} {
 		fake := realTemplate(t, tt.template)
-		serveWith(t, fake, ModelOptions{}, (*API).OllamaChat, `{"think": `+tt.think+`, `+msgs+`}`)
-		if len(fake.submitted) != 1 {
+		serveWith(t, fake, model.Options{}, ollama.Chat, `{"think": `+tt.think+`, `+msgs+`}`)
+		if len(fake.Submitted) != 1 {
 			t.Errorf("%s think %s: nothing submitted", tt.template, tt.think)
 			continue
 		}
-		p := fake.submitted[0].Prompt
+		p := fake.Submitted[0].Prompt
 		if !strings.HasSuffix(p, tt.want) || tt.absent != "" && strings.Contains(p, tt.absent) {
 			t.Errorf("%s think %s: prompt ends %q, want %q and no %q", tt.template, tt.think, p[max(0, len(p)-80):], tt.want, tt.absent)
 		}
@@ -226,8 +231,8 @@ func TestOllamaThink(t *testing.T) {
 		}
 	}
 	fake := realTemplate(t, "Qwen-Qwen3-0.6B")
-	w := serveWith(t, fake, ModelOptions{}, (*API).OllamaChat, `{"think": "max", `+msgs+`}`)
-	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "'think' must be") || len(fake.submitted) != 0 {
+	w := serveWith(t, fake, model.Options{}, ollama.Chat, `{"think": "max", `+msgs+`}`)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "'think' must be") || len(fake.Submitted) != 0 {
 		t.Errorf("think \"max\": %d %s", w.Code, w.Body)
 	}
 }
@@ -236,26 +241,26 @@ func TestOllamaThink(t *testing.T) {
 // not work is refused at load, with its name and the template line, and
 // that one without a template gets ChatML.
 func TestModelTemplateErrors(t *testing.T) {
-	fake := newFake()
-	fake.info.Name = "broken-model"
-	fake.info.ChatTemplate = "{% for m in messages %}\n{{ m.content }\n{% endfor %}"
-	_, err := NewModel(fake, ModelOptions{})
+	fake := servetest.NewEngine()
+	fake.Model.Name = "broken-model"
+	fake.Model.ChatTemplate = "{% for m in messages %}\n{{ m.content }\n{% endfor %}"
+	_, err := model.New(fake, model.Options{})
 	if err == nil || !strings.Contains(err.Error(), "broken-model") || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("unparsable template: %v, want an error naming the model and line 2", err)
 	}
 	// firefunction-v2's template reads a variable nobody gives it.
 	fire := realTemplate(t, "fireworks-ai-llama-3-firefunction-v2")
-	fire.info.Name = "firefunction"
-	_, err = NewModel(fire, ModelOptions{})
+	fire.Model.Name = "firefunction"
+	_, err = model.New(fire, model.Options{})
 	if err == nil || !strings.Contains(err.Error(), "firefunction") || !strings.Contains(err.Error(), "'functions' is undefined") || !strings.Contains(err.Error(), "line ") {
 		t.Errorf("template that cannot render: %v", err)
 	}
 	// Replacing the template makes it load, and so does giving the
 	// variable it reads.
-	if _, err := NewModel(fire, ModelOptions{ChatTemplate: "llama3"}); err != nil {
+	if _, err := model.New(fire, model.Options{ChatTemplate: "llama3"}); err != nil {
 		t.Errorf("--chat-template over a broken template: %v", err)
 	}
-	withFunctions := ModelOptions{ChatTemplateKwargs: map[string]json.RawMessage{"functions": json.RawMessage(`"[]"`), "datetime": json.RawMessage(`"2026-11-21"`)}}
+	withFunctions := model.Options{ChatTemplateKwargs: map[string]json.RawMessage{"functions": json.RawMessage(`"[]"`), "datetime": json.RawMessage(`"2026-11-21"`)}}
 	if got := applyTemplate(t, fire, withFunctions, `{"messages": [{"role": "user", "content": "hi"}]}`); !strings.Contains(got, "hi<|eot_id|>") {
 		t.Errorf("firefunction with --chat-template-kwargs functions: %q", got)
 	}
@@ -263,21 +268,21 @@ func TestModelTemplateErrors(t *testing.T) {
 	if err := os.WriteFile(file, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := applyTemplate(t, fire, ModelOptions{ChatTemplateFile: file}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "[user]hi" {
+	if got := applyTemplate(t, fire, model.Options{ChatTemplateFile: file}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "[user]hi" {
 		t.Errorf("--chat-template-file: %q", got)
 	}
 	if err := os.WriteFile(file, []byte("ok\n{{ x + }}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewModel(newFake(), ModelOptions{ChatTemplateFile: file})
+	_, err = model.New(servetest.NewEngine(), model.Options{ChatTemplateFile: file})
 	if err == nil || !strings.Contains(err.Error(), "tiny") || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("bad template file: %v", err)
 	}
-	if _, err := NewModel(newFake(), ModelOptions{ChatTemplate: "chatml", ChatTemplateFile: file}); err == nil {
+	if _, err := model.New(servetest.NewEngine(), model.Options{ChatTemplate: "chatml", ChatTemplateFile: file}); err == nil {
 		t.Error("a built-in and a file together were accepted")
 	}
 	// No template at all: ChatML.
-	if got := applyTemplate(t, newFake(), ModelOptions{}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
+	if got := applyTemplate(t, servetest.NewEngine(), model.Options{}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" {
 		t.Errorf("no template: %q", got)
 	}
 }
@@ -287,7 +292,7 @@ func TestModelTemplateErrors(t *testing.T) {
 // v3.2's template concatenates tool-call arguments, which are an object.
 func TestTemplateRenderError(t *testing.T) {
 	fake := realTemplate(t, "meetkai-functionary-medium-v3.2")
-	w := serveWith(t, fake, ModelOptions{}, (*API).ChatCompletions, `{"messages": [
+	w := serveWith(t, fake, model.Options{}, ChatCompletions, `{"messages": [
 		{"role": "user", "content": "Weather?"},
 		{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
 		{"role": "tool", "tool_call_id": "c", "content": "22C"}]}`)

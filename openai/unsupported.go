@@ -3,6 +3,8 @@ package openai
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/corral-llm/corral/serving"
 )
 
 // Fields of OpenAI's API that corral knows but does not implement. A
@@ -21,20 +23,20 @@ type chatUnsupported struct {
 }
 
 // check refuses a field set to anything but what corral does anyway.
-func (u *chatUnsupported) check() *Error {
+func (u *chatUnsupported) check() *serving.Error {
 	switch {
-	case !isNull(u.Audio):
-		return invalid("audio", "'audio' output is not supported: corral serves text models")
+	case !serving.IsNull(u.Audio):
+		return serving.Invalid("audio", "'audio' output is not supported: corral serves text models")
 	case u.Modalities != nil && !slices.Equal(u.Modalities, []string{"text"}):
-		return invalid("modalities", "'modalities' other than [\"text\"] are not supported: corral serves text models")
-	case !isNull(u.Prediction):
-		return invalid("prediction", "'prediction' (predicted outputs) is not supported")
-	case !isNull(u.Functions):
-		return invalid("functions", "'functions' is not supported: send 'tools'")
-	case !isNull(u.FunctionCall):
-		return invalid("function_call", "'function_call' is not supported: send 'tool_choice'")
-	case !isNull(u.WebSearchOptions):
-		return invalid("web_search_options", "'web_search_options' is not supported: corral does not search the web")
+		return serving.Invalid("modalities", "'modalities' other than [\"text\"] are not supported: corral serves text models")
+	case !serving.IsNull(u.Prediction):
+		return serving.Invalid("prediction", "'prediction' (predicted outputs) is not supported")
+	case !serving.IsNull(u.Functions):
+		return serving.Invalid("functions", "'functions' is not supported: send 'tools'")
+	case !serving.IsNull(u.FunctionCall):
+		return serving.Invalid("function_call", "'function_call' is not supported: send 'tool_choice'")
+	case !serving.IsNull(u.WebSearchOptions):
+		return serving.Invalid("web_search_options", "'web_search_options' is not supported: corral does not search the web")
 	}
 	return nil
 }
@@ -47,14 +49,14 @@ type completionUnsupported struct {
 }
 
 // check refuses a field set to anything but what corral does anyway.
-func (u *completionUnsupported) check() *Error {
+func (u *completionUnsupported) check() *serving.Error {
 	switch {
 	case u.Echo:
-		return invalid("echo", "'echo' is not supported")
+		return serving.Invalid("echo", "'echo' is not supported")
 	case u.BestOf != nil && *u.BestOf != 1:
-		return invalid("best_of", "'best_of' must be 1: this server generates one choice per request")
+		return serving.Invalid("best_of", "'best_of' must be 1: this server generates one choice per request")
 	case u.Suffix != "":
-		return invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
+		return serving.Invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
 	}
 	return nil
 }

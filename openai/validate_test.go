@@ -12,19 +12,12 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/servetest"
+	"github.com/corral-llm/corral/llamacpp"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
-
-// serve runs one request through handler h of an API over fake, with
-// strict model names.
-func serve(t *testing.T, fake *fakeEngine, h func(*API, http.ResponseWriter, *http.Request), body string) *httptest.ResponseRecorder {
-	t.Helper()
-	a := strictAPI(t, fake)
-	w := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
-	h(a, w, r)
-	return w
-}
 
 // decodeEnvelope parses an error response, failing t when it is not one.
 func decodeEnvelope(t *testing.T, w *httptest.ResponseRecorder) wire.ErrorObject {
@@ -49,8 +42,8 @@ func deref(p *string) string {
 }
 
 func TestBadRequests(t *testing.T) {
-	type handler = func(*API, http.ResponseWriter, *http.Request)
-	chatH, complH, llamaH := (*API).ChatCompletions, (*API).Completions, (*API).Completion
+	type handler = func(*serving.Core, http.ResponseWriter, *http.Request)
+	chatH, complH, llamaH := ChatCompletions, Completions, llamacpp.Completion
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
 		name   string
@@ -85,8 +78,8 @@ func TestBadRequests(t *testing.T) {
 		{"max_completion_tokens", chatH, `{` + msgs + `,"max_completion_tokens":-3}`, 400, "max_completion_tokens", ""},
 		{"stop number", chatH, `{` + msgs + `,"stop":5}`, 400, "stop", ""},
 		{"stop mixed array", chatH, `{` + msgs + `,"stop":["a",1]}`, 400, "stop", ""},
-		{"stop too many", chatH, `{` + msgs + `,"stop":[` + strings.Repeat(`"x",`, MaxStops) + `"y"]}`, 400, "stop", ""},
-		{"stop too long", complH, `{"prompt":"a","stop":"` + strings.Repeat("x", MaxStopBytes+1) + `"}`, 400, "stop", ""},
+		{"stop too many", chatH, `{` + msgs + `,"stop":[` + strings.Repeat(`"x",`, serving.MaxStops) + `"y"]}`, 400, "stop", ""},
+		{"stop too long", complH, `{"prompt":"a","stop":"` + strings.Repeat("x", serving.MaxStopBytes+1) + `"}`, 400, "stop", ""},
 		{"n_probs too many", llamaH, `{"prompt":"a","n_probs":101}`, 400, "n_probs", ""},
 		{"n_probs negative", llamaH, `{"prompt":"a","n_probs":-1}`, 400, "n_probs", ""},
 		{"logit_bias key", chatH, `{` + msgs + `,"logit_bias":{"abc":1}}`, 400, "logit_bias", ""},
@@ -113,23 +106,23 @@ func TestBadRequests(t *testing.T) {
 		{"grammar and schema", llamaH, `{"prompt":"a","grammar":"root ::= \"a\"","json_schema":{"type":"string"}}`, 400, "json_schema", ""},
 		{"json_schema bad", llamaH, `{"prompt":"a","json_schema":{"type":7}}`, 400, "json_schema", ""},
 		{"llama prompt missing", llamaH, `{"n_predict":4}`, 400, "prompt", ""},
-		{"detokenize bad id", (*API).Detokenize, `{"tokens":[1,-1]}`, 400, "tokens", ""},
-		{"detokenize strings", (*API).Detokenize, `{"tokens":["a"]}`, 400, "tokens", ""},
-		{"tokenize number", (*API).Tokenize, `{"content":5}`, 400, "content", ""},
+		{"detokenize bad id", llamacpp.Detokenize, `{"tokens":[1,-1]}`, 400, "tokens", ""},
+		{"detokenize strings", llamacpp.Detokenize, `{"tokens":["a"]}`, 400, "tokens", ""},
+		{"tokenize number", llamacpp.Tokenize, `{"content":5}`, 400, "content", ""},
 		{"priority string", chatH, `{` + msgs + `,"priority":"high"}`, 400, "priority", ""},
 		{"priority huge", complH, `{"prompt":"a","priority":99999999}`, 400, "priority", ""},
 		{"priority fraction", llamaH, `{"prompt":"a","priority":1.5}`, 400, "priority", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := newFake()
-			w := serve(t, fake, tt.h, tt.body)
+			fake := servetest.NewEngine()
+			w := servetest.Serve(t, fake, tt.h, tt.body)
 			if w.Code != tt.status {
 				t.Fatalf("status %d, want %d; body %s", w.Code, tt.status, w.Body)
 			}
 			e := decodeEnvelope(t, w)
-			if e.Type != TypeInvalidRequest {
-				t.Errorf("type %q, want %q", e.Type, TypeInvalidRequest)
+			if e.Type != serving.TypeInvalidRequest {
+				t.Errorf("type %q, want %q", e.Type, serving.TypeInvalidRequest)
 			}
 			if deref(e.Param) != tt.param {
 				t.Errorf("param %q, want %q (message %q)", deref(e.Param), tt.param, e.Message)
@@ -140,15 +133,15 @@ func TestBadRequests(t *testing.T) {
 			if e.Message == "" {
 				t.Error("empty message")
 			}
-			if len(fake.submitted) != 0 {
-				t.Errorf("invalid request reached the engine: %+v", fake.submitted)
+			if len(fake.Submitted) != 0 {
+				t.Errorf("invalid request reached the engine: %+v", fake.Submitted)
 			}
 		})
 	}
 }
 
 func TestBodyTooLarge(t *testing.T) {
-	a, err := ForEngine(newFake(), ModelOptions{})
+	a, err := serving.ForEngine(servetest.NewEngine(), model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +149,7 @@ func TestBodyTooLarge(t *testing.T) {
 	body := `{"prompt":"` + strings.Repeat("x", 2000) + `"}`
 	r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
 	r.Body = http.MaxBytesReader(w, r.Body, 1000)
-	a.Completions(w, r)
+	Completions(a, w, r)
 	if w.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d, want 413; body %s", w.Code, w.Body)
 	}
@@ -174,23 +167,23 @@ func TestSubmitErrors(t *testing.T) {
 		param      string
 		retryAfter string
 	}{
-		{engine.ErrQueueFull, 503, TypeServer, "queue_full", "", "1"},
-		{engine.ErrQueueTimeout, 503, TypeServer, "queue_timeout", "", "1"},
-		{engine.ErrClosed, 503, TypeServer, "unavailable", "", "1"},
-		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
-		{engine.ErrEmptyPrompt, 400, TypeInvalidRequest, "", "prompt", ""},
-		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, TypeInvalidRequest, "", "prompt", ""},
-		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, TypeInvalidRequest, "", "prompt", ""},
-		{engine.ErrBadSlot, 400, TypeInvalidRequest, "", "id_slot", ""},
-		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, TypeInvalidRequest, "", "grammar", ""},
-		{fmt.Errorf("%w: %w", engine.ErrGrammar, &engine.UnsatisfiableError{Reason: "no token writes {"}), 400, TypeInvalidRequest, "grammar_unsatisfiable", "grammar", ""},
-		{errors.New("disk on fire"), 500, TypeServer, "", "", ""},
+		{engine.ErrQueueFull, 503, serving.TypeServer, "queue_full", "", "1"},
+		{engine.ErrQueueTimeout, 503, serving.TypeServer, "queue_timeout", "", "1"},
+		{engine.ErrClosed, 503, serving.TypeServer, "unavailable", "", "1"},
+		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, serving.TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
+		{engine.ErrEmptyPrompt, 400, serving.TypeInvalidRequest, "", "prompt", ""},
+		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, serving.TypeInvalidRequest, "", "prompt", ""},
+		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, serving.TypeInvalidRequest, "", "prompt", ""},
+		{engine.ErrBadSlot, 400, serving.TypeInvalidRequest, "", "id_slot", ""},
+		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, serving.TypeInvalidRequest, "", "grammar", ""},
+		{fmt.Errorf("%w: %w", engine.ErrGrammar, &engine.UnsatisfiableError{Reason: "no token writes {"}), 400, serving.TypeInvalidRequest, "grammar_unsatisfiable", "grammar", ""},
+		{errors.New("disk on fire"), 500, serving.TypeServer, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {
-			fake := newFake()
-			fake.submitErr = tt.err
-			w := serve(t, fake, (*API).Completion, `{"prompt":"hello"}`)
+			fake := servetest.NewEngine()
+			fake.SubmitErr = tt.err
+			w := servetest.Serve(t, fake, llamacpp.Completion, `{"prompt":"hello"}`)
 			if w.Code != tt.status {
 				t.Fatalf("status %d, want %d", w.Code, tt.status)
 			}
@@ -207,8 +200,8 @@ func TestSubmitErrors(t *testing.T) {
 
 // TestChatRequest checks the engine request built from a valid chat body.
 func TestChatRequest(t *testing.T) {
-	fake := newFake()
-	serve(t, fake, (*API).ChatCompletions, `{
+	fake := servetest.NewEngine()
+	servetest.Serve(t, fake, ChatCompletions, `{
 		"model": "tiny",
 		"messages": [{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],
 		"max_tokens": 7, "max_completion_tokens": 9,
@@ -219,10 +212,10 @@ func TestChatRequest(t *testing.T) {
 		"stream_options": {"include_usage": true},
 		"some_future_field": {"ignored": true}
 	}`)
-	if len(fake.submitted) != 1 {
-		t.Fatalf("submitted %d requests, want 1", len(fake.submitted))
+	if len(fake.Submitted) != 1 {
+		t.Fatalf("submitted %d requests, want 1", len(fake.Submitted))
 	}
-	got := fake.submitted[0]
+	got := fake.Submitted[0]
 	want := engine.Request{
 		Prompt:       "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
 		AddSpecial:   true,
@@ -248,35 +241,35 @@ func TestChatRequest(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	tests := []struct {
 		name string
-		h    func(*API, http.ResponseWriter, *http.Request)
+		h    func(*serving.Core, http.ResponseWriter, *http.Request)
 		body string
 		want engine.Request
 	}{
-		{"completions string", (*API).Completions, `{"prompt":"Once"}`,
+		{"completions string", Completions, `{"prompt":"Once"}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
-		{"completions one string", (*API).Completions, `{"prompt":["Once"],"stop":["a","","b"]}`,
+		{"completions one string", Completions, `{"prompt":["Once"],"stop":["a","","b"]}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true, Stop: []string{"a", "b"}}},
-		{"completions tokens", (*API).Completions, `{"prompt":[1,5,9]}`,
+		{"completions tokens", Completions, `{"prompt":[1,5,9]}`,
 			engine.Request{Tokens: []int32{1, 5, 9}, AddSpecial: true, ParseSpecial: true}},
-		{"completions nested tokens", (*API).Completions, `{"prompt":[[1,5]]}`,
+		{"completions nested tokens", Completions, `{"prompt":[[1,5]]}`,
 			engine.Request{Tokens: []int32{1, 5}, AddSpecial: true, ParseSpecial: true}},
-		{"llama defaults", (*API).Completion, `{"prompt":"Once","n_predict":-1}`,
+		{"llama defaults", llamacpp.Completion, `{"prompt":"Once","n_predict":-1}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
-		{"llama options", (*API).Completion, `{"prompt":"Once","n_predict":12,"cache_prompt":false,"id_slot":2,"grammar":"root ::= \"a\"","repeat_last_n":-1,"logit_bias":[[3,-1]]}`,
+		{"llama options", llamacpp.Completion, `{"prompt":"Once","n_predict":12,"cache_prompt":false,"id_slot":2,"grammar":"root ::= \"a\"","repeat_last_n":-1,"logit_bias":[[3,-1]]}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true, MaxTokens: 12, NoCachePrompt: true,
 				PinSlot: true, SlotID: 2, Grammar: `root ::= "a"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := newFake()
-			serve(t, fake, tt.h, tt.body)
-			if len(fake.submitted) != 1 {
-				t.Fatalf("submitted %d requests, want 1", len(fake.submitted))
+			fake := servetest.NewEngine()
+			servetest.Serve(t, fake, tt.h, tt.body)
+			if len(fake.Submitted) != 1 {
+				t.Fatalf("submitted %d requests, want 1", len(fake.Submitted))
 			}
-			got := fake.submitted[0]
+			got := fake.Submitted[0]
 			// Sampling defaults are checked once, below.
-			wantS := engine.Sampling{Temperature: defaultTemperature, TopK: defaultTopK, TopP: defaultTopP, MinP: defaultMinP,
-				RepeatLastN: defaultRepeatLastN, Seed: -1}
+			wantS := engine.Sampling{Temperature: serving.DefaultTemperature, TopK: serving.DefaultTopK, TopP: serving.DefaultTopP, MinP: serving.DefaultMinP,
+				RepeatLastN: serving.DefaultRepeatLastN, Seed: -1}
 			if tt.name == "llama options" {
 				wantS.RepeatLastN = 64 // -1: the slot context of the fake
 				wantS.LogitBias = map[int32]float32{3: -1}
@@ -293,27 +286,27 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestResponseFormatGrammar(t *testing.T) {
-	fake := newFake()
-	serve(t, fake, (*API).ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`)
-	serve(t, fake, (*API).ChatCompletions, `{"messages":[{"role":"user","content":"x"}],
+	fake := servetest.NewEngine()
+	servetest.Serve(t, fake, ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`)
+	servetest.Serve(t, fake, ChatCompletions, `{"messages":[{"role":"user","content":"x"}],
 		"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}}`)
-	serve(t, fake, (*API).ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`)
-	if len(fake.submitted) != 3 {
-		t.Fatalf("submitted %d requests, want 3", len(fake.submitted))
+	servetest.Serve(t, fake, ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`)
+	if len(fake.Submitted) != 3 {
+		t.Fatalf("submitted %d requests, want 3", len(fake.Submitted))
 	}
-	if g := fake.submitted[0].Grammar; g == "" || !strings.Contains(g, "root ::=") {
+	if g := fake.Submitted[0].Grammar; g == "" || !strings.Contains(g, "root ::=") {
 		t.Errorf("json_object grammar %q", g)
 	}
-	if g := fake.submitted[1].Grammar; !strings.Contains(g, `\"a\"`) {
+	if g := fake.Submitted[1].Grammar; !strings.Contains(g, `\"a\"`) {
 		t.Errorf("json_schema grammar does not mention property a:\n%s", g)
 	}
-	if g := fake.submitted[2].Grammar; g != "" {
+	if g := fake.Submitted[2].Grammar; g != "" {
 		t.Errorf("text format got grammar %q", g)
 	}
 }
 
 func TestUnknownChatTemplate(t *testing.T) {
-	if _, err := ForEngine(newFake(), ModelOptions{ChatTemplate: "nonesuch"}); err == nil {
+	if _, err := serving.ForEngine(servetest.NewEngine(), model.Options{ChatTemplate: "nonesuch"}); err == nil {
 		t.Fatal("New accepted an unknown chat template")
 	}
 }
@@ -321,12 +314,12 @@ func TestUnknownChatTemplate(t *testing.T) {
 // TestSamplingBounds: seed 0 is a seed, not "random"; top_k and
 // repeat_last_n beyond what the model has are clamped, never passed on.
 func TestSamplingBounds(t *testing.T) {
-	fake := newFake()
-	serve(t, fake, (*API).Completion, `{"prompt":"a","seed":0,"top_k":1000000000,"repeat_last_n":2000000000,"repeat_penalty":1.1}`)
-	if len(fake.submitted) != 1 {
-		t.Fatalf("submitted %d requests, want 1", len(fake.submitted))
+	fake := servetest.NewEngine()
+	servetest.Serve(t, fake, llamacpp.Completion, `{"prompt":"a","seed":0,"top_k":1000000000,"repeat_last_n":2000000000,"repeat_penalty":1.1}`)
+	if len(fake.Submitted) != 1 {
+		t.Fatalf("submitted %d requests, want 1", len(fake.Submitted))
 	}
-	s := fake.submitted[0].Sampling
+	s := fake.Submitted[0].Sampling
 	info := fake.Info()
 	if s.Seed != 0 || s.TopK != info.VocabSize || s.RepeatLastN != info.SlotCtx {
 		t.Fatalf("seed %d, top_k %d, repeat_last_n %d; want 0, %d (the vocabulary), %d (the slot context)",
@@ -350,17 +343,17 @@ func TestPriority(t *testing.T) {
 		{`{"prompt":"a"}`, "99999999", 400, 0},
 	}
 	for _, tt := range tests {
-		fake := newFake()
-		a, err := ForEngine(fake, ModelOptions{})
+		fake := servetest.NewEngine()
+		a, err := serving.ForEngine(fake, model.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
 		if tt.header != "" {
-			r.Header.Set(PriorityHeader, tt.header)
+			r.Header.Set(serving.PriorityHeader, tt.header)
 		}
-		a.Completions(w, r)
+		Completions(a, w, r)
 		if w.Code != tt.status {
 			t.Errorf("%s with header %q: status %d, want %d; %s", tt.body, tt.header, w.Code, tt.status, w.Body)
 			continue
@@ -371,8 +364,8 @@ func TestPriority(t *testing.T) {
 			}
 			continue
 		}
-		if len(fake.submitted) != 1 || fake.submitted[0].Priority != tt.want {
-			t.Errorf("%s with header %q: submitted %+v, want priority %d", tt.body, tt.header, fake.submitted, tt.want)
+		if len(fake.Submitted) != 1 || fake.Submitted[0].Priority != tt.want {
+			t.Errorf("%s with header %q: submitted %+v, want priority %d", tt.body, tt.header, fake.Submitted, tt.want)
 		}
 	}
 }
@@ -380,16 +373,16 @@ func TestPriority(t *testing.T) {
 // With one model and names not strict, a request naming another model is
 // served by it, as llama-server does.
 func TestOneModelServesAnyName(t *testing.T) {
-	fake := newFake()
-	a, err := ForEngine(fake, ModelOptions{})
+	fake := servetest.NewEngine()
+	a, err := serving.ForEngine(fake, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"model":"gpt-9","prompt":"a"}`))
-	a.Completions(w, r)
-	if w.Code != http.StatusServiceUnavailable || len(fake.submitted) != 1 {
-		t.Fatalf("status %d, %d submitted; want the fake's 503 after 1 submission", w.Code, len(fake.submitted))
+	Completions(a, w, r)
+	if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 {
+		t.Fatalf("status %d, %d submitted; want the fake's 503 after 1 submission", w.Code, len(fake.Submitted))
 	}
 }
 
@@ -410,7 +403,7 @@ func TestKeepAliveField(t *testing.T) {
 		{`"soon"`, 0, false},
 		{`true`, 0, false},
 	} {
-		var k KeepAlive
+		var k serving.KeepAlive
 		err := k.UnmarshalJSON([]byte(tt.json))
 		if (err == nil) != tt.ok || (tt.ok && k.Duration != tt.want) {
 			t.Errorf("%s: got %v, %v; want %v (ok %v)", tt.json, k.Duration, err, tt.want, tt.ok)
@@ -423,24 +416,24 @@ func TestKeepAliveField(t *testing.T) {
 func TestUnsupportedFields(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"Hi"}]`
 	for _, tt := range []struct {
-		h     func(*API, http.ResponseWriter, *http.Request)
+		h     func(*serving.Core, http.ResponseWriter, *http.Request)
 		body  string
 		param string // "" when the request passes validation (the fake then answers 503)
 	}{
-		{(*API).ChatCompletions, `{` + msgs + `,"audio":{"voice":"alloy","format":"wav"}}`, "audio"},
-		{(*API).ChatCompletions, `{` + msgs + `,"modalities":["text","audio"]}`, "modalities"},
-		{(*API).ChatCompletions, `{` + msgs + `,"modalities":["text"]}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"prediction":{"type":"content","content":"x"}}`, "prediction"},
-		{(*API).ChatCompletions, `{` + msgs + `,"functions":[{"name":"f"}]}`, "functions"},
-		{(*API).ChatCompletions, `{` + msgs + `,"function_call":"auto"}`, "function_call"},
-		{(*API).ChatCompletions, `{` + msgs + `,"web_search_options":{}}`, "web_search_options"},
-		{(*API).ChatCompletions, `{` + msgs + `,"vendor_extension":{"x":1},"user":"u","store":false}`, ""},
-		{(*API).Completions, `{"prompt":"a","echo":true}`, "echo"},
-		{(*API).Completions, `{"prompt":"a","best_of":3}`, "best_of"},
-		{(*API).Completions, `{"prompt":"a","best_of":1}`, ""},
-		{(*API).Completions, `{"prompt":"a","suffix":"end"}`, "suffix"},
+		{ChatCompletions, `{` + msgs + `,"audio":{"voice":"alloy","format":"wav"}}`, "audio"},
+		{ChatCompletions, `{` + msgs + `,"modalities":["text","audio"]}`, "modalities"},
+		{ChatCompletions, `{` + msgs + `,"modalities":["text"]}`, ""},
+		{ChatCompletions, `{` + msgs + `,"prediction":{"type":"content","content":"x"}}`, "prediction"},
+		{ChatCompletions, `{` + msgs + `,"functions":[{"name":"f"}]}`, "functions"},
+		{ChatCompletions, `{` + msgs + `,"function_call":"auto"}`, "function_call"},
+		{ChatCompletions, `{` + msgs + `,"web_search_options":{}}`, "web_search_options"},
+		{ChatCompletions, `{` + msgs + `,"vendor_extension":{"x":1},"user":"u","store":false}`, ""},
+		{Completions, `{"prompt":"a","echo":true}`, "echo"},
+		{Completions, `{"prompt":"a","best_of":3}`, "best_of"},
+		{Completions, `{"prompt":"a","best_of":1}`, ""},
+		{Completions, `{"prompt":"a","suffix":"end"}`, "suffix"},
 	} {
-		w := serve(t, newFake(), tt.h, tt.body)
+		w := servetest.Serve(t, servetest.NewEngine(), tt.h, tt.body)
 		if tt.param == "" {
 			if w.Code != http.StatusServiceUnavailable {
 				t.Errorf("%s: %d %s; want it accepted (the fake's 503)", tt.body, w.Code, w.Body)
@@ -459,26 +452,26 @@ func TestUnsupportedFields(t *testing.T) {
 func TestLogprobsFields(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"Hi"}]`
 	for _, tt := range []struct {
-		h     func(*API, http.ResponseWriter, *http.Request)
+		h     func(*serving.Core, http.ResponseWriter, *http.Request)
 		body  string
 		param string // "" when the request passes validation (the fake then answers 503)
 	}{
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":20}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":0}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"top_logprobs":0}`, ""},
-		{(*API).ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":false,"top_logprobs":3}`, "top_logprobs"},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
-		{(*API).ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":-1}`, "top_logprobs"},
-		{(*API).Completions, `{"prompt":"a","logprobs":0}`, ""},
-		{(*API).Completions, `{"prompt":"a","logprobs":5}`, ""},
-		{(*API).Completions, `{"prompt":"a","logprobs":null}`, ""},
-		{(*API).Completions, `{"prompt":"a","logprobs":6}`, "logprobs"},
-		{(*API).Completions, `{"prompt":"a","logprobs":-1}`, "logprobs"},
+		{ChatCompletions, `{` + msgs + `,"logprobs":true}`, ""},
+		{ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
+		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":20}`, ""},
+		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":0}`, ""},
+		{ChatCompletions, `{` + msgs + `,"top_logprobs":0}`, ""},
+		{ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
+		{ChatCompletions, `{` + msgs + `,"logprobs":false,"top_logprobs":3}`, "top_logprobs"},
+		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
+		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":-1}`, "top_logprobs"},
+		{Completions, `{"prompt":"a","logprobs":0}`, ""},
+		{Completions, `{"prompt":"a","logprobs":5}`, ""},
+		{Completions, `{"prompt":"a","logprobs":null}`, ""},
+		{Completions, `{"prompt":"a","logprobs":6}`, "logprobs"},
+		{Completions, `{"prompt":"a","logprobs":-1}`, "logprobs"},
 	} {
-		w := serve(t, newFake(), tt.h, tt.body)
+		w := servetest.Serve(t, servetest.NewEngine(), tt.h, tt.body)
 		if tt.param == "" {
 			if w.Code != http.StatusServiceUnavailable {
 				t.Errorf("%s: %d %s; want it accepted (the fake's 503)", tt.body, w.Code, w.Body)
@@ -488,6 +481,32 @@ func TestLogprobsFields(t *testing.T) {
 		e := decodeEnvelope(t, w)
 		if w.Code != http.StatusBadRequest || e.Param == nil || *e.Param != tt.param || !strings.Contains(e.Message, tt.param) {
 			t.Errorf("%s: %d %s; want 400 naming %s", tt.body, w.Code, w.Body, tt.param)
+		}
+	}
+}
+
+func TestReasoningParams(t *testing.T) {
+	n := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		p     serving.ReasoningParams
+		want  *int
+		param string
+	}{
+		{serving.ReasoningParams{}, nil, ""},
+		{serving.ReasoningParams{ThinkingBudget: n(64)}, n(64), ""},
+		{serving.ReasoningParams{MaxReasoningTokens: n(0)}, n(0), ""},
+		{serving.ReasoningParams{ThinkingBudget: n(-1)}, n(-1), ""},
+		{serving.ReasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(8)}, n(8), ""},
+		{serving.ReasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(9)}, nil, "max_reasoning_tokens"},
+		{serving.ReasoningParams{MaxReasoningTokens: n(-2)}, nil, "max_reasoning_tokens"},
+		{serving.ReasoningParams{ThinkingBudget: n(-5)}, nil, "thinking_budget"},
+	} {
+		got, e := tc.p.Budget()
+		switch {
+		case tc.param != "" && (e == nil || e.Param != tc.param || e.Status != 400):
+			t.Errorf("%+v: error %v, want one naming %s", tc.p, e, tc.param)
+		case tc.param == "" && (e != nil || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want):
+			t.Errorf("%+v: %v, %v", tc.p, got, e)
 		}
 	}
 }

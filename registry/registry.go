@@ -65,7 +65,7 @@ type Spec struct {
 	// instead of the one the chat template implies ("" for that one).
 	ToolFormat string
 	// ReasoningFormat and ReasoningBudget say how the model's reasoning
-	// is read and bounded (see openai.ModelOptions).
+	// is read and bounded (see model.Options).
 	ReasoningFormat string
 	ReasoningBudget *int
 	// KeepAlive is how long the model stays loaded while idle; nil means

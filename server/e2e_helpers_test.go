@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
+
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/wire"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -56,12 +58,12 @@ func startModel(t *testing.T, model string, cfg engine.Config) *testServer {
 // loopback listener), wrap nil meaning the listener itself.
 func startListener(t *testing.T, model string, ecfg engine.Config, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
 	t.Helper()
-	return startOptions(t, model, ecfg, openai.ModelOptions{}, scfg, wrap)
+	return startOptions(t, model, ecfg, servedmodel.Options{}, scfg, wrap)
 }
 
 // startOptions is startListener with the model's options (chat template,
 // tool-call format).
-func startOptions(t *testing.T, model string, ecfg engine.Config, mopt openai.ModelOptions, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
+func startOptions(t *testing.T, model string, ecfg engine.Config, mopt servedmodel.Options, scfg Config, wrap func(net.Listener) net.Listener) (*testServer, *Server) {
 	t.Helper()
 	ecfg.ModelPath = model
 	if !filepath.IsAbs(model) {
@@ -80,14 +82,14 @@ func startOptions(t *testing.T, model string, ecfg engine.Config, mopt openai.Mo
 		log, _ = newLogger()
 	}
 	mopt.Logger = log
-	api, err := openai.ForEngine(eng, mopt)
+	api, err := serving.ForEngine(eng, mopt)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	scfg.Logger = log
 	s := New(scfg)
-	s.SetAPI(api)
+	s.SetCore(api)
 	ts := serveTest(t, s, wrap, eng.Close)
 	ts.info = eng.Info()
 	return ts, s

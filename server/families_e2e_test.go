@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	servedmodel "github.com/corral-llm/corral/model"
+
 	ollama "github.com/ollama/ollama/api"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -20,7 +22,6 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
 	"github.com/corral-llm/corral/wire"
@@ -59,18 +60,18 @@ type familyModel struct {
 // tools, and firefunction-v2's prints the variables functions and
 // datetime that its callers set. These come in as the model's template
 // without that check.
-var templateOptions = map[string]func(src string) (openai.ModelOptions, error){
+var templateOptions = map[string]func(src string) (servedmodel.Options, error){
 	"CohereForAI-c4ai-command-r-plus-tool_use.jinja": uncheckedTemplate,
-	"fireworks-ai-llama-3-firefunction-v2.jinja": func(src string) (openai.ModelOptions, error) {
+	"fireworks-ai-llama-3-firefunction-v2.jinja": func(src string) (servedmodel.Options, error) {
 		o, err := uncheckedTemplate(src)
 		o.ChatTemplateKwargs = map[string]json.RawMessage{"functions": json.RawMessage(`""`), "datetime": json.RawMessage(`"2026-01-01"`)}
 		return o, err
 	},
 }
 
-func uncheckedTemplate(src string) (openai.ModelOptions, error) {
+func uncheckedTemplate(src string) (servedmodel.Options, error) {
 	tpl, err := chat.Parse(src)
-	return openai.ModelOptions{Template: tpl}, err
+	return servedmodel.Options{Template: tpl}, err
 }
 
 // thinkKwargs are the template variables tried, in order, to make a
@@ -198,7 +199,7 @@ func TestFamiliesEndToEnd(t *testing.T) {
 		t.Run(strings.TrimSuffix(m.file, ".jinja"), func(t *testing.T) {
 			t.Parallel()
 			path := testsynth.Template(t, m.src, m.specialMarkers())
-			var opt openai.ModelOptions
+			var opt servedmodel.Options
 			if o := templateOptions[m.file]; o != nil {
 				var err error
 				if opt, err = o(m.src); err != nil {

@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
+
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -38,7 +40,7 @@ func spec(t *testing.T, id, model string, slots int) registry.Spec {
 // modelServer is a server over a registry of real models.
 type modelServer struct {
 	*testServer
-	reg *openai.Registry
+	reg *serving.Registry
 	srv *Server
 }
 
@@ -52,12 +54,12 @@ func startModels(t *testing.T, rcfg registry.Config, specs ...registry.Spec) *mo
 	for i := range specs {
 		specs[i].Engine.CPU = cpu
 	}
-	reg, err := registry.New(rcfg, specs, openai.Loader(log))
+	reg, err := registry.New(rcfg, specs, servedmodel.Loader(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := New(Config{Logger: log})
-	s.SetAPI(openai.New(reg, openai.Options{Logger: log}))
+	s.SetCore(serving.New(reg, serving.Options{Logger: log}))
 	ts := serveTest(t, s, nil, func() error {
 		err := reg.Close()
 		if u := reg.Budget().Used(); u != 0 {

@@ -12,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
+
 	ollama "github.com/ollama/ollama/api"
+
+	corralollama "github.com/corral-llm/corral/ollama"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -36,13 +40,13 @@ func startRegistry(t *testing.T, scfg Config) (*testServer, *ollama.Client) {
 		Parallel:  2,
 	}}
 	rcfg := registry.Config{StrictNames: true, KeepAlive: registry.DefaultKeepAlive, Estimate: registry.EstimateFromFile, Logger: log}
-	reg, err := registry.New(rcfg, []registry.Spec{spec}, openai.Loader(log))
+	reg, err := registry.New(rcfg, []registry.Spec{spec}, servedmodel.Loader(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	scfg.Logger = log
 	s := New(scfg)
-	s.SetAPI(openai.New(reg, openai.Options{Logger: log}))
+	s.SetCore(serving.New(reg, serving.Options{Logger: log}))
 	ts := serveTest(t, s, nil, reg.Close)
 	base, err := url.Parse(ts.url)
 	if err != nil {
@@ -418,7 +422,7 @@ func TestOllamaModels(t *testing.T) {
 	}
 
 	v, err := c.Version(ctx)
-	if err != nil || v != openai.OllamaAPIVersion {
+	if err != nil || v != corralollama.APIVersion {
 		t.Errorf("/api/version: %q, %v", v, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	servedmodel "github.com/corral-llm/corral/model"
+
 	ollama "github.com/ollama/ollama/api"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -15,7 +17,6 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -42,7 +43,7 @@ const thinkTemplate = `{%- for m in messages %}<|im_start|>{{ m.role }}
 {% endif %}`
 
 // startThinking serves stories260K with thinkTemplate and opt.
-func startThinking(t *testing.T, opt openai.ModelOptions) *testServer {
+func startThinking(t *testing.T, opt servedmodel.Options) *testServer {
 	t.Helper()
 	tpl, err := chat.Parse(thinkTemplate)
 	if err != nil {
@@ -150,12 +151,12 @@ func checkNoMarkup(t *testing.T, how string, a answer) {
 func TestReasoningBudgetSplitsAnswer(t *testing.T) {
 	eight := 8
 	for name, tc := range map[string]struct {
-		opt   openai.ModelOptions
+		opt   servedmodel.Options
 		extra map[string]any
 	}{
 		"thinking_budget":      {extra: map[string]any{"thinking_budget": 8}},
 		"max_reasoning_tokens": {extra: map[string]any{"max_reasoning_tokens": 8}},
-		"the server's budget":  {opt: openai.ModelOptions{ReasoningBudget: &eight}},
+		"the server's budget":  {opt: servedmodel.Options{ReasoningBudget: &eight}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// Each greedy answer from a fresh server (see TestSDKChat).
@@ -173,7 +174,7 @@ func TestReasoningBudgetSplitsAnswer(t *testing.T) {
 	}
 	// The budget bounds the reasoning alone: a longer one leaves less of
 	// max_tokens to the content.
-	ts := startThinking(t, openai.ModelOptions{})
+	ts := startThinking(t, servedmodel.Options{})
 	short := wholeAnswer(t, ts, thinkRequest(map[string]any{"thinking_budget": 4}))
 	long := wholeAnswer(t, ts, thinkRequest(map[string]any{"thinking_budget": 20}))
 	if len(long.reasoning) <= len(short.reasoning) || len(long.content) >= len(short.content) {
@@ -193,7 +194,7 @@ func TestReasoningBudgetSplitsAnswer(t *testing.T) {
 // --reasoning-format none keeps the reasoning in the content, markers and
 // all, as llama-server's does.
 func TestReasoningFormatNone(t *testing.T) {
-	ts := startThinking(t, openai.ModelOptions{ReasoningFormat: "none"})
+	ts := startThinking(t, servedmodel.Options{ReasoningFormat: "none"})
 	a := wholeAnswer(t, ts, thinkRequest(map[string]any{"thinking_budget": 8}))
 	if a.reasoning != "" || strings.Count(a.content, "</think>") != 1 {
 		t.Fatalf("none: %+v", a)
@@ -212,13 +213,13 @@ func TestReasoningThenToolCall(t *testing.T) {
 	body := func() map[string]any {
 		return toolRequest(named, map[string]any{"thinking_budget": 6, "max_tokens": 120})
 	}
-	whole := wholeAnswer(t, startThinking(t, openai.ModelOptions{}), body())
+	whole := wholeAnswer(t, startThinking(t, servedmodel.Options{}), body())
 	checkNoMarkup(t, "whole", whole)
 	if whole.reasoning == "" || whole.content != "" || len(whole.calls) != 1 || whole.finish != "tool_calls" {
 		t.Fatalf("whole: %+v", whole)
 	}
 	checkCall(t, whole.calls[0])
-	streamed := streamAnswer(t, startThinking(t, openai.ModelOptions{}), body())
+	streamed := streamAnswer(t, startThinking(t, servedmodel.Options{}), body())
 	checkNoMarkup(t, "streamed", streamed)
 	if streamed.reasoning != whole.reasoning || streamed.content != "" || len(streamed.calls) != 1 ||
 		streamed.calls[0].Function != whole.calls[0].Function || streamed.finish != "tool_calls" {
@@ -230,7 +231,7 @@ func TestReasoningThenToolCall(t *testing.T) {
 		map[string]any{"role": "assistant", "content": nil, "reasoning_content": whole.reasoning, "tool_calls": whole.calls},
 		map[string]any{"role": "tool", "tool_call_id": whole.calls[0].ID, "content": "sunny"},
 	}
-	ts := startThinking(t, openai.ModelOptions{})
+	ts := startThinking(t, servedmodel.Options{})
 	next := wholeAnswer(t, ts, toolRequest("auto", map[string]any{"messages": msgs, "max_tokens": 4}))
 	if next.finish == "" {
 		t.Fatalf("second turn: %+v", next)
@@ -247,7 +248,7 @@ func TestSDKReasoning(t *testing.T) {
 		Temperature: oai.Float(0),
 	}
 	budget := option.WithJSONSet("thinking_budget", 8)
-	client := sdkClient(startThinking(t, openai.ModelOptions{}))
+	client := sdkClient(startThinking(t, servedmodel.Options{}))
 	c, err := client.Chat.Completions.New(context.Background(), params, budget, ignoreEOS)
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +261,7 @@ func TestSDKReasoning(t *testing.T) {
 	if reasoning == "" || content == "" || strings.Contains(content+reasoning, "think>") {
 		t.Fatalf("whole: reasoning %q content %q", reasoning, content)
 	}
-	client = sdkClient(startThinking(t, openai.ModelOptions{}))
+	client = sdkClient(startThinking(t, servedmodel.Options{}))
 	stream := client.Chat.Completions.NewStreaming(context.Background(), params, budget, ignoreEOS)
 	var r, text strings.Builder
 	for stream.Next() {
@@ -290,7 +291,7 @@ func TestSDKReasoning(t *testing.T) {
 // format's call object), whole and streamed, and /api/generate.
 func TestOllamaThinking(t *testing.T) {
 	start := func() *ollama.Client {
-		ts := startThinking(t, openai.ModelOptions{ToolFormat: "json"})
+		ts := startThinking(t, servedmodel.Options{ToolFormat: "json"})
 		base, err := url.Parse(ts.url)
 		if err != nil {
 			t.Fatal(err)

@@ -12,12 +12,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/llamacpp"
+	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
 	"github.com/corral-llm/corral/web"
 )
@@ -46,7 +50,7 @@ type Config struct {
 	// not http.Server's ReadTimeout, which would also cut responses that
 	// stream for longer.
 	BodyTimeout time.Duration
-	// KeepAlive and WriteTimeout tune responses; see openai.StreamConfig
+	// KeepAlive and WriteTimeout tune responses; see serving.StreamConfig
 	// (0: its defaults, 15s and 30s).
 	KeepAlive, WriteTimeout time.Duration
 	// ShutdownTimeout is how long Serve lets in-flight requests finish
@@ -59,21 +63,21 @@ type Config struct {
 	// TLS, when set, makes Serve speak HTTPS (and HTTP/2) with it.
 	TLS *tls.Config
 	// PublicMetrics lets /metrics through without a key (a scraper that
-	// sends none; see openai.Options.MetricsPublic).
+	// sends none; see serving.Options.MetricsPublic).
 	PublicMetrics bool
 }
 
 // RequestIDHeader carries the request id (see gate.RequestIDHeader).
 const RequestIDHeader = gate.RequestIDHeader
 
-// Server serves the API. Until SetAPI is called it is "loading": /health
+// Server serves the API. Until SetCore is called it is "loading": /health
 // answers 503 {"status":"loading"} and API routes a 503 error. After Drain
 // it is "draining": /health answers 503 {"status":"draining"} and the
 // engine admits no more requests.
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
-	api      atomic.Pointer[openai.API]
+	core     atomic.Pointer[serving.Core]
 	draining atomic.Bool
 	drained  chan struct{} // closed by Drain: live streams end
 	handler  http.Handler
@@ -142,28 +146,33 @@ func quiet(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path 
 // writeGateError writes a refusal of the gate in the shape of the API r
 // was sent to.
 func writeGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
-	typ := openai.TypeInvalidRequest
+	typ := serving.TypeInvalidRequest
 	if e.Status >= 500 {
-		typ = openai.TypeServer
+		typ = serving.TypeServer
 	}
-	openai.WriteErrorFor(w, r, &openai.Error{Status: e.Status, Type: typ, Code: e.Code, Message: e.Message})
+	se := &serving.Error{Status: e.Status, Type: typ, Code: e.Code, Message: e.Message}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		ollama.WriteError(w, se) // Ollama's shape
+		return
+	}
+	serving.WriteError(w, se)
 }
 
 // prepare gives the API's handlers their request log record and stream
 // settings, and the request's log line what the record holds.
 func (s *Server) prepare(r *http.Request) (*http.Request, func() []slog.Attr) {
-	rec := new(openai.RequestLog)
-	ctx := openai.WithRequestLog(r.Context(), rec)
-	ctx = openai.WithStreamConfig(ctx, openai.StreamConfig{KeepAlive: s.cfg.KeepAlive, WriteTimeout: s.cfg.WriteTimeout})
+	rec := new(serving.RequestLog)
+	ctx := serving.WithRequestLog(r.Context(), rec)
+	ctx = serving.WithStreamConfig(ctx, serving.StreamConfig{KeepAlive: s.cfg.KeepAlive, WriteTimeout: s.cfg.WriteTimeout})
 	return r.WithContext(ctx), rec.Attrs
 }
 
-// SetAPI makes the server ready: API routes go to api from now on. An API
+// SetCore makes the server ready: API routes go to c from now on. A Core
 // set after Drain is drained at once.
-func (s *Server) SetAPI(api *openai.API) {
-	s.api.Store(api)
+func (s *Server) SetCore(c *serving.Core) {
+	s.core.Store(c)
 	if s.draining.Load() {
-		api.Drain()
+		c.Drain()
 	}
 }
 
@@ -178,10 +187,10 @@ func (s *Server) Drain() {
 	}
 	close(s.drained)
 	s.log.Info("draining: new and queued requests get 503, running ones go on")
-	// SetAPI checks draining after storing its API, so whichever of the
+	// SetCore checks draining after storing its Core, so whichever of the
 	// two runs last drains it.
-	if api := s.api.Load(); api != nil {
-		api.Drain()
+	if c := s.core.Load(); c != nil {
+		c.Drain()
 	}
 }
 
@@ -250,55 +259,26 @@ func (s *Server) waitIdle(ctx context.Context) {
 	}
 }
 
-// apiMethod is one handler method of openai.API.
-type apiMethod func(*openai.API, http.ResponseWriter, *http.Request)
-
-// route describes one endpoint.
-type route struct {
-	method string
-	paths  []string
-	h      apiMethod
+// routes are the endpoints of every dialect, the metrics and the voice
+// WebSocket.
+func routes() []serving.Route {
+	return append(slices.Concat(openai.Routes(), ollama.Routes(), llamacpp.Routes()),
+		serving.Route{Method: http.MethodGet, Paths: []string{"/metrics"}, Handler: (*serving.Core).Metrics},
+		serving.Route{Method: http.MethodGet, Paths: []string{"/v1/voice"}, Handler: serveVoice})
 }
 
-// apiRoutes are the OpenAI and llama-server endpoints, with llama-server's
-// aliases.
-var apiRoutes = []route{
-	{http.MethodPost, []string{"/v1/chat/completions", "/chat/completions"}, (*openai.API).ChatCompletions},
-	{http.MethodPost, []string{"/v1/completions", "/completions"}, (*openai.API).Completions},
-	{http.MethodPost, []string{"/completion"}, (*openai.API).Completion},
-	{http.MethodPost, []string{"/v1/embeddings", "/embeddings"}, (*openai.API).Embeddings},
-	{http.MethodPost, []string{"/tokenize"}, (*openai.API).Tokenize},
-	{http.MethodPost, []string{"/detokenize"}, (*openai.API).Detokenize},
-	{http.MethodPost, []string{"/apply-template"}, (*openai.API).ApplyTemplate},
-	{http.MethodGet, []string{"/v1/models", "/models"}, (*openai.API).Models},
-	{http.MethodGet, []string{"/slots"}, (*openai.API).Slots},
-	{http.MethodGet, []string{"/props"}, (*openai.API).Props},
-	{http.MethodGet, []string{"/metrics"}, (*openai.API).Metrics},
-	{http.MethodPost, []string{"/v1/chat/completions/{id}/continue", "/chat/completions/{id}/continue"}, (*openai.API).ContinueChat},
-	{http.MethodPost, []string{"/v1/chat/completions/{id}/cancel", "/chat/completions/{id}/cancel"}, (*openai.API).CancelChat},
-	{http.MethodGet, []string{"/v1/voice"}, serveVoice},
-	// Ollama's API, for the tools that speak it.
-	{http.MethodPost, []string{"/api/chat"}, (*openai.API).OllamaChat},
-	{http.MethodPost, []string{"/api/generate"}, (*openai.API).OllamaGenerate},
-	{http.MethodPost, []string{"/api/embed"}, (*openai.API).OllamaEmbed},
-	{http.MethodGet, []string{"/api/tags"}, (*openai.API).OllamaTags},
-	{http.MethodGet, []string{"/api/ps"}, (*openai.API).OllamaPS},
-	{http.MethodPost, []string{"/api/show"}, (*openai.API).OllamaShow},
-	{http.MethodGet, []string{"/api/version"}, (*openai.API).OllamaVersion},
-}
-
-// serveVoice serves the voice WebSocket (package voice) on the API, its
-// conversations within the API's limits.
-func serveVoice(a *openai.API, w http.ResponseWriter, r *http.Request) {
-	lim := a.Limits()
-	voice.Serve(w, r, a, voice.Options{Logger: a.Logger(), MaxHistoryBytes: lim.MaxVoiceHistory, MaxMessages: lim.MaxMessages})
+// serveVoice serves the voice WebSocket (package voice) on the Core, its
+// conversations within the Core's limits.
+func serveVoice(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	lim := c.Limits()
+	voice.Serve(w, r, openai.Pacer{Core: c}, voice.Options{Logger: c.Logger(), MaxHistoryBytes: lim.MaxVoiceHistory, MaxMessages: lim.MaxMessages})
 }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	for _, rt := range apiRoutes {
-		h := allow(rt.method, s.ready(rt.h))
-		for _, p := range rt.paths {
+	for _, rt := range routes() {
+		h := allow(rt.Method, s.ready(rt.Handler))
+		for _, p := range rt.Paths {
 			mux.Handle(p, h)
 		}
 	}
@@ -322,11 +302,11 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(web.AssetPrefix, allow(http.MethodGet, web.Assets()))
 	// The live view's event stream is no API request: it does not hold
 	// up the drain (waitIdle), and ends when the drain begins.
-	live := allow(http.MethodGet, web.Live(web.LiveConfig{API: s.api.Load, Done: s.drained, WriteTimeout: s.cfg.WriteTimeout}))
+	live := allow(http.MethodGet, web.Live(web.LiveConfig{Models: s.models, Done: s.drained, WriteTimeout: s.cfg.WriteTimeout}))
 	mux.Handle("/v1/live", live)
 	mux.Handle("/live", live)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+		serving.WriteError(w, &serving.Error{Status: http.StatusNotFound, Type: serving.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	return mux
@@ -341,7 +321,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"status":"draining"}` + "\n"))
 		return
 	}
-	if s.api.Load() == nil {
+	if s.core.Load() == nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(`{"status":"loading"}` + "\n"))
 		return
@@ -349,9 +329,17 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-// ready sends requests to the API once it is set, a 503 error before. It
+// models are the Core's models for the live view, nil while loading.
+func (s *Server) models() web.Models {
+	if c := s.core.Load(); c != nil {
+		return c.Registry()
+	}
+	return nil
+}
+
+// ready sends requests to the Core once it is set, a 503 error before. It
 // counts the requests running, for waitIdle.
-func (s *Server) ready(m apiMethod) http.Handler {
+func (s *Server) ready(h func(*serving.Core, http.ResponseWriter, *http.Request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.running.Add(1)
 		defer func() {
@@ -362,13 +350,13 @@ func (s *Server) ready(m apiMethod) http.Handler {
 				}
 			}
 		}()
-		api := s.api.Load()
-		if api == nil {
-			openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer, Code: "model_loading",
+		c := s.core.Load()
+		if c == nil {
+			serving.WriteError(w, &serving.Error{Status: http.StatusServiceUnavailable, Type: serving.TypeServer, Code: "model_loading",
 				Message: "the model is still loading, retry later"})
 			return
 		}
-		m(api, w, r)
+		h(c, w, r)
 	})
 }
 
@@ -377,7 +365,7 @@ func allow(method string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
-			openai.WriteError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Type: openai.TypeInvalidRequest, Code: "method_not_allowed",
+			serving.WriteError(w, &serving.Error{Status: http.StatusMethodNotAllowed, Type: serving.TypeInvalidRequest, Code: "method_not_allowed",
 				Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, method)})
 			return
 		}

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	servedmodel "github.com/corral-llm/corral/model"
+
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/toolcall"
 	"github.com/corral-llm/corral/wire"
 )
@@ -148,7 +149,7 @@ func TestToolChoiceForcesCalls(t *testing.T) {
 	// chatml's own format, and the others as --tool-format would set them.
 	for _, f := range toolcall.Names() {
 		t.Run(f, func(t *testing.T) {
-			opt := openai.ModelOptions{}
+			opt := servedmodel.Options{}
 			if f != "hermes" {
 				opt.ToolFormat = f
 			}
@@ -304,7 +305,7 @@ func TestToolBadRequests(t *testing.T) {
 // tool_choice: the test makes the model call with "format", a schema of
 // the JSON format's call object.
 func TestOllamaToolCalls(t *testing.T) {
-	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, openai.ModelOptions{ToolFormat: "json"}, Config{}, nil)
+	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, servedmodel.Options{ToolFormat: "json"}, Config{}, nil)
 	callSchema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{

@@ -12,23 +12,25 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
 )
 
 // recorder is the API as a voice Generator, keeping the conversation each
 // turn was given.
 type recorder struct {
-	api  *openai.API
+	api  *serving.Core
 	mu   sync.Mutex
 	last []chat.Message
 }
 
-func (r *recorder) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *openai.Conversation) (*engine.Stream, func(), *openai.Error) {
+func (r *recorder) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (*engine.Stream, func(), *serving.Error) {
 	r.mu.Lock()
 	r.last = append([]chat.Message(nil), history...)
 	r.mu.Unlock()
-	return r.api.PacedChat(ctx, body, history, conv)
+	return openai.Pacer{Core: r.api}.PacedChat(ctx, body, history, conv)
 }
 
 // history is the conversation the last turn was given.
@@ -46,7 +48,7 @@ func startRecorded(t *testing.T, ctx int, opt voice.Options) (*server, *recorder
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := openai.ForEngine(eng, openai.ModelOptions{})
+	api, err := serving.ForEngine(eng, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

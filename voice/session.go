@@ -19,14 +19,14 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/serving"
 )
 
-// Generator starts paced chat answers; *openai.API is one. body is a chat
-// completion request whose messages follow history, the conversation so
-// far.
+// Generator starts paced chat answers (the server's is openai.Pacer
+// on its serving.Core). body is a chat completion request whose messages
+// follow history, the conversation so far.
 type Generator interface {
-	PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *openai.Conversation) (s *engine.Stream, release func(), e *openai.Error)
+	PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (s *engine.Stream, release func(), e *serving.Error)
 }
 
 // MaxMessage bounds one client message (a turn with its messages).
@@ -56,7 +56,7 @@ type Options struct {
 	// tool calls' strings, and MessageOverhead. MaxMessages bounds its
 	// messages. A turn that would pass either forgets the oldest messages
 	// first (system messages stay); one that cannot fit even so is
-	// refused. Defaults: openai.DefaultLimits' MaxVoiceHistory and
+	// refused. Defaults: serving.DefaultLimits' MaxVoiceHistory and
 	// MaxMessages.
 	MaxHistoryBytes int
 	MaxMessages     int
@@ -87,8 +87,8 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	s := &session{conn: conn, g: g, log: log, msgs: make(chan []byte), writeTimeout: opt.WriteTimeout,
-		maxBytes:    cmp.Or(max(opt.MaxHistoryBytes, 0), openai.DefaultLimits.MaxVoiceHistory),
-		maxMessages: cmp.Or(max(opt.MaxMessages, 0), openai.DefaultLimits.MaxMessages)}
+		maxBytes:    cmp.Or(max(opt.MaxHistoryBytes, 0), serving.DefaultLimits.MaxVoiceHistory),
+		maxMessages: cmp.Or(max(opt.MaxMessages, 0), serving.DefaultLimits.MaxMessages)}
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
 	}
@@ -152,7 +152,7 @@ type session struct {
 	// is their historySize.
 	history []chat.Message
 	bytes   int
-	conv    openai.Conversation
+	conv    serving.Conversation
 
 	maxBytes, maxMessages int
 	writeTimeout          time.Duration
@@ -329,10 +329,10 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	if closed != nil {
 		return closed
 	}
-	m := openai.PacedMetricsOf(res)
+	m := serving.PacedMetricsOf(res)
 	done := ServerEvent{Type: TypeDone, ID: id, FinishReason: string(res.FinishReason),
-		Message: &Message{Role: "assistant", Content: content}, Usage: openai.UsageOf(res.Usage), Metrics: &m}
-	if e := openai.ResultError(res); res.FinishReason == engine.FinishError && e != nil {
+		Message: &Message{Role: "assistant", Content: content}, Usage: serving.UsageOf(res.Usage), Metrics: &m}
+	if e := serving.ResultError(res); res.FinishReason == engine.FinishError && e != nil {
 		done.Error = e.Object()
 	}
 	return s.send(ctx, done)
@@ -445,7 +445,7 @@ func pump(ctx context.Context, s *engine.Stream, out chan<- engine.Chunk, pumped
 // for them in the conversation (see fit); with reset, the conversation
 // starts anew. The message itself, with its other fields, is the turn's
 // chat completion request.
-func (s *session) request(b []byte) ([]chat.Message, *openai.Error) {
+func (s *session) request(b []byte) ([]chat.Message, *serving.Error) {
 	var c struct {
 		Messages []chat.Message `json:"messages"`
 		Reset    bool           `json:"reset"`
@@ -470,7 +470,7 @@ func (s *session) request(b []byte) ([]chat.Message, *openai.Error) {
 		size += historySize(msgs[i])
 	}
 	if c.Reset {
-		s.history, s.bytes, s.conv = nil, 0, openai.Conversation{}
+		s.history, s.bytes, s.conv = nil, 0, serving.Conversation{}
 	}
 	if !s.fit(len(msgs), size) {
 		e := invalid("messages", "this turn's %d messages (%d bytes) and the conversation's system messages do not fit in what a conversation keeps: at most %d bytes (corral serve --max-voice-history) in %d messages (--max-messages)",
@@ -488,7 +488,7 @@ func jsonText(s string) json.RawMessage {
 }
 
 // decodeClient reads a client message's type; b is nil for a binary one.
-func decodeClient(b []byte) (ClientEvent, *openai.Error) {
+func decodeClient(b []byte) (ClientEvent, *serving.Error) {
 	var ev ClientEvent
 	if b == nil {
 		return ev, invalid("", "messages are JSON text, not binary")
@@ -516,12 +516,12 @@ func (s *session) send(ctx context.Context, ev ServerEvent) error {
 	return nil
 }
 
-func errorEvent(e *openai.Error) ServerEvent {
+func errorEvent(e *serving.Error) ServerEvent {
 	return ServerEvent{Type: TypeError, Error: e.Object()}
 }
 
-func invalid(param, format string, args ...any) *openai.Error {
-	return &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+func invalid(param, format string, args ...any) *serving.Error {
+	return &serving.Error{Status: http.StatusBadRequest, Type: serving.TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
 // cut returns the first n characters of s.

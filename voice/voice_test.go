@@ -18,7 +18,9 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
 )
 
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type server struct {
 	url string
 	eng *engine.Engine
-	api *openai.API
+	api *serving.Core
 }
 
 func start(t *testing.T, cfg engine.Config) *server {
@@ -45,13 +47,13 @@ func startWith(t *testing.T, cfg engine.Config, opt voice.Options) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := openai.ForEngine(eng, openai.ModelOptions{})
+	api, err := serving.ForEngine(eng, model.Options{})
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		voice.Serve(w, r, api, opt)
+		voice.Serve(w, r, openai.Pacer{Core: api}, opt)
 	}))
 	t.Cleanup(func() {
 		hs.Close()
@@ -170,7 +172,7 @@ func TestPacedTextIsTheGreedyText(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"messages": []voice.Message{{Role: "user", Content: "Once upon a time"}}, "temperature": 0, "max_tokens": 60})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(string(body)))
-	u.api.ChatCompletions(rec, req)
+	openai.ChatCompletions(u.api, rec, req)
 	var out struct {
 		Choices []struct {
 			Message struct{ Content string } `json:"message"`

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -16,14 +16,14 @@ import (
 const (
 	DefaultInterval     = time.Second
 	DefaultPoll         = 100 * time.Millisecond
-	DefaultWriteTimeout = openai.DefaultWriteTimeout
+	DefaultWriteTimeout = serving.DefaultWriteTimeout
 )
 
 // LiveConfig configures Live.
 type LiveConfig struct {
-	// API returns the API whose models the stream shows, nil while the
-	// server is loading. Required.
-	API func() *openai.API
+	// Models returns the models the stream shows, nil while the server
+	// is loading. Required.
+	Models func() Models
 	// Done is closed when the server starts shutting down: each stream
 	// then sends a last snapshot, with status "draining", and ends, so
 	// that it does not hold up the shutdown; later requests get 503.
@@ -64,13 +64,13 @@ func Live(cfg LiveConfig) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !gate.FromContext(r.Context()).Admin() {
-			openai.WriteError(w, &openai.Error{Status: http.StatusForbidden, Type: openai.TypeInvalidRequest, Code: "admin_required",
+			serving.WriteError(w, &serving.Error{Status: http.StatusForbidden, Type: serving.TypeInvalidRequest, Code: "admin_required",
 				Message: "GET /v1/live (the live view of the server: slots, queues, model load errors) needs an admin API key"})
 			return
 		}
 		select {
 		case <-cfg.Done:
-			openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,
+			serving.WriteError(w, &serving.Error{Status: http.StatusServiceUnavailable, Type: serving.TypeServer,
 				Code: "unavailable", Message: "the server is shutting down"})
 			return
 		default:
@@ -101,7 +101,7 @@ func (s *liveStream) run(r *http.Request) error {
 	s.w.WriteHeader(http.StatusOK)
 
 	status := func() string {
-		if s.cfg.API() == nil {
+		if s.cfg.Models() == nil {
 			return "loading"
 		}
 		return "ok"
@@ -112,7 +112,7 @@ func (s *liveStream) run(r *http.Request) error {
 	defer poll.Stop()
 
 	from := time.Now()
-	last, counts := snapshot(ctx, s.cfg.API(), status(), from)
+	last, counts := snapshot(ctx, s.cfg.Models(), status(), from)
 	if err := s.send(last); err != nil {
 		return err
 	}
@@ -121,17 +121,17 @@ func (s *liveStream) run(r *http.Request) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.cfg.Done:
-			snap, _ := snapshot(ctx, s.cfg.API(), "draining", time.Now())
+			snap, _ := snapshot(ctx, s.cfg.Models(), "draining", time.Now())
 			return s.send(snap)
 		case now := <-tick.C:
-			snap, cur := snapshot(ctx, s.cfg.API(), status(), now)
+			snap, cur := snapshot(ctx, s.cfg.Models(), status(), now)
 			snap.Rate = rate(counts, cur, from, now)
 			from, counts, last = now, cur, snap
 			if err := s.send(snap); err != nil {
 				return err
 			}
 		case now := <-poll.C:
-			snap, _ := snapshot(ctx, s.cfg.API(), status(), now)
+			snap, _ := snapshot(ctx, s.cfg.Models(), status(), now)
 			if !changed(last, snap) {
 				continue
 			}

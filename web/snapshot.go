@@ -5,7 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/registry"
 )
 
 // Snapshot is one event of the live stream: the state of the server at
@@ -109,14 +110,21 @@ type counters struct {
 	ttftSum           time.Duration
 }
 
-// snapshot assembles a Snapshot of api (nil while loading) and returns
+// Models are the models the live view shows: a registry of served models
+// (serving.Registry is one).
+type Models interface {
+	Budget() *registry.Budget
+	Waiting() int
+	Status() []registry.Status[*model.Model]
+}
+
+// snapshot assembles a Snapshot of reg (nil while loading) and returns
 // with it each loaded model's counters, by model id.
-func snapshot(ctx context.Context, api *openai.API, status string, now time.Time) (Snapshot, map[string]counters) {
+func snapshot(ctx context.Context, reg Models, status string, now time.Time) (Snapshot, map[string]counters) {
 	snap := Snapshot{Time: now.UnixMilli(), Status: status, Models: []ModelView{}}
-	if api == nil {
+	if reg == nil {
 		return snap, nil
 	}
-	reg := api.Registry()
 	budget := reg.Budget()
 	snap.Memory.UsedBytes = budget.Used()
 	if !budget.Unlimited() {

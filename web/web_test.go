@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -67,7 +67,7 @@ func TestPageIsOffline(t *testing.T) {
 // user key gets 403 admin_required in OpenAI's envelope; an admin, and
 // any caller of a server without keys (the zero Caller), get the stream.
 func TestLiveNeedsAdmin(t *testing.T) {
-	live := Live(LiveConfig{API: func() *openai.API { return nil }})
+	live := Live(LiveConfig{Models: func() Models { return nil }})
 	for _, tc := range []struct {
 		name   string
 		caller gate.Caller
@@ -95,7 +95,7 @@ func TestLiveNeedsAdmin(t *testing.T) {
 					Error struct{ Message, Type, Code string }
 				}
 				if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env.Error.Code != "admin_required" ||
-					env.Error.Type != openai.TypeInvalidRequest || !strings.Contains(env.Error.Message, "admin") {
+					env.Error.Type != serving.TypeInvalidRequest || !strings.Contains(env.Error.Message, "admin") {
 					t.Fatalf("403 body %+v, %v", env, err)
 				}
 				return

@@ -11,8 +11,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/store"
 	"github.com/corral-llm/corral/toolcall"
 )
@@ -226,7 +227,7 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				}
 			}
 			if m.KeepAlive != "" {
-				d, err := openai.ParseKeepAlive(m.KeepAlive)
+				d, err := serving.ParseKeepAlive(m.KeepAlive)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}
@@ -251,7 +252,7 @@ func checkTemplateFile(path string, kwargs json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	kw, err := openai.ParseKwargs(kwargs)
+	kw, err := model.ParseKwargs(kwargs)
 	if err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func checkTemplateFile(path string, kwargs json.RawMessage) error {
 // in --config) on base (a JSON object, --chat-template-kwargs), and
 // returns the result as a JSON object.
 func mergeKwargs(base json.RawMessage, over map[string]any) (json.RawMessage, error) {
-	kw, err := openai.ParseKwargs(base)
+	kw, err := model.ParseKwargs(base)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +292,7 @@ func mergeKwargs(base json.RawMessage, over map[string]any) (json.RawMessage, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := openai.ParseKwargs(out); err != nil {
+	if _, err := model.ParseKwargs(out); err != nil {
 		return nil, err
 	}
 	return out, nil

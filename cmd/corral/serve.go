@@ -17,10 +17,11 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/llama"
-	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/server"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/toolcall"
 )
 
@@ -63,9 +64,9 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", engine.DefaultMaxQueueWait, "fail requests that waited this long for a slot with 503 queue_timeout (0: no limit)")
 	fs.DurationVar(&cfg.PauseGrace, "pause-grace", engine.DefaultPauseGrace, "how long a paused paced answer keeps its slot from waiting requests of a worse class (0: none)")
-	var aopt openai.Options
-	fs.DurationVar(&aopt.MaxPause, "max-pause", openai.DefaultMaxPause, "longest chunking.pause_timeout a request without an admin key may ask for")
-	isolation := fs.String("cache-isolation", string(openai.CacheIsolationNone), "which requests share cached prompt prefixes: none (all, unless their cache_salt differs) or key (each API key has its own)")
+	var aopt serving.Options
+	fs.DurationVar(&aopt.MaxPause, "max-pause", serving.DefaultMaxPause, "longest chunking.pause_timeout a request without an admin key may ask for")
+	isolation := fs.String("cache-isolation", string(serving.CacheIsolationNone), "which requests share cached prompt prefixes: none (all, unless their cache_salt differs) or key (each API key has its own)")
 	fs.BoolVar(&aopt.MetricsPublic, "metrics-public", false, "serve /metrics to callers without an admin key (with keys, it needs one by default)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
@@ -73,7 +74,7 @@ func runServe(ctx context.Context, args []string) error {
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
 	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies ("+strings.Join(toolcall.Names(), ", ")+")")
-	toolRepair := fs.Int("tool-repair", openai.DefaultToolRepair, "times a tool call that does not parse or breaks its schema, in a whole answer with tool_choice auto, is written again under the tool-call grammar (0: never)")
+	toolRepair := fs.Int("tool-repair", serving.DefaultToolRepair, "times a tool call that does not parse or breaks its schema, in a whole answer with tool_choice auto, is written again under the tool-call grammar (0: never)")
 	reasoningFormat := fs.String("reasoning-format", "auto", "how answers' reasoning is returned: auto or deepseek (apart, in reasoning_content, in the format the chat template implies), none (inline in the content), or a format's `name` ("+strings.Join(reasoning.Names(), ", ")+")")
 	reasoningBudget := fs.Int("reasoning-budget", -1, "most `tokens` a model may reason before its reasoning is closed for it, for requests that set no thinking_budget (-1: no limit)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
@@ -83,8 +84,8 @@ func runServe(ctx context.Context, args []string) error {
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
 	var scfg server.Config
 	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish")
-	fs.DurationVar(&scfg.KeepAlive, "sse-keepalive", openai.DefaultKeepAlive, "longest silence of an event stream; a waiting one gets its headers, then \": ping\" comments")
-	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", openai.DefaultWriteTimeout, "longest wait for a client to accept a write; then its request is cancelled")
+	fs.DurationVar(&scfg.KeepAlive, "sse-keepalive", serving.DefaultKeepAlive, "longest silence of an event stream; a waiting one gets its headers, then \": ping\" comments")
+	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", serving.DefaultWriteTimeout, "longest wait for a client to accept a write; then its request is cancelled")
 	fs.DurationVar(&scfg.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest time to receive a request body; then 408")
 	lim := addLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -110,7 +111,7 @@ func runServe(ctx context.Context, args []string) error {
 	if aopt.MaxPause <= 0 {
 		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
 	}
-	if aopt.CacheIsolation, err = openai.ParseCacheIsolation(*isolation); err != nil {
+	if aopt.CacheIsolation, err = serving.ParseCacheIsolation(*isolation); err != nil {
 		return fmt.Errorf("--cache-isolation %w", err)
 	}
 	switch *fa {
@@ -144,7 +145,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	var kwargs json.RawMessage
 	if *kwargsFlag != "" {
-		if _, err := openai.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
+		if _, err := model.ParseKwargs(json.RawMessage(*kwargsFlag)); err != nil {
 			return fmt.Errorf("--chat-template-kwargs: %w", err)
 		}
 		kwargs = json.RawMessage(*kwargsFlag)
@@ -184,7 +185,7 @@ func runServe(ctx context.Context, args []string) error {
 		rcfg.KeepAlive = -1
 	}
 	if *keepAlive != "" {
-		if rcfg.KeepAlive, err = openai.ParseKeepAlive(*keepAlive); err != nil {
+		if rcfg.KeepAlive, err = serving.ParseKeepAlive(*keepAlive); err != nil {
 			return fmt.Errorf("--keep-alive: %w", err)
 		}
 	}
@@ -209,10 +210,10 @@ func runServe(ctx context.Context, args []string) error {
 	return serveModels(ctx, ln, specs, rcfg, scfg, aopt, nil)
 }
 
-// addLimitFlags adds the flags of openai.Limits to fs, each defaulting to
-// openai.DefaultLimits.
-func addLimitFlags(fs *flag.FlagSet) *openai.Limits {
-	lim := openai.DefaultLimits
+// addLimitFlags adds the flags of serving.Limits to fs, each defaulting to
+// serving.DefaultLimits.
+func addLimitFlags(fs *flag.FlagSet) *serving.Limits {
+	lim := serving.DefaultLimits
 	for _, f := range []struct {
 		v          *int
 		name, help string
@@ -239,7 +240,7 @@ func addLimitFlags(fs *flag.FlagSet) *openai.Limits {
 // model's ("": the model's).
 func serveModel(ctx context.Context, ln net.Listener, cfg engine.Config, tmpl string, scfg server.Config, ready func()) error {
 	spec := registry.Spec{ID: fileID(cfg.ModelPath), Engine: cfg, ChatTemplate: tmpl}
-	return serveModels(ctx, ln, []registry.Spec{spec}, registry.Config{KeepAlive: -1}, scfg, openai.Options{}, ready)
+	return serveModels(ctx, ln, []registry.Spec{spec}, registry.Config{KeepAlive: -1}, scfg, serving.Options{}, ready)
 }
 
 // serveModels serves specs on ln until ctx ends, its API configured by
@@ -249,7 +250,7 @@ func serveModel(ctx context.Context, ln net.Listener, cfg engine.Config, tmpl st
 // until then); with several, each loads at its first request. ready, when
 // not nil, is called once the server is ready. When ctx ends it shuts
 // down gracefully (see server.Server.Serve) and frees every model.
-func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rcfg registry.Config, scfg server.Config, aopt openai.Options, ready func()) error {
+func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rcfg registry.Config, scfg server.Config, aopt serving.Options, ready func()) error {
 	if scfg.Logger == nil {
 		scfg.Logger = slog.Default()
 	}
@@ -262,7 +263,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		}
 	}
 	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
-	reg, err := registry.New(rcfg, specs, openai.Loader(log))
+	reg, err := registry.New(rcfg, specs, model.Loader(log))
 	if err != nil {
 		ln.Close()
 		return err
@@ -290,7 +291,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.SlotCtx)
 	}
 	aopt.Logger = log
-	srv.SetAPI(openai.New(reg, aopt))
+	srv.SetCore(serving.New(reg, aopt))
 	if ready != nil {
 		ready()
 	}
@@ -351,13 +352,13 @@ func physicalMemory() (int64, error) {
 }
 
 // checkReasoningFormat checks a --reasoning-format value (see
-// openai.ModelOptions.ReasoningFormat).
+// model.Options.ReasoningFormat).
 func checkReasoningFormat(name string) error {
-	if slices.Contains(openai.ReasoningFormats, name) {
+	if slices.Contains(model.ReasoningFormats, name) {
 		return nil
 	}
 	if _, err := reasoning.Lookup(name); err != nil {
-		return fmt.Errorf("%w; or one of %s", err, strings.Join(openai.ReasoningFormats, ", "))
+		return fmt.Errorf("%w; or one of %s", err, strings.Join(model.ReasoningFormats, ", "))
 	}
 	return nil
 }

@@ -1,0 +1,430 @@
+// Package ollama serves Ollama's API
+// (https://github.com/ollama/ollama/blob/main/docs/api.md, as of
+// APIVersion), for the tools that speak it, on package serving's core: /api/chat and
+// /api/generate generate, /api/tags, /api/ps and /api/show describe the
+// models, /api/version names the API version. Streams are NDJSON, on by
+// default; errors are {"error": message} with the HTTP status. Where
+// corral differs from Ollama:
+//
+//   - Sampling options share the other endpoints' validation and defaults
+//     (llama-server's: top_p 0.95, min_p 0.05, no repeat penalty), not
+//     Ollama's (top_p 0.9, repeat_penalty 1.1); "options" also take
+//     corral's ignore_eos and logit_bias. Load-time options (num_ctx,
+//     num_gpu, num_thread, ...) are ignored: an engine is configured when
+//     its model loads. num_predict -1, -2 and 0 all mean "until the slot's
+//     context is full" (corral does not shift the context).
+//   - "images", "suffix" and "template" are refused (400): corral serves
+//     text models, has no fill-in-the-middle, and renders prompts with the
+//     model's Jinja chat template. "think" sets the chat template's
+//     enable_thinking, thinking or reasoning_effort, whichever it reads;
+//     the reasoning of a model whose template has a reasoning format
+//     corral knows comes apart, in "thinking", unless --reasoning-format
+//     is none. The deprecated "context" is ignored: no "context" is
+//     returned either, since the engine keeps the tokens of a
+//     conversation only for paced requests.
+//   - A request without "model" is served by the default model, as on the
+//     other endpoints.
+//   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
+//     does; prompt_eval_duration is the time spent evaluating what was not
+//     cached. load_duration is the time spent getting the model, loading
+//     it if need be.
+//   - done_reason is "stop" or "length"; corral's other finish reasons end
+//     in an error ({"error"} line or status) except the paced ones, which
+//     these endpoints never start.
+package ollama
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
+)
+
+// ollamaParams are the fields /api/generate and /api/chat share.
+type ollamaParams struct {
+	Model string `json:"model"`
+	// Stream is true when absent, as in Ollama.
+	Stream    *bool              `json:"stream"`
+	Format    json.RawMessage    `json:"format"`
+	KeepAlive *serving.KeepAlive `json:"keep_alive"`
+	Options   json.RawMessage    `json:"options"`
+	// Priority is the request's class, as on the other endpoints
+	// (corral's extension).
+	Priority *int `json:"priority"`
+	// Think (true, false, "low", "medium" or "high") sets the template
+	// variables of thinking models (see thinkKwargs).
+	Think json.RawMessage `json:"think"`
+}
+
+func (p *ollamaParams) stream() bool { return p.Stream == nil || *p.Stream }
+
+// ollamaGenerateRequest is the body of POST /api/generate.
+type ollamaGenerateRequest struct {
+	Prompt   string            `json:"prompt"`
+	System   string            `json:"system"`
+	Raw      bool              `json:"raw"`
+	Template string            `json:"template"`
+	Suffix   string            `json:"suffix"`
+	Images   []json.RawMessage `json:"images"`
+	ollamaParams
+}
+
+// ollamaChatRequest is the body of POST /api/chat.
+type ollamaChatRequest struct {
+	Messages []ollamaMessage `json:"messages"`
+	Tools    []chat.Tool     `json:"tools"`
+	ollamaParams
+}
+
+// ollamaMessage is a chat message in Ollama's shape: its "thinking" is
+// the reasoning an assistant's message carries (sent back to the
+// template, returned apart from the content).
+type ollamaMessage struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Thinking   string            `json:"thinking,omitempty"`
+	Images     []json.RawMessage `json:"images,omitempty"`
+	ToolCalls  []ollamaToolCall  `json:"tool_calls,omitempty"`
+	ToolName   string            `json:"tool_name,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+}
+
+// ollamaToolCall is an assistant's call of a tool; unlike OpenAI's, its
+// arguments are a JSON object, not JSON text.
+type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// ollamaOptions are the "options" corral applies: num_predict, the
+// reasoning budget and the sampling fields of the other endpoints.
+type ollamaOptions struct {
+	NumPredict *int `json:"num_predict"`
+	serving.ReasoningParams
+	serving.SamplingParams
+}
+
+// Generate serves Ollama's POST /api/generate. An empty prompt
+// loads the model (with keep_alive 0: unloads it) and generates nothing.
+func Generate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *ollamaGenerateRequest) *serving.Error {
+		return serveOllama(x, body, false, "prompt")
+	})
+}
+
+// Chat serves Ollama's POST /api/chat. Empty messages load the model
+// (with keep_alive 0: unload it) and generate nothing.
+func Chat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *ollamaChatRequest) *serving.Error {
+		return serveOllama(x, body, true, "messages")
+	})
+}
+
+// ollamaBody is the body of /api/generate or /api/chat.
+type ollamaBody interface {
+	params() *ollamaParams
+	// empty reports a request with nothing to generate (load or unload).
+	empty() bool
+	// request builds the engine request for m within lim, and how its
+	// answer is read.
+	request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error)
+}
+
+// serveOllama answers body, its refusals checked (so that a request
+// turned away whatever the model does not load one, and evict others)
+// and its model leased, unless it has nothing to generate.
+func serveOllama(x *serving.Exchange, body ollamaBody, isChat bool, promptParam string) *serving.Error {
+	p := body.params()
+	if body.empty() {
+		return ollamaLoad(x, p, isChat)
+	}
+	req, plan, e := body.request(x.Model, x.Core.Limits())
+	if e != nil {
+		return e
+	}
+	f := &ollamaEncoder{model: ollamaResponseName(p.Model, x.Lease.ID()), chat: isChat, start: x.Start, load: x.LoadTime, now: time.Now, reads: plan.Reads()}
+	g := serving.Generation{Stream: p.stream(), Framing: serving.NDJSON, Plan: plan, PromptParam: promptParam, GrammarParam: "format", Priority: p.Priority}
+	return x.Core.Generate(x, req, g, f)
+}
+
+func (body *ollamaGenerateRequest) params() *ollamaParams { return &body.ollamaParams }
+func (body *ollamaGenerateRequest) empty() bool           { return body.Prompt == "" }
+func (body *ollamaChatRequest) params() *ollamaParams     { return &body.ollamaParams }
+func (body *ollamaChatRequest) empty() bool               { return len(body.Messages) == 0 }
+
+// Lease names the model and the keep_alive the request asks; a request
+// with nothing to generate leases it itself (see ollamaLoad).
+func (body *ollamaGenerateRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.Model, body.KeepAlive, !body.empty()
+}
+
+// Lease names the model and the keep_alive the request asks; a request
+// with nothing to generate leases it itself (see ollamaLoad).
+func (body *ollamaChatRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.Model, body.KeepAlive, !body.empty()
+}
+
+// ModelError words e as Ollama does when the model p names is unknown.
+func (p *ollamaParams) ModelError(e *serving.Error) *serving.Error {
+	return ollamaModelError(e, p.Model)
+}
+
+// ollamaLoad answers a request with nothing to generate: it loads the
+// model ("done_reason": "load"), or with keep_alive 0 unloads it once no
+// request holds it ("unload"; a model that is not loaded is not loaded
+// for that, one still loading is unloaded once loaded).
+func ollamaLoad(x *serving.Exchange, p *ollamaParams, isChat bool) *serving.Error {
+	f := &ollamaEncoder{chat: isChat, now: time.Now}
+	reason := "load"
+	if p.KeepAlive != nil && p.KeepAlive.Duration == 0 {
+		reason = "unload"
+		st, e := x.Core.Status(p.Model)
+		if e != nil {
+			return p.ModelError(e)
+		}
+		if st.State == registry.StateUnloaded || st.State == registry.StateUnloading {
+			f.model = ollamaResponseName(p.Model, st.ID)
+			serving.WriteJSON(x.W, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
+			return nil
+		}
+	}
+	// A lease with keep-alive 0 unloads the model when it is given back.
+	l, e := x.Core.Acquire(x.Context(), p.Model, p.KeepAlive)
+	if e != nil {
+		return p.ModelError(e)
+	}
+	f.model = ollamaResponseName(p.Model, l.ID())
+	l.Release()
+	serving.WriteJSON(x.W, http.StatusOK, f.object("", "", true, reason, ollamaMetrics{}))
+	return nil
+}
+
+// Check refuses what corral does not serve, whatever the model; nothing
+// when there is nothing to generate.
+func (body *ollamaGenerateRequest) Check(lim *serving.Limits) *serving.Error {
+	if body.empty() {
+		return nil
+	}
+	return body.check(lim)
+}
+
+// Check refuses what corral does not serve, whatever the model; nothing
+// when there is nothing to generate.
+func (body *ollamaChatRequest) Check(lim *serving.Limits) *serving.Error {
+	if body.empty() {
+		return nil
+	}
+	return body.check(lim)
+}
+
+// check refuses what corral does not serve, whatever the model.
+func (body *ollamaGenerateRequest) check(lim *serving.Limits) *serving.Error {
+	if e := lim.CheckPrompt(body.Prompt, "prompt"); e != nil {
+		return e
+	}
+	switch {
+	case len(body.Images) > 0:
+		return serving.Invalid("images", "'images' are not supported: corral serves text models")
+	case body.Suffix != "":
+		return serving.Invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
+	case body.Template != "":
+		return serving.Invalid("template", "'template' is not supported: prompts are rendered with the model's chat template")
+	case body.Raw && body.System != "":
+		return serving.Invalid("system", "raw mode does not support 'system'")
+	}
+	return nil
+}
+
+// check refuses what corral does not serve, whatever the model.
+func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
+	if len(body.Messages) > lim.MaxMessages {
+		return serving.OverLimit("messages", "max-messages", lim.MaxMessages, "messages", "'messages' has %d messages", len(body.Messages))
+	}
+	if e := lim.CheckTools(body.Tools); e != nil {
+		return e
+	}
+	for i, om := range body.Messages {
+		if len(om.Images) > 0 {
+			return serving.Invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
+		}
+	}
+	return nil
+}
+
+// request validates an /api/generate request with a prompt (check
+// passed) and builds the engine request: the prompt as it is when raw,
+// else rendered by the chat template as a user message after the system
+// one.
+func (body *ollamaGenerateRequest) request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error) {
+	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
+	if e != nil {
+		return req, model.Plan{}, e
+	}
+	if body.Raw {
+		req.Prompt = body.Prompt
+	} else {
+		var msgs []chat.Message
+		if body.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
+		if e := ollamaPrompt(m, &req, msgs, nil, body.Think, lim); e != nil {
+			return req, model.Plan{}, e
+		}
+	}
+	return req, m.AnswerPlan(&req, nil, false, 0, budget), nil
+}
+
+// request validates an /api/chat request with messages (check passed)
+// and builds the engine request.
+func (body *ollamaChatRequest) request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error) {
+	msgs := make([]chat.Message, len(body.Messages))
+	for i, om := range body.Messages {
+		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
+			ReasoningContent: om.Thinking}
+		for _, tc := range om.ToolCalls {
+			var call chat.ToolCall
+			call.ID, call.Type, call.Function.Name = tc.ID, "function", tc.Function.Name
+			call.Function.Arguments = "{}"
+			if !serving.IsNull(tc.Function.Arguments) {
+				call.Function.Arguments = string(tc.Function.Arguments)
+			}
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
+		}
+	}
+	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
+	if e != nil {
+		return req, model.Plan{}, e
+	}
+	if e := ollamaPrompt(m, &req, msgs, body.Tools, body.Think, lim); e != nil {
+		return req, model.Plan{}, e
+	}
+	// The calls are read when the request has tools (Ollama has no
+	// tool_choice).
+	return req, m.AnswerPlan(&req, body.Tools, len(body.Tools) > 0, 0, budget), nil
+}
+
+// ollamaPrompt renders msgs with the chat template into req, the
+// clients' text marked plain and the template's stop strings added; think
+// is the request's "think".
+func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *serving.Limits) *serving.Error {
+	kw, e := thinkKwargs(m, think)
+	if e != nil {
+		return e
+	}
+	if req.Prompt, e = serving.Render(m, msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
+		return e
+	}
+	req.Plain = serving.ClientSpans(req.Prompt, msgs)
+	req.Stop = append(req.Stop, m.Stops()...)
+	return nil
+}
+
+// ollamaRequest validates the options and format of p within lim and
+// builds the engine request, less its prompt; budget is the options'
+// reasoning budget (nil: none asked).
+func ollamaRequest(m *model.Model, p *ollamaParams, lim *serving.Limits) (req engine.Request, budget *int, e *serving.Error) {
+	req = engine.Request{AddSpecial: true, ParseSpecial: true}
+	var o ollamaOptions
+	if !serving.IsNull(p.Options) {
+		if b := bytes.TrimSpace(p.Options); b[0] != '{' {
+			return req, nil, serving.Invalid("options", "'options' must be an object")
+		}
+		if e := serving.DecodeJSON(p.Options, &o); e != nil {
+			e.Message = "options: " + e.Message
+			return req, nil, e
+		}
+	}
+	if o.NumPredict != nil {
+		switch n := *o.NumPredict; {
+		case n > 0:
+			req.MaxTokens = n
+		case n < -2:
+			return req, nil, serving.Invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
+		}
+	}
+	req.IgnoreEOS = o.IgnoreEOS
+	if req.Sampling, e = o.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+		return req, nil, e
+	}
+	if req.Stop, e = serving.ParseStop(o.Stop); e != nil {
+		return req, nil, e
+	}
+	if req.Grammar, e = formatGrammar(p.Format, lim); e != nil {
+		return req, nil, e
+	}
+	if budget, e = o.ReasoningParams.Budget(); e != nil {
+		return req, nil, e
+	}
+	return req, budget, nil
+}
+
+// formatGrammar returns the grammar that enforces Ollama's "format":
+// "json" (any JSON object) or a JSON schema within lim; "" for plain
+// text.
+func formatGrammar(raw json.RawMessage, lim *serving.Limits) (string, *serving.Error) {
+	if serving.IsNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "":
+			return "", nil
+		case "json":
+			return grammar.JSONObject, nil
+		}
+		return "", serving.Invalid("format", "'format' must be \"json\" or a JSON schema, got %q", s)
+	}
+	if bytes.TrimSpace(raw)[0] != '{' {
+		return "", serving.Invalid("format", "'format' must be \"json\" or a JSON schema object")
+	}
+	return serving.SchemaGrammar(raw, "format", lim)
+}
+
+// jsonString is s as a JSON string, for chat.Message.Content.
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// thinkKwargs are the template variables of an Ollama request: the
+// model's, and "think" (true, false, "low", "medium" or "high") as the
+// variables the template reads: enable_thinking (Qwen 3 and many
+// others) and thinking (DeepSeek V3.1) get whether to think,
+// reasoning_effort (gpt-oss) the level.
+func thinkKwargs(m *model.Model, think json.RawMessage) (map[string]any, *serving.Error) {
+	kw := m.Kwargs()
+	if serving.IsNull(think) {
+		return kw, nil
+	}
+	var on bool
+	var level string
+	if json.Unmarshal(think, &on) != nil {
+		if json.Unmarshal(think, &level) != nil || !slices.Contains([]string{"low", "medium", "high"}, level) {
+			return nil, serving.Invalid("think", "'think' must be true, false, \"low\", \"medium\" or \"high\"")
+		}
+		on = true
+	}
+	for _, name := range []string{"enable_thinking", "thinking"} {
+		if m.Template().Reads(name) {
+			kw[name] = on
+		}
+	}
+	if level != "" && m.Template().Reads("reasoning_effort") {
+		kw["reasoning_effort"] = level
+	}
+	return kw, nil
+}

@@ -1,0 +1,70 @@
+package openai
+
+import (
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/serving"
+)
+
+// modelEntry is one element of GET /v1/models.
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	// State is "loaded", "loading", "unloading" or "unloaded" (corral's
+	// extension, as are the fields below).
+	State string `json:"state"`
+	// MemoryBytes is the memory the model reserves in the budget while
+	// loaded, estimated from its GGUF file.
+	MemoryBytes int64 `json:"memory_bytes"`
+	// Requests are the requests holding the model now.
+	Requests int `json:"requests"`
+	// ExpiresAt is when the idle model unloads, absent when it is not
+	// scheduled to.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Error is why its last load failed.
+	Error string `json:"error,omitempty"`
+	// Meta describes a loaded model in llama-server's fields.
+	Meta *modelMeta `json:"meta,omitempty"`
+}
+
+type modelMeta struct {
+	Architecture string `json:"architecture"`
+	NCtxTrain    int    `json:"n_ctx_train"`
+	NCtx         int    `json:"n_ctx"` // per slot
+	NVocab       int    `json:"n_vocab"`
+}
+
+// Models serves GET /v1/models: every model the server knows, loaded or
+// not. A caller that is not admin is not told why a load failed (the
+// cause names files).
+func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+	admin := gate.FromContext(r.Context()).Admin()
+	var out []modelEntry
+	for _, st := range a.Registry().Status() {
+		m := modelEntry{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, Requests: st.Requests}
+		if fi, err := os.Stat(st.Path); err == nil {
+			m.Created = fi.ModTime().Unix()
+		}
+		if !st.ExpiresAt.IsZero() {
+			m.ExpiresAt = &st.ExpiresAt
+		}
+		if st.Err != nil {
+			m.Error = st.Err.Error()
+			if !admin {
+				m.Error = serving.LoadFailed(st.ID)
+			}
+		}
+		if st.Model != nil {
+			info := st.Model.Info()
+			m.Created = info.Created.Unix()
+			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.SlotCtx, NVocab: info.VocabSize}
+		}
+		out = append(out, m)
+	}
+	serving.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}

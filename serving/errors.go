@@ -1,0 +1,171 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/wire"
+)
+
+// Error types, as OpenAI names them in the error envelope.
+const (
+	TypeInvalidRequest = wire.TypeInvalidRequest
+	TypeServer         = wire.TypeServer
+)
+
+// Error is an API error, neutral: each dialect writes it in its own
+// envelope with HTTP status Status (WriteError writes OpenAI's,
+// {"error":{"message","type","param","code"}}, which Object and Envelope
+// give). Type is one of OpenAI's error types, TypeInvalidRequest or
+// TypeServer.
+type Error struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string // the request field at fault, "" when none
+	Code    string // a machine-readable code, "" when none
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
+
+// Invalid returns a 400 invalid_request_error about param.
+func Invalid(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Envelope is e as OpenAI's error envelope, {"error":{...}}, for JSON.
+func (e *Error) Envelope() any { return e.envelope() }
+
+// Object is e as the envelope's "error" object.
+func (e *Error) Object() *wire.ErrorObject {
+	o := e.envelope().Error
+	return &o
+}
+
+func (e *Error) envelope() wire.Envelope {
+	return wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// WriteError writes e as a JSON error response. Every 503 carries
+// Retry-After: 1, since the conditions behind it (full queue, loading,
+// shutting down) are transient.
+func WriteError(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	WriteJSON(w, e.Status, e.envelope())
+}
+
+// WriteJSON writes v as the JSON response body with status code.
+func WriteJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }
+
+// SubmitError maps an error from Engine.Submit to an API error. param names
+// the request field holding the prompt.
+func SubmitError(err error, param string) *Error {
+	switch {
+	case errors.Is(err, engine.ErrQueueFull):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_full", Message: "the server is busy: request queue is full, retry later"}
+	case errors.Is(err, engine.ErrQueueTimeout):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_timeout", Message: "the request waited too long for a free slot, retry later"}
+	case errors.Is(err, engine.ErrClosed):
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
+	case errors.Is(err, engine.ErrPromptTooLong):
+		e := Invalid(param, "%v", err)
+		e.Code = "context_length_exceeded"
+		return e
+	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadToken):
+		return Invalid(param, "%v", err)
+	case errors.Is(err, engine.ErrTokenize):
+		return Invalid(param, "the prompt has text this model's vocabulary cannot encode: %v", err)
+	case errors.Is(err, engine.ErrBadSlot):
+		return Invalid("id_slot", "%v", err)
+	case errors.Is(err, engine.ErrGrammarUnsatisfiable):
+		return Unsatisfiable(err, "grammar")
+	case errors.Is(err, engine.ErrGrammar):
+		return Invalid("grammar", "%v", err)
+	case errors.Is(err, engine.ErrBadLogprobs):
+		return Invalid("logprobs", "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client is gone; nobody reads this.
+		return &Error{Status: 499, Type: TypeServer, Message: err.Error()}
+	}
+	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: err.Error()}
+}
+
+// ResultError reports a generation that did not finish normally, or nil,
+// as the API's error.
+func ResultError(r engine.Result) *Error { return resultError(r) }
+
+// resultError reports a generation that did not finish normally, or nil.
+func resultError(r engine.Result) *Error {
+	switch r.FinishReason {
+	case engine.FinishError:
+		if errors.Is(r.Err, engine.ErrNoToken) {
+			// The request's constraints, not the server: a grammar this
+			// vocabulary cannot continue (the model wrote itself into a
+			// corner no token gets out of), or biases banning every token.
+			e := Invalid("", "generation stopped: %v: the grammar (from 'grammar', 'json_schema', 'response_format', 'format' or forced tools) or 'logit_bias' leaves no token of this model's vocabulary to continue the answer", r.Err)
+			e.Code = "no_token"
+			return e
+		}
+		// A queued request can fail for want of a slot: it waited too
+		// long, or the server drains (engine.ErrClosed). Both are 503.
+		if errors.Is(r.Err, engine.ErrQueueTimeout) || errors.Is(r.Err, engine.ErrClosed) {
+			return SubmitError(r.Err, "")
+		}
+		// The answer reached a point of its grammar that no token of the
+		// vocabulary continues: the request asked what the model cannot
+		// write.
+		if errors.Is(r.Err, engine.ErrGrammarUnsatisfiable) {
+			return Unsatisfiable(r.Err, "grammar")
+		}
+		msg := "generation failed"
+		if r.Err != nil {
+			msg = fmt.Sprintf("generation failed: %v", r.Err)
+		}
+		return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: msg}
+	case engine.FinishCancelled:
+		// The client is connected (or we would not ask), so the engine
+		// cancelled the request itself: it is shutting down.
+		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the request was cancelled: the server is shutting down"}
+	}
+	return nil
+}
+
+// Unsatisfiable is the 400 of a grammar the model's vocabulary cannot
+// write (engine.ErrGrammarUnsatisfiable), code grammar_unsatisfiable, about
+// param, the request field that asked for the grammar's text.
+func Unsatisfiable(err error, param string) *Error {
+	what := fmt.Sprintf("what '%s' requires", param)
+	if param == "tool_choice" {
+		what = "the tool call 'tool_choice' requires"
+	}
+	msg := "the model's vocabulary cannot write " + what
+	var ue *engine.UnsatisfiableError
+	if errors.As(err, &ue) && ue.Reason != "" {
+		msg += ": " + ue.Reason
+	}
+	e := Invalid(param, "%s", msg)
+	e.Code = "grammar_unsatisfiable"
+	return e
+}
+
+// UsageOf is an engine's token accounting in the wire's shape (OpenAI's,
+// which the voice protocol shares).
+func UsageOf(u engine.Usage) *wire.Usage {
+	return &wire.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails: wire.PromptTokensDetails{CachedTokens: u.CachedTokens},
+	}
+}

@@ -1,0 +1,349 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/registry"
+)
+
+// ModelLabel is the label of every per-model series of /metrics: the
+// model's id, as vLLM names its served model and as the Kubernetes
+// Gateway API Inference Extension reads it.
+const ModelLabel = "model_name"
+
+// Histogram buckets, vLLM's (vllm/v1/metrics/loggers.py), so that
+// dashboards made for vLLM show the same bands.
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	tokenBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	latencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// metrics are the API's Prometheus metrics. The request families are
+// observed when each generation ends (observe); the rest are read from the
+// registry and the loaded engines' snapshots at scrape time (Collect), so
+// that a model's gauges go when it unloads, and its engine counters start
+// again from 0 when it loads again (Prometheus' rate() takes a reset in
+// its stride). The request families live as long as the API.
+type metrics struct {
+	models *Registry
+	reg    *prometheus.Registry
+
+	success                                                    *prometheus.CounterVec
+	toolRepairs                                                *prometheus.CounterVec
+	ttft, itl, tpot, e2e, queue, prefill, decode               *prometheus.HistogramVec
+	promptSeconds, predictedSeconds                            *prometheus.CounterVec
+	global                                                     []globalFamily
+	perModel                                                   []modelFamily
+	loads, promptThroughput, predictedThroughput, kvCacheUsage *prometheus.Desc
+
+	mu      sync.Mutex
+	buckets map[string]*throughput // by model: since the previous scrape
+}
+
+// throughput sums the generations finished since the previous scrape, for
+// llama-server's llamacpp:prompt_tokens_seconds and
+// llamacpp:predicted_tokens_seconds.
+type throughput struct {
+	promptTokens, predictedTokens   int
+	promptSeconds, predictedSeconds float64
+}
+
+// snapshot is what the per-model families read from a loaded engine.
+type snapshot struct {
+	engine.Stats
+	// activeCells counts the KV cells of the slots that serve a request;
+	// the cache idle slots keep for prefix reuse is free to evict.
+	activeCells int
+}
+
+// globalFamily is a family without labels, read from the registry.
+type globalFamily struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*Registry) (float64, bool)
+}
+
+// modelFamily is a family labelled model_name, read from a loaded
+// engine's snapshot.
+type modelFamily struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*snapshot) float64
+}
+
+func modelDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, []string{ModelLabel}, nil)
+}
+
+func gauge(name, help string, v func(*snapshot) float64) modelFamily {
+	return modelFamily{modelDesc(name, help), prometheus.GaugeValue, v}
+}
+
+func counter(name, help string, v func(*snapshot) float64) modelFamily {
+	return modelFamily{modelDesc(name, help), prometheus.CounterValue, v}
+}
+
+// ratio is n/d, 0 when d is 0.
+func ratio(n, d float64) float64 {
+	if d == 0 {
+		return 0
+	}
+	return n / d
+}
+
+func newMetrics(models *Registry) *metrics {
+	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{ModelLabel})
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{ModelLabel}, labels...))
+	}
+	x := &metrics{
+		models:  models,
+		reg:     prometheus.NewRegistry(),
+		buckets: make(map[string]*throughput),
+
+		success: counterVec("vllm:request_success_total", "Finished requests by finish reason (stop, length, abort, error).", "finished_reason"),
+		toolRepairs: counterVec("corral_tool_call_repairs_total",
+			"Whole answers whose failed tool call was written again, by outcome: repaired, or failed (given back as written).", "outcome"),
+		ttft: histogram("vllm:time_to_first_token_seconds", "Submit to first generated token.", ttftBuckets),
+		itl: histogram("vllm:inter_token_latency_seconds",
+			"Time between generated tokens: each request's n-1 gaps, observed at the request's mean gap when it ends.", tokenBuckets),
+		tpot:    histogram("vllm:request_time_per_output_token_seconds", "Per request: decode time over generated tokens less one.", tokenBuckets),
+		e2e:     histogram("vllm:e2e_request_latency_seconds", "Submit to finish.", latencyBuckets),
+		queue:   histogram("vllm:request_queue_time_seconds", "Submit to admission to a slot (the whole life of a request never admitted).", latencyBuckets),
+		prefill: histogram("vllm:request_prefill_time_seconds", "Admission to the last prompt token evaluated (and the first token sampled).", latencyBuckets),
+		decode:  histogram("vllm:request_decode_time_seconds", "First generated token to finish.", latencyBuckets),
+
+		promptSeconds:    counterVec("llamacpp:prompt_seconds_total", "Prompt process time, summed over finished requests."),
+		predictedSeconds: counterVec("llamacpp:tokens_predicted_seconds_total", "Predict process time (first token to finish, pauses excluded), summed over finished requests."),
+
+		loads:               prometheus.NewDesc("corral_model_loads_total", "Loads of each model that succeeded.", []string{ModelLabel}, nil),
+		promptThroughput:    modelDesc("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s of the requests finished since the previous scrape."),
+		predictedThroughput: modelDesc("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s of the requests finished since the previous scrape."),
+		kvCacheUsage:        modelDesc("vllm:kv_cache_usage_perc", "KV cache usage, 0 to 1: cells held by slots serving a request over all cells."),
+	}
+	x.global = []globalFamily{
+		{prometheus.NewDesc("corral_models_loaded", "Models loaded.", nil, nil), prometheus.GaugeValue, func(r *Registry) (float64, bool) {
+			n := 0
+			for _, st := range r.Status() {
+				if st.State == registry.StateLoaded {
+					n++
+				}
+			}
+			return float64(n), true
+		}},
+		{prometheus.NewDesc("corral_memory_reserved_bytes", "Memory reserved by loaded and loading models.", nil, nil), prometheus.GaugeValue,
+			func(r *Registry) (float64, bool) { return float64(r.Budget().Used()), true }},
+		{prometheus.NewDesc("corral_memory_budget_bytes", "The memory budget (--memory-budget); absent when unlimited.", nil, nil), prometheus.GaugeValue,
+			func(r *Registry) (float64, bool) { return float64(r.Budget().Limit()), !r.Budget().Unlimited() }},
+		{prometheus.NewDesc("corral_requests_waiting_for_memory", "Requests waiting for a model to get memory (every loaded model busy).", nil, nil), prometheus.GaugeValue,
+			func(r *Registry) (float64, bool) { return float64(r.Waiting()), true }},
+	}
+	x.perModel = []modelFamily{
+		// vLLM's names.
+		gauge("vllm:num_requests_running", "Requests in a slot (prefilling, decoding or paused).", func(s *snapshot) float64 { return float64(s.SlotsBusy) }),
+		gauge("vllm:num_requests_waiting", "Requests waiting for a slot.", func(s *snapshot) float64 { return float64(s.QueueDepth) }),
+		counter("vllm:prompt_tokens_total", "Prompt tokens of admitted requests, cached ones included.", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
+		counter("vllm:generation_tokens_total", "Generated tokens.", func(s *snapshot) float64 { return float64(s.TokensOut) }),
+		counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix caches (slots and host cache).", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
+		counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix caches.", func(s *snapshot) float64 { return float64(s.CachedPromptTokens) }),
+		counter("vllm:num_preemptions_total", "Requests preempted for a request of a better priority class.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
+		// llama-server's names.
+		counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed (evaluated: cached ones excluded).", func(s *snapshot) float64 {
+			return float64(s.PromptTokens - s.CachedPromptTokens)
+		}),
+		counter("llamacpp:tokens_predicted_total", "Number of generation tokens processed.", func(s *snapshot) float64 { return float64(s.TokensOut) }),
+		counter("llamacpp:n_decode_total", "Total number of llama_decode() calls (scheduler steps).", func(s *snapshot) float64 { return float64(s.Steps) }),
+		gauge("llamacpp:n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call.", func(s *snapshot) float64 {
+			return ratio(float64(s.BusySlots), float64(s.Steps))
+		}),
+		gauge("llamacpp:kv_cache_usage_ratio", "KV-cache usage: cells holding a token (idle slots' cached prefixes included) over all cells.", func(s *snapshot) float64 {
+			return min(1, ratio(float64(s.KVCellsUsed), float64(s.KVCellsTotal)))
+		}),
+		gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", func(s *snapshot) float64 { return float64(s.KVCellsUsed) }),
+		gauge("llamacpp:requests_processing", "Number of requests processing.", func(s *snapshot) float64 { return float64(s.SlotsBusy) }),
+		gauge("llamacpp:requests_deferred", "Number of requests deferred.", func(s *snapshot) float64 { return float64(s.QueueDepth) }),
+		// corral's own.
+		gauge("corral_slots", "Number of slots.", func(s *snapshot) float64 { return float64(s.SlotsTotal) }),
+		gauge("corral_slots_busy", "Slots serving a request.", func(s *snapshot) float64 { return float64(s.SlotsBusy) }),
+		gauge("corral_queue_depth", "Requests waiting for a slot.", func(s *snapshot) float64 { return float64(s.QueueDepth) }),
+		gauge("corral_kv_cells_used", "KV cache cells in use.", func(s *snapshot) float64 { return float64(s.KVCellsUsed) }),
+		gauge("corral_kv_cells", "KV cache cells in all.", func(s *snapshot) float64 { return float64(s.KVCellsTotal) }),
+		counter("corral_requests_total", "Requests finished since the model loaded.", func(s *snapshot) float64 { return float64(s.Requests) }),
+		counter("corral_tokens_generated_total", "Tokens generated since the model loaded.", func(s *snapshot) float64 { return float64(s.TokensOut) }),
+		counter("corral_steps_total", "Scheduler steps that decoded a batch.", func(s *snapshot) float64 { return float64(s.Steps) }),
+		counter("corral_forward_passes_total", "Model evaluations those steps took (one per step with the unified KV cache).", func(s *snapshot) float64 { return float64(s.ForwardPasses) }),
+		counter("corral_prompt_tokens_total", "Prompt tokens of admitted requests.", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
+		counter("corral_prompt_tokens_cached_total", "Prompt tokens found in a slot or the host cache instead of evaluated.", func(s *snapshot) float64 { return float64(s.CachedPromptTokens) }),
+		counter("corral_preemptions_total", "Requests preempted for a request of a better priority class.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
+		gauge("corral_host_cache_bytes", "Host memory holding KV state of evicted prefixes.", func(s *snapshot) float64 { return float64(s.HostCacheBytes) }),
+		counter("corral_host_cache_restored_total", "Prefixes restored from the host cache.", func(s *snapshot) float64 { return float64(s.HostCacheRestored) }),
+		gauge("corral_slots_paused", "Slots holding a paced answer that waits for continue.", func(s *snapshot) float64 { return float64(s.SlotsPaused) }),
+		counter("corral_paced_requests_total", "Paced (voice) answers finished.", func(s *snapshot) float64 { return float64(s.Paced.Requests) }),
+		counter("corral_paced_chunks_total", "Chunks of paced answers.", func(s *snapshot) float64 { return float64(s.Paced.Chunks) }),
+		counter("corral_paced_interrupted_total", "Paced answers interrupted (barge-in or closed socket).", func(s *snapshot) float64 { return float64(s.Paced.Interrupted) }),
+		counter("corral_paced_pause_timeouts_total", "Paced answers ended because nobody continued them.", func(s *snapshot) float64 { return float64(s.Paced.PauseTimeouts) }),
+		counter("corral_paced_prompt_tokens_cached_total", "Prompt tokens of paced answers found cached.", func(s *snapshot) float64 { return float64(s.Paced.CachedTokens) }),
+		counter("corral_paced_prompt_tokens_evaluated_total", "Prompt tokens of paced answers evaluated.", func(s *snapshot) float64 { return float64(s.Paced.PromptEvaluated) }),
+		counter("corral_paced_reevaluated_tokens_total", "Tokens of paced answers evaluated a second time (0 unless preempted without a cache).", func(s *snapshot) float64 { return float64(s.Paced.Reevaluated) }),
+		counter("corral_paced_first_chunk_seconds_sum", "Submit to first chunk of paced answers, summed.", func(s *snapshot) float64 { return s.Paced.FirstChunk.Seconds() }),
+		counter("corral_paced_first_chunk_seconds_count", "Paced answers with a first chunk.", func(s *snapshot) float64 { return float64(s.Paced.FirstChunkCount) }),
+		counter("corral_embed_requests_total", "Embedding requests finished (or failed).", func(s *snapshot) float64 { return float64(s.EmbedRequests) }),
+		counter("corral_embed_inputs_total", "Inputs embedded.", func(s *snapshot) float64 { return float64(s.EmbedInputs) }),
+		counter("corral_embed_passes_total", "Forward passes that embedded them (several inputs, of several requests, per pass).", func(s *snapshot) float64 { return float64(s.EmbedPasses) }),
+	}
+	x.reg.MustRegister(x, x.success, x.toolRepairs, x.ttft, x.itl, x.tpot, x.e2e, x.queue, x.prefill, x.decode, x.promptSeconds, x.predictedSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return x
+}
+
+// Describe sends the descriptors of the families Collect reads from
+// snapshots (prometheus.Collector).
+func (x *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range x.global {
+		ch <- f.desc
+	}
+	for _, f := range x.perModel {
+		ch <- f.desc
+	}
+	ch <- x.loads
+	ch <- x.promptThroughput
+	ch <- x.predictedThroughput
+	ch <- x.kvCacheUsage
+}
+
+// Collect reads the registry and every loaded engine (prometheus.Collector).
+func (x *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range x.global {
+		if v, ok := f.value(x.models); ok {
+			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, v)
+		}
+	}
+	for _, st := range x.models.Status() {
+		ch <- prometheus.MustNewConstMetric(x.loads, prometheus.CounterValue, float64(st.Loads), st.ID)
+		if st.Model == nil {
+			continue
+		}
+		eng := st.Model.Engine()
+		s := snapshot{Stats: eng.Stats()}
+		if slots, err := eng.Slots(context.Background()); err == nil {
+			for _, sl := range slots {
+				if sl.IsProcessing {
+					s.activeCells += sl.CachedTokens
+				}
+			}
+		}
+		for _, f := range x.perModel {
+			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, f.value(&s), st.ID)
+		}
+		ch <- prometheus.MustNewConstMetric(x.kvCacheUsage, prometheus.GaugeValue, min(1, ratio(float64(s.activeCells), float64(s.KVCellsTotal))), st.ID)
+		t := x.takeThroughput(st.ID)
+		ch <- prometheus.MustNewConstMetric(x.promptThroughput, prometheus.GaugeValue, ratio(float64(t.promptTokens), t.promptSeconds), st.ID)
+		ch <- prometheus.MustNewConstMetric(x.predictedThroughput, prometheus.GaugeValue, ratio(float64(t.predictedTokens), t.predictedSeconds), st.ID)
+	}
+}
+
+// takeThroughput returns the model's throughput bucket and starts a new
+// one, as llama-server does at each scrape (so two scrapers share it).
+func (x *metrics) takeThroughput(model string) throughput {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t := x.buckets[model]
+	if t == nil {
+		return throughput{}
+	}
+	delete(x.buckets, model)
+	return *t
+}
+
+// finishedReason is vLLM's finished_reason for an engine finish reason:
+// stop, length, abort (cancelled, interrupted, paused too long) or error.
+func finishedReason(r engine.FinishReason) string {
+	switch r {
+	case engine.FinishStop:
+		return "stop"
+	case engine.FinishLength:
+		return "length"
+	case engine.FinishError:
+		return "error"
+	}
+	return "abort"
+}
+
+// observe records a finished generation of the model named model: the
+// request families. A request with no generated token has no TTFT,
+// prefill, decode or inter-token latency.
+func (x *metrics) observe(model string, res engine.Result) {
+	t, u := res.Timings, res.Usage
+	x.success.WithLabelValues(model, finishedReason(res.FinishReason)).Inc()
+	x.e2e.WithLabelValues(model).Observe(t.Total.Seconds())
+	x.queue.WithLabelValues(model).Observe(t.Queued.Seconds())
+	if t.TTFT <= 0 {
+		return
+	}
+	decoding := (t.Decode - t.Held).Seconds()
+	x.ttft.WithLabelValues(model).Observe(t.TTFT.Seconds())
+	x.prefill.WithLabelValues(model).Observe(t.Prefill.Seconds())
+	x.decode.WithLabelValues(model).Observe(t.Decode.Seconds())
+	x.promptSeconds.WithLabelValues(model).Add(t.Prefill.Seconds())
+	x.predictedSeconds.WithLabelValues(model).Add(max(0, decoding))
+	if n := u.CompletionTokens - 1; n > 0 && decoding > 0 {
+		gap := decoding / float64(n)
+		x.tpot.WithLabelValues(model).Observe(gap)
+		itl := x.itl.WithLabelValues(model)
+		for range n {
+			itl.Observe(gap)
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	b := x.buckets[model]
+	if b == nil {
+		b = &throughput{}
+		x.buckets[model] = b
+	}
+	b.promptTokens += u.PromptTokens - u.CachedTokens
+	b.promptSeconds += t.Prefill.Seconds()
+	b.predictedTokens += u.CompletionTokens
+	b.predictedSeconds += max(0, decoding)
+}
+
+// Metrics serves GET /metrics in Prometheus' exposition format (see the
+// README's Metrics section): vLLM's and llama-server's families labelled
+// model_name, corral's own, and the Go process's. Only for an admin
+// unless Options.MetricsPublic: the prefix cache counters tell of other
+// callers' prompts.
+func (a *Core) Metrics(w http.ResponseWriter, r *http.Request) {
+	if !a.metricsPublic {
+		if e := AdminOnly(r, "GET /metrics"); e != nil {
+			WriteError(w, e)
+			return
+		}
+	}
+	a.metricsHandler.ServeHTTP(w, r)
+}
+
+// handler serves x's registry; log receives collection errors.
+func (x *metrics) handler(log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(x.reg, promhttp.HandlerOpts{ErrorLog: printLogger{log}, ErrorHandling: promhttp.ContinueOnError})
+}
+
+// printLogger is promhttp's error logger on a slog.Logger.
+type printLogger struct{ log *slog.Logger }
+
+// Println logs v as a warning.
+func (l printLogger) Println(v ...any) { l.log.Warn("metrics: " + fmt.Sprint(v...)) }

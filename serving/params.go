@@ -1,0 +1,316 @@
+package serving
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/grammar"
+)
+
+// Sampling defaults when a request leaves a parameter out. They are
+// llama-server's, so scripts written against it sample the same way.
+const (
+	DefaultTemperature = 0.8
+	DefaultTopK        = 40
+	DefaultTopP        = 0.95
+	DefaultMinP        = 0.05
+	DefaultRepeatLastN = 64
+)
+
+// Limits on stop strings. OpenAI allows 4; these are generous, and keep
+// the per-token stop check cheap for every other slot.
+const (
+	MaxStops     = 16
+	MaxStopBytes = 256
+)
+
+// SamplingParams are the sampling fields shared by every completion
+// endpoint. Pointers tell "absent" from zero.
+type SamplingParams struct {
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	TopK             *int            `json:"top_k"`
+	MinP             *float64        `json:"min_p"`
+	TypicalP         *float64        `json:"typical_p"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	RepeatLastN      *int            `json:"repeat_last_n"`
+	Seed             *int64          `json:"seed"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	Stop             json.RawMessage `json:"stop"`
+	IgnoreEOS        bool            `json:"ignore_eos"`
+	// Priority is the request's class (vLLM's field): lower is served
+	// first. Not sampling, but shared by the same endpoints.
+	Priority *int `json:"priority"`
+	// KeepAlive is how long the model stays loaded after this request
+	// (Ollama's field; see KeepAlive).
+	KeepAlive *KeepAlive `json:"keep_alive"`
+}
+
+// Sampling validates p and converts it for a model with vocab tokens and
+// slotCtx tokens of context per slot.
+func (p *SamplingParams) Sampling(vocab, slotCtx int) (engine.Sampling, *Error) {
+	s := engine.Sampling{
+		Temperature: DefaultTemperature,
+		TopK:        DefaultTopK,
+		TopP:        DefaultTopP,
+		MinP:        DefaultMinP,
+		RepeatLastN: DefaultRepeatLastN,
+		Seed:        -1,
+	}
+	checks := []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+		loOpen bool
+		dst    *float32
+	}{
+		{"temperature", p.Temperature, 0, 2, false, &s.Temperature},
+		{"top_p", p.TopP, 0, 1, true, &s.TopP},
+		{"min_p", p.MinP, 0, 1, false, &s.MinP},
+		{"typical_p", p.TypicalP, 0, 1, true, &s.TypicalP},
+		{"frequency_penalty", p.FrequencyPenalty, -2, 2, false, &s.FrequencyPenalty},
+		{"presence_penalty", p.PresencePenalty, -2, 2, false, &s.PresencePenalty},
+		{"repeat_penalty", p.RepeatPenalty, 0, math.MaxFloat32, false, &s.RepeatPenalty},
+	}
+	for _, c := range checks {
+		if c.v == nil {
+			continue
+		}
+		v := *c.v
+		if v < c.lo || v > c.hi || (c.loOpen && v == c.lo) {
+			open := "["
+			if c.loOpen {
+				open = "("
+			}
+			return s, Invalid(c.param, "'%s' must be in %s%g, %g], got %g", c.param, open, c.lo, c.hi, v)
+		}
+		*c.dst = float32(v)
+	}
+	if p.TopK != nil {
+		if *p.TopK < 0 {
+			return s, Invalid("top_k", "'top_k' must be >= 0, got %d", *p.TopK)
+		}
+		// top_k beyond the vocabulary keeps every token, as 0 does.
+		s.TopK = min(*p.TopK, vocab)
+	}
+	if p.RepeatLastN != nil {
+		// llama-server's meaning: -1 the context size, 0 disabled; a
+		// window longer than a slot's context is the context.
+		switch n := *p.RepeatLastN; {
+		case n < -1:
+			return s, Invalid("repeat_last_n", "'repeat_last_n' must be -1 (the context size) or >= 0, got %d", n)
+		case n == -1 || n > slotCtx:
+			s.RepeatLastN = slotCtx
+		default:
+			s.RepeatLastN = n
+		}
+	}
+	if p.Seed != nil && *p.Seed != -1 {
+		// 0 is a seed like any other; only an absent seed or -1 is random.
+		if *p.Seed < 0 || *p.Seed > math.MaxUint32 {
+			return s, Invalid("seed", "'seed' must be -1 (random) or in [0, %d], got %d", uint32(math.MaxUint32), *p.Seed)
+		}
+		s.Seed = *p.Seed
+	}
+	bias, err := parseLogitBias(p.LogitBias, vocab)
+	if err != nil {
+		return s, err
+	}
+	s.LogitBias = bias
+	return s, nil
+}
+
+// IsNull reports whether raw is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// ParseStop accepts a string or an array of at most MaxStops strings of
+// at most MaxStopBytes bytes each; empty strings are dropped since they
+// would stop before the first token.
+func ParseStop(raw json.RawMessage) ([]string, *Error) {
+	if IsNull(raw) {
+		return nil, nil
+	}
+	var many []string
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		many = []string{one}
+	} else if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, Invalid("stop", "'stop' must be a string or an array of strings")
+	}
+	if len(many) > MaxStops {
+		return nil, Invalid("stop", "'stop' has %d strings; at most %d are allowed", len(many), MaxStops)
+	}
+	stops := many[:0]
+	for i, s := range many {
+		if len(s) > MaxStopBytes {
+			return nil, Invalid("stop", "'stop' string %d is %d bytes long; at most %d are allowed", i, len(s), MaxStopBytes)
+		}
+		if s != "" {
+			stops = append(stops, s)
+		}
+	}
+	if len(stops) == 0 {
+		return nil, nil
+	}
+	return stops, nil
+}
+
+// parseLogitBias accepts OpenAI's {"token id": bias} object and
+// llama.cpp's [[token id, bias], ...] array. Biases are in [-100, 100].
+func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) {
+	if IsNull(raw) {
+		return nil, nil
+	}
+	bias := make(map[int32]float32)
+	add := func(tok int64, b float64) *Error {
+		if tok < 0 || tok >= int64(vocab) {
+			return Invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
+		}
+		if b < -100 || b > 100 {
+			return Invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
+		}
+		bias[int32(tok)] = float32(b)
+		return nil
+	}
+	var obj map[string]float64
+	if json.Unmarshal(raw, &obj) == nil {
+		for k, b := range obj {
+			tok, err := strconv.ParseInt(k, 10, 32)
+			if err != nil {
+				return nil, Invalid("logit_bias", "'logit_bias' keys must be token ids, got %q", k)
+			}
+			if e := add(tok, b); e != nil {
+				return nil, e
+			}
+		}
+		return bias, nil
+	}
+	var pairs [][2]float64
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, Invalid("logit_bias", "'logit_bias' must map token ids to numbers")
+	}
+	for _, p := range pairs {
+		if p[0] != math.Trunc(p[0]) {
+			return nil, Invalid("logit_bias", "'logit_bias' token ids must be integers, got %g", p[0])
+		}
+		if e := add(int64(p[0]), p[1]); e != nil {
+			return nil, e
+		}
+	}
+	return bias, nil
+}
+
+// ParseTokens checks that every id is in the vocabulary.
+func ParseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
+	toks := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= int64(vocab) {
+			return nil, Invalid(param, "token %d at index %d is outside the vocabulary [0, %d)", id, i, vocab)
+		}
+		toks[i] = int32(id)
+	}
+	return toks, nil
+}
+
+// ParsePrompt accepts a string, an array of one string, an array of token
+// ids, or an array of one array of token ids.
+func ParsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *Error) {
+	if IsNull(raw) {
+		return "", nil, Invalid("prompt", "'prompt' is required")
+	}
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil, nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
+		toks, e = ParseTokens(ids, vocab, "prompt")
+		return "", toks, e
+	}
+	var texts []string
+	if json.Unmarshal(raw, &texts) == nil && len(texts) == 1 {
+		return texts[0], nil, nil
+	}
+	var idLists [][]int64
+	if json.Unmarshal(raw, &idLists) == nil && len(idLists) == 1 && len(idLists[0]) > 0 {
+		toks, e = ParseTokens(idLists[0], vocab, "prompt")
+		return "", toks, e
+	}
+	return "", nil, Invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
+}
+
+// ResponseFormat is OpenAI's response_format.
+type ResponseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema"`
+	// Schema is llama-server's extension: {"type":"json_object","schema":{...}}.
+	Schema json.RawMessage `json:"schema"`
+}
+
+// Grammar returns the GBNF grammar that enforces f, "" for plain text; a
+// schema is bounded by lim.
+func (f *ResponseFormat) Grammar(lim *Limits) (string, *Error) {
+	if f == nil {
+		return "", nil
+	}
+	switch f.Type {
+	case "", "text":
+		return "", nil
+	case "json_object":
+		if IsNull(f.Schema) {
+			return grammar.JSONObject, nil
+		}
+		return SchemaGrammar(f.Schema, "response_format", lim)
+	case "json_schema":
+		if f.JSONSchema == nil || IsNull(f.JSONSchema.Schema) {
+			return "", Invalid("response_format", "'response_format' of type json_schema needs json_schema.schema")
+		}
+		return SchemaGrammar(f.JSONSchema.Schema, "response_format", lim)
+	}
+	return "", Invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
+}
+
+// SchemaGrammar converts a JSON Schema within lim, reporting a bad one
+// against param.
+func SchemaGrammar(schema json.RawMessage, param string, lim *Limits) (string, *Error) {
+	g, err := grammar.FromSchemaLimits(schema, lim.SchemaLimits())
+	if err != nil {
+		if e := SchemaLimitError(err, param); e != nil {
+			return "", e
+		}
+		return "", Invalid(param, "invalid JSON schema: %v", err)
+	}
+	return g, nil
+}
+
+// ReasoningParams are a request's reasoning budget, under either name
+// clients send it: thinking_budget, max_reasoning_tokens.
+type ReasoningParams struct {
+	ThinkingBudget     *int `json:"thinking_budget"`
+	MaxReasoningTokens *int `json:"max_reasoning_tokens"`
+}
+
+// Budget is the requested budget in tokens: nil when absent (the
+// server's default applies), -1 for none.
+func (p *ReasoningParams) Budget() (*int, *Error) {
+	b, param := p.ThinkingBudget, "thinking_budget"
+	if b == nil {
+		b, param = p.MaxReasoningTokens, "max_reasoning_tokens"
+	} else if p.MaxReasoningTokens != nil && *p.MaxReasoningTokens != *b {
+		return nil, Invalid("max_reasoning_tokens", "'thinking_budget' and 'max_reasoning_tokens' name the same budget: send one")
+	}
+	if b != nil && *b < -1 {
+		return nil, Invalid(param, "'%s' must be -1 (no budget) or >= 0 tokens, got %d", param, *b)
+	}
+	return b, nil
+}

@@ -1,0 +1,209 @@
+package serving
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/toolcall"
+)
+
+// ToolFields are a chat request's tool fields.
+type ToolFields struct {
+	Tools             []chat.Tool     `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+}
+
+// ToolPlan is what a chat request's tools ask of its answer.
+type ToolPlan struct {
+	Render []chat.Tool // the tools the template shows the model
+	// Parse: the answer is read for calls in Format (tool_choice other
+	// than "none"), keeping at most Max of them (0: any).
+	Parse  bool
+	Format toolcall.Format
+	Max    int
+	// Grammar forces a call ("required" or a named function); "" for none.
+	Grammar string
+}
+
+// functionName is OpenAI's rule for function names.
+var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ToolPlan checks the tool fields and decides how to answer them.
+//
+// tool_choice "none" hides the tools from the template and reads no
+// calls; "auto" (the default with tools) shows them and reads the calls
+// the model writes in the model's format; "required" and a named
+// function also force the answer to be calls, with a grammar built from
+// the tools' parameters schemas. OpenAI's allowed_tools narrows the tools
+// to those it names, which the model then sees and calls in its mode
+// ("auto" or "required"). parallel_tool_calls false allows one call: the
+// grammar writes one, and in "auto" only the first call the model writes
+// is kept.
+//
+// A function defined twice in tools is refused; one named twice in
+// allowed_tools is shown once. Counts are bounded by lim, and every
+// lookup is by name in a map: the plan takes time linear in the request.
+func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
+	plan := ToolPlan{Format: m.ToolFormat()}
+	if e := lim.CheckTools(f.Tools); e != nil {
+		return plan, e
+	}
+	names := make(map[string]int, len(f.Tools)) // index in f.Tools by name
+	for i, t := range f.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "function":
+			return plan, Invalid(param+".type", "'%s.type' must be \"function\", got %q", param, t.Type)
+		case !functionName.MatchString(t.Function.Name):
+			return plan, Invalid(param+".function.name", "'%s.function.name' must be 1 to 64 letters, digits, '_' or '-', got %q", param, t.Function.Name)
+		}
+		if _, ok := names[t.Function.Name]; ok {
+			return plan, Invalid(param+".function.name", "tool %q is defined twice", t.Function.Name)
+		}
+		names[t.Function.Name] = i
+		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && p[0] != '{' && !bytes.Equal(p, []byte("null")) {
+			return plan, Invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
+		}
+	}
+	choice, named, allowed, e := parseToolChoice(f.ToolChoice, lim)
+	if e != nil {
+		return plan, e
+	}
+	tools := f.Tools
+	if allowed != nil {
+		// allowed_tools: the model sees and may call only these, each
+		// once, in the order they are named.
+		tools = nil
+		shown := make(map[string]bool, len(allowed))
+		for _, name := range allowed {
+			i, ok := names[name]
+			if !ok {
+				return plan, Invalid("tool_choice", "'tool_choice.allowed_tools' names function %q, which is not among 'tools'", name)
+			}
+			if !shown[name] {
+				shown[name] = true
+				tools = append(tools, f.Tools[i])
+			}
+		}
+	}
+	if choice == "" {
+		choice = "none"
+		if len(f.Tools) > 0 {
+			choice = "auto"
+		}
+	}
+	switch {
+	case len(tools) > 0:
+	case choice == "required" || choice == "function":
+		return plan, Invalid("tool_choice", "'tool_choice' %s needs 'tools'", string(f.ToolChoice))
+	default:
+		choice = "none" // "auto" with no tools: clients send it as a default
+	}
+	if choice == "none" {
+		return plan, nil
+	}
+	plan.Render, plan.Parse = tools, true
+	parallel := f.ParallelToolCalls == nil || *f.ParallelToolCalls
+	if !parallel {
+		plan.Max = 1
+	}
+	forced := tools
+	switch choice {
+	case "auto":
+		return plan, nil
+	case "function":
+		forced = nil
+		for _, t := range tools {
+			if t.Function.Name == named {
+				forced = []chat.Tool{t}
+			}
+		}
+		if forced == nil {
+			return plan, Invalid("tool_choice", "'tool_choice' names function %q, which is not among 'tools'", named)
+		}
+		parallel = false // OpenAI calls the named function once
+		plan.Max = 1
+	}
+	g, err := plan.Format.Grammar(forced, parallel, lim.SchemaLimits())
+	if err != nil {
+		if e := SchemaLimitError(err, "tools"); e != nil {
+			return plan, e
+		}
+		if errors.Is(err, grammar.ErrInvalidSchema) {
+			return plan, Invalid("tools", "cannot force a call: %v", err)
+		}
+		return plan, &Error{Status: 500, Type: TypeServer, Message: "tool-call grammar: " + err.Error()}
+	}
+	plan.Grammar = g
+	return plan, nil
+}
+
+// toolChoiceForms is what a tool_choice that cannot be read is told.
+const toolChoiceForms = `'tool_choice' must be "none", "auto", "required", {"type": "function", "function": {"name": ...}} or {"type": "allowed_tools", "allowed_tools": {"mode": "auto" or "required", "tools": [...]}}`
+
+// parseToolChoice reads tool_choice: "" when absent or null, "none",
+// "auto", "required", or "function" with the function's name. OpenAI's
+// allowed_tools gives its mode ("auto" or "required") and the names of
+// the functions it allows in allowed (nil for the other forms), at most
+// lim.MaxAllowedTools of them.
+func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, allowed []string, e *Error) {
+	if IsNull(raw) {
+		return "", "", nil, nil
+	}
+	if err := json.Unmarshal(raw, &choice); err == nil {
+		switch choice {
+		case "none", "auto", "required":
+			return choice, "", nil, nil
+		}
+		return "", "", nil, Invalid("tool_choice", "%s, got %q", toolChoiceForms, choice)
+	}
+	type function struct {
+		Name string `json:"name"`
+	}
+	var obj struct {
+		Type         string   `json:"type"`
+		Function     function `json:"function"`
+		AllowedTools *struct {
+			Mode  string `json:"mode"`
+			Tools []struct {
+				Type     string   `json:"type"`
+				Function function `json:"function"`
+			} `json:"tools"`
+		} `json:"allowed_tools"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return "", "", nil, Invalid("tool_choice", "%s", toolChoiceForms)
+	}
+	switch {
+	case obj.Type == "function" && obj.Function.Name != "":
+		return "function", obj.Function.Name, nil, nil
+	case obj.Type == "allowed_tools" && obj.AllowedTools != nil:
+		at := obj.AllowedTools
+		if at.Mode != "auto" && at.Mode != "required" {
+			return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
+		}
+		if len(at.Tools) > lim.MaxAllowedTools {
+			return "", "", nil, OverLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
+				"'tool_choice.allowed_tools.tools' has %d entries", len(at.Tools))
+		}
+		allowed = make([]string, 0, len(at.Tools))
+		for i, t := range at.Tools {
+			if t.Type != "function" || t.Function.Name == "" {
+				return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
+			}
+			allowed = append(allowed, t.Function.Name)
+		}
+		if len(allowed) == 0 {
+			return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
+		}
+		return at.Mode, "", allowed, nil
+	}
+	return "", "", nil, Invalid("tool_choice", "%s", toolChoiceForms)
+}
