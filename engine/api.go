@@ -221,7 +221,9 @@ type JumpMode string
 const (
 	// JumpForce writes the forced text in those tokens: they are taken
 	// as the model's output without sampling, and the model samples again
-	// after them. The text is what the grammar forces, whatever the mode;
+	// after them. Where a draft did not reach (a step without room, the
+	// evaluation after a preemption), the forced text is written the same
+	// way, a token a step, so the output does not depend on batching. The text is what the grammar forces, whatever the mode;
 	// the tokens may differ from those the model would have chosen to
 	// write it (it may spell markup byte by byte), and so may what it
 	// writes after. A request with logprobs or a reasoning budget is

@@ -89,7 +89,7 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 	g.draft = g.draft[:0] // draft keeps the tokens until the next buildBatch
 	// The cells the sequence holds up to the output at outIdx.
 	base := len(sl.cache) - len(draft)
-	force := s.e.jump == JumpForce && !sl.req.params.Logprobs && g.think == nil
+	force := s.forces(sl)
 	for i := 0; ; i++ {
 		idx := sl.outIdx
 		if i > 0 {
@@ -117,6 +117,34 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 		}
 		return
 	}
+}
+
+// forces reports whether the slot's request has the text its grammar
+// forces written for it (JumpForce), rather than sampled.
+func (s *scheduler) forces(sl *slot) bool {
+	r := sl.req
+	return s.e.jump == JumpForce && r.gen.pace == nil && !r.params.Logprobs && r.gen.think == nil && r.sampler.HasGrammar()
+}
+
+// forcedToken is the token that starts the text the slot's grammar
+// forces next, cut as a draft cuts it, when the request has that text
+// written for it (see forces); ok is false when the grammar leaves a
+// choice. Writing it rather than sampling wherever the text is forced,
+// drafted or not, makes the output independent of how the steps drafted
+// (the room a batch left, a preemption's re-evaluation).
+func (s *scheduler) forcedToken(sl *slot) (tok llama.Token, ok bool) {
+	if !s.forces(sl) {
+		return 0, false
+	}
+	s.forced = sl.req.sampler.Forced(s.forced[:0], maxDraftText)
+	if len(s.forced) == 0 {
+		return 0, false
+	}
+	s.forcedTok, _ = s.e.model.Pieces().Split(s.forced, 1, s.forcedTok[:0])
+	if len(s.forcedTok) == 0 {
+		return 0, false
+	}
+	return s.forcedTok[0], true
 }
 
 // write takes tok, a drafted token of the text the grammar forces, as

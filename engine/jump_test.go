@@ -182,6 +182,7 @@ func TestJumpForwardForce(t *testing.T) {
 	sampled := base
 	sampled.Sampling = engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
 	steps := map[engine.JumpMode]uint64{}
+	var forced []string // the answers with JumpForce
 	for _, mode := range []engine.JumpMode{engine.JumpOff, engine.JumpConfirm, engine.JumpForce} {
 		e, err := engine.New(context.Background(), engine.Config{ModelPath: tiny, Parallel: 2, Threads: testThreads, JumpForward: mode})
 		if err != nil {
@@ -193,6 +194,9 @@ func TestJumpForwardForce(t *testing.T) {
 				t.Fatalf("%s: finish %s (%v): %q", mode, out.res.FinishReason, out.res.Err, out.text)
 			}
 			checkForcedCall(t, string(mode), out.text)
+			if mode == engine.JumpForce {
+				forced = append(forced, out.text)
+			}
 		}
 		// Two at once, drafting in the same steps.
 		var wg sync.WaitGroup
@@ -211,6 +215,18 @@ func TestJumpForwardForce(t *testing.T) {
 		}
 		steps[mode] = e.Stats().Steps
 		e.Close()
+	}
+	// Steps with little room cut the drafts short: the forced text is
+	// still written in the same tokens, so the answers are the same.
+	e, err := engine.New(context.Background(), engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads, BatchSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i, req := range []engine.Request{base, sampled} {
+		if got := run(t, e, req).text; got != forced[i] {
+			t.Errorf("with drafts cut short:\n got %q\nwant %q", got, forced[i])
+		}
 	}
 	t.Logf("steps for 4 calls: %v", steps)
 	if steps[engine.JumpForce]*2 > steps[engine.JumpOff] || steps[engine.JumpForce] >= steps[engine.JumpConfirm] {

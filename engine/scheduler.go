@@ -30,6 +30,7 @@ type scheduler struct {
 	prefixes   []int                // scratch for place: each slot's common prefix with a prompt
 	piece      []byte               // scratch for token bytes
 	forced     []byte               // scratch for the text a grammar forces (jump.go)
+	forcedTok  []llama.Token        // scratch for its first token (jump.go)
 	top        []llama.TokenLogprob // scratch for SampleLogprobs
 	// pieces caches token texts for logprobs entries, filled on demand
 	// (known says which are); nil until a request asks for logprobs.
@@ -388,6 +389,11 @@ func (s *scheduler) sample() {
 // had it evaluated nothing past that output. It reports the token and
 // whether the request goes on.
 func (s *scheduler) next(sl *slot, idx, cells int, now time.Time) (llama.Token, bool) {
+	if tok, ok := s.forcedToken(sl); ok {
+		if tok, more, written := s.write(sl, tok, cells, now); written {
+			return tok, more
+		}
+	}
 	var lp float32
 	// A spent reasoning budget writes its closing tokens instead.
 	tok, forced, err := sl.req.gen.think.next(sl.req.sampler)
