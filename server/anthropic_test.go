@@ -177,6 +177,102 @@ func TestAnthropicSDKMessages(t *testing.T) {
 	}
 }
 
+// TestAnthropicStopAndFormat: a stop_sequences entry the greedy answer
+// writes ends it there, as stop_reason "stop_sequence" naming it (each
+// answer from a fresh server, as in TestSDKChat); output_config.format's
+// JSON schema constrains the answer (on stories260K, whose byte tokens
+// can write JSON).
+func TestAnthropicStopAndFormat(t *testing.T) {
+	ctx := context.Background()
+	first := anthropicClient(startServer(t, engine.Config{Parallel: 1}))
+	whole, err := first.Messages.New(ctx, sdkMessage(24), anthropicGreedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := text(*whole)
+	words := strings.Fields(full)
+	if len(words) < 4 {
+		t.Fatalf("answer %q: too short to stop in", full)
+	}
+	stop := words[len(words)/2]
+	p := sdkMessage(24)
+	p.StopSequences = []string{"\u0000never", stop}
+	second := anthropicClient(startServer(t, engine.Config{Parallel: 1}))
+	stopped, err := second.Messages.New(ctx, p, anthropicGreedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := text(*stopped)
+	if stopped.StopReason != sdk.StopReasonStopSequence || stopped.StopSequence != stop || got != full[:strings.Index(full, stop)] {
+		t.Errorf("stop %q: %s\nfull answer %q", stop, stopped.RawJSON(), full)
+	}
+
+	p = sdkMessage(40)
+	p.OutputConfig = sdk.OutputConfigParam{Format: sdk.JSONOutputFormatParam{Schema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"city": map[string]any{"enum": []string{"Paris", "Tokyo"}}},
+		"required":   []string{"city"},
+	}}}
+	bytesModel := anthropicClient(startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})) // its byte tokens write "{"
+	formatted, err := bytesModel.Messages.New(ctx, p, anthropicGreedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = text(*formatted)
+	var v struct {
+		City string `json:"city"`
+	}
+	if err := json.Unmarshal([]byte(got), &v); err != nil || (v.City != "Paris" && v.City != "Tokyo") {
+		t.Errorf("output_config.format: %q: %v", got, err)
+	}
+}
+
+// toolsTemplate is ChatML that lists the tools in a system turn and
+// writes Hermes tool calls.
+const toolsTemplate = `{%- if tools %}<|im_start|>system
+{% for t in tools %}{{ t | tojson }}
+{% endfor %}<|im_end|>
+{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}{% if m.tool_calls %}{% for tc in m.tool_calls %}<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}
+</tool_call>{% endfor %}{% endif %}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}`
+
+// TestAnthropicCountTokens: count_tokens counts the prompt a Messages
+// request's answer reports in its usage, its tools rendered by the
+// template (which shows them) as the answer's were.
+func TestAnthropicCountTokens(t *testing.T) {
+	tpl, err := chat.Parse(toolsTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := anthropicClient(startThinkingTemplate(t, tpl))
+	ctx := context.Background()
+	msgs := []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("What is the weather in Paris?"))}
+	p := sdk.MessageNewParams{Model: claudeModel, MaxTokens: 1, Messages: msgs, Tools: []sdk.ToolUnionParam{anthropicWeather()},
+		System: []sdk.TextBlockParam{{Text: "Be brief."}}}
+	m, err := client.Messages.New(ctx, p, anthropicGreedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := m.Usage.InputTokens + m.Usage.CacheReadInputTokens
+	withTools, err := client.Messages.CountTokens(ctx, sdk.MessageCountTokensParams{Model: claudeModel, Messages: msgs,
+		Tools:  []sdk.MessageCountTokensToolUnionParam{{OfTool: p.Tools[0].OfTool}},
+		System: sdk.MessageCountTokensParamsSystemUnion{OfTextBlockArray: p.System}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := client.Messages.CountTokens(ctx, sdk.MessageCountTokensParams{Model: claudeModel, Messages: msgs,
+		System: sdk.MessageCountTokensParamsSystemUnion{OfTextBlockArray: p.System}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withTools.InputTokens != prompt || without.InputTokens >= prompt || without.InputTokens < 1 {
+		t.Errorf("count_tokens %d with the tools, %d without; the answer's prompt %d", withTools.InputTokens, without.InputTokens, prompt)
+	}
+}
+
 // anthropicWeather is the weather tool in Anthropic's shape.
 func anthropicWeather() sdk.ToolUnionParam {
 	tool := sdk.ToolUnionParamOfTool(sdk.ToolInputSchemaParam{
