@@ -4,10 +4,9 @@
 // (chat messages, function tools, a tool choice, sampling and reasoning
 // parameters), and encodes the core's answer, whole or as a stream of
 // deltas, as Anthropic's Message object or its server-sent events, and
-// errors as Anthropic's envelope.
-//
-// It has no dependency on the engine or on cgo, and none on package
-// openai: it speaks the neutral types of packages chat and wire.
+// errors as Anthropic's envelope. Routes serves both endpoints on package
+// serving's core (serve.go); the translation and the encoders speak the
+// neutral types of packages chat and wire, and none of package openai's.
 package anthropic
 
 import (

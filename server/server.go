@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-llm/corral/anthropic"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/ollama"
@@ -155,7 +156,22 @@ func writeGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
 		ollama.WriteError(w, se) // Ollama's shape
 		return
 	}
-	serving.WriteError(w, se)
+	writeError(w, r, se)
+}
+
+// writeError writes an error of the server's own in the shape of the API
+// r was sent to: Anthropic's envelope under /v1/messages, else OpenAI's.
+func writeError(w http.ResponseWriter, r *http.Request, e *serving.Error) {
+	if isMessages(r.URL.Path) {
+		anthropic.WriteError(w, e)
+		return
+	}
+	serving.WriteError(w, e)
+}
+
+// isMessages reports whether path is one of Anthropic's Messages API.
+func isMessages(path string) bool {
+	return path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/")
 }
 
 // prepare gives the API's handlers their request log record and stream
@@ -262,7 +278,7 @@ func (s *Server) waitIdle(ctx context.Context) {
 // routes are the endpoints of every dialect, the metrics and the voice
 // WebSocket.
 func routes() []serving.Route {
-	return append(slices.Concat(openai.Routes(), ollama.Routes(), llamacpp.Routes()),
+	return append(slices.Concat(openai.Routes(), ollama.Routes(), llamacpp.Routes(), anthropic.Routes()),
 		serving.Route{Method: http.MethodGet, Paths: []string{"/metrics"}, Handler: (*serving.Core).Metrics},
 		serving.Route{Method: http.MethodGet, Paths: []string{"/v1/voice"}, Handler: serveVoice})
 }
@@ -306,7 +322,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/live", live)
 	mux.Handle("/live", live)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		serving.WriteError(w, &serving.Error{Status: http.StatusNotFound, Type: serving.TypeInvalidRequest, Code: "not_found",
+		writeError(w, r, &serving.Error{Status: http.StatusNotFound, Type: serving.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	return mux
@@ -352,7 +368,7 @@ func (s *Server) ready(h func(*serving.Core, http.ResponseWriter, *http.Request)
 		}()
 		c := s.core.Load()
 		if c == nil {
-			serving.WriteError(w, &serving.Error{Status: http.StatusServiceUnavailable, Type: serving.TypeServer, Code: "model_loading",
+			writeError(w, r, &serving.Error{Status: http.StatusServiceUnavailable, Type: serving.TypeServer, Code: "model_loading",
 				Message: "the model is still loading, retry later"})
 			return
 		}
@@ -365,7 +381,7 @@ func allow(method string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
-			serving.WriteError(w, &serving.Error{Status: http.StatusMethodNotAllowed, Type: serving.TypeInvalidRequest, Code: "method_not_allowed",
+			writeError(w, r, &serving.Error{Status: http.StatusMethodNotAllowed, Type: serving.TypeInvalidRequest, Code: "method_not_allowed",
 				Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, method)})
 			return
 		}

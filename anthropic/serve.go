@@ -1,0 +1,321 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
+	"github.com/corral-llm/corral/wire"
+)
+
+// Routes are the endpoints of Anthropic's Messages API.
+func Routes() []serving.Route {
+	return []serving.Route{
+		{Method: http.MethodPost, Paths: []string{"/v1/messages"}, Handler: Messages},
+		{Method: http.MethodPost, Paths: []string{"/v1/messages/count_tokens"}, Handler: CountTokens},
+	}
+}
+
+// Messages serves POST /v1/messages: the answer as a Message object, or
+// with "stream": true as Messages server-sent events.
+func Messages(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, serveMessages)
+}
+
+// CountTokens serves POST /v1/messages/count_tokens: the tokens of the
+// prompt the same Messages request would have, rendered by the model's
+// chat template with its tools; nothing is generated.
+func CountTokens(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, WriteError, false, serveCountTokens)
+}
+
+// WriteError writes e in Anthropic's error envelope, with the status that
+// picks its type (see NewError). A 503 carries Retry-After: 1, as the
+// other dialects' do.
+func WriteError(w http.ResponseWriter, e *serving.Error) {
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	serving.WriteJSON(w, e.Status, errorEnvelope(e))
+}
+
+// errorEnvelope is e as Anthropic's error envelope.
+func errorEnvelope(e *serving.Error) ErrorEnvelope {
+	return NewError(e.Status, e.Code, e.Message, e.Param, "")
+}
+
+// messagesRequest is the body of POST /v1/messages, translated as it is
+// decoded (ParseMessages); a body the translation refuses keeps its
+// error for Check.
+type messagesRequest struct {
+	req *Request
+	err *Error
+}
+
+// countRequest is the body of POST /v1/messages/count_tokens
+// (ParseCountTokens).
+type countRequest struct {
+	messagesRequest
+}
+
+// UnmarshalJSON translates the body, one JSON value.
+func (body *messagesRequest) UnmarshalJSON(b []byte) error {
+	body.req, body.err = ParseMessages(b)
+	return nil
+}
+
+// UnmarshalJSON translates the body, one JSON value.
+func (body *countRequest) UnmarshalJSON(b []byte) error {
+	body.req, body.err = ParseCountTokens(b)
+	return nil
+}
+
+// Check refuses a body the translation refused, and one with more
+// messages, tools or prompt text than lim allows, before the model loads.
+func (body *messagesRequest) Check(lim *serving.Limits) *serving.Error {
+	if body.err != nil {
+		return &serving.Error{Status: body.err.Status, Type: serving.TypeInvalidRequest, Param: body.err.Param, Message: body.err.Message}
+	}
+	if body.req == nil {
+		return serving.Invalid("", "request body must be a JSON object")
+	}
+	r := body.req
+	if len(r.Messages) > lim.MaxMessages {
+		return serving.OverLimit("messages", "max-messages", lim.MaxMessages, "messages", "messages: %d messages", len(r.Messages))
+	}
+	if e := lim.CheckTools(r.Tools); e != nil {
+		return e
+	}
+	// The text the template will render, bounded before it renders.
+	n := 0
+	for _, m := range r.Messages {
+		n += len(m.Content) + len(m.ReasoningContent)
+		for _, c := range m.ToolCalls {
+			n += len(c.Function.Arguments)
+		}
+	}
+	for _, t := range r.Tools {
+		n += len(t.Function.Description) + len(t.Function.Parameters)
+	}
+	if n > lim.MaxPromptBytes {
+		return serving.OverLimit("messages", "max-prompt-bytes", lim.MaxPromptBytes, "bytes", "messages: the messages and tools have %d bytes of text", n)
+	}
+	return nil
+}
+
+// Lease names the model the request is for. With one model served, any
+// name is served by it (see registry.Registry.Acquire): Claude Code's
+// own model names reach the model corral serves.
+func (body *messagesRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.req.Model, nil, true
+}
+
+// serveMessages answers a Messages request through the core's generation
+// loop, framed by an encoder over Stream (or Whole).
+func serveMessages(x *serving.Exchange, body *messagesRequest) *serving.Error {
+	r := body.req
+	req, c, e := engineRequest(x.Model, r, x.Core.Limits())
+	if e != nil {
+		return e
+	}
+	tools, plan, e := serving.BuildChat(x.Model, &req, c, x.Core.Limits())
+	if e != nil {
+		return e
+	}
+	meta := Meta{ID: NewID(), Model: r.Model, StopSequences: r.StopSequences, OmitThinking: r.OmitThinking}
+	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "messages"}
+	if r.Format != nil {
+		g.GrammarParam = "output_config.format"
+	}
+	if tools.Grammar != "" {
+		// A forced call's grammar comes from the tools; what forces it
+		// is tool_choice.
+		g.GrammarParam, g.UnwritableParam = "tools", "tool_choice"
+	}
+	return x.Core.Generate(x, req, g, newEncoder(meta))
+}
+
+// serveCountTokens renders the prompt a Messages request would have and
+// counts its tokens.
+func serveCountTokens(x *serving.Exchange, body *countRequest) *serving.Error {
+	req, c, e := engineRequest(x.Model, body.req, x.Core.Limits())
+	if e != nil {
+		return e
+	}
+	if _, _, e := serving.BuildChat(x.Model, &req, c, x.Core.Limits()); e != nil {
+		return e
+	}
+	// The prompt as generation tokenizes it; client text that spells the
+	// model's special tokens counts here as those tokens, where a
+	// generation reads it as plain text (engine.Request.Plain).
+	toks, err := x.Model.Engine().Tokenize(req.Prompt, req.AddSpecial, req.ParseSpecial)
+	if err != nil {
+		return serving.SubmitError(err, "messages")
+	}
+	serving.WriteJSON(x.W, http.StatusOK, TokenCount{InputTokens: len(toks)})
+	return nil
+}
+
+// engineRequest builds the engine request of r for the model m within
+// lim, less what BuildChat completes (prompt, tools, stops of the
+// model), and the chat it completes it from.
+func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Request, *serving.Chat, *serving.Error) {
+	req := engine.Request{MaxTokens: r.MaxTokens, Stop: append([]string(nil), r.StopSequences...)}
+	sp := serving.SamplingParams{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK}
+	var e *serving.Error
+	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+		return req, nil, e
+	}
+	if r.Format != nil {
+		if req.Grammar, e = serving.SchemaGrammar(r.Format, "output_config.format", lim); e != nil {
+			return req, nil, e
+		}
+	}
+	tools := &serving.ToolFields{Tools: r.Tools, ToolChoice: openAIToolChoice(r.ToolChoice)}
+	if r.ToolChoice.DisableParallel {
+		no := false
+		tools.ParallelToolCalls = &no
+	}
+	c := &serving.Chat{Messages: r.Messages, Tools: tools, Args: &serving.TemplateArgs{ChatTemplateKwargs: thinkingKwargs(m, r.Thinking)},
+		Budget: r.Budget, GrammarParam: "output_config.format"}
+	return req, c, nil
+}
+
+// openAIToolChoice is tc in the words of OpenAI's tool_choice, which the
+// core reads: nil when absent, "none", "auto", "required", or a named
+// function.
+func openAIToolChoice(tc ToolChoice) json.RawMessage {
+	var v any = tc.Mode
+	switch tc.Mode {
+	case "":
+		return nil
+	case "function":
+		v = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+	}
+	b, _ := json.Marshal(v) // strings and maps of strings always marshal
+	return b
+}
+
+// thinkingKwargs are the template variables that turn the model's
+// thinking on or off, as thinking's type asks (nil: the model's default):
+// enable_thinking (Qwen 3 and many others) and thinking (DeepSeek V3.1),
+// whichever the template reads.
+func thinkingKwargs(m *model.Model, on *bool) json.RawMessage {
+	if on == nil {
+		return nil
+	}
+	kw := map[string]bool{}
+	for _, name := range []string{"enable_thinking", "thinking"} {
+		if m.Template().Reads(name) {
+			kw[name] = *on
+		}
+	}
+	if len(kw) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(kw) // a map of booleans always marshals
+	return b
+}
+
+// encoder frames the core's answer through a Stream (or Whole): the
+// Stream writes each event into events, whence it goes to the core as
+// an event that frames itself.
+type encoder struct {
+	meta   Meta
+	events sseEvents
+	s      *Stream
+}
+
+func newEncoder(m Meta) *encoder {
+	f := &encoder{meta: m}
+	f.s = NewStream(&f.events, m)
+	return f
+}
+
+// Start opens the message. Its usage is written with message_delta: the
+// prompt's tokens are not known to the encoder yet.
+func (f *encoder) Start() []any {
+	f.s.Start(Usage{})
+	return f.events.take()
+}
+
+// Deltas writes each piece of the answer; the complete calls came as
+// deltas already.
+func (f *encoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, _ engine.Chunk) []any {
+	for _, d := range ds {
+		f.s.Delta(d)
+	}
+	return f.events.take()
+}
+
+// End closes the message, with its stop reason and usage.
+func (f *encoder) End(res engine.Result, finish string) []any {
+	f.s.End(End{Finish: finish, StopWord: res.StopWord, Usage: usageOf(res.Usage)})
+	return f.events.take()
+}
+
+// Whole is the Message of a whole answer.
+func (f *encoder) Whole(a serving.Answer, res engine.Result) any {
+	msg := wire.Message{Role: "assistant", Content: a.Content, ReasoningContent: a.Reasoning, ToolCalls: a.Calls}
+	return Whole(f.meta, msg, End{Finish: a.Finish, StopWord: res.StopWord, Usage: usageOf(res.Usage)})
+}
+
+// Error is the error event of a stream already begun.
+func (f *encoder) Error(e *serving.Error) any {
+	f.s.Error(errorEnvelope(e))
+	return f.events.one()
+}
+
+// Ping is Anthropic's ping event.
+func (f *encoder) Ping() any {
+	f.s.Ping()
+	return f.events.one()
+}
+
+// usageOf is the engine's usage in the encoder's terms.
+func usageOf(u engine.Usage) Usage {
+	return Usage{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens}
+}
+
+// sseEvents collects what a Stream writes: each Write is one event.
+type sseEvents struct{ evs []any }
+
+// Write keeps a copy of b, one event.
+func (c *sseEvents) Write(b []byte) (int, error) {
+	c.evs = append(c.evs, sseEvent(bytes.Clone(b)))
+	return len(b), nil
+}
+
+// take returns the events written since the last take.
+func (c *sseEvents) take() []any {
+	evs := c.evs
+	c.evs = nil
+	return evs
+}
+
+// one returns the one event written since the last take (an empty one
+// when the Stream wrote nothing, having ended).
+func (c *sseEvents) one() any {
+	evs := c.take()
+	if len(evs) == 0 {
+		return sseEvent(nil)
+	}
+	return evs[0]
+}
+
+// sseEvent is one server-sent event as a Stream framed it.
+type sseEvent []byte
+
+// AppendSSE appends the event (serving.SSEAppender).
+func (e sseEvent) AppendSSE(dst []byte) []byte { return append(dst, e...) }
+
+// Ensure the adapters fit the core.
+var (
+	_ serving.Request     = (*messagesRequest)(nil)
+	_ serving.Request     = (*countRequest)(nil)
+	_ serving.Encoder     = (*encoder)(nil)
+	_ serving.SSEAppender = sseEvent(nil)
+)
