@@ -22,6 +22,7 @@ import (
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/openai"
+	"github.com/corral-llm/corral/responses"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
 	"github.com/corral-llm/corral/web"
@@ -85,6 +86,10 @@ type Server struct {
 
 	running atomic.Int64  // requests in API handlers
 	idle    chan struct{} // capacity 1: "running fell to 0"
+
+	// responses keeps the Responses API's stored responses (store:
+	// true), per API key, bounded in bytes and time.
+	responses *responses.Store
 }
 
 // New returns a loading server.
@@ -104,7 +109,8 @@ func New(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1), drained: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1), drained: make(chan struct{}),
+		responses: responses.NewStore(responses.StoreOptions{})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -277,8 +283,8 @@ func (s *Server) waitIdle(ctx context.Context) {
 
 // routes are the endpoints of every dialect, the metrics and the voice
 // WebSocket.
-func routes() []serving.Route {
-	return append(slices.Concat(openai.Routes(), ollama.Routes(), llamacpp.Routes(), anthropic.Routes()),
+func routes(st *responses.Store) []serving.Route {
+	return append(slices.Concat(openai.Routes(), responses.Routes(st), ollama.Routes(), llamacpp.Routes(), anthropic.Routes()),
 		serving.Route{Method: http.MethodGet, Paths: []string{"/metrics"}, Handler: (*serving.Core).Metrics},
 		serving.Route{Method: http.MethodGet, Paths: []string{"/v1/voice"}, Handler: serveVoice})
 }
@@ -292,7 +298,7 @@ func serveVoice(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	for _, rt := range routes() {
+	for _, rt := range routes(s.responses) {
 		h := allow(rt.Method, s.ready(rt.Handler))
 		for _, p := range rt.Paths {
 			mux.Handle(p, h)

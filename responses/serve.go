@@ -1,0 +1,274 @@
+package responses
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/serving"
+	"github.com/corral-llm/corral/wire"
+)
+
+// Routes are the endpoints of OpenAI's Responses API, keeping stored
+// responses in st.
+func Routes(st *Store) []serving.Route {
+	h := handlers{st: st}
+	return []serving.Route{
+		{Method: http.MethodPost, Paths: []string{"/v1/responses", "/responses"}, Handler: h.create},
+		{Method: http.MethodGet, Paths: []string{"GET /v1/responses/{id}", "GET /responses/{id}"}, Handler: h.get},
+		{Method: http.MethodDelete, Paths: []string{"DELETE /v1/responses/{id}", "DELETE /responses/{id}"}, Handler: h.delete},
+	}
+}
+
+// handlers serve the routes over one store.
+type handlers struct{ st *Store }
+
+// create serves POST /v1/responses: the Response object, or with
+// "stream": true its server-sent events.
+func (h handlers) create(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *createRequest) *serving.Error {
+		return h.serve(x, body)
+	})
+}
+
+// get serves GET /v1/responses/{id}: a response stored by the caller.
+func (h handlers) get(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	s, err := h.st.Get(callerOwner(r), r.PathValue("id"))
+	if err != nil {
+		serving.WriteError(w, storeError(err, r.PathValue("id")))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(s.Response)
+}
+
+// delete serves DELETE /v1/responses/{id}: OpenAI's deletion object.
+func (h handlers) delete(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := h.st.Delete(callerOwner(r), id); err != nil {
+		serving.WriteError(w, storeError(err, id))
+		return
+	}
+	serving.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+}
+
+// callerOwner is whose responses a request sees: its API key's, or everyone's
+// when the server has no keys.
+func callerOwner(r *http.Request) string {
+	if k := gate.FromContext(r.Context()).Key; k != nil {
+		return k.ID
+	}
+	return ""
+}
+
+// storeError is a store's error as the API reports it.
+func storeError(err error, id string) *serving.Error {
+	if errors.Is(err, ErrNotFound) {
+		return &serving.Error{Status: http.StatusNotFound, Type: serving.TypeInvalidRequest, Code: "not_found",
+			Message: "Response with id '" + id + "' not found."}
+	}
+	return &serving.Error{Status: http.StatusInternalServerError, Type: serving.TypeServer, Message: err.Error()}
+}
+
+// createRequest is the body of POST /v1/responses, decoded (Decode) as it
+// is read; a body Decode refuses keeps its error for Check.
+type createRequest struct {
+	req *Request
+	err *Error
+}
+
+// UnmarshalJSON decodes the body, one JSON value.
+func (body *createRequest) UnmarshalJSON(b []byte) error {
+	body.req, body.err = Decode(b)
+	return nil
+}
+
+// Check refuses a body Decode refused. The items and tools are counted
+// as they are translated, within the core's limits (see serve).
+func (body *createRequest) Check(*serving.Limits) *serving.Error {
+	if body.err != nil {
+		return neutral(body.err)
+	}
+	if body.req == nil {
+		return serving.Invalid("", "request body must be a JSON object")
+	}
+	return nil
+}
+
+// Lease names the model the request is for.
+func (body *createRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.req.Model, nil, true
+}
+
+// neutral is e as the core's error.
+func neutral(e *Error) *serving.Error {
+	typ := serving.TypeInvalidRequest
+	if e.Status >= 500 {
+		typ = serving.TypeServer
+	}
+	return &serving.Error{Status: e.Status, Type: typ, Param: e.Param, Code: e.Code, Message: e.Message}
+}
+
+// serve translates the request (an earlier response's conversation from
+// the caller's stored ones), answers it through the core's generation
+// loop and stores the response when asked to.
+func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error {
+	r := body.req
+	lim := x.Core.Limits()
+	own := callerOwner(x.R)
+	t, te := Translate(r, h.st.Prior(own), Limits{MaxItems: lim.MaxMessages, MaxTools: lim.MaxTools})
+	if te != nil {
+		return neutral(te)
+	}
+	if len(t.Dropped) > 0 {
+		x.Core.Logger().Debug("responses: offered tools the model does not see", "types", t.Dropped)
+	}
+	m := x.Model
+	req := engine.Request{MaxTokens: t.MaxOutputTokens}
+	sp := serving.SamplingParams{Temperature: t.Temperature, TopP: t.TopP}
+	var e *serving.Error
+	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+		return e
+	}
+	if t.Format.JSON {
+		req.Grammar = grammar.JSONObject
+		if t.Format.Schema != nil {
+			if req.Grammar, e = serving.SchemaGrammar(t.Format.Schema, "text.format", lim); e != nil {
+				return e
+			}
+		}
+	}
+	tools := &serving.ToolFields{Tools: t.Tools, ToolChoice: openAIToolChoice(t.ToolChoice)}
+	if !t.ParallelToolCalls {
+		no := false
+		tools.ParallelToolCalls = &no
+	}
+	args := &serving.TemplateArgs{}
+	if t.ReasoningEffort != "" {
+		args.ReasoningEffort = &t.ReasoningEffort
+	}
+	c := &serving.Chat{Messages: t.Messages, Tools: tools, Args: args, GrammarParam: "text.format"}
+	toolPlan, plan, e := serving.BuildChat(m, &req, c, lim)
+	if e != nil {
+		return e
+	}
+	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "input"}
+	if t.Format.JSON {
+		g.GrammarParam = "text.format"
+	}
+	if toolPlan.Grammar != "" {
+		g.GrammarParam, g.UnwritableParam = "tools", "tool_choice"
+	}
+	resp := NewResponse(NewID("resp"), r.Model, time.Now().Unix(), r, t)
+	enc := &encoder{s: NewStream(resp, t.Namespaces)}
+	if e := x.Core.Generate(x, req, g, enc); e != nil {
+		return e
+	}
+	if t.Store {
+		if s, err := Record(r, t, enc.s.Response()); err == nil {
+			// A response the store cannot keep (over its budget) is
+			// still answered; it cannot be continued.
+			_ = h.st.Put(own, resp.ID, s)
+		}
+	}
+	return nil
+}
+
+// openAIToolChoice is tc in the words of Chat Completions' tool_choice,
+// which the core reads: nil when auto without allowed tools.
+func openAIToolChoice(tc ToolChoice) json.RawMessage {
+	var v any
+	switch {
+	case tc.Allowed != nil:
+		mode := tc.Mode
+		if mode == "" {
+			mode = "auto"
+		}
+		tools := make([]map[string]any, len(tc.Allowed))
+		for i, name := range tc.Allowed {
+			tools[i] = map[string]any{"type": "function", "function": map[string]string{"name": name}}
+		}
+		v = map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": mode, "tools": tools}}
+	case tc.Mode == "function":
+		v = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+	case tc.Mode == "" || tc.Mode == "auto":
+		return nil
+	default:
+		v = tc.Mode
+	}
+	b, _ := json.Marshal(v) // strings and maps of strings always marshal
+	return b
+}
+
+// encoder frames the core's answer through a Stream.
+type encoder struct{ s *Stream }
+
+// events are a Stream's events as the core writes them: each frames
+// itself (serving.SSEAppender).
+func events(evs []Event) []any {
+	out := make([]any, len(evs))
+	for i, e := range evs {
+		out[i] = e
+	}
+	return out
+}
+
+// Start is response.created and response.in_progress.
+func (f *encoder) Start() []any { return events(f.s.Start()) }
+
+// Deltas are the events of each piece of the answer.
+func (f *encoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, _ engine.Chunk) []any {
+	var out []any
+	for _, d := range ds {
+		out = append(out, events(f.s.Delta(d))...)
+	}
+	return out
+}
+
+// End closes the open item and the response, with its usage.
+func (f *encoder) End(res engine.Result, finish string) []any {
+	return events(f.s.End(End{FinishReason: finish, Usage: usageOf(res.Usage)}, time.Now().Unix()))
+}
+
+// Whole is the Response of a whole answer: its pieces go through the
+// Stream, whose response they complete.
+func (f *encoder) Whole(a serving.Answer, res engine.Result) any {
+	f.s.Start()
+	if a.Reasoning != "" {
+		f.s.Delta(wire.Delta{ReasoningContent: &a.Reasoning})
+	}
+	if a.Content != "" {
+		f.s.Delta(wire.Delta{Content: &a.Content})
+	}
+	for i, c := range a.Calls {
+		f.s.Delta(wire.Delta{ToolCalls: []wire.ToolCallDelta{{Index: i, ID: c.ID, Type: "function",
+			Function: wire.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}}}})
+	}
+	f.s.End(End{FinishReason: a.Finish, Usage: usageOf(res.Usage)}, time.Now().Unix())
+	return f.s.Response()
+}
+
+// Error is the error event of a stream already begun.
+func (f *encoder) Error(e *serving.Error) any {
+	return f.s.ErrorEvent(&Error{Status: e.Status, Param: e.Param, Code: e.Code, Message: e.Message})
+}
+
+// Ping keeps the stream alive with an SSE comment.
+func (f *encoder) Ping() any { return nil }
+
+// usageOf is the engine's usage in the stream's terms.
+func usageOf(u engine.Usage) TokenUsage {
+	return TokenUsage{PromptTokens: u.PromptTokens, CachedPromptTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens}
+}
+
+// Ensure the adapters fit the core.
+var (
+	_ serving.Request     = (*createRequest)(nil)
+	_ serving.Encoder     = (*encoder)(nil)
+	_ serving.SSEAppender = Event{}
+)
