@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -220,28 +221,9 @@ func decodeError(err error) *Error {
 			return invalid("", "request body must be a JSON object, got %s", te.Value)
 		}
 		field := strings.TrimPrefix(te.Field, "unsupported.")
-		return invalid(field, "%s: expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		return invalid(field, "%s: expected %s, got %s", field, serving.JSONKind(te.Type.Kind()), te.Value)
 	}
 	return invalid("", "invalid JSON body: %v", err)
-}
-
-// jsonKind names a Go kind the way a JSON client thinks of it.
-func jsonKind(k string) string {
-	switch k {
-	case "float32", "float64":
-		return "a number"
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
-		return "an integer"
-	case "bool":
-		return "a boolean"
-	case "string":
-		return "a string"
-	case "slice", "array":
-		return "an array"
-	case "map", "struct":
-		return "an object"
-	}
-	return k
 }
 
 // translate checks and converts what both endpoints share.

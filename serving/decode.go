@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 )
@@ -102,7 +103,7 @@ func decodeError(err error) *Error {
 			return Invalid("", "request body must be a JSON object, got %s", te.Value)
 		}
 		field := embeddedPrefix.Replace(te.Field)
-		return Invalid(field, "invalid type for '%s': expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		return Invalid(field, "invalid type for '%s': expected %s, got %s", field, JSONKind(te.Type.Kind()), te.Value)
 	}
 	return Invalid("", "invalid JSON body: %v", err)
 }
@@ -112,9 +113,10 @@ func decodeError(err error) *Error {
 // field name the client sent.
 var embeddedPrefix = strings.NewReplacer("oaiParams.", "", "SamplingParams.", "", "EmbeddingRequest.", "", "ReasoningParams.", "", "ToolFields.", "", "TemplateArgs.", "", "modelOnly.", "")
 
-// jsonKind names a Go kind the way a JSON client thinks of it.
-func jsonKind(k string) string {
-	switch k {
+// JSONKind names a Go kind the way a JSON client thinks of it ("a
+// number", "an object", …), for errors about a field's type.
+func JSONKind(k reflect.Kind) string {
+	switch k.String() {
 	case "float32", "float64":
 		return "a number"
 	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
@@ -128,5 +130,5 @@ func jsonKind(k string) string {
 	case "map", "struct":
 		return "an object"
 	}
-	return k
+	return k.String()
 }
