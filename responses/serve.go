@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -88,14 +89,36 @@ func (body *createRequest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Check refuses a body Decode refused. The items and tools are counted
-// as they are translated, within the core's limits (see serve).
-func (body *createRequest) Check(*serving.Limits) *serving.Error {
+// Check refuses a body Decode refused, and one over lim before the model
+// loads: more tools or input items than lim allows, instructions or an
+// input text longer than a prompt may be. Translate counts again what
+// only it sees (a namespace's functions, a previous response's items).
+func (body *createRequest) Check(lim *serving.Limits) *serving.Error {
 	if body.err != nil {
 		return neutral(body.err)
 	}
-	if body.req == nil {
+	r := body.req
+	if r == nil {
 		return serving.Invalid("", "request body must be a JSON object")
+	}
+	if len(r.Tools) > lim.MaxTools {
+		return serving.OverLimit("tools", "max-tools", lim.MaxTools, "tools", "'tools' has %d tools", len(r.Tools))
+	}
+	if r.Instructions != nil {
+		if e := lim.CheckPrompt(*r.Instructions, "instructions"); e != nil {
+			return e
+		}
+	}
+	switch in := bytes.TrimSpace(r.Input); {
+	case len(in) > 0 && in[0] == '"':
+		if len(in) > lim.MaxPromptBytes {
+			return serving.OverLimit("input", "max-prompt-bytes", lim.MaxPromptBytes, "bytes", "'input' is %d bytes long", len(in))
+		}
+	case len(in) > 0 && in[0] == '[':
+		var items []json.RawMessage
+		if json.Unmarshal(in, &items) == nil && len(items) > lim.MaxMessages {
+			return serving.OverLimit("input", "max-messages", lim.MaxMessages, "items", "'input' has %d items", len(items))
+		}
 	}
 	return nil
 }

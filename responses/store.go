@@ -89,13 +89,21 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 // owner's budget.
 var ErrTooLarge = errors.New("response too large to store")
 
+// Defaults of StoreOptions' zero fields.
+const (
+	DefaultStoreBytes = 256 << 20
+	DefaultStoreTTL   = time.Hour
+)
+
 // StoreOptions bound a Store; zero fields take the defaults.
 type StoreOptions struct {
-	// MaxBytes bounds the bytes of all entries (default 256 MiB).
+	// MaxBytes bounds the bytes of all entries (default
+	// DefaultStoreBytes).
 	MaxBytes int64
 	// MaxOwnerBytes bounds one owner's entries (default MaxBytes).
 	MaxOwnerBytes int64
-	// TTL is how long an entry is kept after it is stored (default 1h).
+	// TTL is how long an entry is kept after it is stored (default
+	// DefaultStoreTTL).
 	TTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -135,13 +143,13 @@ type entry struct {
 // NewStore returns an empty store.
 func NewStore(opt StoreOptions) *Store {
 	if opt.MaxBytes <= 0 {
-		opt.MaxBytes = 256 << 20
+		opt.MaxBytes = DefaultStoreBytes
 	}
 	if opt.MaxOwnerBytes <= 0 || opt.MaxOwnerBytes > opt.MaxBytes {
 		opt.MaxOwnerBytes = opt.MaxBytes
 	}
 	if opt.TTL <= 0 {
-		opt.TTL = time.Hour
+		opt.TTL = DefaultStoreTTL
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
@@ -164,4 +165,231 @@ func callOutput(callID, output string) rsdk.ResponseInputItemUnionParam {
 	item := rsdk.ResponseInputItemParamOfFunctionCallOutput(output)
 	item.OfFunctionCallOutput.CallID = openai.String(callID)
 	return item
+}
+
+// TestResponsesConversation: previous_response_id renders the stored turn
+// again: the continued request's prompt is exactly as long as the same
+// conversation sent whole, as items, without the store. As OpenAI's,
+// the first request's instructions are not carried over.
+func TestResponsesConversation(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	client := sdkClient(ts)
+	ctx := context.Background()
+	first, err := client.Responses.New(ctx, rsdk.ResponseNewParams{
+		Model:           "stories",
+		Instructions:    openai.String("You tell stories."),
+		Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String("Tell me a story.")},
+		MaxOutputTokens: openai.Int(12),
+		Temperature:     openai.Float(0),
+		Store:           openai.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkUnknownFields(t, "response", reflect.ValueOf(*first))
+	// Streamed, through the accumulator, continuing the stored one.
+	next, _ := streamResponse(t, client, rsdk.ResponseNewParams{
+		Model:              "stories",
+		PreviousResponseID: openai.String(first.ID),
+		Input:              rsdk.ResponseNewParamsInputUnion{OfString: openai.String("Go on.")},
+		MaxOutputTokens:    openai.Int(4),
+		Temperature:        openai.Float(0),
+		Store:              openai.Bool(false),
+	})
+	whole, err := client.Responses.New(ctx, rsdk.ResponseNewParams{
+		Model: "stories",
+		Input: rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{
+			rsdk.ResponseInputItemParamOfMessage("Tell me a story.", rsdk.EasyInputMessageRoleUser),
+			rsdk.ResponseInputItemParamOfMessage(first.OutputText(), rsdk.EasyInputMessageRoleAssistant),
+			rsdk.ResponseInputItemParamOfMessage("Go on.", rsdk.EasyInputMessageRoleUser),
+		}},
+		MaxOutputTokens: openai.Int(4),
+		Temperature:     openai.Float(0),
+		Store:           openai.Bool(false),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Usage.InputTokens != whole.Usage.InputTokens || next.Usage.InputTokens <= first.Usage.OutputTokens {
+		t.Errorf("continued: %d prompt tokens; the same conversation sent whole: %d; the first turn: %d + %d",
+			next.Usage.InputTokens, whole.Usage.InputTokens, first.Usage.InputTokens, first.Usage.OutputTokens)
+	}
+	// The whole request found the continued one's prompt in the cache,
+	// and says so exactly: all of it but the token evaluated for logits.
+	if cached := whole.Usage.InputTokensDetails.CachedTokens; cached != whole.Usage.InputTokens-1 {
+		t.Errorf("the repeated conversation: %d of %d prompt tokens cached", cached, whole.Usage.InputTokens)
+	}
+	// A response stored with store false is not found.
+	if _, err := client.Responses.Get(ctx, next.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("get of an unstored response: %v, want 404", err)
+	}
+}
+
+// TestResponsesKeys: a stored response belongs to the key that made it:
+// another key can neither read, delete nor continue it.
+func TestResponsesKeys(t *testing.T) {
+	const otherKey = "sk-corral-other-9876543210"
+	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1},
+		Config{Policy: keyPolicy(t, nil, nil, testKey+" name=alice", otherKey+" name=bob")}, nil)
+	client := func(key string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(ts.client))
+	}
+	alice, bob := client(testKey), client(otherKey)
+	ctx := context.Background()
+	p := rsdk.ResponseNewParams{
+		Model:           "stories",
+		Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String("Tell me a story.")},
+		MaxOutputTokens: openai.Int(4),
+		Temperature:     openai.Float(0),
+	}
+	resp, err := alice.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := alice.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{})
+	if err != nil || got.ID != resp.ID || got.OutputText() != resp.OutputText() || got.Usage.InputTokens != resp.Usage.InputTokens {
+		t.Fatalf("alice's get: %v %v", got, err)
+	}
+	sdkUnknownFields(t, "stored response", reflect.ValueOf(*got))
+	if _, err := bob.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("bob's get: %v, want 404", err)
+	}
+	if err := bob.Responses.Delete(ctx, resp.ID); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("bob's delete: %v, want 404", err)
+	}
+	p.PreviousResponseID = openai.String(resp.ID)
+	if _, err := bob.Responses.New(ctx, p); apiError(t, err).StatusCode != http.StatusNotFound || apiError(t, err).Param != "previous_response_id" {
+		t.Errorf("bob continuing alice's: %v, want 404 naming previous_response_id", err)
+	}
+	if _, err := alice.Responses.New(ctx, p); err != nil {
+		t.Errorf("alice continuing hers: %v", err)
+	}
+
+	// OpenAI's deletion object, and nothing else.
+	req, _ := http.NewRequest(http.MethodDelete, ts.url+"/v1/responses/"+resp.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	hr, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hr.Body.Close()
+	var deleted struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}
+	dec := json.NewDecoder(hr.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&deleted); err != nil || hr.StatusCode != http.StatusOK || deleted.ID != resp.ID || deleted.Object != "response.deleted" || !deleted.Deleted {
+		t.Errorf("delete: %d %+v %v", hr.StatusCode, deleted, err)
+	}
+	if _, err := alice.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("alice's get after her delete: %v, want 404", err)
+	}
+}
+
+// TestResponsesFormat: text.format json_schema forces an answer of the
+// schema, whole and streamed; a built-in tool merely offered is left out
+// (and logged), which the answer does not notice.
+func TestResponsesFormat(t *testing.T) {
+	log, logs := newLogger()
+	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{Logger: log}, nil)
+	client := sdkClient(ts)
+	p := rsdk.ResponseNewParams{
+		Model: "stories",
+		Input: rsdk.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")},
+		Text: rsdk.ResponseTextConfigParam{Format: rsdk.ResponseFormatTextConfigUnionParam{OfJSONSchema: &rsdk.ResponseFormatTextJSONSchemaConfigParam{
+			Name:   "weather",
+			Strict: openai.Bool(true),
+			Schema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"city": map[string]any{"type": "string", "enum": []string{"Paris", "Tokyo"}},
+					"days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7},
+				},
+				"required":             []string{"city", "days"},
+				"additionalProperties": false,
+			},
+		}}},
+		Tools:           []rsdk.ToolUnionParam{rsdk.ToolParamOfWebSearch(rsdk.WebSearchToolTypeWebSearch)},
+		MaxOutputTokens: openai.Int(200),
+		Temperature:     openai.Float(0),
+		Store:           openai.Bool(false),
+	}
+	whole, err := client.Responses.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkUnknownFields(t, "response", reflect.ValueOf(*whole))
+	if whole.Status != "completed" {
+		t.Fatalf("status %q: %s", whole.Status, whole.RawJSON())
+	}
+	checkWeatherInput(t, json.RawMessage(whole.OutputText()))
+	streamed, _ := streamResponse(t, client, p)
+	if streamed.OutputText() != whole.OutputText() {
+		t.Errorf("streamed %q, whole %q", streamed.OutputText(), whole.OutputText())
+	}
+	recs := logs.records(t, "responses: offered tools the model does not see")
+	if len(recs) != 2 || fmt.Sprint(recs[0]["types"]) != "[web_search]" {
+		t.Errorf("log of the dropped tool: %v", recs)
+	}
+}
+
+// TestResponsesErrors: what corral refuses comes back in OpenAI's error
+// envelope with the field at fault, before any stream begins.
+func TestResponsesErrors(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	client := sdkClient(ts)
+	ctx := context.Background()
+	base := func() rsdk.ResponseNewParams {
+		return rsdk.ResponseNewParams{
+			Model:           "stories",
+			Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String("Hello")},
+			MaxOutputTokens: openai.Int(4),
+		}
+	}
+	image := base()
+	image.Input = rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{
+		rsdk.ResponseInputItemParamOfMessage(rsdk.ResponseInputMessageContentListParam{
+			rsdk.ResponseInputContentParamOfInputImage(rsdk.ResponseInputImageDetailAuto)}, rsdk.EasyInputMessageRoleUser)}}
+	hosted := base()
+	hosted.Tools = []rsdk.ToolUnionParam{rsdk.ToolParamOfWebSearch(rsdk.WebSearchToolTypeWebSearch)}
+	hosted.ToolChoice = rsdk.ResponseNewParamsToolChoiceUnion{OfHostedTool: &rsdk.ToolChoiceTypesParam{Type: rsdk.ToolChoiceTypesTypeWebSearchPreview}}
+	background := base()
+	background.Background = openai.Bool(true)
+	temperature := base()
+	temperature.Temperature = openai.Float(-1)
+	missing := base()
+	missing.PreviousResponseID = openai.String("resp_missing")
+	for _, c := range []struct {
+		name   string
+		p      rsdk.ResponseNewParams
+		status int
+		param  string
+	}{
+		{"input_image", image, 400, "input[0].content[0].type"},
+		{"hosted tool_choice", hosted, 400, "tool_choice"},
+		{"background", background, 400, "background"},
+		{"temperature", temperature, 400, "temperature"},
+		{"previous_response_id", missing, 404, "previous_response_id"},
+	} {
+		for _, stream := range []bool{false, true} {
+			var err error
+			if stream {
+				s := client.Responses.NewStreaming(ctx, c.p)
+				for s.Next() {
+					t.Errorf("%s, streamed: event %s", c.name, s.Current().Type)
+				}
+				err = s.Err()
+				s.Close()
+			} else {
+				_, err = client.Responses.New(ctx, c.p)
+			}
+			e := apiError(t, err)
+			if e.StatusCode != c.status || e.Param != c.param || e.Message == "" || e.Type != "invalid_request_error" {
+				t.Errorf("%s (stream %v): status %d, type %q, param %q, message %q; want %d naming %s",
+					c.name, stream, e.StatusCode, e.Type, e.Param, e.Message, c.status, c.param)
+			}
+		}
+	}
 }

@@ -67,6 +67,11 @@ type Config struct {
 	// PublicMetrics lets /metrics through without a key (a scraper that
 	// sends none; see serving.Options.MetricsPublic).
 	PublicMetrics bool
+	// ResponsesStore bounds the responses the Responses API keeps
+	// (store: true) for previous_response_id and GET /v1/responses/{id}:
+	// bytes in all, bytes per API key, how long each is kept (zero
+	// fields: responses.NewStore's defaults, 256 MiB and an hour).
+	ResponsesStore responses.StoreOptions
 }
 
 // RequestIDHeader carries the request id (see gate.RequestIDHeader).
@@ -110,7 +115,7 @@ func New(cfg Config) *Server {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1), drained: make(chan struct{}),
-		responses: responses.NewStore(responses.StoreOptions{})}
+		responses: responses.NewStore(cfg.ResponsesStore)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/responses"
 	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/toolcall"
@@ -87,6 +88,9 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&scfg.KeepAlive, "sse-keepalive", serving.DefaultKeepAlive, "longest silence of an event stream; a waiting one gets its headers, then \": ping\" comments")
 	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", serving.DefaultWriteTimeout, "longest wait for a client to accept a write; then its request is cancelled")
 	fs.DurationVar(&scfg.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest time to receive a request body; then 408")
+	fs.Int64Var(&scfg.ResponsesStore.MaxBytes, "responses-store-bytes", responses.DefaultStoreBytes, "most `bytes` of responses the Responses API keeps (store: true) for previous_response_id and GET /v1/responses/{id}; past it the least recently used are forgotten")
+	fs.Int64Var(&scfg.ResponsesStore.MaxOwnerBytes, "responses-store-key-bytes", 0, "most `bytes` of stored responses one API key keeps (0: --responses-store-bytes)")
+	fs.DurationVar(&scfg.ResponsesStore.TTL, "responses-ttl", responses.DefaultStoreTTL, "how long a stored response is kept")
 	lim := addLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -107,6 +111,14 @@ func runServe(ctx context.Context, args []string) error {
 		aopt.ToolRepair = -1 // the API reads 0 as its default
 	default:
 		aopt.ToolRepair = *toolRepair
+	}
+	switch {
+	case scfg.ResponsesStore.MaxBytes <= 0:
+		return fmt.Errorf("--responses-store-bytes %d: want a positive size", scfg.ResponsesStore.MaxBytes)
+	case scfg.ResponsesStore.MaxOwnerBytes < 0:
+		return fmt.Errorf("--responses-store-key-bytes %d: want 0 or more", scfg.ResponsesStore.MaxOwnerBytes)
+	case scfg.ResponsesStore.TTL <= 0:
+		return fmt.Errorf("--responses-ttl %v: want a positive duration", scfg.ResponsesStore.TTL)
 	}
 	if aopt.MaxPause <= 0 {
 		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
