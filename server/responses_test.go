@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	rsdk "github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	servedmodel "github.com/corral-llm/corral/model"
 )
 
 // OpenAI's Responses API through the official Go SDK's Responses client
@@ -391,5 +396,83 @@ func TestResponsesErrors(t *testing.T) {
 					c.name, stream, e.StatusCode, e.Type, e.Param, e.Message, c.status, c.param)
 			}
 		}
+	}
+}
+
+// TestResponsesReasoning: a model that reasons (the server's reasoning
+// budget closes it) answers with a reasoning item, then the message, the
+// same whole and streamed; the reasoning item sent back is rendered as
+// the assistant's reasoning. reasoning.effort reaches a template that
+// reads reasoning_effort.
+func TestResponsesReasoning(t *testing.T) {
+	eight := 8
+	client := sdkClient(startThinking(t, servedmodel.Options{ReasoningBudget: &eight}))
+	ctx := context.Background()
+	p := rsdk.ResponseNewParams{
+		Model:           "stories",
+		Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String(sdkPrompt)},
+		MaxOutputTokens: openai.Int(40),
+		Temperature:     openai.Float(0),
+		Store:           openai.Bool(false),
+	}
+	whole, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkUnknownFields(t, "response", reflect.ValueOf(*whole))
+	if len(whole.Output) != 2 || whole.Output[0].Type != "reasoning" || whole.Output[1].Type != "message" {
+		t.Fatalf("whole: %s", whole.RawJSON())
+	}
+	reasoning := whole.Output[0].AsReasoning()
+	if len(reasoning.Content) != 1 || reasoning.Content[0].Text == "" || strings.Contains(reasoning.Content[0].Text+whole.OutputText(), "think>") {
+		t.Fatalf("reasoning %s, text %q", reasoning.RawJSON(), whole.OutputText())
+	}
+	streamed, types := streamResponse(t, client, p)
+	if len(streamed.Output) != 2 || streamed.Output[0].AsReasoning().Content[0].Text != reasoning.Content[0].Text || streamed.OutputText() != whole.OutputText() {
+		t.Errorf("streamed %s\nwhole %s", streamed.RawJSON(), whole.RawJSON())
+	}
+	if !slices.Contains(types, "response.reasoning_text.delta") {
+		t.Errorf("events %v: no response.reasoning_text.delta", types)
+	}
+
+	// The output sent back as input, with and without its reasoning item:
+	// the reasoning is rendered in the assistant's turn.
+	r, m := reasoning.ToParam(), whole.Output[1].AsMessage().ToParam()
+	user := rsdk.ResponseInputItemParamOfMessage("Go on.", rsdk.EasyInputMessageRoleUser)
+	first := rsdk.ResponseInputItemParamOfMessage(sdkPrompt, rsdk.EasyInputMessageRoleUser)
+	p.MaxOutputTokens = openai.Int(1)
+	p.Input = rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{first, {OfReasoning: &r}, {OfOutputMessage: &m}, user}}
+	withReasoning, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Input = rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{first, {OfOutputMessage: &m}, user}}
+	without, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withReasoning.Usage.InputTokens <= without.Usage.InputTokens {
+		t.Errorf("the reasoning item sent back: %d prompt tokens, without it %d", withReasoning.Usage.InputTokens, without.Usage.InputTokens)
+	}
+
+	// reasoning.effort, on a template that writes it into the prompt.
+	tpl, err := chat.Parse(strings.Replace(thinkTemplate, "<|im_start|>assistant\n<think>",
+		"{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n{% endif %}<|im_start|>assistant\n<think>", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client = sdkClient(startThinkingTemplate(t, tpl))
+	p.MaxOutputTokens = openai.Int(1)
+	plain, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffortHigh}
+	high, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if high.Usage.InputTokens <= plain.Usage.InputTokens || high.Reasoning.Effort != shared.ReasoningEffortHigh {
+		t.Errorf("effort high: %d prompt tokens, none: %d; reasoning %s", high.Usage.InputTokens, plain.Usage.InputTokens, high.Reasoning.RawJSON())
 	}
 }
