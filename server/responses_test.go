@@ -476,3 +476,41 @@ func TestResponsesReasoning(t *testing.T) {
 		t.Errorf("effort high: %d prompt tokens, none: %d; reasoning %s", high.Usage.InputTokens, plain.Usage.InputTokens, high.Reasoning.RawJSON())
 	}
 }
+
+// TestResponsesParallelToolCalls: tool_choice required writes calls one
+// after another until the budget, unless parallel_tool_calls is false:
+// then one call, and the response is complete.
+func TestResponsesParallelToolCalls(t *testing.T) {
+	client := sdkClient(startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1}))
+	calls := func(parallel bool) *rsdk.Response {
+		t.Helper()
+		r, err := client.Responses.New(context.Background(), rsdk.ResponseNewParams{
+			Model:             "stories",
+			Input:             rsdk.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")},
+			Tools:             []rsdk.ToolUnionParam{weatherFunction()},
+			ToolChoice:        rsdk.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(rsdk.ToolChoiceOptionsRequired)},
+			ParallelToolCalls: openai.Bool(parallel),
+			MaxOutputTokens:   openai.Int(300),
+			Temperature:       openai.Float(0),
+			Store:             openai.Bool(false),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdkUnknownFields(t, "response", reflect.ValueOf(*r))
+		for _, item := range r.Output {
+			if item.Type != "function_call" || item.AsFunctionCall().Name != "get_weather" {
+				t.Fatalf("parallel %v: %s", parallel, r.RawJSON())
+			}
+		}
+		return r
+	}
+	if r := calls(true); len(r.Output) < 2 {
+		t.Errorf("parallel: %d calls, want several: %s", len(r.Output), r.RawJSON())
+	}
+	one := calls(false)
+	if len(one.Output) != 1 || one.Status != "completed" {
+		t.Errorf("not parallel: %s", one.RawJSON())
+	}
+	checkWeatherInput(t, json.RawMessage(one.Output[0].AsFunctionCall().Arguments))
+}
