@@ -9,7 +9,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -20,6 +22,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/responses"
 )
 
 // OpenAI's Responses API through the official Go SDK's Responses client
@@ -513,4 +516,46 @@ func TestResponsesParallelToolCalls(t *testing.T) {
 		t.Errorf("not parallel: %s", one.RawJSON())
 	}
 	checkWeatherInput(t, json.RawMessage(one.Output[0].AsFunctionCall().Arguments))
+}
+
+// TestResponsesStoreBounds: the server's store bounds (corral serve's
+// --responses-ttl, --responses-store-bytes) apply: a response past its
+// time is gone; one larger than the store is answered, not kept.
+func TestResponsesStoreBounds(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p := rsdk.ResponseNewParams{
+		Model:           "stories",
+		Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String(sdkPrompt)},
+		MaxOutputTokens: openai.Int(4),
+		Temperature:     openai.Float(0),
+	}
+	ctx := context.Background()
+	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1},
+		Config{ResponsesStore: responses.StoreOptions{TTL: time.Minute, Now: clock}}, nil)
+	client := sdkClient(ts)
+	resp, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); err != nil {
+		t.Fatalf("get within the TTL: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute + time.Second)
+	mu.Unlock()
+	if _, err := client.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("get past the TTL: %v, want 404", err)
+	}
+
+	ts, _ = startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{ResponsesStore: responses.StoreOptions{MaxBytes: 64}}, nil)
+	small := sdkClient(ts)
+	resp, err = small.Responses.New(ctx, p)
+	if err != nil || resp.OutputText() == "" {
+		t.Fatalf("a response too large to store: %v", err)
+	}
+	if _, err := small.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("get of a response larger than the store: %v, want 404", err)
+	}
 }
