@@ -520,7 +520,8 @@ func TestResponsesParallelToolCalls(t *testing.T) {
 
 // TestResponsesStoreBounds: the server's store bounds (corral serve's
 // --responses-ttl, --responses-store-bytes) apply: a response past its
-// time is gone; one larger than the store is answered, not kept.
+// time is gone; one larger than the store is answered, not kept, and
+// the log says so.
 func TestResponsesStoreBounds(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
@@ -549,7 +550,8 @@ func TestResponsesStoreBounds(t *testing.T) {
 		t.Errorf("get past the TTL: %v, want 404", err)
 	}
 
-	ts, _ = startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{ResponsesStore: responses.StoreOptions{MaxBytes: 64}}, nil)
+	log, logs := newLogger()
+	ts, _ = startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{Logger: log, ResponsesStore: responses.StoreOptions{MaxBytes: 64}}, nil)
 	small := sdkClient(ts)
 	resp, err = small.Responses.New(ctx, p)
 	if err != nil || resp.OutputText() == "" {
@@ -557,5 +559,8 @@ func TestResponsesStoreBounds(t *testing.T) {
 	}
 	if _, err := small.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
 		t.Errorf("get of a response larger than the store: %v, want 404", err)
+	}
+	if recs := logs.records(t, "responses: not stored"); len(recs) != 1 || recs[0]["id"] != resp.ID {
+		t.Errorf("log of the response not stored: %v", recs)
 	}
 }
