@@ -193,10 +193,14 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 		return e
 	}
 	if t.Store {
-		if s, err := Record(r, t, enc.s.Response()); err == nil {
-			// A response the store cannot keep (over its budget) is
-			// still answered; it cannot be continued.
-			_ = h.st.Put(own, resp.ID, s)
+		// A response the store cannot keep (over its budget) is still
+		// answered; it cannot be continued.
+		s, err := Record(r, t, enc.s.Response())
+		if err == nil {
+			err = h.st.Put(own, resp.ID, s)
+		}
+		if err != nil {
+			x.Core.Logger().Info("responses: not stored", "id", resp.ID, "err", err)
 		}
 	}
 	return nil

@@ -246,6 +246,14 @@ type toolBuilder struct {
 	names map[string]bool // function names offered
 }
 
+// tooMany is the 400 for a tool past the limit, named as corral serve's
+// other limits are (serving.OverLimit).
+func (b *toolBuilder) tooMany(param string) *Error {
+	e := invalid(param, "too many tools, namespaces' functions included: at most %d tools (corral serve --max-tools)", b.max)
+	e.Code = "limit_exceeded"
+	return e
+}
+
 // add adds one tool of tools (or of a namespace, ns).
 func (b *toolBuilder) add(raw json.RawMessage, param, ns string) *Error {
 	var tool struct {
@@ -270,7 +278,7 @@ func (b *toolBuilder) add(raw json.RawMessage, param, ns string) *Error {
 			return invalid(param+".parameters", "'%s.parameters' must be a JSON schema object", param)
 		}
 		if len(b.t.Tools) >= b.max {
-			return invalid(param, "too many tools: at most %d", b.max)
+			return b.tooMany(param)
 		}
 		b.names[tool.Name] = true
 		def := wire.FunctionDef{Name: tool.Name, Description: tool.Description}
@@ -300,7 +308,7 @@ func (b *toolBuilder) add(raw json.RawMessage, param, ns string) *Error {
 		return invalid(param+".type", "'%s.type' is missing", param)
 	default:
 		if len(b.t.Dropped) >= b.max {
-			return invalid(param, "too many tools: at most %d", b.max)
+			return b.tooMany(param)
 		}
 		b.t.Dropped = append(b.t.Dropped, tool.Type)
 	}

@@ -158,7 +158,7 @@ func TestTranslateLimits(t *testing.T) {
 	if _, e := Translate(r, nil, Limits{MaxItems: 2}); e == nil || e.Param != "input" {
 		t.Errorf("3 items past a limit of 2: %v", e)
 	}
-	if _, e := Translate(r, nil, Limits{MaxTools: 1}); e == nil || e.Param != "tools[1].tools[0]" {
+	if _, e := Translate(r, nil, Limits{MaxTools: 1}); e == nil || e.Param != "tools[1].tools[0]" || e.Code != "limit_exceeded" || !strings.Contains(e.Message, "--max-tools") {
 		t.Errorf("2 tools past a limit of 1: %v", e)
 	}
 	if _, e := Translate(r, nil, Limits{MaxItems: 3, MaxTools: 2}); e != nil {

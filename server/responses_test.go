@@ -7,14 +7,22 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	rsdk "github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/responses"
 )
 
 // OpenAI's Responses API through the official Go SDK's Responses client
@@ -391,5 +399,168 @@ func TestResponsesErrors(t *testing.T) {
 					c.name, stream, e.StatusCode, e.Type, e.Param, e.Message, c.status, c.param)
 			}
 		}
+	}
+}
+
+// TestResponsesReasoning: a model that reasons (the server's reasoning
+// budget closes it) answers with a reasoning item, then the message, the
+// same whole and streamed; the reasoning item sent back is rendered as
+// the assistant's reasoning. reasoning.effort reaches a template that
+// reads reasoning_effort.
+func TestResponsesReasoning(t *testing.T) {
+	eight := 8
+	client := sdkClient(startThinking(t, servedmodel.Options{ReasoningBudget: &eight}))
+	ctx := context.Background()
+	p := rsdk.ResponseNewParams{
+		Model:           "stories",
+		Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String(sdkPrompt)},
+		MaxOutputTokens: openai.Int(40),
+		Temperature:     openai.Float(0),
+		Store:           openai.Bool(false),
+	}
+	whole, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkUnknownFields(t, "response", reflect.ValueOf(*whole))
+	if len(whole.Output) != 2 || whole.Output[0].Type != "reasoning" || whole.Output[1].Type != "message" {
+		t.Fatalf("whole: %s", whole.RawJSON())
+	}
+	reasoning := whole.Output[0].AsReasoning()
+	if len(reasoning.Content) != 1 || reasoning.Content[0].Text == "" || strings.Contains(reasoning.Content[0].Text+whole.OutputText(), "think>") {
+		t.Fatalf("reasoning %s, text %q", reasoning.RawJSON(), whole.OutputText())
+	}
+	streamed, types := streamResponse(t, client, p)
+	if len(streamed.Output) != 2 || streamed.Output[0].AsReasoning().Content[0].Text != reasoning.Content[0].Text || streamed.OutputText() != whole.OutputText() {
+		t.Errorf("streamed %s\nwhole %s", streamed.RawJSON(), whole.RawJSON())
+	}
+	if !slices.Contains(types, "response.reasoning_text.delta") {
+		t.Errorf("events %v: no response.reasoning_text.delta", types)
+	}
+
+	// The output sent back as input, with and without its reasoning item:
+	// the reasoning is rendered in the assistant's turn.
+	r, m := reasoning.ToParam(), whole.Output[1].AsMessage().ToParam()
+	user := rsdk.ResponseInputItemParamOfMessage("Go on.", rsdk.EasyInputMessageRoleUser)
+	first := rsdk.ResponseInputItemParamOfMessage(sdkPrompt, rsdk.EasyInputMessageRoleUser)
+	p.MaxOutputTokens = openai.Int(1)
+	p.Input = rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{first, {OfReasoning: &r}, {OfOutputMessage: &m}, user}}
+	withReasoning, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Input = rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{first, {OfOutputMessage: &m}, user}}
+	without, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withReasoning.Usage.InputTokens <= without.Usage.InputTokens {
+		t.Errorf("the reasoning item sent back: %d prompt tokens, without it %d", withReasoning.Usage.InputTokens, without.Usage.InputTokens)
+	}
+
+	// reasoning.effort, on a template that writes it into the prompt.
+	tpl, err := chat.Parse(strings.Replace(thinkTemplate, "<|im_start|>assistant\n<think>",
+		"{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n{% endif %}<|im_start|>assistant\n<think>", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client = sdkClient(startThinkingTemplate(t, tpl))
+	p.MaxOutputTokens = openai.Int(1)
+	plain, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffortHigh}
+	high, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if high.Usage.InputTokens <= plain.Usage.InputTokens || high.Reasoning.Effort != shared.ReasoningEffortHigh {
+		t.Errorf("effort high: %d prompt tokens, none: %d; reasoning %s", high.Usage.InputTokens, plain.Usage.InputTokens, high.Reasoning.RawJSON())
+	}
+}
+
+// TestResponsesParallelToolCalls: tool_choice required writes calls one
+// after another until the budget, unless parallel_tool_calls is false:
+// then one call, and the response is complete.
+func TestResponsesParallelToolCalls(t *testing.T) {
+	client := sdkClient(startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1}))
+	calls := func(parallel bool) *rsdk.Response {
+		t.Helper()
+		r, err := client.Responses.New(context.Background(), rsdk.ResponseNewParams{
+			Model:             "stories",
+			Input:             rsdk.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Paris?")},
+			Tools:             []rsdk.ToolUnionParam{weatherFunction()},
+			ToolChoice:        rsdk.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(rsdk.ToolChoiceOptionsRequired)},
+			ParallelToolCalls: openai.Bool(parallel),
+			MaxOutputTokens:   openai.Int(300),
+			Temperature:       openai.Float(0),
+			Store:             openai.Bool(false),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdkUnknownFields(t, "response", reflect.ValueOf(*r))
+		for _, item := range r.Output {
+			if item.Type != "function_call" || item.AsFunctionCall().Name != "get_weather" {
+				t.Fatalf("parallel %v: %s", parallel, r.RawJSON())
+			}
+		}
+		return r
+	}
+	if r := calls(true); len(r.Output) < 2 {
+		t.Errorf("parallel: %d calls, want several: %s", len(r.Output), r.RawJSON())
+	}
+	one := calls(false)
+	if len(one.Output) != 1 || one.Status != "completed" {
+		t.Errorf("not parallel: %s", one.RawJSON())
+	}
+	checkWeatherInput(t, json.RawMessage(one.Output[0].AsFunctionCall().Arguments))
+}
+
+// TestResponsesStoreBounds: the server's store bounds (corral serve's
+// --responses-ttl, --responses-store-bytes) apply: a response past its
+// time is gone; one larger than the store is answered, not kept, and
+// the log says so.
+func TestResponsesStoreBounds(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p := rsdk.ResponseNewParams{
+		Model:           "stories",
+		Input:           rsdk.ResponseNewParamsInputUnion{OfString: openai.String(sdkPrompt)},
+		MaxOutputTokens: openai.Int(4),
+		Temperature:     openai.Float(0),
+	}
+	ctx := context.Background()
+	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1},
+		Config{ResponsesStore: responses.StoreOptions{TTL: time.Minute, Now: clock}}, nil)
+	client := sdkClient(ts)
+	resp, err := client.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); err != nil {
+		t.Fatalf("get within the TTL: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute + time.Second)
+	mu.Unlock()
+	if _, err := client.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("get past the TTL: %v, want 404", err)
+	}
+
+	log, logs := newLogger()
+	ts, _ = startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{Logger: log, ResponsesStore: responses.StoreOptions{MaxBytes: 64}}, nil)
+	small := sdkClient(ts)
+	resp, err = small.Responses.New(ctx, p)
+	if err != nil || resp.OutputText() == "" {
+		t.Fatalf("a response too large to store: %v", err)
+	}
+	if _, err := small.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
+		t.Errorf("get of a response larger than the store: %v, want 404", err)
+	}
+	if recs := logs.records(t, "responses: not stored"); len(recs) != 1 || recs[0]["id"] != resp.ID {
+		t.Errorf("log of the response not stored: %v", recs)
 	}
 }

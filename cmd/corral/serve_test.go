@@ -29,6 +29,24 @@ func TestServeSchedulingFlags(t *testing.T) {
 	}
 }
 
+// TestServeResponsesFlags: corral serve refuses Responses store bounds
+// that are not positive, naming the flag, before it loads anything.
+func TestServeResponsesFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--responses-store-bytes=0"}, "--responses-store-bytes 0: want a positive size"},
+		{[]string{"--responses-store-key-bytes=-1"}, "--responses-store-key-bytes -1: want 0 or more"},
+		{[]string{"--responses-ttl=0"}, "--responses-ttl 0s: want a positive duration"},
+	} {
+		err := runServe(context.Background(), tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("corral serve %q: %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+}
+
 // TestServeTemplateFlags: corral serve refuses a chat template file that
 // does not work (naming the file and the line), both template flags at
 // once, and chat template kwargs that are not a JSON object of allowed
