@@ -36,8 +36,9 @@ func (s *scheduler) admit() {
 	now := time.Now()
 	var preempted []*request
 	kept := s.waiting[:0]
+	blocked := false // a request waits for cells: those served after it wait too
 	for _, r := range s.waiting {
-		if !r.admissible() {
+		if blocked || !r.admissible() {
 			kept = append(kept, r)
 			continue
 		}
@@ -52,6 +53,11 @@ func (s *scheduler) admit() {
 			kept = append(kept, r)
 			continue
 		}
+		if !s.cellsFor(r, sl, &preempted) {
+			kept = append(kept, r)
+			blocked, s.cellWait = true, true
+			continue
+		}
 		if !r.gen.started {
 			s.e.queued.Add(-1)
 			s.promptTokens += uint64(len(r.tokens))
@@ -62,6 +68,42 @@ func (s *scheduler) admit() {
 	clear(s.waiting[len(kept):])
 	s.waiting = append(kept, preempted...)
 }
+
+// cellsFor reports whether the pool has the cells r needs beyond what
+// place found cached in sl, plus a margin for its first decoded tokens,
+// with the claims of the prompts already admitted set aside. When it has
+// not, it frees idle caches (sl's excepted) and then preempts running
+// requests of a worse priority class than r, the worst first; if that is
+// not enough, r waits, and sl keeps the prefix place gave it. The
+// preempted requests are appended to preempted.
+func (s *scheduler) cellsFor(r *request, sl *slot, preempted *[]*request) bool {
+	want := len(r.need()) - len(sl.cache)
+	want += min(admitMargin(s.pool.size()), s.pool.size()-len(r.need()))
+	s.protect = sl
+	defer func() { s.protect = nil }()
+	if s.pool.avail()-s.committed() >= want || s.freeIdle(want+s.committed()) {
+		return true
+	}
+	for s.pool.avail()-s.committed() < want {
+		var v *slot
+		for _, a := range s.slots {
+			if a.active() && a.req.params.Priority > r.params.Priority && (v == nil || before(a.req, v.req) > 0) {
+				v = a
+			}
+		}
+		if v == nil {
+			return false
+		}
+		*preempted = append(*preempted, s.preemptForCells(v))
+		s.freeIdle(want + s.committed())
+	}
+	return true
+}
+
+// admitMargin is the cells admission leaves free beyond a prompt's, so
+// that the streams running already can grow a while before a preemption
+// (vLLM keeps a 1 % watermark of its blocks for this).
+func admitMargin(pool int) int { return 1 + pool/100 }
 
 // victim returns the slot to preempt for r, among the slots r could use:
 // one paused (a paced request waiting for its client computes nothing),
@@ -190,7 +232,8 @@ func (s *scheduler) place(r *request) *slot {
 		}
 	}
 	if reuse {
-		if e, m := s.host.longest(need, salt); min(m, limit) > n {
+		// A restore takes cells for the whole entry, then frees its tail.
+		if e, m := s.host.longest(need, salt); min(m, limit) > n && len(e.tokens) <= s.pool.avail()-s.committed() {
 			if s.restore(target, e, min(m, limit)) {
 				return target
 			}
@@ -209,8 +252,7 @@ func (s *scheduler) place(r *request) *slot {
 	// cells kept in position order keep outputs bit for bit those of a
 	// request evaluated alone (see TestGoldenAloneAndBatched).
 	s.truncate(target, 0)
-	s.lctx.SeqCopy(src.id, target.id, 0, n)
-	target.cache = append(target.cache, need[:n]...)
+	s.share(src, target, n)
 	return target
 }
 
@@ -266,8 +308,7 @@ func (s *scheduler) release() {
 			continue
 		}
 		s.truncate(sl, 0)
-		s.lctx.SeqCopy(l.id, sl.id, 0, m)
-		sl.cache = append(sl.cache, need[:m]...)
+		s.share(l, sl, m)
 		sl.pending = need[m:]
 		if r.gen.preemptions == 0 { // the first admission: count the reuse
 			s.cachedTokens += uint64(m - r.gen.cached)
@@ -277,11 +318,12 @@ func (s *scheduler) release() {
 }
 
 // trimIdle bounds the cells idle slots hold beyond the prefixes running
-// slots share with them to one slot's worth (nctx), dropping the least
-// recently used tails first (into the host cache when worth it). Every
-// query of every step scans the unified cache's whole used extent, masked
-// cells included: one decode token of a 128-token sequence took 10.7 ms
-// beside an empty cache and 16.4 ms beside 15 idle 1,024-token caches
+// slots share with them to an equal share of the pool (what a slot held
+// when each had a fixed share), dropping the least recently used tails
+// first (into the host cache when worth it). Every query of every step
+// scans the unified cache's whole used extent, masked cells included:
+// one decode token of a 128-token sequence took 10.7 ms beside an empty
+// cache and 16.4 ms beside 15 idle 1,024-token caches
 // (BenchmarkDecodeBesideIdleCaches).
 func (s *scheduler) trimIdle() {
 	type idle struct {
@@ -294,21 +336,17 @@ func (s *scheduler) trimIdle() {
 		if sl.active() || len(sl.cache) == 0 {
 			continue
 		}
-		keep := 0
-		for _, a := range s.slots {
-			if a.active() && a.salt == sl.salt {
-				keep = max(keep, commonPrefix(a.cache, sl.cache))
-			}
-		}
+		keep := s.sharedWithRunning(sl)
 		idles = append(idles, idle{sl, keep})
 		total += len(sl.cache) - keep
 	}
-	if total <= s.slots[0].nctx {
+	bound := s.pool.size() / len(s.slots)
+	if total <= bound {
 		return
 	}
 	slices.SortFunc(idles, func(a, b idle) int { return a.sl.lastUsed.Compare(b.sl.lastUsed) })
 	for _, in := range idles {
-		if total <= s.slots[0].nctx {
+		if total <= bound {
 			break
 		}
 		tail := len(in.sl.cache) - in.keep
@@ -320,7 +358,8 @@ func (s *scheduler) trimIdle() {
 	}
 }
 
-// truncate drops the slot's cached tokens from position n on.
+// truncate drops the slot's cached tokens from position n on, and gives
+// the cells it alone held back to the pool.
 func (s *scheduler) truncate(sl *slot, n int) {
 	if n >= len(sl.cache) {
 		return
@@ -329,14 +368,16 @@ func (s *scheduler) truncate(sl *slot, n int) {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		n = 0
 	}
+	s.pool.release(sl.cells[n:])
 	sl.cache = sl.cache[:n]
+	sl.cells = sl.cells[:n]
 }
 
 // save copies the slot's KV state into the host cache, unless another
 // slot or an entry of its salt already holds all of its tokens.
 func (s *scheduler) save(sl *slot) {
-	if s.host.budget <= 0 || s.host.covers(sl.cache, sl.salt) {
-		return
+	if s.host.budget <= 0 || int64(len(sl.cache))*s.host.perToken > s.host.budget || s.host.covers(sl.cache, sl.salt) {
+		return // no room, or a state larger than the whole budget
 	}
 	for _, o := range s.slots {
 		if o != sl && o.salt == sl.salt && commonPrefix(o.cache, sl.cache) == len(sl.cache) {
@@ -350,14 +391,17 @@ func (s *scheduler) save(sl *slot) {
 
 // restore loads the host entry e into the slot's sequence and keeps its
 // first n tokens. It reports false, leaving the slot empty, when
-// llama.cpp cannot load it.
+// llama.cpp cannot load it. The caller has checked that the pool has
+// the cells for the whole entry.
 func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
-	sl.cache = sl.cache[:0]
+	s.truncate(sl, 0)
 	if !s.lctx.SeqStateSet(sl.id, e.state) || s.lctx.SeqPosMax(sl.id) != len(e.tokens)-1 {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		return false
 	}
-	sl.cache = append(sl.cache, e.tokens...)
+	for _, tok := range e.tokens {
+		s.appendToken(sl, tok)
+	}
 	sl.salt = e.salt
 	s.truncate(sl, n)
 	s.host.touch(e)

@@ -146,9 +146,14 @@ type Config struct {
 	ModelPath string
 	// Name is the model id reported by the API; defaults to the file name.
 	Name string
-	// CtxSize is the total KV cache size in tokens, shared equally by the
-	// slots (llama-server's -c). 0 means the model's training context per slot.
+	// CtxSize is the total KV cache size in tokens, one pool the slots
+	// share (llama-server's -c). 0 means the model's training context (at
+	// most 4,096) per slot.
 	CtxSize int
+	// CtxPerRequest is the most context one request may use, its prompt
+	// and its output, while the pool has free cells: 0 means the model's
+	// training context; it is at most the pool (CtxSize).
+	CtxPerRequest int
 	// Parallel is the number of slots (sequences decoded together). Default 4.
 	Parallel int
 	// Threads is the number of CPU threads for compute. Default: all cores.
@@ -528,19 +533,23 @@ type Stats struct {
 	SlotsTotal int
 	SlotsBusy  int
 	QueueDepth int
-	// KVCellsUsed counts the tokens the slots hold, a prefix shared by
-	// several slots once per slot; KVCellsTotal is the unified cache's size.
-	KVCellsUsed  int
-	KVCellsTotal int
-	Requests     uint64 // finished requests
-	TokensOut    uint64 // generated tokens
+	// The KV cells the slots share (pool.go): KVCellsUsed hold a token,
+	// KVCellsActive of them for a running request (a cell shared with a
+	// running slot counts there), the others only for idle slots' cached
+	// prefixes; KVCellsTotal is the pool's size.
+	KVCellsUsed, KVCellsActive int
+	KVCellsTotal               int
+	Requests                   uint64 // finished requests
+	TokensOut                  uint64 // generated tokens
 	// Steps counts scheduler steps that decoded a batch; ForwardPasses
 	// the model evaluations they took (llama.cpp's micro-batches).
 	Steps, ForwardPasses uint64
 	// PromptTokens counts admitted prompts' tokens, CachedPromptTokens
 	// those of them found in a cache instead of evaluated.
 	PromptTokens, CachedPromptTokens uint64
-	Preemptions                      uint64 // requests preempted for a better class
+	// Preemptions counts requests preempted, for a better class or for
+	// cells; PoolPreemptions those for cells (the pool ran out).
+	Preemptions, PoolPreemptions uint64
 	// The host cache of evicted prefixes: its size now, and how many
 	// states were saved into it and restored from it.
 	HostCacheBytes                    int64
@@ -602,7 +611,8 @@ type ModelInfo struct {
 	Path         string
 	Architecture string
 	CtxTrain     int // training context length
-	SlotCtx      int // context per slot
+	SlotCtx      int // the most context one request may use (Config.CtxPerRequest)
+	KVCells      int // the cells of the KV cache the slots share
 	VocabSize    int
 	ChatTemplate string // tokenizer.chat_template, "" when absent
 	// Pooling is the pooling Embed applies ("none", "mean", "cls",

@@ -135,8 +135,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	nctx := cfg.ctxSize(model.CtxTrain()) + reserve
 	// One KV buffer for all slots: any mix of slots and prompt chunks is
 	// then one forward pass, and a prefix is shared by copying cell
-	// labels. llama.cpp lets every sequence use the whole buffer, so the
-	// per-slot cap (an equal share) is the engine's to enforce.
+	// labels. llama.cpp lets every sequence use the whole buffer; the
+	// engine accounts its cells (pool.go) and caps each request.
 	//
 	// An engine that embeds has BatchSize more cells, and sequence ids
 	// after the slots', for its embedding passes (see embed.go).
@@ -153,7 +153,16 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		model.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	slotCtx := (lctx.NCtx() - reserve) / cfg.Parallel
+	// The slots share one pool of cells; a request may use up to
+	// CtxPerRequest of them, the model's training context by default.
+	poolCells := lctx.NCtx() - reserve
+	reqCtx := cfg.CtxPerRequest
+	if reqCtx <= 0 {
+		reqCtx = model.CtxTrain()
+	}
+	if reqCtx <= 0 || reqCtx > poolCells {
+		reqCtx = poolCells
+	}
 	// A context smaller than the batch asked for takes smaller batches.
 	cfg.BatchSize = min(cfg.BatchSize, lctx.NBatch())
 	embedMax := 0
@@ -178,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		jump: jumpMode(cfg.JumpForward, model.Recurrent()),
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
-			CtxTrain: model.CtxTrain(), SlotCtx: slotCtx, VocabSize: model.NVocab(),
+			CtxTrain: model.CtxTrain(), SlotCtx: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
 			Created: time.Now(),
@@ -196,7 +205,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			e.eog = append(e.eog, tok)
 		}
 	}
-	s := newScheduler(e, lctx, slotCtx)
+	s := newScheduler(e, lctx, poolCells, reqCtx)
 	s.publish()
 	go s.run()
 	return e, nil
@@ -293,7 +302,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	maxPrompt := e.info.SlotCtx - 1
 	toks := req.Tokens
 	if len(toks) == 0 && len(req.Prefix) >= maxPrompt {
-		return nil, fmt.Errorf("%w: a prefix of %d tokens, %d per slot", ErrPromptTooLong, len(req.Prefix), e.info.SlotCtx)
+		return nil, fmt.Errorf("%w: a prefix of %d tokens, %d per request", ErrPromptTooLong, len(req.Prefix), e.info.SlotCtx)
 	}
 	if len(toks) == 0 {
 		var err error
@@ -303,7 +312,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 		})
 		switch {
 		case errors.Is(err, llama.ErrTooManyTokens):
-			return nil, fmt.Errorf("%w: %v; %d tokens per slot", ErrPromptTooLong, err, e.info.SlotCtx)
+			return nil, fmt.Errorf("%w: %v; %d tokens per request", ErrPromptTooLong, err, e.info.SlotCtx)
 		case err != nil:
 			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
 		}
@@ -322,7 +331,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 		return nil, ErrEmptyPrompt
 	}
 	if len(toks) > maxPrompt {
-		return nil, fmt.Errorf("%w: %d prompt tokens, %d per slot", ErrPromptTooLong, len(toks), e.info.SlotCtx)
+		return nil, fmt.Errorf("%w: %d prompt tokens, %d per request", ErrPromptTooLong, len(toks), e.info.SlotCtx)
 	}
 	sampler, err := e.newSampler(req, toks)
 	if err != nil {

@@ -506,8 +506,13 @@ func TestMemoryChild(t *testing.T) {
 	warm.Close()
 
 	anon0, _ := rss(t, cfg.ModelPath)
-	// The prefill budget orders the work, it allocates nothing.
+	// The prefill budget orders the work, it allocates nothing; nor does
+	// the context one request may use, which fillEngine needs to be an
+	// equal share of the cache.
 	cfg.PrefillBudget = -1
+	if cfg.CtxSize > 0 && cfg.Parallel > 0 {
+		cfg.CtxPerRequest = cfg.CtxSize / cfg.Parallel
+	}
 	e, err := engine.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,10 @@ type hostCache struct {
 	entries []*hostEntry
 
 	saved, restored uint64 // counters for Stats
+	// perToken is the size of one token's state, learnt from the first
+	// state saved (0 before), so that a state too large for the budget
+	// is not copied out of the KV cache for nothing.
+	perToken int64
 }
 
 // longest returns the entry of salt sharing the longest prefix with
@@ -79,6 +83,9 @@ func (c *hostCache) touch(e *hostEntry) {
 // the least recently used ones until the cache fits its budget. A state
 // larger than the whole budget is not kept.
 func (c *hostCache) add(tokens []int32, salt string, state []byte) {
+	if c.perToken == 0 && len(tokens) > 0 {
+		c.perToken = int64(len(state) / len(tokens))
+	}
 	if int64(len(state)) > c.budget {
 		return
 	}

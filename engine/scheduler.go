@@ -16,22 +16,29 @@ var negInf = math.Inf(-1)
 // scheduler owns the llama context, the KV cache, the slots and the
 // samplers. Only its goroutine (run) touches them.
 type scheduler struct {
-	e          *Engine
-	lctx       *llama.Context
-	slots      []*slot
-	waiting    []*request // taken from submitq or preempted, not in a slot (served in the order of before)
-	host       hostCache
-	budget     prefillBudget
-	nDecode    int  // decode tokens in the current batch
-	nPrefill   int  // prompt tokens in the current batch
-	freed      bool // a slot went idle since the last admission
-	batch      llama.Batch
-	prefilling []*slot              // scratch for buildBatch
-	prefixes   []int                // scratch for place: each slot's common prefix with a prompt
-	piece      []byte               // scratch for token bytes
-	forced     []byte               // scratch for the text a grammar forces (jump.go)
-	forcedTok  []llama.Token        // scratch for its first token (jump.go)
-	top        []llama.TokenLogprob // scratch for SampleLogprobs
+	e       *Engine
+	lctx    *llama.Context
+	slots   []*slot
+	waiting []*request // taken from submitq or preempted, not in a slot (served in the order of before)
+	host    hostCache
+	pool    cellPool // the slots' cells of the unified KV cache (pool.go)
+	// protect is the idle slot being admitted to, whose cache freeIdle
+	// leaves alone; cellWait is set when a waiting request found too few
+	// cells and nothing has changed since (see busy).
+	protect              *slot
+	cellWait             bool
+	keepCells, dropCells [][]int32 // scratch for reclaimable
+	budget               prefillBudget
+	nDecode              int  // decode tokens in the current batch
+	nPrefill             int  // prompt tokens in the current batch
+	freed                bool // a slot went idle since the last admission
+	batch                llama.Batch
+	prefilling           []*slot              // scratch for buildBatch
+	prefixes             []int                // scratch for place: each slot's common prefix with a prompt
+	piece                []byte               // scratch for token bytes
+	forced               []byte               // scratch for the text a grammar forces (jump.go)
+	forcedTok            []llama.Token        // scratch for its first token (jump.go)
+	top                  []llama.TokenLogprob // scratch for SampleLogprobs
 	// pieces caches token texts for logprobs entries, filled on demand
 	// (known says which are); nil until a request asks for logprobs.
 	pieces []string
@@ -42,6 +49,7 @@ type scheduler struct {
 	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
+	poolPreemptions                         uint64 // of preemptions, those for cells
 	busySlots                               uint64 // summed over steps: slots with tokens in the batch
 	draftTokens, draftAccepted              uint64 // jump-forward decoding (jump.go)
 	promptTokens, cachedTokens              uint64
@@ -50,9 +58,10 @@ type scheduler struct {
 	embedRequests, embedInputs, embedPasses uint64
 }
 
-func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
+func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *scheduler {
 	s := &scheduler{
 		e: e, lctx: lctx,
+		pool:   newCellPool(poolCells),
 		host:   hostCache{budget: e.cfg.HostCacheBytes},
 		budget: prefillBudget{max: e.cfg.PrefillBudget},
 		timer:  time.NewTimer(time.Hour),
@@ -60,7 +69,7 @@ func newScheduler(e *Engine, lctx *llama.Context, slotCtx int) *scheduler {
 	}
 	s.timer.Stop()
 	for i := range e.cfg.Parallel {
-		s.slots = append(s.slots, &slot{id: i, nctx: slotCtx})
+		s.slots = append(s.slots, &slot{id: i, nctx: reqCtx})
 	}
 	return s
 }
@@ -140,6 +149,10 @@ func (s *scheduler) busy(now time.Time) bool {
 			return true
 		}
 	}
+	if s.cellWait {
+		// Admission stopped for lack of cells and nothing has freed any.
+		return false
+	}
 	for _, r := range s.waiting {
 		if !r.admissible() {
 			continue
@@ -186,6 +199,7 @@ func (s *scheduler) receive() bool {
 				return false
 			}
 			s.timer.Stop()
+			s.cellWait = false // something happened: admission looks again
 		}
 		// Non-blocking drain of whatever else is pending.
 		for {
@@ -283,12 +297,74 @@ func (s *scheduler) retire() {
 // the cells of those the model does not write are the last ones. It
 // reports whether the batch has anything to decode.
 func (s *scheduler) buildBatch() bool {
+	s.cellsForDecode()
+	for {
+		if s.fillBatch() || !s.stalled() {
+			return s.batch.Len() > 0
+		}
+	}
+}
+
+// cellsForDecode makes sure every decoding slot has a cell for its token
+// this step: when the pool has too few, idle caches are freed and then
+// running requests preempted, the one served last first (see makeRoom).
+func (s *scheduler) cellsForDecode() {
+	need := 0
+	for _, sl := range s.slots {
+		if sl.state == stateDecode {
+			need++
+		}
+	}
+	for s.pool.avail() < need && !s.freeIdle(need) {
+		var v *slot
+		for _, sl := range s.slots {
+			if sl.active() && (v == nil || before(sl.req, v.req) > 0) {
+				v = sl
+			}
+		}
+		if v.state == stateDecode {
+			need--
+		}
+		s.waiting = append(s.waiting, s.preemptForCells(v))
+	}
+}
+
+// stalled handles a step with nothing to evaluate while a prompt has
+// tokens pending: the pool has no cell for them, and no running stream
+// will free one. The request served first among those prompts frees cells
+// by preempting requests served after it, or itself when there are none
+// (see makeRoom). It reports whether the batch should be filled again.
+func (s *scheduler) stalled() bool {
+	var first *slot
+	for _, sl := range s.slots {
+		if sl.state == statePrefill && sl.leader == nil && len(sl.pending) > 0 && (first == nil || before(sl.req, first.req) < 0) {
+			first = sl
+		}
+	}
+	if first == nil {
+		return false
+	}
+	s.makeRoom(first.req, first, 1)
+	return true
+}
+
+// fillBatch builds the step's batch (see buildBatch) with the cells the
+// pool has, and reports whether it has anything to decode.
+func (s *scheduler) fillBatch() bool {
 	s.batch.Reset()
 	decoding := math.MaxInt // the best class among decoding slots
 	spare := s.e.cfg.BatchSize
 	for _, sl := range s.slots {
 		if sl.state == stateDecode {
 			spare--
+		}
+	}
+	// Cells the decoding slots' tokens and drafts take this step, not
+	// yet taken from the pool: the prompts get what is left.
+	claimed := 0
+	for _, sl := range s.slots {
+		if sl.state == stateDecode {
+			claimed++
 		}
 	}
 	drafts := 0
@@ -299,9 +375,12 @@ func (s *scheduler) buildBatch() bool {
 			sl.inBatch = true
 			sl.outIdx = s.batch.Len()
 			s.batch.Add(sl.req.gen.last, len(sl.cache), sl.id, true)
-			sl.cache = append(sl.cache, sl.req.gen.last)
+			s.appendToken(sl, sl.req.gen.last)
+			claimed--
 			sl.req.gen.evalDecode++
-			drafts += s.draft(sl, spare-drafts)
+			d := s.draft(sl, min(spare-drafts, s.pool.avail()-claimed))
+			drafts += d
+			claimed += d
 			decoding = min(decoding, sl.req.params.Priority)
 		}
 	}
@@ -329,6 +408,10 @@ func (s *scheduler) buildBatch() bool {
 		if sl.req.params.Priority < decoding {
 			limit = room
 		}
+		if free := s.pool.avail() - claimed; free < min(len(sl.pending), limit) {
+			s.freeIdle(claimed + min(len(sl.pending), limit))
+		}
+		limit = min(limit, s.pool.avail()-claimed)
 		if limit <= 0 {
 			continue
 		}
@@ -340,7 +423,7 @@ func (s *scheduler) buildBatch() bool {
 				sl.outIdx = s.batch.Len()
 			}
 			s.batch.Add(tok, len(sl.cache), sl.id, last)
-			sl.cache = append(sl.cache, tok)
+			s.appendToken(sl, tok)
 		}
 		sl.pending = sl.pending[n:]
 		sl.req.gen.evalPrompt += n
@@ -356,7 +439,7 @@ func (s *scheduler) buildBatch() bool {
 		sl.draftIdx = s.batch.Len()
 		for _, tok := range g.draft {
 			s.batch.Add(tok, len(sl.cache), sl.id, true)
-			sl.cache = append(sl.cache, tok)
+			s.appendToken(sl, tok)
 		}
 		g.evalDecode += len(g.draft)
 	}
@@ -512,8 +595,7 @@ func (s *scheduler) pieceText(tok llama.Token) string {
 func (s *scheduler) failBatch(err error) {
 	for _, sl := range s.slots {
 		if sl.active() && sl.inBatch {
-			s.lctx.SeqRemove(sl.id, -1, -1)
-			sl.cache = sl.cache[:0]
+			s.truncate(sl, 0)
 			s.finish(sl, FinishError, err)
 		}
 	}
@@ -531,6 +613,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 	sl.lastUsed = time.Now()
 	sl.reset()
 	s.freed = true
+	s.cellWait = false
 }
 
 // drop finishes a request that is not in a slot: one still queued, or a
@@ -643,8 +726,10 @@ func (s *scheduler) publish() {
 	infos := s.slotInfo()
 	s.e.slots.Store(&infos)
 	st := &Stats{
-		SlotsTotal: len(s.slots), KVCellsTotal: s.lctx.NCtx(), Requests: s.requests, TokensOut: s.tokensOut,
-		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions, BusySlots: s.busySlots,
+		SlotsTotal: len(s.slots), KVCellsTotal: s.pool.size(), KVCellsUsed: s.pool.used(), KVCellsActive: s.activeCells(),
+		Requests: s.requests, TokensOut: s.tokensOut,
+		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions, PoolPreemptions: s.poolPreemptions,
+		BusySlots:    s.busySlots,
 		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
 		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),
 		HostCacheSaved: s.host.saved, HostCacheRestored: s.host.restored,
@@ -660,7 +745,6 @@ func (s *scheduler) publish() {
 		if sl.state == statePaused {
 			st.SlotsPaused++
 		}
-		st.KVCellsUsed += len(sl.cache)
 	}
 	s.e.stats.Store(st)
 }

@@ -31,16 +31,19 @@ func (s slotState) String() string {
 }
 
 // slot is one sequence of the llama context (seq id = slot id). The KV
-// cache is unified: a slot's cells may be shared with other slots holding
-// the same prefix, and the engine, not llama.cpp, caps each slot at nctx.
+// cache is unified: a slot's cells come from the pool all slots share
+// (pool.go), may be shared with other slots holding the same prefix, and
+// the engine, not llama.cpp, caps each slot at nctx.
 //
 // Invariant: cache lists exactly the tokens whose KV cells sequence id
-// holds, in position order, so len(cache) is the next position.
+// holds, in position order, so len(cache) is the next position; cells
+// lists those cells (the pool's numbering, not llama.cpp's).
 type slot struct {
 	id    int
-	nctx  int // cells this sequence may use
+	nctx  int // the most cells this sequence may hold (Config.CtxPerRequest)
 	state slotState
 	cache []int32
+	cells []int32
 	// salt is the Request.CacheSalt of the requests whose tokens cache
 	// holds: only a request of the same salt reuses them.
 	salt string
