@@ -152,7 +152,8 @@ type Config struct {
 	CtxSize int
 	// CtxPerRequest is the most context one request may use, its prompt
 	// and its output, while the pool has free cells: 0 means the model's
-	// training context; it is at most the pool (CtxSize).
+	// training context, or an equal share of the pool (CtxSize/Parallel)
+	// when that is more; it is at most the pool.
 	CtxPerRequest int
 	// Parallel is the number of slots (sequences decoded together). Default 4.
 	Parallel int

@@ -154,11 +154,14 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	// The slots share one pool of cells; a request may use up to
-	// CtxPerRequest of them, the model's training context by default.
+	// CtxPerRequest of them: by default the model's training context, or
+	// an equal share of the pool when that is more (what a slot had
+	// before the pool, as llama-server's -c 16384 -np 1 gives a request
+	// 16,384 tokens whatever the training context).
 	poolCells := lctx.NCtx() - reserve
 	reqCtx := cfg.CtxPerRequest
 	if reqCtx <= 0 {
-		reqCtx = model.CtxTrain()
+		reqCtx = max(model.CtxTrain(), poolCells/cfg.Parallel)
 	}
 	if reqCtx <= 0 || reqCtx > poolCells {
 		reqCtx = poolCells

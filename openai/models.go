@@ -35,8 +35,29 @@ type modelEntry struct {
 type modelMeta struct {
 	Architecture string `json:"architecture"`
 	NCtxTrain    int    `json:"n_ctx_train"`
-	NCtx         int    `json:"n_ctx"` // per slot
+	NCtx         int    `json:"n_ctx"` // per request
 	NVocab       int    `json:"n_vocab"`
+	// KV is the KV cache as it is now (corral's extension).
+	KV *kvPool `json:"kv,omitempty"`
+}
+
+// kvPool describes a loaded model's KV cache: the pool of cells its slots
+// share, and the host tier below it.
+type kvPool struct {
+	Cells  int `json:"cells"`  // in all
+	Active int `json:"active"` // held for running requests
+	Cached int `json:"cached"` // held only by idle slots' cached prefixes
+	Free   int `json:"free"`
+	// Host is the host-memory tier (--cache-ram).
+	Host kvTier `json:"host"`
+}
+
+// kvTier is one tier of saved prefixes below the pool.
+type kvTier struct {
+	Bytes   int64  `json:"bytes"`
+	Entries int    `json:"entries"`
+	Saved   uint64 `json:"saved"`
+	Hits    uint64 `json:"hits"` // prefixes restored from it
 }
 
 // Models serves GET /v1/models: every model the server knows, loaded or
@@ -63,6 +84,13 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 			info := st.Model.Info()
 			m.Created = info.Created.Unix()
 			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.SlotCtx, NVocab: info.VocabSize}
+			if e := st.Model.Engine(); e != nil {
+				s := e.Stats()
+				m.Meta.KV = &kvPool{
+					Cells: s.KVCellsTotal, Active: s.KVCellsActive, Cached: s.KVCellsUsed - s.KVCellsActive, Free: s.KVCellsTotal - s.KVCellsUsed,
+					Host: kvTier{Bytes: s.HostCacheBytes, Entries: s.HostCacheEntries, Saved: s.HostCacheSaved, Hits: s.HostCacheRestored},
+				}
+			}
 		}
 		out = append(out, m)
 	}

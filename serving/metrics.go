@@ -1,7 +1,6 @@
 package serving
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -64,9 +63,6 @@ type throughput struct {
 // snapshot is what the per-model families read from a loaded engine.
 type snapshot struct {
 	engine.Stats
-	// activeCells counts the KV cells of the slots that serve a request;
-	// the cache idle slots keep for prefix reuse is free to evict.
-	activeCells int
 }
 
 // globalFamily is a family without labels, read from the registry.
@@ -134,7 +130,7 @@ func newMetrics(models *Registry) *metrics {
 		loads:               prometheus.NewDesc("corral_model_loads_total", "Loads of each model that succeeded.", []string{ModelLabel}, nil),
 		promptThroughput:    modelDesc("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s of the requests finished since the previous scrape."),
 		predictedThroughput: modelDesc("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s of the requests finished since the previous scrape."),
-		kvCacheUsage:        modelDesc("vllm:kv_cache_usage_perc", "KV cache usage, 0 to 1: cells held by slots serving a request over all cells."),
+		kvCacheUsage:        modelDesc("vllm:kv_cache_usage_perc", "KV cache usage, 0 to 1: the pool's cells held for running requests over all its cells."),
 	}
 	x.global = []globalFamily{
 		{prometheus.NewDesc("corral_models_loaded", "Models loaded.", nil, nil), prometheus.GaugeValue, func(r *Registry) (float64, bool) {
@@ -161,7 +157,7 @@ func newMetrics(models *Registry) *metrics {
 		counter("vllm:generation_tokens_total", "Generated tokens.", func(s *snapshot) float64 { return float64(s.TokensOut) }),
 		counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix caches (slots and host cache).", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
 		counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix caches.", func(s *snapshot) float64 { return float64(s.CachedPromptTokens) }),
-		counter("vllm:num_preemptions_total", "Requests preempted for a request of a better priority class.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
+		counter("vllm:num_preemptions_total", "Requests preempted, for a request of a better priority class or because the KV pool ran out of cells.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
 		// llama-server's names.
 		counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed (evaluated: cached ones excluded).", func(s *snapshot) float64 {
 			return float64(s.PromptTokens - s.CachedPromptTokens)
@@ -181,15 +177,20 @@ func newMetrics(models *Registry) *metrics {
 		gauge("corral_slots", "Number of slots.", func(s *snapshot) float64 { return float64(s.SlotsTotal) }),
 		gauge("corral_slots_busy", "Slots serving a request.", func(s *snapshot) float64 { return float64(s.SlotsBusy) }),
 		gauge("corral_queue_depth", "Requests waiting for a slot.", func(s *snapshot) float64 { return float64(s.QueueDepth) }),
-		gauge("corral_kv_cells_used", "KV cache cells in use.", func(s *snapshot) float64 { return float64(s.KVCellsUsed) }),
-		gauge("corral_kv_cells", "KV cache cells in all.", func(s *snapshot) float64 { return float64(s.KVCellsTotal) }),
+		gauge("corral_kv_cells_used", "KV cache cells holding a token: for running requests and for idle slots' cached prefixes.", func(s *snapshot) float64 { return float64(s.KVCellsUsed) }),
+		gauge("corral_kv_cells_active", "KV cache cells held for running requests (a prefix shared with an idle slot counts here once).", func(s *snapshot) float64 { return float64(s.KVCellsActive) }),
+		gauge("corral_kv_cells_cached", "KV cache cells held only by idle slots' cached prefixes (freed when the pool needs them).", func(s *snapshot) float64 { return float64(s.KVCellsUsed - s.KVCellsActive) }),
+		gauge("corral_kv_cells", "KV cache cells in all: the pool the slots share.", func(s *snapshot) float64 { return float64(s.KVCellsTotal) }),
 		counter("corral_requests_total", "Requests finished since the model loaded.", func(s *snapshot) float64 { return float64(s.Requests) }),
 		counter("corral_tokens_generated_total", "Tokens generated since the model loaded.", func(s *snapshot) float64 { return float64(s.TokensOut) }),
 		counter("corral_steps_total", "Scheduler steps that decoded a batch.", func(s *snapshot) float64 { return float64(s.Steps) }),
 		counter("corral_forward_passes_total", "Model evaluations those steps took (one per step with the unified KV cache).", func(s *snapshot) float64 { return float64(s.ForwardPasses) }),
 		counter("corral_prompt_tokens_total", "Prompt tokens of admitted requests.", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
 		counter("corral_prompt_tokens_cached_total", "Prompt tokens found in a slot or the host cache instead of evaluated.", func(s *snapshot) float64 { return float64(s.CachedPromptTokens) }),
-		counter("corral_preemptions_total", "Requests preempted for a request of a better priority class.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
+		counter("corral_preemptions_total", "Requests preempted, for a request of a better priority class or for cells.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
+		counter("corral_pool_preemptions_total", "Requests preempted because the KV pool ran out of cells.", func(s *snapshot) float64 { return float64(s.PoolPreemptions) }),
+		gauge("corral_host_cache_entries", "Prefixes held in host memory.", func(s *snapshot) float64 { return float64(s.HostCacheEntries) }),
+		counter("corral_host_cache_saved_total", "Prefixes saved to host memory.", func(s *snapshot) float64 { return float64(s.HostCacheSaved) }),
 		gauge("corral_host_cache_bytes", "Host memory holding KV state of evicted prefixes.", func(s *snapshot) float64 { return float64(s.HostCacheBytes) }),
 		counter("corral_host_cache_restored_total", "Prefixes restored from the host cache.", func(s *snapshot) float64 { return float64(s.HostCacheRestored) }),
 		gauge("corral_slots_paused", "Slots holding a paced answer that waits for continue.", func(s *snapshot) float64 { return float64(s.SlotsPaused) }),
@@ -240,17 +241,12 @@ func (x *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		eng := st.Model.Engine()
 		s := snapshot{Stats: eng.Stats()}
-		if slots, err := eng.Slots(context.Background()); err == nil {
-			for _, sl := range slots {
-				if sl.IsProcessing {
-					s.activeCells += sl.CachedTokens
-				}
-			}
-		}
 		for _, f := range x.perModel {
 			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, f.value(&s), st.ID)
 		}
-		ch <- prometheus.MustNewConstMetric(x.kvCacheUsage, prometheus.GaugeValue, min(1, ratio(float64(s.activeCells), float64(s.KVCellsTotal))), st.ID)
+		// Idle slots' cached prefixes are free to evict, as vLLM counts
+		// its prefix-cache blocks.
+		ch <- prometheus.MustNewConstMetric(x.kvCacheUsage, prometheus.GaugeValue, min(1, ratio(float64(s.KVCellsActive), float64(s.KVCellsTotal))), st.ID)
 		t := x.takeThroughput(st.ID)
 		ch <- prometheus.MustNewConstMetric(x.promptThroughput, prometheus.GaugeValue, ratio(float64(t.promptTokens), t.promptSeconds), st.ID)
 		ch <- prometheus.MustNewConstMetric(x.predictedThroughput, prometheus.GaugeValue, ratio(float64(t.predictedTokens), t.predictedSeconds), st.ID)

@@ -58,9 +58,16 @@ type ModelView struct {
 	// submitted included.
 	Queue      []ClassQueue `json:"queue"`
 	QueueDepth int          `json:"queue_depth"`
-	// KVUsed and KVTotal are the KV cache cells used and in all.
-	KVUsed  int `json:"kv_used"`
-	KVTotal int `json:"kv_total"`
+	// KVUsed and KVTotal are the cells of the KV pool used and in all;
+	// KVActive of the used ones are held for running requests, the
+	// others only by idle slots' cached prefixes.
+	KVUsed   int `json:"kv_used"`
+	KVActive int `json:"kv_active"`
+	KVTotal  int `json:"kv_total"`
+	// HostBytes and HostHits are the host tier of saved prefixes: its
+	// size and the prefixes restored from it.
+	HostBytes int64  `json:"host_bytes"`
+	HostHits  uint64 `json:"host_hits"`
 	// TokensOut and RequestsDone count generated tokens and finished
 	// requests since the model loaded.
 	TokensOut    uint64 `json:"tokens_out"`
@@ -142,7 +149,8 @@ func snapshot(ctx context.Context, reg Models, status string, now time.Time) (Sn
 			eng := st.Model.Engine()
 			stats := eng.Stats()
 			m.QueueDepth = stats.QueueDepth
-			m.KVUsed, m.KVTotal = stats.KVCellsUsed, stats.KVCellsTotal
+			m.KVUsed, m.KVActive, m.KVTotal = stats.KVCellsUsed, stats.KVCellsActive, stats.KVCellsTotal
+			m.HostBytes, m.HostHits = stats.HostCacheBytes, stats.HostCacheRestored
 			m.TokensOut, m.RequestsDone = stats.TokensOut, stats.Requests
 			for _, q := range stats.Queue {
 				m.Queue = append(m.Queue, ClassQueue{Priority: q.Priority, Queued: q.Queued, Preempted: q.Preempted})
@@ -197,7 +205,7 @@ func changed(a, b Snapshot) bool {
 	for i, am := range a.Models {
 		bm := b.Models[i]
 		if am.ID != bm.ID || am.State != bm.State || am.Requests != bm.Requests || am.Error != bm.Error ||
-			am.QueueDepth != bm.QueueDepth || am.KVUsed != bm.KVUsed || am.RequestsDone != bm.RequestsDone ||
+			am.QueueDepth != bm.QueueDepth || am.KVUsed != bm.KVUsed || am.KVActive != bm.KVActive || am.HostHits != bm.HostHits || am.RequestsDone != bm.RequestsDone ||
 			!slices.Equal(am.Slots, bm.Slots) || !slices.Equal(am.Queue, bm.Queue) {
 			return true
 		}

@@ -68,6 +68,7 @@ func fileID(path string) string {
 //	  - id: stories          # optional: the file name without .gguf
 //	    path: /models/stories260K.gguf
 //	    ctx_size: 2048       # optional, like -c
+//	    ctx_per_request: 2048 # optional, like --ctx-per-request
 //	    parallel: 2          # optional, like -np
 //	    cache_ram: 64        # optional MiB, like --cache-ram
 //	    pooling: mean        # optional, like --pooling
@@ -83,6 +84,7 @@ type modelConfig struct {
 		ID                 string         `yaml:"id"`
 		Path               string         `yaml:"path"`
 		CtxSize            *int           `yaml:"ctx_size"`
+		CtxPerRequest      *int           `yaml:"ctx_per_request"`
 		Parallel           *int           `yaml:"parallel"`
 		CacheRAM           *int64         `yaml:"cache_ram"`
 		Pooling            string         `yaml:"pooling"`
@@ -168,6 +170,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 			s := add(id, m.Path)
 			if m.CtxSize != nil {
 				s.Engine.CtxSize = *m.CtxSize
+			}
+			if m.CtxPerRequest != nil {
+				s.Engine.CtxPerRequest = *m.CtxPerRequest
 			}
 			if m.Parallel != nil {
 				s.Engine.Parallel = *m.Parallel

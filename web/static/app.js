@@ -378,7 +378,8 @@ function renderModels(snap) {
       meter.min = 0;
       meter.max = m.kv_total || 1;
       meter.value = m.kv_used;
-      kv.append(meter, ` ${num(m.kv_used)} / ${num(m.kv_total)} cells · ${count(m.tokens_out, "token")} out · ${count(m.requests_done, "request")} done`);
+      meter.title = `${num(m.kv_active)} cells for running requests, ${num(m.kv_used - m.kv_active)} for cached prefixes, ${num(m.kv_total - m.kv_used)} free`;
+      kv.append(meter, ` ${num(m.kv_active)} active + ${num(m.kv_used - m.kv_active)} cached / ${num(m.kv_total)} cells · host ${bytes(m.host_bytes)}, ${count(m.host_hits, "hit")} · ${count(m.tokens_out, "token")} out · ${count(m.requests_done, "request")} done`);
       card.append(kv);
       const slots = el("div", "slots");
       for (const s of m.slots) {
