@@ -214,25 +214,34 @@ func TestDiskCacheIgnoresBadFiles(t *testing.T) {
 			t.Errorf("%d files, %d rejected; want the good one alone", st.DiskCacheEntries, st.DiskCacheRejected)
 		}
 	})
+}
 
-	t.Run("another model", func(t *testing.T) {
-		// The other model under the same name and layout shares the
-		// directory: the headers tell the files apart.
-		other := cfg
-		other.ModelPath = testmodel.Path(t, testmodel.Stories260K)
-		oe, err := engine.New(t.Context(), other)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer oe.Close()
-		st := oe.Stats()
-		if st.DiskCacheEntries != 0 || st.DiskCacheRejected != 1 {
-			t.Errorf("another model's engine: %d files indexed, %d rejected; want 0, 1", st.DiskCacheEntries, st.DiskCacheRejected)
-		}
-		if _, err := os.Stat(path); !os.IsNotExist(err) {
-			t.Errorf("the other model's file is still there: %v", err)
-		}
-	})
+// TestDiskCacheIgnoresAnotherModelsFiles: a file another model wrote,
+// found where this model's are (the model file replaced under the same
+// name), is removed, not loaded, though its tokens are all valid ids of
+// this model's vocabulary.
+func TestDiskCacheIgnoresAnotherModelsFiles(t *testing.T) {
+	cfg := engine.Config{Name: "m", Parallel: 1, DiskCacheDir: t.TempDir()}
+	// Stories260K's 512 ids are within TinyStories656K's 2,048.
+	other := newEngine(t, testmodel.Stories260K, cfg)
+	toks := tokens(t, other, longPrompt)
+	req := engine.Request{Tokens: toks, MaxTokens: 8, IgnoreEOS: true}
+	collect(t, submit(t, other, req))
+	other.Close()
+	files := kvFiles(t, cfg.DiskCacheDir)
+	if len(files) != 1 {
+		t.Fatalf("files %v, want one", files)
+	}
+	e := newEngine(t, testmodel.TinyStories656K, cfg)
+	if st := e.Stats(); st.DiskCacheEntries != 0 || st.DiskCacheRejected != 1 {
+		t.Errorf("%d files indexed, %d rejected; want 0, 1", st.DiskCacheEntries, st.DiskCacheRejected)
+	}
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Errorf("the other model's file is still there: %v", err)
+	}
+	if _, res := collect(t, submit(t, e, req)); res.Usage.CachedTokens != 0 {
+		t.Errorf("%d cached tokens from another model's file", res.Usage.CachedTokens)
+	}
 }
 
 // TestDiskCacheKeepsSaltsApart: a prefix saved for one salt is never
