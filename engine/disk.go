@@ -76,6 +76,8 @@ const (
 	identitySample = 1 << 20
 	identityChunks = 16
 	identityChunk  = 64 << 10
+	// maxDiskTokens bounds a file's token count, beyond any context.
+	maxDiskTokens = 1 << 22
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -321,7 +323,7 @@ func (d *diskCache) decodeHeader(raw []byte, size int64) (header, error) {
 		return h, errors.New("another model's")
 	case h.layout != d.layout:
 		return h, errors.New("another KV layout's")
-	case h.tokens == 0 || sl == 0 || sl > uint64(size):
+	case h.tokens == 0 || h.tokens > maxDiskTokens || sl == 0 || sl > uint64(size):
 		return h, errors.New("bad lengths")
 	case int64(diskHeader)+4*int64(h.tokens)+int64(sl) != size:
 		return h, fmt.Errorf("%d bytes, the header says %d", size, int64(diskHeader)+4*int64(h.tokens)+int64(sl))
@@ -602,19 +604,17 @@ func (d *diskCache) writeOne(j diskJob) {
 
 	tmp, err := writeTemp(d.dir, head, j.state)
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err == nil {
 		// Renamed under the lock, so that the index and the directory
 		// agree for read and drop.
-		if err = os.Rename(tmp, filepath.Join(d.dir, name)); err == nil {
-			err = syncDir(d.dir)
-		} else {
+		if err = os.Rename(tmp, filepath.Join(d.dir, name)); err != nil {
 			os.Remove(tmp)
 		}
 	}
 	if err != nil {
 		d.size -= size
 		d.st.dropped++
+		d.mu.Unlock()
 		return
 	}
 	// Files of salt whose tokens are a prefix of these are redundant.
@@ -631,6 +631,10 @@ func (d *diskCache) writeOne(j diskJob) {
 	d.clock++
 	d.entries = append(d.entries, &diskEntry{name: name, tokens: j.tokens, salt: j.salt, size: size, used: d.clock})
 	d.st.saved++
+	d.mu.Unlock()
+	// The rename made durable; should the sync fail, the file is whole
+	// or absent after a crash all the same.
+	syncDir(d.dir)
 }
 
 // evict takes the least recently used entries out of the index until

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
@@ -334,4 +335,25 @@ func TestDiskCacheStaysWithinItsSize(t *testing.T) {
 	if st := settled(t, e, 3); st.DiskCacheHits != 2 {
 		t.Errorf("%d disk hits, want 2 (prompts 4 and 3; prompt 0 was evicted)", st.DiskCacheHits)
 	}
+}
+
+// TestDiskCacheDirectoryHasOneEngine: a second engine of the same model
+// and name on the same directory fails to start, naming it, rather than
+// share files it does not index; once the first closes, it starts.
+func TestDiskCacheDirectoryHasOneEngine(t *testing.T) {
+	cfg := engine.Config{Parallel: 1, DiskCacheDir: t.TempDir()}
+	first := newEngine(t, testmodel.TinyStories656K, cfg)
+	cfg.ModelPath = testmodel.Path(t, testmodel.TinyStories656K)
+	if e, err := engine.New(t.Context(), cfg); err == nil {
+		e.Close()
+		t.Fatal("a second engine on the same cache directory started")
+	} else if !strings.Contains(err.Error(), cfg.DiskCacheDir) || !strings.Contains(err.Error(), "held by another engine") {
+		t.Errorf("error %q: want the directory named, held by another engine", err)
+	}
+	first.Close()
+	e, err := engine.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("after the first engine closed: %v", err)
+	}
+	e.Close()
 }

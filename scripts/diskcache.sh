@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Returning after a restart (issue 24): the next turn of a conversation
+# with a long history (PREFIX tokens), once the server was restarted, and
+# once the model was unloaded by its keep-alive and loaded again, against
+# a cold prefill of such a history. With --cache-disk the history comes
+# back from disk; the goal is a TTFT of at most 0.2x the cold one.
+#
+# Each round takes new conversations (random token ids on the synthetic
+# 135M shape with an 8,192-token context), so every cold request is cold.
+# A request is /completion with n_predict 1: its time is the TTFT.
+#
+#   cold     a new history of PREFIX tokens, evaluated
+#   restart  the server is stopped (SIGTERM: it writes its caches) and
+#            started again; the next turn (the history + TURN new tokens)
+#   unload   --keep-alive 0 (the model unloads after each request):
+#            a new history, then, after the unload, the next turn, the
+#            model's load included; against a cold history after an
+#            unload (load included too)
+#
+# usage: scripts/diskcache.sh [ROUNDS]
+# env:   MODEL THREADS; PREFIX history tokens (4000), TURN new tokens (64)
+set -euo pipefail
+rounds=${1:-3}
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+threads=${THREADS:-2}
+prefix=${PREFIX:-4000}
+turn=${TURN:-64}
+out=${OUT:-$(mktemp -d)}
+port=18433
+corral=./bin/corral
+[ -x "$corral" ] || make build >/dev/null
+model=${MODEL:-${TMPDIR:-/tmp}/corral-synth-135m-8k.gguf}
+[ -f "$model" ] || "$corral" synth --shape 135m,ctx=8192 -o "$model"
+disk=$out/kv
+server=
+trap stop EXIT
+
+# start LOG [ARGS...]: corral serve with the disk tier, one slot.
+start() {
+  "$corral" serve -m "$model" -np 1 -t "$threads" -c 8192 --port "$port" --cache-disk "$disk" "${@:2}" >>"$out/$1" 2>&1 &
+  server=$!
+  healthy corral "$port" "$out/$1"
+}
+
+# ask NAME CONV EXTRA: the history of conversation CONV plus EXTRA new
+# tokens, n_predict 1; appends "NAME seconds cached evaluated" to results.
+ask() {
+  python3 - "$prefix" "$2" "$3" >"$out/req.json" <<'PY'
+import json, random, sys
+prefix, conv, extra = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+r = random.Random(conv)
+toks = [r.randrange(300, 40000) for _ in range(prefix)]
+r = random.Random(-1 - conv)
+toks += [r.randrange(300, 40000) for _ in range(extra)]
+print(json.dumps({"prompt": toks, "n_predict": 1, "temperature": 0}))
+PY
+  local t
+  t=$(curl -sf -o "$out/resp.json" -w '%{time_total}' -H 'content-type: application/json' \
+    --data @"$out/req.json" "http://127.0.0.1:$port/completion")
+  python3 - "$1" "$t" "$out/resp.json" >>"$out/results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[3]))
+print(sys.argv[1], sys.argv[2], r["tokens_cached"], r["timings"]["prompt_n"])
+PY
+  tail -1 "$out/results" >&2
+}
+
+# unloaded N: wait until the log of the keep-alive server counts N unloads.
+unloaded() {
+  for _ in $(seq 600); do
+    [ "$(grep -c 'model unloaded' "$out/keepalive.log" || true)" -ge "$1" ] && return 0
+    sleep 0.2
+  done
+  echo "no unload $1; see $out/keepalive.log" >&2
+  exit 1
+}
+
+: >"$out/results"
+for round in $(seq "$rounds"); do
+  echo "round $round" >&2
+  a=$((100 * round)) b=$((100 * round + 1)) c=$((100 * round + 2))
+  start serve.log
+  ask cold "$a" 0
+  stop
+  start serve.log
+  ask restart "$a" "$turn"
+  stop
+
+  start keepalive.log --keep-alive 0
+  n=$(grep -c 'model unloaded' "$out/keepalive.log" || true)
+  ask unload-first "$b" 0
+  unloaded $((n + 1))
+  ask unload-cold "$c" 0
+  unloaded $((n + 2))
+  ask unload-return "$b" "$turn"
+  stop
+done
+du -sh "$disk" >&2
+
+python3 - "$out/results" "$rounds" "$prefix" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, t, cached, evaluated = line.split()
+    rows[name].append((float(t), int(cached), int(evaluated)))
+med = lambda name: statistics.median(t for t, _, _ in rows[name])
+cached = lambda name: statistics.median(c for _, c, _ in rows[name])
+print(f"history {sys.argv[3]} tokens, medians over {sys.argv[2]} rounds (TTFT, wall clock of a 1-token request):")
+print(f"  cold prefill                   {med('cold') * 1000:8.0f} ms")
+print(f"  next turn after a restart      {med('restart') * 1000:8.0f} ms  ({med('restart') / med('cold'):.3f}x cold; {cached('restart'):.0f} tokens cached)")
+print(f"  cold prefill after an unload   {med('unload-cold') * 1000:8.0f} ms  (the model's load included)")
+print(f"  next turn after an unload      {med('unload-return') * 1000:8.0f} ms  ({med('unload-return') / med('unload-cold'):.3f}x; {cached('unload-return'):.0f} tokens cached)")
+PY
+echo "(reports in $out)" >&2
