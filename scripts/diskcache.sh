@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
 # Returning after a restart (issue 24): the next turn of a conversation
-# with a long history (PREFIX tokens), once the server was restarted, and
+# with a long history (PREFIX tokens) once the server was restarted, and
 # once the model was unloaded by its keep-alive and loaded again, against
-# a cold prefill of such a history. With --cache-disk the history comes
+# the cold prefill of that history. With --cache-disk the history comes
 # back from disk; the goal is a TTFT of at most 0.2x the cold one.
 #
-# Each round takes new conversations (random token ids on the synthetic
-# 135M shape with an 8,192-token context), so every cold request is cold.
+# Each round takes a new conversation (random token ids on the synthetic
+# 135M shape with an 8,192-token context), so its first request is cold.
 # A request is /completion with n_predict 1: its time is the TTFT.
 #
-#   cold     a new history of PREFIX tokens, evaluated
-#   restart  the server is stopped (SIGTERM: it writes its caches) and
-#            started again; the next turn (the history + TURN new tokens)
-#   unload   --keep-alive 0 (the model unloads after each request):
-#            a new history, then, after the unload, the next turn, the
-#            model's load included; against a cold history after an
-#            unload (load included too)
+#   cold     the history, evaluated
+#   restart  the server is stopped (SIGTERM: it writes its caches to
+#            disk) and started again: the history + a turn of TURN tokens
+#   unload   with --keep-alive 0 (the model unloads after each request,
+#            writing its caches): one more turn (a restart again), then,
+#            after the unload, the next turn: the model's load included
 #
 # usage: scripts/diskcache.sh [ROUNDS]
-# env:   MODEL THREADS; PREFIX history tokens (4000), TURN new tokens (64)
+# env:   MODEL THREADS; PREFIX history tokens (4000), TURN tokens a turn (64)
 set -euo pipefail
 rounds=${1:-3}
 cd "$(dirname "$0")/.."
@@ -27,6 +26,7 @@ threads=${THREADS:-2}
 prefix=${PREFIX:-4000}
 turn=${TURN:-64}
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 port=18433
 corral=./bin/corral
 [ -x "$corral" ] || make build >/dev/null
@@ -79,21 +79,19 @@ unloaded() {
 : >"$out/results"
 for round in $(seq "$rounds"); do
   echo "round $round" >&2
-  a=$((100 * round)) b=$((100 * round + 1)) c=$((100 * round + 2))
+  a=$((100 * round))
   start serve.log
   ask cold "$a" 0
   stop
   start serve.log
   ask restart "$a" "$turn"
   stop
-
   start keepalive.log --keep-alive 0
   n=$(grep -c 'model unloaded' "$out/keepalive.log" || true)
-  ask unload-first "$b" 0
+  ask restart-2 "$a" $((2 * turn))
   unloaded $((n + 1))
-  ask unload-cold "$c" 0
+  ask unload "$a" $((3 * turn))
   unloaded $((n + 2))
-  ask unload-return "$b" "$turn"
   stop
 done
 du -sh "$disk" >&2
@@ -109,7 +107,6 @@ cached = lambda name: statistics.median(c for _, c, _ in rows[name])
 print(f"history {sys.argv[3]} tokens, medians over {sys.argv[2]} rounds (TTFT, wall clock of a 1-token request):")
 print(f"  cold prefill                   {med('cold') * 1000:8.0f} ms")
 print(f"  next turn after a restart      {med('restart') * 1000:8.0f} ms  ({med('restart') / med('cold'):.3f}x cold; {cached('restart'):.0f} tokens cached)")
-print(f"  cold prefill after an unload   {med('unload-cold') * 1000:8.0f} ms  (the model's load included)")
-print(f"  next turn after an unload      {med('unload-return') * 1000:8.0f} ms  ({med('unload-return') / med('unload-cold'):.3f}x; {cached('unload-return'):.0f} tokens cached)")
+print(f"  next turn after an unload      {med('unload') * 1000:8.0f} ms  ({med('unload') / med('cold'):.3f}x cold, the model's load included; {cached('unload'):.0f} tokens cached)")
 PY
 echo "(reports in $out)" >&2

@@ -86,3 +86,41 @@ func TestServeDiskCacheSurvivesRestart(t *testing.T) {
 		t.Errorf("metrics: %q, want a count of 1", got)
 	}
 }
+
+// TestServeDiskCacheSurvivesUnload: with --keep-alive 0 the model unloads
+// after each request, writing what it cached to --cache-disk; the next
+// request, which loads it again, finds its prompt there.
+func TestServeDiskCacheSurvivesUnload(t *testing.T) {
+	dir := t.TempDir()
+	prompt := strings.Repeat("The little dog ran after the cat in the garden. ", 8) + "Then it slept."
+	url, _ := serveProcess(t, "--cache-disk", dir, "--keep-alive", "0")
+	first := complete(t, url, prompt)
+	n := first.Timings.PromptN
+	if first.TokensCached != 0 || n < 64 {
+		t.Fatalf("first request: %d cached of %d; want 0 of a long prompt", first.TokensCached, n)
+	}
+	poll(t, "the model unloaded", nil, func() bool { return modelState(t, url) == "unloaded" })
+	second := complete(t, url, prompt)
+	if second.TokensCached != n-1 || second.Content != first.Content {
+		t.Errorf("after the unload: %d tokens cached, %q; want %d, %q", second.TokensCached, second.Content, n-1, first.Content)
+	}
+}
+
+// modelState is the state GET /v1/models gives the one model served.
+func modelState(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			State string `json:"state"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) != 1 {
+		t.Fatalf("GET /v1/models: %v, %+v", err, list)
+	}
+	return list.Data[0].State
+}
