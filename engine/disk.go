@@ -32,9 +32,11 @@ import (
 // Files are written by a goroutine of the disk cache's, never by the
 // scheduler: the scheduler hands it states through a bounded queue and
 // drops a state rather than wait when the queue is full. Reading is the
-// scheduler's, at admission: a 4,000-token prefix of a 135M model (92
-// MB of F16 KV) reads and checks in tens of milliseconds, where its
-// prefill takes seconds (see scripts/diskcache.sh).
+// scheduler's, at admission: the file of a 4,000-token prefix of a 135M
+// model (92 MB of F16 KV) reads and checks in 175 ms from the page cache
+// on a loaded 2-core machine (BenchmarkDiskCacheRead), where evaluating
+// those tokens takes minutes there (scripts/diskcache.sh); the streams
+// running meanwhile wait that long once.
 //
 // The index (which files hold which tokens) is shared by the two
 // goroutines under a mutex held for scans of it and for the renames and
@@ -54,9 +56,9 @@ import (
 // directory (who could as well replace the model), so the directory must
 // be writable by corral alone.
 
-// DefaultDiskCacheBytes is Config.DiskCacheBytes's default: room for a
-// few hundred 4,000-token conversations of a small model, a handful of a
-// 70B one (F16 KV: 320 KB a token).
+// DefaultDiskCacheBytes is Config.DiskCacheBytes's default: room for
+// about 180 4,000-token conversations of a 135M model (F16 KV: 23 KB a
+// token), about 13 of a 70B one (320 KB a token).
 const DefaultDiskCacheBytes = 16 << 30
 
 const (
