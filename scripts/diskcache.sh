@@ -66,13 +66,14 @@ PY
   tail -1 "$out/results" >&2
 }
 
-# unloaded N: wait until the log of the keep-alive server counts N unloads.
+# unloaded: wait until GET /v1/models says the model unloaded (after the
+# request just answered: it was loaded to serve it).
 unloaded() {
   for _ in $(seq 600); do
-    [ "$(grep -c 'model unloaded' "$out/keepalive.log" || true)" -ge "$1" ] && return 0
+    curl -sf "http://127.0.0.1:$port/v1/models" | grep -q '"state":"unloaded"' && return 0
     sleep 0.2
   done
-  echo "no unload $1; see $out/keepalive.log" >&2
+  echo "the model did not unload; see $out/keepalive.log" >&2
   exit 1
 }
 
@@ -87,11 +88,10 @@ for round in $(seq "$rounds"); do
   ask restart "$a" "$turn"
   stop
   start keepalive.log --keep-alive 0
-  n=$(grep -c 'model unloaded' "$out/keepalive.log" || true)
   ask restart-2 "$a" $((2 * turn))
-  unloaded $((n + 1))
+  unloaded
   ask unload "$a" $((3 * turn))
-  unloaded $((n + 2))
+  unloaded
   stop
 done
 du -sh "$disk" >&2
