@@ -232,8 +232,15 @@ func (s *scheduler) place(r *request) *slot {
 		}
 	}
 	if reuse {
+		e, m := s.host.longest(need, salt)
+		if s.disk != nil && s.restoreDisk(target, need, salt, max(n, min(m, limit)), limit) {
+			return target
+		}
+		if src == target { // a failed load from disk emptied the slot
+			n = min(n, len(target.cache))
+		}
 		// A restore takes cells for the whole entry, then frees its tail.
-		if e, m := s.host.longest(need, salt); min(m, limit) > n && len(e.tokens) <= s.pool.avail()-s.committed() {
+		if min(m, limit) > n && len(e.tokens) <= s.pool.avail()-s.committed() {
 			if s.restore(target, e, min(m, limit)) {
 				return target
 			}
@@ -373,11 +380,13 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	sl.cells = sl.cells[:n]
 }
 
-// save copies the slot's KV state into the host cache, unless another
-// slot or an entry of its salt already holds all of its tokens.
+// save copies the slot's KV state into the host cache (or, without one,
+// the disk tier), unless another slot or an entry of its salt already
+// holds all of its tokens.
 func (s *scheduler) save(sl *slot) {
-	if s.host.budget <= 0 || int64(len(sl.cache))*s.host.perToken > s.host.budget || s.host.covers(sl.cache, sl.salt) {
-		return // no room, or a state larger than the whole budget
+	noRoom := s.host.budget <= 0 || int64(len(sl.cache))*s.host.perToken > s.host.budget
+	if (noRoom && s.disk == nil) || s.host.covers(sl.cache, sl.salt) {
+		return // no room (nor a disk tier), or a state larger than the whole budget
 	}
 	for _, o := range s.slots {
 		if o != sl && o.salt == sl.salt && commonPrefix(o.cache, sl.cache) == len(sl.cache) {
@@ -385,7 +394,7 @@ func (s *scheduler) save(sl *slot) {
 		}
 	}
 	if state := s.lctx.SeqStateGet(sl.id); len(state) > 0 {
-		s.host.add(sl.cache, sl.salt, state)
+		s.host.add(sl.cache, sl.salt, state) // to the disk tier when the host cache has no budget
 	}
 }
 

@@ -197,6 +197,15 @@ type Config struct {
 	// pushed out of the slots, so that a returning conversation need not
 	// evaluate its history again (llama-server's --cache-ram). 0: none.
 	HostCacheBytes int64
+	// DiskCacheDir, when set, is where the KV states of prefixes pushed
+	// out of the host cache, and at Close those of the host cache and
+	// the slots, are kept on disk, to be found again by a prefix match
+	// after an unload or a restart (see disk.go); each model and KV
+	// layout has a directory of its own in it. "": no disk tier.
+	DiskCacheDir string
+	// DiskCacheBytes bounds the files of this model under DiskCacheDir;
+	// the least recently used go first. 0 means DefaultDiskCacheBytes.
+	DiskCacheBytes int64
 	// Pooling is how Embed pools a sequence's token embeddings into one
 	// vector (llama-server's --pooling): "mean", "cls" (the first
 	// token), "last", or "none" (the engine cannot embed: Embed returns
@@ -556,6 +565,17 @@ type Stats struct {
 	HostCacheBytes                    int64
 	HostCacheEntries                  int
 	HostCacheSaved, HostCacheRestored uint64
+	// The disk tier (Config.DiskCacheDir): its files and their bytes
+	// now; the prefixes loaded from it (Hits) and written to it
+	// (Saved); the states not written (Dropped: the writer's queue was
+	// full, or the write failed); files removed to stay within the
+	// budget (Evicted), and files removed as torn, corrupted or another
+	// model's (Rejected).
+	DiskCacheEntries                   int
+	DiskCacheBytes                     int64
+	DiskCacheHits, DiskCacheSaved      uint64
+	DiskCacheDropped, DiskCacheEvicted uint64
+	DiskCacheRejected                  uint64
 	// SlotsPaused counts slots holding a paced request that waits for
 	// Continue.
 	SlotsPaused int

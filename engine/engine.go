@@ -58,6 +58,7 @@ type Engine struct {
 	done    chan struct{}              // closed when the scheduler has exited
 	stats   atomic.Pointer[Stats]      // published by the scheduler every step
 	slots   atomic.Pointer[[]SlotInfo] // likewise
+	disk    *diskCache                 // the scheduler's disk tier (disk.go), whose counters Stats reads; nil when none
 	once    sync.Once
 }
 
@@ -180,6 +181,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
+	disk, err := openDisk(cfg, name, model.NVocab())
+	if err != nil {
+		lctx.Close()
+		model.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	tmpl, _ := model.Meta("tokenizer.chat_template")
 	arch, _ := model.Meta("general.architecture")
 	e := &Engine{
@@ -209,6 +216,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	s := newScheduler(e, lctx, poolCells, reqCtx)
+	e.disk = disk
+	s.attachDisk(disk)
 	s.publish()
 	go s.run()
 	return e, nil
@@ -476,15 +485,19 @@ func (e *Engine) Drain() {
 }
 
 // Stats is a snapshot of the engine's load, published by the scheduler
-// after every step.
+// after every step (the queue depth and the disk tier's fields are
+// current).
 func (e *Engine) Stats() Stats {
 	s := *e.stats.Load()
 	s.QueueDepth = int(e.queued.Load())
+	e.diskStats(&s)
 	return s
 }
 
 // Close stops the scheduler, finishes every request as cancelled with
-// ErrClosed and frees the model. Safe to call more than once.
+// ErrClosed, writes what the prefix caches hold to the disk tier (when
+// Config.DiskCacheDir is set; Close waits for the writes) and frees the
+// model. Safe to call more than once.
 func (e *Engine) Close() error {
 	e.once.Do(func() {
 		e.mu.Lock()

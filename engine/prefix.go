@@ -48,6 +48,9 @@ type hostCache struct {
 	// state saved (0 before), so that a state too large for the budget
 	// is not copied out of the KV cache for nothing.
 	perToken int64
+	// spill, when set, takes the entries the budget pushes out (and a
+	// state larger than the whole budget): the disk tier (disk.go).
+	spill func(tokens []int32, salt string, state []byte)
 }
 
 // longest returns the entry of salt sharing the longest prefix with
@@ -80,13 +83,17 @@ func (c *hostCache) touch(e *hostEntry) {
 
 // add stores state for tokens of salt, dropping the entries it makes
 // redundant (those of salt whose tokens are a prefix of these) and then
-// the least recently used ones until the cache fits its budget. A state
-// larger than the whole budget is not kept.
+// the least recently used ones until the cache fits its budget (handed
+// to spill, when set). A state larger than the whole budget is not kept
+// (but spilled).
 func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 	if c.perToken == 0 && len(tokens) > 0 {
 		c.perToken = int64(len(state) / len(tokens))
 	}
 	if int64(len(state)) > c.budget {
+		if c.spill != nil {
+			c.spill(tokens, salt, state)
+		}
 		return
 	}
 	c.entries = slices.DeleteFunc(c.entries, func(e *hostEntry) bool {
@@ -108,7 +115,11 @@ func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 				oldest = i
 			}
 		}
-		c.size -= int64(len(c.entries[oldest].state))
+		e := c.entries[oldest]
+		c.size -= int64(len(e.state))
 		c.entries = slices.Delete(c.entries, oldest, oldest+1)
+		if c.spill != nil {
+			c.spill(e.tokens, e.salt, e.state)
+		}
 	}
 }

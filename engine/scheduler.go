@@ -21,7 +21,8 @@ type scheduler struct {
 	slots   []*slot
 	waiting []*request // taken from submitq or preempted, not in a slot (served in the order of before)
 	host    hostCache
-	pool    cellPool // the slots' cells of the unified KV cache (pool.go)
+	disk    *diskCache // the tier below host (disk.go); nil when none
+	pool    cellPool   // the slots' cells of the unified KV cache (pool.go)
 	// protect is the idle slot being admitted to, whose cache freeIdle
 	// leaves alone; cellWait is set when a waiting request found too few
 	// cells and nothing has changed since (see busy).
@@ -690,6 +691,7 @@ func (s *scheduler) shutdown() {
 		case j := <-s.e.embedq:
 			s.endEmbed(j, ErrClosed)
 		default:
+			s.spillAll()
 			s.lctx.Close()
 			return
 		}

@@ -48,8 +48,10 @@ type kvPool struct {
 	Active int `json:"active"` // held for running requests
 	Cached int `json:"cached"` // held only by idle slots' cached prefixes
 	Free   int `json:"free"`
-	// Host is the host-memory tier (--cache-ram).
+	// Host is the host-memory tier (--cache-ram), Disk the disk tier
+	// below it (--cache-disk; zeros without one).
 	Host kvTier `json:"host"`
+	Disk kvTier `json:"disk"`
 }
 
 // kvTier is one tier of saved prefixes below the pool.
@@ -89,6 +91,7 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 				m.Meta.KV = &kvPool{
 					Cells: s.KVCellsTotal, Active: s.KVCellsActive, Cached: s.KVCellsUsed - s.KVCellsActive, Free: s.KVCellsTotal - s.KVCellsUsed,
 					Host: kvTier{Bytes: s.HostCacheBytes, Entries: s.HostCacheEntries, Saved: s.HostCacheSaved, Hits: s.HostCacheRestored},
+					Disk: kvTier{Bytes: s.DiskCacheBytes, Entries: s.DiskCacheEntries, Saved: s.DiskCacheSaved, Hits: s.DiskCacheHits},
 				}
 			}
 		}

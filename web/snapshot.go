@@ -68,6 +68,10 @@ type ModelView struct {
 	// size and the prefixes restored from it.
 	HostBytes int64  `json:"host_bytes"`
 	HostHits  uint64 `json:"host_hits"`
+	// DiskBytes and DiskHits are the disk tier's (--cache-disk; 0
+	// without one).
+	DiskBytes int64  `json:"disk_bytes"`
+	DiskHits  uint64 `json:"disk_hits"`
 	// TokensOut and RequestsDone count generated tokens and finished
 	// requests since the model loaded.
 	TokensOut    uint64 `json:"tokens_out"`
@@ -151,6 +155,7 @@ func snapshot(ctx context.Context, reg Models, status string, now time.Time) (Sn
 			m.QueueDepth = stats.QueueDepth
 			m.KVUsed, m.KVActive, m.KVTotal = stats.KVCellsUsed, stats.KVCellsActive, stats.KVCellsTotal
 			m.HostBytes, m.HostHits = stats.HostCacheBytes, stats.HostCacheRestored
+			m.DiskBytes, m.DiskHits = stats.DiskCacheBytes, stats.DiskCacheHits
 			m.TokensOut, m.RequestsDone = stats.TokensOut, stats.Requests
 			for _, q := range stats.Queue {
 				m.Queue = append(m.Queue, ClassQueue{Priority: q.Priority, Queued: q.Queued, Preempted: q.Preempted})
@@ -205,7 +210,7 @@ func changed(a, b Snapshot) bool {
 	for i, am := range a.Models {
 		bm := b.Models[i]
 		if am.ID != bm.ID || am.State != bm.State || am.Requests != bm.Requests || am.Error != bm.Error ||
-			am.QueueDepth != bm.QueueDepth || am.KVUsed != bm.KVUsed || am.KVActive != bm.KVActive || am.HostHits != bm.HostHits || am.RequestsDone != bm.RequestsDone ||
+			am.QueueDepth != bm.QueueDepth || am.KVUsed != bm.KVUsed || am.KVActive != bm.KVActive || am.HostHits != bm.HostHits || am.DiskHits != bm.DiskHits || am.DiskBytes != bm.DiskBytes || am.RequestsDone != bm.RequestsDone ||
 			!slices.Equal(am.Slots, bm.Slots) || !slices.Equal(am.Queue, bm.Queue) {
 			return true
 		}

@@ -71,6 +71,8 @@ func fileID(path string) string {
 //	    ctx_per_request: 2048 # optional, like --ctx-per-request
 //	    parallel: 2          # optional, like -np
 //	    cache_ram: 64        # optional MiB, like --cache-ram
+//	    cache_disk: /var/cache/corral  # optional, like --cache-disk ("" turns it off)
+//	    cache_disk_size: 8GiB  # optional, like --cache-disk-size
 //	    pooling: mean        # optional, like --pooling
 //	    chat_template: chatml
 //	    chat_template_file: qwen3.jinja  # or this, like --chat-template-file
@@ -87,6 +89,8 @@ type modelConfig struct {
 		CtxPerRequest      *int           `yaml:"ctx_per_request"`
 		Parallel           *int           `yaml:"parallel"`
 		CacheRAM           *int64         `yaml:"cache_ram"`
+		CacheDisk          *string        `yaml:"cache_disk"`
+		CacheDiskSize      string         `yaml:"cache_disk_size"`
 		Pooling            string         `yaml:"pooling"`
 		ChatTemplate       string         `yaml:"chat_template"`
 		ChatTemplateFile   string         `yaml:"chat_template_file"`
@@ -179,6 +183,23 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 			}
 			if m.CacheRAM != nil {
 				s.Engine.HostCacheBytes = *m.CacheRAM << 20
+			}
+			if m.CacheDisk != nil {
+				dir := *m.CacheDisk
+				if dir != "" && !filepath.IsAbs(dir) {
+					dir = filepath.Join(filepath.Dir(configPath), dir)
+				}
+				if err := checkCacheDisk(dir); err != nil {
+					return nil, fmt.Errorf("%s: cache_disk: %w", where, err)
+				}
+				s.Engine.DiskCacheDir = dir
+			}
+			if m.CacheDiskSize != "" {
+				n, err := diskCacheSize(m.CacheDiskSize)
+				if err != nil {
+					return nil, fmt.Errorf("%s: cache_disk_size %w", where, err)
+				}
+				s.Engine.DiskCacheBytes = n
 			}
 			if m.Pooling != "" {
 				if err := checkPooling(m.Pooling); err != nil {

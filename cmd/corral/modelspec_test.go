@@ -39,6 +39,8 @@ models:
     ctx_size: 2048
     parallel: 2
     cache_ram: 64
+    cache_disk: kv
+    cache_disk_size: 8GiB
     pooling: mean
     chat_template: chatml
     tool_format: qwen3-coder
@@ -76,6 +78,12 @@ models:
 		c.Engine.HostCacheBytes != 64<<20 || c.Engine.Pooling != "mean" || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
 		t.Errorf("config model: %+v", c)
 	}
+	if c.Engine.DiskCacheDir != filepath.Join(dir, "kv") || c.Engine.DiskCacheBytes != 8<<30 {
+		t.Errorf("config model's disk cache: %q, %d bytes; want %q (relative to the config file), 8 GiB", c.Engine.DiskCacheDir, c.Engine.DiskCacheBytes, filepath.Join(dir, "kv"))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "kv")); err != nil || !fi.IsDir() {
+		t.Errorf("cache_disk not created: %v", err)
+	}
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
@@ -93,6 +101,8 @@ models:
 		"bad tool_format":      "models:\n  - path: models/c.gguf\n    tool_format: xml\n",
 		"bad reasoning_format": "models:\n  - path: models/c.gguf\n    reasoning_format: cot\n",
 		"bad reasoning_budget": "models:\n  - path: models/c.gguf\n    reasoning_budget: -2\n",
+		"bad cache_disk_size":  "models:\n  - path: models/c.gguf\n    cache_disk_size: 0\n",
+		"cache_disk a file":    "models:\n  - path: models/c.gguf\n    cache_disk: a.gguf\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {

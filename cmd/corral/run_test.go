@@ -404,6 +404,15 @@ func (p *ptyRun) exitsWith(code int) {
 // stopped when the test ends.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
+	url, _ := serveProcess(t, args...)
+	return url
+}
+
+// serveProcess is startServe that also returns stop, which stops the
+// server (SIGTERM) and waits for it to exit with status 0; the server is
+// stopped when the test ends if stop was not called.
+func serveProcess(t *testing.T, args ...string) (url string, stop func()) {
+	t.Helper()
 	addr := closedAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	args = append([]string{"serve", "-m", testmodel.Path(t, testmodel.TinyStories656K), "--port", port, "-np", "1", "-t", "1"}, args...)
@@ -421,21 +430,29 @@ func startServe(t *testing.T, args ...string) string {
 		cmd.Wait()
 		close(exited)
 	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(patience):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("corral serve's log:\n%s", b)
-		}
-		logf.Close()
-	})
-	url := "http://" + addr
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(patience):
+				cmd.Process.Kill()
+				<-exited
+				t.Errorf("corral serve did not stop within %v of SIGTERM", patience)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("corral serve exited with status %d", code)
+			}
+			if t.Failed() {
+				b, _ := os.ReadFile(logf.Name())
+				t.Logf("corral serve's log:\n%s", b)
+			}
+			logf.Close()
+		})
+	}
+	t.Cleanup(stop)
+	url = "http://" + addr
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	poll(t, "corral serve to answer /health", exited, func() bool {
 		resp, err := client.Get(url + "/health")
@@ -445,7 +462,7 @@ func startServe(t *testing.T, args ...string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return url
+	return url, stop
 }
 
 // waitSlotsIdle waits until GET /slots shows no slot processing.

@@ -63,6 +63,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	fs.StringVar(&cfg.Pooling, "pooling", "", "how /v1/embeddings pools a sequence: none, mean, cls or last (default: what the model declares; a plain language model declares none and cannot embed)")
 	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` per model for the KV of prefixes pushed out of the slots (0: none); counts in the memory budget")
+	fs.StringVar(&cfg.DiskCacheDir, "cache-disk", "", "`dir` where the KV of prefixes pushed out of --cache-ram, and at a model's unload or the server's stop all it has cached, is kept, to be found again after an unload or a restart (\"\": none)")
+	cacheDiskSize := fs.String("cache-disk-size", "16GiB", "most bytes of --cache-disk files per model (512MiB, 20GB); the least recently used go first")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", 256, "requests that may wait for a slot; more get 503")
 	fs.DurationVar(&cfg.MaxQueueWait, "max-queue-wait", engine.DefaultMaxQueueWait, "fail requests that waited this long for a slot with 503 queue_timeout (0: no limit)")
 	fs.DurationVar(&cfg.PauseGrace, "pause-grace", engine.DefaultPauseGrace, "how long a paused paced answer keeps its slot from waiting requests of a worse class (0: none)")
@@ -98,6 +100,12 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	var err error
 	cfg.HostCacheBytes = *cacheRAM << 20
+	if cfg.DiskCacheBytes, err = diskCacheSize(*cacheDiskSize); err != nil {
+		return fmt.Errorf("--cache-disk-size %w", err)
+	}
+	if err := checkCacheDisk(cfg.DiskCacheDir); err != nil {
+		return fmt.Errorf("--cache-disk: %w", err)
+	}
 	// The engine reads 0 as its default; here 0 turns them off.
 	if cfg.MaxQueueWait == 0 {
 		cfg.MaxQueueWait = -1
@@ -362,6 +370,26 @@ func physicalMemory() (int64, error) {
 		return 0, errors.New("/proc/meminfo: no MemTotal")
 	}
 	return total, nil
+}
+
+// diskCacheSize parses --cache-disk-size (or a model's cache_disk_size):
+// a positive size.
+func diskCacheSize(s string) (int64, error) {
+	n, err := registry.ParseBytes(s, 0)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("%q: want a positive size", s)
+	}
+	return n, err
+}
+
+// checkCacheDisk creates the --cache-disk directory (or a model's
+// cache_disk) if it does not exist, so that a path that cannot be a
+// directory fails at start, not at a model's first load.
+func checkCacheDisk(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o700)
 }
 
 // checkReasoningFormat checks a --reasoning-format value (see

@@ -379,7 +379,7 @@ function renderModels(snap) {
       meter.max = m.kv_total || 1;
       meter.value = m.kv_used;
       meter.title = `${num(m.kv_active)} cells for running requests, ${num(m.kv_used - m.kv_active)} for cached prefixes, ${num(m.kv_total - m.kv_used)} free`;
-      kv.append(meter, ` ${num(m.kv_active)} active + ${num(m.kv_used - m.kv_active)} cached / ${num(m.kv_total)} cells · host ${bytes(m.host_bytes)}, ${count(m.host_hits, "hit")} · ${count(m.tokens_out, "token")} out · ${count(m.requests_done, "request")} done`);
+      kv.append(meter, ` ${num(m.kv_active)} active + ${num(m.kv_used - m.kv_active)} cached / ${num(m.kv_total)} cells · host ${bytes(m.host_bytes)}, ${count(m.host_hits, "hit")}${m.disk_bytes || m.disk_hits ? ` · disk ${bytes(m.disk_bytes)}, ${count(m.disk_hits, "hit")}` : ""} · ${count(m.tokens_out, "token")} out · ${count(m.requests_done, "request")} done`);
       card.append(kv);
       const slots = el("div", "slots");
       for (const s of m.slots) {

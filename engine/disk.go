@@ -1,0 +1,792 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The disk tier. Below the host cache (prefix.go), the KV states of
+// prefixes it pushes out, and at Close everything it and the slots hold,
+// are written to files under Config.DiskCacheDir, so that a returning
+// conversation finds its history after a keep-alive unload, an eviction
+// or a restart. A file is the state llama_state_seq_get_data writes for
+// one sequence, with the sequence's token ids and a header naming whose
+// it is; one directory per model and KV layout holds them, within
+// Config.DiskCacheBytes, the least recently used removed first.
+//
+// Files are written by a goroutine of the disk cache's, never by the
+// scheduler: the scheduler hands it states through a bounded queue and
+// drops a state rather than wait when the queue is full. Reading is the
+// scheduler's, at admission: the file of a 4,000-token prefix of a 135M
+// model (92 MB of F16 KV) reads and checks in 175 ms from the page cache
+// on a loaded 2-core machine (BenchmarkDiskCacheRead), where evaluating
+// those tokens takes minutes there (scripts/diskcache.sh); the streams
+// running meanwhile wait that long once.
+//
+// The index (which files hold which tokens) is shared by the two
+// goroutines under a mutex held for scans of it and for the renames and
+// removals that must agree with it, never for the reading or writing of
+// a state.
+//
+// A file is written to a temporary name, synced, renamed and its
+// directory synced, so a crash leaves a whole file or a temporary one
+// (removed at the next start). Every file carries a header (magic,
+// version, model identity, KV layout, salt digest, token count, state
+// length) with a CRC-32C of the header and tokens, and a CRC-32C of the
+// state: a file whose header does not check, that belongs to another
+// model or layout, or whose size is not what its header says is removed
+// when the directory is scanned; one whose state does not check is
+// removed when read, and never loaded. CRC-32C detects torn and
+// corrupted files; it is not a defence against someone who can write the
+// directory (who could as well replace the model), so the directory must
+// be writable by corral alone.
+
+// DefaultDiskCacheBytes is Config.DiskCacheBytes's default: room for
+// about 180 4,000-token conversations of a 135M model (F16 KV: 23 KB a
+// token), about 13 of a 70B one (320 KB a token).
+const DefaultDiskCacheBytes = 16 << 30
+
+const (
+	diskMagic   = "corralKV"
+	diskVersion = 1
+	// diskHeader is the fixed part of a file: magic (8), version (4),
+	// token count (4), state length (8), model identity (32), KV layout
+	// (32), salt digest (32), header CRC (4), state CRC (4).
+	diskHeader = 128
+	// diskQueue bounds the states waiting to be written: so many, and
+	// diskQueueBytes (or one state, whatever its size).
+	diskQueue      = 16
+	diskQueueBytes = 256 << 20
+	// identitySample is how much of the model file its identity reads:
+	// the first MiB (the GGUF header and the start of its metadata) and
+	// identityChunks pieces spread over the rest (tensor data).
+	identitySample = 1 << 20
+	identityChunks = 16
+	identityChunk  = 64 << 10
+	// maxDiskTokens bounds a file's token count, beyond any context.
+	maxDiskTokens = 1 << 22
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// diskEntry is one file of the index.
+type diskEntry struct {
+	name   string // file name within the directory
+	tokens []int32
+	salt   [32]byte // SHA-256 of the Request.CacheSalt
+	size   int64    // file bytes
+	used   uint64   // diskCache.clock at the last write or read
+}
+
+// diskJob is a state for the writer.
+type diskJob struct {
+	tokens []int32
+	salt   [32]byte
+	state  []byte
+}
+
+// diskCache is the disk tier of one engine. Create it with openDiskCache;
+// the scheduler hands it states with put (and, at close, putWait) and
+// reads them back with longest and read.
+type diskCache struct {
+	dir    string   // the model's directory, under Config.DiskCacheDir
+	budget int64    // bytes of files at most
+	ident  [32]byte // the model file's identity (modelIdentity)
+	layout [32]byte // SHA-256 of the KV layout (kvLayout)
+	nVocab int
+	lock   *os.File // flock'd while the engine runs
+
+	queue   chan diskJob // to the writer; the scheduler alone sends and closes
+	pending int64        // bytes in queue: the scheduler adds, the writer subtracts (under mu)
+	done    chan struct{}
+
+	mu      sync.Mutex
+	entries []*diskEntry
+	size    int64 // bytes of the files indexed and of the one being written
+	clock   uint64
+	st      diskStats
+}
+
+// diskStats are the disk tier's counters (see Stats).
+type diskStats struct {
+	hits, saved, dropped, evicted, rejected uint64
+}
+
+// kvLayout names what shapes a sequence's saved KV state besides the
+// model: llama.cpp's version (the vendored copy comes with the ollama
+// module) and the cache's types and arrangement (flash attention stores
+// V untransposed). The context size is not part of it: a state holds
+// its own cells.
+func kvLayout(cfg Config) string {
+	version := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/ollama/ollama" {
+				version = d.Version
+			}
+		}
+	}
+	fa := "auto"
+	if cfg.NoFlashAttn {
+		fa = "off"
+	}
+	return fmt.Sprintf("llama.cpp %s; type_k f16; type_v f16; flash_attn %s", version, fa)
+}
+
+// modelIdentity identifies the model file at path by its size and a
+// SHA-256 of its first MiB and of 16 pieces of 64 KiB spread over the
+// rest: a re-quantized model changes size, a fine-tune of the same shape
+// changes its tensor data everywhere, and a copy or a move keeps it,
+// while a hash of the whole file would read gigabytes at every load.
+func modelIdentity(path string) ([32]byte, error) {
+	var id [32]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return id, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return id, err
+	}
+	size := fi.Size()
+	h := sha256.New()
+	fmt.Fprintf(h, "size %d\n", size)
+	if _, err := io.Copy(h, io.LimitReader(f, identitySample)); err != nil {
+		return id, err
+	}
+	if rest := size - identitySample; rest > 0 {
+		buf := make([]byte, identityChunk)
+		for i := range int64(identityChunks) {
+			off := identitySample + i*rest/identityChunks
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return id, err
+			}
+			h.Write(buf[:n])
+		}
+	}
+	h.Sum(id[:0])
+	return id, nil
+}
+
+// openDiskCache opens (creating it) the directory under root of the
+// model named name with the given identity and KV layout, takes its lock
+// and indexes its files (headers and tokens only), removing temporary
+// ones left by a crash and those that do not check. The directory's name
+// digests name and layout: a model served under another name, or with
+// another cache layout, has its own; the files' headers tell a model
+// file replaced under the same name. Another engine, in this process or
+// another, holding the directory is an error.
+func openDiskCache(root, name string, budget int64, ident [32]byte, layout string, nVocab int) (*diskCache, error) {
+	key := sha256.Sum256([]byte(name + "\x00" + layout))
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(safe) > 64 {
+		safe = safe[:64]
+	}
+	dir := filepath.Join(root, safe+"-"+hex.EncodeToString(key[:8]))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cache disk: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache disk: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("cache disk %s: held by another engine (another server, or the same model under another id with the same cache dir): %w", dir, err)
+	}
+	d := &diskCache{
+		dir: dir, budget: budget, ident: ident, layout: sha256.Sum256([]byte(layout)), nVocab: nVocab, lock: lock,
+		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
+	}
+	if err := d.scan(); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("cache disk %s: %w", dir, err)
+	}
+	go d.write()
+	return d, nil
+}
+
+// scan builds the index from the directory, least recently used (by
+// modification time) first, and evicts down to the budget.
+func (d *diskCache) scan() error {
+	des, err := os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	type found struct {
+		e   *diskEntry
+		mod time.Time
+	}
+	var all []found
+	for _, de := range des {
+		name := de.Name()
+		path := filepath.Join(d.dir, name)
+		switch {
+		case strings.HasPrefix(name, ".tmp-"):
+			os.Remove(path) // a write a crash interrupted
+			continue
+		case !de.Type().IsRegular() || !strings.HasSuffix(name, ".kv"):
+			continue
+		}
+		e, mod, err := d.readHead(path)
+		if err != nil {
+			os.Remove(path)
+			d.st.rejected++
+			continue
+		}
+		e.name = name
+		all = append(all, found{e, mod})
+	}
+	slices.SortFunc(all, func(a, b found) int { return a.mod.Compare(b.mod) })
+	for _, f := range all {
+		d.clock++
+		f.e.used = d.clock
+		d.entries = append(d.entries, f.e)
+		d.size += f.e.size
+	}
+	d.mu.Lock()
+	victims := d.evict(0)
+	d.mu.Unlock()
+	d.remove(victims)
+	return nil
+}
+
+// header is a file's fixed part, decoded.
+type header struct {
+	tokens            int
+	stateLen          int64
+	ident, layout     [32]byte
+	salt              [32]byte
+	headCRC, stateCRC uint32
+	raw               [diskHeader]byte
+}
+
+// encodeHeader writes the fixed part of the file for tokens and state.
+func (d *diskCache) encodeHeader(j diskJob) []byte {
+	b := make([]byte, diskHeader, diskHeader+4*len(j.tokens))
+	copy(b, diskMagic)
+	binary.LittleEndian.PutUint32(b[8:], diskVersion)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(j.tokens)))
+	binary.LittleEndian.PutUint64(b[16:], uint64(len(j.state)))
+	copy(b[24:], d.ident[:])
+	copy(b[56:], d.layout[:])
+	copy(b[88:], j.salt[:])
+	for _, t := range j.tokens {
+		b = binary.LittleEndian.AppendUint32(b, uint32(t))
+	}
+	head := crc32.Update(crc32.Checksum(b[:120], castagnoli), castagnoli, b[diskHeader:])
+	binary.LittleEndian.PutUint32(b[120:], head)
+	binary.LittleEndian.PutUint32(b[124:], crc32.Checksum(j.state, castagnoli))
+	return b
+}
+
+// decodeHeader checks the fixed part of a file of size bytes: magic,
+// version, this model and layout, and lengths that add up to size.
+func (d *diskCache) decodeHeader(raw []byte, size int64) (header, error) {
+	var h header
+	if len(raw) < diskHeader || string(raw[:8]) != diskMagic {
+		return h, errors.New("not a KV cache file")
+	}
+	copy(h.raw[:], raw)
+	if v := binary.LittleEndian.Uint32(raw[8:]); v != diskVersion {
+		return h, fmt.Errorf("version %d, want %d", v, diskVersion)
+	}
+	h.tokens = int(binary.LittleEndian.Uint32(raw[12:]))
+	sl := binary.LittleEndian.Uint64(raw[16:])
+	copy(h.ident[:], raw[24:])
+	copy(h.layout[:], raw[56:])
+	copy(h.salt[:], raw[88:])
+	h.headCRC = binary.LittleEndian.Uint32(raw[120:])
+	h.stateCRC = binary.LittleEndian.Uint32(raw[124:])
+	switch {
+	case h.ident != d.ident:
+		return h, errors.New("another model's")
+	case h.layout != d.layout:
+		return h, errors.New("another KV layout's")
+	case h.tokens == 0 || h.tokens > maxDiskTokens || sl == 0 || sl > uint64(size):
+		return h, errors.New("bad lengths")
+	case int64(diskHeader)+4*int64(h.tokens)+int64(sl) != size:
+		return h, fmt.Errorf("%d bytes, the header says %d", size, int64(diskHeader)+4*int64(h.tokens)+int64(sl))
+	}
+	h.stateLen = int64(sl)
+	return h, nil
+}
+
+// decodeTokens checks the tokens against the header's CRC and the
+// vocabulary.
+func (d *diskCache) decodeTokens(h header, raw []byte) ([]int32, error) {
+	if crc32.Update(crc32.Checksum(h.raw[:120], castagnoli), castagnoli, raw) != h.headCRC {
+		return nil, errors.New("header checksum mismatch")
+	}
+	toks := make([]int32, h.tokens)
+	for i := range toks {
+		t := int32(binary.LittleEndian.Uint32(raw[4*i:]))
+		if t < 0 || int(t) >= d.nVocab {
+			return nil, fmt.Errorf("token id %d out of range [0,%d)", t, d.nVocab)
+		}
+		toks[i] = t
+	}
+	return toks, nil
+}
+
+// readHead reads and checks the header and tokens of the file at path.
+func (d *diskCache) readHead(path string) (*diskEntry, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	raw := make([]byte, diskHeader)
+	if _, err := io.ReadFull(f, raw); err != nil {
+		return nil, time.Time{}, err
+	}
+	h, err := d.decodeHeader(raw, fi.Size())
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	traw := make([]byte, 4*h.tokens) // within the file's size, checked above
+	if _, err := io.ReadFull(f, traw); err != nil {
+		return nil, time.Time{}, err
+	}
+	toks, err := d.decodeTokens(h, traw)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return &diskEntry{tokens: toks, salt: h.salt, size: fi.Size()}, fi.ModTime(), nil
+}
+
+// saltKey is the digest a salt is known by on disk: file names and
+// headers never hold the salt itself.
+func saltKey(salt string) [32]byte { return sha256.Sum256([]byte(salt)) }
+
+// fileName is the name of the file of tokens of salt: one per prefix.
+func fileName(tokens []int32, salt [32]byte) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, t := range tokens {
+		binary.LittleEndian.PutUint32(b[:], uint32(t))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(salt[:8]) + "-" + hex.EncodeToString(h.Sum(nil)[:12]) + ".kv"
+}
+
+// longest returns the file of salt sharing the longest prefix with
+// tokens among those of at most max tokens (a longer one would not fit
+// a slot), and that prefix's length.
+func (d *diskCache) longest(tokens []int32, salt [32]byte, maxTokens int) (diskEntry, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var best *diskEntry
+	n := 0
+	for _, e := range d.entries {
+		if e.salt != salt || len(e.tokens) > maxTokens {
+			continue
+		}
+		if m := commonPrefix(e.tokens, tokens); m > n {
+			best, n = e, m
+		}
+	}
+	if best == nil {
+		return diskEntry{}, 0
+	}
+	return *best, n
+}
+
+// covered reports whether a file of salt holds all of tokens, and marks
+// it used. d.mu is held.
+func (d *diskCache) covered(tokens []int32, salt [32]byte) bool {
+	for _, e := range d.entries {
+		if e.salt == salt && len(e.tokens) >= len(tokens) && commonPrefix(e.tokens, tokens) == len(tokens) {
+			d.clock++
+			e.used = d.clock
+			return true
+		}
+	}
+	return false
+}
+
+// read returns the state of the file e names, after checking it whole:
+// its header is this model's and layout's, and its salt and tokens are
+// e's; its checksums hold. A file that does not check is removed from
+// the index and the directory. Reading a file the writer has since
+// removed is a miss (an error), not a fault.
+func (d *diskCache) read(e diskEntry) ([]byte, error) {
+	path := filepath.Join(d.dir, e.name)
+	b, err := readFileSized(path, e.size)
+	if err == nil {
+		err = d.check(e, b)
+	}
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.drop(e.name)
+		}
+		return nil, fmt.Errorf("cache disk %s: %w", path, err)
+	}
+	d.mu.Lock()
+	for _, x := range d.entries {
+		if x.name == e.name {
+			d.clock++
+			x.used = d.clock
+		}
+	}
+	d.mu.Unlock()
+	now := time.Now()
+	os.Chtimes(path, now, now) // the order of use, for the next start
+	return b[diskHeader+4*len(e.tokens):], nil
+}
+
+// check verifies a whole file b against the entry that indexes it.
+func (d *diskCache) check(e diskEntry, b []byte) error {
+	h, err := d.decodeHeader(b, int64(len(b)))
+	if err != nil {
+		return err
+	}
+	if h.salt != e.salt || h.tokens != len(e.tokens) {
+		return errors.New("not the indexed file")
+	}
+	traw := b[diskHeader : diskHeader+4*h.tokens]
+	toks, err := d.decodeTokens(h, traw)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(toks, e.tokens) {
+		return errors.New("not the indexed tokens")
+	}
+	if crc32.Checksum(b[diskHeader+4*h.tokens:], castagnoli) != h.stateCRC {
+		return errors.New("state checksum mismatch")
+	}
+	return nil
+}
+
+// readFileSized reads the file at path, which must be size bytes long.
+func readFileSized(path string, size int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() != size {
+		return nil, fmt.Errorf("%d bytes, indexed with %d", fi.Size(), size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// drop removes the file name from the index and the directory: it did
+// not check.
+func (d *diskCache) drop(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.st.rejected++
+	d.entries = slices.DeleteFunc(d.entries, func(x *diskEntry) bool {
+		if x.name == name {
+			d.size -= x.size
+			os.Remove(filepath.Join(d.dir, name))
+			return true
+		}
+		return false
+	})
+}
+
+// hit counts a state read and loaded.
+func (d *diskCache) hit() {
+	d.mu.Lock()
+	d.st.hits++
+	d.mu.Unlock()
+}
+
+// put hands the state of tokens of salt to the writer without waiting:
+// a state the queue has no room for is dropped (and counted), as is one
+// a file already holds (not counted). Only the scheduler calls it.
+func (d *diskCache) put(tokens []int32, salt string, state []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := saltKey(salt)
+	if d.covered(tokens, key) {
+		return
+	}
+	if len(d.queue) == cap(d.queue) || (d.pending > 0 && d.pending+int64(len(state)) > diskQueueBytes) {
+		d.st.dropped++
+		return
+	}
+	d.pending += int64(len(state))
+	d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state} // room checked above
+}
+
+// putWait hands a state to the writer, waiting for room: at close.
+func (d *diskCache) putWait(tokens []int32, salt string, state []byte) {
+	key := saltKey(salt)
+	d.mu.Lock()
+	covered := d.covered(tokens, key)
+	if !covered {
+		d.pending += int64(len(state))
+	}
+	d.mu.Unlock()
+	if !covered {
+		d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state}
+	}
+}
+
+// close waits for the writer to write what it was handed, and releases
+// the directory. Only the scheduler calls it, once.
+func (d *diskCache) close() {
+	close(d.queue)
+	<-d.done
+	d.lock.Close()
+}
+
+// stats returns the counters and the index's size now.
+func (d *diskCache) stats() (entries int, size int64, st diskStats) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.entries), d.size, d.st
+}
+
+// write is the writer goroutine: it writes each state handed to it,
+// making room by removing the least recently used files, and exits when
+// the queue is closed and empty.
+func (d *diskCache) write() {
+	defer close(d.done)
+	for j := range d.queue {
+		d.writeOne(j)
+	}
+}
+
+// writeOne writes one state's file, within the budget.
+func (d *diskCache) writeOne(j diskJob) {
+	head := d.encodeHeader(j)
+	size := int64(len(head)) + int64(len(j.state))
+	name := fileName(j.tokens, j.salt)
+	d.mu.Lock()
+	d.pending -= int64(len(j.state))
+	if size > d.budget || d.covered(j.tokens, j.salt) {
+		if size > d.budget {
+			d.st.dropped++
+		}
+		d.mu.Unlock()
+		return
+	}
+	victims := d.evict(size)
+	d.size += size // reserved while written
+	d.mu.Unlock()
+	d.remove(victims)
+
+	tmp, err := writeTemp(d.dir, head, j.state)
+	d.mu.Lock()
+	if err == nil {
+		// Renamed under the lock, so that the index and the directory
+		// agree for read and drop.
+		if err = os.Rename(tmp, filepath.Join(d.dir, name)); err != nil {
+			os.Remove(tmp)
+		}
+	}
+	if err != nil {
+		d.size -= size
+		d.st.dropped++
+		d.mu.Unlock()
+		return
+	}
+	// Files of salt whose tokens are a prefix of these are redundant.
+	d.entries = slices.DeleteFunc(d.entries, func(e *diskEntry) bool {
+		if e.salt == j.salt && commonPrefix(e.tokens, j.tokens) == len(e.tokens) {
+			d.size -= e.size
+			if e.name != name {
+				os.Remove(filepath.Join(d.dir, e.name))
+			}
+			return true
+		}
+		return false
+	})
+	d.clock++
+	d.entries = append(d.entries, &diskEntry{name: name, tokens: j.tokens, salt: j.salt, size: size, used: d.clock})
+	d.st.saved++
+	d.mu.Unlock()
+	// The rename made durable; should the sync fail, the file is whole
+	// or absent after a crash all the same.
+	syncDir(d.dir)
+}
+
+// evict takes the least recently used entries out of the index until
+// room more bytes fit the budget, and returns them for remove. d.mu is
+// held.
+func (d *diskCache) evict(room int64) []*diskEntry {
+	var out []*diskEntry
+	for d.size+room > d.budget && len(d.entries) > 0 {
+		oldest := slices.MinFunc(d.entries, func(a, b *diskEntry) int { return cmp.Compare(a.used, b.used) })
+		d.entries = slices.DeleteFunc(d.entries, func(e *diskEntry) bool { return e == oldest })
+		d.size -= oldest.size
+		d.st.evicted++
+		out = append(out, oldest)
+	}
+	return out
+}
+
+// remove deletes the files of evicted entries. A reader that opened one
+// first still reads it whole.
+func (d *diskCache) remove(victims []*diskEntry) {
+	for _, e := range victims {
+		os.Remove(filepath.Join(d.dir, e.name))
+	}
+}
+
+// writeTemp writes head and state to a new temporary file in dir, synced
+// to disk, and returns its path.
+func writeTemp(dir string, head, state []byte) (string, error) {
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(f, io.MultiReader(bytes.NewReader(head), bytes.NewReader(state)))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// attachDisk gives the scheduler the disk tier d (nil: none): the host
+// cache spills what it evicts into it.
+func (s *scheduler) attachDisk(d *diskCache) {
+	s.disk = d
+	if d != nil {
+		s.host.spill = d.put
+	}
+}
+
+// restoreDisk loads into the slot the file holding the longest prefix of
+// need of salt, if it is longer than have tokens (what the slots and the
+// host cache offer), and keeps at most limit tokens of it. It reports
+// false when no file is longer or the load failed; a failed load leaves
+// the slot empty.
+func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit int) bool {
+	e, m := s.disk.longest(need, saltKey(salt), sl.nctx)
+	// A restore takes cells for the whole file's tokens, then frees its
+	// tail.
+	if m = min(m, limit); m <= have || len(e.tokens) > s.pool.avail()-s.committed() {
+		return false
+	}
+	state, err := s.disk.read(e)
+	if err != nil {
+		return false
+	}
+	s.truncate(sl, 0)
+	if !s.lctx.SeqStateSet(sl.id, state) || s.lctx.SeqPosMax(sl.id) != len(e.tokens)-1 {
+		s.lctx.SeqRemove(sl.id, -1, -1)
+		return false
+	}
+	for _, tok := range e.tokens {
+		s.appendToken(sl, tok)
+	}
+	sl.salt = salt
+	s.truncate(sl, m)
+	s.disk.hit()
+	return true
+}
+
+// spillAll writes what the engine has cached, as it closes, to the disk
+// tier, and waits for the writer to finish: the cache of every slot not
+// held whole by another (or the host cache), then every host entry.
+func (s *scheduler) spillAll() {
+	if s.disk == nil {
+		return
+	}
+	for _, sl := range s.slots {
+		if len(sl.cache) < minHostSave || s.host.covers(sl.cache, sl.salt) {
+			continue
+		}
+		held := false
+		for _, o := range s.slots {
+			if o != sl && o.salt == sl.salt && commonPrefix(o.cache, sl.cache) == len(sl.cache) && (len(o.cache) > len(sl.cache) || o.id < sl.id) {
+				held = true
+			}
+		}
+		if held {
+			continue
+		}
+		if state := s.lctx.SeqStateGet(sl.id); len(state) > 0 {
+			s.disk.putWait(sl.cache, sl.salt, state)
+		}
+	}
+	for _, e := range s.host.entries {
+		s.disk.putWait(e.tokens, e.salt, e.state)
+	}
+	s.disk.close()
+}
+
+// diskStats fills the disk tier's fields of st, as of now: the writer
+// works while the scheduler sleeps.
+func (e *Engine) diskStats(st *Stats) {
+	if e.disk == nil {
+		return
+	}
+	n, size, c := e.disk.stats()
+	st.DiskCacheEntries, st.DiskCacheBytes = n, size
+	st.DiskCacheHits, st.DiskCacheSaved, st.DiskCacheDropped = c.hits, c.saved, c.dropped
+	st.DiskCacheEvicted, st.DiskCacheRejected = c.evicted, c.rejected
+}
+
+// openDisk opens the disk tier cfg asks for (nil when none) for the
+// model named name, of nVocab tokens.
+func openDisk(cfg Config, name string, nVocab int) (*diskCache, error) {
+	if cfg.DiskCacheDir == "" {
+		return nil, nil
+	}
+	budget := cfg.DiskCacheBytes
+	if budget == 0 {
+		budget = DefaultDiskCacheBytes
+	}
+	ident, err := modelIdentity(cfg.ModelPath)
+	if err != nil {
+		return nil, fmt.Errorf("cache disk: model identity: %w", err)
+	}
+	return openDiskCache(cfg.DiskCacheDir, name, budget, ident, kvLayout(cfg), nVocab)
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestDiskCachePutNeverWaits: with the writer stalled, put queues up to
+// diskQueue states (and diskQueueBytes) and drops, counting them, the
+// ones past that instead of waiting; once the writer runs, close writes
+// every queued state.
+func TestDiskCachePutNeverWaits(t *testing.T) {
+	d := &diskCache{
+		dir: t.TempDir(), budget: 1 << 30, nVocab: 100,
+		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
+	}
+	lock, err := os.Create(filepath.Join(d.dir, "lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.lock = lock
+	// No writer yet: nothing leaves the queue.
+	for i := range diskQueue + 3 {
+		d.put([]int32{1, int32(i + 2)}, "", make([]byte, 10))
+	}
+	if _, _, st := d.stats(); st.dropped != 3 {
+		t.Fatalf("%d states dropped past a full queue of %d, want 3", st.dropped, diskQueue)
+	}
+	go d.write()
+	d.close()
+	n, size, st := d.stats()
+	if n != diskQueue || st.saved != diskQueue || size != int64(diskQueue)*(diskHeader+2*4+10) {
+		t.Fatalf("after close: %d files of %d bytes, %d saved; want the %d queued", n, size, st.saved, diskQueue)
+	}
+
+	// The byte bound: one state alone may be larger than it, a second
+	// is dropped.
+	d2 := &diskCache{
+		dir: t.TempDir(), budget: 1 << 40, nVocab: 100,
+		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
+	}
+	d2.put([]int32{1}, "", make([]byte, diskQueueBytes+1))
+	d2.put([]int32{2}, "", make([]byte, 1))
+	if _, _, st := d2.stats(); st.dropped != 1 || len(d2.queue) != 1 {
+		t.Fatalf("past the byte bound: %d queued, %d dropped; want 1, 1", len(d2.queue), st.dropped)
+	}
+}
+
+// TestDiskCacheRejectsAnotherLayout: a file written under one KV layout
+// and found among another's is removed when the directory is scanned.
+func TestDiskCacheRejectsAnotherLayout(t *testing.T) {
+	root := t.TempDir()
+	var ident [32]byte
+	a, err := openDiskCache(root, "m", 1<<30, ident, "type_k f16", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.putWait([]int32{1, 2, 3}, "", []byte("state"))
+	a.close()
+	files, _ := filepath.Glob(filepath.Join(a.dir, "*.kv"))
+	if len(files) != 1 {
+		t.Fatalf("files %v, want one", files)
+	}
+	b, err := openDiskCache(root, "m", 1<<30, ident, "type_k q8_0", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	if b.dir == a.dir {
+		t.Fatal("two layouts share a directory")
+	}
+	moved := filepath.Join(b.dir, filepath.Base(files[0]))
+	if err := os.Rename(files[0], moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.scan(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, st := b.stats(); n != 0 || st.rejected != 1 {
+		t.Errorf("another layout's file: %d indexed, %d rejected; want 0, 1", n, st.rejected)
+	}
+	if _, err := os.Stat(moved); !os.IsNotExist(err) {
+		t.Errorf("another layout's file is still there: %v", err)
+	}
+}
+
+// BenchmarkDiskCacheRead is what a hit costs the scheduler before
+// llama.cpp loads the state: reading and checking the file of a
+// 4,000-token prefix of a 135M model (30 layers, 192 K and V values a
+// token, F16: 23,040 bytes a token, 92 MB), from the page cache.
+func BenchmarkDiskCacheRead(b *testing.B) {
+	const tokens, perToken = 4000, 30 * 2 * 192 * 2
+	var ident [32]byte
+	root := b.TempDir()
+	w, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := make([]int32, tokens)
+	for i := range toks {
+		toks[i] = int32(i % 1000)
+	}
+	w.putWait(toks, "", make([]byte, tokens*perToken))
+	w.close()
+	d, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.close()
+	e, n := d.longest(toks, saltKey(""), tokens)
+	if n != tokens {
+		b.Fatalf("indexed %d tokens, want %d", n, tokens)
+	}
+	b.SetBytes(e.size)
+	for b.Loop() {
+		if _, err := d.read(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
