@@ -40,6 +40,8 @@ models:
     parallel: 2
     cache_ram: 64
     pooling: mean
+    cache_type_k: q8_0
+    cache_type_v: q4_0
     chat_template: chatml
     tool_format: qwen3-coder
     reasoning_format: none
@@ -76,10 +78,13 @@ models:
 		c.Engine.HostCacheBytes != 64<<20 || c.Engine.Pooling != "mean" || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
 		t.Errorf("config model: %+v", c)
 	}
+	if c.Engine.CacheTypeK != "q8_0" || c.Engine.CacheTypeV != "q4_0" {
+		t.Errorf("config model's cache types: %q, %q", c.Engine.CacheTypeK, c.Engine.CacheTypeV)
+	}
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
-	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
+	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
 		t.Errorf("defaults under a config model: %+v", c10)
 	}
 
@@ -93,6 +98,7 @@ models:
 		"bad tool_format":      "models:\n  - path: models/c.gguf\n    tool_format: xml\n",
 		"bad reasoning_format": "models:\n  - path: models/c.gguf\n    reasoning_format: cot\n",
 		"bad reasoning_budget": "models:\n  - path: models/c.gguf\n    reasoning_budget: -2\n",
+		"bad cache_type_k":     "models:\n  - path: models/c.gguf\n    cache_type_k: q8\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
@@ -101,6 +107,12 @@ models:
 		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A quantized V needs flash attention, whoever asks for it.
+	noFA := base
+	noFA.NoFlashAttn = true
+	if _, err := modelSpecs(registry.Spec{Engine: noFA}, nil, "", config); err == nil || !strings.Contains(err.Error(), "model c: unsupported KV cache type: --cache-type-v q4_0 needs flash attention") {
+		t.Errorf("q4_0 V without flash attention: %v", err)
 	}
 	if err := flags.Set("=x.gguf"); err == nil {
 		t.Error("-m =x.gguf accepted")
