@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
@@ -205,5 +207,122 @@ func TestQuantizedKVRefused(t *testing.T) {
 	_, err = engine.New(context.Background(), engine.Config{ModelPath: path, CacheTypeV: "q8"})
 	if err == nil || !strings.Contains(err.Error(), `--cache-type-v: KV cache type "q8": want one of f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1`) {
 		t.Errorf("unknown type: %v", err)
+	}
+}
+
+// TestKVCapacity measures what a quantized KV cache buys, on the model
+// file $CORRAL_KV_CAPACITY names (such as the synthetic 135M model:
+// corral synth --shape 135m -o FILE), with $CORRAL_BENCH_THREADS threads
+// (default 2). It takes minutes: run it by hand.
+//
+// Capacity: a fixed memory budget, the KV bytes of 8 conversations of
+// 4,096 tokens in F16 by EstimateMemory (plus 1 % for the cell headers
+// of a saved state), holds floor(budget / a conversation's KV) of them
+// by the estimator's arithmetic, for F16 and for Q8_0. The run confirms
+// it with the host cache (Config.HostCacheBytes = the budget): one slot,
+// 16 conversations of 4,095 distinct random tokens one after another,
+// each pushing the one before out of the slot into the host cache, which
+// keeps the most recent that fit; then the oldest of them but one is
+// asked again, and must be found there.
+//
+// Agreement: greedy output of Q8_0 against F16 on the goldens' prompts,
+// as the matching prefix in tokens (logged, not asserted).
+func TestKVCapacity(t *testing.T) {
+	path := os.Getenv("CORRAL_KV_CAPACITY")
+	if path == "" {
+		t.Skip("set CORRAL_KV_CAPACITY to a model file whose heads are whole blocks of 32 (corral synth --shape 135m)")
+	}
+	threads := benchThreads()
+	md, err := gguf.ReadMetadata(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const convTokens, convs = 4096, 16
+	kvOf := func(typ string, n int) int64 {
+		fp, err := engine.EstimateMemory(md, engine.Config{ModelPath: path, CtxSize: n * convTokens, Parallel: n, CacheTypeK: typ, CacheTypeV: typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp.KV
+	}
+	budget := kvOf("f16", 8) * 101 / 100
+	t.Logf("model %s, budget %d bytes (8 F16 conversations of %d tokens: %d, + 1%%)", filepath.Base(path), budget, convTokens, kvOf("f16", 8))
+	fits := map[string]int{}
+	for _, typ := range []string{"f16", "q8_0"} {
+		perConv := kvOf(typ, 1) // 4,096 cells: a whole number of 256-cell pads
+		want := int(budget / perConv)
+		e, err := engine.New(context.Background(), engine.Config{
+			ModelPath: path, CtxSize: convTokens, Parallel: 1, Threads: threads,
+			CacheTypeK: typ, CacheTypeV: typ, HostCacheBytes: budget,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv := func(i int) []int32 {
+			toks := make([]int32, convTokens-1)
+			for j := range toks {
+				toks[j] = int32(3 + (i*7919+j*104729+j*j*31)%(e.Info().VocabSize-3))
+			}
+			return toks
+		}
+		start := time.Now()
+		for i := range convs {
+			if _, res := collect(t, submit(t, e, engine.Request{Tokens: conv(i), MaxTokens: 1, IgnoreEOS: true})); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		st := e.Stats()
+		// The last conversation is in the slot; the host cache holds
+		// the ones before it that fit.
+		held := st.HostCacheEntries
+		fits[typ] = held
+		t.Logf("%s: a conversation's KV %d bytes, estimator: %d fit; host cache after %d conversations: %d entries, %d bytes (%d a state); %.0f s",
+			typ, perConv, want, convs, held, st.HostCacheBytes, st.HostCacheBytes/int64(max(held, 1)), time.Since(start).Seconds())
+		if held < want-1 || held > want {
+			t.Errorf("%s: the host cache holds %d conversations, the estimator says %d (at most one fewer: a state's cell headers)", typ, held, want)
+		}
+		// Asking again saves the slot's conversation first, which pushes
+		// the oldest out; the next oldest then comes back from the host
+		// cache, which so holds the last `held` conversations.
+		before := e.Stats()
+		if _, res := collect(t, submit(t, e, engine.Request{Tokens: conv(convs - held), MaxTokens: 1, IgnoreEOS: true})); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		after := e.Stats()
+		if after.HostCacheRestored != before.HostCacheRestored+1 || after.CachedPromptTokens-before.CachedPromptTokens < convTokens-64 {
+			t.Errorf("%s: conversation %d was not restored from the host cache (restored %d → %d, cached prompt tokens +%d)",
+				typ, convs-held, before.HostCacheRestored, after.HostCacheRestored, after.CachedPromptTokens-before.CachedPromptTokens)
+		}
+		e.Close()
+	}
+	t.Logf("capacity: q8_0 holds %d conversations, f16 %d: %.2f×", fits["q8_0"], fits["f16"], float64(fits["q8_0"])/float64(max(fits["f16"], 1)))
+	if fits["q8_0"] < 2*fits["f16"]-2 {
+		t.Errorf("q8_0 holds %d conversations, f16 %d: want about twice", fits["q8_0"], fits["f16"])
+	}
+
+	// Greedy agreement on the goldens' prompts, each at its longest n.
+	lengths := map[string]int{}
+	var prompts []string
+	for _, g := range goldens {
+		if _, ok := lengths[g.Prompt]; !ok {
+			prompts = append(prompts, g.Prompt)
+		}
+		lengths[g.Prompt] = max(lengths[g.Prompt], g.N)
+	}
+	outs := map[string][][]int32{}
+	for _, typ := range []string{"f16", "q8_0", "q4_0"} {
+		e, err := engine.New(context.Background(), engine.Config{ModelPath: path, CtxSize: 1024, Parallel: 1, Threads: threads, CacheTypeK: typ, CacheTypeV: typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range prompts {
+			outs[typ] = append(outs[typ], greedyTokens(t, e, p, lengths[p]))
+		}
+		e.Close()
+	}
+	for _, typ := range []string{"q8_0", "q4_0"} {
+		for i, p := range prompts {
+			t.Logf("greedy %s vs f16, %q: the first %d of %d tokens agree", typ, p, commonPrefix(outs["f16"][i], outs[typ][i]), lengths[p])
+		}
 	}
 }
