@@ -193,6 +193,15 @@ type Config struct {
 	// llama.ContextParams.NoFlashAttn): on a CPU, prompts evaluated over a
 	// long cached prefix get faster, decoding slower.
 	NoFlashAttn bool
+	// CacheTypeK and CacheTypeV are the element types of the KV cache's
+	// keys and values (llama-server's --cache-type-k and --cache-type-v):
+	// one of llama.CacheTypeNames, "" for f16. A quantized type (q8_0,
+	// q4_0, ...) takes less memory a cell than f16 (q8_0 about half,
+	// q4_0 about a quarter) and changes the output a little; a quantized
+	// V needs flash attention, and a quantized type heads that are whole
+	// blocks of 32 values. New and EstimateMemory refuse what llama.cpp
+	// cannot run, with an error wrapping llama.ErrCacheType.
+	CacheTypeK, CacheTypeV string
 	// HostCacheBytes is the host memory kept for the KV state of prefixes
 	// pushed out of the slots, so that a returning conversation need not
 	// evaluate its history again (llama-server's --cache-ram). 0: none.
@@ -639,6 +648,9 @@ type ModelInfo struct {
 	// Pooling is the pooling Embed applies ("none", "mean", "cls",
 	// "last", or "rank" for a reranker, which cannot embed).
 	Pooling string
+	// CacheTypeK and CacheTypeV are the KV cache's key and value types
+	// (Config.CacheTypeK and CacheTypeV, "f16" by default).
+	CacheTypeK, CacheTypeV string
 	// EmbeddingSize is the length of an embedding (the model's n_embd).
 	EmbeddingSize int
 	// EmbedMaxTokens is the most tokens one Embed input may have; 0 when

@@ -145,7 +145,13 @@ func kvLayout(cfg Config) string {
 	if cfg.NoFlashAttn {
 		fa = "off"
 	}
-	return fmt.Sprintf("llama.cpp %s; type_k f16; type_v f16; flash_attn %s", version, fa)
+	// The types are checked by New before the disk tier opens; a name
+	// that does not parse would not reach here.
+	k, v, err := cfg.cacheTypes()
+	if err != nil {
+		return fmt.Sprintf("llama.cpp %s; type_k %q; type_v %q; flash_attn %s", version, cfg.CacheTypeK, cfg.CacheTypeV, fa)
+	}
+	return fmt.Sprintf("llama.cpp %s; type_k %s; type_v %s; flash_attn %s", version, k, v, fa)
 }
 
 // modelIdentity identifies the model file at path by its size and a

@@ -119,3 +119,20 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 		}
 	}
 }
+
+// TestDiskCacheLayoutNamesTheTypes: engines whose KV cache types differ
+// (-ctk, -ctv) or whose flash attention differs have different layouts,
+// so never each other's files; the default types name f16.
+func TestDiskCacheLayoutNamesTheTypes(t *testing.T) {
+	seen := map[string]Config{}
+	for _, cfg := range []Config{{}, {CacheTypeK: "q8_0"}, {CacheTypeV: "q8_0"}, {CacheTypeK: "q4_0", CacheTypeV: "q4_0"}, {NoFlashAttn: true}} {
+		l := kvLayout(cfg)
+		if prev, dup := seen[l]; dup {
+			t.Errorf("%+v and %+v share the layout %q", prev, cfg, l)
+		}
+		seen[l] = cfg
+	}
+	if l, f16 := kvLayout(Config{}), kvLayout(Config{CacheTypeK: "f16", CacheTypeV: "f16"}); l != f16 {
+		t.Errorf("default types %q, f16 %q: want one layout", l, f16)
+	}
+}

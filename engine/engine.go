@@ -91,6 +91,17 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
+// cacheTypes parses CacheTypeK and CacheTypeV.
+func (cfg Config) cacheTypes() (k, v llama.CacheType, err error) {
+	if k, err = llama.ParseCacheType(cfg.CacheTypeK); err != nil {
+		return 0, 0, fmt.Errorf("engine: --cache-type-k: %w", err)
+	}
+	if v, err = llama.ParseCacheType(cfg.CacheTypeV); err != nil {
+		return 0, 0, fmt.Errorf("engine: --cache-type-v: %w", err)
+	}
+	return k, v, nil
+}
+
 // ctxSize is the KV cache size in tokens asked of llama.cpp: CtxSize, or
 // the training context (at most 4096) per slot.
 func (cfg Config) ctxSize(ctxTrain int) int {
@@ -123,6 +134,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.PauseGrace == 0 {
 		cfg.PauseGrace = DefaultPauseGrace
 	}
+	typeK, typeV, err := cfg.cacheTypes()
+	if err != nil {
+		return nil, err
+	}
 	model, err := llama.LoadModel(ctx, cfg.ModelPath)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -149,6 +164,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	lctx, err := llama.NewContext(model, llama.ContextParams{
 		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel + cfg.lanes(pooling), Threads: cfg.Threads, Unified: true,
 		NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(), Pooling: pooling,
+		TypeK: typeK, TypeV: typeV,
 	})
 	if err != nil {
 		model.Close()
@@ -200,6 +216,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			CtxTrain: model.CtxTrain(), SlotCtx: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
+			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
 			Created: time.Now(),
 		},
 		prep:    make(chan struct{}, max(2, runtime.NumCPU())),

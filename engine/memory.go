@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/llama"
 )
 
 // Footprint is the memory an engine needs, estimated before loading (see
@@ -49,9 +50,6 @@ var ErrEstimate = errors.New("engine: cannot estimate memory")
 const (
 	// ctxPad is llama.cpp's padding of n_ctx (llama_context's constructor).
 	ctxPad = 256
-	// kvElem is the size of a KV cache element: the engine leaves
-	// type_k and type_v at llama.cpp's default, F16.
-	kvElem = 2
 )
 
 // The overhead's terms: an upper envelope of the anonymous memory a load
@@ -89,10 +87,13 @@ const (
 //   - Weights: the span of tensor data in the file, as llama.cpp maps it.
 //     This build of ggml has no repacked (CPU_REPACK) weight buffers, so
 //     no weight is copied out of the mapping.
-//   - KV: C × Σ over layers (n_embd_k_gqa + n_embd_v_gqa) × 2 (F16), with
-//     the head counts per layer when the file gives an array. Without
-//     flash attention V is stored transposed and every layer takes the
-//     widest layer's V width, as llama.cpp does.
+//   - KV: C × Σ over layers of n_embd_k_gqa values of CacheTypeK and
+//     n_embd_v_gqa of CacheTypeV (2 bytes a value for F16, the default;
+//     34 bytes a block of 32 for Q8_0, 18 for Q4_0: see
+//     llama.CacheType.RowBytes), with the head counts per layer when the
+//     file gives an array. Without flash attention V is stored
+//     transposed and every layer takes the widest layer's V width, as
+//     llama.cpp does.
 //   - Compute: the largest of three moments of the graph llama.cpp
 //     reserves for T tokens over all C cells with T outputs, plus ggml's
 //     scratch and the output buffer (V×a per slot: the engine asks for
@@ -128,6 +129,10 @@ const (
 // estimate is 457 MiB and the RSS growth after passes over the full cache
 // 388 MiB, the difference being most of its 96 MiB of logits rows.
 //
+// Cache types llama.cpp cannot run with the model (see
+// llama.CheckCacheTypes) get an error wrapping llama.ErrCacheType, an
+// unknown type name a plain error.
+//
 // Models without attention head counts get ErrEstimate (recurrent
 // architectures such as Mamba or RWKV keep a state this does not model),
 // as do models missing a dimension llama.cpp requires. A missing
@@ -150,6 +155,13 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	}
 	nctx := cfg.ctxSize(h.ctxTrain) + cfg.embedReserve(pooling)
 	fa := !cfg.NoFlashAttn
+	typeK, typeV, err := cfg.cacheTypes()
+	if err != nil {
+		return Footprint{}, err
+	}
+	if err := llama.CheckCacheTypes(typeK, typeV, fa, int(h.headK), int(h.headV)); err != nil {
+		return Footprint{}, fmt.Errorf("engine: %w", err)
+	}
 	cells := int64(alignTo(nctx, ctxPad))
 	// llama.cpp caps n_batch at the context asked for, before padding it,
 	// and the engine sets n_ubatch = n_batch.
@@ -173,7 +185,7 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	}
 	return Footprint{
 		Weights:   weights,
-		KV:        cells * h.kvPerCell(fa),
+		KV:        cells * h.kvPerCell(fa, typeK, typeV),
 		Compute:   compute,
 		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges,
 		HostCache: max(cfg.HostCacheBytes, 0),
@@ -266,16 +278,18 @@ func readHParams(md *gguf.Metadata) (*hparams, error) {
 	return h, nil
 }
 
-// kvPerCell is the KV cache's bytes per cell over all layers.
-func (h *hparams) kvPerCell(fa bool) int64 {
+// kvPerCell is the KV cache's bytes per cell over all layers, with keys
+// of type k and values of type v: a row of each layer's K and V tensors
+// (ggml_row_size).
+func (h *hparams) kvPerCell(fa bool, k, v llama.CacheType) int64 {
 	maxKV := slices.Max(h.headsKV)
 	var n int64
 	for _, kv := range h.headsKV {
-		v := kv * h.headV
+		vw := kv * h.headV
 		if !fa {
-			v = maxKV * h.headV // transposed V: every layer the widest
+			vw = maxKV * h.headV // transposed V: every layer the widest
 		}
-		n += (kv*h.headK + v) * kvElem
+		n += k.RowBytes(kv*h.headK) + v.RowBytes(vw)
 	}
 	return n
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/llama"
 )
 
 const mib = 1 << 20
@@ -98,6 +99,45 @@ func TestEstimateMemory(t *testing.T) {
 	}
 	if wantC := attn + scores/2 + outputs; got.Compute != wantC {
 		t.Errorf("Compute without flash attention = %d, want %d", got.Compute, wantC)
+	}
+
+	// Quantized types: a head of 64 values is 2 blocks, 68 bytes in Q8_0
+	// (K) and 36 in Q4_0 (V), against 128 each in F16; V is not
+	// transposed (flash attention), and the rest is as with F16. Without
+	// flash attention a quantized K is allowed, V's 8-head width is F16.
+	cfg.NoFlashAttn = false
+	cfg.CacheTypeK, cfg.CacheTypeV = "q8_0", "q4_0"
+	got, err = engine.EstimateMemory(md, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantKV := int64(cells * 16 * (68 + 36)); got.KV != wantKV || got.Compute != want.Compute {
+		t.Errorf("KV q8_0/q4_0 = %d, Compute %d; want %d, %d", got.KV, got.Compute, wantKV, want.Compute)
+	}
+	cfg.NoFlashAttn, cfg.CacheTypeV = true, "f16"
+	got, err = engine.EstimateMemory(md, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantKV := int64(cells * (16*68 + 4*8*64*2)); got.KV != wantKV {
+		t.Errorf("KV q8_0/f16 without flash attention = %d, want %d", got.KV, wantKV)
+	}
+	// What llama.cpp cannot run is refused: a quantized V without flash
+	// attention, heads of 64 values in a type of 32-value blocks whose
+	// heads are made 48 wide; an unknown name lists the names.
+	cfg.CacheTypeV = "q8_0"
+	if _, err := engine.EstimateMemory(md, cfg); !errors.Is(err, llama.ErrCacheType) || !strings.Contains(err.Error(), "--cache-type-v q8_0 needs flash attention") {
+		t.Errorf("quantized V without flash attention: %v", err)
+	}
+	cfg.NoFlashAttn = false
+	md.KV["llama.attention.key_length"] = uint32(48)
+	if _, err := engine.EstimateMemory(md, cfg); !errors.Is(err, llama.ErrCacheType) || !strings.Contains(err.Error(), "--cache-type-k q8_0: the model's attention heads are 48 values wide") {
+		t.Errorf("heads of 48 in q8_0: %v", err)
+	}
+	delete(md.KV, "llama.attention.key_length")
+	cfg.CacheTypeK = "q8"
+	if _, err := engine.EstimateMemory(md, cfg); err == nil || !strings.Contains(err.Error(), "--cache-type-k: KV cache type \"q8\": want one of f16, f32, bf16, q8_0") {
+		t.Errorf("unknown type: %v", err)
 	}
 
 	// An explicit context below the batch: 300 tokens take 512 cells,
@@ -254,6 +294,11 @@ func TestEstimateMemoryMeasured(t *testing.T) {
 		{"stories260K", engine.Config{ModelPath: stories, CtxSize: 2048, Parallel: 4}},
 		{"synthetic 3 MB", engine.Config{ModelPath: synth, CtxSize: 4096, Parallel: 4}},
 		{"synthetic 3 MB", engine.Config{ModelPath: synth, CtxSize: 4096, Parallel: 4, BatchSize: 64}},
+		// Quantized KV (heads of 32 values: one block): 8.5 and 4.5 MiB
+		// of KV against 16, and a Q8_0 K without flash attention.
+		{"synthetic 3 MB", engine.Config{ModelPath: synth, CtxSize: 4096, Parallel: 4, BatchSize: 64, CacheTypeK: "q8_0", CacheTypeV: "q8_0"}},
+		{"synthetic 3 MB", engine.Config{ModelPath: synth, CtxSize: 4096, Parallel: 4, BatchSize: 64, CacheTypeK: "q4_0", CacheTypeV: "q4_0"}},
+		{"synthetic 3 MB", engine.Config{ModelPath: synth, CtxSize: 4096, Parallel: 4, BatchSize: 64, CacheTypeK: "q8_0", NoFlashAttn: true}},
 	}
 	var ms []memMeasurement
 	for _, c := range cases {
@@ -272,6 +317,19 @@ func TestEstimateMemoryMeasured(t *testing.T) {
 	}{
 		{"KV ×2", func(f *engine.Footprint, _ memMeasurement) { f.KV *= 2 }},
 		{"KV ÷2", func(f *engine.Footprint, _ memMeasurement) { f.KV /= 2 }},
+		{"KV in F16 whatever the types", func(f *engine.Footprint, m memMeasurement) {
+			cfg := m.c.Cfg
+			cfg.CacheTypeK, cfg.CacheTypeV = "", ""
+			md, err := gguf.ReadMetadata(cfg.ModelPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f16, err := engine.EstimateMemory(md, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.KV = f16.KV
+		}},
 		{"no logits", func(f *engine.Footprint, m memMeasurement) { f.Compute -= m.vocab * m.passTokens() * 4 }},
 		{"no compute", func(f *engine.Footprint, _ memMeasurement) { f.Compute = 0 }},
 		{"no weights", func(f *engine.Footprint, _ memMeasurement) { f.Weights = 0 }},
@@ -388,7 +446,7 @@ func (m memMeasurement) passTokens() int64 {
 // config formats the case's engine settings as corral serve's flags.
 func (m memMeasurement) config() string {
 	c := m.c.Cfg
-	if c.CtxSize == 0 && c.Parallel == 0 && c.BatchSize == 0 && !c.NoFlashAttn {
+	if c.CtxSize == 0 && c.Parallel == 0 && c.BatchSize == 0 && !c.NoFlashAttn && c.CacheTypeK == "" && c.CacheTypeV == "" {
 		return "(serve defaults)"
 	}
 	s := fmt.Sprintf("-c %d -np %d", c.CtxSize, c.Parallel)
@@ -397,6 +455,12 @@ func (m memMeasurement) config() string {
 	}
 	if c.NoFlashAttn {
 		s += " -fa off"
+	}
+	if c.CacheTypeK != "" {
+		s += " -ctk " + c.CacheTypeK
+	}
+	if c.CacheTypeV != "" {
+		s += " -ctv " + c.CacheTypeV
 	}
 	return s
 }

@@ -24,6 +24,12 @@ type ContextParams struct {
 	// that kernel decodes faster but evaluates prompts over a long cached
 	// context slower; outputs differ in the last bits.
 	NoFlashAttn bool
+	// TypeK and TypeV are the element types of the KV cache's keys and
+	// values (F16, the zero value, by default). A quantized V needs flash
+	// attention, and a quantized type needs heads of whole blocks (see
+	// CheckCacheTypes): NewContext refuses, with ErrCacheType, what
+	// llama.cpp would refuse or run wrongly.
+	TypeK, TypeV CacheType
 	// NoThreadPool lets ggml start and join its worker threads for every
 	// forward pass instead of keeping a pool attached to the context, whose
 	// workers spin between passes. The pool is faster when its threads have
@@ -86,6 +92,10 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if p.NBatch < 1 {
 		p.NBatch = 512
 	}
+	hk, hv := m.HeadSizes()
+	if err := CheckCacheTypes(p.TypeK, p.TypeV, !p.NoFlashAttn, hk, hv); err != nil {
+		return nil, fmt.Errorf("llama: %w", err)
+	}
 	cp := C.llama_context_default_params()
 	cp.n_ctx = C.uint32_t(p.NCtx)
 	cp.n_batch = C.uint32_t(p.NBatch)
@@ -101,6 +111,8 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	if p.NoFlashAttn {
 		cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
 	}
+	cp.type_k = p.TypeK.ggmlType()
+	cp.type_v = p.TypeV.ggmlType()
 	cp.pooling_type = C.enum_llama_pooling_type(int(p.Pooling) - 1)
 	passes := (*C.uint64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.uint64_t(0)))))
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)

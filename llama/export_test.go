@@ -6,3 +6,6 @@ package llama
 func (m *Model) TokenizeFragments(text string, o TokenizeOptions) ([]Token, error) {
 	return m.tokenizeFragments(text, o)
 }
+
+// GGMLTraits returns what the linked ggml says of t's storage block.
+func (t CacheType) GGMLTraits() (elems, size int64, name string) { return t.ggmlTraits() }

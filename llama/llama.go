@@ -47,6 +47,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -176,6 +177,31 @@ func (m *Model) Recurrent() bool {
 
 // NEmbd is the model's embedding size: the length of a pooled embedding.
 func (m *Model) NEmbd() int { return int(C.llama_model_n_embd(m.m)) }
+
+// HeadSizes are the widths of an attention head's key and value, as
+// llama.cpp reads them (n_embd_head_k and n_embd_head_v): the model's
+// <arch>.attention.key_length and value_length, or the embedding size
+// over the first layer's head count. Both are 0 for a model without
+// attention heads.
+func (m *Model) HeadSizes() (k, v int) {
+	heads := int(C.llama_model_n_head(m.m))
+	if heads <= 0 {
+		return 0, 0
+	}
+	k, v = m.NEmbd()/heads, m.NEmbd()/heads
+	arch, _ := m.Meta("general.architecture")
+	for _, d := range []struct {
+		dst *int
+		key string
+	}{{&k, ".attention.key_length"}, {&v, ".attention.value_length"}} {
+		if s, ok := m.Meta(arch + d.key); ok {
+			if n, err := strconv.Atoi(s); err == nil {
+				*d.dst = n
+			}
+		}
+	}
+	return k, v
+}
 
 // BOS is the beginning-of-sequence token (-1 if none).
 func (m *Model) BOS() Token { return Token(C.llama_vocab_bos(m.vocab)) }

@@ -37,6 +37,10 @@ type modelMeta struct {
 	NCtxTrain    int    `json:"n_ctx_train"`
 	NCtx         int    `json:"n_ctx"` // per request
 	NVocab       int    `json:"n_vocab"`
+	// CacheTypeK and CacheTypeV are the KV cache's key and value types
+	// (-ctk and -ctv: "f16", "q8_0", ...).
+	CacheTypeK string `json:"cache_type_k"`
+	CacheTypeV string `json:"cache_type_v"`
 	// KV is the KV cache as it is now (corral's extension).
 	KV *kvPool `json:"kv,omitempty"`
 }
@@ -85,7 +89,8 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 		if st.Model != nil {
 			info := st.Model.Info()
 			m.Created = info.Created.Unix()
-			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.SlotCtx, NVocab: info.VocabSize}
+			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.SlotCtx, NVocab: info.VocabSize,
+				CacheTypeK: info.CacheTypeK, CacheTypeV: info.CacheTypeV}
 			if e := st.Model.Engine(); e != nil {
 				s := e.Stats()
 				m.Meta.KV = &kvPool{

@@ -11,6 +11,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
@@ -57,6 +59,43 @@ func checkPooling(name string) error {
 	return fmt.Errorf("%q: want none, mean, cls or last", name)
 }
 
+// cacheTypeFlag is -ctk or -ctv: a KV cache type's name, refused at
+// parse time (with the names) when llama.ParseCacheType does not know it.
+type cacheTypeFlag struct{ dst *string }
+
+// String is the type's name (flag.Value); the zero flag's is f16.
+func (f cacheTypeFlag) String() string {
+	if f.dst == nil || *f.dst == "" {
+		return "f16"
+	}
+	return *f.dst
+}
+
+// Set checks and sets the name (flag.Value).
+func (f cacheTypeFlag) Set(s string) error {
+	if _, err := llama.ParseCacheType(s); err != nil {
+		return err
+	}
+	*f.dst = s
+	return nil
+}
+
+// checkCacheTypes refuses, before any model loads, the KV cache types of
+// cfg that no model can run with its flash attention setting (a
+// quantized V without it); what depends on the model (its head size) is
+// checked as it loads.
+func checkCacheTypes(cfg engine.Config) error {
+	k, err := llama.ParseCacheType(cfg.CacheTypeK)
+	if err != nil {
+		return fmt.Errorf("--cache-type-k: %w", err)
+	}
+	v, err := llama.ParseCacheType(cfg.CacheTypeV)
+	if err != nil {
+		return fmt.Errorf("--cache-type-v: %w", err)
+	}
+	return llama.CheckCacheTypes(k, v, !cfg.NoFlashAttn, 0, 0)
+}
+
 // fileID is the id of the model in file path: its name without .gguf.
 func fileID(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), ".gguf")
@@ -74,6 +113,8 @@ func fileID(path string) string {
 //	    cache_disk: /var/cache/corral  # optional, like --cache-disk ("" turns it off)
 //	    cache_disk_size: 8GiB  # optional, like --cache-disk-size
 //	    pooling: mean        # optional, like --pooling
+//	    cache_type_k: q8_0   # optional, like -ctk
+//	    cache_type_v: q8_0   # optional, like -ctv
 //	    chat_template: chatml
 //	    chat_template_file: qwen3.jinja  # or this, like --chat-template-file
 //	    chat_template_kwargs: {enable_thinking: false}  # like --chat-template-kwargs
@@ -92,6 +133,8 @@ type modelConfig struct {
 		CacheDisk          *string        `yaml:"cache_disk"`
 		CacheDiskSize      string         `yaml:"cache_disk_size"`
 		Pooling            string         `yaml:"pooling"`
+		CacheTypeK         string         `yaml:"cache_type_k"`
+		CacheTypeV         string         `yaml:"cache_type_v"`
 		ChatTemplate       string         `yaml:"chat_template"`
 		ChatTemplateFile   string         `yaml:"chat_template_file"`
 		ChatTemplateKwargs map[string]any `yaml:"chat_template_kwargs"`
@@ -207,6 +250,18 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				}
 				s.Engine.Pooling = m.Pooling
 			}
+			for _, c := range []struct {
+				key, val string
+				dst      *string
+			}{{"cache_type_k", m.CacheTypeK, &s.Engine.CacheTypeK}, {"cache_type_v", m.CacheTypeV, &s.Engine.CacheTypeV}} {
+				if c.val == "" {
+					continue
+				}
+				if _, err := llama.ParseCacheType(c.val); err != nil {
+					return nil, fmt.Errorf("%s: %s: %w", where, c.key, err)
+				}
+				*c.dst = c.val
+			}
 			if m.ChatTemplateKwargs != nil {
 				kw, err := mergeKwargs(s.ChatTemplateKwargs, m.ChatTemplateKwargs)
 				if err != nil {
@@ -263,6 +318,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 	}
 	for _, s := range specs {
 		if _, err := os.Stat(s.Engine.ModelPath); err != nil {
+			return nil, fmt.Errorf("model %s: %w", s.ID, err)
+		}
+		if err := checkCacheTypes(s.Engine); err != nil {
 			return nil, fmt.Errorf("model %s: %w", s.ID, err)
 		}
 	}

@@ -42,6 +42,8 @@ models:
     cache_disk: kv
     cache_disk_size: 8GiB
     pooling: mean
+    cache_type_k: q8_0
+    cache_type_v: q4_0
     chat_template: chatml
     tool_format: qwen3-coder
     reasoning_format: none
@@ -84,10 +86,13 @@ models:
 	if fi, err := os.Stat(filepath.Join(dir, "kv")); err != nil || !fi.IsDir() {
 		t.Errorf("cache_disk not created: %v", err)
 	}
+	if c.Engine.CacheTypeK != "q8_0" || c.Engine.CacheTypeV != "q4_0" {
+		t.Errorf("config model's cache types: %q, %q", c.Engine.CacheTypeK, c.Engine.CacheTypeV)
+	}
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
-	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
+	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
 		t.Errorf("defaults under a config model: %+v", c10)
 	}
 
@@ -103,6 +108,7 @@ models:
 		"bad reasoning_budget": "models:\n  - path: models/c.gguf\n    reasoning_budget: -2\n",
 		"bad cache_disk_size":  "models:\n  - path: models/c.gguf\n    cache_disk_size: 0\n",
 		"cache_disk a file":    "models:\n  - path: models/c.gguf\n    cache_disk: a.gguf\n",
+		"bad cache_type_k":     "models:\n  - path: models/c.gguf\n    cache_type_k: q8\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
@@ -111,6 +117,12 @@ models:
 		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A quantized V needs flash attention, whoever asks for it.
+	noFA := base
+	noFA.NoFlashAttn = true
+	if _, err := modelSpecs(registry.Spec{Engine: noFA}, nil, "", config); err == nil || !strings.Contains(err.Error(), "model c: unsupported KV cache type: --cache-type-v q4_0 needs flash attention") {
+		t.Errorf("q4_0 V without flash attention: %v", err)
 	}
 	if err := flags.Set("=x.gguf"); err == nil {
 		t.Error("-m =x.gguf accepted")

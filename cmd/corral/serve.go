@@ -61,6 +61,12 @@ func runServe(ctx context.Context, args []string) error {
 	jumpForward := fs.String("jump-forward", "force", "how text a grammar forces is evaluated: force (ahead, in the step of the token before it, written in the longest tokens), confirm (ahead, kept while the model samples the same tokens: the output of plain decoding), off (one token per step)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
+	ctk := cacheTypeFlag{&cfg.CacheTypeK}
+	ctv := cacheTypeFlag{&cfg.CacheTypeV}
+	fs.Var(ctk, "ctk", "KV cache `type` of the keys: "+strings.Join(llama.CacheTypeNames(), ", ")+" (default f16; q8_0 takes about half the memory of f16, q4_0 about a quarter)")
+	fs.Var(ctk, "cache-type-k", "same as -ctk")
+	fs.Var(ctv, "ctv", "KV cache `type` of the values, as -ctk; a quantized one needs flash attention")
+	fs.Var(ctv, "cache-type-v", "same as -ctv")
 	fs.StringVar(&cfg.Pooling, "pooling", "", "how /v1/embeddings pools a sequence: none, mean, cls or last (default: what the model declares; a plain language model declares none and cannot embed)")
 	cacheRAM := fs.Int64("cache-ram", 2048, "host memory in `MiB` per model for the KV of prefixes pushed out of the slots (0: none); counts in the memory budget")
 	fs.StringVar(&cfg.DiskCacheDir, "cache-disk", "", "`dir` where the KV of prefixes pushed out of --cache-ram, and at a model's unload or the server's stop all it has cached, is kept, to be found again after an unload or a restart (\"\": none)")

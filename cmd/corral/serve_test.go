@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testmodel"
 )
 
 // TestServeSchedulingFlags: corral serve refuses a --cache-isolation it
@@ -114,5 +117,92 @@ func TestServeTemplateFile(t *testing.T) {
 	}
 	if got := prompt(`{"chat_template_kwargs": {"enable_thinking": true}, ` + msgs + `}`); got != strings.TrimSuffix(want, "<think>\n\n</think>\n\n") {
 		t.Errorf("request kwargs over the server's: %q", got)
+	}
+}
+
+// TestServeCacheTypes: -ctk and -ctv refuse an unknown type as a flag
+// error listing the names, and a quantized V with flash attention off
+// before any model loads. A real corral serve runs a model of --config
+// with q8_0 keys and values (/v1/models shows them), and refuses a
+// model whose heads (16 values) are not whole q4_0 blocks with an error
+// naming the flag, where llama.cpp would fail with a generic error.
+func TestServeCacheTypes(t *testing.T) {
+	model := testmodel.Path(t, testmodel.TinyStories656K)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-ctk", "q8"}, `invalid value "q8" for flag -ctk: KV cache type "q8": want one of f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1`},
+		{[]string{"--cache-type-v=q4"}, `invalid value "q4" for flag -cache-type-v: KV cache type "q4": want one of f16`},
+		{[]string{"-m", model, "--port=0", "-ctv", "q8_0", "-fa", "off"}, "--cache-type-v q8_0 needs flash attention"},
+	} {
+		err := runServe(context.Background(), tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("corral serve %q: %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := gguf.WriteSynthetic(filepath.Join(dir, "kv64.gguf"), gguf.Shape{Embd: 256, Layers: 2, Heads: 4, HeadsKV: 2, FF: 512, Vocab: 512, Ctx: 512, Type: "q8_0"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "models.yaml")
+	if err := os.WriteFile(config, []byte("models:\n"+
+		"  - path: kv64.gguf\n    cache_type_k: q8_0\n    cache_type_v: q8_0\n"+
+		"  - id: narrow\n    path: "+model+"\n    cache_type_v: q4_0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := startServe(t, "--config", config, "-c", "512")
+	post := func(id string) (int, string) {
+		resp, err := http.Post(url+"/v1/completions", "application/json",
+			strings.NewReader(`{"model": "`+id+`", "prompt": "Hello", "max_tokens": 4, "temperature": 0}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("kv64"); code != http.StatusOK {
+		t.Fatalf("kv64: %d %s", code, body)
+	}
+	if code, body := post("narrow"); code == http.StatusOK {
+		t.Errorf("narrow (heads of 16 in q4_0): %d %s", code, body)
+	}
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var models struct {
+		Data []struct {
+			ID    string
+			Error string
+			Meta  *struct {
+				CacheTypeK string `json:"cache_type_k"`
+				CacheTypeV string `json:"cache_type_v"`
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&models); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, m := range models.Data {
+		switch m.ID {
+		case "kv64":
+			seen++
+			if m.Meta == nil || m.Meta.CacheTypeK != "q8_0" || m.Meta.CacheTypeV != "q8_0" {
+				t.Errorf("kv64's meta %+v, want q8_0 keys and values", m.Meta)
+			}
+		case "narrow":
+			seen++
+			if want := "--cache-type-v q4_0: the model's attention heads are 16 values wide"; !strings.Contains(m.Error, want) {
+				t.Errorf("narrow's error %q, want one with %q", m.Error, want)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("/v1/models: %+v", models.Data)
 	}
 }
