@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/llama"
 )
@@ -122,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.PauseGrace == 0 {
 		cfg.PauseGrace = DefaultPauseGrace
 	}
-	model, err := llama.LoadModel(ctx, cfg.ModelPath)
+	model, err := loadModel(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -164,6 +165,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			embedMax = min(embedMax, ct)
 		}
 	}
+	off := model.Offloaded()
 	name := cfg.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
@@ -182,6 +184,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
 			Created: time.Now(),
+			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
 		},
 		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
 		submitq: make(chan *request, cfg.MaxQueue),
@@ -484,4 +487,27 @@ func (e *Engine) Close() error {
 		e.model.Close()
 	})
 	return nil
+}
+
+// loadModel loads cfg's model with cfg.Offload. Offloading as many layers
+// as fit (llama.GPULayersAuto) sizes the context from the GGUF header
+// first, as New will create it, so that its buffers are counted.
+func loadModel(ctx context.Context, cfg Config) (*llama.Model, error) {
+	if cfg.Offload.GPULayers != llama.GPULayersAuto || len(llama.Devices()) == 0 {
+		return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, llama.ContextParams{})
+	}
+	md, err := gguf.ReadMetadata(cfg.ModelPath)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cfg.ModelPath, err)
+	}
+	declared, ok := md.Uint(md.Architecture + poolingKey)
+	pooling, err := resolvePooling(cfg.Pooling, declared, ok)
+	if err != nil {
+		return nil, err
+	}
+	nctx := cfg.ctxSize(md.ContextLength) + cfg.embedReserve(pooling)
+	return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, llama.ContextParams{
+		NCtx: nctx, NBatch: min(cfg.BatchSize, nctx), NSeqMax: cfg.Parallel + cfg.lanes(pooling), Unified: true,
+		NoFlashAttn: cfg.NoFlashAttn, Pooling: pooling,
+	})
 }
