@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -46,17 +47,41 @@ func newGPUEngine(t *testing.T, model string, cfg engine.Config) *engine.Engine 
 	return e
 }
 
+// gpuTies are the goldens whose greedy output on a device leaves the
+// CPU's at a near tie (see llama's TestGPUGoldenAllLayers): the text
+// before it, which the device's output must start with. With lavapipe
+// the Q8_0 model's "The little dog" takes "climb" for "jump" (logits
+// 0.026 apart on the CPU) at its 39th token.
+var gpuTies = map[string]string{
+	testmodel.TinyStories656K + "\x00The little dog": "was in a big forest. He liked to run and jump all day long. He liked to run and jump and play with his friends. One day, he saw a small bird flying in the sky. He wanted to be friends with it, but he was scared. He tried to ",
+}
+
+// checkGolden fails t unless got is g's golden text, or starts with the
+// text before a known near tie (gpuTies).
+func checkGolden(t *testing.T, model string, g testmodel.Golden, got, how string) {
+	t.Helper()
+	if got == g.Want {
+		return
+	}
+	if prefix, ok := gpuTies[model+"\x00"+g.Prompt]; ok && strings.HasPrefix(got, prefix) && strings.HasPrefix(g.Want, prefix) {
+		t.Logf("%s %q %s: the golden up to its near tie, then %q", model, g.Prompt, how, strings.TrimPrefix(got, prefix))
+		return
+	}
+	t.Errorf("%s %q %s:\n got %q\nwant %q", model, g.Prompt, how, got, g.Want)
+}
+
 // TestGPUGoldens: with every layer offloaded the engine gives the goldens
-// (the CPU's greedy outputs), one request at a time and three batched.
+// (the CPU's greedy outputs, up to a known near tie), one request at a
+// time; batched, it gives what it gave alone.
 func TestGPUGoldens(t *testing.T) {
 	for _, model := range []string{testmodel.Stories260K, testmodel.TinyStories656K} {
 		cases := testmodel.GoldensFor(model)
+		alone := make([]string, len(cases))
 		e := newGPUEngine(t, model, engine.Config{Parallel: len(cases), BatchSize: 64})
-		for _, g := range cases {
+		for i, g := range cases {
 			got, res := collect(t, submit(t, e, greedy(g.Prompt, g.N)))
-			if got != g.Want {
-				t.Errorf("%s %q alone:\n got %q\nwant %q", model, g.Prompt, got, g.Want)
-			}
+			checkGolden(t, model, g, got, "alone")
+			alone[i] = got
 			if res.FinishReason != engine.FinishLength || res.Usage.CompletionTokens != g.N {
 				t.Errorf("%s %q: finish %s after %d tokens, want length after %d", model, g.Prompt, res.FinishReason, res.Usage.CompletionTokens, g.N)
 			}
@@ -64,15 +89,15 @@ func TestGPUGoldens(t *testing.T) {
 		e.Close()
 		e = newGPUEngine(t, model, engine.Config{Parallel: len(cases), BatchSize: 64})
 		var wg sync.WaitGroup
-		for _, g := range cases {
+		for i, g := range cases {
 			wg.Go(func() {
 				s, err := e.Submit(context.Background(), greedy(g.Prompt, g.N))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if got, _ := collect(t, s); got != g.Want {
-					t.Errorf("%s %q batched:\n got %q\nwant %q", model, g.Prompt, got, g.Want)
+				if got, _ := collect(t, s); got != alone[i] {
+					t.Errorf("%s %q batched:\n got %q\nalone %q", model, g.Prompt, got, alone[i])
 				}
 			})
 		}
@@ -132,7 +157,6 @@ func TestGPUCancelWhileDecoding(t *testing.T) {
 	}
 	waitIdle(t, e)
 	g := testmodel.GoldensFor(testmodel.Stories260K)[0]
-	if got, _ := collect(t, submit(t, e, greedy(g.Prompt, g.N))); got != g.Want {
-		t.Errorf("after a cancelled request: %q, want %q", got, g.Want)
-	}
+	got, _ := collect(t, submit(t, e, greedy(g.Prompt, g.N)))
+	checkGolden(t, testmodel.Stories260K, g, got, "after a cancelled request")
 }

@@ -305,8 +305,8 @@ type Offloaded struct {
 	// Layers is the model's layers, counting the output layer as
 	// llama.cpp does (its block count + 1).
 	Layers int
-	// GPULayers is how many of them are on devices: the last ones, the
-	// output layer first.
+	// GPULayers is how many of them are on devices: the last blocks, and
+	// the output layer once every block is.
 	GPULayers int
 	// Devices are the names of the devices the model may use.
 	Devices []string
@@ -314,11 +314,11 @@ type Offloaded struct {
 
 // offloaded describes params' offload for a model of blocks layers.
 func offloaded(params *C.struct_llama_model_params, blocks int) Offloaded {
+	// As llama.cpp counts them (llama_model::load_tensors): the last n
+	// blocks, the output layer past n_layer; a negative count offloads
+	// none.
 	o := Offloaded{Layers: blocks + 1}
-	n := int(params.n_gpu_layers)
-	if n < 0 || n > o.Layers {
-		n = o.Layers
-	}
+	n := min(max(int(params.n_gpu_layers), 0), o.Layers)
 	if params.devices == nil {
 		return o // not reached: apply always sets a list
 	}
@@ -376,7 +376,9 @@ func (o Offload) apply(params *C.struct_llama_model_params, c *cOffload) error {
 	params.devices = c.devs
 	switch o.GPULayers {
 	case GPULayersAuto, GPULayersAll:
-		params.n_gpu_layers = -1 // every layer; fit (see LoadModelOffload) may lower it
+		// llama.cpp's default, 999: every layer and the output layer
+		// (-1 would be none). llama_params_fit lowers only this value.
+		params.n_gpu_layers = C.llama_model_default_params().n_gpu_layers
 	default:
 		if o.GPULayers < 0 {
 			return fmt.Errorf("llama: %d GPU layers", o.GPULayers)
@@ -460,4 +462,12 @@ func deviceNames(devs []C.ggml_backend_dev_t) string {
 		names[i] = C.GoString(C.ggml_backend_dev_name(d))
 	}
 	return strings.Join(names, ", ")
+}
+
+// DeviceNodes is the number of graph nodes the context's forward passes
+// have computed into device memory (a GPU's buffer, not the host's): 0
+// for a model on the CPU. Counted by the eval callback that counts
+// passes.
+func (c *Context) DeviceNodes() uint64 {
+	return uint64(*(*C.uint64_t)(unsafe.Add(unsafe.Pointer(c.passes), unsafe.Sizeof(C.uint64_t(0)))))
 }
