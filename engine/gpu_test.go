@@ -77,7 +77,9 @@ func TestGPUGoldens(t *testing.T) {
 	for _, model := range []string{testmodel.Stories260K, testmodel.TinyStories656K} {
 		cases := testmodel.GoldensFor(model)
 		alone := make([]string, len(cases))
-		e := newGPUEngine(t, model, engine.Config{Parallel: len(cases), BatchSize: 64})
+		// A small cache: on lavapipe a pass over every cell is slow.
+		cfg := engine.Config{Parallel: len(cases), BatchSize: 64, CtxSize: 128 * len(cases)}
+		e := newGPUEngine(t, model, cfg)
 		for i, g := range cases {
 			got, res := collect(t, submit(t, e, greedy(g.Prompt, g.N)))
 			checkGolden(t, model, g, got, "alone")
@@ -87,7 +89,7 @@ func TestGPUGoldens(t *testing.T) {
 			}
 		}
 		e.Close()
-		e = newGPUEngine(t, model, engine.Config{Parallel: len(cases), BatchSize: 64})
+		e = newGPUEngine(t, model, cfg)
 		var wg sync.WaitGroup
 		for i, g := range cases {
 			wg.Go(func() {
@@ -107,10 +109,12 @@ func TestGPUGoldens(t *testing.T) {
 }
 
 // TestGPUEmbeddingsMatchCPU: mean-pooled embeddings computed on the
-// device are the CPU's within gpuEmbedTol.
+// device are the CPU's within gpuEmbedTol. The Q8_0 model's unit vectors
+// differ by up to 0.0042 a component on lavapipe (its logits by up to
+// 0.32: see llama's TestGPUGoldenAllLayers).
 func TestGPUEmbeddingsMatchCPU(t *testing.T) {
-	const gpuEmbedTol = 1e-3
-	cfg := engine.Config{Parallel: 1, Pooling: "mean"}
+	const gpuEmbedTol = 0.01
+	cfg := engine.Config{Parallel: 1, Pooling: "mean", CtxSize: 128, BatchSize: 64}
 	cpu := newEngine(t, testmodel.TinyStories656K, cfg)
 	gpu := newGPUEngine(t, testmodel.TinyStories656K, cfg)
 	for _, text := range embedTexts {
@@ -129,7 +133,7 @@ func TestGPUEmbeddingsMatchCPU(t *testing.T) {
 // Cancel (finish reason cancelled, every token counted), the slot frees,
 // and the engine serves the next request with the golden output.
 func TestGPUCancelWhileDecoding(t *testing.T) {
-	e := newGPUEngine(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	e := newGPUEngine(t, testmodel.Stories260K, engine.Config{Parallel: 1, CtxSize: 512})
 	s := submit(t, e, greedy("Once upon a time", 1500))
 	received := 0
 	for received < 3 {
