@@ -98,8 +98,9 @@ func TestGPUGoldens(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if got, _ := collect(t, s); got != alone[i] {
-					t.Errorf("%s %q batched:\n got %q\nalone %q", model, g.Prompt, got, alone[i])
+				if got, res := collect(t, s); got != alone[i] {
+					t.Errorf("%s %q batched (finish %s after %d tokens, err %v):\n got %q\nalone %q",
+						model, g.Prompt, res.FinishReason, res.Usage.CompletionTokens, res.Err, got, alone[i])
 				}
 			})
 		}
