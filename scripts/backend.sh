@@ -14,8 +14,8 @@
 #
 # Builds are cached outside the clone, in $CORRAL_BACKEND_CACHE (default
 # ~/.cache/corral/backends), keyed by the module version, the compiler,
-# glslc and this script: a later build (CI's next run, another worktree)
-# copies the library in seconds.
+# glslc and the recipe number below: a later build (CI's next run,
+# another worktree) copies the library in seconds.
 #
 # Missing build tools (g++, glslc, the Vulkan headers and loader) are
 # installed with apt-get when it can run (as root, or through sudo
@@ -62,12 +62,20 @@ ggml="$mod/ml/backend/ggml/ggml"
 src="$ggml/src/ggml-vulkan"
 [ -f "$src/ggml-vulkan.cpp" ] || { echo "backend: $src/ggml-vulkan.cpp not found" >&2; exit 1; }
 
-key=$( { echo "$ver"; g++ --version | head -1; glslc --version | head -1; cat "$0"; } | sha256sum | cut -c1-16)
+# recipe: bump it when the build steps below change what they produce.
+recipe=1
+key=$( { echo "$ver recipe $recipe"; g++ --version | sed -n 1p; glslc --version | sed -n 1p; } | sha256sum | cut -c1-16)
 cache="${CORRAL_BACKEND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/corral/backends}/$name-$ver-$key"
 lib="libggml-$name.so"
 mkdir -p "$out"
+# install copies the cached library to $out through a temporary file: a
+# running corral that has the old one mapped keeps it intact.
+install() {
+	cp -f "$cache/$lib" "$out/.$lib.tmp"
+	mv -f "$out/.$lib.tmp" "$out/$lib"
+}
 if [ -f "$cache/$lib" ]; then
-	cp -f "$cache/$lib" "$out/$lib"
+	install
 	echo "backend: $out/$lib (cached: $cache)"
 	exit 0
 fi
@@ -162,5 +170,5 @@ mv "$build/$lib" "$cache.lib.tmp"
 mkdir -p "$cache"
 mv "$cache.lib.tmp" "$cache/$lib"
 rm -rf "$build"
-cp -f "$cache/$lib" "$out/$lib"
+install
 echo "backend: built $out/$lib in $(( $(date +%s) - start ))s (cached: $cache)"
