@@ -19,7 +19,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
 HEADERS     := llama/include/llama.h llama/include/llama-grammar.h
 
-.PHONY: all build test run bench headers vet clean browser manifests dist check-builds cross-toolchain
+.PHONY: all build test run bench headers vet clean browser manifests dist check-builds cross-toolchain vulkan lavapipe test-gpu
 
 all: build
 
@@ -71,9 +71,57 @@ browser:
 
 # The end-to-end tests (bench, supervisor, server) run bin/corral, built
 # once here with the flags above, instead of each compiling its own.
+# CORRAL_BACKENDS= (set, empty): they compute on the CPU even where a GPU
+# backend library lies beside bin/corral (make vulkan); make test-gpu
+# tests the offload.
 test: build browser manifests
 	$(GO) vet ./...
-	CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
+	CORRAL_BACKENDS= CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
+
+# ggml's Vulkan backend, built from the pinned module's sources as a
+# library corral loads at run time (scripts/backend.sh, llama/backend.go):
+# bin/libggml-vulkan.so, beside bin/corral, where corral looks by
+# default. Its build tools are installed when missing (as for the
+# browser); the library is cached outside the clone
+# (~/.cache/corral/backends, keyed by the module version), so only the
+# first build takes long.
+BACKENDS_DIR ?= bin
+vulkan:
+	GO=$(GO) ./scripts/backend.sh vulkan $(BACKENDS_DIR)
+
+# Lavapipe, Mesa's Vulkan device that computes on the CPU: what
+# make test-gpu offloads to on a machine without a GPU. Installed when
+# missing and apt-get can run.
+LAVAPIPE_ICD ?= /usr/share/vulkan/icd.d/lvp_icd.$(shell uname -m).json
+lavapipe:
+	@set -eu; \
+	if [ -f "$(LAVAPIPE_ICD)" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+		echo "lavapipe: $(LAVAPIPE_ICD) is missing and there is no apt-get: install Mesa's Vulkan drivers" >&2; exit 1; \
+	fi; \
+	sudo=""; \
+	if [ "$$(id -u)" != 0 ]; then \
+		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "lavapipe: $(LAVAPIPE_ICD) is missing; run as root: apt-get install mesa-vulkan-drivers" >&2; exit 1; fi; \
+	fi; \
+	echo "lavapipe: installing mesa-vulkan-drivers (apt-get)"; \
+	$$sudo apt-get update -qq; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers
+
+# The offload tests (build tag gpu): greedy outputs, embeddings and
+# cancellation with every layer on GPU_DEVICE, through the Vulkan
+# library above. By default the device is lavapipe (ggml-vulkan skips a
+# CPU-type device unless GGML_VK_VISIBLE_DEVICES names it); on a machine
+# with a GPU: make test-gpu GPU_DEVICE=Vulkan0 GGML_VK_VISIBLE_DEVICES=
+# (or CUDA0 with a CUDA library). The tests fail, not skip, when the
+# device is not found.
+GPU_DEVICE  ?= Vulkan0
+GGML_VK_VISIBLE_DEVICES ?= 0
+test-gpu: build vulkan lavapipe
+	$(GO) vet -tags gpu ./llama/ ./engine/ ./server/
+	$(if $(GGML_VK_VISIBLE_DEVICES),GGML_VK_VISIBLE_DEVICES="$(GGML_VK_VISIBLE_DEVICES)",env -u GGML_VK_VISIBLE_DEVICES) \
+		CORRAL_BACKENDS="$(abspath $(BACKENDS_DIR))" CORRAL_TEST_DEVICE="$(GPU_DEVICE)" CORRAL_BIN="$(CORRAL_BIN)" \
+		$(GO) test -tags gpu $(TESTFLAGS) -run GPU ./llama/ ./engine/ ./server/
 
 # The Kubernetes manifests against their schemas, offline: Kubernetes
 # 1.30's, built into the pinned kubectl-validate, and the CRD schemas in

@@ -233,6 +233,11 @@ type Config struct {
 	// evaluated: JumpForce (the default, ""), JumpConfirm or JumpOff.
 	// Models with a recurrent state never jump forward.
 	JumpForward JumpMode
+	// Offload puts layers of the model on GPUs through ggml's backend
+	// libraries (llama-server's -ngl, --device, --split-mode,
+	// --tensor-split and --main-gpu; see llama.Offload). The zero value
+	// computes on the CPU.
+	Offload llama.Offload
 }
 
 // JumpMode is how the engine evaluates the text a grammar forces
@@ -659,4 +664,17 @@ type ModelInfo struct {
 	BOS, EOS       int32
 	AddBOS         bool
 	Created        time.Time
+	// Layers is the model's layer count, its output layer included
+	// (llama.cpp's block count + 1); GPULayers of them, the last ones,
+	// are on Devices, the GPUs the model uses (none: on the CPU).
+	Layers, GPULayers int
+	Devices           []string
 }
+
+// Device is a GPU that layers can be offloaded to (see Devices).
+type Device = llama.Device
+
+// Devices lists the GPUs the loaded ggml backend libraries found, with
+// their free and total memory now; none when corral computes on the CPU
+// only.
+func Devices() []Device { return llama.Devices() }

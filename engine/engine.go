@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/llama"
 )
@@ -138,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	model, err := llama.LoadModel(ctx, cfg.ModelPath)
+	model, err := loadModel(ctx, cfg, typeK, typeV)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -193,6 +194,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			embedMax = min(embedMax, ct)
 		}
 	}
+	off := model.Offloaded()
 	name := cfg.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
@@ -218,6 +220,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
 			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
 			Created: time.Now(),
+			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
 		},
 		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
 		submitq: make(chan *request, cfg.MaxQueue),
@@ -526,4 +529,27 @@ func (e *Engine) Close() error {
 		e.model.Close()
 	})
 	return nil
+}
+
+// loadModel loads cfg's model with cfg.Offload. Offloading as many layers
+// as fit (llama.GPULayersAuto) sizes the context from the GGUF header
+// first, as New will create it, so that its buffers are counted.
+func loadModel(ctx context.Context, cfg Config, typeK, typeV llama.CacheType) (*llama.Model, error) {
+	if cfg.Offload.GPULayers != llama.GPULayersAuto || len(llama.Devices()) == 0 {
+		return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, llama.ContextParams{})
+	}
+	md, err := gguf.ReadMetadata(cfg.ModelPath)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cfg.ModelPath, err)
+	}
+	declared, ok := md.Uint(md.Architecture + poolingKey)
+	pooling, err := resolvePooling(cfg.Pooling, declared, ok)
+	if err != nil {
+		return nil, err
+	}
+	nctx := cfg.ctxSize(md.ContextLength) + cfg.embedReserve(pooling)
+	return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, llama.ContextParams{
+		NCtx: nctx, NBatch: min(cfg.BatchSize, nctx), NSeqMax: cfg.Parallel + cfg.lanes(pooling), Unified: true,
+		NoFlashAttn: cfg.NoFlashAttn, Pooling: pooling, TypeK: typeK, TypeV: typeV,
+	})
 }

@@ -114,7 +114,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.type_k = p.TypeK.ggmlType()
 	cp.type_v = p.TypeV.ggmlType()
 	cp.pooling_type = C.enum_llama_pooling_type(int(p.Pooling) - 1)
-	passes := (*C.uint64_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.uint64_t(0)))))
+	passes := (*C.uint64_t)(C.calloc(2, C.size_t(unsafe.Sizeof(C.uint64_t(0))))) // passes, device nodes
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)
 	cp.cb_eval_user_data = unsafe.Pointer(passes)
 	c := C.llama_init_from_model(m.m, cp)

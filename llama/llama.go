@@ -12,6 +12,7 @@ package llama
 /*
 #cgo CPPFLAGS: -I${SRCDIR}/include
 #cgo CXXFLAGS: -std=c++17
+#cgo linux LDFLAGS: -Wl,--export-dynamic
 #include <stdlib.h>
 #include <stdio.h>
 #include "shim.h"
@@ -55,10 +56,15 @@ import (
 	_ "github.com/ollama/ollama/llama/llama.cpp/src" // compiles and links llama.cpp + ggml-cpu
 )
 
-var initOnce sync.Once
+var (
+	initOnce sync.Once
+	initDone bool // guarded by backendMu: the backend libraries are loaded
+)
 
-// Init initialises the llama.cpp backend once per process. Logs from
-// llama.cpp are dropped except errors, unless CORRAL_LLAMA_LOG=1.
+// Init initialises the llama.cpp backend once per process, after loading
+// the ggml backend libraries of the folders SetBackendDirs set (or
+// DefaultBackendDirs). Logs from llama.cpp are dropped except errors,
+// unless CORRAL_LLAMA_LOG=1.
 func Init() {
 	initOnce.Do(func() {
 		verbose := 0
@@ -66,6 +72,14 @@ func Init() {
 			verbose = 1
 		}
 		C.corral_log_init(C.int(verbose))
+		backendMu.Lock()
+		dirs := backendDirs
+		if !backendSet {
+			dirs = DefaultBackendDirs()
+		}
+		backends = loadBackends(dirs)
+		initDone = true
+		backendMu.Unlock()
 		C.llama_backend_init()
 	})
 }
@@ -88,12 +102,23 @@ type Model struct {
 
 	piecesOnce sync.Once
 	pieces     *Pieces
+
+	offload Offloaded
 }
 
 // LoadModel loads a GGUF file into memory (CPU). When ctx ends during the
 // load, llama.cpp stops at its next progress report and LoadModel returns
 // ctx's error.
 func LoadModel(ctx context.Context, path string) (*Model, error) {
+	return LoadModelOffload(ctx, path, Offload{}, ContextParams{})
+}
+
+// LoadModelOffload loads a GGUF file as LoadModel does, with the layers o
+// asks for on the devices it names. With o.GPULayers GPULayersAuto, cp is
+// the context the model will get (NewContext's parameters): as many
+// layers are offloaded as fit in the devices' free memory beside that
+// context's buffers, leaving FitMargin free on each.
+func LoadModelOffload(ctx context.Context, path string, o Offload, cp ContextParams) (*Model, error) {
 	Init()
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
@@ -102,7 +127,16 @@ func LoadModel(ctx context.Context, path string) (*Model, error) {
 		return nil, fmt.Errorf("load model %s: %w", path, err)
 	}
 	params := C.llama_model_default_params()
-	params.n_gpu_layers = 0
+	var coff cOffload
+	defer coff.free()
+	if err := o.apply(&params, &coff); err != nil {
+		return nil, fmt.Errorf("load model %s: %w", path, err)
+	}
+	if o.GPULayers == GPULayersAuto {
+		if err := coff.fit(path, &params, cp); err != nil {
+			return nil, fmt.Errorf("load model %s: %w", path, err)
+		}
+	}
 	// The flag lives in C memory: llama.cpp reads it from its loader thread.
 	stop := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	defer C.free(unsafe.Pointer(stop))
@@ -125,6 +159,7 @@ func LoadModel(ctx context.Context, path string) (*Model, error) {
 		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
 	}
 	model := &Model{m: m, vocab: C.llama_model_get_vocab(m)}
+	model.offload = offloaded(&params, int(C.llama_model_n_layer(m)))
 	return model, nil
 }
 

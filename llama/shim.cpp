@@ -507,8 +507,12 @@ int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch) {
 }
 
 bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data) {
+    uint64_t * n = static_cast<uint64_t *>(user_data);
     if (ask && std::strcmp(ggml_get_name(t), "inp_embd") == 0) {
-        ++*static_cast<uint64_t *>(user_data);
+        ++n[0];
+    }
+    if (ask && t->buffer != nullptr && !ggml_backend_buffer_is_host(t->buffer)) {
+        ++n[1];
     }
     return false;
 }

@@ -119,9 +119,11 @@ bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
 // corral_count_pass is an eval callback (llama_context_params.cb_eval) that
-// counts forward passes: it adds one to *(uint64_t *)user_data each time
-// ggml is about to compute a graph's token-embedding node, which every
-// decoder graph computes exactly once, and asks for no tensor data.
+// counts forward passes: it adds one to ((uint64_t *)user_data)[0] each
+// time ggml is about to compute a graph's token-embedding node, which every
+// decoder graph computes exactly once, and asks for no tensor data. It
+// adds one to ((uint64_t *)user_data)[1] for every node computed into a
+// buffer that is not host memory (a GPU's).
 bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data);
 
 // corral_threadpool_new makes a persistent ggml thread pool of n threads

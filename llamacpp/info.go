@@ -3,6 +3,7 @@ package llamacpp
 import (
 	"net/http"
 
+	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/serving"
 )
@@ -170,11 +171,27 @@ func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 		if gate.FromContext(x.Context()).Admin() {
 			path = m.Info().Path
 		}
+		info := m.Info()
+		devices := []map[string]any{}
+		for _, d := range engine.Devices() {
+			devices = append(devices, map[string]any{
+				"name": d.Name, "backend": d.Backend, "description": d.Description,
+				"memory_free": d.Free, "memory_total": d.Total,
+			})
+		}
+		used := info.Devices
+		if used == nil {
+			used = []string{}
+		}
 		serving.WriteJSON(w, http.StatusOK, map[string]any{
-			"default_generation_settings": map[string]any{"n_ctx": m.Info().SlotCtx, "model": m.Info().Name},
+			"default_generation_settings": map[string]any{"n_ctx": info.SlotCtx, "model": info.Name},
 			"total_slots":                 m.Engine().Stats().SlotsTotal,
 			"model_path":                  path,
-			"chat_template":               m.Info().ChatTemplate,
+			"chat_template":               info.ChatTemplate,
+			// The GPUs the backend libraries found, and where the
+			// model's layers are (its output layer counted).
+			"devices": devices,
+			"offload": map[string]any{"n_gpu_layers": info.GPULayers, "n_layers": info.Layers, "devices": used},
 		})
 		return nil
 	})

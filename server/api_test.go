@@ -203,11 +203,23 @@ func TestEndpoints(t *testing.T) {
 		Settings struct {
 			NCtx int `json:"n_ctx"`
 		} `json:"default_generation_settings"`
-		TotalSlots int `json:"total_slots"`
+		TotalSlots int               `json:"total_slots"`
+		Devices    []json.RawMessage `json:"devices"`
+		Offload    struct {
+			GPULayers int      `json:"n_gpu_layers"`
+			Layers    int      `json:"n_layers"`
+			Devices   []string `json:"devices"`
+		} `json:"offload"`
 	}
 	ts.get(t, "/props", &props)
 	if props.TotalSlots != 2 || props.Settings.NCtx != ts.info.SlotCtx {
 		t.Errorf("/props %+v", props)
+	}
+	// On the CPU (make test loads no GPU backend): no device, no layer
+	// offloaded, the layers counted.
+	if props.Devices == nil || len(props.Devices) != 0 || props.Offload.GPULayers != 0 || props.Offload.Layers < 2 ||
+		props.Offload.Devices == nil || len(props.Offload.Devices) != 0 {
+		t.Errorf("/props devices %s, offload %+v: want [] and no layer offloaded", props.Devices, props.Offload)
 	}
 
 	if m := metrics(t, ts); m["corral_slots"] != 2 {

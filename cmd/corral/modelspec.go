@@ -122,6 +122,11 @@ func fileID(path string) string {
 //	    reasoning_format: none # optional, like --reasoning-format
 //	    reasoning_budget: 512  # optional, like --reasoning-budget
 //	    keep_alive: -1       # optional, overrides the server's
+//	    n_gpu_layers: 20     # optional, like -ngl (a count, auto or all)
+//	    device: Vulkan0      # optional, like --device
+//	    split_mode: layer    # optional, like --split-mode
+//	    tensor_split: 3,1    # optional, like --tensor-split
+//	    main_gpu: 0          # optional, like --main-gpu
 type modelConfig struct {
 	Models []struct {
 		ID                 string         `yaml:"id"`
@@ -142,6 +147,11 @@ type modelConfig struct {
 		Reasoning          string         `yaml:"reasoning_format"`
 		Budget             *int           `yaml:"reasoning_budget"`
 		KeepAlive          string         `yaml:"keep_alive"`
+		GPULayers          string         `yaml:"n_gpu_layers"`
+		Device             string         `yaml:"device"`
+		SplitMode          string         `yaml:"split_mode"`
+		TensorSplit        string         `yaml:"tensor_split"`
+		MainGPU            *int           `yaml:"main_gpu"`
 	} `yaml:"models"`
 }
 
@@ -305,6 +315,11 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				s.ReasoningBudget = nil
 				if *b >= 0 {
 					s.ReasoningBudget = b
+				}
+			}
+			if m.GPULayers != "" || m.Device != "" || m.SplitMode != "" || m.TensorSplit != "" || m.MainGPU != nil {
+				if err := configOffload(&s.Engine.Offload, m.GPULayers, m.Device, m.SplitMode, m.TensorSplit, m.MainGPU); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
 				}
 			}
 			if m.KeepAlive != "" {

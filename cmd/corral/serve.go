@@ -101,10 +101,17 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Int64Var(&scfg.ResponsesStore.MaxOwnerBytes, "responses-store-key-bytes", 0, "most `bytes` of stored responses one API key keeps (0: --responses-store-bytes)")
 	fs.DurationVar(&scfg.ResponsesStore.TTL, "responses-ttl", responses.DefaultStoreTTL, "how long a stored response is kept")
 	lim := addLimitFlags(fs)
+	offFlags := addOffloadFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var err error
+	if cfg.Offload, err = offFlags.offload(); err != nil {
+		return err
+	}
+	if err := offFlags.setup(); err != nil {
+		return fmt.Errorf("--backends: %w", err)
+	}
 	cfg.HostCacheBytes = *cacheRAM << 20
 	if cfg.DiskCacheBytes, err = diskCacheSize(*cacheDiskSize); err != nil {
 		return fmt.Errorf("--cache-disk-size %w", err)
@@ -303,6 +310,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 	go func() { served <- srv.Serve(sctx, ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "models", len(specs), "memory_budget", registry.FormatBytes(reg.Budget().Limit()))
 	logCPU(log)
+	logDevices(log)
 	for _, s := range reg.Status() {
 		log.Info("model", "id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need))
 	}
@@ -315,7 +323,8 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		}
 		info := l.Model().Info()
 		l.Release()
-		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.SlotCtx)
+		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.SlotCtx,
+			"gpu_layers", fmt.Sprintf("%d/%d", info.GPULayers, info.Layers), "devices", strings.Join(info.Devices, ","))
 	}
 	aopt.Logger = log
 	srv.SetCore(serving.New(reg, aopt))
