@@ -25,15 +25,16 @@ type Corral struct {
 }
 
 // StartCorral starts bin as `corral serve` on host (a loopback address)
-// and a free port, with args after the address flags, and waits until
-// /health answers 200. Stderr goes to log (nil: discarded).
-func StartCorral(ctx context.Context, bin, host string, log io.Writer, args ...string) (*Corral, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("corral on %s: %w", host, err)
+// and port ("": a free one), with args after the address flags, and
+// waits until /health answers 200. Stderr goes to log (nil: discarded).
+func StartCorral(ctx context.Context, bin, host, port string, log io.Writer, args ...string) (*Corral, error) {
+	if port == "" {
+		p, err := FreePort(host)
+		if err != nil {
+			return nil, err
+		}
+		port = p
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
 	c := &Corral{Host: host, Port: port, Addr: net.JoinHostPort(host, port), done: make(chan error, 1)}
 	c.cmd = exec.Command(bin, append([]string{"serve", "--host=" + host, "--port=" + port}, args...)...)
 	c.cmd.Stderr = log
@@ -64,6 +65,32 @@ func StartCorral(ctx context.Context, bin, host string, log io.Writer, args ...s
 		case <-tick.C:
 		}
 	}
+}
+
+// FreePort returns a TCP port free on every host at the time of the call
+// (the picker's pool has one target port for all its pods).
+func FreePort(hosts ...string) (string, error) {
+	for range 100 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(hosts[0], "0"))
+		if err != nil {
+			return "", fmt.Errorf("a free port on %s: %w", hosts[0], err)
+		}
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		free := true
+		for _, h := range hosts[1:] {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, port))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		ln.Close()
+		if free {
+			return port, nil
+		}
+	}
+	return "", fmt.Errorf("no port free on all of %v", hosts)
 }
 
 // Stop interrupts the process and waits for it; a clean exit is nil.

@@ -223,7 +223,7 @@ func TestManifestConfigReadsCorral(t *testing.T) {
 		t.Fatalf("no %s among the plugins", extractormetrics.MetricsExtractorType)
 	}
 
-	c := startCorral(t, ctx, "127.0.0.1")
+	c := startCorral(t, ctx, "127.0.0.1", "")
 	complete(t, "http://"+c.Addr, "Once upon a time")
 	ep := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{
 		NamespacedName: types.NamespacedName{Namespace: "default", Name: "corral-0"},
@@ -263,9 +263,9 @@ func loadConfig(t *testing.T, ctx context.Context, text []byte) fwkplugin.Handle
 	return handle
 }
 
-// startCorral starts corral serve on host with the tiny test model, and
-// stops it when t ends.
-func startCorral(t *testing.T, ctx context.Context, host string, args ...string) *Corral {
+// startCorral starts corral serve on host and port ("": a free one) with
+// the tiny test model, and stops it when t ends.
+func startCorral(t *testing.T, ctx context.Context, host, port string, args ...string) *Corral {
 	t.Helper()
 	bin, err := CorralBinary(t.TempDir())
 	if err != nil {
@@ -279,7 +279,7 @@ func startCorral(t *testing.T, ctx context.Context, host string, args ...string)
 	if err := os.Symlink(filepath.Join(models, "tinystories-656k-q8_0.gguf"), filepath.Join(dir, "tiny.gguf")); err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartCorral(ctx, bin, host, os.Stderr, append([]string{"--models-dir=" + dir, "--threads=1", "--log-level=warn"}, args...)...)
+	c, err := StartCorral(ctx, bin, host, port, os.Stderr, append([]string{"--models-dir=" + dir, "--threads=1", "--log-level=warn"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
