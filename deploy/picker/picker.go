@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
@@ -54,8 +55,11 @@ var gatesOnce sync.Once
 
 // NewPicker loads config (an EndpointPickerConfig, as --config-text) and
 // builds the picker for the pool's endpoints. Its data layer polls until
-// ctx ends.
+// ctx ends or Stop. The picker's packages log through controller-runtime's
+// global logger, which NewPicker sets to log.
 func NewPicker(ctx context.Context, config []byte, p Pool, log logr.Logger) (*Picker, error) {
+	ctrllog.SetLogger(log)
+	ctx = ctrllog.IntoContext(ctx, log)
 	RegisterPlugins()
 	gatesOnce.Do(func() {
 		loader.RegisterFeatureGate(datalayer.ExperimentalDatalayerFeatureGate)

@@ -343,7 +343,7 @@ type usage struct {
 // text, the text and the usage.
 func stream(ctx context.Context, client *http.Client, base, prompt string, maxTokens int) (time.Duration, string, usage, error) {
 	var u usage
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens, "stream": true, "ignore_eos": true,
+	body, _ := json.Marshal(map[string]any{"model": "m", "prompt": prompt, "max_tokens": maxTokens, "stream": true, "ignore_eos": true,
 		"stream_options": map[string]bool{"include_usage": true}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", bytes.NewReader(body))
 	if err != nil {
