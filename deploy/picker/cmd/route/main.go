@@ -112,11 +112,10 @@ func main() {
 // row is one measured configuration.
 type row struct {
 	name           string
-	prompt, cached float64 // prompt tokens evaluated by the processes, found cached
+	prompt, cached float64 // the conversations' prompt tokens, those found cached
 	ttft           []time.Duration
 	perPod         []int
 	failed         int
-	skewTTFT       []time.Duration // skewed rows: the conversations' TTFTs
 }
 
 func run(o options) error {
