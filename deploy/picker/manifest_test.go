@@ -236,9 +236,19 @@ func TestManifestConfigReadsCorral(t *testing.T) {
 	if err := ext.Extract(ctx, data, ep); err != nil {
 		t.Fatalf("the picker's extractor on corral's /metrics: %v", err)
 	}
+	// What it read is what that scrape said.
+	families := data.(sourcemetrics.PrometheusMetricMap)
+	gauge := func(name string) float64 {
+		f := families[name]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("corral's /metrics: %s is %v, want one series", name, f)
+		}
+		return f.GetMetric()[0].GetGauge().GetValue()
+	}
 	m := ep.GetMetrics()
 	if m.UpdateTime.IsZero() || m.CacheBlockSize != 16 || m.CacheNumBlocks <= 0 ||
-		m.WaitingQueueSize != 0 || m.RunningRequestsSize != 0 || m.KVCacheUsagePercent < 0 || m.KVCacheUsagePercent > 1 {
+		m.WaitingQueueSize != int(gauge("vllm:num_requests_waiting")) || m.RunningRequestsSize != int(gauge("vllm:num_requests_running")) ||
+		m.KVCacheUsagePercent != gauge("vllm:kv_cache_usage_perc") {
 		t.Errorf("the picker read %+v from corral", m)
 	}
 }
