@@ -27,8 +27,8 @@ import (
 // is answered through the picker (whole and streamed); each one lands on
 // the process the picker named (the processes' own request counters
 // match the gateway's picks); and the turns of a conversation, whose
-// prompts share their beginning, all go to one process: the prefix
-// scorer's doing, since nothing else tells the idle processes apart.
+// prompts share their beginning, go to one process: the prefix scorer's
+// doing, since nothing else tells the idle processes apart.
 func TestRouting(t *testing.T) {
 	_, config := pickerArgs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -46,7 +46,13 @@ func TestRouting(t *testing.T) {
 	gsrv := httptest.NewServer(gw)
 	t.Cleanup(gsrv.Close)
 
-	const conversations, turns = 3, 4
+	// The picker records a request's prefix in its index asynchronously
+	// (approximateprefix's PreRequest), so on a loaded machine the next
+	// turn may be scheduled before the index has the last one: one stray
+	// turn per conversation is allowed. Without the prefix scorer the
+	// idle processes tie and the picker chooses at random; round robin
+	// spreads every conversation.
+	const conversations, turns = 4, 4
 	for c := range conversations {
 		before := gw.Picks()
 		prompt := fmt.Sprintf("Conversation %d. Once upon a time there was a little girl named Lily who lived in a small house near the forest with her mother and her dog.", c)
@@ -61,14 +67,16 @@ func TestRouting(t *testing.T) {
 			}
 		}
 		after := gw.Picks()
+		most := 0
 		var used []string
 		for ep, n := range after {
-			if n != before[ep] {
-				used = append(used, fmt.Sprintf("%s:%d", ep, n-before[ep]))
+			if d := n - before[ep]; d > 0 {
+				used = append(used, fmt.Sprintf("%s:%d", ep, d))
+				most = max(most, d)
 			}
 		}
-		if len(used) != 1 {
-			t.Errorf("conversation %d went to %v, want one process for its %d turns", c, used, turns)
+		if most < turns-1 {
+			t.Errorf("conversation %d went to %v, want one process for (all but one of) its %d turns", c, used, turns)
 		}
 	}
 
