@@ -120,7 +120,7 @@ type row struct {
 
 func run(o options) error {
 	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
-	var rows []row
+	fmt.Printf("| routing | prompt tokens served from cache | TTFT p50 | TTFT p99 | requests per process | failed |\n|---|---|---|---|---|---|\n")
 	for _, skew := range []bool{false, true} {
 		for _, mode := range []string{"round robin", "queue + kv-cache", "queue + kv-cache + prefix"} {
 			if skew && mode == "queue + kv-cache" {
@@ -130,14 +130,10 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", mode, err)
 			}
-			rows = append(rows, r)
-			fmt.Fprintf(os.Stderr, "route: %s done\n", r.name)
+			// Each row as it is measured: a long run shows what it has.
+			fmt.Printf("| %s | %.1f %% (%.0f of %.0f) | %s | %s | %v | %d |\n", r.name, 100*r.cached/max(r.prompt, 1), r.cached, r.prompt,
+				pct(r.ttft, 50), pct(r.ttft, 99), r.perPod, r.failed)
 		}
-	}
-	fmt.Printf("| routing | prompt tokens served from cache | TTFT p50 | TTFT p99 | requests per process | failed |\n|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		fmt.Printf("| %s | %.1f %% (%.0f of %.0f) | %s | %s | %v | %d |\n", r.name, 100*r.cached/max(r.prompt, 1), r.cached, r.prompt,
-			pct(r.ttft, 50), pct(r.ttft, 99), r.perPod, r.failed)
 	}
 	return nil
 }
