@@ -32,9 +32,9 @@ import (
 	"github.com/corral-llm/corral/deploy/picker"
 )
 
-// configs are the picker configurations measured, by row name: the
-// manifest's data layer with the scorers named.
-func config(prefix bool) []byte {
+// config is a picker configuration measured: the manifest's data layer
+// and weights (queue 2, KV cache 2), with the prefix scorer or without.
+func config(prefix bool, prefixWeight int) []byte {
 	var b strings.Builder
 	b.WriteString(`apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
@@ -71,7 +71,7 @@ schedulingProfiles:
         weight: 2
 `)
 	if prefix {
-		b.WriteString("      - pluginRef: prefix-cache-scorer\n        weight: 3\n")
+		fmt.Fprintf(&b, "      - pluginRef: prefix-cache-scorer\n        weight: %d\n", prefixWeight)
 	}
 	b.WriteString("      - pluginRef: max-score-picker\n")
 	return []byte(b.String())
@@ -82,6 +82,8 @@ type options struct {
 	conversations, turns, conc int
 	systemTokens, maxTokens    int
 	backlog, backlogTokens     int
+	prefixWeight               int
+	rows                       string
 	serveArgs                  []string
 }
 
@@ -96,6 +98,8 @@ func main() {
 	flag.IntVar(&o.maxTokens, "max-tokens", 8, "tokens generated per turn")
 	flag.IntVar(&o.backlog, "backlog", 6, "long-prompt requests kept in flight on the first process for the skewed rows")
 	flag.IntVar(&o.backlogTokens, "backlog-tokens", 3000, "tokens of each backlog prompt (at least)")
+	flag.IntVar(&o.prefixWeight, "prefix-weight", 3, "the prefix scorer's weight (the manifest's: 3)")
+	flag.StringVar(&o.rows, "rows", "rr,qkv,prefix,rr-skew,prefix-skew", "rows to measure, comma-separated")
 	serve := flag.String("serve-args", "--threads=1 --parallel=4 --ctx-size=32768", "flags of each corral serve")
 	flag.Parse()
 	o.serveArgs = strings.Fields(*serve)
@@ -121,19 +125,20 @@ type row struct {
 func run(o options) error {
 	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
 	fmt.Printf("| routing | prompt tokens served from cache | TTFT p50 | TTFT p99 | requests per process | failed |\n|---|---|---|---|---|---|\n")
-	for _, skew := range []bool{false, true} {
-		for _, mode := range []string{"round robin", "queue + kv-cache", "queue + kv-cache + prefix"} {
-			if skew && mode == "queue + kv-cache" {
-				continue
-			}
-			r, err := measure(o, hosts, mode, skew)
-			if err != nil {
-				return fmt.Errorf("%s: %w", mode, err)
-			}
-			// Each row as it is measured: a long run shows what it has.
-			fmt.Printf("| %s | %.1f %% (%.0f of %.0f) | %s | %s | %v | %d |\n", r.name, 100*r.cached/max(r.prompt, 1), r.cached, r.prompt,
-				pct(r.ttft, 50), pct(r.ttft, 99), r.perPod, r.failed)
+	modes := map[string]string{"rr": "round robin", "qkv": "queue + kv-cache", "prefix": "queue + kv-cache + prefix"}
+	for _, id := range strings.Split(o.rows, ",") {
+		base, skew := strings.CutSuffix(id, "-skew")
+		mode, ok := modes[base]
+		if !ok {
+			return fmt.Errorf("unknown row %q", id)
 		}
+		r, err := measure(o, hosts, mode, skew)
+		if err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+		// Each row as it is measured: a long run shows what it has.
+		fmt.Printf("| %s | %.1f %% (%.0f of %.0f) | %s | %s | %v | %d |\n", r.name, 100*r.cached/max(r.prompt, 1), r.cached, r.prompt,
+			pct(r.ttft, 50), pct(r.ttft, 99), r.perPod, r.failed)
 	}
 	return nil
 }
@@ -153,6 +158,9 @@ func pct(ds []time.Duration, p int) string {
 // cache counters.
 func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 	r := row{name: mode}
+	if strings.Contains(mode, "prefix") && o.prefixWeight != 3 {
+		r.name += fmt.Sprintf(" (weight %d)", o.prefixWeight)
+	}
 	if skew {
 		r.name += ", first process backlogged"
 	}
@@ -199,7 +207,7 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 		gw.Endpoints = append(gw.Endpoints, s.Addr)
 	}
 	if mode != "round robin" {
-		pk, err := picker.NewPicker(ctx, config(strings.Contains(mode, "prefix")), picker.Pool{Namespace: "default", Name: "corral", Hosts: hosts, Port: atoi(port)}, logr.Discard())
+		pk, err := picker.NewPicker(ctx, config(strings.Contains(mode, "prefix"), o.prefixWeight), picker.Pool{Namespace: "default", Name: "corral", Hosts: hosts, Port: atoi(port)}, logr.Discard())
 		if err != nil {
 			return r, err
 		}
