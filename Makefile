@@ -19,7 +19,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
 HEADERS     := llama/include/llama.h llama/include/llama-grammar.h
 
-.PHONY: all build test run bench headers vet clean browser manifests dist check-builds cross-toolchain vulkan lavapipe test-gpu
+.PHONY: all build test picker run bench headers vet clean browser manifests dist check-builds cross-toolchain vulkan lavapipe test-gpu
 
 all: build
 
@@ -77,6 +77,15 @@ browser:
 test: build browser manifests
 	$(GO) vet ./...
 	CORRAL_BACKENDS= CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
+	$(MAKE) picker
+
+# deploy/picker, its own module (the endpoint picker's Kubernetes
+# dependency tree stays out of corral's): the manifests against the
+# picker's own flags and configuration loader, and requests routed by the
+# real picker among corral processes.
+picker: build
+	cd deploy/picker && $(GO) vet ./...
+	cd deploy/picker && CORRAL_BACKENDS= CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
 
 # ggml's Vulkan backend, built from the pinned module's sources as a
 # library corral loads at run time (scripts/backend.sh, llama/backend.go):

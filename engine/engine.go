@@ -330,6 +330,21 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 			return nil, fmt.Errorf("%w: %w", ErrGrammar, err)
 		}
 	}
+	toks, err := e.promptTokens(&req)
+	if err != nil {
+		return nil, err
+	}
+	sampler, err := e.newSampler(req, toks)
+	if err != nil {
+		return nil, err
+	}
+	return &request{params: req, tokens: toks, sampler: sampler}, nil
+}
+
+// promptTokens tokenizes req's prompt as Submit evaluates it (its Prefix
+// first, BOS only without one, Plain spans as text) and checks it against
+// the slot's context and the vocabulary. The caller holds a prep token.
+func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 	// A prompt needs one free cell for the first generated token.
 	maxPrompt := e.info.SlotCtx - 1
 	toks := req.Tokens
@@ -365,11 +380,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	if len(toks) > maxPrompt {
 		return nil, fmt.Errorf("%w: %d prompt tokens, %d per request", ErrPromptTooLong, len(toks), e.info.SlotCtx)
 	}
-	sampler, err := e.newSampler(req, toks)
-	if err != nil {
-		return nil, err
-	}
-	return &request{params: req, tokens: toks, sampler: sampler}, nil
+	return toks, nil
 }
 
 // newSampler builds the request's sampler, its penalties primed with the

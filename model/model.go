@@ -32,6 +32,7 @@ type Engine interface {
 	Submit(ctx context.Context, req engine.Request) (*engine.Stream, error)
 	Embed(ctx context.Context, inputs []engine.EmbedInput) (*engine.Embeddings, error)
 	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
+	Render(ctx context.Context, req engine.Request) ([]int32, error)
 	Detokenize(tokens []int32) string
 	TokenPiece(tok int32) string
 	Slots(ctx context.Context) ([]engine.SlotInfo, error)

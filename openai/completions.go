@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -36,28 +37,38 @@ func Completions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 }
 
 func serveCompletion(x *serving.Exchange, body *completionRequest) *serving.Error {
-	m, lim := x.Model, x.Core.Limits()
-	req, e := oaiRequest(m, &body.oaiParams, body.MaxTokens, "max_tokens", lim)
+	m := x.Model
+	req, e := newCompletionRequest(m, body, x.Core.Limits())
 	if e != nil {
-		return e
-	}
-	if req.Prompt, req.Tokens, e = serving.ParsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
-		return e
-	}
-	if e := lim.CheckPrompt(req.Prompt, "prompt"); e != nil {
-		return e
-	}
-	req.AddSpecial, req.ParseSpecial = true, true
-	if body.Logprobs != nil {
-		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
-	}
-	if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "logprobs"); e != nil {
 		return e
 	}
 	f := &textEncoder{h: header(m, "cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
 	g := serving.Generation{Stream: body.Stream, Framing: serving.SSEDone, PromptParam: "prompt", GrammarParam: "response_format",
 		Priority: body.Priority, CacheSalt: body.CacheSalt}
 	return x.Core.Generate(x, req, g, f)
+}
+
+// newCompletionRequest validates a completion request within lim and
+// builds the engine request.
+func newCompletionRequest(m *model.Model, body *completionRequest, lim *serving.Limits) (engine.Request, *serving.Error) {
+	req, e := oaiRequest(m, &body.oaiParams, body.MaxTokens, "max_tokens", lim)
+	if e != nil {
+		return req, e
+	}
+	if req.Prompt, req.Tokens, e = serving.ParsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
+		return req, e
+	}
+	if e := lim.CheckPrompt(req.Prompt, "prompt"); e != nil {
+		return req, e
+	}
+	req.AddSpecial, req.ParseSpecial = true, true
+	if body.Logprobs != nil {
+		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
+	}
+	if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "logprobs"); e != nil {
+		return req, e
+	}
+	return req, nil
 }
 
 // textEncoder shapes text_completion objects, streamed or whole.

@@ -1,6 +1,6 @@
 // Package openai serves OpenAI's API (/v1/chat/completions,
 // /v1/completions, /v1/embeddings, /v1/models, with llama-server's aliases
-// without /v1) and corral's paced chat completions on package serving's
+// without /v1; vLLM's render endpoints) and corral's paced chat completions on package serving's
 // core: it decodes OpenAI's request shapes into the core's, and encodes
 // answers (server-sent events or whole) and errors in OpenAI's shapes.
 package openai
@@ -17,6 +17,8 @@ func Routes() []serving.Route {
 	return []serving.Route{
 		{Method: http.MethodPost, Paths: []string{"/v1/chat/completions", "/chat/completions"}, Handler: ChatCompletions},
 		{Method: http.MethodPost, Paths: []string{"/v1/completions", "/completions"}, Handler: Completions},
+		{Method: http.MethodPost, Paths: []string{"/v1/chat/completions/render"}, Handler: ChatCompletionsRender},
+		{Method: http.MethodPost, Paths: []string{"/v1/completions/render"}, Handler: CompletionsRender},
 		{Method: http.MethodPost, Paths: []string{"/v1/embeddings", "/embeddings"}, Handler: Embeddings},
 		{Method: http.MethodGet, Paths: []string{"/v1/models", "/models"}, Handler: Models},
 		{Method: http.MethodPost, Paths: []string{"/v1/chat/completions/{id}/continue", "/chat/completions/{id}/continue"}, Handler: ContinueChat},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/serving"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -161,7 +163,16 @@ func TestMetricsWorkload(t *testing.T) {
 	if cells := get("llamacpp:kv_cache_tokens"); cells == 0 || get("llamacpp:kv_cache_usage_ratio") <= 0 {
 		t.Errorf("llamacpp:kv_cache_tokens = %v after the requests", cells)
 	}
+	// The cache's shape, as the endpoint picker reads it: labels of an
+	// info gauge, the cells in blocks of serving.CacheBlockSize tokens.
+	cells := get("corral_kv_cells")
+	if v := value(series(t, fams, "vllm:cache_config_info", "model_name", "tiny",
+		"block_size", strconv.Itoa(serving.CacheBlockSize),
+		"num_gpu_blocks", strconv.Itoa(int(cells)/serving.CacheBlockSize))); v != 1 || cells < serving.CacheBlockSize {
+		t.Errorf("vllm:cache_config_info = %v with %v cells", v, cells)
+	}
 	types := map[string]dto.MetricType{
+		"vllm:cache_config_info":           dto.MetricType_GAUGE,
 		"vllm:num_requests_running":        dto.MetricType_GAUGE,
 		"vllm:generation_tokens_total":     dto.MetricType_COUNTER,
 		"vllm:request_success_total":       dto.MetricType_COUNTER,

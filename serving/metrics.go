@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,12 @@ import (
 // model's id, as vLLM names its served model and as the Kubernetes
 // Gateway API Inference Extension reads it.
 const ModelLabel = "model_name"
+
+// CacheBlockSize is the block size, in tokens, corral reports in
+// vllm:cache_config_info. llama.cpp's KV cache holds single tokens, not
+// blocks; 16 is vLLM's default, the block an endpoint picker hashes
+// prompts in when it tunes its prefix index from a server's metrics.
+const CacheBlockSize = 16
 
 // Histogram buckets, vLLM's (vllm/v1/metrics/loggers.py), so that
 // dashboards made for vLLM show the same bands.
@@ -47,6 +54,7 @@ type metrics struct {
 	global                                                     []globalFamily
 	perModel                                                   []modelFamily
 	loads, promptThroughput, predictedThroughput, kvCacheUsage *prometheus.Desc
+	cacheConfig                                                *prometheus.Desc
 
 	mu      sync.Mutex
 	buckets map[string]*throughput // by model: since the previous scrape
@@ -131,6 +139,9 @@ func newMetrics(models *Registry) *metrics {
 		promptThroughput:    modelDesc("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s of the requests finished since the previous scrape."),
 		predictedThroughput: modelDesc("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s of the requests finished since the previous scrape."),
 		kvCacheUsage:        modelDesc("vllm:kv_cache_usage_perc", "KV cache usage, 0 to 1: the pool's cells held for running requests over all its cells."),
+		cacheConfig: prometheus.NewDesc("vllm:cache_config_info",
+			"The KV cache's shape, in its labels: block_size tokens a block (corral's cache holds tokens; the block is the unit routers hash prompts in), num_gpu_blocks the cache's cells over the block size.",
+			[]string{ModelLabel, "block_size", "num_gpu_blocks"}, nil),
 	}
 	x.global = []globalFamily{
 		{prometheus.NewDesc("corral_models_loaded", "Models loaded.", nil, nil), prometheus.GaugeValue, func(r *Registry) (float64, bool) {
@@ -232,6 +243,7 @@ func (x *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- x.promptThroughput
 	ch <- x.predictedThroughput
 	ch <- x.kvCacheUsage
+	ch <- x.cacheConfig
 }
 
 // Collect reads the registry and every loaded engine (prometheus.Collector).
@@ -254,6 +266,8 @@ func (x *metrics) Collect(ch chan<- prometheus.Metric) {
 		// Idle slots' cached prefixes are free to evict, as vLLM counts
 		// its prefix-cache blocks.
 		ch <- prometheus.MustNewConstMetric(x.kvCacheUsage, prometheus.GaugeValue, min(1, ratio(float64(s.KVCellsActive), float64(s.KVCellsTotal))), st.ID)
+		ch <- prometheus.MustNewConstMetric(x.cacheConfig, prometheus.GaugeValue, 1, st.ID,
+			strconv.Itoa(CacheBlockSize), strconv.Itoa(s.KVCellsTotal/CacheBlockSize))
 		t := x.takeThroughput(st.ID)
 		ch <- prometheus.MustNewConstMetric(x.promptThroughput, prometheus.GaugeValue, ratio(float64(t.promptTokens), t.promptSeconds), st.ID)
 		ch <- prometheus.MustNewConstMetric(x.predictedThroughput, prometheus.GaugeValue, ratio(float64(t.predictedTokens), t.predictedSeconds), st.ID)

@@ -36,6 +36,7 @@ type object struct {
 		Name string `yaml:"name"`
 	} `yaml:"metadata"`
 	Spec yaml.Node `yaml:"spec"`
+	Data yaml.Node `yaml:"data"`
 }
 
 type container struct {
@@ -285,19 +286,60 @@ func TestManifestServes(t *testing.T) {
 		t.Fatalf("completion: %d", code)
 	}
 	_, metrics := get("/metrics")
-	epp := decodeSpec[deploymentSpec](t, objs, "Deployment/corral-epp").Template.Spec.Containers[0]
 	n := 0
-	for _, a := range epp.Args {
-		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !ok || !strings.HasSuffix(name, "-metric") {
+	for name, spec := range pickerMetrics(t, objs) {
+		n++
+		family, _, _ := strings.Cut(spec, "{")
+		if !strings.Contains(metrics, "\n"+family+"{") {
+			t.Errorf("the picker reads %s (%s), which /metrics lacks", spec, name)
+		}
+	}
+	if n < 4 {
+		t.Errorf("the picker is told of %d metrics, want the queue, running, KV-cache and cache-info ones", n)
+	}
+}
+
+// pickerMetrics returns the metric specs the picker's ConfigMap gives its
+// metrics extractor for the engine it assumes for corral's pods, by field.
+// deploy/picker's tests go further: the picker's own packages load the
+// same configuration and read a real corral's /metrics with it.
+func pickerMetrics(t *testing.T, objs map[string]object) map[string]string {
+	t.Helper()
+	o, ok := objs["ConfigMap/corral-epp"]
+	if !ok {
+		t.Fatal("no ConfigMap/corral-epp among the manifests")
+	}
+	var data map[string]string
+	if err := o.Data.Decode(&data); err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Plugins []struct {
+			Type       string `yaml:"type"`
+			Parameters struct {
+				DefaultEngine string              `yaml:"defaultEngine"`
+				EngineConfigs []map[string]string `yaml:"engineConfigs"`
+			} `yaml:"parameters"`
+		} `yaml:"plugins"`
+	}
+	if err := yaml.Unmarshal([]byte(data["epp.yaml"]), &cfg); err != nil {
+		t.Fatalf("epp.yaml: %v", err)
+	}
+	specs := map[string]string{}
+	for _, p := range cfg.Plugins {
+		if p.Type != "core-metrics-extractor" {
 			continue
 		}
-		n++
-		if !strings.Contains(metrics, "\n"+value+"{") {
-			t.Errorf("the picker reads %s (--%s), which /metrics lacks", value, name)
+		for _, ec := range p.Parameters.EngineConfigs {
+			if ec["name"] != p.Parameters.DefaultEngine {
+				continue
+			}
+			for k, v := range ec {
+				if strings.HasSuffix(k, "Spec") && v != "" {
+					specs[k] = v
+				}
+			}
 		}
 	}
-	if n < 3 {
-		t.Errorf("the picker is told of %d metrics, want the queue, running and KV-cache ones", n)
-	}
+	return specs
 }

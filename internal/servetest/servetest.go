@@ -50,6 +50,12 @@ func (f *Engine) Embed(ctx context.Context, inputs []engine.EmbedInput) (*engine
 	return nil, f.SubmitErr
 }
 
+// Render records req as Submit does and fails with SubmitErr.
+func (f *Engine) Render(ctx context.Context, req engine.Request) ([]int32, error) {
+	f.Submitted = append(f.Submitted, req)
+	return nil, f.SubmitErr
+}
+
 // Tokenize gives no tokens.
 func (f *Engine) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	return nil, nil

@@ -1,0 +1,24 @@
+package engine
+
+import "context"
+
+// Render returns the token ids Submit would evaluate for req's prompt,
+// checked as Submit checks them (a prompt over a slot's context, empty,
+// or with ids outside the vocabulary is an error), without queueing or
+// running anything: a router's view of the exact tokens a request is.
+// At most a few Render and Submit calls tokenize at once; Render waits
+// for its turn or gives up when ctx ends.
+func (e *Engine) Render(ctx context.Context, req Request) ([]int32, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case e.prep <- struct{}{}:
+		defer func() { <-e.prep }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.promptTokens(&req)
+}
