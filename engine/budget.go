@@ -24,21 +24,12 @@ type prefillBudget struct {
 // ewma is the weight of a new measurement in the moving averages.
 const ewma = 0.2
 
-// backlogSteps is how many steps the budget gives the prompt tokens
-// waiting in slots to be evaluated: when they arrive faster than a step
-// about twice a decode-only one can take them, the budget grows with
-// them (up to max), so that prompts do not queue behind each other
-// while time to first token grows without bound.
-const backlogSteps = 4
-
-// tokens is the budget for the next step, with backlog prompt tokens
-// waiting to be evaluated.
-func (b *prefillBudget) tokens(backlog int) int {
+// tokens is the budget for the next step.
+func (b *prefillBudget) tokens() int {
 	if b.decode <= 0 || b.perTok <= 0 {
 		return b.max
 	}
-	paced := max(minPrefillBudget, int(b.decode/b.perTok))
-	return min(b.max, max(paced, (backlog+backlogSteps-1)/backlogSteps))
+	return max(minPrefillBudget, min(b.max, int(b.decode/b.perTok)))
 }
 
 // observe records a step that evaluated decode and prefill tokens in d.

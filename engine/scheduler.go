@@ -393,7 +393,7 @@ func (s *scheduler) fillBatch() bool {
 	room := s.e.cfg.BatchSize - s.nDecode
 	shared := room
 	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
-		shared = min(room, s.budget.tokens(s.committed()))
+		shared = min(room, s.budget.tokens())
 	}
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.
