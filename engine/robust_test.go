@@ -322,6 +322,41 @@ func TestPrefillSharesTheBudgetInArrivalOrder(t *testing.T) {
 	}
 }
 
+// TestShortPromptGoesBeforeALongOne: a short prompt arriving while a
+// long one of its class is evaluated a few tokens a step (other slots
+// decode) is evaluated first, in one step, and the long one goes on.
+func TestShortPromptGoesBeforeALongOne(t *testing.T) {
+	const budget, promptLen = 8, 400
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 3, PrefillBudget: budget})
+	ctx := context.Background()
+	running := longRunning(t, e, ctx, 0) // slot 0 decodes throughout
+	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
+	if err != nil || len(story) < promptLen {
+		t.Fatalf("test setup: %d tokens, %v", len(story), err)
+	}
+	long := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
+	poll(t, "waiting for the long prompt to prefill", func() (bool, string) {
+		infos, _ := e.Slots(ctx)
+		for _, in := range infos {
+			if in.RequestID == long.ID() && in.State == "prefill" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", infos)
+	})
+	short := submit(t, e, engine.Request{Tokens: []int32{1, 403, 407, 261, 378}, MaxTokens: 1})
+	if _, err := short.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if long.Done() {
+		t.Fatal("the long prompt, ahead by arrival, finished first: the short one waited behind it")
+	}
+	running.Cancel()
+	for _, s := range []*engine.Stream{running, long, short} {
+		collect(t, s)
+	}
+}
+
 // TestSlotChoiceKeepsCachesUseful: an unrelated prompt, or one that does
 // not want its prompt cached, takes the slot whose cache is worth least
 // instead of wiping a cached conversation that merely shares BOS with it.

@@ -289,7 +289,8 @@ func (s *scheduler) retire() {
 
 // buildBatch fills the batch: first one token for every decoding slot, so
 // running streams never wait behind a prompt, then prompt chunks for
-// prefilling slots in service order (priority, then arrival), until the
+// prefilling slots in service order (priority, then the prompts the
+// step can finish, then arrival), until the
 // per-step budget is spent: BatchSize, or while any slot decodes the
 // adaptive prefill budget (budget.go), at most PrefillBudget, except for
 // prompts of a better priority class than every decoding stream. The
@@ -403,7 +404,23 @@ func (s *scheduler) fillBatch() bool {
 			s.prefilling = append(s.prefilling, sl)
 		}
 	}
-	slices.SortFunc(s.prefilling, func(a, b *slot) int { return before(a.req, b.req) })
+	// Within a class, a prompt that this step's share can finish goes
+	// before longer ones (in arrival order each): a chat turn arriving
+	// while a long document is evaluated gets its first token in a step
+	// or two, not after the document, and the document still takes
+	// whatever the short prompts leave of every step.
+	slices.SortFunc(s.prefilling, func(a, b *slot) int {
+		if c := cmp.Compare(a.req.params.Priority, b.req.params.Priority); c != 0 {
+			return c
+		}
+		if fa, fb := len(a.pending) <= shared, len(b.pending) <= shared; fa != fb {
+			if fa {
+				return -1
+			}
+			return 1
+		}
+		return before(a.req, b.req)
+	})
 	for _, sl := range s.prefilling {
 		limit := shared
 		if sl.req.params.Priority < decoding {

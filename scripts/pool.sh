@@ -7,7 +7,9 @@
 # streams' ITL p50/p99 and TTFT p99, and the requests preempted for cells.
 #
 # usage: scripts/pool.sh [ROUNDS]
-# env:   THREADS   compute threads (default 2)
+# env:   SHAPE     corral synth shape of the model (default 135m; its context is
+#                  set to 32768)
+#        THREADS   compute threads (default 2)
 #        DOC       document tokens (default 12000)
 #        BASELINE  another corral binary to run the same rounds with (e.g. one
 #                  built before the pool), reported beside this one
@@ -23,12 +25,13 @@ mkdir -p "$out"
 port=${PORT:-$((20000 + RANDOM % 20000))}
 corral=./bin/corral
 [ -x "$corral" ] || make build >/dev/null
-model=${TMPDIR:-/tmp}/corral-synth-135m-32k.gguf
-[ -f "$model" ] || "$corral" synth --shape "135m,ctx=32768" -o "$model"
+shape=${SHAPE:-135m}
+model=${TMPDIR:-/tmp}/corral-synth-$shape-32k.gguf
+[ -f "$model" ] || "$corral" synth --shape "$shape,ctx=32768" -o "$model"
 python3 -c "
 import json, random
 random.seed(7)
-print(json.dumps({'prompt': [random.randrange(10, 49000) for _ in range($doc)], 'max_tokens': 16, 'temperature': 0}))
+print(json.dumps({'prompt': [random.randrange(10, 500) for _ in range($doc)], 'max_tokens': 16, 'temperature': 0}))
 " >"$out/doc.json"
 trap stop EXIT
 
@@ -64,7 +67,7 @@ except Exception:
 finish = (doc.get("choices") or [{}])[0].get("finish_reason") or (doc.get("error") or {}).get("code", "?")
 run = json.load(open(f"{out}/chat-{name}-{i}.json"))["runs"][0]
 print("\t".join(map(str, [name, i, code, finish, round(float(t1) - float(t0), 1),
-    round(run["itl_ms"]["p50"], 1), round(run["itl_ms"]["p99"], 1), round(run["ttft_ms"]["p99"]), pre])))
+    round(run["itl_ms"]["median"], 1), round(run["itl_ms"]["p99"], 1), round(run["ttft_ms"]["p99"]), pre])))
 PY
   stop
 }
