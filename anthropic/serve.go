@@ -166,7 +166,7 @@ func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Requ
 	req := engine.Request{MaxTokens: r.MaxTokens, Stop: append([]string(nil), r.StopSequences...)}
 	sp := serving.SamplingParams{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK}
 	var e *serving.Error
-	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return req, nil, e
 	}
 	if r.Format != nil {

@@ -642,14 +642,14 @@ type PacedStats struct {
 
 // ModelInfo describes the loaded model.
 type ModelInfo struct {
-	Name         string // id reported by /v1/models
-	Path         string
-	Architecture string
-	CtxTrain     int // training context length
-	SlotCtx      int // the most context one request may use (Config.CtxPerRequest)
-	KVCells      int // the cells of the KV cache the slots share
-	VocabSize    int
-	ChatTemplate string // tokenizer.chat_template, "" when absent
+	Name          string // id reported by /v1/models
+	Path          string
+	Architecture  string
+	CtxTrain      int // training context length
+	CtxPerRequest int // the most context one request may use (Config.CtxPerRequest)
+	KVCells       int // the cells of the KV cache the slots share
+	VocabSize     int
+	ChatTemplate  string // tokenizer.chat_template, "" when absent
 	// Pooling is the pooling Embed applies ("none", "mean", "cls",
 	// "last", or "rank" for a reranker, which cannot embed).
 	Pooling string

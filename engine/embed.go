@@ -27,7 +27,7 @@ import (
 //
 // KV room: a pass holds at most BatchSize tokens, and the context is
 // created with BatchSize cells more than the slots' share (embedReserve):
-// the slots never hold more than Parallel × SlotCtx cells (admission
+// the slots never hold more than Parallel × CtxPerRequest cells (admission
 // bounds what idle slots keep), so a pass always finds its cells free,
 // without evicting any slot's prefix cache, and they are free again when
 // it ends. A pass is one micro-batch (n_ubatch = n_batch = BatchSize), as

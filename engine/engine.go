@@ -215,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		jump: jumpMode(cfg.JumpForward, model.Recurrent()),
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
-			CtxTrain: model.CtxTrain(), SlotCtx: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
+			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
 			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
@@ -346,10 +346,10 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 // the slot's context and the vocabulary. The caller holds a prep token.
 func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 	// A prompt needs one free cell for the first generated token.
-	maxPrompt := e.info.SlotCtx - 1
+	maxPrompt := e.info.CtxPerRequest - 1
 	toks := req.Tokens
 	if len(toks) == 0 && len(req.Prefix) >= maxPrompt {
-		return nil, fmt.Errorf("%w: a prefix of %d tokens, %d per request", ErrPromptTooLong, len(req.Prefix), e.info.SlotCtx)
+		return nil, fmt.Errorf("%w: a prefix of %d tokens, %d per request", ErrPromptTooLong, len(req.Prefix), e.info.CtxPerRequest)
 	}
 	if len(toks) == 0 {
 		var err error
@@ -359,7 +359,7 @@ func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 		})
 		switch {
 		case errors.Is(err, llama.ErrTooManyTokens):
-			return nil, fmt.Errorf("%w: %v; %d tokens per request", ErrPromptTooLong, err, e.info.SlotCtx)
+			return nil, fmt.Errorf("%w: %v; %d tokens per request", ErrPromptTooLong, err, e.info.CtxPerRequest)
 		case err != nil:
 			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
 		}
@@ -378,7 +378,7 @@ func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 		return nil, ErrEmptyPrompt
 	}
 	if len(toks) > maxPrompt {
-		return nil, fmt.Errorf("%w: %d prompt tokens, %d per request", ErrPromptTooLong, len(toks), e.info.SlotCtx)
+		return nil, fmt.Errorf("%w: %d prompt tokens, %d per request", ErrPromptTooLong, len(toks), e.info.CtxPerRequest)
 	}
 	return toks, nil
 }
@@ -388,8 +388,8 @@ func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error) {
 	sp := req.Sampling
 	lastN := sp.RepeatLastN
-	if lastN < 0 || lastN > e.info.SlotCtx {
-		lastN = e.info.SlotCtx
+	if lastN < 0 || lastN > e.info.CtxPerRequest {
+		lastN = e.info.CtxPerRequest
 	}
 	seed := uint32(sp.Seed)
 	if sp.Seed < 0 || sp.Seed > math.MaxUint32 {

@@ -511,7 +511,7 @@ func TestContextFullFinishesWithLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, res := collect(t, s)
-	slotCtx := e.Info().SlotCtx
+	slotCtx := e.Info().CtxPerRequest
 	if res.FinishReason != engine.FinishLength || res.Usage.PromptTokens+res.Usage.CompletionTokens != slotCtx+1 {
 		t.Fatalf("context %d: %+v", slotCtx, res)
 	}

@@ -133,12 +133,12 @@ func TestJumpForwardOutputIsTheSame(t *testing.T) {
 				if long.Tokens == nil {
 					long = m.base
 					var toks []int32
-					for text := m.base.Prompt; len(toks) < e.Info().SlotCtx-m.room; text += " " + m.base.Prompt {
+					for text := m.base.Prompt; len(toks) < e.Info().CtxPerRequest-m.room; text += " " + m.base.Prompt {
 						if toks, err = e.Tokenize(text, true, false); err != nil {
 							t.Fatal(err)
 						}
 					}
-					long.Tokens = toks[:e.Info().SlotCtx-m.room]
+					long.Tokens = toks[:e.Info().CtxPerRequest-m.room]
 				}
 				return run(t, e, long)
 			}

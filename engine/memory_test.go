@@ -617,11 +617,11 @@ func fillEngine(t *testing.T, e *engine.Engine) {
 	var running []*engine.Stream
 	for i := range slots - 1 {
 		running = append(running, submit(t, e, engine.Request{
-			Tokens: prompt(i, info.SlotCtx-66), MaxTokens: 64, IgnoreEOS: true,
+			Tokens: prompt(i, info.CtxPerRequest-66), MaxTokens: 64, IgnoreEOS: true,
 		}))
 	}
 	short := submit(t, e, engine.Request{Tokens: prompt(slots, 4), MaxTokens: 1})
-	last := submit(t, e, engine.Request{Tokens: prompt(slots+1, info.SlotCtx-2), MaxTokens: 1})
+	last := submit(t, e, engine.Request{Tokens: prompt(slots+1, info.CtxPerRequest-2), MaxTokens: 1})
 	collect(t, short)
 	if _, res := collect(t, last); res.Err != nil {
 		t.Fatal(res.Err)

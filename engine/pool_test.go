@@ -28,8 +28,8 @@ func storyTokens(t *testing.T, e *engine.Engine, n int) []int32 {
 func TestLongRequestUsesIdleCells(t *testing.T) {
 	model := testmodel.Stories260K // trained on 2,048 tokens
 	e := newEngine(t, model, engine.Config{Parallel: 4, CtxSize: 2048})
-	if info := e.Info(); info.SlotCtx != 2048 || info.KVCells != 2048 {
-		t.Fatalf("context per request %d, pool %d; want both 2048", info.SlotCtx, info.KVCells)
+	if info := e.Info(); info.CtxPerRequest != 2048 || info.KVCells != 2048 {
+		t.Fatalf("context per request %d, pool %d; want both 2048", info.CtxPerRequest, info.KVCells)
 	}
 	req := engine.Request{Tokens: storyTokens(t, e, 1400), MaxTokens: 200, IgnoreEOS: true}
 	got, res := collect(t, submit(t, e, req))

@@ -388,7 +388,7 @@ func TestSmallContextCapsTheBatch(t *testing.T) {
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, CtxSize: 192, BatchSize: 512})
 	prompt := strings.Repeat("Tom had a big red ball. ", 70)
 	toks := tokens(t, e, prompt)
-	if n := e.Info().SlotCtx; len(toks) <= 192 || len(toks) >= n {
+	if n := e.Info().CtxPerRequest; len(toks) <= 192 || len(toks) >= n {
 		t.Fatalf("want a prompt longer than 192 tokens within the %d-token slot, got %d", n, len(toks))
 	}
 	_, res := collect(t, submit(t, e, engine.Request{Tokens: toks, MaxTokens: 4}))

@@ -98,14 +98,14 @@ func newLlamaRequest(m *model.Model, body *llamaRequest, lim *serving.Limits) (e
 			return req, serving.Invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxNProbs, *p)
 		}
 		req.Logprobs, req.TopLogprobs = true, *p
-		if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "n_probs"); e != nil {
+		if e := lim.CheckLogprobs(&req, m.Info().CtxPerRequest, "n_probs"); e != nil {
 			return req, e
 		}
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
 		req.PinSlot, req.SlotID = true, *body.IDSlot
 	}
-	if req.Sampling, e = body.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = body.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return req, e
 	}
 	if req.Stop, e = serving.ParseStop(body.Stop); e != nil {

@@ -184,7 +184,7 @@ func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 			used = []string{}
 		}
 		serving.WriteJSON(w, http.StatusOK, map[string]any{
-			"default_generation_settings": map[string]any{"n_ctx": info.SlotCtx, "model": info.Name},
+			"default_generation_settings": map[string]any{"n_ctx": info.CtxPerRequest, "model": info.Name},
 			"total_slots":                 m.Engine().Stats().SlotsTotal,
 			"model_path":                  path,
 			"chat_template":               info.ChatTemplate,

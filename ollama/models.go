@@ -106,7 +106,7 @@ func PS(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 			rm.ExpiresAt = time.Now().Add(ollamaForever)
 		}
 		if st.Model != nil {
-			rm.ContextLength = st.Model.Info().SlotCtx
+			rm.ContextLength = st.Model.Info().CtxPerRequest
 		}
 		if ff, err := readFileFacts(st.Path); err != nil {
 			a.Logger().Warn("describe model", "model", st.ID, "err", err)

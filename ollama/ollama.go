@@ -356,7 +356,7 @@ func ollamaRequest(m *model.Model, p *ollamaParams, lim *serving.Limits) (req en
 		}
 	}
 	req.IgnoreEOS = o.IgnoreEOS
-	if req.Sampling, e = o.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = o.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return req, nil, e
 	}
 	if req.Stop, e = serving.ParseStop(o.Stop); e != nil {

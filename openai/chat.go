@@ -105,7 +105,7 @@ func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (eng
 	if req.TopLogprobs > 0 {
 		lpParam = "top_logprobs"
 	}
-	if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, lpParam); e != nil {
+	if e := lim.CheckLogprobs(&req, m.Info().CtxPerRequest, lpParam); e != nil {
 		return req, plan, e
 	}
 	budget, e := body.ReasoningParams.Budget()

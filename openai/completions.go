@@ -65,7 +65,7 @@ func newCompletionRequest(m *model.Model, body *completionRequest, lim *serving.
 	if body.Logprobs != nil {
 		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
 	}
-	if e := lim.CheckLogprobs(&req, m.Info().SlotCtx, "logprobs"); e != nil {
+	if e := lim.CheckLogprobs(&req, m.Info().CtxPerRequest, "logprobs"); e != nil {
 		return req, e
 	}
 	return req, nil

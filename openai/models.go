@@ -89,7 +89,7 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 		if st.Model != nil {
 			info := st.Model.Info()
 			m.Created = info.Created.Unix()
-			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.SlotCtx, NVocab: info.VocabSize,
+			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.CtxPerRequest, NVocab: info.VocabSize,
 				CacheTypeK: info.CacheTypeK, CacheTypeV: info.CacheTypeV}
 			if e := st.Model.Engine(); e != nil {
 				s := e.Stats()

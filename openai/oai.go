@@ -39,7 +39,7 @@ func oaiRequest(m *model.Model, p *oaiParams, maxTokens *int, maxParam string, l
 		req.MaxTokens = *maxTokens
 	}
 	var e *serving.Error
-	if req.Sampling, e = p.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = p.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return req, e
 	}
 	if req.Stop, e = serving.ParseStop(p.Stop); e != nil {

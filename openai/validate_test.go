@@ -321,9 +321,9 @@ func TestSamplingBounds(t *testing.T) {
 	}
 	s := fake.Submitted[0].Sampling
 	info := fake.Info()
-	if s.Seed != 0 || s.TopK != info.VocabSize || s.RepeatLastN != info.SlotCtx {
+	if s.Seed != 0 || s.TopK != info.VocabSize || s.RepeatLastN != info.CtxPerRequest {
 		t.Fatalf("seed %d, top_k %d, repeat_last_n %d; want 0, %d (the vocabulary), %d (the slot context)",
-			s.Seed, s.TopK, s.RepeatLastN, info.VocabSize, info.SlotCtx)
+			s.Seed, s.TopK, s.RepeatLastN, info.VocabSize, info.CtxPerRequest)
 	}
 }
 

@@ -155,7 +155,7 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 	req := engine.Request{MaxTokens: t.MaxOutputTokens}
 	sp := serving.SamplingParams{Temperature: t.Temperature, TopP: t.TopP}
 	var e *serving.Error
-	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().SlotCtx); e != nil {
+	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return e
 	}
 	if t.Format.JSON {

@@ -180,7 +180,7 @@ func TestEndpoints(t *testing.T) {
 		IsProcessing bool `json:"is_processing"`
 	}
 	ts.get(t, "/slots", &slots)
-	if len(slots) != 2 || slots[1].ID != 1 || slots[0].NCtx != ts.info.SlotCtx || slots[0].IsProcessing || slots[0].IDTask != -1 {
+	if len(slots) != 2 || slots[1].ID != 1 || slots[0].NCtx != ts.info.CtxPerRequest || slots[0].IsProcessing || slots[0].IDTask != -1 {
 		t.Errorf("/slots %+v", slots)
 	}
 
@@ -212,7 +212,7 @@ func TestEndpoints(t *testing.T) {
 		} `json:"offload"`
 	}
 	ts.get(t, "/props", &props)
-	if props.TotalSlots != 2 || props.Settings.NCtx != ts.info.SlotCtx {
+	if props.TotalSlots != 2 || props.Settings.NCtx != ts.info.CtxPerRequest {
 		t.Errorf("/props %+v", props)
 	}
 	// On the CPU (make test loads no GPU backend): no device, no layer
@@ -227,7 +227,7 @@ func TestEndpoints(t *testing.T) {
 	}
 
 	// Errors that only the engine can detect.
-	long := make([]int32, ts.info.SlotCtx+8)
+	long := make([]int32, ts.info.CtxPerRequest+8)
 	for i := range long {
 		long[i] = tok.Tokens[i%len(tok.Tokens)]
 	}
@@ -238,7 +238,7 @@ func TestEndpoints(t *testing.T) {
 		param, code string
 	}{
 		{"/completion", map[string]any{"prompt": long, "n_predict": 1}, 400, "prompt", "context_length_exceeded"},
-		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("story ", ts.info.SlotCtx)}}}, 400, "messages", "context_length_exceeded"},
+		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("story ", ts.info.CtxPerRequest)}}}, 400, "messages", "context_length_exceeded"},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "id_slot": 7}, 400, "id_slot", ""},
 		// TinyStories656K cannot encode '{' (no such token, no byte
 		// fallback): in a prompt it is the unknown token, but no token can

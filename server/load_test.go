@@ -100,7 +100,7 @@ func TestDisconnect(t *testing.T) {
 		cancel()
 		resp.Body.Close()
 		waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
-		if n := generated() - before; n >= float64(ts.info.SlotCtx)/2 {
+		if n := generated() - before; n >= float64(ts.info.CtxPerRequest)/2 {
 			t.Errorf("%v tokens generated: the request was not cancelled", n)
 		}
 	})
@@ -125,7 +125,7 @@ func TestDisconnect(t *testing.T) {
 			t.Errorf("client: %v", err)
 		}
 		waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
-		if n := generated() - before; n >= float64(ts.info.SlotCtx)/2 {
+		if n := generated() - before; n >= float64(ts.info.CtxPerRequest)/2 {
 			t.Errorf("%v tokens generated: the request was not cancelled", n)
 		}
 	})

@@ -78,7 +78,7 @@ func TestRender(t *testing.T) {
 // refuse, in OpenAI's error envelope, naming the parameter.
 func TestRenderErrors(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
-	long := strings.Repeat("story ", ts.info.SlotCtx)
+	long := strings.Repeat("story ", ts.info.CtxPerRequest)
 	for _, tc := range []struct {
 		path        string
 		body        map[string]any

@@ -233,7 +233,7 @@ func TestStalledReader(t *testing.T) {
 	finished := func() bool { return metrics(t, ts)["corral_requests_total"] == before["corral_requests_total"]+1 }
 	waitFor(t, "the request to finish", finished)
 	waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
-	if n := metrics(t, ts)["corral_tokens_generated_total"] - before["corral_tokens_generated_total"]; n >= float64(ts.info.SlotCtx)/2 {
+	if n := metrics(t, ts)["corral_tokens_generated_total"] - before["corral_tokens_generated_total"]; n >= float64(ts.info.CtxPerRequest)/2 {
 		t.Errorf("%v tokens generated: the request ran on after its client stopped reading", n)
 	}
 }

@@ -155,14 +155,14 @@ func (l *Limits) CheckTools(tools []chat.Tool) *Error {
 }
 
 // CheckLogprobs refuses a request whose log-probabilities, top
-// alternatives with each of up to maxTokens tokens (0: the slot's
+// alternatives with each of up to maxTokens tokens (0: the request's
 // context), could number more than l allows; param names the field that
 // asked for them.
-func (l *Limits) CheckLogprobs(req *engine.Request, slotCtx int, param string) *Error {
+func (l *Limits) CheckLogprobs(req *engine.Request, reqCtx int, param string) *Error {
 	if !req.Logprobs {
 		return nil
 	}
-	tokens := slotCtx
+	tokens := reqCtx
 	if req.MaxTokens > 0 && req.MaxTokens < tokens {
 		tokens = req.MaxTokens
 	}

@@ -52,8 +52,8 @@ type SamplingParams struct {
 }
 
 // Sampling validates p and converts it for a model with vocab tokens and
-// slotCtx tokens of context per slot.
-func (p *SamplingParams) Sampling(vocab, slotCtx int) (engine.Sampling, *Error) {
+// reqCtx tokens of context a request may use.
+func (p *SamplingParams) Sampling(vocab, reqCtx int) (engine.Sampling, *Error) {
 	s := engine.Sampling{
 		Temperature: DefaultTemperature,
 		TopK:        DefaultTopK,
@@ -104,8 +104,8 @@ func (p *SamplingParams) Sampling(vocab, slotCtx int) (engine.Sampling, *Error) 
 		switch n := *p.RepeatLastN; {
 		case n < -1:
 			return s, Invalid("repeat_last_n", "'repeat_last_n' must be -1 (the context size) or >= 0, got %d", n)
-		case n == -1 || n > slotCtx:
-			s.RepeatLastN = slotCtx
+		case n == -1 || n > reqCtx:
+			s.RepeatLastN = reqCtx
 		default:
 			s.RepeatLastN = n
 		}

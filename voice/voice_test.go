@@ -459,7 +459,7 @@ func TestLongConversationForgetsItsStart(t *testing.T) {
 	turn["messages"] = []voice.Message{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me a story."}}
 	forgot := false
 	prev := 0
-	slot := s.eng.Info().SlotCtx // llama.cpp rounds the context up
+	slot := s.eng.Info().CtxPerRequest // llama.cpp rounds the context up
 	for i := range 8 {
 		_, done := answer(t, c, turn, -1, 0)
 		p := done.Usage.PromptTokens

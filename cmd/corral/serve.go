@@ -323,7 +323,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 		}
 		info := l.Model().Info()
 		l.Release()
-		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.SlotCtx,
+		log.Info("model loaded; ready", "model", info.Name, "arch", info.Architecture, "slots", specs[0].Engine.Parallel, "slot_ctx", info.CtxPerRequest,
 			"gpu_layers", fmt.Sprintf("%d/%d", info.GPULayers, info.Layers), "devices", strings.Join(info.Devices, ","))
 	}
 	aopt.Logger = log

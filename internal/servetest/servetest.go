@@ -31,7 +31,7 @@ type Engine struct {
 // with engine.ErrQueueFull.
 func NewEngine() *Engine {
 	return &Engine{
-		Model:     engine.ModelInfo{Name: "tiny", VocabSize: 100, SlotCtx: 64, BOS: 1, EOS: 2, AddBOS: true},
+		Model:     engine.ModelInfo{Name: "tiny", VocabSize: 100, CtxPerRequest: 64, BOS: 1, EOS: 2, AddBOS: true},
 		SubmitErr: engine.ErrQueueFull,
 	}
 }
