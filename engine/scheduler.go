@@ -311,12 +311,7 @@ func (s *scheduler) buildBatch() bool {
 // this step: when the pool has too few, idle caches are freed and then
 // running requests preempted, the one served last first (see makeRoom).
 func (s *scheduler) cellsForDecode() {
-	need := 0
-	for _, sl := range s.slots {
-		if sl.state == stateDecode {
-			need++
-		}
-	}
+	need := s.decoding()
 	for s.pool.avail() < need && !s.freeIdle(need) {
 		var v *slot
 		for _, sl := range s.slots {
@@ -329,6 +324,17 @@ func (s *scheduler) cellsForDecode() {
 		}
 		s.waiting = append(s.waiting, s.preemptForCells(v))
 	}
+}
+
+// decoding counts the slots that decode a token this step.
+func (s *scheduler) decoding() int {
+	n := 0
+	for _, sl := range s.slots {
+		if sl.state == stateDecode {
+			n++
+		}
+	}
+	return n
 }
 
 // stalled handles a step with nothing to evaluate while a prompt has
@@ -355,20 +361,11 @@ func (s *scheduler) stalled() bool {
 func (s *scheduler) fillBatch() bool {
 	s.batch.Reset()
 	decoding := math.MaxInt // the best class among decoding slots
-	spare := s.e.cfg.BatchSize
-	for _, sl := range s.slots {
-		if sl.state == stateDecode {
-			spare--
-		}
-	}
+	decodes := s.decoding()
+	spare := s.e.cfg.BatchSize - decodes
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
-	claimed := 0
-	for _, sl := range s.slots {
-		if sl.state == stateDecode {
-			claimed++
-		}
-	}
+	claimed := decodes
 	drafts := 0
 	for _, sl := range s.slots {
 		sl.outIdx = -1
