@@ -24,41 +24,16 @@ type offloadFlags struct {
 // addOffloadFlags adds the offload flags to fs.
 func addOffloadFlags(fs *flag.FlagSet) *offloadFlags {
 	o := &offloadFlags{}
-	for _, name := range []string{"ngl", "n-gpu-layers", "gpu-layers"} {
-		help := "same as -ngl"
-		if name == "ngl" {
-			help = "layers to put on the GPUs: a `count`, auto (as many as fit in their free memory) or all; 0: none"
-		}
-		fs.StringVar(&o.layers, name, "auto", help)
-	}
-	for _, name := range []string{"device", "dev"} {
-		help := "same as --device"
-		if name == "device" {
-			help = "comma-separated GPUs to offload to (`names` as the log's devices line gives them: Vulkan0,Vulkan1), or none; default: all"
-		}
-		fs.StringVar(&o.devices, name, "", help)
-	}
-	for _, name := range []string{"split-mode", "sm"} {
-		help := "same as --split-mode"
-		if name == "split-mode" {
-			help = "how a model spreads over several GPUs: layer (whole layers and their KV per GPU), row (rows of each weight, where the backend can) or none (only --main-gpu)"
-		}
-		fs.StringVar(&o.split, name, "layer", help)
-	}
-	for _, name := range []string{"tensor-split", "ts"} {
-		help := "same as --tensor-split"
-		if name == "tensor-split" {
-			help = "share of the model each GPU takes, comma-separated `proportions` such as 3,1 (default: by free memory)"
-		}
-		fs.StringVar(&o.tensorSplit, name, "", help)
-	}
-	for _, name := range []string{"main-gpu", "mg"} {
-		help := "same as --main-gpu"
-		if name == "main-gpu" {
-			help = "`index` of the GPU (among those used) that holds the model with --split-mode none"
-		}
-		fs.IntVar(&o.mainGPU, name, 0, help)
-	}
+	aliases(func(name, help string) { fs.StringVar(&o.layers, name, "auto", help) },
+		"layers to put on the GPUs: a `count`, auto (as many as fit in their free memory) or all; 0: none", "ngl", "n-gpu-layers", "gpu-layers")
+	aliases(func(name, help string) { fs.StringVar(&o.devices, name, "", help) },
+		"comma-separated GPUs to offload to (`names` as the log's devices line gives them: Vulkan0,Vulkan1), or none; default: all", "device", "dev")
+	aliases(func(name, help string) { fs.StringVar(&o.split, name, "layer", help) },
+		"how a model spreads over several GPUs: layer (whole layers and their KV per GPU), row (rows of each weight, where the backend can) or none (only --main-gpu)", "split-mode", "sm")
+	aliases(func(name, help string) { fs.StringVar(&o.tensorSplit, name, "", help) },
+		"share of the model each GPU takes, comma-separated `proportions` such as 3,1 (default: by free memory)", "tensor-split", "ts")
+	aliases(func(name, help string) { fs.IntVar(&o.mainGPU, name, 0, help) },
+		"`index` of the GPU (among those used) that holds the model with --split-mode none", "main-gpu", "mg")
 	fs.StringVar(&o.backends, "backends", "", "`folders` (a path list) to load ggml's GPU backend libraries (libggml-vulkan.so, ...) from; none: CPU only (default: $"+llama.BackendsEnv+", else the binary's folder and ../lib/corral)")
 	return o
 }
@@ -190,4 +165,25 @@ func configOffload(o *llama.Offload, layers, devices, split, tensorSplit string,
 		o.MainGPU = *mainGPU
 	}
 	return nil
+}
+
+// aliases defines a flag under each of names through define: the first
+// name gets help, the others "same as" it.
+func aliases(define func(name, help string), help string, names ...string) {
+	for i, name := range names {
+		h := help
+		if i > 0 {
+			h = "same as " + flagName(names[0])
+		}
+		define(name, h)
+	}
+}
+
+// flagName writes a flag's name as the help texts do: -x for one
+// letter's worth (ngl, sm...), --name otherwise.
+func flagName(name string) string {
+	if len(name) <= 3 {
+		return "-" + name
+	}
+	return "--" + name
 }
