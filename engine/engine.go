@@ -57,8 +57,7 @@ type Engine struct {
 	life    context.Context // ends with Close: the scheduler's waits for Config.CPU
 	endLife context.CancelFunc
 	done    chan struct{}              // closed when the scheduler has exited
-	stats   atomic.Pointer[Stats]      // published by the scheduler every step
-	slots   atomic.Pointer[[]SlotInfo] // likewise
+	snap    atomic.Pointer[snapshot] // published by the scheduler every step
 	disk    *diskCache                 // the scheduler's disk tier (disk.go), whose counters Stats reads; nil when none
 	once    sync.Once
 }
@@ -503,7 +502,7 @@ func (e *Engine) Slots(ctx context.Context) ([]SlotInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return slices.Clone(*e.slots.Load()), nil
+	return slices.Clone(e.snap.Load().slots), nil
 }
 
 // Drain stops admission for a graceful shutdown: Submit returns ErrClosed
@@ -519,7 +518,7 @@ func (e *Engine) Drain() {
 // after every step (the queue depth and the disk tier's fields are
 // current).
 func (e *Engine) Stats() Stats {
-	s := *e.stats.Load()
+	s := e.snap.Load().stats
 	s.QueueDepth = int(e.queued.Load())
 	e.diskStats(&s)
 	return s

@@ -736,12 +736,17 @@ func (s *scheduler) deadline(now time.Time) (time.Time, bool) {
 	return d, ok
 }
 
-// publish stores the stats and slot snapshots for Engine.Stats and
-// Engine.Slots: one of each per step, however many readers.
+// snapshot is what Engine.Stats and Engine.Slots read: published together,
+// so that a reader who sees every slot idle sees the stats of that step.
+type snapshot struct {
+	stats Stats
+	slots []SlotInfo
+}
+
+// publish stores the stats and slot snapshot for Engine.Stats and
+// Engine.Slots: one per step, however many readers.
 func (s *scheduler) publish() {
-	infos := s.slotInfo()
-	s.e.slots.Store(&infos)
-	st := &Stats{
+	st := Stats{
 		SlotsTotal: len(s.slots), KVCellsTotal: s.pool.size(), KVCellsUsed: s.pool.used(), KVCellsActive: s.activeCells(),
 		Requests: s.requests, TokensOut: s.tokensOut,
 		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions, PoolPreemptions: s.poolPreemptions,
@@ -762,7 +767,7 @@ func (s *scheduler) publish() {
 			st.SlotsPaused++
 		}
 	}
-	s.e.stats.Store(st)
+	s.e.snap.Store(&snapshot{stats: st, slots: s.slotInfo()})
 }
 
 // queueByClass counts the waiting requests by priority class, best first
