@@ -19,7 +19,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
 HEADERS     := llama/include/llama.h llama/include/llama-grammar.h
 
-.PHONY: all build test picker run bench headers vet clean browser manifests dist check-builds cross-toolchain vulkan lavapipe test-gpu
+.PHONY: all build test picker run bench headers vet clean browser manifests dist check-builds cross-toolchain vulkan lavapipe test-gpu zmq
 
 all: build
 
@@ -55,19 +55,8 @@ build: $(HEADERS)
 # skips). CORRAL_CHROMIUM points the test at another browser.
 CHROMIUM    ?= /usr/bin/chromium
 browser:
-	@set -eu; \
-	if [ -x "$(CHROMIUM)" ] || [ -n "$${CORRAL_CHROMIUM:-}" ]; then exit 0; fi; \
-	if ! command -v apt-get >/dev/null 2>&1; then \
-		echo "browser: $(CHROMIUM) is missing and there is no apt-get: install Chromium for the browser test" >&2; exit 0; \
-	fi; \
-	sudo=""; \
-	if [ "$$(id -u)" != 0 ]; then \
-		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-		else echo "browser: $(CHROMIUM) is missing; run as root: apt-get install chromium" >&2; exit 0; fi; \
-	fi; \
-	echo "browser: installing chromium (apt-get) for the browser test"; \
-	$$sudo apt-get update -qq; \
-	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+	@if [ -x "$(CHROMIUM)" ] || [ -n "$${CORRAL_CHROMIUM:-}" ]; then exit 0; fi; \
+	./scripts/apt-install.sh --optional browser chromium
 
 # The end-to-end tests (bench, supervisor, server) run bin/corral, built
 # once here with the flags above, instead of each compiling its own.
@@ -83,9 +72,15 @@ test: build browser manifests
 # dependency tree stays out of corral's): the manifests against the
 # picker's own flags and configuration loader, and requests routed by the
 # real picker among corral processes.
-picker: build
+picker: build zmq
 	cd deploy/picker && $(GO) vet ./...
 	cd deploy/picker && CORRAL_BACKENDS= CORRAL_BIN="$(CORRAL_BIN)" $(GO) test $(TESTFLAGS) ./...
+
+# libzmq, which llm-d's KV-event subscriber (deploy/picker's
+# TestKVEventsIndex) is built on: installed when missing.
+zmq:
+	@if pkg-config --exists libzmq 2>/dev/null; then exit 0; fi; \
+	./scripts/apt-install.sh zmq libzmq3-dev pkg-config
 
 # ggml's Vulkan backend, built from the pinned module's sources as a
 # library corral loads at run time (scripts/backend.sh, llama/backend.go):
@@ -103,19 +98,8 @@ vulkan:
 # missing and apt-get can run.
 LAVAPIPE_ICD ?= /usr/share/vulkan/icd.d/lvp_icd.$(shell uname -m).json
 lavapipe:
-	@set -eu; \
-	if [ -f "$(LAVAPIPE_ICD)" ]; then exit 0; fi; \
-	if ! command -v apt-get >/dev/null 2>&1; then \
-		echo "lavapipe: $(LAVAPIPE_ICD) is missing and there is no apt-get: install Mesa's Vulkan drivers" >&2; exit 1; \
-	fi; \
-	sudo=""; \
-	if [ "$$(id -u)" != 0 ]; then \
-		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-		else echo "lavapipe: $(LAVAPIPE_ICD) is missing; run as root: apt-get install mesa-vulkan-drivers" >&2; exit 1; fi; \
-	fi; \
-	echo "lavapipe: installing mesa-vulkan-drivers (apt-get)"; \
-	$$sudo apt-get update -qq; \
-	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers
+	@if [ -f "$(LAVAPIPE_ICD)" ]; then exit 0; fi; \
+	./scripts/apt-install.sh lavapipe mesa-vulkan-drivers
 
 # The offload tests (build tag gpu): greedy outputs, embeddings and
 # cancellation with every layer on GPU_DEVICE, through the Vulkan
@@ -179,16 +163,8 @@ check-builds: $(HEADERS) cross-toolchain
 # Debian's aarch64 cross compilers, installed when missing and apt-get can
 # run (as root, or through sudo without a password).
 cross-toolchain:
-	@set -eu; \
-	if command -v $(AARCH64_CXX) >/dev/null 2>&1; then exit 0; fi; \
-	sudo=""; \
-	if [ "$$(id -u)" != 0 ]; then \
-		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-		else echo "cross-toolchain: $(AARCH64_CXX) is missing; run as root: apt-get install g++-aarch64-linux-gnu" >&2; exit 1; fi; \
-	fi; \
-	echo "cross-toolchain: installing Debian's aarch64 cross compilers (apt-get)"; \
-	$$sudo apt-get update -qq; \
-	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+	@if command -v $(AARCH64_CXX) >/dev/null 2>&1; then exit 0; fi; \
+	./scripts/apt-install.sh cross-toolchain gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
 
 # Serve $(MODEL) (default: the shared test model; see README for others).
 run: build

@@ -34,17 +34,7 @@ jobs="${JOBS:-$(nproc)}"
 
 # apt_install installs Debian packages when apt-get can run.
 apt_install() {
-	if ! command -v apt-get >/dev/null 2>&1; then
-		echo "backend: missing $*; install them (no apt-get here)" >&2; exit 1
-	fi
-	local sudo=""
-	if [ "$(id -u)" != 0 ]; then
-		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"
-		else echo "backend: missing $*; run as root: apt-get install $*" >&2; exit 1; fi
-	fi
-	echo "backend: installing $* (apt-get)"
-	$sudo apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+	"$(dirname "$0")/apt-install.sh" backend "$@"
 }
 
 need=()
