@@ -376,6 +376,7 @@ func (s *scheduler) truncate(sl *slot, n int) {
 		n = 0
 	}
 	s.pool.release(sl.cells[n:])
+	s.kv.truncated(sl, n)
 	sl.cache = sl.cache[:n]
 	sl.cells = sl.cells[:n]
 }
@@ -408,10 +409,10 @@ func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		return false
 	}
+	sl.salt = e.salt
 	for _, tok := range e.tokens {
 		s.appendToken(sl, tok)
 	}
-	sl.salt = e.salt
 	s.truncate(sl, n)
 	s.host.touch(e)
 	s.host.restored++

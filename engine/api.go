@@ -215,6 +215,10 @@ type Config struct {
 	// DiskCacheBytes bounds the files of this model under DiskCacheDir;
 	// the least recently used go first. 0 means DefaultDiskCacheBytes.
 	DiskCacheBytes int64
+	// KVEvents, when set, is told what the prefix caches hold, block by
+	// block, as llm-d's KV events (see kvevents.go): a batch after each
+	// step that changed it, and at Close that nothing is held.
+	KVEvents KVEventSink
 	// Pooling is how Embed pools a sequence's token embeddings into one
 	// vector (llama-server's --pooling): "mean", "cls" (the first
 	// token), "last", or "none" (the engine cannot embed: Embed returns

@@ -729,10 +729,10 @@ func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		return false
 	}
+	sl.salt = salt
 	for _, tok := range e.tokens {
 		s.appendToken(sl, tok)
 	}
-	sl.salt = salt
 	s.truncate(sl, m)
 	s.disk.hit()
 	return true

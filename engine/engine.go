@@ -56,9 +56,9 @@ type Engine struct {
 	quit    chan struct{}   // closed by Close
 	life    context.Context // ends with Close: the scheduler's waits for Config.CPU
 	endLife context.CancelFunc
-	done    chan struct{}              // closed when the scheduler has exited
+	done    chan struct{}            // closed when the scheduler has exited
 	snap    atomic.Pointer[snapshot] // published by the scheduler every step
-	disk    *diskCache                 // the scheduler's disk tier (disk.go), whose counters Stats reads; nil when none
+	disk    *diskCache               // the scheduler's disk tier (disk.go), whose counters Stats reads; nil when none
 	once    sync.Once
 }
 

@@ -103,6 +103,7 @@ func (p *cellPool) distinct(keep, drop [][]int32) int {
 func (s *scheduler) appendToken(sl *slot, tok int32) {
 	sl.cache = append(sl.cache, tok)
 	sl.cells = append(sl.cells, s.pool.take())
+	s.kv.appended(sl)
 }
 
 // share makes the first n tokens of src's cache dst's, sharing their
@@ -112,6 +113,7 @@ func (s *scheduler) share(src, dst *slot, n int) {
 	dst.cache = append(dst.cache, src.cache[:n]...)
 	dst.cells = append(dst.cells, src.cells[:n]...)
 	s.pool.hold(src.cells[:n])
+	s.kv.shared(src, dst, n)
 }
 
 // committed is the number of cells the slots' pending prompt tokens will

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"slices"
+
+	"github.com/corral-llm/corral/kvevents"
 )
 
 // Prefix reuse. Every slot's cache is a token sequence whose KV cells the
@@ -32,7 +34,8 @@ type hostEntry struct {
 	tokens []int32
 	salt   string // the Request.CacheSalt of the requests that made it
 	state  []byte
-	used   uint64 // hostCache.clock at the last save or restore
+	used   uint64          // hostCache.clock at the last save or restore
+	blocks []kvevents.Hash // its whole blocks, when the engine publishes KV events
 }
 
 // hostCache holds KV states of evicted sequences, least recently used
@@ -51,6 +54,8 @@ type hostCache struct {
 	// spill, when set, takes the entries the budget pushes out (and a
 	// state larger than the whole budget): the disk tier (disk.go).
 	spill func(tokens []int32, salt string, state []byte)
+	// kv follows the blocks the entries hold (nil: no KV events).
+	kv *kvBlocks
 }
 
 // longest returns the entry of salt sharing the longest prefix with
@@ -99,6 +104,7 @@ func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 	c.entries = slices.DeleteFunc(c.entries, func(e *hostEntry) bool {
 		if e.salt == salt && commonPrefix(e.tokens, tokens) == len(e.tokens) {
 			c.size -= int64(len(e.state))
+			c.kv.hostDropped(e)
 			return true
 		}
 		return false
@@ -106,6 +112,7 @@ func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 	e := &hostEntry{tokens: slices.Clone(tokens), salt: salt, state: state}
 	c.touch(e)
 	c.entries = append(c.entries, e)
+	c.kv.hostAdded(e)
 	c.size += int64(len(state))
 	c.saved++
 	for c.size > c.budget {
@@ -118,6 +125,7 @@ func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 		e := c.entries[oldest]
 		c.size -= int64(len(e.state))
 		c.entries = slices.Delete(c.entries, oldest, oldest+1)
+		c.kv.hostDropped(e)
 		if c.spill != nil {
 			c.spill(e.tokens, e.salt, e.state)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/corral-llm/corral/kvevents"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -23,6 +24,7 @@ type scheduler struct {
 	host    hostCache
 	disk    *diskCache // the tier below host (disk.go); nil when none
 	pool    cellPool   // the slots' cells of the unified KV cache (pool.go)
+	kv      *kvBlocks  // the blocks the KV events tell of (kvevents.go); nil when none
 	// protect is the idle slot being admitted to, whose cache freeIdle
 	// leaves alone; cellWait is set when a waiting request found too few
 	// cells and nothing has changed since (see busy).
@@ -60,10 +62,12 @@ type scheduler struct {
 }
 
 func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *scheduler {
+	kv := newKVBlocks(e.cfg.KVEvents)
 	s := &scheduler{
 		e: e, lctx: lctx,
 		pool:   newCellPool(poolCells),
-		host:   hostCache{budget: e.cfg.HostCacheBytes},
+		kv:     kv,
+		host:   hostCache{budget: e.cfg.HostCacheBytes, kv: kv},
 		budget: prefillBudget{max: e.cfg.PrefillBudget},
 		timer:  time.NewTimer(time.Hour),
 		lanes:  e.cfg.lanes(lctx.Pooling()),
@@ -706,6 +710,7 @@ func (s *scheduler) shutdown() {
 			s.endEmbed(j, ErrClosed)
 		default:
 			s.spillAll()
+			s.kv.close()
 			s.lctx.Close()
 			return
 		}
@@ -746,6 +751,16 @@ type snapshot struct {
 // publish stores the stats and slot snapshot for Engine.Stats and
 // Engine.Slots: one per step, however many readers.
 func (s *scheduler) publish() {
+	if s.kv.rejoined() {
+		slots, host := map[kvevents.Hash]bool{}, map[kvevents.Hash]bool{}
+		for _, sl := range s.slots {
+			s.kv.restate(sl.blocks, sl.cache, "", slots)
+		}
+		for _, e := range s.host.entries {
+			s.kv.restate(e.blocks, e.tokens, kvevents.MediumCPU, host)
+		}
+	}
+	s.kv.flush()
 	st := Stats{
 		SlotsTotal: len(s.slots), KVCellsTotal: s.pool.size(), KVCellsUsed: s.pool.used(), KVCellsActive: s.activeCells(),
 		Requests: s.requests, TokensOut: s.tokensOut,

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"time"
 	"unicode/utf8"
+
+	"github.com/corral-llm/corral/kvevents"
 )
 
 // slotState is where a slot's request is in its lifecycle. A slot is in
@@ -44,6 +46,9 @@ type slot struct {
 	state slotState
 	cache []int32
 	cells []int32
+	// blocks names the whole blocks of cache, when the engine publishes
+	// KV events (kvevents.go).
+	blocks []kvevents.Hash
 	// salt is the Request.CacheSalt of the requests whose tokens cache
 	// holds: only a request of the same salt reuses them.
 	salt string

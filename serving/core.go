@@ -63,6 +63,18 @@ type Options struct {
 	// --tool-repair; see repair.go): 0 means DefaultToolRepair, a
 	// negative value none.
 	ToolRepair int
+	// KVEvents, when set, is the publisher of the engines' KV events,
+	// whose counters /metrics shows.
+	KVEvents KVEventCounter
+}
+
+// KVEventCounter counts the batches of KV events published, those a
+// subscriber missed, and the subscribers connected
+// (*kvevents.Publisher is one).
+type KVEventCounter interface {
+	Published() uint64
+	Dropped() uint64
+	Subscribers() int
 }
 
 // Core serves the models of a registry to the dialects. Its methods are
@@ -87,6 +99,9 @@ func New(models *Registry, opt Options) *Core {
 		log = slog.Default()
 	}
 	x := newMetrics(models)
+	if opt.KVEvents != nil {
+		x.kvEvents(opt.KVEvents)
+	}
 	a := &Core{models: models, limits: opt.Limits.WithDefaults(), log: log, metrics: x, metricsHandler: x.handler(log),
 		maxPause: opt.MaxPause, isolation: opt.CacheIsolation, metricsPublic: opt.MetricsPublic}
 	if a.maxPause <= 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/kvevents"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -23,8 +24,9 @@ const ModelLabel = "model_name"
 // CacheBlockSize is the block size, in tokens, corral reports in
 // vllm:cache_config_info. llama.cpp's KV cache holds single tokens, not
 // blocks; 16 is vLLM's default, the block an endpoint picker hashes
-// prompts in when it tunes its prefix index from a server's metrics.
-const CacheBlockSize = 16
+// prompts in when it tunes its prefix index from a server's metrics, and
+// the block of corral's KV events.
+const CacheBlockSize = kvevents.BlockSize
 
 // Histogram buckets, vLLM's (vllm/v1/metrics/loggers.py), so that
 // dashboards made for vLLM show the same bands.
@@ -355,6 +357,17 @@ func (a *Core) Metrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // handler serves x's registry; log receives collection errors.
+// kvEvents adds the KV event publisher's counters.
+func (x *metrics) kvEvents(c KVEventCounter) {
+	x.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "corral_kv_events_published_total", Help: "Batches of KV events the engines published (--kv-events)."},
+			func() float64 { return float64(c.Published()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "corral_kv_events_dropped_total", Help: "Batches of KV events a subscriber missed: a queue was full, or they came after the publisher closed."},
+			func() float64 { return float64(c.Dropped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "corral_kv_events_subscribers", Help: "Subscribers of the KV events connected now."},
+			func() float64 { return float64(c.Subscribers()) }))
+}
+
 func (x *metrics) handler(log *slog.Logger) http.Handler {
 	return promhttp.HandlerFor(x.reg, promhttp.HandlerOpts{ErrorLog: printLogger{log}, ErrorHandling: promhttp.ContinueOnError})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/kvevents"
 	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
@@ -80,6 +81,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&aopt.MetricsPublic, "metrics-public", false, "serve /metrics to callers without an admin key (with keys, it needs one by default)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
+	kvEvents := fs.String("kv-events", "", "publish what the prefix caches hold as llm-d's KV events (ZeroMQ PUB, msgpack; what vLLM's --kv-events-config publishes) to `endpoint` tcp://HOST:PORT, an indexer that binds (tcp://*:PORT binds here instead); \"\": none")
+	kvPod := fs.String("kv-events-pod", "", "the pod in the KV events' topics, kv@POD@MODEL: the address a router sends this server's requests to (default: the listen address, HOST:PORT)")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
 	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
@@ -144,6 +147,11 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if aopt.MaxPause <= 0 {
 		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
+	}
+	if *kvEvents != "" {
+		if _, _, err := kvevents.ParseEndpoint(*kvEvents); err != nil {
+			return fmt.Errorf("--kv-events: %w", err)
+		}
 	}
 	if aopt.CacheIsolation, err = serving.ParseCacheIsolation(*isolation); err != nil {
 		return fmt.Errorf("--cache-isolation %w", err)
@@ -235,6 +243,23 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	access.announce(ln, log)
+	if *kvEvents != "" {
+		pub, err := kvevents.NewPublisher(*kvEvents, log)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--kv-events: %w", err)
+		}
+		defer pub.Close() // after serveModels has closed the engines: their last events go out
+		pod := *kvPod
+		if pod == "" {
+			pod = ln.Addr().String()
+		}
+		for i := range specs {
+			specs[i].Engine.KVEvents = pub.Topic("kv@" + pod + "@" + specs[i].ID)
+		}
+		aopt.KVEvents = pub
+		log.Info("kv events", "endpoint", *kvEvents, "topic", "kv@"+pod+"@<model>")
+	}
 	hup, stopHUP := context.WithCancel(ctx)
 	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
 	defer func() { stopHUP(); waitHUP() }()
