@@ -34,6 +34,7 @@ import (
 // reconciler; its data layer scrapes each pod's /metrics; its director,
 // scheduler and ext_proc server are the runner's.
 type Picker struct {
+	handle  fwkplugin.Handle
 	ds      datastore.Datastore
 	runtime *datalayer.Runtime
 	server  *handlers.StreamingServer
@@ -114,7 +115,7 @@ func NewPicker(ctx context.Context, config []byte, p Pool, log logr.Logger) (*Pi
 	candidates := requestcontrol.NewDatastoreEndpointCandidates(ds)
 	admission := requestcontrol.NewLegacyAdmissionController(cfg.SaturationDetector, candidates)
 	director := requestcontrol.NewDirectorWithConfig(ds, scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig), admission, parser, candidates, rc)
-	pk := &Picker{ds: ds, runtime: runtime, server: handlers.NewStreamingServer(ds, director, parser), pool: pool}
+	pk := &Picker{handle: handle, ds: ds, runtime: runtime, server: handlers.NewStreamingServer(ds, director, parser), pool: pool}
 	for i, host := range p.Hosts {
 		pk.ds.PodUpdateOrAddIfNotExist(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: fmt.Sprintf("%s-%d", p.Name, i), Labels: pool.Selector},
@@ -123,6 +124,9 @@ func NewPicker(ctx context.Context, config []byte, p Pool, log logr.Logger) (*Pi
 	}
 	return pk, nil
 }
+
+// Plugin returns the plugin of the configuration named name, nil if none.
+func (pk *Picker) Plugin(name string) fwkplugin.Plugin { return pk.handle.Plugin(name) }
 
 // Endpoints returns the picker's endpoints, host:port, and whether each
 // has metrics scraped since it was added.

@@ -46,6 +46,7 @@ func RegisterPlugins() {
 		fwkplugin.Register(loraaffinity.LoraAffinityScorerType, loraaffinity.LoraAffinityScorerFactory)
 		fwkplugin.Register(tokenload.TokenLoadScorerType, tokenload.TokenLoadScorerFactory)
 		fwkplugin.Register(prefixcacheaffinity.PluginType, prefixcacheaffinity.Factory)
+		fwkplugin.Register(PreciseScorerType, PreciseScorerFactory) // ours: KV events (precise.go)
 		fwkplugin.Register(picker.MaxScorePickerType, picker.MaxScorePickerFactory)
 		fwkplugin.Register(picker.RandomPickerType, picker.RandomPickerFactory)
 		fwkplugin.Register(picker.WeightedRandomPickerType, picker.WeightedRandomPickerFactory)

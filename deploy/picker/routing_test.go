@@ -42,7 +42,7 @@ func TestRouting(t *testing.T) {
 	for _, h := range hosts {
 		servers = append(servers, startCorral(t, ctx, h, port, "--parallel=2"))
 	}
-	gw := startPicker(t, ctx, config, hosts, port)
+	gw, _ := startPicker(t, ctx, config, hosts, port)
 	gsrv := httptest.NewServer(gw)
 	t.Cleanup(gsrv.Close)
 
@@ -112,8 +112,8 @@ func TestRouting(t *testing.T) {
 
 // startPicker builds the picker for the pods on hosts:port with config,
 // serves its ext_proc on loopback, waits until its data layer has scraped
-// every pod, and returns a gateway that asks it.
-func startPicker(t *testing.T, ctx context.Context, config []byte, hosts []string, port string) *Gateway {
+// every pod, and returns it and a gateway that asks it.
+func startPicker(t *testing.T, ctx context.Context, config []byte, hosts []string, port string) (*Gateway, *Picker) {
 	t.Helper()
 	p, _ := strconv.Atoi(port)
 	pk, err := NewPicker(ctx, config, Pool{Namespace: "default", Name: "corral", Hosts: hosts, Port: p}, logr.Discard())
@@ -154,7 +154,7 @@ func startPicker(t *testing.T, ctx context.Context, config []byte, hosts []strin
 		case <-tick.C:
 		}
 	}
-	return &Gateway{ExtProc: extProcPb.NewExternalProcessorClient(conn)}
+	return &Gateway{ExtProc: extProcPb.NewExternalProcessorClient(conn)}, pk
 }
 
 // post sends a completion through the gateway and returns the answer's
@@ -177,20 +177,29 @@ func post(t *testing.T, base, body string) string {
 // corral at addr.
 func requestsServed(t *testing.T, addr string) int {
 	t.Helper()
+	return int(metricSum(t, addr, "corral_requests_total"))
+}
+
+// metricSum sums the series of the family name that the corral at addr
+// exports.
+func metricSum(t *testing.T, addr, name string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	n := 0
+	n := 0.0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "corral_requests_total{"); ok {
-			_, v, _ := strings.Cut(rest, "} ")
-			f, _ := strconv.ParseFloat(v, 64)
-			n += int(f)
+		rest, ok := strings.CutPrefix(sc.Text(), name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
 		}
+		v := rest[strings.LastIndexByte(rest, ' ')+1:]
+		f, _ := strconv.ParseFloat(v, 64)
+		n += f
 	}
 	return n
 }
