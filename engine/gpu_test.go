@@ -165,3 +165,40 @@ func TestGPUCancelWhileDecoding(t *testing.T) {
 	got, _ := collect(t, submit(t, e, greedy(g.Prompt, g.N)))
 	checkGolden(t, testmodel.Stories260K, g, got, "after a cancelled request")
 }
+
+// TestGPUPreemptsTheWorseClass: with every layer offloaded, a request of
+// the worse priority class gives up its cells (on the device) to a
+// better-class one when the pool runs out, resumes, and ends with the
+// very tokens it gives when it runs alone, uninterrupted, on the device.
+func TestGPUPreemptsTheWorseClass(t *testing.T) {
+	model := testmodel.TinyStories656K
+	low := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 350, IgnoreEOS: true, Priority: 1}
+	high := engine.Request{Prompt: "Hello", AddSpecial: true, MaxTokens: 350, IgnoreEOS: true}
+	cfg := engine.Config{Parallel: 2, CtxSize: 512}
+
+	ref := newGPUEngine(t, model, cfg)
+	wantL, resRef := collect(t, submit(t, ref, low))
+	if resRef.Err != nil || resRef.Preemptions != 0 {
+		t.Fatalf("alone: %+v", resRef)
+	}
+	wantH, _ := collect(t, submit(t, ref, high))
+
+	e := newGPUEngine(t, model, cfg)
+	l := submit(t, e, low)
+	waitDecoding(t, e, l, 1)
+	h := submit(t, e, high)
+	gotH, resH := collect(t, h)
+	gotL, resL := collect(t, l)
+	if resH.Preemptions != 0 || resL.Preemptions != 1 {
+		t.Errorf("preemptions: better class %d, worse class %d; want 0 and 1", resH.Preemptions, resL.Preemptions)
+	}
+	if resL.Err != nil || resL.Usage.CompletionTokens != low.MaxTokens {
+		t.Errorf("worse class: %d tokens (%v), want %d", resL.Usage.CompletionTokens, resL.Err, low.MaxTokens)
+	}
+	if gotL != wantL {
+		t.Errorf("the preempted request's output differs from its uninterrupted run on the device:\n got %q\nwant %q", gotL, wantL)
+	}
+	if gotH != wantH {
+		t.Errorf("the better-class request's output differs from its run alone on the device:\n got %q\nwant %q", gotH, wantH)
+	}
+}
