@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,8 +147,8 @@ func TestGPUDeviceBudget(t *testing.T) {
 	}
 	resp, b = ms.do(t, context.Background(), http.MethodGet, "/metrics", nil)
 	for _, want := range []string{
-		fmt.Sprintf(`corral_memory_device_reserved_bytes{device=%q} %d`, name, budget),
-		fmt.Sprintf(`corral_memory_device_budget_bytes{device=%q} %d`, name, budget),
+		fmt.Sprintf(`corral_memory_device_reserved_bytes{device=%q} %s`, name, strconv.FormatFloat(float64(budget), 'g', -1, 64)),
+		fmt.Sprintf(`corral_memory_device_budget_bytes{device=%q} %s`, name, strconv.FormatFloat(float64(budget), 'g', -1, 64)),
 	} {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %s", want)
