@@ -165,3 +165,49 @@ func TestGPUCancelWhileDecoding(t *testing.T) {
 	got, _ := collect(t, submit(t, e, greedy(g.Prompt, g.N)))
 	checkGolden(t, testmodel.Stories260K, g, got, "after a cancelled request")
 }
+
+// TestGPUPreemptsTheWorseClass: with every layer offloaded, a request of
+// the worse priority class gives up its cells (on the device) to a
+// better-class one when the pool runs out (past its 200th token), resumes,
+// and gives all its tokens, the first 200 those it gives alone,
+// uninterrupted, on the device (as the CPU's pool tests check). Past
+// them both requests are in the repetitive text the model writes after
+// its stories end, where a near tie may fall either way once the resumed
+// request's cells were evaluated again in one batch instead of a token at
+// a time: on lavapipe the two runs part after about 300 tokens.
+func TestGPUPreemptsTheWorseClass(t *testing.T) {
+	model := testmodel.TinyStories656K
+	low := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 350, IgnoreEOS: true, Priority: 1}
+	high := engine.Request{Prompt: "Hello", AddSpecial: true, MaxTokens: 350, IgnoreEOS: true}
+	cfg := engine.Config{Parallel: 2, CtxSize: 512}
+
+	ref := newGPUEngine(t, model, cfg)
+	head := func(r engine.Request) string {
+		r.MaxTokens = inOrder
+		got, res := collect(t, submit(t, ref, r))
+		if res.Err != nil || res.Preemptions != 0 {
+			t.Fatalf("alone: %+v", res)
+		}
+		return got
+	}
+	wantL, wantH := head(low), head(high)
+
+	e := newGPUEngine(t, model, cfg)
+	l := submit(t, e, low)
+	waitDecoding(t, e, l, 1)
+	h := submit(t, e, high)
+	gotH, resH := collect(t, h)
+	gotL, resL := collect(t, l)
+	if resH.Preemptions != 0 || resL.Preemptions != 1 {
+		t.Errorf("preemptions: better class %d, worse class %d; want 0 and 1", resH.Preemptions, resL.Preemptions)
+	}
+	if resL.Err != nil || resL.Usage.CompletionTokens != low.MaxTokens {
+		t.Errorf("worse class: %d tokens (%v), want %d", resL.Usage.CompletionTokens, resL.Err, low.MaxTokens)
+	}
+	if !strings.HasPrefix(gotL, wantL) {
+		t.Errorf("the preempted request's first %d tokens differ from its uninterrupted run on the device:\n got %q\nwant %q...", inOrder, gotL, wantL)
+	}
+	if !strings.HasPrefix(gotH, wantH) {
+		t.Errorf("the better-class request's first %d tokens differ from its run alone on the device:\n got %q\nwant %q...", inOrder, gotH, wantH)
+	}
+}

@@ -21,6 +21,9 @@ type modelEntry struct {
 	// MemoryBytes is the memory the model reserves in the budget while
 	// loaded, estimated from its GGUF file.
 	MemoryBytes int64 `json:"memory_bytes"`
+	// DeviceMemoryBytes is the memory it reserves on each GPU the same
+	// way, by device name; absent for a model on the host only.
+	DeviceMemoryBytes map[string]int64 `json:"device_memory_bytes,omitempty"`
 	// Requests are the requests holding the model now.
 	Requests int `json:"requests"`
 	// ExpiresAt is when the idle model unloads, absent when it is not
@@ -43,6 +46,17 @@ type modelMeta struct {
 	CacheTypeV string `json:"cache_type_v"`
 	// KV is the KV cache as it is now (corral's extension).
 	KV *kvPool `json:"kv,omitempty"`
+	// Offload is where its layers are, as /props gives it (corral's
+	// extension).
+	Offload offload `json:"offload"`
+}
+
+// offload is a loaded model's GPU offload: n_gpu_layers of its n_layers
+// (the output layer counted) on devices.
+type offload struct {
+	GPULayers int      `json:"n_gpu_layers"`
+	Layers    int      `json:"n_layers"`
+	Devices   []string `json:"devices"`
 }
 
 // kvPool describes a loaded model's KV cache: the pool of cells its slots
@@ -73,7 +87,7 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 	admin := gate.FromContext(r.Context()).Admin()
 	var out []modelEntry
 	for _, st := range a.Registry().Status() {
-		m := modelEntry{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, Requests: st.Requests}
+		m := modelEntry{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, DeviceMemoryBytes: st.Devices, Requests: st.Requests}
 		if fi, err := os.Stat(st.Path); err == nil {
 			m.Created = fi.ModTime().Unix()
 		}
@@ -90,7 +104,11 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 			info := st.Model.Info()
 			m.Created = info.Created.Unix()
 			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.CtxPerRequest, NVocab: info.VocabSize,
-				CacheTypeK: info.CacheTypeK, CacheTypeV: info.CacheTypeV}
+				CacheTypeK: info.CacheTypeK, CacheTypeV: info.CacheTypeV,
+				Offload: offload{GPULayers: info.GPULayers, Layers: info.Layers, Devices: info.Devices}}
+			if m.Meta.Offload.Devices == nil {
+				m.Meta.Offload.Devices = []string{}
+			}
 			if e := st.Model.Engine(); e != nil {
 				s := e.Stats()
 				m.Meta.KV = &kvPool{

@@ -20,22 +20,34 @@ func (e *UnknownModelError) Error() string {
 }
 
 // TooLargeError is the error of a request for a model whose need exceeds
-// the whole memory budget: it can never load.
+// the whole memory budget, the host's or a device's: it can never load.
 type TooLargeError struct {
-	ID           string
+	ID string
+	// Device names the device whose budget is too small; "" for the
+	// host's.
+	Device       string
 	Need, Budget int64
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Device != "" {
+		if e.Budget == 0 {
+			return fmt.Sprintf("the model %q is placed on the device %s, which is not among the devices found", e.ID, e.Device)
+		}
+		return fmt.Sprintf("the model %q needs %s of memory on %s, more than its whole budget of %s (--device-memory); offload fewer layers (-ngl)",
+			e.ID, FormatBytes(e.Need), e.Device, FormatBytes(e.Budget))
+	}
 	return fmt.Sprintf("the model %q needs %s of memory, more than the whole budget of %s (--memory-budget)",
 		e.ID, FormatBytes(e.Need), FormatBytes(e.Budget))
 }
 
 // Holder is a model holding memory when a request found none.
 type Holder struct {
-	ID       string
-	State    State
+	ID    string
+	State State
+	// Need is its host memory, Devices its memory on each device.
 	Need     int64
+	Devices  map[string]int64
 	Requests int
 }
 
@@ -43,7 +55,10 @@ type Holder struct {
 // every model holding some was in use for as long as the request could
 // wait, or too many requests were waiting already.
 type BusyError struct {
-	ID                 string
+	ID string
+	// Device names the device whose budget lacks room; "" for the
+	// host's. Need, Budget and Used are that budget's.
+	Device             string
 	Need, Budget, Used int64
 	Why                string
 	Holders            []Holder
@@ -51,8 +66,12 @@ type BusyError struct {
 
 func (e *BusyError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the model %q needs %s of memory and %s of the %s budget are free: %s",
-		e.ID, FormatBytes(e.Need), FormatBytes(max(0, e.Budget-e.Used)), FormatBytes(e.Budget), e.Why)
+	where := "memory"
+	if e.Device != "" {
+		where = "memory on " + e.Device
+	}
+	fmt.Fprintf(&b, "the model %q needs %s of %s and %s of the %s budget are free: %s",
+		e.ID, FormatBytes(e.Need), where, FormatBytes(max(0, e.Budget-e.Used)), FormatBytes(e.Budget), e.Why)
 	if len(e.Holders) > 0 {
 		b.WriteString("; held by")
 		for i, h := range e.Holders {

@@ -1,12 +1,15 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -37,5 +40,74 @@ func TestEstimateFromFileCacheTypes(t *testing.T) {
 	cfg.NoFlashAttn = true
 	if _, err := EstimateFromFile(Spec{ID: "m", Engine: cfg}); !errors.Is(err, llama.ErrCacheType) {
 		t.Errorf("q8_0 V without flash attention: %v, want ErrCacheType", err)
+	}
+}
+
+// TestPlaceFromFile: -ngl auto takes the most layers whose device part
+// fits the device's budget, a count is placed as asked (and refused by
+// New when too large), an unpinned model gets a placement per device,
+// best first, and -ngl 0 none.
+func TestPlaceFromFile(t *testing.T) {
+	path := testmodel.Path(t, testmodel.Stories260K)
+	cfg := engine.Config{ModelPath: path, CtxSize: 512}
+	md, err := gguf.ReadMetadata(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := func(k int) engine.Split {
+		s, err := engine.EstimateSplit(md, cfg, k, []string{"GPU0"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	three := split(3)
+	budget := three.Devices[0].Total() // room for 3 layers, not 4
+	if split(4).Devices[0].Total() <= budget {
+		t.Fatal("4 layers take no more than 3")
+	}
+	devs := []Device{{Name: "GPU0", Budget: budget}, {Name: "GPU1"}}
+
+	cfg.Offload = llama.Offload{GPULayers: llama.GPULayersAuto, Devices: []string{"GPU0"}}
+	ps, err := PlaceFromFile(Spec{ID: "m", Engine: cfg}, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].Offload.GPULayers != 3 || ps[0].Devices["GPU0"] != budget || ps[0].Host != three.Host.Total() {
+		t.Fatalf("auto on GPU0: %+v, want 3 layers, %d B on GPU0 and %d on the host", ps, budget, three.Host.Total())
+	}
+
+	// Unpinned: all 6 layers on GPU1 (unlimited) first, then 3 on GPU0.
+	cfg.Offload.Devices = nil
+	if ps, err = PlaceFromFile(Spec{ID: "m", Engine: cfg}, devs); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Offload.GPULayers != 6 || ps[0].Devices["GPU1"] == 0 || ps[1].Offload.GPULayers != 3 || ps[1].Devices["GPU0"] != budget {
+		t.Errorf("auto unpinned: %+v, want 6 layers on GPU1, then 3 on GPU0", ps)
+	}
+
+	// A count too large for GPU0 is placed as asked; the registry refuses it.
+	cfg.Offload = llama.Offload{GPULayers: 4, Devices: []string{"GPU0"}}
+	spec := Spec{ID: "m", Engine: cfg}
+	r, err := New(Config{Devices: devs, Place: PlaceFromFile}, []Spec{spec}, func(context.Context, Spec) (*fakeModel, error) {
+		t.Error("a model too large for its device was loaded")
+		return nil, errors.New("no")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var tl *TooLargeError
+	if _, err := r.Acquire(context.Background(), "m"); !errors.As(err, &tl) || tl.Device != "GPU0" || tl.Need != split(4).Devices[0].Total() || tl.Budget != budget {
+		t.Errorf("-ngl 4 over GPU0's budget: %v, want a TooLargeError naming GPU0", err)
+	}
+
+	cfg.Offload = llama.Offload{}
+	if ps, err = PlaceFromFile(Spec{ID: "m", Engine: cfg}, devs); err != nil || ps != nil {
+		t.Errorf("-ngl 0: %+v, %v; want no placement", ps, err)
+	}
+	cfg.Offload = llama.Offload{GPULayers: llama.GPULayersAll, Devices: []string{"GPU7"}}
+	if _, err = PlaceFromFile(Spec{ID: "m", Engine: cfg}, devs); err == nil || !strings.Contains(err.Error(), "GPU7") {
+		t.Errorf("an unknown device: %v", err)
 	}
 }

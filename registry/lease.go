@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -56,8 +57,15 @@ type Status[M Model] struct {
 	ID    string
 	Path  string
 	State State
-	// Need is the memory reserved while loaded, in bytes.
+	// Need is the host memory reserved while loaded, in bytes: the
+	// reservation of a model not unloaded, else its best placement's.
 	Need int64
+	// Devices is the memory reserved on each device the same way, by
+	// device name; nil for a model on the host only.
+	Devices map[string]int64
+	// GPULayers is the -ngl of that placement (llama.GPULayersAll,
+	// GPULayersAuto, or a count).
+	GPULayers int
 	// Requests is the number of leases held.
 	Requests int
 	// InMemory reports whether the model is loaded and runs requests (an
@@ -87,7 +95,12 @@ func (r *Registry[M]) Status() []Status[M] {
 		if e.evicting {
 			state = StateUnloading // it takes no new requests
 		}
-		out[i] = Status[M]{ID: e.spec.ID, Path: e.spec.Engine.ModelPath, State: state, Need: e.spec.Need,
+		p := e.placed
+		if e.state == StateUnloaded {
+			p = e.places[0]
+		}
+		out[i] = Status[M]{ID: e.spec.ID, Path: e.spec.Engine.ModelPath, State: state, Need: p.Host,
+			Devices: maps.Clone(p.Devices), GPULayers: p.Offload.GPULayers,
 			Requests: e.leases, LoadedAt: e.loadedAt, ExpiresAt: e.expires, LastLoad: e.lastLoad,
 			LastUnload: e.lastUnload, Loads: e.loads, Err: e.lastErr}
 		if e.state == StateLoaded {

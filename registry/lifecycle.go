@@ -16,7 +16,9 @@ func (r *Registry[M]) startLoad(e *entry[M]) {
 	go func() {
 		defer r.wg.Done()
 		start := time.Now()
-		m, err := r.load(r.ctx, e.spec)
+		spec := e.spec
+		spec.Need, spec.Engine.Offload = e.placed.Host, e.placed.Offload
+		m, err := r.load(r.ctx, spec)
 		took := time.Since(start)
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -27,7 +29,7 @@ func (r *Registry[M]) startLoad(e *entry[M]) {
 			if r.draining { // stopped by Close, most likely
 				att.err = ErrDraining
 			}
-			r.budget.Release(e.spec.Need)
+			r.unreserve(e.placed)
 			r.broadcast()
 			close(att.done)
 			r.log.Error("model load failed", "model", e.spec.ID, "err", err)
@@ -42,7 +44,7 @@ func (r *Registry[M]) startLoad(e *entry[M]) {
 		close(att.done)
 		r.broadcast() // a waiter for memory may now evict it
 		r.log.Info("model loaded", "model", e.spec.ID, "took", took.Round(time.Millisecond),
-			"need", FormatBytes(e.spec.Need), "budget_used", FormatBytes(r.budget.Used()))
+			"need", FormatBytes(e.placed.Host), "devices", placementText(e.placed), "budget_used", FormatBytes(r.budget.Used()))
 		if r.draining {
 			m.Drain()
 		}
@@ -123,7 +125,7 @@ func (r *Registry[M]) startUnload(e *entry[M], why string) {
 		defer r.mu.Unlock()
 		var zero M
 		e.state, e.model, e.lastUnload, e.evicting = StateUnloaded, zero, took, false
-		r.budget.Release(e.spec.Need)
+		r.unreserve(e.placed)
 		r.broadcast()
 		log := r.log.Info
 		if err != nil {
@@ -197,7 +199,7 @@ func (r *Registry[M]) close() error {
 		r.mu.Lock()
 		var zero M
 		e.state, e.model = StateUnloaded, zero
-		r.budget.Release(e.spec.Need)
+		r.unreserve(e.placed)
 		r.mu.Unlock()
 	}
 	return errors.Join(errs...)

@@ -72,8 +72,14 @@ type Spec struct {
 	// Config.KeepAlive. 0 unloads it as soon as it is idle, negative never.
 	KeepAlive *time.Duration
 	// Need is the memory reserved while the model is loaded, in bytes.
-	// New fills it with Config.Estimate when it is 0.
+	// New fills it with Config.Estimate when it is 0 (and with the first
+	// placement's host part when there are Placements).
 	Need int64
+	// Placements are the ways the model may load when it may use
+	// devices, best first: Acquire reserves the first that fits. New
+	// fills them with Config.Place when they are nil and there are
+	// Config.Devices; none means Need on the host, with Engine.Offload.
+	Placements []Placement
 	// Pinned keeps the model loaded once it is: it is never evicted, and
 	// its keep-alive (a request's too) does not apply.
 	Pinned bool
@@ -100,6 +106,13 @@ type Config struct {
 	// Estimate returns a spec's memory need when its Need is 0; nil leaves
 	// it 0.
 	Estimate func(Spec) (int64, error)
+	// Devices are the GPUs whose memory is accounted, each under its own
+	// budget beside Budget (the host's).
+	Devices []Device
+	// Place returns a spec's placements over Devices (see
+	// Spec.Placements) when it has none; nil, or no placement, leaves the
+	// model on the host.
+	Place func(Spec, []Device) ([]Placement, error)
 	// Logger receives load, unload and eviction events; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -122,8 +135,11 @@ type Registry[M Model] struct {
 	log     *slog.Logger
 	load    Loader[M]
 	budget  *Budget
-	entries []*entry[M] // in the order given; the first is the default
-	byID    map[string]*entry[M]
+	devices map[string]*Budget // by device name
+	// deviceOrder are the devices' names in Config.Devices' order.
+	deviceOrder []string
+	entries     []*entry[M] // in the order given; the first is the default
+	byID        map[string]*entry[M]
 
 	ctx    context.Context // loads run under it; Close cancels it
 	cancel context.CancelFunc
@@ -155,7 +171,11 @@ type entry[M Model] struct {
 	loading  *attempt[M] // while loading
 	evicting bool        // loaded, taking no new requests, to unload when idle
 
-	estimateErr error // why Config.Estimate failed: requests fail with it
+	estimateErr error          // why Config.Estimate failed: requests fail with it
+	tooLarge    *TooLargeError // no placement fits the whole budgets: requests fail with it
+
+	places []Placement // the ways it may load, best first; never empty
+	placed Placement   // the one reserved, while not unloaded
 
 	loadedAt   time.Time
 	lastLoad   time.Duration
@@ -188,9 +208,16 @@ func New[M Model](cfg Config, specs []Spec, load Loader[M]) (*Registry[M], error
 		cfg.MaxWait = DefaultMaxWait
 	}
 	r := &Registry[M]{cfg: cfg, log: cfg.Logger, load: load, budget: NewBudget(cfg.Budget),
-		byID: make(map[string]*entry[M]), changed: make(chan struct{})}
+		devices: make(map[string]*Budget), byID: make(map[string]*entry[M]), changed: make(chan struct{})}
 	if r.log == nil {
 		r.log = slog.Default()
+	}
+	for _, d := range cfg.Devices {
+		if _, dup := r.devices[d.Name]; dup || d.Name == "" {
+			return nil, fmt.Errorf("registry: device %q given twice or unnamed", d.Name)
+		}
+		r.devices[d.Name] = NewBudget(d.Budget)
+		r.deviceOrder = append(r.deviceOrder, d.Name)
 	}
 	for _, s := range specs {
 		if s.ID == "" {
@@ -200,7 +227,17 @@ func New[M Model](cfg Config, specs []Spec, load Loader[M]) (*Registry[M], error
 			return nil, fmt.Errorf("registry: two models are named %q", s.ID)
 		}
 		var estimateErr error
-		if s.Need == 0 && cfg.Estimate != nil {
+		if s.Placements == nil && cfg.Place != nil && len(cfg.Devices) > 0 {
+			ps, err := cfg.Place(s, cfg.Devices)
+			if err != nil {
+				r.log.Warn("cannot place the model on the devices; requests for it will fail", "model", s.ID, "err", err)
+				estimateErr = fmt.Errorf("place it on the devices: %w", err)
+			}
+			s.Placements = ps
+		}
+		if len(s.Placements) > 0 {
+			s.Need = s.Placements[0].Host
+		} else if s.Need == 0 && cfg.Estimate != nil {
 			need, err := cfg.Estimate(s)
 			switch {
 			case err == nil:
@@ -217,10 +254,22 @@ func New[M Model](cfg Config, specs []Spec, load Loader[M]) (*Registry[M], error
 			e.defaultKeepAlive = *s.KeepAlive
 		}
 		e.keepAlive = e.defaultKeepAlive
-		if s.Need > r.budget.Limit() {
-			r.log.Warn("model is larger than the memory budget; requests for it will fail",
-				"model", s.ID, "need", FormatBytes(s.Need), "budget", FormatBytes(r.budget.Limit()))
+		places := s.Placements
+		if len(places) == 0 {
+			places = []Placement{{Host: s.Need, Offload: s.Engine.Offload}}
 		}
+		for _, p := range places {
+			if r.tooLarge(s.ID, p) == nil {
+				e.places = append(e.places, p)
+			}
+		}
+		if len(e.places) == 0 {
+			e.places, e.tooLarge = places[:1], r.tooLarge(s.ID, places[0])
+			r.log.Warn("model is larger than the memory budget; requests for it will fail",
+				"model", s.ID, "err", e.tooLarge)
+		}
+		e.spec.Need = e.places[0].Host
+		e.placed = e.places[0]
 		r.entries = append(r.entries, e)
 		r.byID[s.ID] = e
 	}
@@ -276,8 +325,8 @@ func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], erro
 	if e.estimateErr != nil {
 		return nil, &LoadError{ID: e.spec.ID, Err: e.estimateErr}
 	}
-	if e.spec.Need > r.budget.Limit() {
-		return nil, &TooLargeError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit()}
+	if e.tooLarge != nil {
+		return nil, e.tooLarge
 	}
 	var (
 		w        *waiter[M]       // this request's place in the queue, once it waits
@@ -305,7 +354,7 @@ func (r *Registry[M]) Acquire(ctx context.Context, name string) (*Lease[M], erro
 			return r.awaitLoad(ctx, e)
 		case StateUnloaded:
 			if first := r.first(); first == nil || first == w {
-				if r.budget.TryReserve(e.spec.Need) {
+				if r.reserveAny(e) {
 					r.leave(w)
 					r.startLoad(e)
 					return r.awaitLoad(ctx, e)
@@ -397,55 +446,53 @@ func (r *Registry[M]) lease(e *entry[M]) {
 	}
 }
 
-// makeRoom starts freeing the memory want needs. It unloads idle models, least
-// recently used first; when that is not enough it evicts busy ones, least
-// recently used first: an evicted model takes no new requests (they wait
-// for it to unload and load again) and unloads when its running requests
-// end, so that a model in steady use cannot starve the others. It stops
-// once that memory will be free when the unloads and evictions under way
-// finish, or when nothing more can be freed (pinned models stay). r.mu
-// is held.
+// makeRoom starts freeing the memory want needs, on the host and on the
+// devices of one of its placements. When evicting idle models can make
+// room for one, it does so for the best such placement, least recently
+// used models first. Otherwise it frees room for the best placement as
+// far as it can: it unloads idle models, least recently used first, and
+// evicts busy ones, least recently used first: an evicted model takes no
+// new requests (they wait for it to unload and load again) and unloads
+// when its running requests end, so that a model in steady use cannot
+// starve the others. A model is evicted only where it holds memory the
+// placement lacks, and the eviction stops once that memory will be free
+// when the unloads and evictions under way finish, or when nothing more
+// can be freed (pinned models stay). r.mu is held.
 func (r *Registry[M]) makeRoom(want *entry[M]) {
-	need := want.spec.Need
-	free := r.budget.Limit() - r.budget.Used()
-	for _, e := range r.entries {
-		if e.state == StateUnloading || e.state == StateLoaded && e.evicting {
-			free += e.spec.Need
+	var victims []*entry[M]
+	for _, p := range want.places {
+		if v, ok := r.plan(p, true); ok {
+			victims = v
+			break
 		}
 	}
-	for free < need {
-		var idle, busy *entry[M]
-		for _, e := range r.entries {
-			if e.state != StateLoaded || e.evicting || e.spec.Pinned {
-				continue
-			}
-			if e.leases == 0 && (idle == nil || e.lastUsed.Before(idle.lastUsed)) {
-				idle = e
-			}
-			if e.leases > 0 && (busy == nil || e.lastUsed.Before(busy.lastUsed)) {
-				busy = e
-			}
+	if victims == nil {
+		victims, _ = r.plan(want.places[0], false)
+	}
+	for _, v := range victims {
+		if v.leases == 0 {
+			r.startUnload(v, "evicted")
+			continue
 		}
-		switch {
-		case idle != nil:
-			r.startUnload(idle, "evicted")
-			free += idle.spec.Need
-		case busy != nil:
-			busy.evicting = true
-			free += busy.spec.Need
-			r.log.Debug("model evicted; it unloads when its running requests end", "model", busy.spec.ID, "requests", busy.leases)
-		default:
-			return
-		}
+		v.evicting = true
+		r.log.Debug("model evicted; it unloads when its running requests end", "model", v.spec.ID, "requests", v.leases)
 	}
 }
 
 // busy is the error of a request that found no memory for e. r.mu is held.
 func (r *Registry[M]) busy(e *entry[M], why string) error {
 	err := &BusyError{ID: e.spec.ID, Need: e.spec.Need, Budget: r.budget.Limit(), Used: r.budget.Used(), Why: why}
+	// The first part of the best placement that does not fit now.
+	p := e.places[0]
+	for _, name := range p.names() {
+		if b := r.devices[name]; p.Devices[name] > b.Limit()-b.Used() {
+			err.Device, err.Need, err.Budget, err.Used = name, p.Devices[name], b.Limit(), b.Used()
+			break
+		}
+	}
 	for _, o := range r.entries {
 		if o.state != StateUnloaded {
-			h := Holder{ID: o.spec.ID, State: o.state, Need: o.spec.Need, Requests: o.leases}
+			h := Holder{ID: o.spec.ID, State: o.state, Need: o.placed.Host, Devices: o.placed.Devices, Requests: o.leases}
 			if o.evicting {
 				h.State = StateUnloading
 			}

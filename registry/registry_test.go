@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeModel struct {
 	id      string
 	need    int64
+	devs    map[string]int64 // its placement's device parts
+	offload []string         // the devices its spec offloaded to
 	fl      *fakeLoader
 	drained atomic.Bool
 	closed  chan struct{}
@@ -41,6 +44,9 @@ func (m *fakeModel) Close() error {
 		m.fl.mu.Lock()
 		m.fl.live[m.id]--
 		m.fl.liveBytes -= m.need
+		for d, n := range m.devs {
+			m.fl.devLive[d] -= n
+		}
 		m.fl.mu.Unlock()
 		close(m.closed)
 	})
@@ -62,11 +68,14 @@ type fakeLoader struct {
 	loads     map[string]int
 	live      map[string]int
 	liveBytes int64
+	devBudget map[string]int64 // the devices' budgets (absent: unlimited)
+	devLive   map[string]int64 // bytes the loaded models take on each device
 	last      map[string]*fakeModel
 }
 
 func newFakeLoader(t *testing.T, budget int64) *fakeLoader {
-	return &fakeLoader{t: t, budget: budget, fail: map[string]error{}, loads: map[string]int{}, live: map[string]int{}, last: map[string]*fakeModel{}}
+	return &fakeLoader{t: t, budget: budget, fail: map[string]error{}, loads: map[string]int{}, live: map[string]int{}, last: map[string]*fakeModel{},
+		devBudget: map[string]int64{}, devLive: map[string]int64{}}
 }
 
 func (fl *fakeLoader) load(ctx context.Context, spec Spec) (*fakeModel, error) {
@@ -91,7 +100,21 @@ func (fl *fakeLoader) load(ctx context.Context, spec Spec) (*fakeModel, error) {
 	if fl.budget > 0 && fl.liveBytes > fl.budget {
 		fl.t.Errorf("loaded models take %d bytes, over the budget of %d", fl.liveBytes, fl.budget)
 	}
-	m := &fakeModel{id: spec.ID, need: spec.Need, fl: fl, closed: make(chan struct{})}
+	m := &fakeModel{id: spec.ID, need: spec.Need, fl: fl, closed: make(chan struct{}), offload: spec.Engine.Offload.Devices}
+	// The placement the registry reserved: the one whose offload the
+	// spec carries.
+	for _, p := range spec.Placements {
+		if slices.Equal(p.Offload.Devices, spec.Engine.Offload.Devices) && p.Host == spec.Need {
+			m.devs = p.Devices
+			break
+		}
+	}
+	for d, n := range m.devs {
+		fl.devLive[d] += n
+		if b, ok := fl.devBudget[d]; ok && fl.devLive[d] > b {
+			fl.t.Errorf("loaded models take %d bytes of %s, over its budget of %d", fl.devLive[d], d, b)
+		}
+	}
 	fl.last[spec.ID] = m
 	return m, nil
 }
@@ -119,6 +142,11 @@ func specs(need int64, ids ...string) []Spec {
 func newRegistry(t *testing.T, cfg Config, ss []Spec) (*Registry[*fakeModel], *fakeLoader) {
 	t.Helper()
 	fl := newFakeLoader(t, cfg.Budget)
+	for _, d := range cfg.Devices {
+		if d.Budget > 0 {
+			fl.devBudget[d.Name] = d.Budget
+		}
+	}
 	r, err := New(cfg, ss, fl.load)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +157,11 @@ func newRegistry(t *testing.T, cfg Config, ss []Spec) (*Registry[*fakeModel], *f
 		}
 		if u := r.Budget().Used(); u != 0 {
 			t.Errorf("after Close %d bytes stay reserved", u)
+		}
+		for d, b := range r.DeviceBudgets() {
+			if u := b.Used(); u != 0 {
+				t.Errorf("after Close %d bytes of %s stay reserved", u, d)
+			}
 		}
 		for id, n := range fl.live {
 			if n != 0 {

@@ -57,6 +57,7 @@ type metrics struct {
 	perModel                                                   []modelFamily
 	loads, promptThroughput, predictedThroughput, kvCacheUsage *prometheus.Desc
 	cacheConfig                                                *prometheus.Desc
+	deviceReserved, deviceBudget                               *prometheus.Desc
 
 	mu      sync.Mutex
 	buckets map[string]*throughput // by model: since the previous scrape
@@ -145,6 +146,8 @@ func newMetrics(models *Registry) *metrics {
 			"The KV cache's shape, in its labels: block_size tokens a block (corral's cache holds tokens; the block is the unit routers hash prompts in), num_gpu_blocks the cache's cells over the block size.",
 			[]string{ModelLabel, "block_size", "num_gpu_blocks"}, nil),
 	}
+	x.deviceReserved = prometheus.NewDesc("corral_memory_device_reserved_bytes", "Memory reserved on each GPU by loaded and loading models (their offloaded layers, their KV and a compute buffer).", []string{"device"}, nil)
+	x.deviceBudget = prometheus.NewDesc("corral_memory_device_budget_bytes", "Each GPU's memory budget (--device-memory); absent when unlimited.", []string{"device"}, nil)
 	x.global = []globalFamily{
 		{prometheus.NewDesc("corral_models_loaded", "Models loaded.", nil, nil), prometheus.GaugeValue, func(r *Registry) (float64, bool) {
 			n := 0
@@ -246,6 +249,8 @@ func (x *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- x.predictedThroughput
 	ch <- x.kvCacheUsage
 	ch <- x.cacheConfig
+	ch <- x.deviceReserved
+	ch <- x.deviceBudget
 }
 
 // Collect reads the registry and every loaded engine (prometheus.Collector).
@@ -253,6 +258,14 @@ func (x *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range x.global {
 		if v, ok := f.value(x.models); ok {
 			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, v)
+		}
+	}
+	budgets := x.models.DeviceBudgets()
+	for _, name := range x.models.DeviceNames() {
+		b := budgets[name]
+		ch <- prometheus.MustNewConstMetric(x.deviceReserved, prometheus.GaugeValue, float64(b.Used()), name)
+		if !b.Unlimited() {
+			ch <- prometheus.MustNewConstMetric(x.deviceBudget, prometheus.GaugeValue, float64(b.Limit()), name)
 		}
 	}
 	for _, st := range x.models.Status() {

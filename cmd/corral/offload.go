@@ -17,8 +17,8 @@ import (
 // offloadFlags are corral serve's GPU offload flags, under llama-server's
 // names.
 type offloadFlags struct {
-	layers, devices, split, tensorSplit, backends string
-	mainGPU                                       int
+	layers, devices, split, tensorSplit, backends, memory string
+	mainGPU                                               int
 }
 
 // addOffloadFlags adds the offload flags to fs.
@@ -34,6 +34,7 @@ func addOffloadFlags(fs *flag.FlagSet) *offloadFlags {
 		"share of the model each GPU takes, comma-separated `proportions` such as 3,1 (default: by free memory)", "tensor-split", "ts")
 	aliases(func(name, help string) { fs.IntVar(&o.mainGPU, name, 0, help) },
 		"`index` of the GPU (among those used) that holds the model with --split-mode none", "main-gpu", "mg")
+	fs.StringVar(&o.memory, "device-memory", "", "memory the loaded models may take on each GPU: comma-separated `name=size` (Vulkan0=4GiB,CUDA0=90%); a GPU not named: its free memory at start less 1 GiB (unlimited when its driver does not say)")
 	fs.StringVar(&o.backends, "backends", "", "`folders` (a path list) to load ggml's GPU backend libraries (libggml-vulkan.so, ...) from; none: CPU only (default: $"+llama.BackendsEnv+", else the binary's folder and ../lib/corral)")
 	return o
 }
@@ -186,4 +187,52 @@ func flagName(name string) string {
 		return "-" + name
 	}
 	return "--" + name
+}
+
+// deviceBudgets are the registry's devices: each device found, with its
+// budget from --device-memory (spec: name=size, comma-separated; a size
+// is bytes with a unit or a percentage of the device's total memory),
+// else its free memory now less llama.FitMargin, the headroom -ngl auto
+// leaves, else (the driver reports no memory) unlimited.
+func deviceBudgets(spec string, devs []engine.Device) ([]registry.Device, error) {
+	given := map[string]string{}
+	if spec != "" {
+		for _, part := range strings.Split(spec, ",") {
+			name, size, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || name == "" {
+				return nil, fmt.Errorf("--device-memory %q: want name=size pairs such as Vulkan0=4GiB", spec)
+			}
+			if _, dup := given[name]; dup {
+				return nil, fmt.Errorf("--device-memory: %s given twice", name)
+			}
+			given[name] = size
+		}
+	}
+	var out []registry.Device
+	var names []string
+	for _, d := range devs {
+		names = append(names, d.Name)
+		rd := registry.Device{Name: d.Name, Free: d.Free}
+		if size, ok := given[d.Name]; ok {
+			n, err := registry.ParseBytes(size, d.Total)
+			if err != nil {
+				return nil, fmt.Errorf("--device-memory %s: %w", d.Name, err)
+			}
+			if n <= 0 {
+				return nil, fmt.Errorf("--device-memory %s=%s: want a size above 0", d.Name, size)
+			}
+			rd.Budget = n
+			delete(given, d.Name)
+		} else if d.Free > 0 {
+			rd.Budget = max(d.Free-llama.FitMargin, 1)
+		}
+		out = append(out, rd)
+	}
+	for name := range given {
+		if len(names) == 0 {
+			names = []string{"none"}
+		}
+		return nil, fmt.Errorf("--device-memory: no device %q (devices: %s)", name, strings.Join(names, ", "))
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
@@ -98,6 +99,30 @@ models:
 		}
 		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestDeviceBudgets: --device-memory's budgets by name, a GPU not named
+// its free memory less the 1 GiB -ngl auto leaves (unlimited when
+// unknown), and the errors of a name not found and a bad size.
+func TestDeviceBudgets(t *testing.T) {
+	const gib = 1 << 30
+	devs := []engine.Device{{Name: "Vulkan0", Free: 6 * gib, Total: 8 * gib}, {Name: "Vulkan1", Free: 3 * gib, Total: 4 * gib}, {Name: "Vulkan2"}}
+	got, err := deviceBudgets("Vulkan1=50%", devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []registry.Device{{Name: "Vulkan0", Budget: 5 * gib, Free: 6 * gib}, {Name: "Vulkan1", Budget: 2 * gib, Free: 3 * gib}, {Name: "Vulkan2"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if got, err := deviceBudgets("Vulkan0=512MiB, Vulkan2=1GiB", devs); err != nil || got[0].Budget != 512<<20 || got[2].Budget != gib {
+		t.Errorf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{"CUDA0=1GiB", "Vulkan0", "Vulkan0=lots", "Vulkan0=1GiB,Vulkan0=2GiB", "Vulkan2=50%"} {
+		if _, err := deviceBudgets(bad, devs); err == nil || !strings.Contains(err.Error(), "--device-memory") {
+			t.Errorf("%q: %v, want an error naming --device-memory", bad, err)
 		}
 	}
 }

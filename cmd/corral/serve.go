@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -234,6 +235,9 @@ func runServe(ctx context.Context, args []string) error {
 	if rcfg.Budget, err = memoryBudget(*budgetFlag, log); err != nil {
 		return fmt.Errorf("--memory-budget: %w", err)
 	}
+	if rcfg.Devices, err = deviceBudgets(offFlags.memory, engine.Devices()); err != nil {
+		return err
+	}
 	access, err := acc.setup(log)
 	if err != nil {
 		return err
@@ -321,7 +325,15 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 			specs[i].Engine.CPU = cpu
 		}
 	}
-	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
+	rcfg.Logger, rcfg.Estimate, rcfg.Place = log, registry.EstimateFromFile, registry.PlaceFromFile
+	if rcfg.Devices == nil {
+		devs, err := deviceBudgets("", engine.Devices())
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		rcfg.Devices = devs
+	}
 	reg, err := registry.New(rcfg, specs, model.Loader(log))
 	if err != nil {
 		ln.Close()
@@ -337,7 +349,7 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 	logCPU(log)
 	logDevices(log)
 	for _, s := range reg.Status() {
-		log.Info("model", "id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need))
+		log.Info("model", "id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need), "device_need", deviceNeedText(s.Devices))
 	}
 	if len(specs) == 1 {
 		l, err := reg.Acquire(sctx, "")
@@ -442,4 +454,17 @@ func checkReasoningFormat(name string) error {
 		return fmt.Errorf("%w; or one of %s", err, strings.Join(model.ReasoningFormats, ", "))
 	}
 	return nil
+}
+
+// deviceNeedText lists a model's device reservations for the log:
+// name=size, comma-separated, or none.
+func deviceNeedText(devs map[string]int64) string {
+	if len(devs) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		parts = append(parts, name+"="+registry.FormatBytes(devs[name]))
+	}
+	return strings.Join(parts, ",")
 }
