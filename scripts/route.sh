@@ -4,8 +4,10 @@
 # the version the manifests pin) against round robin: 32 conversations of
 # 4 turns sharing a 1,000-token system prompt, 8 at once; prompt tokens
 # served from cache and TTFT p50/p99 for round robin, the picker's queue +
-# KV-cache scorers, and those with its prefix scorer; then round robin and
-# the picker with one process kept busy by a backlog of long prompts
+# KV-cache scorers, those with its prefix scorer, and those with the
+# precise prefix-cache scorer on the processes' KV events (--kv-events,
+# llm-d's indexer: deploy/picker/precise.go); then round robin and the
+# prefix rows with one process kept busy by a backlog of long prompts
 # (requests per process). Prints a Markdown table.
 #
 # usage: scripts/route.sh [route flags, e.g. -conversations 8]

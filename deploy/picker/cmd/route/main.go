@@ -1,7 +1,8 @@
 // Command route measures routing among three corral serve processes on
 // 127.0.0.2, .3 and .4: round robin, the endpoint picker's queue and
-// KV-cache scorers, and those with its prefix scorer (the manifest's
-// configuration), on a workload of multi-turn conversations that share a
+// KV-cache scorers, those with its prefix scorer (the manifest's
+// configuration), and those with the precise prefix-cache scorer fed by
+// the processes' KV events (deploy/picker's precise.go), on a workload of multi-turn conversations that share a
 // long system prompt; then the same with one process given a backlog of
 // long prompts. It prints a Markdown table. scripts/route.sh runs it.
 package main
@@ -33,8 +34,10 @@ import (
 )
 
 // config is a picker configuration measured: the manifest's data layer
-// and weights (queue 2, KV cache 2), with the prefix scorer or without.
-func config(prefix bool, prefixWeight int) []byte {
+// and weights (queue 2, KV cache 2), with a prefix scorer ("": none,
+// "prefix" the picker's, "precise" the one on KV events, whose indexer
+// binds zmq and which renders prompts on the corral at render).
+func config(scorer string, prefixWeight int, zmq, render string) []byte {
 	var b strings.Builder
 	b.WriteString(`apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
@@ -53,8 +56,11 @@ plugins:
   - type: queue-scorer
   - type: kv-cache-utilization-scorer
 `)
-	if prefix {
+	switch scorer {
+	case "prefix":
 		b.WriteString("  - type: prefix-cache-scorer\n")
+	case "precise":
+		fmt.Fprintf(&b, "  - type: %s\n    parameters:\n      zmqEndpoint: %q\n      renderURL: %q\n", picker.PreciseScorerType, zmq, render)
 	}
 	b.WriteString(`  - type: max-score-picker
 dataLayer:
@@ -70,8 +76,11 @@ schedulingProfiles:
       - pluginRef: kv-cache-utilization-scorer
         weight: 2
 `)
-	if prefix {
+	switch scorer {
+	case "prefix":
 		fmt.Fprintf(&b, "      - pluginRef: prefix-cache-scorer\n        weight: %d\n", prefixWeight)
+	case "precise":
+		fmt.Fprintf(&b, "      - pluginRef: %s\n        weight: %d\n", picker.PreciseScorerType, prefixWeight)
 	}
 	b.WriteString("      - pluginRef: max-score-picker\n")
 	return []byte(b.String())
@@ -98,8 +107,8 @@ func main() {
 	flag.IntVar(&o.maxTokens, "max-tokens", 8, "tokens generated per turn")
 	flag.IntVar(&o.backlog, "backlog", 6, "long-prompt requests kept in flight on the first process for the skewed rows")
 	flag.IntVar(&o.backlogTokens, "backlog-tokens", 3000, "tokens of each backlog prompt (at least)")
-	flag.IntVar(&o.prefixWeight, "prefix-weight", 3, "the prefix scorer's weight (the manifest's: 3)")
-	flag.StringVar(&o.rows, "rows", "rr,qkv,prefix,rr-skew,prefix-skew", "rows to measure, comma-separated")
+	flag.IntVar(&o.prefixWeight, "prefix-weight", 3, "the prefix scorers' weight (the manifest's: 3)")
+	flag.StringVar(&o.rows, "rows", "rr,qkv,prefix,precise,rr-skew,prefix-skew,precise-skew", "rows to measure, comma-separated")
 	serve := flag.String("serve-args", "--threads=1 --parallel=4 --ctx-size=32768", "flags of each corral serve")
 	flag.Parse()
 	o.serveArgs = strings.Fields(*serve)
@@ -125,7 +134,7 @@ type row struct {
 func run(o options) error {
 	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
 	fmt.Printf("| routing | prompt tokens served from cache | TTFT p50 | TTFT p99 | requests per process | failed |\n|---|---|---|---|---|---|\n")
-	modes := map[string]string{"rr": "round robin", "qkv": "queue + kv-cache", "prefix": "queue + kv-cache + prefix"}
+	modes := map[string]string{"rr": "round robin", "qkv": "queue + kv-cache", "prefix": "queue + kv-cache + prefix", "precise": "queue + kv-cache + precise prefix (KV events)"}
 	for _, id := range strings.Split(o.rows, ",") {
 		base, skew := strings.CutSuffix(id, "-skew")
 		mode, ok := modes[base]
@@ -158,7 +167,14 @@ func pct(ds []time.Duration, p int) string {
 // cache counters.
 func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 	r := row{name: mode}
-	if strings.Contains(mode, "prefix") && o.prefixWeight != 3 {
+	scorer := ""
+	switch {
+	case strings.Contains(mode, "precise"):
+		scorer = "precise"
+	case strings.Contains(mode, "prefix"):
+		scorer = "prefix"
+	}
+	if scorer != "" && o.prefixWeight != 3 {
 		r.name += fmt.Sprintf(" (weight %d)", o.prefixWeight)
 	}
 	if skew {
@@ -178,6 +194,16 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 	if err := os.Symlink(o.model, dir+"/m.gguf"); err != nil {
 		return r, err
 	}
+	args := append([]string{"--models-dir=" + dir, "--log-level=error"}, o.serveArgs...)
+	var zmq string
+	if scorer == "precise" {
+		zport, err := picker.FreePort("127.0.0.1")
+		if err != nil {
+			return r, err
+		}
+		zmq = "tcp://127.0.0.1:" + zport
+		args = append(args, "--kv-events="+zmq)
+	}
 	var servers []*picker.Corral
 	defer func() {
 		for _, s := range servers {
@@ -185,7 +211,7 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 		}
 	}()
 	for _, h := range hosts {
-		s, err := picker.StartCorral(ctx, o.bin, h, port, nil, append([]string{"--models-dir=" + dir, "--log-level=error"}, o.serveArgs...)...)
+		s, err := picker.StartCorral(ctx, o.bin, h, port, nil, args...)
 		if err != nil {
 			return r, err
 		}
@@ -207,7 +233,7 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 		gw.Endpoints = append(gw.Endpoints, s.Addr)
 	}
 	if mode != "round robin" {
-		pk, err := picker.NewPicker(ctx, config(strings.Contains(mode, "prefix"), o.prefixWeight), picker.Pool{Namespace: "default", Name: "corral", Hosts: hosts, Port: atoi(port)}, logr.Discard())
+		pk, err := picker.NewPicker(ctx, config(scorer, o.prefixWeight, zmq, "http://"+servers[0].Addr), picker.Pool{Namespace: "default", Name: "corral", Hosts: hosts, Port: atoi(port)}, logr.Discard())
 		if err != nil {
 			return r, err
 		}
@@ -224,7 +250,8 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 		}
 		defer conn.Close()
 		gw.ExtProc = extProcPb.NewExternalProcessorClient(conn)
-		for !allScraped(pk) {
+		// Scraped, and (precise) every process's KV events subscribed.
+		for !allScraped(pk) || (zmq != "" && !allSubscribed(client, servers)) {
 			select {
 			case <-ctx.Done():
 				return r, ctx.Err()
@@ -306,6 +333,23 @@ func allScraped(pk *picker.Picker) bool {
 		}
 	}
 	return len(eps) > 0
+}
+
+// allSubscribed reports whether every server's KV events have a
+// subscriber (corral_kv_events_subscribers).
+func allSubscribed(client *http.Client, servers []*picker.Corral) bool {
+	for _, s := range servers {
+		resp, err := client.Get("http://" + s.Addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "\ncorral_kv_events_subscribers 1") {
+			return false
+		}
+	}
+	return true
 }
 
 // text repeats seed until the corral at addr tokenizes it to at least n
