@@ -74,7 +74,7 @@ func PreciseScorerFactory(name string, raw json.RawMessage, handle fwkplugin.Han
 	}
 	s := &PreciseScorer{
 		name: name, index: index, tokens: kvblock.NewChunkedTokenDatabase(kvblock.DefaultTokenProcessorConfig()),
-		renderURL: p.RenderURL, cpuWeight: 0.8, client: &http.Client{Timeout: 10 * time.Second},
+		renderURL: p.RenderURL, cpuWeight: 0.8, client: &http.Client{Timeout: time.Second},
 	}
 	if p.CPUWeight != nil {
 		s.cpuWeight = *p.CPUWeight
@@ -167,7 +167,9 @@ func (s *PreciseScorer) Held(ctx context.Context, model string, ids []uint32, po
 	return held
 }
 
-// render asks a corral for the token ids of the request's prompt.
+// render asks a corral for the token ids of the request's prompt, within
+// a second: a request the scorer cannot render is scored 0 everywhere,
+// and the other scorers decide.
 func (s *PreciseScorer) render(ctx context.Context, req *framework.LLMRequest) ([]uint32, error) {
 	if req.Body == nil {
 		return nil, fmt.Errorf("no body")

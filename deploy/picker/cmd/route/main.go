@@ -271,6 +271,7 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 	// The backlog: long prompts sent straight to the first process, kept
 	// in flight until the conversations are done.
 	bctx, bstop := context.WithCancel(ctx)
+	defer bstop()
 	var bwg sync.WaitGroup
 	if skew {
 		for i := range o.backlog {
@@ -282,6 +283,17 @@ func measure(o options, hosts []string, mode string, skew bool) (row, error) {
 				}
 			}()
 		}
+		// The conversations start once the backlog is there for the
+		// picker to see: in the process's metrics, then in the picker's
+		// next scrapes (every 50 ms).
+		for inFlight(client, servers[0].Addr) < o.backlog {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// The conversations, o.conc at once, each turn after the last.
 	var mu sync.Mutex
@@ -333,6 +345,26 @@ func allScraped(pk *picker.Picker) bool {
 		}
 	}
 	return len(eps) > 0
+}
+
+// inFlight is the requests running and waiting at the corral at addr.
+func inFlight(client *http.Client, addr string) int {
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	n := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "vllm:num_requests_running{") || strings.HasPrefix(line, "vllm:num_requests_waiting{") {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			n += f
+		}
+	}
+	return int(n)
 }
 
 // allSubscribed reports whether every server's KV events have a
