@@ -376,15 +376,29 @@ func TestCancelWhileDecoding(t *testing.T) {
 
 func TestRandomCancelsLeaveNoBusySlot(t *testing.T) {
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 4, MaxQueue: 512})
-	rng := rand.New(rand.NewPCG(1, 2))
+	cancelAtRandom(t, e, rand.New(rand.NewPCG(1, 2)), 200, []string{"Once upon a time"}, 20, 100, 6)
+	waitIdle(t, e)
+	if st := e.Stats(); st.SlotsBusy != 0 || st.QueueDepth != 0 {
+		t.Fatalf("after 200 random cancels: %+v", st)
+	}
+}
+
+// cancelAtRandom submits n greedy requests, each of a prompt drawn from
+// prompts and of minTokens to minTokens+spread-1 tokens, cancelled after
+// 0 to chunks-1 of its chunks (0: at once), and waits until every stream
+// has ended with io.EOF.
+func cancelAtRandom(t *testing.T, e *engine.Engine, rng *rand.Rand, n int, prompts []string, minTokens, spread, chunks int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	for i := range 200 {
+	defer wg.Wait()
+	for i := range n {
 		ctx, cancel := context.WithCancel(context.Background())
-		s, err := e.Submit(ctx, greedy("Once upon a time", 20+rng.IntN(100)))
+		s, err := e.Submit(ctx, greedy(prompts[rng.IntN(len(prompts))], minTokens+rng.IntN(spread)))
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
-		after := rng.IntN(6) // cancel after this many chunks (0: at once)
+		after := rng.IntN(chunks)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -401,11 +415,6 @@ func TestRandomCancelsLeaveNoBusySlot(t *testing.T) {
 				}
 			}
 		}()
-	}
-	wg.Wait()
-	waitIdle(t, e)
-	if st := e.Stats(); st.SlotsBusy != 0 || st.QueueDepth != 0 {
-		t.Fatalf("after 200 random cancels: %+v", st)
 	}
 }
 

@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"strings"
@@ -130,6 +128,18 @@ func (x *kvIndex) check(t *testing.T) {
 	}
 }
 
+// runIdle runs a greedy request of n tokens to its end, and waits until
+// the engine is idle.
+func runIdle(t *testing.T, e *engine.Engine, prompt string, n int) {
+	t.Helper()
+	s, err := e.Submit(context.Background(), greedy(prompt, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, s)
+	waitIdle(t, e)
+}
+
 func tokenize(t *testing.T, e *engine.Engine, text string) []int32 {
 	t.Helper()
 	toks, err := e.Tokenize(text, true, true)
@@ -152,15 +162,7 @@ func TestKVEventsFollowTheCache(t *testing.T) {
 	}
 	a, b, c := story("Tom"), story("Lily"), story("Sam")
 	ta, tb, tc := tokenize(t, e, a), tokenize(t, e, b), tokenize(t, e, c)
-	run := func(prompt string) {
-		t.Helper()
-		s, err := e.Submit(context.Background(), greedy(prompt, 20))
-		if err != nil {
-			t.Fatal(err)
-		}
-		collect(t, s)
-		waitIdle(t, e)
-	}
+	run := func(prompt string) { runIdle(t, e, prompt, 20) }
 
 	run(a)
 	x.check(t)
@@ -200,15 +202,7 @@ func TestKVEventsFollowTheCache(t *testing.T) {
 func TestKVEventsRestateOnJoin(t *testing.T) {
 	x := newKVIndex()
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20, KVEvents: x})
-	run := func(prompt string) {
-		t.Helper()
-		s, err := e.Submit(context.Background(), greedy(prompt, 8))
-		if err != nil {
-			t.Fatal(err)
-		}
-		collect(t, s)
-		waitIdle(t, e)
-	}
+	run := func(prompt string) { runIdle(t, e, prompt, 8) }
 	run(strings.Repeat("Once upon a time Tom went to the park to play with a red ball. ", 6))
 	run(strings.Repeat("Lily liked to sing songs with her friends in the garden. ", 6)) // the first goes to the host cache
 	late := x.join()
@@ -292,38 +286,12 @@ func TestKVEventsSalt(t *testing.T) {
 func TestKVEventsUnderCancels(t *testing.T) {
 	x := newKVIndex()
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 2, MaxQueue: 256, HostCacheBytes: 8 << 20, KVEvents: x})
-	rng := rand.New(rand.NewPCG(3, 4))
 	prompts := []string{
 		strings.Repeat("Once upon a time Tom went to the park. ", 4),
 		strings.Repeat("Once upon a time Tom went to the park. ", 4) + "He saw a dog.",
 		strings.Repeat("Lily had a little cat that liked milk. ", 5),
 	}
-	var wg sync.WaitGroup
-	for i := range 60 {
-		ctx, cancel := context.WithCancel(context.Background())
-		s, err := e.Submit(ctx, greedy(prompts[rng.IntN(len(prompts))], 10+rng.IntN(40)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		after := rng.IntN(8)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cancel()
-			for n := 0; ; n++ {
-				if n == after {
-					cancel()
-				}
-				if _, err := s.Recv(context.Background()); err != nil {
-					if !errors.Is(err, io.EOF) {
-						t.Errorf("request %d: %v", i, err)
-					}
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	cancelAtRandom(t, e, rand.New(rand.NewPCG(3, 4)), 60, prompts, 10, 40, 8)
 	waitIdle(t, e)
 	e.Close()
 	x.check(t)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -397,6 +398,11 @@ func toInt64[T uint8 | int8 | uint16 | int16 | uint32 | int32 | uint64](s []T) [
 	return out
 }
 
+// byOffset is md's tensors in the order of their data in the file.
+func byOffset(md *gguf.Metadata) []gguf.TensorInfo {
+	return slices.SortedFunc(slices.Values(md.Tensors), func(a, b gguf.TensorInfo) int { return cmp.Compare(a.Offset, b.Offset) })
+}
+
 // weightBytes is the span of tensor data llama.cpp maps: from the first
 // tensor's data to the end of the last. A tensor of a type the gguf
 // package does not size (IQ quants, say) ends where the next one starts;
@@ -406,15 +412,7 @@ func weightBytes(md *gguf.Metadata) (int64, error) {
 	if len(md.Tensors) == 0 {
 		return 0, fmt.Errorf("%w: no tensors", ErrEstimate)
 	}
-	ts := slices.SortedFunc(slices.Values(md.Tensors), func(a, b gguf.TensorInfo) int {
-		switch {
-		case a.Offset < b.Offset:
-			return -1
-		case a.Offset > b.Offset:
-			return 1
-		}
-		return 0
-	})
+	ts := byOffset(md)
 	var end uint64
 	for i, t := range ts {
 		size, ok := t.Size()

@@ -250,15 +250,7 @@ func tensorLayer(name string, n int) (layer int, input bool) {
 
 // tensorSizes is each tensor's data size, as weightBytes counts it.
 func tensorSizes(md *gguf.Metadata) (map[string]int64, error) {
-	ts := slices.SortedFunc(slices.Values(md.Tensors), func(a, b gguf.TensorInfo) int {
-		switch {
-		case a.Offset < b.Offset:
-			return -1
-		case a.Offset > b.Offset:
-			return 1
-		}
-		return 0
-	})
+	ts := byOffset(md)
 	out := make(map[string]int64, len(ts))
 	for i, t := range ts {
 		size, ok := t.Size()

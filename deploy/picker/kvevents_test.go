@@ -46,15 +46,7 @@ func TestKVEventsIndex(t *testing.T) {
 	}()
 	tokens := kvblock.NewChunkedTokenDatabase(kvblock.DefaultTokenProcessorConfig())
 
-	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
-	port, err := FreePort(hosts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var servers []*Corral
-	for _, h := range hosts {
-		servers = append(servers, startCorral(t, ctx, h, port, "--parallel=2", "--kv-events=tcp://127.0.0.1:"+zport))
-	}
+	servers, _, _ := startPool(t, ctx, "--kv-events=tcp://127.0.0.1:"+zport)
 	waitSubscribed(t, ctx, servers)
 	prompts := make([]string, len(servers))
 	for i, s := range servers {

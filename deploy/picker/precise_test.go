@@ -10,47 +10,9 @@ import (
 	"time"
 )
 
-// preciseConfig is a picker configuration whose only scorer that tells
-// idle endpoints apart is the precise prefix-cache scorer.
-func preciseConfig(zmq, render string) []byte {
-	return []byte(`apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-  - type: metrics-data-source
-  - type: core-metrics-extractor
-    parameters:
-      defaultEngine: corral
-      engineConfigs:
-        - name: corral
-          queuedRequestsSpec: "vllm:num_requests_waiting"
-          runningRequestsSpec: "vllm:num_requests_running"
-          kvUsageSpec: "vllm:kv_cache_usage_perc"
-          loraSpec: ""
-          cacheInfoSpec: "vllm:cache_config_info"
-  - type: queue-scorer
-  - type: precise-prefix-cache-scorer
-    parameters:
-      zmqEndpoint: "` + zmq + `"
-      renderURL: "` + render + `"
-  - type: max-score-picker
-dataLayer:
-  sources:
-    - pluginRef: metrics-data-source
-      extractors:
-        - pluginRef: core-metrics-extractor
-schedulingProfiles:
-  - name: default
-    plugins:
-      - pluginRef: queue-scorer
-        weight: 1
-      - pluginRef: precise-prefix-cache-scorer
-        weight: 3
-      - pluginRef: max-score-picker
-`)
-}
-
-// TestPreciseRouting: the picker with the precise prefix-cache scorer
-// (precise.go: llm-d's indexer fed by corral's KV events) sends a
+// TestPreciseRouting: the picker with the precise prefix-cache scorer,
+// the only one of its scorers that tells idle endpoints apart
+// (precise.go: llm-d's indexer fed by corral's KV events), sends a
 // conversation's next turn to the process that served its first turn,
 // although that turn went to the process directly, not through the
 // picker: the picker learns what each process holds from the process
@@ -63,16 +25,8 @@ func TestPreciseRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
-	port, err := FreePort(hosts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var servers []*Corral
-	for _, h := range hosts {
-		servers = append(servers, startCorral(t, ctx, h, port, "--parallel=2", "--kv-events=tcp://127.0.0.1:"+zport))
-	}
-	gw, pk := startPicker(t, ctx, preciseConfig("tcp://127.0.0.1:"+zport, "http://"+servers[0].Addr), hosts, port)
+	servers, hosts, port := startPool(t, ctx, "--kv-events=tcp://127.0.0.1:"+zport)
+	gw, pk := startPicker(t, ctx, Config{Queue: 1, Precise: 3, ZMQEndpoint: "tcp://127.0.0.1:" + zport, RenderURL: "http://" + servers[0].Addr}.YAML(), hosts, port)
 	scorer, ok := pk.Plugin(PreciseScorerType).(*PreciseScorer)
 	if !ok {
 		t.Fatalf("the configuration's %s is a %T", PreciseScorerType, pk.Plugin(PreciseScorerType))

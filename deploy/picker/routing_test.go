@@ -33,15 +33,7 @@ func TestRouting(t *testing.T) {
 	_, config := pickerArgs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
-	port, err := FreePort(hosts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var servers []*Corral
-	for _, h := range hosts {
-		servers = append(servers, startCorral(t, ctx, h, port, "--parallel=2"))
-	}
+	servers, hosts, port := startPool(t, ctx)
 	gw, _ := startPicker(t, ctx, config, hosts, port)
 	gsrv := httptest.NewServer(gw)
 	t.Cleanup(gsrv.Close)
@@ -108,6 +100,21 @@ func TestRouting(t *testing.T) {
 	if want := withZeros(picks, servers); !maps.Equal(served, want) {
 		t.Errorf("the processes served %v; the picker sent %v", served, want)
 	}
+}
+
+// startPool starts three corral serve processes, on 127.0.0.2, .3 and
+// .4 and one port, each with --parallel=2 and args.
+func startPool(t *testing.T, ctx context.Context, args ...string) (servers []*Corral, hosts []string, port string) {
+	t.Helper()
+	hosts = []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	port, err := FreePort(hosts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		servers = append(servers, startCorral(t, ctx, h, port, append([]string{"--parallel=2"}, args...)...))
+	}
+	return servers, hosts, port
 }
 
 // startPicker builds the picker for the pods on hosts:port with config,

@@ -33,57 +33,19 @@ import (
 	"github.com/corral-llm/corral/deploy/picker"
 )
 
-// config is a picker configuration measured: the manifest's data layer
-// and weights (queue 2, KV cache 2), with a prefix scorer ("": none,
-// "prefix" the picker's, "precise" the one on KV events, whose indexer
-// binds zmq and which renders prompts on the corral at render).
+// config is a picker configuration measured: the manifest's weights
+// (queue 2, KV cache 2) with a prefix scorer ("": none, "prefix" the
+// picker's, "precise" the one on KV events, whose indexer binds zmq and
+// which renders prompts on the corral at render) of weight prefixWeight.
 func config(scorer string, prefixWeight int, zmq, render string) []byte {
-	var b strings.Builder
-	b.WriteString(`apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-  - type: metrics-data-source
-  - type: core-metrics-extractor
-    parameters:
-      defaultEngine: corral
-      engineConfigs:
-        - name: corral
-          queuedRequestsSpec: "vllm:num_requests_waiting"
-          runningRequestsSpec: "vllm:num_requests_running"
-          kvUsageSpec: "vllm:kv_cache_usage_perc"
-          loraSpec: ""
-          cacheInfoSpec: "vllm:cache_config_info"
-  - type: queue-scorer
-  - type: kv-cache-utilization-scorer
-`)
+	c := picker.Config{Queue: 2, KVCache: 2, ZMQEndpoint: zmq, RenderURL: render}
 	switch scorer {
 	case "prefix":
-		b.WriteString("  - type: prefix-cache-scorer\n")
+		c.Prefix = prefixWeight
 	case "precise":
-		fmt.Fprintf(&b, "  - type: %s\n    parameters:\n      zmqEndpoint: %q\n      renderURL: %q\n", picker.PreciseScorerType, zmq, render)
+		c.Precise = prefixWeight
 	}
-	b.WriteString(`  - type: max-score-picker
-dataLayer:
-  sources:
-    - pluginRef: metrics-data-source
-      extractors:
-        - pluginRef: core-metrics-extractor
-schedulingProfiles:
-  - name: default
-    plugins:
-      - pluginRef: queue-scorer
-        weight: 2
-      - pluginRef: kv-cache-utilization-scorer
-        weight: 2
-`)
-	switch scorer {
-	case "prefix":
-		fmt.Fprintf(&b, "      - pluginRef: prefix-cache-scorer\n        weight: %d\n", prefixWeight)
-	case "precise":
-		fmt.Fprintf(&b, "      - pluginRef: %s\n        weight: %d\n", picker.PreciseScorerType, prefixWeight)
-	}
-	b.WriteString("      - pluginRef: max-score-picker\n")
-	return []byte(b.String())
+	return c.YAML()
 }
 
 type options struct {
