@@ -217,3 +217,18 @@ func TestDeviceStress(t *testing.T) {
 		}
 	}
 }
+
+// TestBusyErrorCountsTheDevice: a model refused for want of a device's
+// memory is told what each holder takes of that device, not of the host.
+func TestBusyErrorCountsTheDevice(t *testing.T) {
+	err := &BusyError{
+		ID: "b", Device: "Vulkan0", Need: 3 << 30, Budget: 4 << 30, Used: 2 << 30, Why: "every holder is in use",
+		Holders: []Holder{{ID: "a", State: StateLoaded, Need: 100 << 20, Devices: map[string]int64{"Vulkan0": 2 << 30}, Requests: 1}},
+	}
+	msg := err.Error()
+	for _, want := range []string{"3.0 GiB of memory on Vulkan0", "a (loaded, 2.0 GiB, 1 requests)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q: want %q in it", msg, want)
+		}
+	}
+}

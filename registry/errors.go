@@ -78,7 +78,11 @@ func (e *BusyError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " %s (%s, %s, %d requests)", h.ID, h.State, FormatBytes(h.Need), h.Requests)
+			held := h.Need // of the budget that lacks room
+			if e.Device != "" {
+				held = h.Devices[e.Device]
+			}
+			fmt.Fprintf(&b, " %s (%s, %s, %d requests)", h.ID, h.State, FormatBytes(held), h.Requests)
 		}
 	}
 	return b.String()
