@@ -48,16 +48,9 @@ func generateOn(t *testing.T, m *llama.Model, prompt string, n int) ([]llama.Tok
 		t.Fatal(err)
 	}
 	defer s.Close()
-	toks, err := m.Tokenize(prompt, true, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b llama.Batch
-	for i, tok := range toks {
-		b.Add(tok, i, 0, i == len(toks)-1)
-	}
+	b, np := promptBatch(t, m, prompt)
 	var out []llama.Token
-	for pos := len(toks); pos < len(toks)+n; pos++ {
+	for pos := np; pos < np+n; pos++ {
 		if err := ctx.Decode(&b); err != nil {
 			t.Fatal(err)
 		}
@@ -165,14 +158,7 @@ func lockstep(t *testing.T, cpu, dev *llama.Model, prompt string, n int) ([]llam
 		t.Fatal(err)
 	}
 	defer dc.Close()
-	toks, err := cpu.Tokenize(prompt, true, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b llama.Batch
-	for i, tok := range toks {
-		b.Add(tok, i, 0, i == len(toks)-1)
-	}
+	b, np := promptBatch(t, cpu, prompt)
 	var out []llama.Token
 	ties := map[int]bool{}
 	maxDiff := 0.0
@@ -197,7 +183,7 @@ func lockstep(t *testing.T, cpu, dev *llama.Model, prompt string, n int) ([]llam
 		}
 		out = append(out, llama.Token(ac))
 		b.Reset()
-		b.Add(llama.Token(ac), len(toks)+step, 0, true)
+		b.Add(llama.Token(ac), np+step, 0, true)
 	}
 	return out, ties, maxDiff
 }

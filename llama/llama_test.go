@@ -18,6 +18,22 @@ func generate(t testing.TB, m *llama.Model, prompt string, n int) string {
 	return out
 }
 
+// promptBatch is the batch that evaluates prompt (with the model's
+// special tokens) at positions 0… of sequence 0, logits for the last
+// token, and the prompt's length in tokens.
+func promptBatch(t testing.TB, m *llama.Model, prompt string) (llama.Batch, int) {
+	t.Helper()
+	toks, err := m.Tokenize(prompt, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b llama.Batch
+	for i, tok := range toks {
+		b.Add(tok, i, 0, i == len(toks)-1)
+	}
+	return b, len(toks)
+}
+
 // generateWith is generate with the sampler p; it also returns how often
 // the sampler ran a grammar over the whole vocabulary.
 func generateWith(t testing.TB, m *llama.Model, prompt string, n int, p llama.SamplerParams) (string, int) {
@@ -32,16 +48,8 @@ func generateWith(t testing.TB, m *llama.Model, prompt string, n int, p llama.Sa
 		t.Fatal(err)
 	}
 	defer s.Close()
-	toks, err := m.Tokenize(prompt, true, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b llama.Batch
-	for i, tok := range toks {
-		b.Add(tok, i, 0, i == len(toks)-1)
-	}
+	b, pos := promptBatch(t, m, prompt)
 	var out []byte
-	pos := len(toks)
 	for range n {
 		if err := ctx.Decode(&b); err != nil {
 			t.Fatal(err)
