@@ -295,9 +295,15 @@ func (c *Context) SeqPosMax(seq int) int {
 // Clear empties the whole KV cache.
 func (c *Context) Clear() { C.llama_memory_clear(c.mem, C.bool(true)) }
 
+// SeqStateSize is the length of the state SeqStateGet would return for
+// seq, counted without copying it.
+func (c *Context) SeqStateSize(seq int) int {
+	return int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq)))
+}
+
 // SeqStateGet copies the KV state of seq into a new byte slice.
 func (c *Context) SeqStateGet(seq int) []byte {
-	n := int(C.llama_state_seq_get_size(c.c, C.llama_seq_id(seq)))
+	n := c.SeqStateSize(seq)
 	if n == 0 {
 		return nil
 	}
