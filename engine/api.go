@@ -140,6 +140,12 @@ const DefaultPauseGrace = 3 * time.Second
 // minutes) rather than a request that never ends.
 const DefaultMaxQueueWait = 5 * time.Minute
 
+// DefaultDiskCloseTimeout is Config.DiskCloseTimeout's default: as long
+// as corral serve lets running requests finish after SIGTERM by default
+// (its --shutdown-timeout, which it passes here), so that a stop takes at
+// most twice that.
+const DefaultDiskCloseTimeout = 10 * time.Second
+
 // Config describes one engine: which model, how many slots, how much context.
 type Config struct {
 	// ModelPath is the GGUF file to load.
@@ -215,6 +221,13 @@ type Config struct {
 	// DiskCacheBytes bounds the files of this model under DiskCacheDir;
 	// the least recently used go first. 0 means DefaultDiskCacheBytes.
 	DiskCacheBytes int64
+	// DiskCloseTimeout bounds how long Close spends writing what the
+	// slots and the host cache hold to the disk tier: the states not
+	// written by then are dropped (Stats.DiskCacheDropped), and a file
+	// being written is given up within 8 MiB of writing (or, when its
+	// sync to disk had begun, once that ends). 0 means
+	// DefaultDiskCloseTimeout; negative means no limit.
+	DiskCloseTimeout time.Duration
 	// KVEvents, when set, is told what the prefix caches hold, block by
 	// block, as llm-d's KV events (see kvevents.go): a batch after each
 	// step that changed it, and at Close that nothing is held.
@@ -586,9 +599,10 @@ type Stats struct {
 	// The disk tier (Config.DiskCacheDir): its files and their bytes
 	// now; the prefixes loaded from it (Hits) and written to it
 	// (Saved); the states not written (Dropped: the writer's queue was
-	// full, or the write failed); files removed to stay within the
-	// budget (Evicted), and files removed as torn, corrupted or another
-	// model's (Rejected).
+	// full, the write failed, or at Close the state did not fit
+	// Config.DiskCacheBytes or Config.DiskCloseTimeout passed); files
+	// removed to stay within the budget (Evicted), and files removed as
+	// torn, corrupted or another model's (Rejected).
 	DiskCacheEntries                   int
 	DiskCacheBytes                     int64
 	DiskCacheHits, DiskCacheSaved      uint64

@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -28,6 +28,15 @@ import (
 // one sequence, with the sequence's token ids and a header naming whose
 // it is; one directory per model and KV layout holds them, within
 // Config.DiskCacheBytes, the least recently used removed first.
+//
+// At Close (spillAll, on the scheduler goroutine as it exits) every
+// slot's cache, however short, and every host entry is written, less
+// those another of them holds whole: the most recently used first chosen
+// within Config.DiskCacheBytes (the slots' caches before the host
+// cache's entries, which were pushed out of them), then written least
+// recently used first, so that the newest files are the last evicted.
+// Config.DiskCloseTimeout bounds the whole: past it what is not written
+// is dropped and a file being written abandoned.
 //
 // Files are written by a goroutine of the disk cache's, never by the
 // scheduler: the scheduler hands it states through a bounded queue and
@@ -114,6 +123,9 @@ type diskCache struct {
 	queue   chan diskJob // to the writer; the scheduler alone sends and closes
 	pending int64        // bytes in queue: the scheduler adds, the writer subtracts (under mu)
 	done    chan struct{}
+	// closing, set (under mu) when the engine closes, ends when the
+	// writer must give up what it has not written; nil before.
+	closing context.Context
 
 	mu      sync.Mutex
 	entries []*diskEntry
@@ -424,17 +436,51 @@ func (d *diskCache) longest(tokens []int32, salt [32]byte, maxTokens int) (diskE
 	return *best, n
 }
 
+// holder returns a file of salt holding all of tokens, nil if none.
+// d.mu is held.
+func (d *diskCache) holder(tokens []int32, salt [32]byte) *diskEntry {
+	for _, e := range d.entries {
+		if e.salt == salt && len(e.tokens) >= len(tokens) && commonPrefix(e.tokens, tokens) == len(tokens) {
+			return e
+		}
+	}
+	return nil
+}
+
 // covered reports whether a file of salt holds all of tokens, and marks
 // it used. d.mu is held.
 func (d *diskCache) covered(tokens []int32, salt [32]byte) bool {
-	for _, e := range d.entries {
-		if e.salt == salt && len(e.tokens) >= len(tokens) && commonPrefix(e.tokens, tokens) == len(tokens) {
-			d.clock++
-			e.used = d.clock
-			return true
-		}
+	e := d.holder(tokens, salt)
+	if e == nil {
+		return false
 	}
-	return false
+	d.clock++
+	e.used = d.clock
+	return true
+}
+
+// heldSize returns the bytes of a file of salt holding all of tokens,
+// and whether there is one; unlike covered it marks nothing used.
+func (d *diskCache) heldSize(tokens []int32, salt string) (int64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.holder(tokens, saltKey(salt)); e != nil {
+		return e.size, true
+	}
+	return 0, false
+}
+
+// touch marks the file of salt holding all of tokens, if any, used.
+func (d *diskCache) touch(tokens []int32, salt string) {
+	d.mu.Lock()
+	d.covered(tokens, saltKey(salt))
+	d.mu.Unlock()
+}
+
+// fileSize is the bytes of the file of a state of stateLen bytes for n
+// tokens.
+func fileSize(n, stateLen int) int64 {
+	return diskHeader + 4*int64(n) + int64(stateLen)
 }
 
 // read returns the state of the file e names, after checking it whole:
@@ -552,22 +598,47 @@ func (d *diskCache) put(tokens []int32, salt string, state []byte) {
 	d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state} // room checked above
 }
 
-// putWait hands a state to the writer, waiting for room: at close.
-func (d *diskCache) putWait(tokens []int32, salt string, state []byte) {
+// putWait hands a state to the writer, waiting for room until ctx ends
+// (then the state is dropped, and counted): at close. A state a file
+// already holds is not written again, but that file is marked used.
+func (d *diskCache) putWait(ctx context.Context, tokens []int32, salt string, state []byte) {
 	key := saltKey(salt)
 	d.mu.Lock()
-	covered := d.covered(tokens, key)
-	if !covered {
-		d.pending += int64(len(state))
+	if d.covered(tokens, key) {
+		d.mu.Unlock()
+		return
 	}
+	d.pending += int64(len(state))
 	d.mu.Unlock()
-	if !covered {
-		d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state}
+	select {
+	case d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state}:
+	case <-ctx.Done():
+		d.mu.Lock()
+		d.pending -= int64(len(state))
+		d.st.dropped++
+		d.mu.Unlock()
 	}
 }
 
-// close waits for the writer to write what it was handed, and releases
-// the directory. Only the scheduler calls it, once.
+// closeBy tells the writer to give up, from when ctx ends, the states it
+// has not written (and the file it is writing), counting them dropped.
+// The scheduler calls it as the engine closes, before the last putWait.
+func (d *diskCache) closeBy(ctx context.Context) {
+	d.mu.Lock()
+	d.closing = ctx
+	d.mu.Unlock()
+}
+
+// dropped counts n states not written.
+func (d *diskCache) dropped(n int) {
+	d.mu.Lock()
+	d.st.dropped += uint64(n)
+	d.mu.Unlock()
+}
+
+// close waits for the writer to write what it was handed (or give it up:
+// see closeBy), and releases the directory. Only the scheduler calls it,
+// once.
 func (d *diskCache) close() {
 	close(d.queue)
 	<-d.done
@@ -598,8 +669,12 @@ func (d *diskCache) writeOne(j diskJob) {
 	name := fileName(j.tokens, j.salt)
 	d.mu.Lock()
 	d.pending -= int64(len(j.state))
-	if size > d.budget || d.covered(j.tokens, j.salt) {
-		if size > d.budget {
+	ctx := d.closing
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if size > d.budget || ctx.Err() != nil || d.covered(j.tokens, j.salt) {
+		if size > d.budget || ctx.Err() != nil {
 			d.st.dropped++
 		}
 		d.mu.Unlock()
@@ -610,7 +685,7 @@ func (d *diskCache) writeOne(j diskJob) {
 	d.mu.Unlock()
 	d.remove(victims)
 
-	tmp, err := writeTemp(d.dir, head, j.state)
+	tmp, err := writeTemp(ctx, d.dir, head, j.state)
 	d.mu.Lock()
 	if err == nil {
 		// Renamed under the lock, so that the index and the directory
@@ -668,14 +743,30 @@ func (d *diskCache) remove(victims []*diskEntry) {
 	}
 }
 
+// writeChunk is how many bytes writeTemp writes between two looks at its
+// context: a state of gigabytes is given up within one chunk's write.
+const writeChunk = 8 << 20
+
 // writeTemp writes head and state to a new temporary file in dir, synced
-// to disk, and returns its path.
-func writeTemp(dir string, head, state []byte) (string, error) {
+// to disk, and returns its path. When ctx ends first the file is removed
+// and ctx's error returned.
+func writeTemp(ctx context.Context, dir string, head, state []byte) (string, error) {
 	f, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(f, io.MultiReader(bytes.NewReader(head), bytes.NewReader(state)))
+	for _, b := range [][]byte{head, state} {
+		for len(b) > 0 && err == nil {
+			if err = ctx.Err(); err == nil {
+				n := min(len(b), writeChunk)
+				_, err = f.Write(b[:n])
+				b = b[n:]
+			}
+		}
+	}
+	if err == nil {
+		err = ctx.Err() // the sync is not given up once begun
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -738,34 +829,137 @@ func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit
 	return true
 }
 
+// spillItem is a state spillAll may write: a slot's cache or a host
+// entry.
+type spillItem struct {
+	tokens []int32
+	salt   string
+	slot   *slot  // the slot whose cache it is; nil for a host entry
+	state  []byte // a host entry's state
+	rank   int    // recency: 0 the most recently used
+}
+
 // spillAll writes what the engine has cached, as it closes, to the disk
-// tier, and waits for the writer to finish: the cache of every slot not
-// held whole by another (or the host cache), then every host entry.
+// tier (see spillPlan), and waits for the writer to finish, at most
+// Config.DiskCloseTimeout: what is not written by then is dropped.
+// Requests still running were finished (cancelled) first: their slots'
+// caches are what they evaluated, prompt and output so far, valid KV
+// like an idle slot's.
 func (s *scheduler) spillAll() {
 	if s.disk == nil {
 		return
 	}
-	for _, sl := range s.slots {
-		if len(sl.cache) < minHostSave || s.host.covers(sl.cache, sl.salt) {
-			continue
-		}
-		held := false
-		for _, o := range s.slots {
-			if o != sl && o.salt == sl.salt && commonPrefix(o.cache, sl.cache) == len(sl.cache) && (len(o.cache) > len(sl.cache) || o.id < sl.id) {
-				held = true
-			}
-		}
-		if held {
-			continue
-		}
-		if state := s.lctx.SeqStateGet(sl.id); len(state) > 0 {
-			s.disk.putWait(sl.cache, sl.salt, state)
-		}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if d := s.e.cfg.DiskCloseTimeout; d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
 	}
-	for _, e := range s.host.entries {
-		s.disk.putWait(e.tokens, e.salt, e.state)
+	defer cancel()
+	s.disk.closeBy(ctx)
+	plan, left := s.spillPlan()
+	s.disk.dropped(left)
+	for i, it := range plan {
+		if ctx.Err() != nil {
+			s.disk.dropped(len(plan) - i)
+			break
+		}
+		state := it.state
+		if it.slot != nil {
+			state = s.lctx.SeqStateGet(it.slot.id)
+		}
+		if len(state) > 0 {
+			s.disk.putWait(ctx, it.tokens, it.salt, state)
+		}
 	}
 	s.disk.close()
+}
+
+// spillPlan returns what spillAll writes, least recently used first, and
+// how many states it leaves out for want of room. The states are every
+// slot's non-empty cache, and every host entry, less those another of
+// them holds whole (same salt, its tokens a prefix of the other's),
+// whose recency the holder takes. The slots' caches count as more
+// recent than the host cache's entries (the scheduler pushed those out
+// of the slots, the least recently used first), each group ordered by
+// its own use. The most recent are chosen first, each whose file fits
+// what is left of Config.DiskCacheBytes: so the writes never evict one
+// another, and what they evict is the files older than all of them. A
+// state a file holds already counts that file, which is not written
+// again but marked used now (least recently used first), before any
+// write makes room.
+func (s *scheduler) spillPlan() (plan []spillItem, left int) {
+	var items []spillItem
+	slots := slices.Clone(s.slots)
+	slices.SortStableFunc(slots, func(a, b *slot) int { return b.lastUsed.Compare(a.lastUsed) })
+	for _, sl := range slots {
+		if len(sl.cache) > 0 {
+			items = append(items, spillItem{tokens: sl.cache, salt: sl.salt, slot: sl})
+		}
+	}
+	hosts := slices.Clone(s.host.entries)
+	slices.SortStableFunc(hosts, func(a, b *hostEntry) int { return cmp.Compare(b.used, a.used) })
+	for _, e := range hosts {
+		items = append(items, spillItem{tokens: e.tokens, salt: e.salt, state: e.state})
+	}
+	for i := range items {
+		items[i].rank = i
+	}
+	// A slot's cache may be held by another slot's or a host entry, and
+	// a host entry by a slot's cache; host entries never hold one
+	// another (hostCache.add). The holder is the longest, so never held
+	// itself; of equal ones, the first.
+	held := make([]bool, len(items))
+	for i, it := range items {
+		h := -1
+		for j, o := range items {
+			if j == i || (it.slot == nil && o.slot == nil) || o.salt != it.salt || len(o.tokens) < len(it.tokens) {
+				continue
+			}
+			if len(o.tokens) == len(it.tokens) && j > i {
+				continue
+			}
+			if commonPrefix(o.tokens, it.tokens) == len(it.tokens) && (h < 0 || len(o.tokens) > len(items[h].tokens)) {
+				h = j
+			}
+		}
+		if h >= 0 {
+			held[i] = true
+			items[h].rank = min(items[h].rank, it.rank)
+		}
+	}
+	var keep []spillItem
+	for i, it := range items {
+		if !held[i] {
+			keep = append(keep, it)
+		}
+	}
+	slices.SortStableFunc(keep, func(a, b spillItem) int { return cmp.Compare(a.rank, b.rank) })
+	room := s.disk.budget
+	var onDisk []spillItem
+	for _, it := range keep {
+		size, ok := s.disk.heldSize(it.tokens, it.salt)
+		switch {
+		case ok:
+		case it.slot != nil:
+			size = fileSize(len(it.tokens), s.lctx.SeqStateSize(it.slot.id))
+		default:
+			size = fileSize(len(it.tokens), len(it.state))
+		}
+		if size > room {
+			left++
+			continue
+		}
+		room -= size
+		if ok {
+			onDisk = append(onDisk, it)
+		} else {
+			plan = append(plan, it)
+		}
+	}
+	for _, it := range slices.Backward(onDisk) {
+		s.disk.touch(it.tokens, it.salt)
+	}
+	slices.Reverse(plan)
+	return plan, left
 }
 
 // diskStats fills the disk tier's fields of st, as of now: the writer

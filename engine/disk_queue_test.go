@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,6 +49,56 @@ func TestDiskCachePutNeverWaits(t *testing.T) {
 	}
 }
 
+// TestDiskCacheCloseGivesUp: once the context given to closeBy ends,
+// putWait no longer waits for room and the writer writes nothing more:
+// what was handed over and not written is counted dropped, no file (nor
+// a temporary one) is left, and close returns.
+func TestDiskCacheCloseGivesUp(t *testing.T) {
+	d := &diskCache{
+		dir: t.TempDir(), budget: 1 << 30, nVocab: 100,
+		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
+	}
+	lock, err := os.Create(filepath.Join(d.dir, "lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.lock = lock
+	ctx, cancel := context.WithCancel(t.Context())
+	d.closeBy(ctx)
+	// No writer yet: the queue fills.
+	for i := range diskQueue {
+		d.putWait(ctx, []int32{1, int32(i + 2)}, "", make([]byte, 10))
+	}
+	cancel()
+	d.putWait(ctx, []int32{2}, "", make([]byte, 10)) // a full queue: it gives up
+	go d.write()
+	d.close()
+	n, _, st := d.stats()
+	if n != 0 || st.saved != 0 || st.dropped != diskQueue+1 || d.pending != 0 {
+		t.Errorf("after close: %d files, %d saved, %d dropped, %d bytes pending; want 0, 0, %d, 0", n, st.saved, st.dropped, d.pending, diskQueue+1)
+	}
+	if files, _ := filepath.Glob(filepath.Join(d.dir, "*")); len(files) != 1 {
+		t.Errorf("files %v, want the lock alone", files)
+	}
+}
+
+// TestWriteTempGivesUp: a write whose context ends leaves no temporary
+// file and returns the context's error.
+func TestWriteTempGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := writeTemp(ctx, dir, []byte("head"), make([]byte, 2*writeChunk)); !errors.Is(err, context.Canceled) {
+		t.Errorf("writeTemp after its context ended: %v, want %v", err, context.Canceled)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+		t.Errorf("files %v left, want none", files)
+	}
+	if _, err := writeTemp(t.Context(), dir, []byte("head"), make([]byte, writeChunk+1)); err != nil {
+		t.Errorf("writeTemp: %v", err)
+	}
+}
+
 // TestDiskCacheRejectsAnotherLayout: a file written under one KV layout
 // and found among another's is removed when the directory is scanned.
 func TestDiskCacheRejectsAnotherLayout(t *testing.T) {
@@ -56,7 +108,7 @@ func TestDiskCacheRejectsAnotherLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.putWait([]int32{1, 2, 3}, "", []byte("state"))
+	a.putWait(t.Context(), []int32{1, 2, 3}, "", []byte("state"))
 	a.close()
 	files, _ := filepath.Glob(filepath.Join(a.dir, "*.kv"))
 	if len(files) != 1 {
@@ -101,7 +153,7 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 	for i := range toks {
 		toks[i] = int32(i % 1000)
 	}
-	w.putWait(toks, "", make([]byte, tokens*perToken))
+	w.putWait(b.Context(), toks, "", make([]byte, tokens*perToken))
 	w.close()
 	d, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000)
 	if err != nil {

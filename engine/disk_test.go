@@ -57,33 +57,112 @@ func primeDisk(t *testing.T, model string, cfg engine.Config, req engine.Request
 // TestDiskCacheRestoresAfterRestart: what a closed engine's slot held is
 // found by a new engine on the same directory (a restart, or a
 // keep-alive unload and reload): the prompt is reused, all but its last
-// token, and the greedy output is the cold run's.
+// token, and the greedy output is the cold run's. A short conversation
+// too: Close writes a slot's cache however short, though a running
+// engine pushes out of a slot only tails of 64 tokens or more.
 func TestDiskCacheRestoresAfterRestart(t *testing.T) {
 	model := testmodel.TinyStories656K
-	req := greedy(longPrompt, 16)
-	cold := alone(t, model, req)
-	cfg := engine.Config{Parallel: 1, DiskCacheDir: t.TempDir()}
-	if got := primeDisk(t, model, cfg, req); got != cold {
-		t.Fatalf("with a disk tier: %q, want %q", got, cold)
+	for _, c := range []struct{ name, prompt string }{{"long", longPrompt}, {"short", storyPrompt}} {
+		t.Run(c.name, func(t *testing.T) {
+			req := greedy(c.prompt, 16)
+			cold := alone(t, model, req)
+			cfg := engine.Config{Parallel: 1, DiskCacheDir: t.TempDir()}
+			if got := primeDisk(t, model, cfg, req); got != cold {
+				t.Fatalf("with a disk tier: %q, want %q", got, cold)
+			}
+			if files := kvFiles(t, cfg.DiskCacheDir); len(files) != 1 {
+				t.Fatalf("files %v, want one", files)
+			}
+
+			e := newEngine(t, model, cfg)
+			if st := e.Stats(); st.DiskCacheEntries != 1 || st.DiskCacheBytes == 0 {
+				t.Fatalf("a new engine on the directory indexes %d files of %d bytes, want 1", st.DiskCacheEntries, st.DiskCacheBytes)
+			}
+			n := len(tokens(t, e, c.prompt))
+			got, res := collect(t, submit(t, e, req))
+			if res.Usage.CachedTokens != n-1 {
+				t.Errorf("after the restart: %d cached tokens, want %d (the prompt but its last token)", res.Usage.CachedTokens, n-1)
+			}
+			if got != cold {
+				t.Errorf("restored from disk: %q, want the cold run's %q", got, cold)
+			}
+			if st := settled(t, e, 1); st.DiskCacheHits != 1 || st.CachedPromptTokens != uint64(n-1) {
+				t.Errorf("%d disk hits, %d cached prompt tokens; want 1, %d", st.DiskCacheHits, st.CachedPromptTokens, n-1)
+			}
+		})
 	}
-	if files := kvFiles(t, cfg.DiskCacheDir); len(files) != 1 {
-		t.Fatalf("files %v, want one", files)
+}
+
+// TestDiskCacheAtCloseKeepsARunningRequestsCache: a request still in its
+// slot when the engine closes (a paced answer paused between chunks) is
+// finished as cancelled, and what it evaluated, the prompt and the answer
+// so far, is written to the disk tier like an idle slot's cache.
+func TestDiskCacheAtCloseKeepsARunningRequestsCache(t *testing.T) {
+	model := testmodel.TinyStories656K
+	cfg := engine.Config{Parallel: 1, DiskCacheDir: t.TempDir()}
+	e := newEngine(t, model, cfg)
+	n := len(tokens(t, e, storyPrompt))
+	s := submit(t, e, pacedStory(64))
+	if c, err := nextChunk(t, s); err != nil || !c.Held {
+		t.Fatalf("first chunk %+v, %v: want one the answer pauses after", c, err)
+	}
+	e.Close()
+	if _, res := collect(t, s); res.FinishReason != engine.FinishCancelled {
+		t.Fatalf("the paused answer after Close: %+v, want cancelled", res)
+	}
+	if st := e.Stats(); st.DiskCacheSaved != 1 || st.DiskCacheEntries != 1 {
+		t.Fatalf("after Close: %d states saved, %d files; want the paused slot's cache written: %+v", st.DiskCacheSaved, st.DiskCacheEntries, st)
 	}
 
-	e := newEngine(t, model, cfg)
-	if st := e.Stats(); st.DiskCacheEntries != 1 || st.DiskCacheBytes == 0 {
-		t.Fatalf("a new engine on the directory indexes %d files of %d bytes, want 1", st.DiskCacheEntries, st.DiskCacheBytes)
-	}
-	n := len(tokens(t, e, longPrompt))
-	got, res := collect(t, submit(t, e, req))
-	if res.Usage.CachedTokens != n-1 {
+	e = newEngine(t, model, cfg)
+	if _, res := collect(t, submit(t, e, greedy(storyPrompt, 4))); res.Usage.CachedTokens != n-1 {
 		t.Errorf("after the restart: %d cached tokens, want %d (the prompt but its last token)", res.Usage.CachedTokens, n-1)
 	}
-	if got != cold {
-		t.Errorf("restored from disk: %q, want the cold run's %q", got, cold)
+}
+
+// TestDiskCacheAtCloseKeepsTheMostRecent: what Close writes is bounded
+// by Config.DiskCacheBytes, the most recently used first: the slots'
+// caches, then the host cache's entries as far as room is left, never
+// one pushing a slot's cache out.
+func TestDiskCacheAtCloseKeepsTheMostRecent(t *testing.T) {
+	model := testmodel.TinyStories656K
+	dir := t.TempDir()
+	probe := newEngine(t, model, engine.Config{Parallel: 1, DiskCacheDir: dir})
+	prompts := variants(tokens(t, probe, longPrompt), 2)
+	req := func(p []int32) engine.Request {
+		return engine.Request{Tokens: p, MaxTokens: 8, IgnoreEOS: true}
 	}
-	if st := settled(t, e, 1); st.DiskCacheHits != 1 || st.CachedPromptTokens != uint64(n-1) {
-		t.Errorf("%d disk hits, %d cached prompt tokens; want 1, %d", st.DiskCacheHits, st.CachedPromptTokens, n-1)
+	collect(t, submit(t, probe, req(prompts[0])))
+	probe.Close()
+	one := probe.Stats().DiskCacheBytes // a file of either prompt: one length
+	if one == 0 {
+		t.Fatal("no file written")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+
+	// Room on disk for one file; the second prompt pushes the first's
+	// cache out of the slot into the host cache.
+	cfg := engine.Config{Parallel: 1, HostCacheBytes: 64 << 20, DiskCacheDir: dir, DiskCacheBytes: one + one/2}
+	e := newEngine(t, model, cfg)
+	for _, p := range prompts {
+		collect(t, submit(t, e, req(p)))
+	}
+	if st := settled(t, e, 2); st.HostCacheEntries != 1 {
+		t.Fatalf("%d host cache entries, want the first prompt's: %+v", st.HostCacheEntries, st)
+	}
+	e.Close()
+	if st := e.Stats(); st.DiskCacheSaved != 1 || st.DiskCacheEntries != 1 || st.DiskCacheEvicted != 0 || st.DiskCacheDropped != 1 {
+		t.Errorf("after Close: %d saved, %d files, %d evicted, %d dropped; want 1, 1, 0, 1 (the slot's written, the host entry left out)",
+			st.DiskCacheSaved, st.DiskCacheEntries, st.DiskCacheEvicted, st.DiskCacheDropped)
+	}
+
+	e = newEngine(t, model, cfg)
+	for _, c := range []struct{ i, cached int }{{1, len(prompts[1]) - 1}, {0, 1}} {
+		if _, res := collect(t, submit(t, e, req(prompts[c.i]))); res.Usage.CachedTokens != c.cached {
+			t.Errorf("prompt %d after the restart: %d cached tokens, want %d", c.i, res.Usage.CachedTokens, c.cached)
+		}
 	}
 }
 

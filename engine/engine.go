@@ -134,6 +134,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.PauseGrace == 0 {
 		cfg.PauseGrace = DefaultPauseGrace
 	}
+	if cfg.DiskCloseTimeout == 0 {
+		cfg.DiskCloseTimeout = DefaultDiskCloseTimeout
+	}
 	typeK, typeV, err := cfg.cacheTypes()
 	if err != nil {
 		return nil, err
@@ -526,8 +529,10 @@ func (e *Engine) Stats() Stats {
 
 // Close stops the scheduler, finishes every request as cancelled with
 // ErrClosed, writes what the prefix caches hold to the disk tier (when
-// Config.DiskCacheDir is set; Close waits for the writes) and frees the
-// model. Safe to call more than once.
+// Config.DiskCacheDir is set: every slot's cache and host entry, the most
+// recent first within Config.DiskCacheBytes; Close waits for the writes,
+// at most Config.DiskCloseTimeout) and frees the model. Safe to call more
+// than once.
 func (e *Engine) Close() error {
 	e.once.Do(func() {
 		e.mu.Lock()
