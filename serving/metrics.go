@@ -213,7 +213,7 @@ func newMetrics(models *Registry) *metrics {
 		gauge("corral_disk_cache_entries", "Prefixes held in the disk tier's files.", func(s *snapshot) float64 { return float64(s.DiskCacheEntries) }),
 		counter("corral_disk_cache_hits_total", "Prefixes restored from the disk tier.", func(s *snapshot) float64 { return float64(s.DiskCacheHits) }),
 		counter("corral_disk_cache_saved_total", "Prefixes written to the disk tier.", func(s *snapshot) float64 { return float64(s.DiskCacheSaved) }),
-		counter("corral_disk_cache_dropped_total", "Prefixes not written to the disk tier: its writer's queue was full, or the write failed.", func(s *snapshot) float64 { return float64(s.DiskCacheDropped) }),
+		counter("corral_disk_cache_dropped_total", "Prefixes not written to the disk tier: its writer's queue was full, the write failed, or at an unload they did not fit --cache-disk-size or --shutdown-timeout passed.", func(s *snapshot) float64 { return float64(s.DiskCacheDropped) }),
 		counter("corral_disk_cache_evicted_total", "Files of the disk tier removed, least recently used first, to stay within --cache-disk-size.", func(s *snapshot) float64 { return float64(s.DiskCacheEvicted) }),
 		counter("corral_disk_cache_rejected_total", "Files of the disk tier removed unloaded: torn, corrupted, or another model's or KV layout's.", func(s *snapshot) float64 { return float64(s.DiskCacheRejected) }),
 		gauge("corral_slots_paused", "Slots holding a paced answer that waits for continue.", func(s *snapshot) float64 { return float64(s.SlotsPaused) }),

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // completion is what the tests read of a /completion answer.
@@ -84,6 +86,60 @@ func TestServeDiskCacheSurvivesRestart(t *testing.T) {
 	}
 	if got, want := metric(t, url, `corral_disk_cache_hits_total{`), "} 1"; !strings.HasSuffix(got, want) {
 		t.Errorf("metrics: %q, want a count of 1", got)
+	}
+}
+
+// chatTurn posts a greedy, non-streamed chat completion of messages to url
+// and returns the answer and its usage.
+func chatTurn(t *testing.T, url string, messages []wire.Message) (wire.Message, wire.Usage) {
+	t.Helper()
+	zero := 0.0
+	req := wire.ChatRequest{Messages: messages, RequestParams: wire.RequestParams{MaxTokens: 12, Temperature: &zero}}
+	body, _ := json.Marshal(req)
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/chat/completions: %d %s", resp.StatusCode, b)
+	}
+	var c wire.ChatCompletion
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Choices) != 1 || c.Usage == nil {
+		t.Fatalf("POST /v1/chat/completions: %v: %s", err, b)
+	}
+	return c.Choices[0].Message, *c.Usage
+}
+
+// TestServeDiskCacheKeepsSlotsAtSIGTERM: a conversation whose cache only
+// its slot holds (no --cache-ram, and a turn too short for a slot ever to
+// push out) is written to --cache-disk when corral serve gets SIGTERM;
+// the server started again on the directory answers the conversation's
+// next turn with the whole first turn's prompt restored from the file.
+func TestServeDiskCacheKeepsSlotsAtSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--cache-disk", dir, "--cache-ram", "0"}
+	url, stop := serveProcess(t, args...)
+	conv := []wire.Message{{Role: "user", Content: "Tom had a big red ball."}}
+	answer, first := chatTurn(t, url, conv)
+	if first.PromptTokensDetails.CachedTokens != 0 {
+		t.Fatalf("first turn: %d cached tokens on an empty cache", first.PromptTokensDetails.CachedTokens)
+	}
+	if got := metric(t, url, `corral_disk_cache_saved_total{`); !strings.HasSuffix(got, "} 0") {
+		t.Fatalf("before SIGTERM: %q; want nothing written yet (the cache is the slot's alone)", got)
+	}
+	stop() // SIGTERM; fails t unless the process exits 0
+
+	url, _ = serveProcess(t, args...)
+	conv = append(conv, answer, wire.Message{Role: "user", Content: "What did Tom do next?"})
+	_, next := chatTurn(t, url, conv)
+	if cached := next.PromptTokensDetails.CachedTokens; cached < first.PromptTokens || cached >= next.PromptTokens {
+		t.Errorf("next turn after the restart: %d of %d prompt tokens cached; want at least the first turn's %d (its prompt, restored from disk)",
+			cached, next.PromptTokens, first.PromptTokens)
+	}
+	if got := metric(t, url, `corral_disk_cache_hits_total{`); !strings.HasSuffix(got, "} 1") {
+		t.Errorf("metrics: %q, want one disk hit", got)
 	}
 }
 

@@ -36,7 +36,8 @@ import (
 // ready at once and loads each model at its first request. It shuts down
 // gracefully when ctx ends (the first SIGTERM or SIGINT): /health answers
 // 503 {"status":"draining"}, queued requests fail with 503, running ones
-// have -shutdown-timeout to finish.
+// have -shutdown-timeout to finish; then each model writes what it has
+// cached to its --cache-disk, for at most -shutdown-timeout again.
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var cfg engine.Config
@@ -97,7 +98,7 @@ func runServe(ctx context.Context, args []string) error {
 	acc := addAccessFlags(fs)
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
 	var scfg server.Config
-	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish")
+	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish, and then writing the caches to --cache-disk may take")
 	fs.DurationVar(&scfg.KeepAlive, "sse-keepalive", serving.DefaultKeepAlive, "longest silence of an event stream; a waiting one gets its headers, then \": ping\" comments")
 	fs.DurationVar(&scfg.WriteTimeout, "write-timeout", serving.DefaultWriteTimeout, "longest wait for a client to accept a write; then its request is cancelled")
 	fs.DurationVar(&scfg.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest time to receive a request body; then 408")
@@ -117,6 +118,9 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("--backends: %w", err)
 	}
 	cfg.HostCacheBytes = *cacheRAM << 20
+	if scfg.ShutdownTimeout > 0 { // else the server's default, which is the engine's
+		cfg.DiskCloseTimeout = scfg.ShutdownTimeout
+	}
 	if cfg.DiskCacheBytes, err = diskCacheSize(*cacheDiskSize); err != nil {
 		return fmt.Errorf("--cache-disk-size %w", err)
 	}
