@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/supervisor/agent"
 	"github.com/corral-llm/corral/supervisor/process"
 )
@@ -402,8 +403,12 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 	// The result is held until read or expired.
 	n := int64(len(text) + len(detail))
 	r.keptBytes += n
-	w.budget.charge(n)
+	w.budget.charge(r.acct.key, n)
 	w.keepResultLocked(r)
+	// The job no longer holds its key's place among its requests in
+	// flight; tokens of a turn cut short are still charged when the
+	// turn returns.
+	r.acct.lease.Release()
 	w.counts.finished[state]++
 	if reason != "" {
 		w.counts.failed[reason]++
@@ -421,17 +426,28 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 // ErrJobStorageFull or ErrJobTooLarge (Options.MaxJobBytes). Ids increase
 // by one per request over the worker's lifetime, starting at 1.
 func (w *Worker) Submit(job Job) (int64, error) {
-	return w.submit(job, bodySize(job))
+	return w.submit(job, bodySize(job), account{})
 }
 
-// submit is Submit of a job whose bodySize is body.
-func (w *Worker) submit(job Job, body int64) (int64, error) {
+// account is whom a job's use of shared resources is charged to.
+type account struct {
+	// key is the API key (gate.Caller.ID) whose share of the byte
+	// budget the job's bytes count in; "" without keys.
+	key string
+	// lease holds the key's place among its requests in flight while
+	// the job runs, and takes the tokens it uses; nil: no limits.
+	lease *gate.Lease
+}
+
+// submit is Submit of a job whose bodySize is body, charged to acct. The
+// job releases acct.lease when it ends, but not when submit fails.
+func (w *Worker) submit(job Job, body int64, acct account) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.admitLocked(); err != nil {
 		return 0, err
 	}
-	if err := w.budget.reserve(int64(len(job.Name)) + body); err != nil {
+	if err := w.budget.reserve(acct.key, int64(len(job.Name))+body); err != nil {
 		return 0, err
 	}
 	job.Params = maps.Clone(job.Params)
@@ -440,7 +456,7 @@ func (w *Worker) submit(job Job, body int64) (int64, error) {
 	r := &request{
 		id: w.nextID, job: job, proc: w.proc, cancel: cancel,
 		state: RequestRunning, created: time.Now(), toolItersLeft: w.cfg.MaxToolIterations,
-		bodyBytes: body, keptBytes: int64(len(job.Name)),
+		bodyBytes: body, keptBytes: int64(len(job.Name)), acct: acct,
 	}
 	w.reqs[r.id] = r
 	w.slotsUsed++
@@ -472,7 +488,7 @@ func (w *Worker) run(ctx context.Context, r *request) {
 	// The conversation is over: the job's body is no longer needed, only
 	// its name (for status and result).
 	r.job = Job{Name: r.job.Name}
-	w.budget.release(r.bodyBytes)
+	w.budget.release(r.acct.key, r.bodyBytes)
 	r.bodyBytes = 0
 	if err == nil {
 		w.finishLocked(r, RequestCompleted, finish, "", "", text)
@@ -600,6 +616,25 @@ func (w *Worker) acquire(parent context.Context) (ctx context.Context, release f
 		w.slotsUsed--
 		cancel(nil)
 	}, nil
+}
+
+// admissible is the error a submission would get now, nil when it would
+// be admitted.
+func (w *Worker) admissible() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.admitLocked()
+}
+
+// readySlots is the number of slots a submission could take now: the free
+// ones of a READY worker, else none.
+func (w *Worker) readySlots() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != WorkerReady {
+		return 0
+	}
+	return max(w.cfg.Slots-w.slotsUsed, 0)
 }
 
 // freeSlots is the number of slots not in use.
