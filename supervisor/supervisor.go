@@ -239,7 +239,7 @@ func (s *Supervisor) candidates(t Target, caller gate.Caller) ([]*Worker, error)
 		ws = slices.Clone(s.workers)
 	}
 	if caller.Key == nil {
-		ws = slices.DeleteFunc(ws, func(w *Worker) bool { return w.apiKey != "" })
+		ws = slices.DeleteFunc(ws, func(w *Worker) bool { return w.lendsKey })
 		if len(ws) == 0 {
 			return nil, ErrAuthRequired
 		}
