@@ -25,7 +25,7 @@ func presentedKey(r *http.Request) string {
 // every request is let through as the zero Caller (everything allowed).
 // With keys, a public request (Config.Public) without a valid key is an
 // anonymous caller; any other needs a valid key (401), and its key's
-// limits (429).
+// limits (429) unless it is unmetered (Config.Unmetered).
 func (g *Gate) authenticate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.cfg.Policy.Keys.Len() == 0 {
@@ -46,15 +46,19 @@ func (g *Gate) authenticate(h http.Handler) http.Handler {
 			g.refuse(w, r, &Error{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: msg})
 			return
 		}
+		r = withCaller(r, Caller{Key: k})
+		if g.cfg.Unmetered != nil && g.cfg.Unmetered(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
 		l := g.limits.of(k)
-		release, err := l.admit(k, time.Now())
-		if err != nil {
+		if err := l.admit(k, time.Now()); err != nil {
 			g.refuse(w, r, err)
 			return
 		}
-		defer release()
-		r = withCaller(r, Caller{Key: k})
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), limitKey{}, l)))
+		lease := &Lease{l: l}
+		defer lease.endRequest()
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), limitKey{}, lease)))
 	})
 }
 
@@ -90,28 +94,32 @@ type keyLimit struct {
 	started  bool
 }
 
-// admit lets a request of k in, or says when to retry (429).
-func (l *keyLimit) admit(k *Key, now time.Time) (release func(), _ *Error) {
+// admit lets a request of k in, counting it in flight until done is
+// called, or says when to retry (429).
+func (l *keyLimit) admit(k *Key, now time.Time) *Error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if tpm := float64(k.TokensPerMinute); tpm > 0 {
 		l.refill(tpm, now)
 		if l.tokens <= 0 {
 			wait := time.Duration((1 - l.tokens) / (tpm / 60) * float64(time.Second))
-			return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: max(wait, time.Second),
+			return &Error{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: max(wait, time.Second),
 				Message: "this API key used its tokens per minute: retry later"}
 		}
 	}
 	if k.MaxConcurrent > 0 && l.inflight >= k.MaxConcurrent {
-		return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: time.Second,
+		return &Error{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: time.Second,
 			Message: "this API key has as many requests in flight as it may: retry when one ends"}
 	}
 	l.inflight++
-	return func() {
-		l.mu.Lock()
-		l.inflight--
-		l.mu.Unlock()
-	}, nil
+	return nil
+}
+
+// done ends one request (or kept work) that admit let in.
+func (l *keyLimit) done() {
+	l.mu.Lock()
+	l.inflight--
+	l.mu.Unlock()
 }
 
 // refill adds what the bucket earned since it was last looked at.
@@ -133,11 +141,79 @@ func (l *keyLimit) spend(n int) {
 type limitKey struct{}
 
 // Charge records that the request ctx belongs to used tokens (prompt and
-// generated), against its key's tokens per minute. Outside a keyed
-// request it does nothing.
+// generated), against its key's tokens per minute. Outside a keyed,
+// metered request it does nothing.
 func Charge(ctx context.Context, tokens int) {
-	if l, ok := ctx.Value(limitKey{}).(*keyLimit); ok && tokens > 0 {
-		l.spend(tokens)
+	if lease, ok := ctx.Value(limitKey{}).(*Lease); ok {
+		lease.Charge(tokens)
+	}
+}
+
+// Lease is a metered request's place among its key's requests in flight
+// (Key.MaxConcurrent), and its account for the tokens it uses
+// (Key.TokensPerMinute). The gate gives its place back when the request
+// returns, unless a handler kept it (Keep) for work that goes on after
+// the answer, such as a supervisor's job: that work then holds the place
+// until it calls Release. The methods of a nil Lease do nothing.
+type Lease struct {
+	l *keyLimit
+
+	mu       sync.Mutex
+	kept     bool
+	released bool
+}
+
+// Keep keeps the place of the request ctx belongs to among its key's
+// requests in flight after the request returns, until the returned
+// Lease's Release; the work it stands for charges its tokens with
+// Lease.Charge. Keep returns nil outside a keyed, metered request (no
+// limits apply) and for a request whose place was kept already.
+func Keep(ctx context.Context) *Lease {
+	lease, ok := ctx.Value(limitKey{}).(*Lease)
+	if !ok {
+		return nil
+	}
+	lease.mu.Lock()
+	defer lease.mu.Unlock()
+	if lease.kept || lease.released {
+		return nil
+	}
+	lease.kept = true
+	return lease
+}
+
+// Charge records that the lease's work used tokens (prompt and
+// generated), against its key's tokens per minute; it may take the key's
+// bucket below zero. It may be called after Release.
+func (lease *Lease) Charge(tokens int) {
+	if lease != nil && tokens > 0 {
+		lease.l.spend(tokens)
+	}
+}
+
+// Release gives the lease's place among its key's requests in flight
+// back. Calls after the first do nothing.
+func (lease *Lease) Release() {
+	if lease == nil {
+		return
+	}
+	lease.mu.Lock()
+	done := !lease.released
+	lease.released = true
+	lease.mu.Unlock()
+	if done {
+		lease.l.done()
+	}
+}
+
+// endRequest gives the place back when its request returns, unless it
+// was kept.
+func (lease *Lease) endRequest() {
+	lease.mu.Lock()
+	kept := lease.kept
+	lease.mu.Unlock()
+	if !kept {
+		lease.Release()
 	}
 }
 

@@ -6,7 +6,8 @@
 // concurrency and tokens, and a bounded request body with a read deadline.
 //
 // Handlers learn who called from FromContext; they report the tokens a
-// request used with Charge.
+// request used with Charge, and keep a request's place among its key's
+// requests in flight for work that outlives it with Keep.
 package gate
 
 import (
@@ -58,6 +59,12 @@ type Config struct {
 	// request with what the handlers need in its context, and a function
 	// giving the attributes the request's log line adds once it ended.
 	Prepare func(r *http.Request) (*http.Request, func() []slog.Attr)
+	// Unmetered reports the requests that per-key limits (concurrency,
+	// tokens per minute) neither count nor refuse: those that run no
+	// model, such as a supervisor's job status and results, which a key
+	// must be able to read while its jobs hold all of its concurrency
+	// (Keep). They still need a key. nil: none.
+	Unmetered func(*http.Request) bool
 	// Quiet reports requests logged at debug level rather than info
 	// (polled constantly: /health, /metrics). nil: none.
 	Quiet func(*http.Request) bool

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,6 +233,111 @@ func TestTokensPerMinute(t *testing.T) {
 	if ra, _ := strconv.Atoi(a.header.Get("Retry-After")); ra < 500 || ra > 600 {
 		t.Errorf("Retry-After %q, want about 540", a.header.Get("Retry-After"))
 	}
+}
+
+// TestKeptLease: a request whose handler keeps its place (Keep) for work
+// that goes on after the answer counts among its key's requests in
+// flight until the work releases it, and charges its tokens through the
+// lease after that; unmetered requests go through meanwhile, and count
+// for nothing.
+func TestKeptLease(t *testing.T) {
+	ks := mustKeys(t, userSecret+" concurrency=1 tpm=60")
+	var kept *Lease
+	g := New(Config{Logger: slog.New(slog.DiscardHandler), Policy: mustPolicy(t, ks, nil, nil),
+		Unmetered: func(r *http.Request) bool { return r.Method == http.MethodGet }},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/job":
+				if kept = Keep(r.Context()); kept == nil || Keep(r.Context()) != nil {
+					t.Errorf("Keep: %v, then a second lease", kept)
+				}
+			case "/status":
+				if Keep(r.Context()) != nil {
+					t.Error("an unmetered request has a lease")
+				}
+				Charge(r.Context(), 1000) // nothing to charge it to
+			}
+		}))
+	req := func(method, path string) *http.Request {
+		r := httptest.NewRequest(method, path, nil)
+		r.Header.Set("Authorization", "Bearer "+userSecret)
+		return r
+	}
+	if a := do(t, g, req("POST", "/job")); a.status != 200 {
+		t.Fatalf("job: %d", a.status)
+	}
+	if a := do(t, g, req("POST", "/job")); a.status != 429 || a.header.Get("Retry-After") != "1" {
+		t.Fatalf("a second job while the first one's lease is kept: %d, Retry-After %q", a.status, a.header.Get("Retry-After"))
+	}
+	for range 3 {
+		if a := do(t, g, req("GET", "/status")); a.status != 200 {
+			t.Fatalf("an unmetered request while the key's place is taken: %d", a.status)
+		}
+	}
+	kept.Release()
+	kept.Release() // once only: a second release must not free another place
+	kept.Charge(600)
+	a := do(t, g, req("POST", "/job"))
+	if a.status != 429 || a.header.Get("Retry-After") == "1" {
+		t.Fatalf("a job after the first one charged 10 minutes' tokens: %d, Retry-After %q", a.status, a.header.Get("Retry-After"))
+	}
+	if a := do(t, g, req("GET", "/status")); a.status != 200 {
+		t.Fatalf("an unmetered request of a key out of tokens: %d", a.status)
+	}
+	if a := do(t, g, httptest.NewRequest("GET", "/status", nil)); a.status != 401 {
+		t.Fatalf("an unmetered request without a key: %d", a.status)
+	}
+	var nilLease *Lease
+	nilLease.Charge(1)
+	nilLease.Release()
+	if Keep(context.Background()) != nil {
+		t.Fatal("Keep outside a request")
+	}
+}
+
+// TestLeaseReleasedOnce: the place of a request that kept it comes back
+// once the work releases it, and not twice however many releases race
+// with the request's end.
+func TestLeaseReleasedOnce(t *testing.T) {
+	ks := mustKeys(t, userSecret+" concurrency=2")
+	leases := make(chan *Lease, 2)
+	g := New(Config{Logger: slog.New(slog.DiscardHandler), Policy: mustPolicy(t, ks, nil, nil)},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/job" {
+				leases <- Keep(r.Context())
+			}
+		}))
+	req := func(path string) *http.Request {
+		r := httptest.NewRequest("POST", path, nil)
+		r.Header.Set("Authorization", "Bearer "+userSecret)
+		return r
+	}
+	for range 2 {
+		if a := do(t, g, req("/job")); a.status != 200 {
+			t.Fatalf("job: %d", a.status)
+		}
+	}
+	if a := do(t, g, req("/other")); a.status != 429 {
+		t.Fatalf("a request beside two kept leases: %d", a.status)
+	}
+	first := <-leases
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); first.Release() }()
+	}
+	wg.Wait()
+	if a := do(t, g, req("/other")); a.status != 200 {
+		t.Fatalf("a request after one lease was released: %d", a.status)
+	}
+	if a := do(t, g, req("/job")); a.status != 200 {
+		t.Fatalf("a job after one lease was released: %d", a.status)
+	}
+	if a := do(t, g, req("/other")); a.status != 429 {
+		t.Fatalf("a request beside two kept leases again (released twice?): %d", a.status)
+	}
+	(<-leases).Release()
+	(<-leases).Release()
 }
 
 // A real listener on 127.0.0.1, as a browser reaches it after DNS

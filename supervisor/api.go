@@ -32,6 +32,14 @@
 // conversation. Tools follow the OpenAI function-calling schema and run
 // through an agent.ToolRunner; exit tools are only recorded as signals.
 //
+// Behind its gate (Supervisor.Gated), a job counts against its caller's API
+// key as a request that lasts until the job ends: it holds one of the
+// key's places in flight (concurrency), charges the tokens of its turns
+// (tokens per minute), and its bytes count in the key's share of the job
+// storage (Options.MaxJobBytesPerKey). A local worker whose server takes an
+// API key from its environment gets a generated one
+// (WorkerConfig.GenerateKey), so that nothing else on the machine uses it.
+//
 // A Supervisor groups workers and serves the HTTP face described in http.go;
 // the YAML configuration format is documented in example.yaml. Package
 // process runs a worker's child process group; package agent holds the

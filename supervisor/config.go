@@ -19,15 +19,19 @@ type Config struct {
 	Port int
 	// MaxJobBytes is Options.MaxJobBytes (max_job_bytes; 0: the default).
 	MaxJobBytes int64
-	Workers     []WorkerConfig
+	// MaxJobBytesPerKey is Options.MaxJobBytesPerKey
+	// (max_job_bytes_per_key; 0: the default).
+	MaxJobBytesPerKey int64
+	Workers           []WorkerConfig
 }
 
 // fileYAML is the document layout.
 type fileYAML struct {
-	Host        string       `yaml:"host"`
-	Port        int          `yaml:"port"`
-	MaxJobBytes int64        `yaml:"max_job_bytes"`
-	Workers     []workerYAML `yaml:"workers"`
+	Host              string       `yaml:"host"`
+	Port              int          `yaml:"port"`
+	MaxJobBytes       int64        `yaml:"max_job_bytes"`
+	MaxJobBytesPerKey int64        `yaml:"max_job_bytes_per_key"`
+	Workers           []workerYAML `yaml:"workers"`
 }
 
 // workerYAML adds what only the file has to WorkerConfig.
@@ -95,10 +99,10 @@ func ParseConfig(data []byte, corral string) (*Config, error) {
 	if len(nodes.Workers) == 0 {
 		return nil, errors.New("parse config: no workers")
 	}
-	if f.MaxJobBytes < 0 {
-		return nil, fmt.Errorf("parse config: max_job_bytes %d must not be negative", f.MaxJobBytes)
+	if f.MaxJobBytes < 0 || f.MaxJobBytesPerKey < 0 {
+		return nil, fmt.Errorf("parse config: max_job_bytes %d and max_job_bytes_per_key %d must not be negative", f.MaxJobBytes, f.MaxJobBytesPerKey)
 	}
-	cfg := &Config{Host: f.Host, Port: f.Port, MaxJobBytes: f.MaxJobBytes}
+	cfg := &Config{Host: f.Host, Port: f.Port, MaxJobBytes: f.MaxJobBytes, MaxJobBytesPerKey: f.MaxJobBytesPerKey}
 	for i := range nodes.Workers {
 		wy := defaultWorkerYAML()
 		if err := nodes.Workers[i].Decode(&wy); err != nil {

@@ -19,8 +19,9 @@ func TestParseExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Host != "127.0.0.1" || cfg.Port != 8090 || len(cfg.Workers) != 4 || cfg.MaxJobBytes != DefaultMaxJobBytes {
-		t.Fatalf("host %q port %d workers %d max_job_bytes %d", cfg.Host, cfg.Port, len(cfg.Workers), cfg.MaxJobBytes)
+	if cfg.Host != "127.0.0.1" || cfg.Port != 8090 || len(cfg.Workers) != 4 || cfg.MaxJobBytes != DefaultMaxJobBytes ||
+		cfg.MaxJobBytesPerKey != DefaultMaxJobBytes/DefaultKeyShare {
+		t.Fatalf("host %q port %d workers %d max_job_bytes %d per key %d", cfg.Host, cfg.Port, len(cfg.Workers), cfg.MaxJobBytes, cfg.MaxJobBytesPerKey)
 	}
 	w := cfg.Workers[0]
 	wantCmd := append(DefaultServeCommand("/opt/corral"), "-m", "/models/stories260K.gguf", "-c", "4096", "-t", "2", "--chat-template", "chatml")
@@ -59,7 +60,7 @@ func TestParseExampleConfig(t *testing.T) {
 		t.Errorf("remote worker = %+v", r)
 	}
 	// Every worker of the example is valid.
-	if _, err := New(cfg.Workers, Options{MaxJobBytes: cfg.MaxJobBytes}); err != nil {
+	if _, err := New(cfg.Workers, Options{MaxJobBytes: cfg.MaxJobBytes, MaxJobBytesPerKey: cfg.MaxJobBytesPerKey}); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 }
@@ -156,6 +157,16 @@ func TestPayloadMergesParams(t *testing.T) {
 	}
 	if params["stream"] != false {
 		t.Error("payload modified the caller's params")
+	}
+	// The usage is always asked for (it is charged to the job's key);
+	// the caller's other stream options pass through.
+	if so, ok := p["stream_options"].(map[string]any); !ok || so["include_usage"] != true {
+		t.Errorf("stream_options = %v", p["stream_options"])
+	}
+	theirs := map[string]any{"include_usage": false, "continuous_usage_stats": true}
+	p = w.payload(map[string]any{"stream_options": theirs}, msgs)
+	if so := p["stream_options"].(map[string]any); so["include_usage"] != true || so["continuous_usage_stats"] != true || theirs["include_usage"] != false {
+		t.Errorf("stream_options = %v, the caller's now %v", so, theirs)
 	}
 	p = w.payload(map[string]any{"max_completion_tokens": 5, "model": "other"}, msgs)
 	if _, ok := p["max_tokens"]; ok || p["model"] != "other" {

@@ -469,13 +469,14 @@ func TestE2ERepeatedLine(t *testing.T) {
 	}
 }
 
-// newlineToken asks the child for the token id of "\n".
+// newlineToken asks the child for the token id of "\n", with the
+// worker's key.
 func newlineToken(t *testing.T, w *Worker) int {
 	t.Helper()
 	var out struct {
 		Tokens []int `json:"tokens"`
 	}
-	postJSON(t, w.baseURL+"/tokenize", map[string]any{"content": "\n"}, &out)
+	postJSON(t, w.client, w.baseURL+"/tokenize", map[string]any{"content": "\n"}, &out)
 	if len(out.Tokens) == 0 {
 		t.Fatal(`tokenize "\n": no tokens`)
 	}

@@ -72,18 +72,38 @@ func fakeUpstreamConfig(t *testing.T, name string, slots int, child []string, ch
 // server watch the connection, ending the request's context when the
 // worker hangs up.
 func chatPrompt(r *http.Request) (string, error) {
+	req, err := readChat(r)
+	if err != nil {
+		return "", err
+	}
+	return req.prompt(), nil
+}
+
+// chatRequest is what the fake upstreams read of a chat completion
+// request.
+type chatRequest struct {
+	Messages      []ChatMessage
+	StreamOptions wire.StreamOptions `json:"stream_options"`
+}
+
+// prompt is the content of the request's last message.
+func (c chatRequest) prompt() string { return c.Messages[len(c.Messages)-1].Content }
+
+// readChat reads a chat completion request to its end (see chatPrompt);
+// it has at least one message.
+func readChat(r *http.Request) (chatRequest, error) {
+	var body chatRequest
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		return "", fmt.Errorf("read chat request: %w", err)
+		return body, fmt.Errorf("read chat request: %w", err)
 	}
-	var body struct{ Messages []ChatMessage }
 	if err := json.Unmarshal(data, &body); err != nil {
-		return "", fmt.Errorf("decode chat request: %w", err)
+		return body, fmt.Errorf("decode chat request: %w", err)
 	}
 	if len(body.Messages) == 0 {
-		return "", fmt.Errorf("chat request without messages")
+		return body, fmt.Errorf("chat request without messages")
 	}
-	return body.Messages[len(body.Messages)-1].Content, nil
+	return body, nil
 }
 
 // sseStub writes chat completion chunks as server-sent events, flushing
@@ -315,7 +335,7 @@ func TestChatProxyForwarding(t *testing.T) {
 	w := fakeUpstreamWorker(t, 2, sleepingChild, chat, func(c *WorkerConfig) {
 		c.Timeouts.IdleStream = 300 * time.Millisecond
 	})
-	sup := &Supervisor{workers: []*Worker{w}, byName: map[string]*Worker{w.Name(): w}}
+	sup := &Supervisor{workers: []*Worker{w}, byName: map[string]*Worker{w.Name(): w}, maxBody: DefaultMaxBody}
 	srv := httptest.NewServer(sup.Handler())
 	defer srv.Close()
 	defer http.DefaultClient.CloseIdleConnections()

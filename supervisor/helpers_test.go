@@ -114,14 +114,15 @@ func fastTimeouts() TimeoutProfile {
 	}
 }
 
-// postJSON posts body as JSON to url and decodes a 200 answer into out.
-func postJSON(t *testing.T, url string, body, out any) {
+// postJSON posts body as JSON to url with client (a worker's sends its
+// key) and decodes a 200 answer into out.
+func postJSON(t *testing.T, client *http.Client, url string, body, out any) {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	resp, err := client.Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}

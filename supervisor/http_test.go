@@ -176,14 +176,11 @@ func TestE2EHTTPFace(t *testing.T) {
 	if code := doJSON(t, "GET", heldURL, nil, &raw); code != 200 || raw["state"] != "tool_running" || raw["tool_iters_remaining"] != 0.0 {
 		t.Fatalf("held job status: %d %v", code, raw)
 	}
-	for what, target := range map[string]map[string]any{
-		"UNKNOWN_WORKER": {"worker": "nope", "user_prompt": "x"},
-		"UNKNOWN_MODEL":  {"model": "nope", "user_prompt": "x"},
-	} {
-		raw = nil
-		if code := doJSON(t, "POST", srv.URL+"/v1/jobs", target, &raw); code != 404 || raw["ok"] != false || raw["error"] != what {
-			t.Fatalf("POST to %v: %d %v", target, code, raw)
-		}
+	// No worker could take a job now, so a body is not even read: a job
+	// for a worker that does not exist is turned away as busy too.
+	raw = nil
+	if code := doJSON(t, "POST", srv.URL+"/v1/jobs", map[string]any{"worker": "nope", "user_prompt": "x"}, &raw); code != 429 || raw["error"] != "NO_SLOT_AVAILABLE" {
+		t.Fatalf("POST to an unknown worker with no slot: %d %v", code, raw)
 	}
 	var oaiErr struct {
 		Error struct{ Code, Type string }
@@ -201,6 +198,15 @@ func TestE2EHTTPFace(t *testing.T) {
 	}
 	if code := doJSON(t, "GET", heldURL+"/result", nil, &res); code != 200 || res.State != RequestCanceled {
 		t.Fatalf("canceled result: %d %+v", code, res)
+	}
+	for what, target := range map[string]map[string]any{
+		"UNKNOWN_WORKER": {"worker": "nope", "user_prompt": "x"},
+		"UNKNOWN_MODEL":  {"model": "nope", "user_prompt": "x"},
+	} {
+		raw = nil
+		if code := doJSON(t, "POST", srv.URL+"/v1/jobs", target, &raw); code != 404 || raw["ok"] != false || raw["error"] != what {
+			t.Fatalf("POST to %v: %d %v", target, code, raw)
+		}
 	}
 
 	// Chat completions are routed, streaming or not.

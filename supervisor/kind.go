@@ -67,6 +67,28 @@ func (k WorkerKind) ReadinessPath() string {
 	return "/v1/models"
 }
 
+// ServeKeyEnv is the environment variable whose API key specification
+// (as --api-key's: the key, then optional attributes) corral serve accepts
+// besides its --api-key and --api-key-file keys: the supervisor gives a
+// corral worker its generated key (WorkerConfig.GenerateKey) through it.
+const ServeKeyEnv = "CORRAL_SERVE_API_KEY"
+
+// KeyEnv is the environment variable from which a server of kind k takes
+// an API key when its command line gives none: ServeKeyEnv for corral,
+// LLAMA_API_KEY for llama-server, VLLM_API_KEY for vLLM; "" for other
+// servers.
+func (k WorkerKind) KeyEnv() string {
+	switch k {
+	case KindCorral:
+		return ServeKeyEnv
+	case KindLlamaServer:
+		return "LLAMA_API_KEY"
+	case KindVLLM:
+		return "VLLM_API_KEY"
+	}
+	return ""
+}
+
 // valid reports whether k is a known kind.
 func (k WorkerKind) valid() bool {
 	switch k {

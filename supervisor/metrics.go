@@ -67,6 +67,7 @@ type collector struct {
 	submitted, finished, failed, restarts  *prometheus.Desc
 	expired                                *prometheus.Desc
 	jobBytes, jobBytesMax, jobBytesRefused *prometheus.Desc
+	jobBytesKeyMax, keyStorageRefused      *prometheus.Desc
 }
 
 func newCollector(s *Supervisor) *collector {
@@ -87,13 +88,16 @@ func newCollector(s *Supervisor) *collector {
 		jobBytes:        d("job_bytes", "Bytes held for jobs: bodies (prompts, params) of jobs in flight, names and results of jobs not yet read or expired."),
 		jobBytesMax:     d("job_bytes_max", "max_job_bytes: the bound of corral_supervisor_job_bytes beyond which submissions are refused."),
 		jobBytesRefused: d("jobs_refused_storage_full_total", "Submissions refused with 503 JOB_STORAGE_FULL: they would have taken corral_supervisor_job_bytes past max_job_bytes."),
+		jobBytesKeyMax:  d("job_bytes_per_key_max", "max_job_bytes_per_key: the bytes held for jobs one API key may hold."),
+		keyStorageRefused: d("jobs_refused_key_storage_full_total",
+			"Submissions refused with 429 KEY_JOB_STORAGE_FULL: they would have taken the bytes held for their API key's jobs past max_job_bytes_per_key."),
 	}
 }
 
 // Describe sends the collector's descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.workers, c.slots, c.slotsUsed, c.jobs, c.submitted, c.finished, c.failed, c.restarts, c.expired,
-		c.jobBytes, c.jobBytesMax, c.jobBytesRefused} {
+		c.jobBytes, c.jobBytesMax, c.jobBytesRefused, c.jobBytesKeyMax, c.keyStorageRefused} {
 		ch <- d
 	}
 }
@@ -126,9 +130,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(byState[st]), string(st))
 	}
 	if b := c.s.budget; b != nil {
-		ch <- prometheus.MustNewConstMetric(c.jobBytes, prometheus.GaugeValue, float64(b.used.Load()))
+		used, refused, keyFull := b.state()
+		ch <- prometheus.MustNewConstMetric(c.jobBytes, prometheus.GaugeValue, float64(used))
 		ch <- prometheus.MustNewConstMetric(c.jobBytesMax, prometheus.GaugeValue, float64(b.limit))
-		ch <- prometheus.MustNewConstMetric(c.jobBytesRefused, prometheus.CounterValue, float64(b.refused.Load()))
+		ch <- prometheus.MustNewConstMetric(c.jobBytesRefused, prometheus.CounterValue, float64(refused))
+		ch <- prometheus.MustNewConstMetric(c.jobBytesKeyMax, prometheus.GaugeValue, float64(b.perKey))
+		ch <- prometheus.MustNewConstMetric(c.keyStorageRefused, prometheus.CounterValue, float64(keyFull))
 	}
 }
 

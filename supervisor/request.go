@@ -33,6 +33,9 @@ type request struct {
 	// budget until the conversation ends; keptBytes what its name and
 	// result count until the result is read or expires.
 	bodyBytes, keptBytes int64
+	// acct is whom the job's bytes and tokens are charged to; fixed at
+	// creation.
+	acct account
 
 	state                       RequestState
 	created, started, completed time.Time
@@ -56,13 +59,21 @@ type turn struct {
 }
 
 // payload merges the fields the worker controls into a copy of params:
-// messages, stream, tools (native format), and the defaults model and
-// max_tokens when params does not set them. Other keys pass through.
+// messages, stream, stream_options.include_usage (the tokens a turn used
+// are charged to its caller's key), tools (native format), and the
+// defaults model and max_tokens when params does not set them. Other keys
+// pass through.
 func (w *Worker) payload(params map[string]any, msgs []ChatMessage) map[string]any {
-	p := make(map[string]any, len(params)+4)
+	p := make(map[string]any, len(params)+5)
 	maps.Copy(p, params)
 	p["messages"] = msgs
 	p["stream"] = true
+	opts := map[string]any{}
+	if o, ok := p["stream_options"].(map[string]any); ok {
+		maps.Copy(opts, o)
+	}
+	opts["include_usage"] = true
+	p["stream_options"] = opts
 	delete(p, "tools")
 	if w.cfg.ToolFormat == agent.ToolFormatNative {
 		if tools := append(append([]agent.ToolDef(nil), w.cfg.NormalTools...), w.cfg.ExitTools...); len(tools) > 0 {
@@ -104,7 +115,9 @@ func (s stampReader) Read(p []byte) (int, error) {
 
 // streamTurn posts one chat completion with stream=true and reads it to the
 // end, recording progress for the timeout checks and feeding the
-// repeated-line detector.
+// repeated-line detector. The tokens the turn used are charged to the
+// job's key (turnTokens) once the server has accepted it, however the
+// turn ends.
 func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn, error) {
 	now := time.Now()
 	w.mu.Lock()
@@ -135,6 +148,11 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		return turn{}, fail(FailUpstream, "status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
 	}
+	var (
+		usage  *wire.Usage // the last the server reported
+		chunks int         // content-bearing chunks
+	)
+	defer func() { r.acct.lease.Charge(turnTokens(usage, len(body), chunks)) }()
 
 	sr := wire.NewReader(stampReader{resp.Body, func() {
 		w.touch(r, func(t *timeline, now time.Time) {
@@ -174,6 +192,9 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 			}
 			return turn{}, fail(FailUpstream, "bad stream event %.200q: %v", ev.Data, err)
 		}
+		if c.Usage != nil {
+			usage = c.Usage
+		}
 		if len(c.Choices) == 0 {
 			continue // usage-only chunk
 		}
@@ -184,6 +205,7 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 			}
 		}
 		if content := ch.Delta.Text(); content != "" || len(ch.Delta.ToolCalls) > 0 {
+			chunks++
 			w.progress(r, content)
 			text.WriteString(content)
 			if line, looping := loop.Feed(content); looping {
@@ -205,6 +227,23 @@ func (w *Worker) streamTurn(ctx context.Context, r *request, body []byte) (turn,
 	}
 	t.text, t.toolCalls = text.String(), acc.Calls
 	return t, nil
+}
+
+// bytesPerToken is the bytes of a request counted as one prompt token
+// when the server reports no usage: about what tokenizers of English text
+// average.
+const bytesPerToken = 4
+
+// turnTokens is what a turn is charged against its key's tokens per
+// minute: the prompt and completion tokens of the usage the server
+// reported, else an estimate: a token per bytesPerToken bytes of the
+// request, and one per content-bearing chunk (servers stream a token a
+// chunk).
+func turnTokens(usage *wire.Usage, requestBytes, chunks int) int {
+	if usage != nil && usage.PromptTokens+usage.CompletionTokens > 0 {
+		return usage.PromptTokens + usage.CompletionTokens
+	}
+	return (requestBytes+bytesPerToken-1)/bytesPerToken + chunks
 }
 
 // progress accounts one content-bearing chunk.

@@ -62,7 +62,7 @@ func (w *Worker) expireLocked(id int64, why string) {
 // supervisor's budget.
 func (w *Worker) dropLocked(id int64) {
 	if r, ok := w.reqs[id]; ok {
-		w.budget.release(r.bodyBytes + r.keptBytes)
+		w.budget.release(r.acct.key, r.bodyBytes+r.keptBytes)
 		r.bodyBytes, r.keptBytes = 0, 0
 		delete(w.reqs, id)
 	}

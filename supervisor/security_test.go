@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/supervisor/process"
+	"github.com/corral-llm/corral/wire"
 )
 
 // The tests in this file are the supervisor's side of API keys: job ids
@@ -41,25 +42,31 @@ func isJobID(v any) bool {
 // long as its prompt. A prompt that starts with "hold" is answered once
 // release is closed; the prompt "echo-auth" gets a 500 whose body shows
 // the Authorization header it came with, as a careless server's error
-// might. It records the Authorization header of every chat request.
+// might. It records the Authorization header of every chat request, and
+// whether it asked for the usage (stream_options.include_usage), which it
+// then reports as usage, if set, in a last chunk.
 type echoUpstream struct {
 	release chan struct{}
+	usage   *wire.Usage // set before the first request
 
-	mu   sync.Mutex
-	auth []string
+	mu           sync.Mutex
+	auth         []string
+	includeUsage []bool
 }
 
 func newEchoUpstream() *echoUpstream { return &echoUpstream{release: make(chan struct{})} }
 
 func (e *echoUpstream) chat(w http.ResponseWriter, r *http.Request) {
-	e.mu.Lock()
-	e.auth = append(e.auth, r.Header.Get("Authorization"))
-	e.mu.Unlock()
-	prompt, err := chatPrompt(r)
+	req, err := readChat(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	prompt := req.prompt()
+	e.mu.Lock()
+	e.auth = append(e.auth, r.Header.Get("Authorization"))
+	e.includeUsage = append(e.includeUsage, req.StreamOptions.IncludeUsage)
+	e.mu.Unlock()
 	if strings.HasPrefix(prompt, "hold") {
 		select {
 		case <-e.release:
@@ -75,7 +82,26 @@ func (e *echoUpstream) chat(w http.ResponseWriter, r *http.Request) {
 	if s.token(prompt) != nil {
 		return
 	}
+	if e.usage != nil && req.StreamOptions.IncludeUsage {
+		b, _ := json.Marshal(wire.ChatCompletionChunk{Choices: []wire.ChatChunkChoice{}, Usage: e.usage})
+		if s.event(string(b)) != nil {
+			return
+		}
+	}
 	_ = s.done()
+}
+
+// askedUsage reports whether every chat request so far asked for the
+// usage.
+func (e *echoUpstream) askedUsage() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, asked := range e.includeUsage {
+		if !asked {
+			return false
+		}
+	}
+	return len(e.includeUsage) > 0
 }
 
 // seenAuth returns the Authorization headers of the chat requests so far.

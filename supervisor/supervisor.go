@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/corral-llm/corral/gate"
 )
@@ -35,6 +36,17 @@ type Options struct {
 	// total past it is refused with ErrJobStorageFull. 0 means
 	// DefaultMaxJobBytes.
 	MaxJobBytes int64
+	// MaxJobBytesPerKey bounds the part of MaxJobBytes the jobs of one
+	// API key (gate.Caller.ID) may hold, so that one key cannot fill the
+	// pool for everyone until its results expire: a submission that
+	// would take its key past it is refused with ErrKeyStorageFull.
+	// Without API keys there is one caller, bound by MaxJobBytes only.
+	// 0 means MaxJobBytes / DefaultKeyShare; it may not exceed
+	// MaxJobBytes.
+	MaxJobBytesPerKey int64
+	// MaxBody bounds the body of a job submission or chat completion;
+	// a larger one gets 413. 0 means DefaultMaxBody.
+	MaxBody int64
 	// Keys says that the HTTP face is served behind gate.Wrap with at
 	// least one key, so that callers present a key (gate.FromContext's
 	// Caller.Key). Without keys a worker with api_key_env is refused:
@@ -52,6 +64,9 @@ type Supervisor struct {
 	workers []*Worker
 	byName  map[string]*Worker
 	budget  *byteBudget
+	maxBody int64
+	// reading counts the requests reading their bodies (admitBody).
+	reading atomic.Int64
 
 	mu   sync.Mutex
 	jobs map[string]jobEntry
@@ -107,9 +122,21 @@ func New(cfgs []WorkerConfig, opts Options) (*Supervisor, error) {
 	case opts.MaxJobBytes < 0:
 		return nil, fmt.Errorf("max_job_bytes %d must not be negative", opts.MaxJobBytes)
 	}
+	switch {
+	case opts.MaxJobBytesPerKey == 0:
+		opts.MaxJobBytesPerKey = max(opts.MaxJobBytes/DefaultKeyShare, 1)
+	case opts.MaxJobBytesPerKey < 0 || opts.MaxJobBytesPerKey > opts.MaxJobBytes:
+		return nil, fmt.Errorf("max_job_bytes_per_key %d: want 1 to max_job_bytes (%d)", opts.MaxJobBytesPerKey, opts.MaxJobBytes)
+	}
+	switch {
+	case opts.MaxBody == 0:
+		opts.MaxBody = DefaultMaxBody
+	case opts.MaxBody < 0:
+		return nil, fmt.Errorf("max body %d must not be negative", opts.MaxBody)
+	}
 	s := &Supervisor{
-		byName: make(map[string]*Worker), budget: newByteBudget(opts.MaxJobBytes),
-		jobs: make(map[string]jobEntry), refs: make(map[jobRef]string),
+		byName: make(map[string]*Worker), budget: newByteBudget(opts.MaxJobBytes, opts.MaxJobBytesPerKey),
+		maxBody: opts.MaxBody, jobs: make(map[string]jobEntry), refs: make(map[jobRef]string),
 	}
 	for _, c := range cfgs {
 		if c.APIKeyEnv != "" && !opts.Keys {
@@ -212,7 +239,7 @@ func (s *Supervisor) candidates(t Target, caller gate.Caller) ([]*Worker, error)
 		ws = slices.Clone(s.workers)
 	}
 	if caller.Key == nil {
-		ws = slices.DeleteFunc(ws, func(w *Worker) bool { return w.apiKey != "" })
+		ws = slices.DeleteFunc(ws, func(w *Worker) bool { return w.lendsKey })
 		if len(ws) == 0 {
 			return nil, ErrAuthRequired
 		}
@@ -259,6 +286,13 @@ func pick[T any](ws []*Worker, try func(*Worker) (T, error)) (T, *Worker, error)
 // Submit submits job to a worker chosen by t for the caller of ctx
 // (gate.FromContext), who owns the job, and returns its job id and the
 // worker's name.
+//
+// The job is charged to the caller's API key as the request that
+// submitted it would be, had it lasted as long as the job: it keeps that
+// request's place among the key's requests in flight (gate.Keep) until it
+// ends, charges the tokens of each of its turns to the key's tokens per
+// minute, and its bytes count in the key's share of the job storage
+// (Options.MaxJobBytesPerKey).
 func (s *Supervisor) Submit(ctx context.Context, t Target, job Job) (string, string, error) {
 	caller := gate.FromContext(ctx)
 	ws, err := s.candidates(t, caller)
@@ -266,8 +300,10 @@ func (s *Supervisor) Submit(ctx context.Context, t Target, job Job) (string, str
 		return "", "", err
 	}
 	body := bodySize(job) // once, not per candidate: it encodes the params
-	id, w, err := pick(ws, func(w *Worker) (int64, error) { return w.submit(job, body) })
+	acct := account{key: caller.ID(), lease: gate.Keep(ctx)}
+	id, w, err := pick(ws, func(w *Worker) (int64, error) { return w.submit(job, body, acct) })
 	if err != nil {
+		acct.lease.Release()
 		return "", "", err
 	}
 	s.mu.Lock()

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/supervisor/agent"
 	"github.com/corral-llm/corral/supervisor/process"
 )
@@ -48,6 +50,16 @@ type WorkerConfig struct {
 	// Supervisor lends it only to callers that authenticated with a
 	// supervisor API key (see Options.Keys).
 	APIKeyEnv string `yaml:"api_key_env"`
+	// GenerateKey (nil: true) gives a local worker of a kind whose server
+	// takes an API key from its environment (WorkerKind.KeyEnv) a key of
+	// its own when it has none (no APIKeyEnv, and the variable is not set
+	// in Env or the supervisor's environment): 130 random bits, made at
+	// NewWorker, given to the child in that variable (which, unlike its
+	// command line, other users' processes cannot read) and sent on every
+	// request to it, so that nothing on the machine reaches the server
+	// past the supervisor's keys and limits. It is lent to every caller
+	// of the supervisor: it only keeps others out.
+	GenerateKey *bool `yaml:"generate_key"`
 	// Env is added to the inherited environment of the child.
 	Env map[string]string `yaml:"env"`
 	// Host and Port locate the child's HTTP server; the port is assigned
@@ -132,7 +144,10 @@ type Worker struct {
 	log      *slog.Logger
 	kick     chan restartRequest
 	remote   bool
-	apiKey   string            // from APIKeyEnv; never logged
+	apiKey   string // from APIKeyEnv, or generated (GenerateKey); never logged
+	// lendsKey: apiKey comes from APIKeyEnv, and goes only with the
+	// requests of callers that presented a supervisor key.
+	lendsKey bool
 	redact   *process.Redactor // hides secrets in logs, the ring and failure details
 	budget   *byteBudget       // the supervisor's; nil outside one
 	now      func() time.Time  // the clock of result expiry (tests replace it)
@@ -263,10 +278,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg.Logger = slog.Default()
 	}
 	// The child inherits the environment, and gets cfg.Env on top.
-	redact, env := process.NewRedactor(apiKey), os.Environ()
+	env := os.Environ()
 	for k, v := range cfg.Env {
 		env = append(env, k+"="+v)
 	}
+	keyEnv := generatedKeyEnv(cfg, env)
+	if keyEnv != "" {
+		apiKey = "corral-worker-" + rand.Text()
+	}
+	redact := process.NewRedactor(apiKey)
 	redact.AddEnv(env)
 	if baseURL == "" {
 		baseURL = "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
@@ -277,23 +297,24 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		DisableCompression:  true,
 	}
 	w := &Worker{
-		cfg:     cfg,
-		loc:     loc,
-		argv:    expandArgs(cfg),
-		baseURL: baseURL,
-		logs:    process.NewRing(cfg.LogLines),
-		client:  &http.Client{Transport: withKey(transport, apiKey)},
-		probes:  &http.Client{Transport: withKey(&http.Transport{DisableKeepAlives: true}, apiKey)},
-		log:     slog.New(redactHandler{cfg.Logger.Handler(), redact}).With("worker", cfg.Name),
-		kick:    make(chan restartRequest),
-		remote:  cfg.URL != "",
-		apiKey:  apiKey,
-		redact:  redact,
-		now:     time.Now,
-		state:   WorkerStopped,
-		reqs:    make(map[int64]*request),
-		proxies: make(map[int64]context.CancelCauseFunc),
-		counts:  newWorkerCounts(),
+		cfg:      cfg,
+		loc:      loc,
+		argv:     expandArgs(cfg),
+		baseURL:  baseURL,
+		logs:     process.NewRing(cfg.LogLines),
+		client:   &http.Client{Transport: withKey(transport, apiKey)},
+		probes:   &http.Client{Transport: withKey(&http.Transport{DisableKeepAlives: true}, apiKey)},
+		log:      slog.New(redactHandler{cfg.Logger.Handler(), redact}).With("worker", cfg.Name),
+		kick:     make(chan restartRequest),
+		remote:   cfg.URL != "",
+		apiKey:   apiKey,
+		lendsKey: cfg.APIKeyEnv != "",
+		redact:   redact,
+		now:      time.Now,
+		state:    WorkerStopped,
+		reqs:     make(map[int64]*request),
+		proxies:  make(map[int64]context.CancelCauseFunc),
+		counts:   newWorkerCounts(),
 	}
 	if w.procOpts, err = process.NewOptions(cfg.Name, cfg.Port, cfg.ProcessConfig, w.log); err != nil {
 		return nil, err
@@ -302,7 +323,33 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
 		w.env = append(w.env, k+"="+cfg.Env[k])
 	}
+	if keyEnv != "" {
+		spec := apiKey
+		if cfg.Kind == KindCorral {
+			// A user key: the jobs' params may not load or unload the
+			// worker's models, nor claim a better priority.
+			spec += " role=user name=supervisor"
+		}
+		w.env = append(w.env, keyEnv+"="+spec)
+		w.log.Debug("worker api key generated", "env", keyEnv)
+	}
 	return w, nil
+}
+
+// generatedKeyEnv is the environment variable in which a worker configured
+// by cfg, whose child's environment is env, gets a generated API key
+// (WorkerConfig.GenerateKey), or "" when it gets none.
+func generatedKeyEnv(cfg WorkerConfig, env []string) string {
+	name := cfg.Kind.KeyEnv()
+	if name == "" || cfg.URL != "" || cfg.APIKeyEnv != "" || cfg.GenerateKey != nil && !*cfg.GenerateKey {
+		return ""
+	}
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == name && v != "" {
+			return "" // the operator's key: the server takes it, and api_key_env tells it to the supervisor
+		}
+	}
+	return name
 }
 
 // expandArgs replaces the placeholders in cfg.Command.
@@ -402,8 +449,12 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 	// The result is held until read or expired.
 	n := int64(len(text) + len(detail))
 	r.keptBytes += n
-	w.budget.charge(n)
+	w.budget.charge(r.acct.key, n)
 	w.keepResultLocked(r)
+	// The job no longer holds its key's place among its requests in
+	// flight; tokens of a turn cut short are still charged when the
+	// turn returns.
+	r.acct.lease.Release()
 	w.counts.finished[state]++
 	if reason != "" {
 		w.counts.failed[reason]++
@@ -421,17 +472,28 @@ func (w *Worker) finishLocked(r *request, state RequestState, finish FinishReaso
 // ErrJobStorageFull or ErrJobTooLarge (Options.MaxJobBytes). Ids increase
 // by one per request over the worker's lifetime, starting at 1.
 func (w *Worker) Submit(job Job) (int64, error) {
-	return w.submit(job, bodySize(job))
+	return w.submit(job, bodySize(job), account{})
 }
 
-// submit is Submit of a job whose bodySize is body.
-func (w *Worker) submit(job Job, body int64) (int64, error) {
+// account is whom a job's use of shared resources is charged to.
+type account struct {
+	// key is the API key (gate.Caller.ID) whose share of the byte
+	// budget the job's bytes count in; "" without keys.
+	key string
+	// lease holds the key's place among its requests in flight while
+	// the job runs, and takes the tokens it uses; nil: no limits.
+	lease *gate.Lease
+}
+
+// submit is Submit of a job whose bodySize is body, charged to acct. The
+// job releases acct.lease when it ends, but not when submit fails.
+func (w *Worker) submit(job Job, body int64, acct account) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.admitLocked(); err != nil {
 		return 0, err
 	}
-	if err := w.budget.reserve(int64(len(job.Name)) + body); err != nil {
+	if err := w.budget.reserve(acct.key, int64(len(job.Name))+body); err != nil {
 		return 0, err
 	}
 	job.Params = maps.Clone(job.Params)
@@ -440,7 +502,7 @@ func (w *Worker) submit(job Job, body int64) (int64, error) {
 	r := &request{
 		id: w.nextID, job: job, proc: w.proc, cancel: cancel,
 		state: RequestRunning, created: time.Now(), toolItersLeft: w.cfg.MaxToolIterations,
-		bodyBytes: body, keptBytes: int64(len(job.Name)),
+		bodyBytes: body, keptBytes: int64(len(job.Name)), acct: acct,
 	}
 	w.reqs[r.id] = r
 	w.slotsUsed++
@@ -472,7 +534,7 @@ func (w *Worker) run(ctx context.Context, r *request) {
 	// The conversation is over: the job's body is no longer needed, only
 	// its name (for status and result).
 	r.job = Job{Name: r.job.Name}
-	w.budget.release(r.bodyBytes)
+	w.budget.release(r.acct.key, r.bodyBytes)
 	r.bodyBytes = 0
 	if err == nil {
 		w.finishLocked(r, RequestCompleted, finish, "", "", text)
@@ -600,6 +662,25 @@ func (w *Worker) acquire(parent context.Context) (ctx context.Context, release f
 		w.slotsUsed--
 		cancel(nil)
 	}, nil
+}
+
+// admissible is the error a submission would get now, nil when it would
+// be admitted.
+func (w *Worker) admissible() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.admitLocked()
+}
+
+// readySlots is the number of slots a submission could take now: the free
+// ones of a READY worker, else none.
+func (w *Worker) readySlots() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != WorkerReady {
+		return 0
+	}
+	return max(w.cfg.Slots-w.slotsUsed, 0)
 }
 
 // freeSlots is the number of slots not in use.

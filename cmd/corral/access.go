@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -43,8 +45,13 @@ func (r *repeatFlag) Set(s string) error {
 // accessFlags are who may call a server, shared by corral serve and corral
 // supervise: API keys, allowed hosts, CORS origins, TLS.
 type accessFlags struct {
-	keys     repeatFlag
-	keyFile  string
+	keys    repeatFlag
+	keyFile string
+	// keyEnv, when set, names an environment variable whose key
+	// specification is accepted too (corral serve's
+	// supervisor.ServeKeyEnv: how a supervisor gives its worker a key
+	// that ps does not show).
+	keyEnv   string
 	hosts    listFlag
 	origins  listFlag
 	certFile string
@@ -71,7 +78,15 @@ type access struct {
 // setup loads the keys and certificate and checks the hosts and origins.
 func (a *accessFlags) setup(log *slog.Logger) (access, error) {
 	var out access
-	keys, err := gate.LoadKeys(a.keys, a.keyFile)
+	specs := []string(a.keys)
+	if spec := os.Getenv(a.keyEnv); a.keyEnv != "" && spec != "" {
+		if _, err := gate.ParseKey(spec); err != nil {
+			return out, fmt.Errorf("$%s: %w", a.keyEnv, err)
+		}
+		specs = append(slices.Clip(specs), spec)
+		os.Unsetenv(a.keyEnv) // nothing this process starts needs it
+	}
+	keys, err := gate.LoadKeys(specs, a.keyFile)
 	if err != nil {
 		return out, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/corral-llm/corral/responses"
 	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/serving"
+	"github.com/corral-llm/corral/supervisor"
 	"github.com/corral-llm/corral/toolcall"
 )
 
@@ -96,6 +97,7 @@ func runServe(ctx context.Context, args []string) error {
 	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see README")
 	logs := addLogFlags(fs)
 	acc := addAccessFlags(fs)
+	acc.keyEnv = supervisor.ServeKeyEnv
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest request body in `bytes`")
 	var scfg server.Config
 	fs.DurationVar(&scfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long running requests may finish, and then writing the caches to --cache-disk may take")

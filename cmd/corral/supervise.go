@@ -18,7 +18,6 @@ import (
 
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/supervisor"
-	"github.com/corral-llm/corral/wire"
 )
 
 // runSupervise runs the workers of a YAML configuration and serves the job
@@ -32,7 +31,7 @@ func runSupervise(ctx context.Context, args []string) error {
 	configPath := fs.String("config", "", "YAML configuration `file` (see supervisor/example.yaml)")
 	host := fs.String("host", "", "listen address (default: the file's host, else 127.0.0.1)")
 	port := fs.Int("port", 0, "listen port (default: the file's port, else 8090)")
-	maxBody := fs.Int64("max-body", 64<<20, "largest request body in `bytes` (a job's prompts)")
+	maxBody := fs.Int64("max-body", supervisor.DefaultMaxBody, "largest request body in `bytes` (a job's prompts and params, a chat completion); larger → 413")
 	logs := addLogFlags(fs)
 	acc := addAccessFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -63,7 +62,8 @@ func runSupervise(ctx context.Context, args []string) error {
 		}
 	}
 	addr := listenAddr(cfg, *host, *port)
-	sup, err := supervisor.New(cfg.Workers, supervisor.Options{MaxJobBytes: cfg.MaxJobBytes, Keys: access.policy.Keys.Len() > 0})
+	sup, err := supervisor.New(cfg.Workers, supervisor.Options{MaxJobBytes: cfg.MaxJobBytes, MaxJobBytesPerKey: cfg.MaxJobBytesPerKey,
+		MaxBody: *maxBody, Keys: access.policy.Keys.Len() > 0})
 	if err != nil {
 		return err
 	}
@@ -79,8 +79,8 @@ func runSupervise(ctx context.Context, args []string) error {
 	hup, stopHUP := context.WithCancel(ctx)
 	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
 	defer func() { stopHUP(); waitHUP() }()
-	h := gate.New(gate.Config{Logger: log, MaxBody: *maxBody, Policy: access.policy, Errors: writeSupervisorGateError,
-		Quiet: func(r *http.Request) bool { return r.URL.Path == "/metrics" }}, sup.Handler())
+	h := sup.Gated(gate.Config{Logger: log, Policy: access.policy,
+		Quiet: func(r *http.Request) bool { return r.URL.Path == "/metrics" }})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: access.tls}
 	served := make(chan error, 1)
 	if access.tls != nil {
@@ -101,22 +101,6 @@ func runSupervise(ctx context.Context, args []string) error {
 		<-served
 	}
 	return errors.Join(err, shutErr, sup.Stop(stopCtx))
-}
-
-// writeSupervisorGateError writes a refusal of the gate in the shape of the
-// supervisor's API: OpenAI's envelope for the proxied chat completions,
-// {"ok":false,"error":CODE,"message":...} for the job API.
-func writeSupervisorGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
-	if strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		typ := wire.TypeInvalidRequest
-		if e.Status >= 500 {
-			typ = wire.TypeServer
-		}
-		code := e.Code
-		wire.WriteJSON(w, e.Status, wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: typ, Code: &code}})
-		return
-	}
-	wire.WriteJSON(w, e.Status, map[string]any{"ok": false, "error": strings.ToUpper(e.Code), "message": e.Message})
 }
 
 // runSuperviseRestart is "corral supervise restart [--url URL] NAME": POST

@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io"
+	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +69,43 @@ func TestSuperviseRestart(t *testing.T) {
 	}
 	if err := runSuperviseRestart(context.Background(), nil, &out); err == nil {
 		t.Fatal("no name accepted")
+	}
+}
+
+// TestServeKeyFromEnv: corral serve's access flags accept the key
+// specification of $CORRAL_SERVE_API_KEY (how the supervisor gives a
+// worker its key) beside --api-key, take it out of the environment, and
+// name the variable when it is no key; corral supervise's ignore it.
+func TestServeKeyFromEnv(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	setup := func(env string, args ...string) (access, error) {
+		t.Helper()
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		acc := addAccessFlags(fs)
+		acc.keyEnv = env
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return acc.setup(log)
+	}
+	t.Setenv(supervisor.ServeKeyEnv, "corral-worker-0123456789 role=user name=supervisor")
+	a, err := setup(supervisor.ServeKeyEnv, "--api-key", "sk-operator-0123 name=ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := a.policy.Keys.Lookup("corral-worker-0123456789"); k == nil || k.ID != "supervisor" || a.policy.Keys.Lookup("sk-operator-0123") == nil {
+		t.Fatalf("keys: %d, the worker key %+v", a.policy.Keys.Len(), k)
+	}
+	if v, ok := os.LookupEnv(supervisor.ServeKeyEnv); ok {
+		t.Fatalf("$%s still set: %q", supervisor.ServeKeyEnv, v)
+	}
+	t.Setenv(supervisor.ServeKeyEnv, "corral-worker-0123456789")
+	if a, err := setup(""); err != nil || a.policy.Keys.Len() != 0 {
+		t.Fatalf("without keyEnv (corral supervise): %d keys, %v", a.policy.Keys.Len(), err)
+	}
+	t.Setenv(supervisor.ServeKeyEnv, "xq7z")
+	if _, err := setup(supervisor.ServeKeyEnv); err == nil || !strings.Contains(err.Error(), "$"+supervisor.ServeKeyEnv) || strings.Contains(err.Error(), "xq7z") {
+		t.Fatalf("a bad key in $%s: %v", supervisor.ServeKeyEnv, err)
 	}
 }

@@ -23,6 +23,11 @@ import (
 	"github.com/corral-llm/corral/supervisor/agent"
 )
 
+// The tests in this file are a worker's server and its lifecycle: the
+// kind of server and the readiness probe it gets, an operator's API key
+// (api_key_env), the startup deadline, manual restarts, the expiry of
+// unread results and remote workers.
+
 // startSupervisor builds, starts and serves a supervisor over cfgs; it is
 // stopped at the end of the test.
 func startSupervisor(t *testing.T, cfgs ...WorkerConfig) (*Supervisor, *httptest.Server) {
