@@ -57,8 +57,13 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 			var it struct {
 				Type string `json:"type"`
 				ID   string `json:"id"`
+				Role string `json:"role"`
 			}
-			if json.Unmarshal(raw, &it) == nil && it.ID != "" && it.Type != "item_reference" {
+			if json.Unmarshal(raw, &it) != nil || it.ID == "" {
+				continue
+			}
+			// A reference is not an item, with its type or without.
+			if ref := it.Type == "item_reference" || it.Type == "" && it.Role == ""; !ref {
 				s.Items[it.ID] = raw
 			}
 		}
@@ -74,13 +79,15 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 	// The output read back as input: what the model answered, as the
 	// next turn shows it.
 	var tr Translation
-	in := inputBuilder{t: &tr, tools: &toolBuilder{t: &tr, names: map[string]bool{}}, open: -1}
+	in := inputBuilder{t: &tr, tools: &toolBuilder{t: &tr, names: map[string]bool{}}, budget: unlimited(), open: -1}
 	for i, raw := range out {
 		if e := in.item(raw, fmt.Sprintf("output[%d]", i), false); e != nil {
 			return nil, fmt.Errorf("read output back: %w", e)
 		}
 	}
-	in.flush()
+	if e := in.flush("output"); e != nil {
+		return nil, fmt.Errorf("read output back: %w", e)
+	}
 	s.Messages = append(s.Messages, tr.Messages...)
 	return s, nil
 }

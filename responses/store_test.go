@@ -214,6 +214,41 @@ func TestStoreRecord(t *testing.T) {
 	st.check(t)
 }
 
+// TestStoreRecordReferences: a request's references, with their type or
+// without, are not stored as items: the id still finds the item it
+// refers to.
+func TestStoreRecordReferences(t *testing.T) {
+	st := NewStore(StoreOptions{})
+	for i, body := range []string{
+		`{"input":[{"type":"message","id":"msg_in","role":"user","content":"list files"}]}`,
+		`{"input":[{"id":"msg_in"},{"type":"item_reference","id":"msg_in"},{"role":"user","content":"next"}]}`,
+	} {
+		r, _ := Decode([]byte(body))
+		tr, e := Translate(r, st.Prior("alice"), Limits{})
+		if e != nil {
+			t.Fatal(e)
+		}
+		id := fmt.Sprint("resp_", i)
+		s := NewStream(NewResponse(id, "m", 1, r, tr), nil)
+		s.Start()
+		s.Delta(wire.Delta{Content: str("ok")})
+		s.End(End{FinishReason: "stop"}, 2)
+		rec, err := Record(r, tr, s.Response())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put("alice", id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := Decode([]byte(`{"input":[{"id":"msg_in"}]}`))
+	tr, e := Translate(r, st.Prior("alice"), Limits{})
+	if e != nil || len(tr.Messages) != 1 || string(tr.Messages[0].Content) != `"list files"` {
+		t.Errorf("msg_in after a request that referred to it: %+v %v", tr, e)
+	}
+	st.check(t)
+}
+
 // TestStoreConcurrent runs owners that store, read, continue and delete
 // at once, past the budgets; run it under -race -count=20.
 func TestStoreConcurrent(t *testing.T) {
