@@ -38,7 +38,7 @@ import (
 
 // fuzzPaths are the endpoints FuzzRequests reaches, by the input's
 // first byte; fuzzVoice is the voice WebSocket.
-var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/completion", "/api/chat", "/api/generate", "/v1/embeddings", "/detokenize", fuzzVoice}
+var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/completion", "/api/chat", "/api/generate", "/v1/embeddings", "/detokenize", "/v1/responses", fuzzVoice}
 
 const fuzzVoice = "voice"
 
@@ -53,8 +53,9 @@ const (
 )
 
 // fuzzSeeds are requests of every kind: ordinary ones, and small forms of
-// the hostile ones.
-func fuzzSeeds() map[string][]string {
+// the hostile ones. stored is the id of the response the harness stored
+// (see fuzzStored).
+func fuzzSeeds(stored string) map[string][]string {
 	msgs := `"messages":[{"role":"user","content":"Tell me a story."}]`
 	tool := `{"type":"function","function":{"name":"get","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`
 	many := func(s string, n int) string { return strings.TrimSuffix(strings.Repeat(s+",", n), ",") }
@@ -114,6 +115,21 @@ func fuzzSeeds() map[string][]string {
 			`{"tokens":[1,2,3,4]}`,
 			`{"tokens":[` + many("5", 5000) + `]}`,
 		},
+		"/v1/responses": {
+			`{"model":"tiny","input":"Tell me a story.","max_output_tokens":8}`,
+			`{"model":"tiny","input":"Tell me a story.","max_output_tokens":8,"stream":true,"store":false}`,
+			`{"model":"tiny","instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text","text":"Hi."}]}],"max_output_tokens":8,"tools":[{"type":"function","name":"get","parameters":{"type":"object"}}],"tool_choice":"required"}`,
+			`{"model":"tiny","previous_response_id":"` + stored + `","input":"Go on.","max_output_tokens":8}`,
+			`{"model":"tiny","previous_response_id":"` + stored + `","input":[{"type":"function_call_output","call_id":"call_fuzz","output":"sunny"}],"max_output_tokens":8,"stream":true}`,
+			`{"model":"tiny","input":[{"type":"item_reference","id":"fc_fuzz"},{"type":"function_call_output","call_id":"call_fuzz","output":"sunny"}],"max_output_tokens":8}`,
+			`{"model":"tiny","input":[{"id":"msg_fuzz_junk"},{"type":"item_reference","id":"rs_fuzz_big"}],"max_output_tokens":8}`,
+			`{"model":"tiny","input":[{"type":"item_reference","id":"nowhere"}]}`,
+			// Small requests that refer to much: 200 and 8,000 references
+			// to 1 MB of reasoning, 1,000 to a message with 1 MB of junk.
+			`{"model":"tiny","input":[` + many(`{"type":"item_reference","id":"rs_fuzz_big"}`, 200) + `],"max_output_tokens":4}`,
+			`{"model":"tiny","input":[` + many(`{"type":"item_reference","id":"rs_fuzz_big"}`, 8000) + `],"max_output_tokens":4}`,
+			`{"model":"tiny","input":[` + many(`{"type":"item_reference","id":"msg_fuzz_junk"}`, 1000) + `],"max_output_tokens":4,"stream":true}`,
+		},
 		fuzzVoice: {
 			`{"type":"response.create","messages":[{"role":"user","content":"Hi.","metadata":{"blob":"zzzz"}}],"max_tokens":8,"chunking":{"max_chars":10}}`,
 			`{"type":"response.create","messages":[{"role":"system","content":"Be kind."},{"role":"user","content":"Hi."}],"reset":true,"max_tokens":4}`,
@@ -128,6 +144,20 @@ func fuzzSeeds() map[string][]string {
 type fuzzHarness struct {
 	url    string
 	client *http.Client
+	// stored is the id of the response fuzzStored stored.
+	stored string
+}
+
+// fuzzStored is the input of a response the harness stores, so that
+// inputs may refer to it: a reasoning item of 1 MB (rs_fuzz_big), a
+// message with an unknown field of 1 MB (msg_fuzz_junk), a function call
+// (fc_fuzz).
+func fuzzStored() string {
+	return `{"model":"tiny","max_output_tokens":4,"input":[` +
+		`{"type":"reasoning","id":"rs_fuzz_big","summary":[],"content":[{"type":"reasoning_text","text":"` + strings.Repeat("r", 1<<20) + `"}]},` +
+		`{"type":"message","id":"msg_fuzz_junk","role":"user","content":"Tell me a story.","junk":"` + strings.Repeat("j", 1<<20) + `"},` +
+		`{"type":"function_call","id":"fc_fuzz","call_id":"call_fuzz","name":"get","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"call_fuzz","output":"sunny"}]}`
 }
 
 func newFuzzHarness(tb testing.TB) *fuzzHarness {
@@ -156,12 +186,25 @@ func newFuzzHarness(tb testing.TB) *fuzzHarness {
 		reg.Close()
 		eng.Close() // the registry closes only a model it loaded: none, in the fuzzing coordinator
 	})
-	return &fuzzHarness{url: hs.URL, client: &http.Client{Timeout: fuzzWait}}
+	h := &fuzzHarness{url: hs.URL, client: &http.Client{Timeout: fuzzWait}}
+	resp, err := h.client.Post(h.url+"/v1/responses", "application/json", strings.NewReader(fuzzStored()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stored struct {
+		ID string `json:"id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stored); err != nil || resp.StatusCode != http.StatusOK || stored.ID == "" {
+		tb.Fatalf("storing a response: %d %v", resp.StatusCode, err)
+	}
+	h.stored = stored.ID
+	return h
 }
 
 func FuzzRequests(f *testing.F) {
 	h := newFuzzHarness(f)
-	seeds := fuzzSeeds()
+	seeds := fuzzSeeds(h.stored)
 	for i, p := range fuzzPaths {
 		for _, s := range seeds[p] {
 			f.Add(uint8(i), []byte(s))
@@ -272,6 +315,15 @@ func checkEvent(t *testing.T, path string, b []byte, ollama bool) {
 		checkError(t, path, b, ollama)
 		if bytes.Contains(b, []byte(serving.TypeServer)) {
 			t.Fatalf("POST %s: a server error in the stream: %.500s", path, b)
+		}
+	}
+	// The Responses API's error event: {"type":"error","code","message","param"}.
+	if string(ev["type"]) == `"error"` {
+		var code, msg string
+		json.Unmarshal(ev["code"], &code)
+		json.Unmarshal(ev["message"], &msg)
+		if msg == "" || code == "" || code == serving.TypeServer {
+			t.Fatalf("POST %s: an error event of the server, or without a message: %.500s", path, b)
 		}
 	}
 }

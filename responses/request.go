@@ -108,6 +108,15 @@ func invalid(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
+// overLimit is the 400 for a request over one of corral serve's limits,
+// worded as serving.OverLimit words it: what the request asks, the limit
+// in unit, and the flag that sets it.
+func overLimit(param, flag string, limit int, unit, format string, args ...any) *Error {
+	e := invalid(param, "%s: at most %d %s (corral serve --%s)", fmt.Sprintf(format, args...), limit, unit, flag)
+	e.Code = "limit_exceeded"
+	return e
+}
+
 // ErrNotFound is returned (wrapped) for a response or item that is not
 // stored, has expired, or belongs to another owner.
 var ErrNotFound = errors.New("not found")

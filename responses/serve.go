@@ -92,7 +92,9 @@ func (body *createRequest) UnmarshalJSON(b []byte) error {
 // Check refuses a body Decode refused, and one over lim before the model
 // loads: more tools or input items than lim allows, instructions or an
 // input text longer than a prompt may be. Translate counts again what
-// only it sees (a namespace's functions, a previous response's items).
+// only it sees (a namespace's functions), and what the request expands to
+// once what it refers to in the store is resolved: the previous
+// response's messages, the referenced items, each time it refers to one.
 func (body *createRequest) Check(lim *serving.Limits) *serving.Error {
 	if body.err != nil {
 		return neutral(body.err)
@@ -144,7 +146,7 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 	r := body.req
 	lim := x.Core.Limits()
 	own := callerOwner(x.R)
-	t, te := Translate(r, h.st.Prior(own), Limits{MaxItems: lim.MaxMessages, MaxTools: lim.MaxTools})
+	t, te := Translate(r, h.st.Prior(own), Limits{MaxItems: lim.MaxMessages, MaxTools: lim.MaxTools, MaxBytes: lim.MaxPromptBytes})
 	if te != nil {
 		return neutral(te)
 	}

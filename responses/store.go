@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Stored is one stored response: what GET /v1/responses/{id} returns, what
@@ -23,19 +26,65 @@ type Stored struct {
 	Items map[string]json.RawMessage
 }
 
-// size is the bytes s holds, roughly: what the store's budget counts.
+// size is the memory s takes, as the store's budget counts it: its
+// bytes of text and JSON as Go allocates them, the message and tool call
+// structs, and for each item its slots in Items and in the store's item
+// index. Strings shared with another entry (a previous response's
+// conversation) are counted in each.
 func (s *Stored) size() int64 {
-	n := int64(len(s.Response)) + 64
+	n := storedBytes + heapBytes(cap(s.Response)) + heapBytes(cap(s.Messages)*messageSize)
 	for _, m := range s.Messages {
-		n += int64(len(m.Role)+len(m.Content)+len(m.Name)+len(m.ToolCallID)+len(m.ReasoningContent)+len(m.Reasoning)) + 64
+		n += heapBytes(len(m.Role)) + heapBytes(cap(m.Content)) + heapBytes(len(m.Name)) + heapBytes(len(m.ToolCallID)) +
+			heapBytes(len(m.ReasoningContent)) + heapBytes(len(m.Reasoning)) + heapBytes(cap(m.ToolCalls)*toolCallSize)
 		for _, c := range m.ToolCalls {
-			n += int64(len(c.ID)+len(c.Type)+len(c.Function.Name)+len(c.Function.Arguments)) + 64
+			n += heapBytes(len(c.ID)) + heapBytes(len(c.Type)) + heapBytes(len(c.Function.Name)) + heapBytes(len(c.Function.Arguments))
 		}
 	}
 	for id, it := range s.Items {
-		n += int64(len(id)+len(it)) + 32
+		n += itemSlot + indexSlot + heapBytes(len(id)) + heapBytes(cap(it))
 	}
 	return n
+}
+
+// entrySize is the memory the store adds to hold an entry of id: the
+// entry, its elements in the two lists, its slot in byKey, the id.
+func entrySize(id string) int64 {
+	return entryBytes + 2*elementBytes + indexSlot + heapBytes(len(id))
+}
+
+// The memory of the structures the store keeps for each entry and item
+// (see heapBytes and mapSlot).
+var (
+	storedBytes  = heapBytes(int(unsafe.Sizeof(Stored{})))
+	entryBytes   = heapBytes(int(unsafe.Sizeof(entry{})))
+	elementBytes = heapBytes(int(unsafe.Sizeof(list.Element{})))
+	messageSize  = int(unsafe.Sizeof(chat.Message{}))
+	toolCallSize = int(unsafe.Sizeof(wire.ToolCall{}))
+	// itemSlot is an item's slot in Stored.Items; indexSlot is a slot
+	// in the store's maps of entries and items (byKey, items).
+	itemSlot  = mapSlot(unsafe.Sizeof(""), unsafe.Sizeof(json.RawMessage(nil)))
+	indexSlot = mapSlot(unsafe.Sizeof(key{}), unsafe.Sizeof((*entry)(nil)))
+)
+
+// heapBytes is the memory an allocation of n bytes takes: Go rounds a
+// small one up to its size class (16-byte steps, then steps of about an
+// eighth of a power of two) and one over 32 KiB up to 8 KiB pages.
+func heapBytes(n int) int64 {
+	switch {
+	case n <= 0:
+		return 0
+	case n > 32<<10:
+		return int64((n + 8191) &^ 8191)
+	}
+	step := max(16, 1<<(bits.Len(uint(n))-1)/8)
+	return int64((n + step - 1) / step * step)
+}
+
+// mapSlot is the memory one entry of a map takes, with keys of k bytes
+// and values of v: a slot (key, value and a control byte) in a table kept
+// at most 7/8 full that doubles as it grows, so 16/7 slots at worst.
+func mapSlot(k, v uintptr) int64 {
+	return int64(k+v+1) * 16 / 7
 }
 
 // Record builds the entry of a finished response: resp (from the
@@ -57,8 +106,13 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 			var it struct {
 				Type string `json:"type"`
 				ID   string `json:"id"`
+				Role string `json:"role"`
 			}
-			if json.Unmarshal(raw, &it) == nil && it.ID != "" && it.Type != "item_reference" {
+			if json.Unmarshal(raw, &it) != nil || it.ID == "" {
+				continue
+			}
+			// A reference is not an item, with its type or without.
+			if ref := it.Type == "item_reference" || it.Type == "" && it.Role == ""; !ref {
 				s.Items[it.ID] = raw
 			}
 		}
@@ -74,13 +128,15 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 	// The output read back as input: what the model answered, as the
 	// next turn shows it.
 	var tr Translation
-	in := inputBuilder{t: &tr, tools: &toolBuilder{t: &tr, names: map[string]bool{}}, open: -1}
+	in := inputBuilder{t: &tr, tools: &toolBuilder{t: &tr, names: map[string]bool{}}, budget: unlimited(), open: -1}
 	for i, raw := range out {
 		if e := in.item(raw, fmt.Sprintf("output[%d]", i), false); e != nil {
 			return nil, fmt.Errorf("read output back: %w", e)
 		}
 	}
-	in.flush()
+	if e := in.flush("output"); e != nil {
+		return nil, fmt.Errorf("read output back: %w", e)
+	}
 	s.Messages = append(s.Messages, tr.Messages...)
 	return s, nil
 }
@@ -97,8 +153,10 @@ const (
 
 // StoreOptions bound a Store; zero fields take the defaults.
 type StoreOptions struct {
-	// MaxBytes bounds the bytes of all entries (default
-	// DefaultStoreBytes).
+	// MaxBytes bounds the memory of all entries (default
+	// DefaultStoreBytes): their text and JSON, and the structures that
+	// hold them (messages, map slots, the store's indexes), as Go
+	// allocates them.
 	MaxBytes int64
 	// MaxOwnerBytes bounds one owner's entries (default MaxBytes).
 	MaxOwnerBytes int64
@@ -161,7 +219,7 @@ func NewStore(opt StoreOptions) *Store {
 // id, and evicts the least recently used entries past the budgets. An
 // entry larger than an owner's budget is not stored: ErrTooLarge.
 func (st *Store) Put(ownerName, id string, s *Stored) error {
-	size := s.size()
+	size := s.size() + entrySize(id)
 	if size > st.opt.MaxOwnerBytes {
 		return fmt.Errorf("response %s: %d bytes, more than the store's %d per owner: %w", id, size, st.opt.MaxOwnerBytes, ErrTooLarge)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -12,10 +13,13 @@ import (
 	"github.com/corral-llm/corral/wire"
 )
 
-// blob is an entry of exactly n bytes as the store counts them.
+// blob is an entry whose response is n bytes long.
 func blob(n int) *Stored {
-	return &Stored{Response: []byte(strings.Repeat("x", n-64))}
+	return &Stored{Response: []byte(strings.Repeat("x", n))}
 }
+
+// sizeOf is what the store counts for blob(n) stored as id.
+func sizeOf(n int, id string) int64 { return blob(n).size() + entrySize(id) }
 
 // clock is a settable clock.
 type clock struct {
@@ -77,7 +81,7 @@ func TestStoreOwners(t *testing.T) {
 	if err := st.Put("alice", "resp_1", blob(100)); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := st.Get("alice", "resp_1"); err != nil || len(s.Response) != 36 {
+	if s, err := st.Get("alice", "resp_1"); err != nil || len(s.Response) != 100 {
 		t.Errorf("get: %v", err)
 	}
 	if _, err := st.Get("bob", "resp_1"); !errors.Is(err, ErrNotFound) {
@@ -97,7 +101,7 @@ func TestStoreOwners(t *testing.T) {
 	}
 	st.Put("alice", "resp_2", blob(100))
 	st.Put("alice", "resp_2", blob(200)) // replaced
-	if n, b := st.Usage(); n != 1 || b != 200 {
+	if n, b := st.Usage(); n != 1 || b != sizeOf(200, "resp_2") {
 		t.Errorf("usage after a replacement: %d entries, %d bytes", n, b)
 	}
 	st.check(t)
@@ -122,14 +126,15 @@ func TestStoreTTL(t *testing.T) {
 	}
 	c.add(time.Minute)
 	st.Put("b", "other", blob(100)) // drops the expired entry at the cold end
-	if n, b := st.Usage(); n != 1 || b != 100 {
+	if n, b := st.Usage(); n != 1 || b != sizeOf(100, "other") {
 		t.Errorf("expired entries kept: %d entries, %d bytes", n, b)
 	}
 	st.check(t)
 }
 
 func TestStoreLRU(t *testing.T) {
-	st := NewStore(StoreOptions{MaxBytes: 300})
+	unit := sizeOf(100, "1")
+	st := NewStore(StoreOptions{MaxBytes: 3 * unit})
 	st.Put("a", "1", blob(100))
 	st.Put("b", "2", blob(100))
 	st.Put("a", "3", blob(100))
@@ -142,7 +147,7 @@ func TestStoreLRU(t *testing.T) {
 		}
 	}
 	st.check(t)
-	if err := st.Put("a", "big", blob(301)); !errors.Is(err, ErrTooLarge) {
+	if err := st.Put("a", "big", blob(int(3*unit))); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("an entry over the budget: %v", err)
 	}
 	if n, _ := st.Usage(); n != 3 {
@@ -151,7 +156,8 @@ func TestStoreLRU(t *testing.T) {
 }
 
 func TestStoreOwnerBudget(t *testing.T) {
-	st := NewStore(StoreOptions{MaxBytes: 1000, MaxOwnerBytes: 250})
+	unit := sizeOf(100, "q")
+	st := NewStore(StoreOptions{MaxBytes: 10 * unit, MaxOwnerBytes: 5 * unit / 2})
 	st.Put("quiet", "q", blob(100))
 	for i := range 10 {
 		st.Put("noisy", fmt.Sprint(i), blob(100))
@@ -159,7 +165,7 @@ func TestStoreOwnerBudget(t *testing.T) {
 	if _, err := st.Get("quiet", "q"); err != nil {
 		t.Errorf("one owner evicted another's entry: %v", err)
 	}
-	if n, b := st.Usage(); n != 3 || b != 300 {
+	if n, b := st.Usage(); n != 3 || b != 3*unit {
 		t.Errorf("%d entries, %d bytes; want the noisy owner's last 2 and the quiet one's", n, b)
 	}
 	for _, id := range []string{"8", "9"} {
@@ -214,10 +220,46 @@ func TestStoreRecord(t *testing.T) {
 	st.check(t)
 }
 
+// TestStoreRecordReferences: a request's references, with their type or
+// without, are not stored as items: the id still finds the item it
+// refers to.
+func TestStoreRecordReferences(t *testing.T) {
+	st := NewStore(StoreOptions{})
+	for i, body := range []string{
+		`{"input":[{"type":"message","id":"msg_in","role":"user","content":"list files"}]}`,
+		`{"input":[{"id":"msg_in"},{"type":"item_reference","id":"msg_in"},{"role":"user","content":"next"}]}`,
+	} {
+		r, _ := Decode([]byte(body))
+		tr, e := Translate(r, st.Prior("alice"), Limits{})
+		if e != nil {
+			t.Fatal(e)
+		}
+		id := fmt.Sprint("resp_", i)
+		s := NewStream(NewResponse(id, "m", 1, r, tr), nil)
+		s.Start()
+		s.Delta(wire.Delta{Content: str("ok")})
+		s.End(End{FinishReason: "stop"}, 2)
+		rec, err := Record(r, tr, s.Response())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put("alice", id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := Decode([]byte(`{"input":[{"id":"msg_in"}]}`))
+	tr, e := Translate(r, st.Prior("alice"), Limits{})
+	if e != nil || len(tr.Messages) != 1 || string(tr.Messages[0].Content) != `"list files"` {
+		t.Errorf("msg_in after a request that referred to it: %+v %v", tr, e)
+	}
+	st.check(t)
+}
+
 // TestStoreConcurrent runs owners that store, read, continue and delete
 // at once, past the budgets; run it under -race -count=20.
 func TestStoreConcurrent(t *testing.T) {
-	st := NewStore(StoreOptions{MaxBytes: 4000, MaxOwnerBytes: 1500})
+	unit := sizeOf(200, "resp_10") // with an item: about 1.5 units
+	st := NewStore(StoreOptions{MaxBytes: 10 * unit, MaxOwnerBytes: 4 * unit})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -244,7 +286,66 @@ func TestStoreConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	st.check(t)
-	if _, b := st.Usage(); b > 4000 {
+	if _, b := st.Usage(); b > 10*unit {
 		t.Errorf("%d bytes past the budget", b)
 	}
+}
+
+// TestStoreMemory: the store counts what its entries take in memory,
+// not just their bytes of text: map entries, the item index, message
+// structs. Filled with responses of many small reasoning items, the heap
+// it holds stays within 1.5 times its budget: it held 2.1 times here
+// when it counted bytes of text and JSON only, and 3.6 times in the
+// finding, through the server.
+func TestStoreMemory(t *testing.T) {
+	const budget = 8 << 20
+	st := NewStore(StoreOptions{MaxBytes: budget, TTL: time.Hour})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for n := range 30 {
+		var in strings.Builder
+		in.WriteString(`{"input":[`)
+		for i := range 3000 {
+			fmt.Fprintf(&in, `{"type":"reasoning","id":"rs_%d_%d","summary":[],"content":[{"type":"reasoning_text","text":"x"}]},`, n, i)
+		}
+		in.WriteString(`{"role":"user","content":"go on"}]}`)
+		r, de := Decode([]byte(in.String()))
+		if de != nil {
+			t.Fatal(de)
+		}
+		tr, e := Translate(r, nil, Limits{})
+		if e != nil {
+			t.Fatal(e)
+		}
+		id := fmt.Sprint("resp_", n)
+		s := NewStream(NewResponse(id, "m", 1, r, tr), nil)
+		s.Start()
+		s.Delta(wire.Delta{Content: str("ok")})
+		s.End(End{FinishReason: "stop"}, 2)
+		rec, err := Record(r, tr, s.Response())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put("alice", id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	entries, counted := st.Usage()
+	live := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d entries, %d KB counted, %d KB live: %.2f times the budget", entries, counted>>10, live>>10, float64(live)/budget)
+	if entries == 30 || counted > budget {
+		t.Fatalf("%d entries of 30 kept, %d bytes counted: the budget of %d did not apply", entries, counted, budget)
+	}
+	if live > budget*3/2 {
+		t.Errorf("the store holds %d MB of heap for a budget of %d MB (%.1f times)", live>>20, budget>>20, float64(live)/budget)
+	}
+	// And it does not count so much more than there is that the budget
+	// is wasted.
+	if live < budget/3 {
+		t.Errorf("the store holds %d MB of heap for a budget of %d MB: it counts %.1f times what it holds", live>>20, budget>>20, float64(counted)/float64(live))
+	}
+	runtime.KeepAlive(st)
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -82,10 +84,26 @@ type Prior interface {
 	Item(id string) (json.RawMessage, error)
 }
 
-// Limits bound what a request may hold; zero fields take the defaults.
+// Limits bound what a request may hold, and what it expands to once
+// what it refers to in the store (previous_response_id, item_reference)
+// is resolved; zero fields take the defaults. Translate counts the
+// expansion as it resolves it, so that a small request that refers to a
+// large conversation is refused before that conversation is built.
 type Limits struct {
-	MaxItems int // input items (default 10000)
-	MaxTools int // tools, namespaces' functions included (default 512)
+	// MaxItems bounds the input items, and the messages of the
+	// conversation the request expands to: the previous response's, the
+	// instructions, the input's (default 10000; corral serve
+	// --max-messages).
+	MaxItems int
+	// MaxTools bounds the tools, namespaces' functions included (default
+	// 512; --max-tools).
+	MaxTools int
+	// MaxBytes bounds the text of the conversation the request expands
+	// to, a referenced item's counted each time it is referred to, and,
+	// apart from it, the stored JSON of the items it refers to, each
+	// read once (default serving.DefaultLimits.MaxPromptBytes;
+	// --max-prompt-bytes).
+	MaxBytes int
 }
 
 func (l Limits) items() int {
@@ -100,6 +118,77 @@ func (l Limits) tools() int {
 		return l.MaxTools
 	}
 	return 512
+}
+
+func (l Limits) bytes() int {
+	if l.MaxBytes > 0 {
+		return l.MaxBytes
+	}
+	return serving.DefaultLimits.MaxPromptBytes
+}
+
+// budget counts the conversation a request expands to as Translate
+// builds it: each message, and each piece of text a message gets, is
+// counted before it is added. A reference to a stored item of 1 MB costs
+// 1 MB each time however small the reference is, so 8,000 references in
+// a 352 KB body are refused at the eighth, not after 8 GB.
+type budget struct {
+	maxMessages, maxBytes int
+	messages, bytes       int // of the conversation so far
+	stored                int // bytes of stored items' JSON read
+}
+
+// newBudget is the budget of lim.
+func newBudget(lim Limits) *budget {
+	return &budget{maxMessages: lim.items(), maxBytes: lim.bytes()}
+}
+
+// unlimited is a budget that bounds nothing: for reading back what the
+// server wrote itself.
+func unlimited() *budget {
+	return &budget{maxMessages: math.MaxInt, maxBytes: math.MaxInt}
+}
+
+// expand counts messages and size bytes of text that param adds to the
+// conversation; past the limits it is a 400 naming param.
+func (g *budget) expand(param string, messages, size int) *Error {
+	g.messages += messages
+	g.bytes += size
+	switch {
+	case g.messages > g.maxMessages:
+		return overLimit(param, "max-messages", g.maxMessages, "messages",
+			"'%s' makes the conversation, with what it refers to in the store, too long", param)
+	case g.bytes > g.maxBytes:
+		return overLimit(param, "max-prompt-bytes", g.maxBytes, "bytes of text",
+			"'%s' makes the conversation, with what it refers to in the store, too long", param)
+	}
+	return nil
+}
+
+// read counts the n bytes of JSON of the stored item id that param
+// refers to, before it is parsed (once a request).
+func (g *budget) read(param, id string, n int) *Error {
+	g.stored += n
+	if g.stored > g.maxBytes {
+		return overLimit(param, "max-prompt-bytes", g.maxBytes, "bytes of stored JSON",
+			"'%s' refers to item '%s': the stored items the request refers to are too large together", param, id)
+	}
+	return nil
+}
+
+// textBytes is the bytes of text m holds: what it counts against
+// Limits.MaxBytes.
+func textBytes(m chat.Message) int {
+	n := len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID) + len(m.ReasoningContent) + len(m.Reasoning)
+	for _, c := range m.ToolCalls {
+		n += callBytes(c)
+	}
+	return n
+}
+
+// callBytes is the bytes of text of a tool call.
+func callBytes(c wire.ToolCall) int {
+	return len(c.ID) + len(c.Type) + len(c.Function.Name) + len(c.Function.Arguments)
 }
 
 // efforts are the reasoning.effort values OpenAI defines.
@@ -131,7 +220,17 @@ var efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 // becomes the ReasoningContent of the next assistant message
 // (encrypted_content is ignored); additional_tools items (Codex's
 // "responses lite" format) add their tools to the tools; item_reference
-// is looked up in prior. Other item types are refused naming the type.
+// (its type may be left out: {"id": …}) is looked up in prior. Other item
+// types are refused naming the type.
+//
+// Limits: besides the tools and input items, lim bounds what the
+// request expands to (see Limits): the previous response's conversation,
+// the instructions and the input, a referenced item counted each time it
+// is referred to, are counted as they are added, and the first to go
+// past a limit is refused with a 400 limit_exceeded naming it and the
+// corral serve flag. A referenced item is looked up and parsed once a
+// request however often it is referred to, and its stored JSON counts
+// against lim.MaxBytes too.
 func Translate(r *Request, prior Prior, lim Limits) (*Translation, *Error) {
 	t := &Translation{ParallelToolCalls: r.ParallelToolCalls == nil || *r.ParallelToolCalls, Store: r.Store == nil || *r.Store}
 	switch {
@@ -145,6 +244,7 @@ func Translate(r *Request, prior Prior, lim Limits) (*Translation, *Error) {
 	if e := t.sampling(r); e != nil {
 		return nil, e
 	}
+	g := newBudget(lim)
 	if r.PreviousResponseID != "" {
 		if prior == nil {
 			return nil, notFound("previous_response_id", "Previous response", r.PreviousResponseID)
@@ -153,9 +253,19 @@ func Translate(r *Request, prior Prior, lim Limits) (*Translation, *Error) {
 		if err != nil {
 			return nil, notFound("previous_response_id", "Previous response", r.PreviousResponseID)
 		}
+		size := 0
+		for _, m := range msgs {
+			size += textBytes(m)
+		}
+		if e := g.expand("previous_response_id", len(msgs), size); e != nil {
+			return nil, e
+		}
 		t.Messages = append(t.Messages, msgs...)
 	}
 	if r.Instructions != nil && *r.Instructions != "" {
+		if e := g.expand("instructions", 1, len(*r.Instructions)); e != nil {
+			return nil, e
+		}
 		t.Messages = append(t.Messages, chat.Message{Role: "system", Content: jsonString(*r.Instructions)})
 		t.instructions = len(t.Messages)
 	}
@@ -165,7 +275,7 @@ func Translate(r *Request, prior Prior, lim Limits) (*Translation, *Error) {
 			return nil, e
 		}
 	}
-	in := inputBuilder{t: t, prior: prior, tools: &tb}
+	in := inputBuilder{t: t, prior: prior, tools: &tb, budget: g}
 	if e := in.input(r.Input, lim.items()); e != nil {
 		return nil, e
 	}
@@ -249,9 +359,7 @@ type toolBuilder struct {
 // tooMany is the 400 for a tool past the limit, named as corral serve's
 // other limits are (serving.OverLimit).
 func (b *toolBuilder) tooMany(param string) *Error {
-	e := invalid(param, "too many tools, namespaces' functions included: at most %d tools (corral serve --max-tools)", b.max)
-	e.Code = "limit_exceeded"
-	return e
+	return overLimit(param, "max-tools", b.max, "tools", "too many tools, namespaces' functions included")
 }
 
 // add adds one tool of tools (or of a namespace, ns).
@@ -393,6 +501,11 @@ type inputBuilder struct {
 	t     *Translation
 	prior Prior
 	tools *toolBuilder
+	// budget counts the conversation as it is built.
+	budget *budget
+	// refs are the items item_reference found, by id: each is looked
+	// up and parsed once, and added as often as it is referred to.
+	refs map[string]*piece
 	// reasoning are the texts of the reasoning items waiting for the next
 	// assistant message; pending says there was one.
 	reasoning []string
@@ -418,6 +531,30 @@ type item struct {
 	Tools []json.RawMessage `json:"tools"`
 }
 
+// pieceKind is what an input item adds to the conversation.
+type pieceKind int
+
+const (
+	kindMessage   pieceKind = iota // a message: an assistant one opens a turn
+	kindCall                       // a function call: it joins the open assistant message
+	kindReasoning                  // reasoning, for the next assistant message
+	kindTools                      // tools to add (additional_tools)
+)
+
+// piece is an input item read: what it adds to the conversation, and
+// the bytes of text that costs each time it is added.
+type piece struct {
+	kind pieceKind
+	msg  chat.Message  // kindMessage
+	call wire.ToolCall // kindCall
+	// reasoning is a reasoning item's texts joined by newlines; texts
+	// says it had any.
+	reasoning string
+	texts     bool
+	tools     []json.RawMessage // kindTools
+	size      int
+}
+
 // input reads the input: a string or an array of at most max items.
 func (b *inputBuilder) input(raw json.RawMessage, max int) *Error {
 	b.open = -1
@@ -426,22 +563,173 @@ func (b *inputBuilder) input(raw json.RawMessage, max int) *Error {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		b.t.Messages = append(b.t.Messages, chat.Message{Role: "user", Content: jsonString(s)})
-		return nil
+		if e := b.budget.expand("input", 0, len(s)); e != nil {
+			return e
+		}
+		return b.push(chat.Message{Role: "user", Content: jsonString(s)}, "input")
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return invalid("input", "'input' must be a string or an array of items")
 	}
 	if len(items) > max {
-		return invalid("input", "'input' has %d items; at most %d are allowed", len(items), max)
+		return overLimit("input", "max-messages", max, "items", "'input' has %d items", len(items))
 	}
 	for i, raw := range items {
 		if e := b.item(raw, fmt.Sprintf("input[%d]", i), true); e != nil {
 			return e
 		}
 	}
-	b.flush()
+	return b.flush("input")
+}
+
+// item reads one input item and adds it; refs says whether it may be an
+// item_reference (a referenced item may not be one itself).
+func (b *inputBuilder) item(raw json.RawMessage, param string, refs bool) *Error {
+	p, e := b.read(raw, param, refs)
+	if e != nil {
+		return e
+	}
+	return b.apply(p, param)
+}
+
+// read reads one input item into a piece; an item_reference is the
+// piece of the item it refers to.
+func (b *inputBuilder) read(raw json.RawMessage, param string, refs bool) (*piece, *Error) {
+	var it item
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return nil, invalid(param, "'%s' must be an input item object", param)
+	}
+	switch {
+	case it.Type == "" && it.Role != "":
+		it.Type = "message" // EasyInputMessage: {"role","content"}
+	case it.Type == "" && it.ID != "" && refs:
+		it.Type = "item_reference" // its type is optional: openai-go's ResponseInputItemParamOfItemReference leaves it out
+	}
+	switch it.Type {
+	case "message":
+		switch it.Role {
+		case "user", "assistant", "system", "developer":
+		default:
+			return nil, invalid(param+".role", "'%s.role' must be user, assistant, system or developer, got %q", param, it.Role)
+		}
+		content, e := messageContent(it.Content, param+".content")
+		if e != nil {
+			return nil, e
+		}
+		m := chat.Message{Role: it.Role, Content: content}
+		return &piece{kind: kindMessage, msg: m, size: textBytes(m)}, nil
+	case "function_call":
+		if it.CallID == "" {
+			return nil, invalid(param+".call_id", "'%s.call_id' is missing", param)
+		}
+		if it.Name == "" {
+			return nil, invalid(param+".name", "'%s.name' is missing", param)
+		}
+		call := wire.ToolCall{ID: it.CallID, Type: "function", Function: wire.FunctionCall{Name: it.Name, Arguments: it.Arguments}}
+		return &piece{kind: kindCall, call: call, size: callBytes(call)}, nil
+	case "function_call_output":
+		if it.CallID == "" {
+			return nil, invalid(param+".call_id", "'%s.call_id' is missing", param)
+		}
+		text, e := callOutput(it.Output, param+".output")
+		if e != nil {
+			return nil, e
+		}
+		m := chat.Message{Role: "tool", ToolCallID: it.CallID, Content: jsonString(text)}
+		return &piece{kind: kindMessage, msg: m, size: textBytes(m)}, nil
+	case "reasoning":
+		var content []struct {
+			Text string `json:"text"`
+		}
+		json.Unmarshal(it.Content, &content) // content may be absent: then the summary
+		texts := make([]string, 0, len(content))
+		for _, p := range content {
+			texts = append(texts, p.Text)
+		}
+		if len(texts) == 0 {
+			for _, p := range it.Summary {
+				texts = append(texts, p.Text)
+			}
+		}
+		p := &piece{kind: kindReasoning, reasoning: strings.Join(texts, "\n"), texts: len(texts) > 0}
+		p.size = len(p.reasoning) + 1 // and the newline that joins it to the next
+		return p, nil
+	case "additional_tools":
+		p := &piece{kind: kindTools, tools: it.Tools}
+		for _, tool := range it.Tools {
+			p.size += len(tool)
+		}
+		return p, nil
+	case "item_reference":
+		if !refs {
+			return nil, invalid(param, "'%s': a referenced item is itself an item_reference", param)
+		}
+		return b.resolve(it.ID, param)
+	case "":
+		return nil, invalid(param+".type", "'%s.type' is missing", param)
+	}
+	return nil, invalid(param+".type", "input item type %q is not supported (corral reads message, function_call, function_call_output, reasoning and item_reference items)", it.Type)
+}
+
+// resolve returns the piece of the stored item id that param refers to:
+// looked up and parsed the first time, its stored JSON counted against
+// the budget before it is parsed.
+func (b *inputBuilder) resolve(id, param string) (*piece, *Error) {
+	if p := b.refs[id]; p != nil {
+		return p, nil
+	}
+	if b.prior == nil {
+		return nil, notFound(param+".id", "Item", id)
+	}
+	raw, err := b.prior.Item(id)
+	if err != nil {
+		return nil, notFound(param+".id", "Item", id)
+	}
+	if e := b.budget.read(param, id, len(raw)); e != nil {
+		return nil, e
+	}
+	p, e := b.read(raw, param, false)
+	if e != nil {
+		return nil, e
+	}
+	if b.refs == nil {
+		b.refs = map[string]*piece{}
+	}
+	b.refs[id] = p
+	return p, nil
+}
+
+// apply adds a piece that param gave, counting its text first.
+func (b *inputBuilder) apply(p *piece, param string) *Error {
+	if e := b.budget.expand(param, 0, p.size); e != nil {
+		return e
+	}
+	switch p.kind {
+	case kindMessage:
+		if p.msg.Role == "assistant" {
+			return b.assistant(p.msg, param)
+		}
+		return b.add(p.msg, param)
+	case kindCall:
+		if b.open >= 0 && !b.pending {
+			m := &b.t.Messages[b.open]
+			m.ToolCalls = append(m.ToolCalls, p.call)
+			return nil
+		}
+		return b.assistant(chat.Message{Role: "assistant", ToolCalls: []wire.ToolCall{p.call}}, param)
+	case kindReasoning:
+		if p.texts {
+			b.reasoning = append(b.reasoning, p.reasoning)
+		}
+		b.pending = true
+	case kindTools:
+		for j, tool := range p.tools {
+			if e := b.tools.add(tool, fmt.Sprintf("%s.tools[%d]", param, j), ""); e != nil {
+				return e
+			}
+		}
+	}
 	return nil
 }
 
@@ -452,128 +740,44 @@ func (b *inputBuilder) takeReasoning() string {
 	return r
 }
 
-// flush adds pending reasoning as an assistant message of its own.
-func (b *inputBuilder) flush() {
-	if b.pending {
-		b.t.Messages = append(b.t.Messages, chat.Message{Role: "assistant", ReasoningContent: b.takeReasoning()})
-	}
-}
-
-// item reads one input item; refs says whether it may be an
-// item_reference (a referenced item may not be one itself).
-func (b *inputBuilder) item(raw json.RawMessage, param string, refs bool) *Error {
-	var it item
-	if err := json.Unmarshal(raw, &it); err != nil {
-		return invalid(param, "'%s' must be an input item object", param)
-	}
-	if it.Type == "" && it.Role != "" {
-		it.Type = "message" // EasyInputMessage: {"role","content"}
-	}
-	switch it.Type {
-	case "message":
-		return b.message(it, param)
-	case "function_call":
-		if it.CallID == "" {
-			return invalid(param+".call_id", "'%s.call_id' is missing", param)
-		}
-		if it.Name == "" {
-			return invalid(param+".name", "'%s.name' is missing", param)
-		}
-		call := wire.ToolCall{ID: it.CallID, Type: "function", Function: wire.FunctionCall{Name: it.Name, Arguments: it.Arguments}}
-		if b.open >= 0 && !b.pending {
-			m := &b.t.Messages[b.open]
-			m.ToolCalls = append(m.ToolCalls, call)
-			return nil
-		}
-		b.assistant(chat.Message{Role: "assistant", ToolCalls: []wire.ToolCall{call}})
-	case "function_call_output":
-		if it.CallID == "" {
-			return invalid(param+".call_id", "'%s.call_id' is missing", param)
-		}
-		text, e := callOutput(it.Output, param+".output")
-		if e != nil {
-			return e
-		}
-		b.add(chat.Message{Role: "tool", ToolCallID: it.CallID, Content: jsonString(text)})
-	case "reasoning":
-		var texts []string
-		var c struct {
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		}
-		json.Unmarshal(raw, &c) // checked as an item above; content may be absent
-		for _, p := range c.Content {
-			texts = append(texts, p.Text)
-		}
-		if len(texts) == 0 {
-			for _, p := range it.Summary {
-				texts = append(texts, p.Text)
-			}
-		}
-		b.reasoning, b.pending = append(b.reasoning, texts...), true
-	case "additional_tools":
-		for j, tool := range it.Tools {
-			if e := b.tools.add(tool, fmt.Sprintf("%s.tools[%d]", param, j), ""); e != nil {
-				return e
-			}
-		}
-	case "item_reference":
-		if !refs {
-			return invalid(param, "'%s': a referenced item is itself an item_reference", param)
-		}
-		if b.prior == nil {
-			return notFound(param+".id", "Item", it.ID)
-		}
-		ref, err := b.prior.Item(it.ID)
-		if err != nil {
-			return notFound(param+".id", "Item", it.ID)
-		}
-		return b.item(ref, param, false)
-	case "":
-		return invalid(param+".type", "'%s.type' is missing", param)
-	default:
-		return invalid(param+".type", "input item type %q is not supported (corral reads message, function_call, function_call_output, reasoning and item_reference items)", it.Type)
-	}
-	return nil
-}
-
-// message reads a message item.
-func (b *inputBuilder) message(it item, param string) *Error {
-	switch it.Role {
-	case "user", "assistant", "system", "developer":
-	default:
-		return invalid(param+".role", "'%s.role' must be user, assistant, system or developer, got %q", param, it.Role)
-	}
-	content, e := messageContent(it.Content, param+".content")
-	if e != nil {
+// push adds a message that param gave, counting it first.
+func (b *inputBuilder) push(m chat.Message, param string) *Error {
+	if e := b.budget.expand(param, 1, 0); e != nil {
 		return e
 	}
-	m := chat.Message{Role: it.Role, Content: content}
-	if it.Role == "assistant" {
-		b.assistant(m)
+	b.t.Messages = append(b.t.Messages, m)
+	return nil
+}
+
+// flush adds pending reasoning as an assistant message of its own.
+func (b *inputBuilder) flush(param string) *Error {
+	if !b.pending {
 		return nil
 	}
-	b.add(m)
-	return nil
+	return b.push(chat.Message{Role: "assistant", ReasoningContent: b.takeReasoning()}, param)
 }
 
 // assistant adds an assistant message, taking the pending reasoning; the
 // function calls that follow join it.
-func (b *inputBuilder) assistant(m chat.Message) {
+func (b *inputBuilder) assistant(m chat.Message, param string) *Error {
 	if b.pending {
 		m.ReasoningContent = b.takeReasoning()
 	}
-	b.t.Messages = append(b.t.Messages, m)
+	if e := b.push(m, param); e != nil {
+		return e
+	}
 	b.open = len(b.t.Messages) - 1
+	return nil
 }
 
 // add adds a message of another role. Reasoning left pending before it
 // becomes an assistant message of its own.
-func (b *inputBuilder) add(m chat.Message) {
-	b.flush()
-	b.t.Messages = append(b.t.Messages, m)
+func (b *inputBuilder) add(m chat.Message, param string) *Error {
+	if e := b.flush(param); e != nil {
+		return e
+	}
 	b.open = -1
+	return b.push(m, param)
 }
 
 // textParts are the content part types read as text.

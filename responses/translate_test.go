@@ -262,13 +262,13 @@ func TestTranslatePrior(t *testing.T) {
 		convs: map[string][]chat.Message{"resp_1": {{Role: "user", Content: jsonString("q")}, {Role: "assistant", Content: jsonString("a")}}},
 		items: map[string]string{"msg_1": `{"type":"message","role":"user","content":"from the store"}`, "ref": `{"type":"item_reference","id":"msg_1"}`},
 	}
-	r, _ := Decode([]byte(`{"previous_response_id":"resp_1","instructions":"sys","input":[{"type":"item_reference","id":"msg_1"},{"role":"user","content":"next"}]}`))
+	r, _ := Decode([]byte(`{"previous_response_id":"resp_1","instructions":"sys","input":[{"type":"item_reference","id":"msg_1"},{"id":"msg_1"},{"role":"user","content":"next"}]}`))
 	tr, e := Translate(r, p, Limits{})
 	if e != nil {
 		t.Fatal(e)
 	}
 	want := []msg{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}, {Role: "system", Content: "sys"},
-		{Role: "user", Content: "from the store"}, {Role: "user", Content: "next"}}
+		{Role: "user", Content: "from the store"}, {Role: "user", Content: "from the store"}, {Role: "user", Content: "next"}}
 	if got := view(t, tr.Messages); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}

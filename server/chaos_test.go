@@ -683,6 +683,42 @@ func chaosCases() []chaosCase {
 			name: "client stops reading a stream",
 			run:  stalledStream,
 		},
+		{
+			// 8,000 references to the 1 MB item (352 KB) were 8 GB of
+			// reasoning: fatal error: out of memory.
+			name: "8000 references to a stored reasoning item of 1 MB",
+			run: func(t *testing.T, c *chaosChild) {
+				responsesPair(t, c, `[`+bigReasoningItem("rs_big", 1<<20)+`,{"role":"user","content":"a"}]`,
+					referenceItems(8000, "rs_big"), bad, names("max-prompt-bytes"))
+			},
+		},
+		{
+			// Each reference parsed the 4 MB again: 11 s of CPU.
+			name: "1000 references to a stored message of 4 MB",
+			run: func(t *testing.T, c *chaosChild) {
+				responsesPair(t, c, `[`+junkUserMessage("msg_junk", 4e6)+`]`, referenceItems(1000, "msg_junk"), []int{http.StatusOK, http.StatusBadRequest}, nil)
+			},
+		},
+	}
+}
+
+// responsesPair stores a response of the input items stored, then sends
+// a request of the input items refs, which must get a status of want.
+func responsesPair(t *testing.T, c *chaosChild, stored, refs string, want []int, check func(t *testing.T, code int, body []byte)) {
+	t.Helper()
+	if code, b := c.request(t, http.MethodPost, "/v1/responses", []byte(`{"max_output_tokens":1,"input":`+stored+`}`)); code != http.StatusOK {
+		t.Fatalf("storing a response: %d %.500s", code, b)
+	}
+	code, b := c.request(t, http.MethodPost, "/v1/responses", []byte(`{"max_output_tokens":1,"input":`+refs+`}`))
+	t.Logf("POST /v1/responses: %d %.200s", code, b)
+	if !slices.Contains(want, code) {
+		t.Errorf("POST /v1/responses: status %d, want one of %v; body %.500s", code, want, b)
+	}
+	if code != http.StatusOK {
+		isError(t, code, b)
+	}
+	if check != nil {
+		check(t, code, b)
 	}
 }
 

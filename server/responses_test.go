@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/responses"
+	"github.com/corral-llm/corral/wire"
 )
 
 // OpenAI's Responses API through the official Go SDK's Responses client
@@ -271,6 +273,20 @@ func TestResponsesKeys(t *testing.T) {
 	}
 	if _, err := alice.Responses.New(ctx, p); err != nil {
 		t.Errorf("alice continuing hers: %v", err)
+	}
+	// Nor refer to its items.
+	ref := rsdk.ResponseNewParams{
+		Model: "stories",
+		Input: rsdk.ResponseNewParamsInputUnion{OfInputItemList: rsdk.ResponseInputParam{
+			rsdk.ResponseInputItemParamOfItemReference(resp.Output[0].ID), rsdk.ResponseInputItemParamOfMessage("Go on.", rsdk.EasyInputMessageRoleUser)}},
+		MaxOutputTokens: openai.Int(4),
+		Temperature:     openai.Float(0),
+	}
+	if _, err := bob.Responses.New(ctx, ref); apiError(t, err).StatusCode != http.StatusNotFound || apiError(t, err).Param != "input[0].id" {
+		t.Errorf("bob referring to alice's item: %v, want 404 naming input[0].id", err)
+	}
+	if _, err := alice.Responses.New(ctx, ref); err != nil {
+		t.Errorf("alice referring to her item: %v", err)
 	}
 
 	// OpenAI's deletion object, and nothing else.
@@ -562,5 +578,106 @@ func TestResponsesStoreBounds(t *testing.T) {
 	}
 	if recs := logs.records(t, "responses: not stored"); len(recs) != 1 || recs[0]["id"] != resp.ID {
 		t.Errorf("log of the response not stored: %v", recs)
+	}
+}
+
+// referenceItems, bigReasoningItem and junkUserMessage are the pieces of
+// the expansion requests: n references to each of ids in turn, a
+// reasoning item of n bytes of text, a user message with an unknown field
+// of n bytes.
+func referenceItems(n int, ids ...string) string {
+	refs := make([]string, 0, n*len(ids))
+	for range n {
+		for _, id := range ids {
+			refs = append(refs, `{"type":"item_reference","id":"`+id+`"}`)
+		}
+	}
+	return "[" + strings.Join(refs, ",") + "]"
+}
+
+func bigReasoningItem(id string, n int) string {
+	return `{"type":"reasoning","id":"` + id + `","summary":[],"content":[{"type":"reasoning_text","text":"` + strings.Repeat("r", n) + `"}]}`
+}
+
+func junkUserMessage(id string, n int) string {
+	return `{"type":"message","id":"` + id + `","role":"user","content":"Tell me a story.","junk":"` + strings.Repeat("j", n) + `"}`
+}
+
+// TestResponsesExpansion: a small request that refers to large stored
+// items, or continues a chain of stored responses, counts what it
+// expands to against --max-prompt-bytes, and gets a 400 naming it
+// before it is built: 200 references (9 KB) to a stored reasoning item of
+// 1 MB took 400 MB, and 8,000 of them killed the server (issue 31).
+func TestResponsesExpansion(t *testing.T) {
+	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
+	post := func(body string) (int, *wire.ErrorObject, string) {
+		t.Helper()
+		resp, b := ts.post(t, "/v1/responses", json.RawMessage(body))
+		var out struct {
+			ID    string            `json:"id"`
+			Error *wire.ErrorObject `json:"error"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%d: %v: %.300s", resp.StatusCode, err, b)
+		}
+		return resp.StatusCode, out.Error, out.ID
+	}
+	wantLimit := func(what string, code int, e *wire.ErrorObject) {
+		t.Helper()
+		if code != http.StatusBadRequest || e == nil || e.Code == nil || *e.Code != "limit_exceeded" || e.Param == nil ||
+			!strings.HasPrefix(*e.Param, "input[") || !strings.Contains(e.Message, "corral serve --max-prompt-bytes") || e.Type != "invalid_request_error" {
+			t.Errorf("%s: %d %+v, want a 400 limit_exceeded at an input item naming --max-prompt-bytes", what, code, e)
+		}
+	}
+	const user = `{"role":"user","content":"Tell me a story."}`
+	if code, e, _ := post(`{"model":"stories","max_output_tokens":1,"input":[` + bigReasoningItem("rs_big", 1<<20) + `,` + user + `]}`); code != http.StatusOK {
+		t.Fatalf("storing 1 MB of reasoning: %d %+v", code, e)
+	}
+	var code int
+	var e *wire.ErrorObject
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, e, _ = post(`{"model":"stories","max_output_tokens":1,"input":` + referenceItems(200, "rs_big") + `}`)
+	runtime.ReadMemStats(&after)
+	wantLimit("200 references to 1 MB", code, e)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("200 references to 1 MB: %d KB allocated", alloc>>10)
+	if alloc > 64<<20 {
+		t.Errorf("200 references to 1 MB: %d MB allocated", alloc>>20)
+	}
+
+	// Three stored messages of 4 MB each (an unknown field), together.
+	for i := range 3 {
+		if code, e, _ := post(`{"model":"stories","max_output_tokens":1,"input":[` + junkUserMessage(fmt.Sprint("msg_junk_", i), 4e6) + `]}`); code != http.StatusOK {
+			t.Fatalf("storing a message of 4 MB: %d %+v", code, e)
+		}
+	}
+	code, e, _ = post(`{"model":"stories","max_output_tokens":1,"input":` + referenceItems(1, "msg_junk_0", "msg_junk_1", "msg_junk_2") + `}`)
+	wantLimit("three stored items of 4 MB", code, e)
+	if code, e, _ := post(`{"model":"stories","max_output_tokens":1,"input":` + referenceItems(1, "msg_junk_0", "msg_junk_1") + `}`); code != http.StatusOK {
+		t.Errorf("two stored items of 4 MB: %d %+v", code, e)
+	}
+
+	// A chain of responses, each adding 1 MB of reasoning.
+	prev, refused := "", false
+	for i := range 12 {
+		body := `{"model":"stories","max_output_tokens":1,"input":[` + bigReasoningItem(fmt.Sprint("rs_", i), 1<<20) + `,` + user + `]`
+		if prev != "" {
+			body += `,"previous_response_id":"` + prev + `"`
+		}
+		code, e, id := post(body + `}`)
+		if code == http.StatusOK {
+			prev = id
+			continue
+		}
+		if i < 7 {
+			t.Errorf("turn %d of 1 MB: %d %+v", i, code, e)
+		}
+		wantLimit(fmt.Sprintf("turn %d of 1 MB", i), code, e)
+		refused = true
+		break
+	}
+	if !refused {
+		t.Errorf("12 turns of 1 MB of reasoning each, all accepted")
 	}
 }
