@@ -99,7 +99,13 @@ source_tree() {
 }
 
 case "$cmd" in
-verify) verify_tree "$(source_tree)"; say "source verified: $tag ($commit)"; exit 0 ;;
+verify)
+	# source_tree verifies what it returns (an assignment, so that its
+	# failure stops here).
+	src=$(source_tree)
+	say "source verified: $tag ($commit) in $src"
+	exit 0
+	;;
 src) source_tree; exit 0 ;;
 build | dir) ;;
 *) die "usage: scripts/llama-cpp.sh [verify|build|src|dir]" ;;
