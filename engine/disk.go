@@ -12,12 +12,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/corral-llm/corral/llama"
 )
 
 // The disk tier. Below the host cache (prefix.go), the KV states of
@@ -140,19 +141,11 @@ type diskStats struct {
 }
 
 // kvLayout names what shapes a sequence's saved KV state besides the
-// model: llama.cpp's version (the vendored copy comes with the ollama
-// module) and the cache's types and arrangement (flash attention stores
+// model: llama.cpp's version (its release and build, llama.Version) and the cache's types and arrangement (flash attention stores
 // V untransposed). The context size is not part of it: a state holds
 // its own cells.
 func kvLayout(cfg Config) string {
-	version := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/ollama/ollama" {
-				version = d.Version
-			}
-		}
-	}
+	version := llama.Version()
 	fa := "auto"
 	if cfg.NoFlashAttn {
 		fa = "off"
@@ -161,9 +154,9 @@ func kvLayout(cfg Config) string {
 	// that does not parse would not reach here.
 	k, v, err := cfg.cacheTypes()
 	if err != nil {
-		return fmt.Sprintf("llama.cpp %s; type_k %q; type_v %q; flash_attn %s", version, cfg.CacheTypeK, cfg.CacheTypeV, fa)
+		return fmt.Sprintf("%s; type_k %q; type_v %q; flash_attn %s", version, cfg.CacheTypeK, cfg.CacheTypeV, fa)
 	}
-	return fmt.Sprintf("llama.cpp %s; type_k %s; type_v %s; flash_attn %s", version, k, v, fa)
+	return fmt.Sprintf("%s; type_k %s; type_v %s; flash_attn %s", version, k, v, fa)
 }
 
 // modelIdentity identifies the model file at path by its size and a

@@ -1,3 +1,5 @@
+//go:build !upstream
+
 // ggml's AMX kernels are left out of corral's build (see CPU in cpu.go).
 //
 // When the compiler targets AMX (-march=native on a Sapphire Rapids or

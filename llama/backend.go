@@ -2,7 +2,7 @@ package llama
 
 /*
 #include <stdlib.h>
-#include "llama.h"
+#include "shim.h"
 #include "ggml-backend.h"
 
 // corral_devices_fill writes up to n of the devices llama.cpp offloads to
@@ -267,13 +267,13 @@ func (c *cOffload) free() {
 	C.free(unsafe.Pointer(c.overrides))
 }
 
-// fitMu serializes llama_params_fit, which swaps llama.cpp's global log
+// fitMu serializes corral_params_fit, which swaps llama.cpp's global log
 // callback while it runs.
 var fitMu sync.Mutex
 
 // fit lowers params' GPU layers (and sets its split and tensor overrides)
 // to what fits in the devices' free memory beside a context of cp,
-// leaving FitMargin free on each device: llama.cpp's llama_params_fit,
+// leaving FitMargin free on each device: llama.cpp's fitting,
 // which reads the model's header and simulates the allocations.
 func (c *cOffload) fit(path string, params *C.struct_llama_model_params, cp ContextParams) error {
 	// The fields of NewContext's parameters that size device buffers.
@@ -282,6 +282,7 @@ func (c *cOffload) fit(path string, params *C.struct_llama_model_params, cp Cont
 	cparams.n_batch = C.uint32_t(max(cp.NBatch, 1))
 	cparams.n_ubatch = cparams.n_batch
 	cparams.n_seq_max = C.uint32_t(max(cp.NSeqMax, 1))
+	C.corral_outputs_max(&cparams)
 	cparams.kv_unified = C.bool(cp.Unified)
 	if cp.NoFlashAttn {
 		cparams.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -292,7 +293,7 @@ func (c *cOffload) fit(path string, params *C.struct_llama_model_params, cp Cont
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	fitMu.Lock()
-	ok := C.llama_params_fit(cpath, params, &cparams, c.split, c.overrides, C.size_t(FitMargin), cparams.n_ctx, C.GGML_LOG_LEVEL_ERROR)
+	ok := C.corral_params_fit(cpath, params, &cparams, c.split, c.overrides, C.size_t(FitMargin), cparams.n_ctx)
 	fitMu.Unlock()
 	if !ok {
 		return errors.New("llama: the model does not fit the devices' free memory, even with no layer offloaded")
@@ -316,9 +317,13 @@ type Offloaded struct {
 func offloaded(params *C.struct_llama_model_params, blocks int) Offloaded {
 	// As llama.cpp counts them (llama_model::load_tensors): the last n
 	// blocks, the output layer past n_layer; a negative count offloads
-	// none.
+	// none before llama.cpp's 2026 releases and all since.
 	o := Offloaded{Layers: blocks + 1}
-	n := min(max(int(params.n_gpu_layers), 0), o.Layers)
+	n := int(params.n_gpu_layers)
+	if n < 0 && negativeLayersAll {
+		n = o.Layers
+	}
+	n = min(max(n, 0), o.Layers)
 	if params.devices == nil {
 		return o // not reached: apply always sets a list
 	}
@@ -376,8 +381,9 @@ func (o Offload) apply(params *C.struct_llama_model_params, c *cOffload) error {
 	params.devices = c.devs
 	switch o.GPULayers {
 	case GPULayersAuto, GPULayersAll:
-		// llama.cpp's default, 999: every layer and the output layer
-		// (-1 would be none). llama_params_fit lowers only this value.
+		// llama.cpp's default: every layer and the output layer (999
+		// before its 2026 releases, -1 since). Fitting lowers only this
+		// value.
 		params.n_gpu_layers = C.llama_model_default_params().n_gpu_layers
 	default:
 		if o.GPULayers < 0 {

@@ -101,6 +101,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.n_batch = C.uint32_t(p.NBatch)
 	cp.n_ubatch = C.uint32_t(p.NBatch)
 	cp.n_seq_max = C.uint32_t(p.NSeqMax)
+	C.corral_outputs_max(&cp)
 	cp.n_threads = C.int32_t(p.Threads)
 	cp.n_threads_batch = C.int32_t(p.Threads)
 	cp.kv_unified = C.bool(p.Unified)

@@ -1,16 +1,17 @@
 // Package llama is corral's thin binding to llama.cpp's C API (llama.h).
 //
-// It is the only package in corral that uses cgo. llama.cpp and ggml's CPU
-// backend are compiled by the cgo package github.com/ollama/ollama/llama/llama.cpp/src,
-// which this package imports for linking only; the headers are copied into
-// ./include by `make headers` (see the Makefile).
+// It is the only package in corral that uses cgo. Which llama.cpp it links
+// is chosen at build time (link_ollama.go, link_upstream.go): by default the
+// one the cgo package github.com/ollama/ollama/llama/llama.cpp/src compiles
+// (headers copied into ./include by `make headers`); with the build tag
+// upstream, the static libraries of the pinned llama.cpp release that
+// scripts/llama-cpp.sh builds with llama.cpp's own CMake into ./lib.
 //
 // Nothing here is safe for concurrent use unless stated: a Context and its
 // Samplers belong to one goroutine (the engine's scheduler).
 package llama
 
 /*
-#cgo CPPFLAGS: -I${SRCDIR}/include
 #cgo CXXFLAGS: -std=c++17
 #cgo linux LDFLAGS: -Wl,--export-dynamic
 #include <stdlib.h>
@@ -52,8 +53,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
-
-	_ "github.com/ollama/ollama/llama/llama.cpp/src" // compiles and links llama.cpp + ggml-cpu
 )
 
 var (

@@ -120,7 +120,9 @@ int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
 // corral_count_pass is an eval callback (llama_context_params.cb_eval) that
 // counts forward passes: it adds one to ((uint64_t *)user_data)[0] each
-// time ggml is about to compute a graph's token-embedding node, which every
+// time ggml is about to compute a graph's token-embedding lookup (the rows of
+// token_embd.weight: a named input since llama.cpp's 2026 releases, so the
+// lookup, not inp_embd, is what runs), which every
 // decoder graph computes exactly once, and asks for no tensor data. It
 // adds one to ((uint64_t *)user_data)[1] for every node computed into a
 // buffer that is not host memory (a GPU's).
@@ -129,6 +131,27 @@ bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data);
 // corral_threadpool_new makes a persistent ggml thread pool of n threads
 // (NULL on failure); free it with ggml_threadpool_free after the context.
 struct ggml_threadpool * corral_threadpool_new(int32_t n);
+
+// corral_outputs_max lets a decode have as many outputs as the batch has
+// tokens or the context sequences, whichever is more: since llama.cpp's
+// 2026 releases a context reserves n_outputs_max (default: n_batch) and
+// asserts when its buffers would need one per sequence beyond that.
+static inline void corral_outputs_max(struct llama_context_params * p) {
+#ifdef CORRAL_LLAMA_UPSTREAM
+    p->n_outputs_max = p->n_batch > p->n_seq_max ? p->n_batch : p->n_seq_max;
+#else
+    (void)p;
+#endif
+}
+
+// corral_params_fit lowers mparams' GPU layers (and writes its tensor split
+// and overrides) to what fits in the devices' free memory beside a context
+// of cparams, leaving margin bytes free on each device: llama.cpp's fitting
+// (llama_params_fit, common_fit_params since mid-2026). Not thread-safe: it
+// swaps llama.cpp's global log callback while it runs.
+bool corral_params_fit(const char * path, struct llama_model_params * mparams, struct llama_context_params * cparams,
+                       float * tensor_split, struct llama_model_tensor_buft_override * overrides, size_t margin,
+                       uint32_t n_ctx_min);
 
 #ifdef __cplusplus
 }

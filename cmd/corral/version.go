@@ -12,7 +12,7 @@ import (
 	"github.com/corral-llm/corral/llama"
 )
 
-// runVersion prints the build (revision, Go, the llama.cpp module) and
+// runVersion prints the build (revision, Go, the llama.cpp build) and
 // the CPU: what the binary was built for, what the machine has, the
 // kernels ggml runs. A machine that lacks an instruction set the binary
 // needs never gets here: the binary stops at start, naming it.
@@ -21,23 +21,18 @@ func runVersion(_ context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rev, llamaMod := "unknown", "unknown"
+	rev := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" {
 				rev = s.Value
 			}
 		}
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/ollama/ollama" {
-				llamaMod = d.Path + " " + d.Version
-			}
-		}
 	}
 	c := llama.CPU()
 	w := os.Stdout
 	fmt.Fprintf(w, "corral %s (%s, %s/%s)\n", rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "llama.cpp from %s\n", llamaMod)
+	fmt.Fprintln(w, llama.Version())
 	fmt.Fprintf(w, "cpu kernels: %s\n", c.Kernels)
 	fmt.Fprintf(w, "built for:   %s\n", orNone(c.Built))
 	fmt.Fprintf(w, "machine has: %s\n", orNone(c.Machine))

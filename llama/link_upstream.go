@@ -1,0 +1,24 @@
+//go:build upstream
+
+package llama
+
+// The pinned llama.cpp release's static libraries, built by
+// scripts/llama-cpp.sh (make llama): without them the link fails, naming
+// the missing -lllama.
+
+/*
+#cgo CPPFLAGS: -I${SRCDIR}/lib/include -DCORRAL_LLAMA_UPSTREAM
+#cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64
+#cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64
+#cgo LDFLAGS: -lcorral-common -lllama -lggml -lggml-cpu -lggml-base -lstdc++ -lm -lpthread -ldl
+*/
+import "C"
+
+// negativeLayersAll: a negative n_gpu_layers offloads every layer.
+const negativeLayersAll = true
+
+// Version names the llama.cpp linked in: its release, commit and the key of
+// the build (scripts/llama-cpp.sh: release, compilers and flags).
+func Version() string {
+	return "llama.cpp " + buildRelease + " (" + buildCommit[:9] + ", build " + buildKey + ", " + buildFlags + ")"
+}
