@@ -82,7 +82,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&aopt.MetricsPublic, "metrics-public", false, "serve /metrics to callers without an admin key (with keys, it needs one by default)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
-	kvEvents := fs.String("kv-events", "", "publish what the prefix caches hold as llm-d's KV events (ZeroMQ PUB, msgpack; what vLLM's --kv-events-config publishes) to `endpoint` tcp://HOST:PORT, an indexer that binds (tcp://*:PORT binds here instead); \"\": none")
+	kvEvents := fs.String("kv-events", "", "publish what the prefix caches hold as llm-d's KV events (ZeroMQ PUB, msgpack; what vLLM's --kv-events-config publishes) at `endpoint`: bind:tcp://HOST:PORT listens on HOST (* for every interface) for subscribers, connect:tcp://HOST:PORT or tcp://HOST:PORT connects to an indexer that listens (llm-d's), tcp://*:PORT listens on every interface; \"\": none")
 	kvPod := fs.String("kv-events-pod", "", "the pod in the KV events' topics, kv@POD@MODEL: the address a router sends this server's requests to (default: the listen address, HOST:PORT)")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
@@ -149,8 +149,9 @@ func runServe(ctx context.Context, args []string) error {
 	if aopt.MaxPause <= 0 {
 		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
 	}
+	var kvEndpoint kvevents.Endpoint
 	if *kvEvents != "" {
-		if _, _, err := kvevents.ParseEndpoint(*kvEvents); err != nil {
+		if kvEndpoint, err = kvevents.ParseEndpoint(*kvEvents); err != nil {
 			return fmt.Errorf("--kv-events: %w", err)
 		}
 	}
@@ -248,7 +249,8 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	access.announce(ln, log)
 	if *kvEvents != "" {
-		pub, err := kvevents.NewPublisher(*kvEvents, log)
+		ep := kvEndpoint
+		pub, err := kvevents.NewPublisher(ep, kvevents.Options{Log: log})
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("--kv-events: %w", err)
@@ -262,7 +264,10 @@ func runServe(ctx context.Context, args []string) error {
 			specs[i].Engine.KVEvents = pub.Topic("kv@" + pod + "@" + specs[i].ID)
 		}
 		aopt.KVEvents = pub
-		log.Info("kv events", "endpoint", *kvEvents, "topic", "kv@"+pod+"@<model>")
+		if a, ok := pub.Addr().(*net.TCPAddr); ok { // what it bound
+			ep.Host, ep.Port = a.IP.String(), a.Port
+		}
+		log.Info("kv events", "endpoint", ep.String(), "topic", "kv@"+pod+"@<model>")
 	}
 	hup, stopHUP := context.WithCancel(ctx)
 	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
