@@ -20,13 +20,17 @@ import (
 // the step.
 
 // KVEventSink takes the engine's batches of KV events (Config.KVEvents);
-// Publish must not block. Joins counts the subscribers that have joined
-// so far: when it changes, the engine tells every block it holds again,
-// after the diff of the step, so that a subscriber that connects late (an
-// indexer that restarts) learns the whole state. *kvevents.Stream is one.
+// Publish must not block, nor wait for the sink's subscribers. A sink
+// that lost a batch (it could not queue it) reports it once through
+// Resync: the engine then publishes, after its next step, that nothing
+// is held (AllBlocksCleared) and then every block it holds, so that the
+// sink's view is whole again. A subscriber that joins late learns the
+// state from the sink, never from the engine: *kvevents.Stream keeps the
+// state its batches tell, and restates it to joiners itself, off the
+// scheduler.
 type KVEventSink interface {
 	Publish(events []kvevents.Event)
-	Joins() uint64
+	Resync() bool
 }
 
 // kvBlocks follows the blocks the slots and the host cache hold. Its
@@ -38,7 +42,6 @@ type kvBlocks struct {
 	held    map[kvevents.Hash]int32 // slots holding each block
 	host    map[kvevents.Hash]int32 // host cache entries holding each block
 	pending []kvevents.Event
-	joins   uint64 // sink.Joins() when the whole state was last told
 }
 
 func newKVBlocks(sink KVEventSink) *kvBlocks {
@@ -167,17 +170,16 @@ func (k *kvBlocks) removed(h kvevents.Hash, medium string) {
 	k.pending = append(k.pending, kvevents.Event{Kind: kvevents.Removed, Hashes: []kvevents.Hash{h}, Medium: medium})
 }
 
-// rejoined reports whether a subscriber has joined since the whole
-// state was last told; the caller tells it (restate), then flushes.
+// rejoined reports whether the sink must be told the whole state again,
+// as to a subscriber that joins afresh: it lost a batch (Resync). The
+// pending changes give way to AllBlocksCleared; the caller tells every
+// block (restate), then flushes. Only a loss makes the scheduler do this
+// O(cache) work: subscribers that join cost it nothing.
 func (k *kvBlocks) rejoined() bool {
-	if k == nil {
+	if k == nil || !k.sink.Resync() {
 		return false
 	}
-	j := k.sink.Joins()
-	if j == k.joins {
-		return false
-	}
-	k.joins = j
+	k.pending = append(k.pending[:0], kvevents.Event{Kind: kvevents.Cleared})
 	return true
 }
 

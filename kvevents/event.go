@@ -45,7 +45,9 @@ type Event struct {
 //	["AllBlocksCleared"]
 //
 // A hash is a 32-byte binary; llm-d keys its index by its last 8 bytes.
-func appendBatch(b []byte, at time.Time, events []Event) []byte {
+// With omitTokens a BlockStored event's token ids are an empty array:
+// the field stays, as llm-d's decoder reads it.
+func appendBatch(b []byte, at time.Time, events []Event, omitTokens bool) []byte {
 	b = mpArray(b, 3)
 	b = append(b, 0xcb) // float64
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(float64(at.UnixNano())/1e9))
@@ -61,9 +63,13 @@ func appendBatch(b []byte, at time.Time, events []Event) []byte {
 			} else {
 				b = mpBin(b, e.Parent[:])
 			}
-			b = mpArray(b, len(e.Tokens))
-			for _, t := range e.Tokens {
-				b = mpUint(b, uint64(uint32(t)))
+			if omitTokens {
+				b = mpArray(b, 0)
+			} else {
+				b = mpArray(b, len(e.Tokens))
+				for _, t := range e.Tokens {
+					b = mpUint(b, uint64(uint32(t)))
+				}
 			}
 			b = mpUint(b, BlockSize)
 			b = append(b, 0xc0) // no LoRA

@@ -10,7 +10,10 @@
 // (event.go) say that blocks are now held (BlockStored), no longer held
 // (BlockRemoved), or that nothing is (AllBlocksCleared). A Publisher
 // (publisher.go) sends them in batches over ZeroMQ PUB, one topic per
-// model, each batch with a sequence number, as msgpack.
+// model, each batch with a sequence number, as msgpack, keeps what each
+// topic's batches say is held (state.go) and restates it to a subscriber
+// that joins. Where it binds or connects is an Endpoint (endpoint.go);
+// what subscribers may make it hold is bounded (Options).
 package kvevents
 
 import (

@@ -3,9 +3,7 @@ package kvevents_test
 import (
 	"context"
 	"encoding/binary"
-	"log/slog"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -84,14 +82,9 @@ func seq(t *testing.T, m zmq4.Msg) uint64 {
 // its topics only, numbered per topic, and Close sends all that was
 // published before it.
 func TestPublishBound(t *testing.T) {
-	p, err := kvevents.NewPublisher("tcp://*:0", slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, addr := bindLoopback(t, kvevents.Options{})
 	sub := zmq4.NewSub(context.Background())
-	port := p.Addr().(*net.TCPAddr).Port
-	if err := sub.Dial("tcp://127.0.0.1:" + strconv.Itoa(port)); err != nil {
+	if err := sub.Dial("tcp://" + addr); err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.SetOption(zmq4.OptionSubscribe, "kv@a"); err != nil {
@@ -144,7 +137,11 @@ func TestPublishDials(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	p, err := kvevents.NewPublisher("tcp://"+addr, slog.Default())
+	ep, err := kvevents.ParseEndpoint("connect:tcp://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kvevents.NewPublisher(ep, kvevents.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +163,34 @@ func TestPublishDials(t *testing.T) {
 	}
 }
 
-// TestPublisherRefusesBadEndpoints: only tcp://HOST:PORT.
-func TestPublisherRefusesBadEndpoints(t *testing.T) {
-	for _, ep := range []string{"", "localhost:5557", "ipc:///tmp/x", "tcp://nohost", "tcp://:5557", "tcp://h:http", "tcp://h:70000"} {
-		if p, err := kvevents.NewPublisher(ep, slog.Default()); err == nil {
-			p.Close()
-			t.Errorf("%q accepted", ep)
+// TestEndpoints: the forms of an endpoint, what each binds or connects
+// to, and the forms refused.
+func TestEndpoints(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want kvevents.Endpoint
+		str  string
+	}{
+		{"bind:tcp://127.0.0.1:5557", kvevents.Endpoint{Bind: true, Host: "127.0.0.1", Port: 5557}, "bind:tcp://127.0.0.1:5557"},
+		{"bind:tcp://[::1]:5557", kvevents.Endpoint{Bind: true, Host: "::1", Port: 5557}, "bind:tcp://[::1]:5557"},
+		{"bind:tcp://localhost:0", kvevents.Endpoint{Bind: true, Host: "localhost"}, "bind:tcp://localhost:0"},
+		{"bind:tcp://*:5557", kvevents.Endpoint{Bind: true, Port: 5557}, "bind:tcp://*:5557"},
+		{"tcp://*:5557", kvevents.Endpoint{Bind: true, Port: 5557, Wildcard: true}, "bind:tcp://*:5557"},
+		{"tcp://indexer:5557", kvevents.Endpoint{Host: "indexer", Port: 5557}, "connect:tcp://indexer:5557"},
+		{"connect:tcp://10.0.0.1:5557", kvevents.Endpoint{Host: "10.0.0.1", Port: 5557}, "connect:tcp://10.0.0.1:5557"},
+	} {
+		got, err := kvevents.ParseEndpoint(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseEndpoint(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+		if s := got.String(); s != tt.str {
+			t.Errorf("%q reads back as %q; want %q", tt.in, s, tt.str)
+		}
+	}
+	for _, ep := range []string{"", "localhost:5557", "ipc:///tmp/x", "tcp://nohost", "tcp://:5557", "bind:tcp://:5557",
+		"tcp://h:http", "tcp://h:70000", "tcp://h:0", "connect:tcp://*:5557", "connect:tcp://h:0", "bind:", "bind:localhost:5557", "listen:tcp://h:5557"} {
+		if e, err := kvevents.ParseEndpoint(ep); err == nil {
+			t.Errorf("%q accepted as %+v", ep, e)
 		}
 	}
 }

@@ -8,6 +8,15 @@ package kvevents
 // module (go-zeromq/zmq4 v0.17.0) was the alternative; its PUB socket
 // leaves its writer goroutine running after Close and cannot send what
 // is queued before it closes, both of which matter here.
+//
+// NULL is the only mechanism: the stream is plaintext and anyone who
+// reaches the port may subscribe. ZMTP's CURVE (rfc.zeromq.org/spec/25)
+// would encrypt it and authenticate subscribers, but no maintained Go
+// implementation fits (go-zeromq/zmq4 has none: its issue #26 is open
+// since 2018, and a port of one, PR #160, unmerged; the Go ones that
+// exist are GPL or one-person forks), and llm-d's indexer, the stream's
+// reader, subscribes through libzmq with no security options to set. A
+// Publisher is bound to loopback or a trusted network instead (README).
 
 import (
 	"bufio"
@@ -25,9 +34,6 @@ const (
 	flagCommand = 0x04
 
 	greetingLen = 64
-	// maxFrame bounds what a peer may send us in one frame: a
-	// subscription, a command. A SUB sends nothing larger.
-	maxFrame = 64 << 10
 )
 
 // greeting is the PUB side's ZMTP greeting: the signature, version 3.1,
@@ -94,8 +100,10 @@ func appendMessage(b []byte, parts ...[]byte) []byte {
 	return b
 }
 
-// readFrame reads one frame, at most maxFrame bytes of body.
-func readFrame(r *bufio.Reader) (flags byte, body []byte, err error) {
+// readFrame reads one frame of at most maxFrame bytes of body: what a
+// SUB peer sends (a subscription, a command) is small, and a larger frame
+// is refused before it is read.
+func readFrame(r *bufio.Reader, maxFrame int) (flags byte, body []byte, err error) {
 	if flags, err = r.ReadByte(); err != nil {
 		return 0, nil, err
 	}
@@ -113,7 +121,7 @@ func readFrame(r *bufio.Reader) (flags byte, body []byte, err error) {
 		}
 		n = uint64(c)
 	}
-	if n > maxFrame {
+	if n > uint64(maxFrame) {
 		return 0, nil, fmt.Errorf("zmtp: a %d-byte frame from a SUB peer", n)
 	}
 	body = make([]byte, n)

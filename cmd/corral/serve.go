@@ -84,7 +84,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&aopt.MetricsPublic, "metrics-public", false, "serve /metrics to callers without an admin key (with keys, it needs one by default)")
 	host := fs.String("host", "127.0.0.1", "listen `address`")
 	port := fs.Int("port", 8080, "listen port")
-	kvEvents := fs.String("kv-events", "", "publish what the prefix caches hold as llm-d's KV events (ZeroMQ PUB, msgpack; what vLLM's --kv-events-config publishes) to `endpoint` tcp://HOST:PORT, an indexer that binds (tcp://*:PORT binds here instead); \"\": none")
+	kvEvents := fs.String("kv-events", "", "publish what the prefix caches hold as llm-d's KV events (ZeroMQ PUB, msgpack; what vLLM's --kv-events-config publishes) at `endpoint`: bind:tcp://HOST:PORT listens on HOST (* for every interface) for subscribers, connect:tcp://HOST:PORT or tcp://HOST:PORT connects to an indexer that listens (llm-d's), tcp://*:PORT listens where the HTTP listener does (loopback with the default --host); plaintext: keep it on a trusted network; \"\": none")
+	kvTokens := fs.String("kv-events-tokens", "auto", "whether the KV events' BlockStored carry the blocks' token ids, the text of every cached prompt and output: on, off (hashes only, all llm-d's indexer v0.4 reads), or auto (off with --api-key, --api-key-file or --cache-isolation key, else on)")
 	kvPod := fs.String("kv-events-pod", "", "the pod in the KV events' topics, kv@POD@MODEL: the address a router sends this server's requests to (default: the listen address, HOST:PORT)")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
@@ -155,13 +156,18 @@ func runServe(ctx context.Context, args []string) error {
 	if aopt.MaxPause <= 0 {
 		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
 	}
+	var kvEndpoint kvevents.Endpoint
 	if *kvEvents != "" {
-		if _, _, err := kvevents.ParseEndpoint(*kvEvents); err != nil {
+		if kvEndpoint, err = kvevents.ParseEndpoint(*kvEvents); err != nil {
 			return fmt.Errorf("--kv-events: %w", err)
 		}
 	}
 	if aopt.CacheIsolation, err = serving.ParseCacheIsolation(*isolation); err != nil {
 		return fmt.Errorf("--cache-isolation %w", err)
+	}
+	kvOmitTokens, err := kvEventsOmitTokens(*kvTokens, len(acc.keys) > 0 || acc.keyFile != "", aopt.CacheIsolation)
+	if err != nil {
+		return fmt.Errorf("--kv-events-tokens %w", err)
 	}
 	switch *fa {
 	case "on", "auto":
@@ -254,7 +260,8 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	access.announce(ln, log)
 	if *kvEvents != "" {
-		pub, err := kvevents.NewPublisher(*kvEvents, log)
+		ep := kvEventsEndpoint(kvEndpoint, ln.Addr())
+		pub, err := kvevents.NewPublisher(ep, kvevents.Options{Log: log, OmitTokens: kvOmitTokens})
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("--kv-events: %w", err)
@@ -268,7 +275,10 @@ func runServe(ctx context.Context, args []string) error {
 			specs[i].Engine.KVEvents = pub.Topic("kv@" + pod + "@" + specs[i].ID)
 		}
 		aopt.KVEvents = pub
-		log.Info("kv events", "endpoint", *kvEvents, "topic", "kv@"+pod+"@<model>")
+		if a, ok := pub.Addr().(*net.TCPAddr); ok { // what it bound
+			ep.Host, ep.Port = a.IP.String(), a.Port
+		}
+		log.Info("kv events", "endpoint", ep.String(), "topic", "kv@"+pod+"@<model>", "token_ids", !kvOmitTokens)
 	}
 	hup, stopHUP := context.WithCancel(ctx)
 	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
@@ -277,6 +287,33 @@ func runServe(ctx context.Context, args []string) error {
 	scfg.Policy, scfg.TLS, scfg.PublicMetrics = access.policy, access.tls, aopt.MetricsPublic
 	aopt.Limits = *lim
 	return serveModels(ctx, ln, specs, rcfg, scfg, aopt, nil)
+}
+
+// kvEventsEndpoint is where --kv-events publishes: its endpoint, but
+// tcp://*:PORT listens where the HTTP listener at httpAddr does (a
+// loopback address by default, every interface when it listens on all),
+// so that the stream is never reachable from more hosts than the API.
+func kvEventsEndpoint(ep kvevents.Endpoint, httpAddr net.Addr) kvevents.Endpoint {
+	if tcp, ok := httpAddr.(*net.TCPAddr); ok && ep.Wildcard && !tcp.IP.IsUnspecified() {
+		ep.Host = tcp.IP.String()
+	}
+	return ep
+}
+
+// kvEventsOmitTokens reads --kv-events-tokens: whether BlockStored events
+// go without token ids. auto omits them when the server has tenants (API
+// keys, or a prefix cache per key): a subscriber would otherwise read
+// every tenant's prompts and outputs (issue 31).
+func kvEventsOmitTokens(flag string, keys bool, isolation serving.CacheIsolation) (bool, error) {
+	switch flag {
+	case "on":
+		return false, nil
+	case "off":
+		return true, nil
+	case "auto":
+		return keys || isolation == serving.CacheIsolationKey, nil
+	}
+	return false, fmt.Errorf("%q: want auto, on or off", flag)
 }
 
 // addLimitFlags adds the flags of serving.Limits to fs, each defaulting to

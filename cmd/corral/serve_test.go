@@ -24,8 +24,9 @@ func TestServeSchedulingFlags(t *testing.T) {
 	}{
 		{[]string{"--cache-isolation=tenant"}, `--cache-isolation "tenant": want none or key`},
 		{[]string{"--max-pause=0"}, "--max-pause 0s: want a positive duration"},
-		{[]string{"--kv-events=localhost:5557"}, `--kv-events: kv events endpoint "localhost:5557": want tcp://HOST:PORT`},
-		{[]string{"--kv-events=tcp://:5557"}, "no host (tcp://*:5557 binds)"},
+		{[]string{"--kv-events=localhost:5557"}, `--kv-events: kv events endpoint "localhost:5557": want bind:tcp://HOST:PORT`},
+		{[]string{"--kv-events=tcp://:5557"}, "no host (bind:tcp://127.0.0.1:5557 binds loopback"},
+		{[]string{"--kv-events-tokens=maybe"}, `--kv-events-tokens "maybe": want auto, on or off`},
 	} {
 		err := runServe(context.Background(), tt.args)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
