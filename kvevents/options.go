@@ -44,9 +44,9 @@ type Options struct {
 	// HandshakeTimeout bounds a connection's ZMTP handshake. Default
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// SubscribeTimeout is how long a subscriber may hold no subscription,
-	// after its handshake or after it cancels its last one, before it is
-	// cut. Default DefaultSubscribeTimeout.
+	// SubscribeTimeout is how long a subscriber may take, after its
+	// handshake, to send its first subscription before it is cut.
+	// Default DefaultSubscribeTimeout.
 	SubscribeTimeout time.Duration
 	// WriteTimeout is how long a subscriber may take no bytes while
 	// something waits for it before it is cut, and how long Close waits
