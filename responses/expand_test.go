@@ -164,17 +164,7 @@ func (c *chain) turn(input string) *Error {
 	}
 	c.n++
 	id := fmt.Sprint("resp_", c.n)
-	s := NewStream(NewResponse(id, "m", 1, r, tr), tr.Namespaces)
-	s.Start()
-	s.Delta(wire.Delta{Content: str("ok")})
-	s.End(End{FinishReason: "stop"}, 2)
-	rec, err := Record(r, tr, s.Response())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := c.st.Put("alice", id, rec); err != nil {
-		c.t.Fatal(err)
-	}
+	storeAnswer(c.t, c.st, id, r, tr)
 	c.last = id
 	return nil
 }
@@ -207,4 +197,21 @@ func TestTranslateChain(t *testing.T) {
 		}
 	}
 	wantLimit(t, "8 turns of 2 messages", e, "input[0]", "max-messages")
+}
+
+// storeAnswer stores under alice's key, as id, the response "ok" to r
+// (translated as tr), as the server records a finished response.
+func storeAnswer(t *testing.T, st *Store, id string, r *Request, tr *Translation) {
+	t.Helper()
+	s := NewStream(NewResponse(id, "m", 1, r, tr), tr.Namespaces)
+	s.Start()
+	s.Delta(wire.Delta{Content: str("ok")})
+	s.End(End{FinishReason: "stop"}, 2)
+	rec, err := Record(r, tr, s.Response())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put("alice", id, rec); err != nil {
+		t.Fatal(err)
+	}
 }

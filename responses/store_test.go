@@ -235,17 +235,7 @@ func TestStoreRecordReferences(t *testing.T) {
 			t.Fatal(e)
 		}
 		id := fmt.Sprint("resp_", i)
-		s := NewStream(NewResponse(id, "m", 1, r, tr), nil)
-		s.Start()
-		s.Delta(wire.Delta{Content: str("ok")})
-		s.End(End{FinishReason: "stop"}, 2)
-		rec, err := Record(r, tr, s.Response())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put("alice", id, rec); err != nil {
-			t.Fatal(err)
-		}
+		storeAnswer(t, st, id, r, tr)
 	}
 	r, _ := Decode([]byte(`{"input":[{"id":"msg_in"}]}`))
 	tr, e := Translate(r, st.Prior("alice"), Limits{})
@@ -319,17 +309,7 @@ func TestStoreMemory(t *testing.T) {
 			t.Fatal(e)
 		}
 		id := fmt.Sprint("resp_", n)
-		s := NewStream(NewResponse(id, "m", 1, r, tr), nil)
-		s.Start()
-		s.Delta(wire.Delta{Content: str("ok")})
-		s.End(End{FinishReason: "stop"}, 2)
-		rec, err := Record(r, tr, s.Response())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put("alice", id, rec); err != nil {
-			t.Fatal(err)
-		}
+		storeAnswer(t, st, id, r, tr)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
