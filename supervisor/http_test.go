@@ -33,6 +33,17 @@ func doJSON(t *testing.T, method, url string, body any, out any) int {
 // the answer's headers.
 func callJSON(t *testing.T, key, method, url string, body any, out any) (int, http.Header) {
 	t.Helper()
+	if key == "" {
+		return sendJSON(t, "", "", method, url, body, out)
+	}
+	return sendJSON(t, testKeyHeader, key, method, url, body, out)
+}
+
+// sendJSON does an HTTP request with the JSON of body (none if nil) and
+// the header name: value (none for ""), and decodes the JSON answer into
+// out (if not nil); it returns the status code and the answer's headers.
+func sendJSON(t *testing.T, name, value, method, url string, body, out any) (int, http.Header) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -45,8 +56,8 @@ func callJSON(t *testing.T, key, method, url string, body any, out any) (int, ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	if key != "" {
-		req.Header.Set(testKeyHeader, key)
+	if name != "" {
+		req.Header.Set(name, value)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -83,39 +82,11 @@ func patientConfig(t *testing.T, name string, slots int, chat http.HandlerFunc) 
 	return cfg
 }
 
-// callKey does an HTTP request with "Authorization: Bearer secret" and
-// decodes the JSON answer into out (if not nil); it returns the status
-// code and the answer's headers.
+// callKey does an HTTP request with "Authorization: Bearer secret" (see
+// sendJSON).
 func callKey(t *testing.T, secret, method, url string, body, out any) (int, http.Header) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: decode %q: %v", method, url, data, err)
-		}
-	}
-	return resp.StatusCode, resp.Header
+	return sendJSON(t, "Authorization", "Bearer "+secret, method, url, body, out)
 }
 
 // submitKey posts job with secret and returns the job id; anything but
