@@ -1,28 +1,17 @@
 # corral — build, test, run, bench.
 #
-# cgo flags: llama.cpp is compiled with -O3 -march=native by default. For a
-# binary that runs on other x86-64 machines: make build NATIVE=  (or set
-# CGO_CFLAGS/CGO_CXXFLAGS yourself, e.g. "-O3 -mavx2 -mfma -mf16c"), or
-# make dist for the release binaries. A binary started on a CPU that lacks
-# what it was built for stops and names what is missing (llama/cpu.c).
+# Code-generation flags: llama.cpp's kernels (make llama) and the binding
+# are compiled with -O3 -march=native by default. For a binary that runs
+# on other x86-64 machines: make build NATIVE=  (or e.g.
+# NATIVE="-march=x86-64-v3"), or make dist for the release binaries. A
+# binary started on a CPU that lacks what it was built for stops and names
+# what is missing (llama/cpu.c). Plain go commands use CGO_CFLAGS and
+# CGO_CXXFLAGS as they are: export the same flags ("-O3 -march=native").
 NATIVE      ?= -march=native
 CGO_FLAGS   := -O3 $(NATIVE)
 export CGO_ENABLED  := 1
 export CGO_CFLAGS   := $(CGO_FLAGS)
 export CGO_CXXFLAGS := $(CGO_FLAGS)
-
-# LLAMA=upstream links the pinned llama.cpp release (llama/upstream/release)
-# built with its own CMake by scripts/llama-cpp.sh (make llama) instead of
-# the ollama module's copy: the build tag upstream, and the libraries'
-# code-generation flags from NATIVE. The switch of issue 32 in progress:
-# the default stays on the module until every test passes on the release.
-LLAMA       ?= ollama
-ifeq ($(LLAMA),upstream)
-export GOFLAGS := $(strip $(GOFLAGS) -tags=upstream)
-LLAMA_DEP   := llama
-else
-LLAMA_DEP   := $(HEADERS)
-endif
 
 GO          ?= go
 SHARED      ?= ../shared
@@ -30,39 +19,21 @@ MODEL       ?= $(firstword $(wildcard $(SHARED)/models/tinystories-656k-q8_0.ggu
 ARGS        ?=
 TESTFLAGS   ?= -race -count=1 -timeout 60m
 CORRAL_BIN  := $(abspath bin/corral)
-HEADERS     := llama/include/llama.h llama/include/llama-grammar.h
 
-.PHONY: all build llama test picker run bench headers vet clean browser manifests dist check-builds cross-toolchain vulkan lavapipe test-gpu zmq
+.PHONY: all build llama test picker run bench vet clean browser manifests dist check-builds cross-toolchain vulkan cuda lavapipe test-gpu zmq
 
 all: build
 
-# Copy llama.h, the ggml headers and llama-grammar.h (the grammar's state,
-# which the binding reads to find the text a grammar forces) from the
-# pinned ollama module into the binding package (git-ignored), so that
-# plain `go build`/`go test` and editors see them too.
-headers: $(HEADERS)
-# The module's folder is looked up in the recipe, after the download: a
-# make-time $(shell ...) would run before it and expand to nothing on a
-# machine whose module cache is empty.
-$(HEADERS): go.mod
-	@set -eu; \
-	$(GO) mod download github.com/ollama/ollama; \
-	dir=$$($(GO) list -m -f '{{.Dir}}' github.com/ollama/ollama); \
-	if [ -z "$$dir" ] || [ ! -f "$$dir/llama/llama.cpp/include/llama.h" ]; then \
-		echo "headers: github.com/ollama/ollama not found in the module cache (dir='$$dir')" >&2; exit 1; \
-	fi; \
-	echo "headers: copying llama.h, llama-grammar.h and ggml headers from $$dir"; \
-	mkdir -p llama/include; \
-	cp "$$dir"/llama/llama.cpp/include/*.h "$$dir"/ml/backend/ggml/ggml/include/*.h \
-		"$$dir"/llama/llama.cpp/src/llama-grammar.h llama/include/; \
-	chmod u+w llama/include/*.h; \
-	touch $(HEADERS)
-
-build: $(LLAMA_DEP)
+build: llama
 	$(GO) build -o bin/corral ./cmd/corral
 
-# llama.cpp's static libraries for this machine (llama/lib, llama/zllama_*.go):
-# cached in ~/.cache/corral/llama.cpp, so only the first build takes long.
+# The pinned llama.cpp release (llama/upstream/release) built with its own
+# CMake for this machine: static libraries and headers in llama/lib, the
+# build's key in llama/zllama_GOOS_GOARCH.go (all git-ignored). Cached in
+# ~/.cache/corral/llama.cpp: only the first build takes long (about 20
+# minutes on 2 cores), later ones copy in seconds. After it, plain go
+# build, go test and gopls work. cmake (and ninja and ccache when there)
+# do the build; cmake is installed when missing, as for the browser.
 llama:
 	LLAMA_CFLAGS="$(NATIVE)" ./scripts/llama-cpp.sh build
 
@@ -100,16 +71,18 @@ zmq:
 	@if pkg-config --exists libzmq 2>/dev/null; then exit 0; fi; \
 	./scripts/apt-install.sh zmq libzmq3-dev pkg-config
 
-# ggml's Vulkan backend, built from the pinned module's sources as a
-# library corral loads at run time (scripts/backend.sh, llama/backend.go):
-# bin/libggml-vulkan.so, beside bin/corral, where corral looks by
-# default. Its build tools are installed when missing (as for the
-# browser); the library is cached outside the clone
-# (~/.cache/corral/backends, keyed by the module version), so only the
-# first build takes long.
+# ggml's GPU backends, built from the pinned llama.cpp release with its own
+# CMake as libraries corral loads at run time (scripts/backend.sh,
+# llama/backend.go): bin/libggml-vulkan.so or bin/libggml-cuda.so, beside
+# bin/corral, where corral looks by default. Vulkan's build tools are
+# installed when missing (as for the browser); CUDA needs nvcc. Each
+# library is cached outside the clone (~/.cache/corral/backends, keyed by
+# the release and the compilers), so only the first build takes long.
 BACKENDS_DIR ?= bin
 vulkan:
-	GO=$(GO) ./scripts/backend.sh vulkan $(BACKENDS_DIR)
+	./scripts/backend.sh vulkan $(BACKENDS_DIR)
+cuda:
+	./scripts/backend.sh cuda $(BACKENDS_DIR)
 
 # Lavapipe, Mesa's Vulkan device that computes on the CPU: what
 # make test-gpu offloads to on a machine without a GPU. Installed when
@@ -124,11 +97,13 @@ lavapipe:
 # library above. By default the device is lavapipe (ggml-vulkan skips a
 # CPU-type device unless GGML_VK_VISIBLE_DEVICES names it); on a machine
 # with a GPU: make test-gpu GPU_DEVICE=Vulkan0 GGML_VK_VISIBLE_DEVICES=
-# (or CUDA0 with a CUDA library). The tests fail, not skip, when the
-# device is not found.
+# (or GPU_DEVICE=CUDA0, which builds and loads the CUDA library instead:
+# scripts/gpu-cuda.sh). The tests fail, not skip, when the device is not
+# found.
 GPU_DEVICE  ?= Vulkan0
+GPU_BACKEND ?= $(if $(filter CUDA%,$(GPU_DEVICE)),cuda,vulkan)
 GGML_VK_VISIBLE_DEVICES ?= 0
-test-gpu: build vulkan lavapipe
+test-gpu: build $(GPU_BACKEND) $(if $(filter vulkan,$(GPU_BACKEND)),lavapipe)
 	$(GO) vet -tags gpu ./llama/ ./engine/ ./server/
 	$(if $(GGML_VK_VISIBLE_DEVICES),GGML_VK_VISIBLE_DEVICES="$(GGML_VK_VISIBLE_DEVICES)",env -u GGML_VK_VISIBLE_DEVICES) \
 		CORRAL_BACKENDS="$(abspath $(BACKENDS_DIR))" CORRAL_TEST_DEVICE="$(GPU_DEVICE)" CORRAL_BIN="$(CORRAL_BIN)" \
@@ -149,34 +124,40 @@ manifests:
 # Cortex-A76+). libstdc++ and libgcc are linked in; they need glibc 2.36 or
 # later (Debian 12, Ubuntu 22.10, RHEL 10). The arm64 one is cross-compiled
 # with Debian's aarch64 compilers (installed when missing, as for the
-# browser).
+# browser). llama.cpp's kernels are built for each flag set (cached like
+# make llama's); the libraries for this machine are installed again at
+# the end.
 DIST_AMD64  := -march=x86-64-v3 -mtune=generic
 DIST_ARM64  := -march=armv8.2-a+dotprod+fp16
 AARCH64_CC  := aarch64-linux-gnu-gcc
 AARCH64_CXX := aarch64-linux-gnu-g++
 DIST_LDFLAGS := -s -w -extldflags "-static-libstdc++ -static-libgcc"
-dist: $(HEADERS) cross-toolchain
+dist: cross-toolchain
 	@mkdir -p dist
+	GOARCH=amd64 LLAMA_CFLAGS="$(DIST_AMD64)" ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_AMD64)" CGO_CXXFLAGS="-O3 $(DIST_AMD64)" GOOS=linux GOARCH=amd64 \
 		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o dist/corral-linux-amd64 ./cmd/corral
+	GOARCH=arm64 LLAMA_CFLAGS="$(DIST_ARM64)" ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
 		CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) \
 		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o dist/corral-linux-arm64 ./cmd/corral
+	$(MAKE) llama
 	@ls -l dist
 
 # Builds CI's own machine cannot run, linked and thrown away (.ci/run):
-# an AMX target (ggml-cpu asks for AMX kernels the module does not
-# compile; llama/amx.cpp answers), linux/arm64 exactly as make dist builds
-# it (so either one fills the build cache for the other), and
-# the portable x86-64 baseline (NATIVE=). Each flag set compiles llama.cpp
-# once; later runs take it from Go's build cache.
-check-builds: $(HEADERS) cross-toolchain
-	CGO_CFLAGS="-O3 -march=sapphirerapids" CGO_CXXFLAGS="-O3 -march=sapphirerapids" \
-		$(GO) build -o /dev/null ./cmd/corral
+# linux/arm64 exactly as make dist builds it, and the portable x86-64
+# baseline (no -march: llama.cpp's kernels for SSE2 only). Each flag set
+# compiles llama.cpp's kernels once (cached); linux/arm64 compiles the rest
+# of llama.cpp once too. The libraries for this machine are installed
+# again at the end.
+check-builds: cross-toolchain
+	GOARCH=arm64 LLAMA_CFLAGS="$(DIST_ARM64)" ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
 		CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) $(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o /dev/null ./cmd/corral
-	CGO_CFLAGS="-O3" CGO_CXXFLAGS="-O3" $(GO) build -o /dev/null ./cmd/corral
-	@echo "check-builds: sapphirerapids, linux/arm64 and portable x86-64 link"
+	GOARCH=amd64 LLAMA_CFLAGS= ./scripts/llama-cpp.sh build
+	CGO_CFLAGS="-O3" CGO_CXXFLAGS="-O3" GOARCH=amd64 $(GO) build -o /dev/null ./cmd/corral
+	$(MAKE) llama
+	@echo "check-builds: linux/arm64 and portable x86-64 link"
 
 # Debian's aarch64 cross compilers, installed when missing and apt-get can
 # run (as root, or through sudo without a password).
@@ -188,11 +169,11 @@ cross-toolchain:
 run: build
 	./scripts/run.sh "$(MODEL)" $(ARGS)
 
-bench: $(HEADERS)
+bench: llama
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./engine/
 
-vet: $(HEADERS)
+vet: llama
 	$(GO) vet ./...
 
 clean:
-	rm -rf bin dist llama/include
+	rm -rf bin dist llama/lib llama/zllama_*.go

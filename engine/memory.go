@@ -99,12 +99,12 @@ const (
 //     reserves for T tokens over all C cells with T outputs, plus ggml's
 //     scratch and the output buffer (V×a per slot: the engine asks for
 //     one token's logits per slot and step).
-//     Attention: the F32 mask (C×T×a) and, with flash attention, its F16
-//     copy (C×T×2), else the attention scores (C×T×H×a, soft-maxed in
+//     Attention: with flash attention the F16 mask (C×T×2), else the
+//     F32 mask (C×T×a) and the attention scores (C×T×H×a, soft-maxed in
 //     place), with (4E + 2·n_embd_kv_gqa)×T×a of activations.
-//     Feed-forward: what the attention left held (the F16 mask, or the
-//     F32 mask without flash attention) and freed (the F32 mask, or the
-//     scores), with (3F + 2E)×T×a more unless it fits in the freed part.
+//     Feed-forward: what the attention left held (the mask) and, without
+//     flash attention, freed (the scores), with (3F + 3E)×T×a more unless
+//     it fits in the freed part.
 //     Output: the logits (V + 2E)×T×a.
 //     The scratch is the largest matrix-product input converted to the
 //     weights' dot type (at most 2 bytes a value: max(E, F)×T×2) or,
@@ -119,16 +119,17 @@ const (
 //     150 B a BPE merge (see the constants).
 //   - HostCache: cfg.HostCacheBytes.
 //
-// Weights and KV match what llama.cpp reports allocating to the byte. The
-// three moments come within 0-24 % above the compute buffer it reports
-// (64 configurations of 4 models: flash attention on and off, 256 to
-// 16,384 cells, batches of 64 and 512, vocabularies of 512 to 32,768;
-// and TestEstimateMemoryMeasured's cases). The resident memory is lower
-// than the estimate: of the logits rows the compute buffer holds for T
-// tokens the engine writes one per slot, and the others' pages are never
-// touched. For the synthetic 135M model at corral serve's defaults the
-// estimate is 457 MiB and the RSS growth after passes over the full cache
-// 388 MiB, the difference being most of its 96 MiB of logits rows.
+// Weights and KV match what llama.cpp reports allocating to the byte. On
+// llama.cpp b10573 (its flash-attention graph keeps only an F16 mask) the
+// estimate of Compute is 1-3 % above the compute and output buffers it
+// reports with flash attention and 37-43 % above without, the F16 copy
+// of the scores that it does not report (TestEstimateMemoryMeasured's
+// eight cases). The resident memory is lower than the estimate: of the
+// logits rows the compute buffer holds for T tokens the engine writes one
+// per slot, and the others' pages are never touched. For the synthetic
+// 135M model at corral serve's defaults (on the December 2025 llama.cpp)
+// the estimate was 457 MiB and the RSS growth after passes over the full
+// cache 388 MiB, the difference being most of its 96 MiB of logits rows.
 //
 // Cache types llama.cpp cannot run with the model (see
 // llama.CheckCacheTypes) get an error wrapping llama.ErrCacheType, an
@@ -303,12 +304,12 @@ func (h *hparams) compute(cells, tokens int64, fa bool) int64 {
 	mask := cells * tokens * a
 	// live: held through every layer; hole: freed early, reusable by
 	// whatever fits in it.
-	live, hole := cells*tokens*2, mask // the mask's F16 copy; the F32 mask
+	live, hole := cells*tokens*2, int64(0) // the F16 mask
 	if !fa {
 		live, hole = mask, cells*tokens*h.heads*a // the mask; the scores
 	}
 	attn := live + hole + (4*h.embd+2*kvEmbd)*a*tokens
-	ffn := (3*h.ff + 2*h.embd) * a * tokens
+	ffn := (3*h.ff + 3*h.embd) * a * tokens
 	if ffn <= hole {
 		ffn = 0
 	}

@@ -64,9 +64,9 @@ func TestEstimateMemory(t *testing.T) {
 	}
 	const (
 		cells, tokens = 2048, 512
-		// F32 mask 4 MiB + its F16 copy 2 MiB; the feed-forward's
-		// (3·1536 + 2·512)·4 B a token does not fit in the mask's hole.
-		ffn     = cells*tokens*4 + cells*tokens*2 + (3*1536+2*512)*4*tokens
+		// The F16 mask, 2 MiB, held through the feed-forward's
+		// (3·1536 + 3·512)·4 B a token.
+		ffn     = cells*tokens*2 + (3*1536+3*512)*4*tokens
 		scratch = 2 * 1536 * tokens
 		outputs = 1000 * 4 * 2 // logits of one token per slot
 	)
@@ -303,7 +303,7 @@ func TestEstimateMemoryMeasured(t *testing.T) {
 	var ms []memMeasurement
 	for _, c := range cases {
 		m := measureMemory(t, c)
-		for _, p := range checkEstimate(m.est, m.rep) {
+		for _, p := range checkEstimate(m.est, m) {
 			t.Errorf("%s %s: %s", m.c.Name, m.config(), p)
 		}
 		ms = append(ms, m)
@@ -338,7 +338,7 @@ func TestEstimateMemoryMeasured(t *testing.T) {
 		for _, m := range ms {
 			est := m.est
 			wrong.edit(&est, m)
-			if p := checkEstimate(est, m.rep); len(p) > 0 {
+			if p := checkEstimate(est, m); len(p) > 0 {
 				caught = append(caught, fmt.Sprintf("%s %s: %s", m.c.Name, m.config(), strings.Join(p, "; ")))
 			}
 		}
@@ -360,7 +360,7 @@ func TestEstimateMemory135M(t *testing.T) {
 	}
 	m := measureMemory(t, memCase{"synthetic 135m", engine.Config{ModelPath: path}})
 	t.Log("\n" + memTable([]memMeasurement{m}))
-	for _, p := range checkEstimate(m.est, m.rep) {
+	for _, p := range checkEstimate(m.est, m) {
 		t.Errorf("%s: %s", m.c.Name, p)
 	}
 }
@@ -374,17 +374,18 @@ func TestEstimateMemory135M(t *testing.T) {
 // soft-maxed scores converted to F16: 32 MiB, so that case is at 1.44;
 // otherwise 1.01-1.05).
 //
-// Against the RSS growth: growth - slack <= estimate <= 1.3 × growth +
-// slack, where slack is 2 MiB, for the overhead term fitted on a few
-// models, and 3 MiB more under -race, whose runtime grows with the Go
-// heap (the growth is 1.5-2.6 MiB larger there). Measured ratios are
-// 1.00-1.15 without -race, 0.88-1.07 with it, and 1.18 for the 135M model
-// at serve's defaults. The tinystories cases write their whole compute
-// buffer (its logits fit where the F32 mask was); elsewhere the excess
-// is the logits rows the compute buffer holds for every token of a
-// batch, which the engine never writes (it asks for one token's logits
-// per slot).
-func checkEstimate(est engine.Footprint, rep memReport) []string {
+// Against the RSS growth: growth - slack <= estimate, and the estimate
+// less the logits rows the engine never writes <= 1.3 × growth + slack,
+// where slack is 2 MiB, for the overhead term fitted on a few models, and
+// 3 MiB more under -race, whose runtime grows with the Go heap (the
+// growth is 1.5-2.6 MiB larger there). The compute buffer holds logits
+// rows for every token of a batch; the engine asks for one token's logits
+// per slot, and the other rows' pages are never touched (for the
+// synthetic 3 MB model's 8,192-token vocabulary at -b 512, 16 MiB of the
+// 31 MiB estimate). On llama.cpp b10573 the estimate is 0.99-1.49 times
+// the growth, and 1.18 for the 135M model at serve's defaults.
+func checkEstimate(est engine.Footprint, m memMeasurement) []string {
+	rep := m.rep
 	const logRounding = mib / 100
 	var p []string
 	if d := est.Weights - rep.LogWeights; d < -logRounding || d > logRounding {
@@ -403,9 +404,10 @@ func checkEstimate(est engine.Footprint, rep memReport) []string {
 		slack += 3 * mib
 	}
 	total := est.Total() - est.HostCache
-	if total < rep.Growth-slack || float64(total) > 1.3*float64(rep.Growth)+float64(slack) {
-		p = append(p, fmt.Sprintf("estimate %s, RSS growth %s: want growth - %s MiB <= estimate <= 1.3 × growth + %[3]s MiB",
-			mibs(total), mibs(rep.Growth), mibs(slack)))
+	unwritten := m.vocab * 4 * max(m.passTokens()-int64(m.c.Cfg.Parallel), 0)
+	if total < rep.Growth-slack || float64(total-unwritten) > 1.3*float64(rep.Growth)+float64(slack) {
+		p = append(p, fmt.Sprintf("estimate %s (%s without the logits rows never written), RSS growth %s: want growth - %s MiB <= estimate, and that <= 1.3 × growth + %[4]s MiB",
+			mibs(total), mibs(total-unwritten), mibs(rep.Growth), mibs(slack)))
 	}
 	return p
 }

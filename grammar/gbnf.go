@@ -7,9 +7,10 @@ import (
 )
 
 // This file ports llama.cpp's GBNF parser (llama_grammar_parser in
-// llama-grammar.cpp, as vendored by github.com/ollama/ollama v0.17.4) to Go,
-// without its recursion, so that Validate sees exactly the rules llama.cpp
-// will build. Elements are kept only as much as the checks need: a rule
+// llama-grammar.cpp, as of December 2025) to Go, without its recursion, so
+// that Validate sees exactly the rules llama.cpp will build. (b10573 adds a
+// bound of its own on the rules a repetition multiplies: a grammar past it
+// that Validate lets through fails at sampler setup, a 400.) Elements are kept only as much as the checks need: a rule
 // reference, a separator, or a part of a terminal.
 
 const (

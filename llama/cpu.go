@@ -17,8 +17,8 @@ import (
 // one never gets this far: cpu.c refuses to start it, naming what is
 // missing, before any such instruction can run.
 //
-// ggml's AMX kernels are never used. The cgo package that compiles ggml's
-// CPU backend leaves them out (amx.cpp answers ggml's request for them), and
+// ggml's AMX kernels are never used. scripts/llama-cpp.sh compiles ggml's
+// CPU backend with -mno-amx-* unless its flags name AMX, and
 // they are a poor bet anyway: Ollama measured them slower than AVX-512 on
 // Sapphire Rapids (ollama/ollama#9203, which took them out of its builds),
 // and on some virtual machines that advertise AMX, llama.cpp's AMX kernels

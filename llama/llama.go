@@ -1,11 +1,9 @@
 // Package llama is corral's thin binding to llama.cpp's C API (llama.h).
 //
-// It is the only package in corral that uses cgo. Which llama.cpp it links
-// is chosen at build time (link_ollama.go, link_upstream.go): by default the
-// one the cgo package github.com/ollama/ollama/llama/llama.cpp/src compiles
-// (headers copied into ./include by `make headers`); with the build tag
-// upstream, the static libraries of the pinned llama.cpp release that
-// scripts/llama-cpp.sh builds with llama.cpp's own CMake into ./lib.
+// It is the only package in corral that uses cgo. It links the static
+// libraries of the pinned llama.cpp release (upstream/release) that
+// scripts/llama-cpp.sh builds with llama.cpp's own CMake into ./lib (make
+// llama; link.go).
 //
 // Nothing here is safe for concurrent use unless stated: a Context and its
 // Samplers belong to one goroutine (the engine's scheduler).

@@ -11,10 +11,8 @@
 #include "shim.h"
 
 #include "ggml-cpu.h"
-#include "llama-grammar.h"
-#ifdef CORRAL_LLAMA_UPSTREAM
 #include "fit.h"
-#endif
+#include "llama-grammar.h"
 
 #include <algorithm>
 #include <cmath>
@@ -302,14 +300,9 @@ int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sam
             llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(llama_vocab_n_tokens(vocab), p->n_bias, p->bias));
         }
         if (p->repeat_last_n > 0 && (p->repeat_penalty != 1.0f || p->freq_penalty != 0.0f || p->presence_penalty != 0.0f)) {
-#ifdef CORRAL_LLAMA_UPSTREAM
             llama_sampler_chain_add(chain, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab), p->repeat_last_n,
                                                                         p->repeat_penalty, p->freq_penalty,
                                                                         p->presence_penalty));
-#else
-            llama_sampler_chain_add(chain, llama_sampler_init_penalties(p->repeat_last_n, p->repeat_penalty,
-                                                                        p->freq_penalty, p->presence_penalty));
-#endif
         }
         if (p->temp > 0.0f) {
             if (p->top_k > 0) {
@@ -332,12 +325,7 @@ int corral_sampler_new(const struct llama_vocab * vocab, const struct corral_sam
         if (grammar != nullptr) {
             // The grammar's own state rather than llama.cpp's grammar
             // sampler, which hides it: corral_grammar_forced reads it.
-#ifdef CORRAL_LLAMA_UPSTREAM
             grmr = llama_grammar_init_impl(vocab, grammar, "root", false, nullptr, 0, nullptr, 0);
-#else
-            // Ollama's copy takes its own vocabulary first (unused: NULL).
-            grmr = llama_grammar_init_impl(vocab, nullptr, grammar, "root", false, nullptr, 0, nullptr, 0);
-#endif
             if (grmr == nullptr) {
                 corral_sampler_free(chain, nullptr, select);
                 return CORRAL_SAMPLER_BAD_GRAMMAR;
@@ -543,25 +531,18 @@ bool corral_params_fit(const char * path, struct llama_model_params * mparams, s
                        float * tensor_split, struct llama_model_tensor_buft_override * overrides, size_t margin,
                        uint32_t n_ctx_min) {
     try {
-#ifdef CORRAL_LLAMA_UPSTREAM
         // One margin per device, as common_fit_params reads them.
         std::vector<size_t> margins(llama_max_devices(), margin);
         return common_fit_params(path, mparams, cparams, tensor_split, overrides, margins.data(), n_ctx_min,
                                  GGML_LOG_LEVEL_ERROR) == COMMON_PARAMS_FIT_STATUS_SUCCESS;
-#else
-        return llama_params_fit(path, mparams, cparams, tensor_split, overrides, margin, n_ctx_min,
-                                GGML_LOG_LEVEL_ERROR);
-#endif
     } catch (...) {
         return false;
     }
 }
 
-#ifdef CORRAL_LLAMA_UPSTREAM
 // common/log.cpp, linked for fit.cpp's logs, asks common/common.cpp (not
 // linked: corral uses nothing else of it) whether a terminal takes colours.
 // corral's own logs carry none.
 bool tty_can_use_colors() {
     return false;
 }
-#endif

@@ -137,17 +137,13 @@ struct ggml_threadpool * corral_threadpool_new(int32_t n);
 // 2026 releases a context reserves n_outputs_max (default: n_batch) and
 // asserts when its buffers would need one per sequence beyond that.
 static inline void corral_outputs_max(struct llama_context_params * p) {
-#ifdef CORRAL_LLAMA_UPSTREAM
     p->n_outputs_max = p->n_batch > p->n_seq_max ? p->n_batch : p->n_seq_max;
-#else
-    (void)p;
-#endif
 }
 
 // corral_params_fit lowers mparams' GPU layers (and writes its tensor split
 // and overrides) to what fits in the devices' free memory beside a context
 // of cparams, leaving margin bytes free on each device: llama.cpp's fitting
-// (llama_params_fit, common_fit_params since mid-2026). Not thread-safe: it
+// (common_fit_params). Not thread-safe: it
 // swaps llama.cpp's global log callback while it runs.
 bool corral_params_fit(const char * path, struct llama_model_params * mparams, struct llama_context_params * cparams,
                        float * tensor_split, struct llama_model_tensor_buft_override * overrides, size_t margin,

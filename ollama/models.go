@@ -19,7 +19,7 @@ import (
 
 // APIVersion is the version /api/version reports: the Ollama
 // release whose API documentation these endpoints follow (that of the
-// ollama module corral builds llama.cpp from). Clients compare it with
+// ollama module whose Go client corral's tests use). Clients compare it with
 // the minimum they need for a feature; a lower, made-up version would
 // turn them away from endpoints corral serves.
 const APIVersion = "0.17.4"

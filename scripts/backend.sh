@@ -1,61 +1,74 @@
 #!/usr/bin/env bash
-# Build one of ggml's GPU backends from the pinned ollama module's sources
-# as a loadable backend library (libggml-<name>.so), for corral to load at
-# run time (llama/backend.go). Usage: scripts/backend.sh vulkan OUTDIR
+# backend.sh: build one of ggml's GPU backends from the pinned llama.cpp
+# release (the source scripts/llama-cpp.sh verifies) with llama.cpp's own
+# CMake, as a library corral loads at run time (llama/backend.go):
 #
-# The library is what ggml's own CMake build makes with GGML_BACKEND_DL
-# (a MODULE exporting ggml_backend_init and ggml_backend_score), but it is
-# not linked against a libggml-base.so: its references to ggml-base and
-# ggml-cpu stay undefined and resolve, when corral dlopens it, to the one
-# copy of ggml compiled into the corral binary, which exports its symbols
-# (-Wl,--export-dynamic in llama/llama.go). One ggml, one backend
-# registry, one log callback; the library works only with a binary built
-# from the same module version, which the cache key below includes.
+#   scripts/backend.sh vulkan|cuda OUTDIR   writes OUTDIR/libggml-<name>.so
+#
+# The library is what ggml's CMake makes with GGML_BACKEND_DL (a MODULE
+# exporting ggml_backend_init and ggml_backend_score), with its need of
+# libggml-base.so removed (patchelf): its references to ggml-base resolve,
+# when corral dlopens it, to the one copy of ggml linked into the corral
+# binary, which exports its symbols (-Wl,--export-dynamic in
+# llama/llama.go). One ggml, one backend registry, one log callback; the
+# library works only with a binary built from the same release, which the
+# cache key below includes.
 #
 # Builds are cached outside the clone, in $CORRAL_BACKEND_CACHE (default
-# ~/.cache/corral/backends), keyed by the module version, the compiler,
-# glslc and the recipe number below: a later build (CI's next run,
-# another worktree) copies the library in seconds.
+# ~/.cache/corral/backends), keyed by the release, the recipe number below,
+# the compiler and the backend's own compiler (glslc, nvcc): a later build
+# (CI's next run, another worktree) copies the library in seconds.
 #
-# Missing build tools (g++, glslc, the Vulkan headers and loader) are
-# installed with apt-get when it can run (as root, or through sudo
-# without a password), as the Makefile's browser target does.
+# Missing build tools are installed with apt-get when it can run (as root,
+# or through sudo without a password), as the Makefile's browser target
+# does: for Vulkan g++, glslc, the Vulkan headers and loader, SPIR-V
+# headers, cmake and patchelf. CUDA needs nvcc on the PATH (Debian has
+# none here); CUDA_ARCHITECTURES (default: native, the GPUs of the machine
+# that builds) says which GPUs to compile for.
 set -euo pipefail
 
-name="${1:?usage: scripts/backend.sh vulkan OUTDIR}"
-out="${2:?usage: scripts/backend.sh vulkan OUTDIR}"
-case "$name" in
-vulkan) ;;
-*) echo "backend: $name: only vulkan is built here (cuda, hip and metal need their toolchains)" >&2; exit 2 ;;
-esac
-
-GO="${GO:-go}"
+name="${1:?usage: scripts/backend.sh vulkan|cuda OUTDIR}"
+out="${2:?usage: scripts/backend.sh vulkan|cuda OUTDIR}"
+here=$(cd "$(dirname "$0")/.." && pwd)
 jobs="${JOBS:-$(nproc)}"
-
-# apt_install installs Debian packages when apt-get can run.
-apt_install() {
-	"$(dirname "$0")/apt-install.sh" backend "$@"
-}
+say() { echo "backend: $*" >&2; }
+die() { say "$*"; exit 1; }
 
 need=()
 command -v g++ >/dev/null 2>&1 || need+=(g++)
-command -v glslc >/dev/null 2>&1 || need+=(glslc)
-if [ ! -f /usr/include/vulkan/vulkan.hpp ] || [ "$(g++ -print-file-name=libvulkan.so 2>/dev/null)" = libvulkan.so ]; then
-	need+=(libvulkan-dev)
-fi
-if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
+opts=(-DGGML_BACKEND_DL=ON -DBUILD_SHARED_LIBS=ON -DGGML_CPU=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DCMAKE_BUILD_TYPE=Release)
+case "$name" in
+vulkan)
+	command -v glslc >/dev/null 2>&1 || need+=(glslc)
+	if [ ! -f /usr/include/vulkan/vulkan.hpp ] || [ "$(g++ -print-file-name=libvulkan.so 2>/dev/null)" = libvulkan.so ]; then
+		need+=(libvulkan-dev)
+	fi
+	[ -f /usr/share/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake ] || need+=(spirv-headers)
+	opts+=(-DGGML_VULKAN=ON)
+	tool() { glslc --version | sed -n 1p; }
+	;;
+cuda)
+	command -v nvcc >/dev/null 2>&1 || die "cuda: nvcc not found (install the CUDA toolkit and put its bin/ on the PATH)"
+	opts+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-native}")
+	tool() { nvcc --version | tail -1; echo "${CUDA_ARCHITECTURES:-native}"; }
+	;;
+*) die "$name: only vulkan and cuda are built here" ;;
+esac
+if [ ${#need[@]} -gt 0 ]; then "$here/scripts/apt-install.sh" backend "${need[@]}"; fi
 
-$GO mod download github.com/ollama/ollama
-mod=$($GO list -m -f '{{.Dir}}' github.com/ollama/ollama)
-ver=$($GO list -m -f '{{.Version}}' github.com/ollama/ollama)
-ggml="$mod/ml/backend/ggml/ggml"
-src="$ggml/src/ggml-vulkan"
-[ -f "$src/ggml-vulkan.cpp" ] || { echo "backend: $src/ggml-vulkan.cpp not found" >&2; exit 1; }
-
+read -r tag commit _ <"$here/llama/upstream/release"
 # recipe: bump it when the build steps below change what they produce.
-recipe=1
-key=$( { echo "$ver recipe $recipe"; g++ --version | sed -n 1p; glslc --version | sed -n 1p; } | sha256sum | cut -c1-16)
-cache="${CORRAL_BACKEND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/corral/backends}/$name-$ver-$key"
+recipe=2
+key=$( {
+	echo "$tag $commit $name recipe $recipe"
+	g++ --version | sed -n 1p
+	tool
+	printf '%s\n' "${opts[@]}"
+	cat "$here/llama/upstream/backend/CMakeLists.txt"
+} | sha256sum | cut -c1-16)
+cache="${CORRAL_BACKEND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/corral/backends}/$name-$tag-$key"
 lib="libggml-$name.so"
 mkdir -p "$out"
 # install copies the cached library to $out through a temporary file: a
@@ -66,48 +79,25 @@ install() {
 }
 if [ -f "$cache/$lib" ]; then
 	install
-	echo "backend: $out/$lib (cached: $cache)"
+	say "$out/$lib (cached: $cache)"
 	exit 0
 fi
 
+src=$("$here/scripts/llama-cpp.sh" src)
 start=$(date +%s)
 build="$cache.build"
 rm -rf "$build"
-mkdir -p "$build/spv" "$build/gen" "$build/obj"
-echo "backend: building $lib from $src in $build ($jobs jobs)"
+mkdir -p "$build"
+say "building $lib from llama.cpp $tag in $build ($jobs jobs)"
 
-# The shader extensions this glslc compiles (ggml's CMake asks the same
-# question with its feature-test shaders, which the module does not ship).
-defs=()
-for ext in GL_KHR_cooperative_matrix:COOPMAT GL_NV_cooperative_matrix2:COOPMAT2 \
-	GL_EXT_integer_dot_product:INTEGER_DOT GL_EXT_bfloat16:BFLOAT16; do
-	printf '#version 460\n#extension %s : require\nvoid main() {}\n' "${ext%%:*}" >"$build/t.comp"
-	if glslc -o /dev/null -fshader-stage=compute --target-env=vulkan1.3 "$build/t.comp" >/dev/null 2>&1; then
-		defs+=("-DGGML_VULKAN_${ext##*:}_GLSLC_SUPPORT")
-	fi
-done
-echo "backend: glslc extensions: ${defs[*]:-none}"
-
-# The shader generator (a host program), then the SPIR-V of every shader
-# variant embedded in one C++ file per shader.
-g++ -O2 -std=c++17 -pthread "${defs[@]}" "$src/vulkan-shaders/vulkan-shaders-gen.cpp" -o "$build/vulkan-shaders-gen"
-hpp="$build/gen/ggml-vulkan-shaders.hpp"
-"$build/vulkan-shaders-gen" --output-dir "$build/spv" --target-hpp "$hpp"
-export build hpp
-ls "$src"/vulkan-shaders/*.comp | xargs -P "$jobs" -I{} sh -c '
-	f=$(basename "{}")
-	"$build/vulkan-shaders-gen" --glslc glslc --source "{}" --output-dir "$build/spv" \
-		--target-hpp "$hpp" --target-cpp "$build/gen/$f.cpp" >"$build/gen/$f.log" 2>&1 \
-		|| { echo "backend: shader $f failed:" >&2; tail -20 "$build/gen/$f.log" >&2; exit 255; }'
-echo "backend: shaders generated in $(( $(date +%s) - start ))s"
-
-# Vulkan headers older than VK_EXT_layer_settings (Debian 12 has 1.3.239)
-# lack three types ggml-vulkan.cpp names when it creates its instance
-# (their structure is chained only with GGML_VULKAN_VALIDATE's layer):
-# a header force-included before it declares them with the extension's
-# layouts, after ggml's own prologue, so that vulkan.hpp is included as
-# ggml-vulkan.cpp includes it.
-cat >"$build/gen/corral-vk-compat.h" <<'EOF'
+if [ "$name" = vulkan ]; then
+	# Vulkan headers older than VK_EXT_layer_settings (Debian 12 has
+	# 1.3.239) lack three types ggml-vulkan.cpp names when it creates its
+	# instance (their structure is chained only with the validation
+	# layer): declared here with the extension's layouts, after the same
+	# prologue as ggml-vulkan.cpp's, so that vulkan.hpp is included as it
+	# includes it.
+	cat >"$build/corral-vk-compat.h" <<'EOF'
 #include <vulkan/vulkan_core.h>
 #define VULKAN_HPP_DISPATCH_LOADER_DYNAMIC 1
 #if VK_HEADER_VERSION >= 301
@@ -145,20 +135,25 @@ struct LayerSettingsCreateInfoEXT {
 } // namespace vk
 #endif
 EOF
+	opts+=(-DCORRAL_VK_COMPAT="$build/corral-vk-compat.h")
+fi
 
-# Position-independent objects; ggml-base's symbols stay undefined.
-cflags=(-O2 -fPIC -std=c++17 -DNDEBUG -DGGML_BACKEND_DL -DGGML_BACKEND_BUILD -DGGML_BACKEND_SHARED -DGGML_SHARED
-	-DGGML_VERSION=0x0 -DGGML_COMMIT=0x0 "${defs[@]}" -I"$ggml/include" -I"$ggml/src" -I"$build/gen")
-export cflags_s="${cflags[*]}"
-{ echo "$src/ggml-vulkan.cpp"; ls "$build"/gen/*.comp.cpp; } | xargs -P "$jobs" -I{} sh -c '
-	f="{}"
-	extra=""
-	case "$f" in */ggml-vulkan.cpp) extra="-include $build/gen/corral-vk-compat.h" ;; esac
-	g++ $cflags_s $extra -c "$f" -o "$build/obj/$(basename "$f").o" || exit 255'
-g++ -shared -o "$build/$lib" -Wl,-soname,"$lib" -Wl,--as-needed "$build"/obj/*.o -lvulkan -pthread
-mv "$build/$lib" "$cache.lib.tmp"
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+cmake -S "$here/llama/upstream/backend" -B "$build/cmake" "${gen[@]+"${gen[@]}"}" "${opts[@]}" \
+	-DLLAMA_CPP_SRC="$src" >"$build/log" 2>&1 ||
+	{ tail -30 "$build/log" >&2; die "cmake configure failed (log: $build/log)"; }
+cmake --build "$build/cmake" -j"$jobs" --target "ggml-$name" >>"$build/log" 2>&1 ||
+	{ tail -30 "$build/log" >&2; die "cmake build failed (log: $build/log)"; }
+so=$(find "$build/cmake" -name "$lib" -type f | head -1)
+[ -n "$so" ] || die "the build made no $lib (log: $build/log)"
+for n in $(patchelf --print-needed "$so"); do
+	case "$n" in libggml-base.so*) patchelf --remove-needed "$n" "$so" ;; esac
+done
+patchelf --remove-rpath "$so"
+cp "$so" "$cache.lib.tmp"
 mkdir -p "$cache"
 mv "$cache.lib.tmp" "$cache/$lib"
 rm -rf "$build"
 install
-echo "backend: built $out/$lib in $(( $(date +%s) - start ))s (cached: $cache)"
+say "built $out/$lib in $(( $(date +%s) - start )) s (cached: $cache)"

@@ -12,7 +12,8 @@
 #   build   (default) the libraries for $GOOS/$GOARCH (default: this machine's)
 #   verify  check the source against the committed hash list and exit
 #   src     print the folder of the verified source tree
-#   dir     print the cache folder of the build (built or not)
+#   dir     print the cache folders of the build's two parts, core and cpu
+#           (built or not; see part below)
 #
 # The release is pinned in llama/upstream/release (tag, commit, sha256 of
 # the shared tarball); llama/upstream/<tag>.sha256 lists the sha256 of every
@@ -28,7 +29,9 @@
 #
 # Builds are cached outside the clone, in $CORRAL_LLAMA_CACHE (default
 # ~/.cache/corral/llama.cpp), keyed by the release, the compilers and the
-# flags: a second build (another clone, CI's next run) only copies.
+# flags: a second build (another clone, CI's next run) only copies. The
+# kernels (ggml-cpu) are cached apart from the rest, which does not depend
+# on LLAMA_CFLAGS: another flag set compiles only them.
 #
 # Environment:
 #   GOOS, GOARCH   the target (linux/amd64 and linux/arm64)
@@ -141,11 +144,15 @@ command -v cmake >/dev/null || "$here/scripts/apt-install.sh" llama.cpp cmake
 command -v "$CXX" >/dev/null || die "$CXX not found"
 
 # recipe: bump when the steps below change what they produce (the
-# options and llama/upstream/CMakeLists.txt are part of the key).
-recipe=1
+# options and llama/upstream/CMakeLists.txt are part of the keys).
+recipe=2
 opts=(
 	-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
 	-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAMA_OPENSSL=OFF
+	# A static library's target then does not wait for the libraries it
+	# links: the core's build does not compile ggml-cpu, nor the CPU
+	# part's build ggml-base.
+	-DCMAKE_OPTIMIZE_DEPENDENCIES=ON
 )
 # -march=native as a flag, not GGML_NATIVE: ggml's CMake then leaves the
 # instruction set to the flags, the same way for native and portable builds.
@@ -155,58 +162,83 @@ case " $flags " in
 *amx*) ;;
 *) if [ "$goarch" = amd64 ]; then flags="$flags -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi ;;
 esac
-key=$( {
-	echo "$tag $commit recipe $recipe $goos/$goarch"
-	"$CC" --version | sed -n 1p
-	"$CXX" --version | sed -n 1p
-	echo "$flags"
-	[ "$flags" = "${flags#*native}" ] || "$CC" $flags -Q --help=target 2>/dev/null | grep -E '^\s+-march=|enabled' || true
-	printf '%s\n' "${opts[@]}" "${cmake_args[@]+"${cmake_args[@]}"}"
-	cat "$here/llama/upstream/CMakeLists.txt"
-} | sha256sum | cut -c1-16)
-out="$cache/$tag-$goos-$goarch-$key"
+
+# Two parts, cached apart, as llama.cpp's own releases split them:
+#   core  llama, ggml (the backend registry), ggml-base and corral-common,
+#         compiled for the architecture's baseline (the compiler's default:
+#         x86-64, armv8-a): nothing in them is chosen by instruction set;
+#   cpu   ggml-cpu, the kernels, compiled with $flags.
+# A build for other flags (check-builds, make dist) compiles only the
+# kernels again.
+partkey() { # partkey FLAGS: the cache key of a part built with FLAGS
+	{
+		echo "$tag $commit recipe $recipe $goos/$goarch"
+		"$CC" --version | sed -n 1p
+		"$CXX" --version | sed -n 1p
+		echo "$1"
+		[ "$1" = "${1#*native}" ] || "$CC" $1 -Q --help=target 2>/dev/null | grep -E '^\s+-march=|enabled' || true
+		printf '%s\n' "${opts[@]}" "${cmake_args[@]+"${cmake_args[@]}"}"
+		cat "$here/llama/upstream/CMakeLists.txt"
+	} | sha256sum | cut -c1-16
+}
+core_flags=""
+corekey=$(partkey "$core_flags")
+cpukey=$(partkey "$flags")
+core="$cache/$tag-$goos-$goarch-core-$corekey"
+cpu="$cache/$tag-$goos-$goarch-cpu-$cpukey"
 if [ "$cmd" = dir ]; then
-	echo "$out"
+	echo "$core"
+	echo "$cpu"
 	exit 0
 fi
 
-if [ ! -f "$out/.done" ]; then
+# part NAME OUT FLAGS TARGETS...: build TARGETS with FLAGS into the cache
+# folder OUT, unless it is there.
+part() {
+	local name=$1 out=$2 pflags=$3
+	shift 3
+	[ -f "$out/.done" ] && return
+	local src start gen=()
 	src=$(source_tree)
 	start=$(date +%s)
 	rm -rf "$out.build"
-	say "building $tag for $goos/$goarch with '$flags' in $out.build (${JOBS:-$(nproc)} jobs)"
-	gen=()
+	say "building the $name part of $tag for $goos/$goarch with '$pflags' in $out.build (${JOBS:-$(nproc)} jobs)"
 	command -v ninja >/dev/null && gen=(-G Ninja)
 	# ccache, when installed, only speeds up rebuilds with other flags.
 	command -v ccache >/dev/null && gen+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 	CC=$CC CXX=$CXX cmake -S "$here/llama/upstream" -B "$out.build" "${gen[@]+"${gen[@]}"}" "${opts[@]}" \
 		-DLLAMA_CPP_SRC="$src" \
-		"${cmake_args[@]+"${cmake_args[@]}"}" -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" >"$out.log" 2>&1 ||
+		"${cmake_args[@]+"${cmake_args[@]}"}" -DCMAKE_C_FLAGS="$pflags" -DCMAKE_CXX_FLAGS="$pflags" >"$out.log" 2>&1 ||
 		{ tail -30 "$out.log" >&2; die "cmake configure failed (log: $out.log)"; }
-	cmake --build "$out.build" -j"${JOBS:-$(nproc)}" --target llama ggml ggml-base ggml-cpu corral-common >>"$out.log" 2>&1 ||
+	cmake --build "$out.build" -j"${JOBS:-$(nproc)}" --target "$@" >>"$out.log" 2>&1 ||
 		{ tail -30 "$out.log" >&2; die "cmake build failed (log: $out.log)"; }
 	rm -rf "$out"
 	mkdir -p "$out/lib" "$out/include"
-	find "$out.build" -name 'lib*.a' -exec cp {} "$out/lib/" \;
-	for a in libllama.a libggml.a libggml-base.a libggml-cpu.a libcorral-common.a; do
-		[ -f "$out/lib/$a" ] || die "the build made no $a (log: $out.log)"
+	local t
+	for t in "$@"; do
+		find "$out.build" -name "lib$t.a" -exec cp {} "$out/lib/" \;
+		[ -f "$out/lib/lib$t.a" ] || die "the build made no lib$t.a (log: $out.log)"
 	done
-	cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h "$out/include/"
-	printf '%s\n' "$tag $commit" "$flags" >"$out/build.txt"
+	if [ "$name" = core ]; then
+		cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h "$out/include/"
+	fi
+	printf '%s\n' "$tag $commit" "$pflags" >"$out/build.txt"
 	rm -rf "$out.build"
 	touch "$out/.done"
-	say "built in $(( $(date +%s) - start )) s: $out"
-fi
+	say "built the $name part in $(( $(date +%s) - start )) s: $out"
+}
+part core "$core" "$core_flags" llama ggml ggml-base corral-common
+part cpu "$cpu" "$flags" ggml-cpu
 
 # Install: copies (not links), so the tree travels as it is (a device
 # run carries llama/lib).
 libdir="$here/llama/lib/${goos}_$goarch"
 inc="$here/llama/lib/include"
 mkdir -p "$libdir" "$inc"
-for f in "$out"/lib/*.a; do
+for f in "$core"/lib/*.a "$cpu"/lib/*.a; do
 	cmp -s "$f" "$libdir/$(basename "$f")" || cp -f "$f" "$libdir/"
 done
-for f in "$out"/include/*.h; do
+for f in "$core"/include/*.h; do
 	cmp -s "$f" "$inc/$(basename "$f")" || cp -f "$f" "$inc/"
 done
 # A Go file in the package names the build: Go hashes the package's own
@@ -216,15 +248,13 @@ gofile="$here/llama/zllama_${goos}_$goarch.go"
 cat >"$gofile.tmp" <<EOG
 // Code generated by scripts/llama-cpp.sh; DO NOT EDIT.
 
-//go:build upstream
-
 package llama
 
 // The llama.cpp build in llama/lib/${goos}_$goarch.
 const (
 	buildRelease = "$tag"
 	buildCommit  = "$commit"
-	buildKey     = "$key"
+	buildKey     = "$corekey+$cpukey"
 	buildFlags   = "$flags"
 )
 EOG

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Head to head: corral serve against a llama-server binary on the same model,
 # one server at a time (never together), interleaved over ROUNDS rounds, with
-# corral bench as the client. Prints each row's medians and the ratio
-# corral/llama-server, and keeps every run's JSON report in OUT.
+# corral bench as the client. Prints each row's medians and two ratios, both
+# above 1 where corral is ahead: output throughput corral/llama-server and
+# median time to first token llama-server/corral. Keeps every run's JSON
+# report in OUT.
 #
 # usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]
 # env:   MODEL    GGUF file (default: the synthetic 135M, written once by corral synth)
@@ -10,13 +12,17 @@
 #        NP       slots for both servers (default 16)
 #        N        requests per concurrency level (default 48)
 #        OUT      folder for the JSON reports (default: a new temporary folder)
-#        ONLY     workloads to run, of "short arrive shared" (default: all)
+#        ONLY     workloads to run, of "short arrive shared long" (default: all)
+#        CONC     concurrency levels of the short row (default 1,4,8,16)
+#        SERVE_ARGS  extra flags for both servers (e.g. "-ngl 99" on a GPU)
 #
 # Workloads (the rows of issue 8's table):
 #   short   ~10-token prompts through /v1/completions, concurrency 1, 4, 8, 16
 #   shared  one ~1,030-token system prompt on every request, chat API, -c 32768,
 #           concurrency 4 and 16
 #   arrive  128-token prompts arriving while 16 streams decode
+#   long    one prompt at a time of 2,041 and 7,578 tokens, -np 1 -c 32768:
+#           time to the first token (the first turn of an agent session)
 set -euo pipefail
 peer=${1:?usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]}
 rounds=${2:-3}
@@ -26,7 +32,9 @@ threads=${THREADS:-2}
 np=${NP:-16}
 n=${N:-48}
 out=${OUT:-$(mktemp -d)}
-only=${ONLY:-short arrive shared}
+only=${ONLY:-short arrive shared long}
+conc=${CONC:-1,4,8,16}
+read -r -a extra <<<"${SERVE_ARGS:-}"
 want() { [[ " $only " == *" $1 "* ]]; }
 mkdir -p "$out"
 port=18431
@@ -35,12 +43,13 @@ corral=./bin/corral
 model=${MODEL:-${TMPDIR:-/tmp}/corral-synth-135m.gguf}
 [ -f "$model" ] || "$corral" synth --shape 135m -o "$model"
 
-# serve NAME CTX: start one server in the background and wait until healthy.
+# serve NAME CTX [SLOTS]: start one server in the background and wait until
+# healthy.
 serve() {
-  local name=$1 ctx=$2
+  local name=$1 ctx=$2 slots=${3:-$np}
   case $name in
-  corral) "$corral" serve -m "$model" -np "$np" -t "$threads" -c "$ctx" --port "$port" >"$out/$name.log" 2>&1 & ;;
-  llama) "$peer" -m "$model" -np "$np" -t "$threads" -c "$ctx" --port "$port" >"$out/$name.log" 2>&1 & ;;
+  corral) "$corral" serve -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" >"$out/$name.log" 2>&1 & ;;
+  llama) "$peer" -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" >"$out/$name.log" 2>&1 & ;;
   esac
   server=$!
   healthy "$name" "$port" "$out/$name.log"
@@ -61,13 +70,20 @@ for round in $(seq "$rounds"); do
     echo "round $round: $name" >&2
     if want short || want arrive; then
       serve "$name" $((np * 1024))
-      if want short; then bench short "$name" "$round" --api completions --input-len 10 --sweep-concurrency 1,4,8,16; fi
+      if want short; then bench short "$name" "$round" --api completions --input-len 10 --sweep-concurrency "$conc"; fi
       if want arrive; then bench arrive "$name" "$round" --api completions --input-len 128 --concurrency 16; fi
       stop
     fi
     if want shared; then
       serve "$name" 32768
       bench shared "$name" "$round" --api chat --shared-prefix-len 1030 --input-len 30 --sweep-concurrency 4,16
+      stop
+    fi
+    if want long; then
+      serve "$name" 32768 1
+      for len in 2041 7578; do
+        bench "long$len" "$name" "$round" --api completions --input-len "$len" --output-len 1 --num-requests 2 --concurrency 1
+      done
       stop
     fi
   done
@@ -85,13 +101,15 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
 def med(runs, f):
     return statistics.median(f(r) for r in runs) if runs else float("nan")
 print(f"{'workload':8} {'c':>3} | {'out tok/s corral':>16} {'llama':>8} {'ratio':>6} | "
-      f"{'TTFT p99 ms':>12} {'llama':>8} | {'ITL p99 ms':>11} {'llama':>8} | {'cached %':>8}")
+      f"{'TTFT med ms':>12} {'llama':>8} {'ratio':>6} | {'TTFT p99 ms':>12} {'llama':>8} | {'ITL p99 ms':>11} {'llama':>8} | {'cached %':>8}")
 for (workload, c), by in sorted(rows.items()):
     a, b = by.get("corral", []), by.get("llama", [])
     tput = lambda r: r["output_throughput"]
     ta, tb = med(a, tput), med(b, tput)
     cached = med(a, lambda r: 100 * r["total_cached_tokens"] / max(1, r["total_input_tokens"]))
     print(f"{workload:8} {c:>3} | {ta:16.1f} {tb:8.1f} {ta / tb if tb else float('nan'):6.2f} | "
+          f"{med(a, lambda r: r['ttft_ms']['median']):12.0f} {med(b, lambda r: r['ttft_ms']['median']):8.0f} "
+          f"{med(b, lambda r: r['ttft_ms']['median']) / med(a, lambda r: r['ttft_ms']['median']):6.2f} | "
           f"{med(a, lambda r: r['ttft_ms']['p99']):12.0f} {med(b, lambda r: r['ttft_ms']['p99']):8.0f} | "
           f"{med(a, lambda r: r['itl_ms']['p99']):11.0f} {med(b, lambda r: r['itl_ms']['p99']):8.0f} | {cached:8.0f}")
 print(f"(medians over the rounds; reports in {out})")

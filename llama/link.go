@@ -1,5 +1,3 @@
-//go:build upstream
-
 package llama
 
 // The pinned llama.cpp release's static libraries, built by
@@ -7,7 +5,7 @@ package llama
 // the missing -lllama.
 
 /*
-#cgo CPPFLAGS: -I${SRCDIR}/lib/include -DCORRAL_LLAMA_UPSTREAM
+#cgo CPPFLAGS: -I${SRCDIR}/lib/include
 #cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64
 #cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64
 #cgo LDFLAGS: -lcorral-common -lllama -lggml -lggml-cpu -lggml-base -lstdc++ -lm -lpthread -ldl
