@@ -141,11 +141,13 @@ type diskStats struct {
 }
 
 // kvLayout names what shapes a sequence's saved KV state besides the
-// model: llama.cpp's version (its release and build, llama.Version) and the cache's types and arrangement (flash attention stores
-// V untransposed). The context size is not part of it: a state holds
-// its own cells.
+// model: llama.cpp's release (llama.Release: another release may lay a
+// state out otherwise; the same release built with other flags does not)
+// and the cache's types and arrangement (flash attention stores V
+// untransposed). The context size is not part of it: a state holds its
+// own cells.
 func kvLayout(cfg Config) string {
-	version := llama.Version()
+	version := llama.Release()
 	fa := "auto"
 	if cfg.NoFlashAttn {
 		fa = "off"

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/llama"
 )
 
 // TestDiskCachePutNeverWaits: with the writer stalled, put queues up to
@@ -186,5 +189,9 @@ func TestDiskCacheLayoutNamesTheTypes(t *testing.T) {
 	}
 	if l, f16 := kvLayout(Config{}), kvLayout(Config{CacheTypeK: "f16", CacheTypeV: "f16"}); l != f16 {
 		t.Errorf("default types %q, f16 %q: want one layout", l, f16)
+	}
+	// Files of another llama.cpp release are ignored, not misread.
+	if l := kvLayout(Config{}); !strings.Contains(l, llama.Release()) || !strings.HasPrefix(llama.Release(), "llama.cpp b") {
+		t.Errorf("layout %q does not name the release %q", l, llama.Release())
 	}
 }

@@ -15,8 +15,15 @@ import "C"
 // negativeLayersAll: a negative n_gpu_layers offloads every layer.
 const negativeLayersAll = true
 
-// Version names the llama.cpp linked in: its release, commit and the key of
-// the build (scripts/llama-cpp.sh: release, compilers and flags).
+// Version names the llama.cpp linked in: its release, commit and the keys
+// of the build's two parts (scripts/llama-cpp.sh: release, compilers and
+// flags), and the kernels' flags.
 func Version() string {
-	return "llama.cpp " + buildRelease + " (" + buildCommit[:9] + ", build " + buildKey + ", " + buildFlags + ")"
+	return Release() + " (build " + buildKey + ", " + buildFlags + ")"
+}
+
+// Release names the llama.cpp release linked in and its commit, e.g.
+// "llama.cpp b10573 d775b8967".
+func Release() string {
+	return "llama.cpp " + buildRelease + " " + buildCommit[:9]
 }

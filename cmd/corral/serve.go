@@ -418,10 +418,11 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 	return err
 }
 
-// logCPU says which kernels ggml runs and what the binary was built for.
+// logCPU says which llama.cpp and kernels ggml runs and what the binary
+// was built for.
 func logCPU(log *slog.Logger) {
 	c := llama.CPU()
-	args := []any{"arch", c.Arch, "kernels", c.Kernels, "built_for", strings.Join(c.Built, " "), "machine", strings.Join(c.Machine, " ")}
+	args := []any{"llama", llama.Version(), "arch", c.Arch, "kernels", c.Kernels, "built_for", strings.Join(c.Built, " "), "machine", strings.Join(c.Machine, " ")}
 	if c.AMXUnused() {
 		args = append(args, "amx", "present, not used (ggml's AVX-512 kernels run instead)")
 	}
