@@ -93,6 +93,55 @@ func BenchmarkRawLoop(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchTokens)/b.Elapsed().Seconds(), "tok/s")
 }
 
+// BenchmarkLlamaBench measures what llama-bench's default tests do, on
+// the binding: pp512 (one pass of 512 prompt tokens into an empty cache)
+// and tg128 (128 passes of one token each), flash attention on, n_batch =
+// n_ubatch = 512, $CORRAL_BENCH_THREADS threads. Compare with
+//
+//	llama-bench -m $CORRAL_BENCH_DIR/corral-synth-135m.gguf -t 2 -fa 1 -p 512 -n 128
+//
+// built from the same llama.cpp (../shared/peers/build-llama-server.sh
+// with TARGETS=llama-bench): the ceiling of any server on these kernels.
+func BenchmarkLlamaBench(b *testing.B) {
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 1024, NBatch: 512, NSeqMax: 1, Threads: benchThreads()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	var batch llama.Batch
+	b.Run("pp512", func(b *testing.B) {
+		for b.Loop() {
+			ctx.Clear()
+			batch.Reset()
+			for i := range 512 {
+				batch.Add(llama.Token(100+i%1000), i, 0, i == 511)
+			}
+			if err := ctx.Decode(&batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*512)/b.Elapsed().Seconds(), "tok/s")
+	})
+	b.Run("tg128", func(b *testing.B) {
+		for b.Loop() {
+			ctx.Clear()
+			for i := range 128 {
+				batch.Reset()
+				batch.Add(llama.Token(100+i%1000), i, 0, true)
+				if err := ctx.Decode(&batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.N*128)/b.Elapsed().Seconds(), "tok/s")
+	})
+}
+
 // BenchmarkEngineStreams measures aggregate decode throughput through the
 // engine (no HTTP) at several concurrencies, each stream generating
 // benchTokens tokens with ignore_eos.
