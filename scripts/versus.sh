@@ -21,7 +21,9 @@
 #   shared  one ~1,030-token system prompt on every request, chat API, -c 32768,
 #           concurrency 4 and 16
 #   arrive  128-token prompts arriving while 16 streams decode
-#   long    one prompt at a time of 2,041 and 7,578 tokens, -np 1 -c 32768:
+#   long    one prompt at a time of 2,041 and 7,578 tokens, -np 1 -c 32768,
+#           on LONG_MODEL (default: the synthetic 135M with a 32,768-token
+#           training context: llama-server caps a slot at the model's):
 #           time to the first token (the first turn of an agent session)
 set -euo pipefail
 peer=${1:?usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]}
@@ -42,11 +44,13 @@ corral=./bin/corral
 [ -x "$corral" ] || make build >/dev/null
 model=${MODEL:-${TMPDIR:-/tmp}/corral-synth-135m.gguf}
 [ -f "$model" ] || "$corral" synth --shape 135m -o "$model"
+long_model=${LONG_MODEL:-${TMPDIR:-/tmp}/corral-synth-135m-32k.gguf}
+if want long && [ ! -f "$long_model" ]; then "$corral" synth --shape 135m,ctx=32768 -o "$long_model"; fi
 
-# serve NAME CTX [SLOTS]: start one server in the background and wait until
-# healthy.
+# serve NAME CTX [SLOTS [MODEL]]: start one server in the background and
+# wait until healthy.
 serve() {
-  local name=$1 ctx=$2 slots=${3:-$np}
+  local name=$1 ctx=$2 slots=${3:-$np} model=${4:-$model}
   case $name in
   corral) "$corral" serve -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" >"$out/$name.log" 2>&1 & ;;
   llama) "$peer" -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" >"$out/$name.log" 2>&1 & ;;
@@ -80,7 +84,7 @@ for round in $(seq "$rounds"); do
       stop
     fi
     if want long; then
-      serve "$name" 32768 1
+      serve "$name" 32768 1 "$long_model"
       for len in 2041 7578; do
         bench "long$len" "$name" "$round" --api completions --input-len "$len" --output-len 1 --num-requests 2 --concurrency 1
       done
