@@ -30,7 +30,7 @@ build: llama
 # The pinned llama.cpp release (llama/upstream/release) built with its own
 # CMake for this machine: static libraries and headers in llama/lib, the
 # build's key in llama/zllama_GOOS_GOARCH.go (all git-ignored). Cached in
-# ~/.cache/corral/llama.cpp: only the first build takes long (about 20
+# ~/.cache/corral/llama.cpp: only the first build takes long (about 4
 # minutes on 2 cores), later ones copy in seconds. After it, plain go
 # build, go test and gopls work. cmake (and ninja and ccache when there)
 # do the build; cmake is installed when missing, as for the browser.
