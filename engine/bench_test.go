@@ -46,6 +46,18 @@ func benchModel(b *testing.B) string {
 	return path
 }
 
+// benchLlamaModel loads the benchmark model through the binding; it is
+// closed when the benchmark ends.
+func benchLlamaModel(b *testing.B) *llama.Model {
+	b.Helper()
+	m, err := llama.LoadModel(context.Background(), benchModel(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	return m
+}
+
 func benchThreads() int {
 	var n int
 	if _, err := fmt.Sscan(os.Getenv("CORRAL_BENCH_THREADS"), &n); err != nil || n <= 0 {
@@ -59,11 +71,7 @@ const benchTokens = 128
 // BenchmarkRawLoop is the baseline: one sequence, greedy, a plain loop over
 // the binding with no scheduler.
 func BenchmarkRawLoop(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 2048, NBatch: 512, NSeqMax: 1, Threads: benchThreads()})
 	if err != nil {
 		b.Fatal(err)
@@ -103,11 +111,7 @@ func BenchmarkRawLoop(b *testing.B) {
 // built from the same llama.cpp (../shared/peers/build-llama-server.sh
 // with TARGETS=llama-bench): the ceiling of any server on these kernels.
 func BenchmarkLlamaBench(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 1024, NBatch: 512, NSeqMax: 1, Threads: benchThreads()})
 	if err != nil {
 		b.Fatal(err)
@@ -266,11 +270,7 @@ func BenchmarkGrammarAmong8(b *testing.B) {
 // between passes) and without (ggml then starts and joins them for every
 // pass): issue 8's single-stream effect of the pool.
 func BenchmarkDecodeOneToken(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	for _, tc := range []struct {
 		name string
 		p    llama.ContextParams
@@ -304,11 +304,7 @@ func BenchmarkDecodeOneToken(b *testing.B) {
 // the attention part of a prefill grows with the context it attends to,
 // much faster with the CPU flash-attention kernel (issue 8's TTFT anomaly).
 func BenchmarkPrefillAfterPrefix(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	for _, tc := range []struct {
 		prefix int
 		fa     bool
@@ -346,11 +342,7 @@ func BenchmarkPrefillAfterPrefix(b *testing.B) {
 // cells: every query scans the cache's whole used extent, masked cells
 // included.
 func BenchmarkDecodeBesideIdleCaches(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	for _, others := range []int{0, 15} {
 		b.Run(fmt.Sprintf("others=%dx1024", others), func(b *testing.B) {
 			ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 16 * 2048, NBatch: 512, NSeqMax: 16, Threads: benchThreads(), Unified: true})
@@ -423,11 +415,7 @@ func BenchmarkLogprobs(b *testing.B) {
 // model's vocabulary: Sample, and SampleLogprobs with 0 and 20
 // alternatives (a log-softmax over the vocabulary, and a top-20 pass).
 func BenchmarkSampleLogprobs(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 256, NBatch: 64, NSeqMax: 1, Threads: benchThreads()})
 	if err != nil {
 		b.Fatal(err)
@@ -543,11 +531,7 @@ func BenchmarkJumpForward(b *testing.B) {
 // 16 drafted tokens after its token (jump.go), each with its logits: what
 // a drafted token costs when the model does not confirm it.
 func BenchmarkDecodeWithDraft(b *testing.B) {
-	m, err := llama.LoadModel(context.Background(), benchModel(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchLlamaModel(b)
 	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 256, NSeqMax: 1, Threads: benchThreads(), Unified: true})
 	if err != nil {
 		b.Fatal(err)

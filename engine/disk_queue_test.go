@@ -11,20 +11,32 @@ import (
 	"github.com/corral-llm/corral/llama"
 )
 
+// queueOnlyDisk is a disk tier in a temporary folder with its queue and
+// no writer: a test starts one when it wants the queue to move.
+func queueOnlyDisk(t *testing.T, budget int64) *diskCache {
+	return &diskCache{
+		dir: t.TempDir(), budget: budget, nVocab: 100,
+		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
+	}
+}
+
+// diskLock creates the tier's lock file in dir.
+func diskLock(t *testing.T, dir string) *os.File {
+	t.Helper()
+	lock, err := os.Create(filepath.Join(dir, "lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
 // TestDiskCachePutNeverWaits: with the writer stalled, put queues up to
 // diskQueue states (and diskQueueBytes) and drops, counting them, the
 // ones past that instead of waiting; once the writer runs, close writes
 // every queued state.
 func TestDiskCachePutNeverWaits(t *testing.T) {
-	d := &diskCache{
-		dir: t.TempDir(), budget: 1 << 30, nVocab: 100,
-		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
-	}
-	lock, err := os.Create(filepath.Join(d.dir, "lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.lock = lock
+	d := queueOnlyDisk(t, 1<<30)
+	d.lock = diskLock(t, d.dir)
 	// No writer yet: nothing leaves the queue.
 	for i := range diskQueue + 3 {
 		d.put([]int32{1, int32(i + 2)}, "", make([]byte, 10))
@@ -41,10 +53,7 @@ func TestDiskCachePutNeverWaits(t *testing.T) {
 
 	// The byte bound: one state alone may be larger than it, a second
 	// is dropped.
-	d2 := &diskCache{
-		dir: t.TempDir(), budget: 1 << 40, nVocab: 100,
-		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
-	}
+	d2 := queueOnlyDisk(t, 1<<40)
 	d2.put([]int32{1}, "", make([]byte, diskQueueBytes+1))
 	d2.put([]int32{2}, "", make([]byte, 1))
 	if _, _, st := d2.stats(); st.dropped != 1 || len(d2.queue) != 1 {
@@ -57,15 +66,8 @@ func TestDiskCachePutNeverWaits(t *testing.T) {
 // what was handed over and not written is counted dropped, no file (nor
 // a temporary one) is left, and close returns.
 func TestDiskCacheCloseGivesUp(t *testing.T) {
-	d := &diskCache{
-		dir: t.TempDir(), budget: 1 << 30, nVocab: 100,
-		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
-	}
-	lock, err := os.Create(filepath.Join(d.dir, "lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.lock = lock
+	d := queueOnlyDisk(t, 1<<30)
+	d.lock = diskLock(t, d.dir)
 	ctx, cancel := context.WithCancel(t.Context())
 	d.closeBy(ctx)
 	// No writer yet: the queue fills.

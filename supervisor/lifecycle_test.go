@@ -43,10 +43,17 @@ func startSupervisorWith(t *testing.T, opts Options, cfgs ...WorkerConfig) (*Sup
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sup, serveSupervisor(t, sup, asCaller(sup.Handler()))
+}
+
+// serveSupervisor starts sup and serves h; both are stopped at the end of
+// the test.
+func serveSupervisor(t *testing.T, sup *Supervisor, h http.Handler) *httptest.Server {
+	t.Helper()
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(asCaller(sup.Handler()))
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.Close()
 		http.DefaultClient.CloseIdleConnections()
@@ -56,7 +63,7 @@ func startSupervisorWith(t *testing.T, opts Options, cfgs ...WorkerConfig) (*Sup
 			t.Error(err)
 		}
 	})
-	return sup, srv
+	return srv
 }
 
 // tinyServeArgs are corral serve's arguments for the stories260K model

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,19 +52,7 @@ func gatedSupervisor(t *testing.T, opts Options, specs []string, cfgs ...WorkerC
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sup.Gated(gate.Config{Logger: slog.New(slog.DiscardHandler), Policy: policy}))
-	t.Cleanup(func() {
-		srv.Close()
-		http.DefaultClient.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := sup.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	srv := serveSupervisor(t, sup, sup.Gated(gate.Config{Logger: slog.New(slog.DiscardHandler), Policy: policy}))
 	for _, w := range sup.Workers() {
 		waitState(t, w, WorkerReady, readyTimeout)
 	}

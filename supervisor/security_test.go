@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -417,19 +416,7 @@ func TestSecretsStayOutOfLogs(t *testing.T) {
 	}
 	w := sup.Worker("w")
 	w.procOpts.SetStderr(logs)
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(asCaller(sup.Handler()))
-	t.Cleanup(func() {
-		srv.Close()
-		http.DefaultClient.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := sup.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	srv := serveSupervisor(t, sup, asCaller(sup.Handler()))
 	waitState(t, w, WorkerReady, readyTimeout)
 
 	var seen strings.Builder
