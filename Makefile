@@ -1,12 +1,13 @@
 # corral — build, test, run, bench.
 #
-# Code-generation flags: llama.cpp's kernels (make llama) and the binding
-# are compiled with -O3 -march=native by default. For a binary that runs
-# on other x86-64 machines: make build NATIVE=  (or e.g.
-# NATIVE="-march=x86-64-v3"), or make dist for the release binaries. A
-# binary started on a CPU that lacks what it was built for stops and names
-# what is missing (llama/cpu.c). Plain go commands use CGO_CFLAGS and
-# CGO_CXXFLAGS as they are: export the same flags ("-O3 -march=native").
+# llama.cpp's kernels are chosen at run time: the binary embeds ggml's CPU
+# backend in each of its instruction-set variants and loads the best the
+# machine runs (llama/cpuvariant.go). NATIVE is only for the binding's own
+# C code (cgo), compiled with -O3 -march=native by default; make dist
+# builds it for the architecture's baseline. A binary started on a CPU
+# that lacks what its own code was built for stops and names what is
+# missing (llama/cpu.c). Plain go commands use CGO_CFLAGS and CGO_CXXFLAGS
+# as they are: export the same flags ("-O3 -march=native").
 NATIVE      ?= -march=native
 CGO_FLAGS   := -O3 $(NATIVE)
 export CGO_ENABLED  := 1
@@ -28,14 +29,16 @@ build: llama
 	$(GO) build -o bin/corral ./cmd/corral
 
 # The pinned llama.cpp release (llama/upstream/release) built with its own
-# CMake for this machine: static libraries and headers in llama/lib, the
-# build's key in llama/zllama_GOOS_GOARCH.go (all git-ignored). Cached in
-# ~/.cache/corral/llama.cpp: only the first build takes long (about 4
+# CMake: static libraries, the CPU variants' modules and headers in
+# llama/lib, the build's key and the modules' go:embed in
+# llama/zllama_GOOS_GOARCH.go (all git-ignored). Cached in
+# ~/.cache/corral/llama.cpp: only the first build takes long (about 8
 # minutes on 2 cores), later ones copy in seconds. After it, plain go
 # build, go test and gopls work. cmake (and ninja and ccache when there)
-# do the build; cmake is installed when missing, as for the browser.
+# do the build; cmake and patchelf are installed when missing, as for the
+# browser.
 llama:
-	LLAMA_CFLAGS="$(NATIVE)" ./scripts/llama-cpp.sh build
+	./scripts/llama-cpp.sh build
 
 # The browser test (server/browser_test.go) drives a headless Chromium,
 # Debian's chromium package. When it is missing and apt-get can run (as
@@ -118,46 +121,42 @@ manifests:
 	$(GO) run $(KUBECTL_VALIDATE) --version 1.30 --local-crds deploy/kubernetes/crds \
 		deploy/kubernetes/corral.yaml deploy/kubernetes/inferencepool.yaml
 
-# Release binaries for other machines, in dist/: linux/amd64 for
-# x86-64-v3 (Haswell, Zen 1 and later: AVX2, FMA, F16C) and linux/arm64 for
-# ARMv8.2-A with dot product and FP16 (Graviton 2+, Ampere Altra, Neoverse,
-# Cortex-A76+). libstdc++ and libgcc are linked in; they need glibc 2.36 or
-# later (Debian 12, Ubuntu 22.10, RHEL 10). The arm64 one is cross-compiled
-# with Debian's aarch64 compilers (installed when missing, as for the
-# browser). llama.cpp's kernels are built for each flag set (cached like
-# make llama's); the libraries for this machine are installed again at
-# the end.
-DIST_AMD64  := -march=x86-64-v3 -mtune=generic
-DIST_ARM64  := -march=armv8.2-a+dotprod+fp16
+# Release binaries for other machines, in dist/: linux/amd64 and
+# linux/arm64, each with all of ggml's CPU variants for its architecture
+# (the best the machine runs is loaded at start: AVX2 on Zen 3, AVX-512 on
+# Zen 4 and Ice Lake, dot product, SVE or I8MM on arm64). The binding's
+# own code is built for x86-64-v2 (SSE4.2, POPCNT: every x86-64 server
+# since 2009) and ARMv8.0-A. libstdc++ and libgcc are linked in; they need
+# glibc 2.36 or later (Debian 12, Ubuntu 22.10, RHEL 10). The arm64 one is
+# cross-compiled with Debian's aarch64 compilers (installed when missing,
+# as for the browser).
+DIST_AMD64  := -march=x86-64-v2 -mtune=generic
+DIST_ARM64  := -march=armv8-a
 AARCH64_CC  := aarch64-linux-gnu-gcc
 AARCH64_CXX := aarch64-linux-gnu-g++
 DIST_LDFLAGS := -s -w -extldflags "-static-libstdc++ -static-libgcc"
 dist: cross-toolchain
 	@mkdir -p dist
-	GOARCH=amd64 LLAMA_CFLAGS="$(DIST_AMD64)" ./scripts/llama-cpp.sh build
+	GOARCH=amd64 ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_AMD64)" CGO_CXXFLAGS="-O3 $(DIST_AMD64)" GOOS=linux GOARCH=amd64 \
 		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o dist/corral-linux-amd64 ./cmd/corral
-	GOARCH=arm64 LLAMA_CFLAGS="$(DIST_ARM64)" ./scripts/llama-cpp.sh build
+	GOARCH=arm64 ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
 		CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) \
 		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o dist/corral-linux-arm64 ./cmd/corral
-	$(MAKE) llama
 	@ls -l dist
 
 # Builds CI's own machine cannot run, linked and thrown away (.ci/run):
-# linux/arm64 exactly as make dist builds it, and the portable x86-64
-# baseline (no -march: llama.cpp's kernels for SSE2 only). Each flag set
-# compiles llama.cpp's kernels once (cached); linux/arm64 compiles the rest
-# of llama.cpp once too. The libraries for this machine are installed
-# again at the end.
+# linux/arm64 and linux/amd64 exactly as make dist builds them (the arm64
+# libraries and CPU variants compiled once, cached).
 check-builds: cross-toolchain
-	GOARCH=arm64 LLAMA_CFLAGS="$(DIST_ARM64)" ./scripts/llama-cpp.sh build
+	GOARCH=arm64 ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
 		CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) $(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o /dev/null ./cmd/corral
-	GOARCH=amd64 LLAMA_CFLAGS= ./scripts/llama-cpp.sh build
-	CGO_CFLAGS="-O3" CGO_CXXFLAGS="-O3" GOARCH=amd64 $(GO) build -o /dev/null ./cmd/corral
-	$(MAKE) llama
-	@echo "check-builds: linux/arm64 and portable x86-64 link"
+	GOARCH=amd64 ./scripts/llama-cpp.sh build
+	CGO_CFLAGS="-O3 $(DIST_AMD64)" CGO_CXXFLAGS="-O3 $(DIST_AMD64)" GOOS=linux GOARCH=amd64 \
+		$(GO) build -trimpath -ldflags='$(DIST_LDFLAGS)' -o /dev/null ./cmd/corral
+	@echo "check-builds: linux/arm64 and linux/amd64 (dist) link"
 
 # Debian's aarch64 cross compilers, installed when missing and apt-get can
 # run (as root, or through sudo without a password).

@@ -146,6 +146,61 @@ func BenchmarkLlamaBench(b *testing.B) {
 	})
 }
 
+// BenchmarkLongPrefill evaluates one prompt of 2,041 or 7,578 tokens in
+// 512-token passes on the 135M shape with a 32k training context and a
+// 32k cache, as scripts/versus.sh's long row does over HTTP: the
+// binding's ceiling for that row, with and without ggml's persistent
+// thread pool.
+func BenchmarkLongPrefill(b *testing.B) {
+	dir := os.Getenv("CORRAL_BENCH_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, "corral-synth-135m-32k.gguf")
+	if _, err := os.Stat(path); err != nil {
+		shape, err := gguf.ParseShape("135m,ctx=32768")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := gguf.WriteSynthetic(path+".tmp", shape, 1); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m, err := llama.LoadModel(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, pool := range []bool{false, true} {
+		ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 32768, NBatch: 512, NSeqMax: 1, Threads: benchThreads(), NoThreadPool: !pool})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{2041, 7578} {
+			b.Run(fmt.Sprintf("pool=%v/%d", pool, n), func(b *testing.B) {
+				var batch llama.Batch
+				for b.Loop() {
+					ctx.Clear()
+					for i := 0; i < n; i += 512 {
+						batch.Reset()
+						for j := i; j < min(i+512, n); j++ {
+							batch.Add(llama.Token(100+j%1000), j, 0, j == n-1)
+						}
+						if err := ctx.Decode(&batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/prompt")
+			})
+		}
+		ctx.Close()
+	}
+}
+
 // BenchmarkEngineStreams measures aggregate decode throughput through the
 // engine (no HTTP) at several concurrencies, each stream generating
 // benchTokens tokens with ignore_eos.

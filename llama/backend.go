@@ -99,8 +99,8 @@ func DefaultBackendDirs() []string {
 }
 
 // loadBackends loads every libggml-<name>.so in dirs into ggml's backend
-// registry, skipping the CPU backend and ggml-base, which are compiled
-// into this binary. A library of a backend already loaded (the same
+// registry, skipping ggml-base, which is compiled into this binary, and
+// the CPU backend, whose variants it embeds (cpuvariant.go). A library of a backend already loaded (the same
 // name in two folders) is skipped too. Called once, by Init.
 func loadBackends(dirs []string) []Backend {
 	var out []Backend

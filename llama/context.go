@@ -148,7 +148,7 @@ func (c *Context) Close() {
 		C.llama_free(c.c)
 		c.c = nil
 		if c.pool != nil {
-			C.ggml_threadpool_free(c.pool)
+			C.corral_threadpool_free(c.pool)
 			c.pool = nil
 		}
 		C.free(unsafe.Pointer(c.passes))

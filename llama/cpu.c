@@ -10,8 +10,12 @@
 // first such instruction die of SIGILL. It and what it calls are compiled
 // for the architecture's baseline, whatever the flags.
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -159,6 +163,11 @@ struct corral_feature {
 #    else
 #        define B_AMX_INT8 0
 #    endif
+#    ifdef __AMX_TILE__
+#        define B_AMX_TILE 1
+#    else
+#        define B_AMX_TILE 0
+#    endif
 
 static const struct corral_feature corral_features[] = {
     FEATURE(B_SSE3, "sse3"),           FEATURE(B_SSSE3, "ssse3"),           FEATURE(B_SSE41, "sse4_1"),
@@ -169,6 +178,7 @@ static const struct corral_feature corral_features[] = {
     FEATURE(B_AVX512CD, "avx512cd"),   FEATURE(B_AVX512BW, "avx512bw"),     FEATURE(B_AVX512DQ, "avx512dq"),
     FEATURE(B_AVX512VL, "avx512vl"),   FEATURE(B_AVX512VNNI, "avx512_vnni"), FEATURE(B_AVX512VBMI, "avx512vbmi"),
     FEATURE(B_AVX512BF16, "avx512_bf16"), FEATURE(B_AVX512FP16, "avx512_fp16"), FEATURE(B_AMX_INT8, "amx_int8"),
+    FEATURE(B_AMX_TILE, "amx_tile"),
 };
 
 // corral_has reports whether the machine has feature i of corral_features
@@ -200,6 +210,7 @@ CORRAL_BASELINE static int corral_has(int i) {
         case 21: return __builtin_cpu_supports("avx512bf16");
         case 22: return __builtin_cpu_supports("avx512fp16");
         case 23: return __builtin_cpu_supports("amx-int8");
+        case 24: return __builtin_cpu_supports("amx-tile");
     }
     return 0;
 }
@@ -250,11 +261,20 @@ CORRAL_BASELINE static int corral_has(int i) {
 #    else
 #        define B_SVE2 0
 #    endif
+#    ifdef __ARM_FEATURE_SME
+#        define B_SME 1
+#    else
+#        define B_SME 0
+#    endif
+#    ifndef HWCAP2_SME
+#        define HWCAP2_SME (1UL << 23)
+#    endif
 
 static const struct corral_feature corral_features[] = {
     FEATURE(B_ATOMICS, "atomics"), FEATURE(B_CRC32, "crc32"), FEATURE(B_FPHP, "fphp"),
     FEATURE(B_ASIMDHP, "asimdhp"), FEATURE(B_ASIMDDP, "asimddp"), FEATURE(B_I8MM, "i8mm"),
     FEATURE(B_BF16, "bf16"),       FEATURE(B_SVE, "sve"),         FEATURE(B_SVE2, "sve2"),
+    FEATURE(B_SME, "sme"),
 };
 
 CORRAL_BASELINE static int corral_has(int i) {
@@ -269,6 +289,7 @@ CORRAL_BASELINE static int corral_has(int i) {
         case 6: return (hw2 & HWCAP2_BF16) != 0;
         case 7: return (hw & HWCAP_SVE) != 0;
         case 8: return (hw2 & HWCAP2_SVE2) != 0;
+        case 9: return (hw2 & HWCAP2_SME) != 0;
     }
     return 0;
 }
@@ -359,4 +380,54 @@ __attribute__((constructor(101))) CORRAL_BASELINE static void corral_cpu_check(v
     corral_puts("]. Build on this machine (make build), or build for an older CPU "
                 "(make build NATIVE=, or the release binaries of make dist).\n");
     _exit(CORRAL_CPU_EXIT);
+}
+
+// corral_amx_runs reports whether AMX instructions run here: a child
+// process asks Linux for the tile data state (arch_prctl
+// ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), loads a tile configuration and
+// zeroes a tile. CPUID is not enough: some virtual machines advertise AMX
+// and kill the process at its first tile instruction (issue 20). The
+// child runs only this C code (with SIGILL's default action, not the Go
+// runtime's handler) and exits; the parent waits for it.
+int corral_amx_runs(void) {
+#if defined(__x86_64__)
+    pid_t pid = fork();
+    if (pid < 0) {
+        return 0;
+    }
+    if (pid == 0) {
+        struct sigaction sa;
+        sigset_t         set;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGILL, &sa, NULL);
+        sigaction(SIGSEGV, &sa, NULL);
+        sigemptyset(&set);
+        sigaddset(&set, SIGILL);
+        sigaddset(&set, SIGSEGV);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0) {
+            _exit(2);
+        }
+        // Palette 1; tile 0: 1 row of 64 bytes.
+        unsigned char cfg[64] __attribute__((aligned(64)));
+        memset(cfg, 0, sizeof cfg);
+        cfg[0]  = 1;
+        cfg[16] = 64;
+        cfg[48] = 1;
+        __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+        __asm__ volatile("tilezero %%tmm0" : : : "memory");
+        __asm__ volatile("tilerelease" : : : "memory");
+        _exit(0);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) {
+            return 0;
+        }
+    }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+#else
+    return 0;
+#endif
 }

@@ -13,6 +13,7 @@ extern "C" {
 #define CORRAL_CPU_EXIT 69
 
 int corral_cpu_list(char want, char * buf, int size);
+int corral_amx_runs(void);
 
 #ifdef __cplusplus
 }

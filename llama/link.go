@@ -8,18 +8,23 @@ package llama
 #cgo CPPFLAGS: -I${SRCDIR}/lib/include
 #cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64
 #cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64
-#cgo LDFLAGS: -lcorral-common -lllama -lggml -lggml-cpu -lggml-base -lstdc++ -lm -lpthread -ldl
+#cgo LDFLAGS: -lcorral-common -lllama -lggml -lggml-base -lstdc++ -lm -lpthread -ldl
 */
 import "C"
 
 // negativeLayersAll: a negative n_gpu_layers offloads every layer.
 const negativeLayersAll = true
 
-// Version names the llama.cpp linked in: its release, commit and the keys
+// Version names the llama.cpp linked in: its release, commit, the keys
 // of the build's two parts (scripts/llama-cpp.sh: release, compilers and
-// flags), and the kernels' flags.
+// options) and the CPU variant loaded (Init).
 func Version() string {
-	return Release() + " (build " + buildKey + ", " + buildFlags + ")"
+	Init()
+	v := cpuVariant
+	if v == "" {
+		v = "none"
+	}
+	return Release() + " (build " + buildKey + ", cpu " + v + ")"
 }
 
 // Release names the llama.cpp release linked in and its commit, e.g.

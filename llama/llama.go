@@ -54,14 +54,17 @@ import (
 )
 
 var (
-	initOnce sync.Once
-	initDone bool // guarded by backendMu: the backend libraries are loaded
+	initOnce   sync.Once
+	initDone   bool   // guarded by backendMu: the backend libraries are loaded
+	cpuVariant string // set by Init: the CPU variant loaded (or refused)
+	cpuErr     error  // set by Init: why no CPU backend was loaded
 )
 
 // Init initialises the llama.cpp backend once per process, after loading
-// the ggml backend libraries of the folders SetBackendDirs set (or
-// DefaultBackendDirs). Logs from llama.cpp are dropped except errors,
-// unless CORRAL_LLAMA_LOG=1.
+// the CPU backend (the variant of ggml's kernels for this machine, see
+// cpuvariant.go) and the ggml backend libraries of the folders
+// SetBackendDirs set (or DefaultBackendDirs). Logs from llama.cpp are
+// dropped except errors, unless CORRAL_LLAMA_LOG=1.
 func Init() {
 	initOnce.Do(func() {
 		verbose := 0
@@ -69,6 +72,7 @@ func Init() {
 			verbose = 1
 		}
 		C.corral_log_init(C.int(verbose))
+		cpuVariant, cpuErr = loadCPUVariant()
 		backendMu.Lock()
 		dirs := backendDirs
 		if !backendSet {
@@ -117,6 +121,9 @@ func LoadModel(ctx context.Context, path string) (*Model, error) {
 // context's buffers, leaving FitMargin free on each.
 func LoadModelOffload(ctx context.Context, path string, o Offload, cp ContextParams) (*Model, error) {
 	Init()
+	if cpuErr != nil {
+		return nil, fmt.Errorf("load model %s: %w", path, cpuErr)
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

@@ -520,9 +520,31 @@ bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data) {
     return false;
 }
 
+// corral_cpu_proc returns the CPU backend's function name (NULL when no
+// CPU backend is loaded): ggml-cpu is a module loaded at run time
+// (cpuvariant.go), not linked in.
+static void * corral_cpu_proc(const char * name) {
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (dev == nullptr) {
+        return nullptr;
+    }
+    return ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), name);
+}
+
 struct ggml_threadpool * corral_threadpool_new(int32_t n) {
+    auto * fn = (decltype(ggml_threadpool_new) *) corral_cpu_proc("ggml_threadpool_new");
+    if (fn == nullptr) {
+        return nullptr;
+    }
     struct ggml_threadpool_params p = ggml_threadpool_params_default(n);
-    return ggml_threadpool_new(&p);
+    return fn(&p);
+}
+
+void corral_threadpool_free(struct ggml_threadpool * tp) {
+    auto * fn = (decltype(ggml_threadpool_free) *) corral_cpu_proc("ggml_threadpool_free");
+    if (fn != nullptr && tp != nullptr) {
+        fn(tp);
+    }
 }
 
 } // extern "C"

@@ -129,8 +129,9 @@ int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data);
 
 // corral_threadpool_new makes a persistent ggml thread pool of n threads
-// (NULL on failure); free it with ggml_threadpool_free after the context.
+// (NULL on failure); free it with corral_threadpool_free after the context.
 struct ggml_threadpool * corral_threadpool_new(int32_t n);
+void                     corral_threadpool_free(struct ggml_threadpool * tp);
 
 // corral_outputs_max lets a decode have as many outputs as the batch has
 // tokens or the context sequences, whichever is more: since llama.cpp's

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# llama-cpp.sh: build the pinned llama.cpp release's static libraries with
-# its own CMake and install them for the binding (package llama):
+# llama-cpp.sh: build the pinned llama.cpp release with its own CMake and
+# install it for the binding (package llama):
 #
 #   llama/lib/include/     llama.h, the ggml headers and llama-grammar.h
-#   llama/lib/GOOS_GOARCH/ libllama.a, libggml.a, libggml-base.a, libggml-cpu.a,
-#                          libcorral-common.a (llama/upstream/CMakeLists.txt)
-#   llama/zllama_GOOS_GOARCH.go  the build's release and key (Go rebuilds the
-#                          binding when it changes)
+#   llama/lib/GOOS_GOARCH/ libllama.a, libggml.a, libggml-base.a and
+#                          libcorral-common.a (llama/upstream/CMakeLists.txt),
+#                          static, compiled for the architecture's baseline;
+#   llama/lib/GOOS_GOARCH/cpu/libggml-cpu-VARIANT.so.gz
+#                          ggml's CPU backend once per instruction-set
+#                          variant (GGML_CPU_ALL_VARIANTS: x64 ... zen4 on
+#                          x86-64, armv8.0_1 ... on arm64), each a module the
+#                          binary embeds and loads the best of at start
+#                          (llama/cpuvariant.go);
+#   llama/zllama_GOOS_GOARCH.go  the build's release and key, and the
+#                          go:embed of the modules (Go rebuilds the binding
+#                          when it changes)
 #
 # Usage: scripts/llama-cpp.sh [verify|build|src|dir]
 #   build   (default) the libraries for $GOOS/$GOARCH (default: this machine's)
 #   verify  check the source against the committed hash list and exit
 #   src     print the folder of the verified source tree
 #   dir     print the cache folders of the build's two parts, core and cpu
-#           (built or not; see part below)
+#           (built or not)
 #
 # The release is pinned in llama/upstream/release (tag, commit, sha256 of
 # the shared tarball); llama/upstream/<tag>.sha256 lists the sha256 of every
@@ -29,16 +37,16 @@
 #
 # Builds are cached outside the clone, in $CORRAL_LLAMA_CACHE (default
 # ~/.cache/corral/llama.cpp), keyed by the release, the compilers and the
-# flags: a second build (another clone, CI's next run) only copies. The
-# kernels (ggml-cpu) are cached apart from the rest, which does not depend
-# on LLAMA_CFLAGS: another flag set compiles only them.
+# options: a second build (another clone, CI's next run) only copies. The
+# CPU variants are cached apart from the core.
 #
 # Environment:
 #   GOOS, GOARCH   the target (linux/amd64 and linux/arm64)
 #   CC, CXX        compilers (default: gcc/g++, or aarch64-linux-gnu-* for a
 #                  linux/arm64 target on another machine)
-#   LLAMA_CFLAGS   code-generation flags (default: -march=native on the
-#                  build machine's own architecture; e.g. -march=x86-64-v3)
+#   CPU_VARIANTS   the CPU variants to build, space-separated (default: all
+#                  of ggml's for the architecture that the compiler can
+#                  build; e.g. "x64 haswell" for a quicker first build)
 #   JOBS           parallel jobs (default: nproc)
 set -euo pipefail
 
@@ -133,57 +141,72 @@ if [ "$goarch" != "$hostarch" ]; then
 		;;
 	*) die "GOARCH=$goarch: only amd64 and arm64 are set up" ;;
 	esac
-	flags=${LLAMA_CFLAGS-}
-	[ -n "$flags" ] || die "GOARCH=$goarch is not this machine's ($hostarch): set LLAMA_CFLAGS (e.g. -march=armv8.2-a+dotprod+fp16)"
 else
 	CC=${CC:-gcc}
 	CXX=${CXX:-g++}
-	flags=${LLAMA_CFLAGS--march=native}
 fi
-command -v cmake >/dev/null || "$here/scripts/apt-install.sh" llama.cpp cmake
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v patchelf >/dev/null || need+=(patchelf)
+if [ ${#need[@]} -gt 0 ]; then "$here/scripts/apt-install.sh" llama.cpp "${need[@]}"; fi
 command -v "$CXX" >/dev/null || die "$CXX not found"
 
 # recipe: bump when the steps below change what they produce (the
-# options and llama/upstream/CMakeLists.txt are part of the keys).
-recipe=2
-opts=(
-	-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
-	-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAMA_OPENSSL=OFF
-	# A static library's target then does not wait for the libraries it
-	# links: the core's build does not compile ggml-cpu, nor the CPU
-	# part's build ggml-base.
-	-DCMAKE_OPTIMIZE_DEPENDENCIES=ON
+# options and llama/upstream/*/CMakeLists.txt are part of the keys).
+recipe=3
+common=(
+	-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF
+	-DCMAKE_C_FLAGS= -DCMAKE_CXX_FLAGS=
 )
-# -march=native as a flag, not GGML_NATIVE: ggml's CMake then leaves the
-# instruction set to the flags, the same way for native and portable builds.
-# AMX: its kernels die with SIGILL on some virtual machines that advertise
-# it (issue 20); left out unless the flags ask for it by name.
-case " $flags " in
-*amx*) ;;
-*) if [ "$goarch" = amd64 ]; then flags="$flags -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi ;;
-esac
+# The core: static libraries without a CPU backend of their own (GGML_CPU
+# off: ggml's registry then registers none), compiled for the
+# architecture's baseline (the compiler's default: x86-64, armv8-a).
+# CMAKE_OPTIMIZE_DEPENDENCIES: a static library's target then does not wait
+# for the libraries it links.
+core_opts=("${common[@]}"
+	-DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_CPU=OFF
+	-DLLAMA_OPENSSL=OFF -DCMAKE_OPTIMIZE_DEPENDENCIES=ON)
+# The kernels: ggml's CPU backend in each of its variants, as modules
+# (GGML_BACKEND_DL) built from llama/upstream/backend (ggml alone).
+cpu_opts=("${common[@]}" -DBUILD_SHARED_LIBS=ON -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON)
 
-# Two parts, cached apart, as llama.cpp's own releases split them:
-#   core  llama, ggml (the backend registry), ggml-base and corral-common,
-#         compiled for the architecture's baseline (the compiler's default:
-#         x86-64, armv8-a): nothing in them is chosen by instruction set;
-#   cpu   ggml-cpu, the kernels, compiled with $flags.
-# A build for other flags (check-builds, make dist) compiles only the
-# kernels again.
-partkey() { # partkey FLAGS: the cache key of a part built with FLAGS
+partkey() { # partkey NAME OPTS...: the cache key of a part
+	local name=$1
+	shift
 	{
-		echo "$tag $commit recipe $recipe $goos/$goarch"
+		echo "$tag $commit recipe $recipe $goos/$goarch $name"
 		"$CC" --version | sed -n 1p
 		"$CXX" --version | sed -n 1p
-		echo "$1"
-		[ "$1" = "${1#*native}" ] || "$CC" $1 -Q --help=target 2>/dev/null | grep -E '^\s+-march=|enabled' || true
-		printf '%s\n' "${opts[@]}" "${cmake_args[@]+"${cmake_args[@]}"}"
-		cat "$here/llama/upstream/CMakeLists.txt"
+		printf '%s\n' "$@" "${cmake_args[@]+"${cmake_args[@]}"}"
+		if [ "$name" = core ]; then cat "$here/llama/upstream/CMakeLists.txt"; else cat "$here/llama/upstream/backend/CMakeLists.txt"; fi
 	} | sha256sum | cut -c1-16
 }
-core_flags=""
-corekey=$(partkey "$core_flags")
-cpukey=$(partkey "$flags")
+
+# variants prints the CPU variants to build: $CPU_VARIANTS, else all of
+# ggml's for the architecture (ggml/src/CMakeLists.txt, Linux) that the
+# compiler can target (Debian 12's gcc 12 has no SME: armv9.2 is left out,
+# and said so).
+variants() {
+	if [ -n "${CPU_VARIANTS:-}" ]; then
+		echo "$CPU_VARIANTS"
+		return
+	fi
+	case "$goarch" in
+	amd64) echo "x64 sse42 sandybridge ivybridge piledriver haswell skylakex cannonlake cascadelake icelake cooperlake zen4 alderlake sapphirerapids" ;;
+	arm64)
+		local v="armv8.0_1 armv8.2_1 armv8.2_2 armv8.2_3 armv8.6_1 armv8.6_2"
+		if echo 'int main(void){return 0;}' | "$CC" -march=armv9.2-a+sme -x c -c -o /dev/null - 2>/dev/null; then
+			v="$v armv9.2_1 armv9.2_2"
+		else
+			say "$CC cannot target armv9.2-a+sme: the armv9.2 (SME) variants are not built"
+		fi
+		echo "$v"
+		;;
+	esac
+}
+cpu_list=$(variants)
+corekey=$(partkey core "${core_opts[@]}")
+cpukey=$(partkey "cpu $cpu_list" "${cpu_opts[@]}")
 core="$cache/$tag-$goos-$goarch-core-$corekey"
 cpu="$cache/$tag-$goos-$goarch-cpu-$cpukey"
 if [ "$cmd" = dir ]; then
@@ -192,51 +215,88 @@ if [ "$cmd" = dir ]; then
 	exit 0
 fi
 
-# part NAME OUT FLAGS TARGETS...: build TARGETS with FLAGS into the cache
-# folder OUT, unless it is there.
-part() {
-	local name=$1 out=$2 pflags=$3
+# configure NAME OUT SRCDIR OPTS...: configure llama/upstream/SRCDIR in
+# OUT.build; prints the build folder.
+configure() {
+	local name=$1 out=$2 dir=$3 src gen=()
 	shift 3
-	[ -f "$out/.done" ] && return
-	local src start gen=()
 	src=$(source_tree)
-	start=$(date +%s)
 	rm -rf "$out.build"
-	say "building the $name part of $tag for $goos/$goarch with '$pflags' in $out.build (${JOBS:-$(nproc)} jobs)"
 	command -v ninja >/dev/null && gen=(-G Ninja)
-	# ccache, when installed, only speeds up rebuilds with other flags.
+	# ccache, when installed, speeds up a rebuild with other options.
 	command -v ccache >/dev/null && gen+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-	CC=$CC CXX=$CXX cmake -S "$here/llama/upstream" -B "$out.build" "${gen[@]+"${gen[@]}"}" "${opts[@]}" \
-		-DLLAMA_CPP_SRC="$src" \
-		"${cmake_args[@]+"${cmake_args[@]}"}" -DCMAKE_C_FLAGS="$pflags" -DCMAKE_CXX_FLAGS="$pflags" >"$out.log" 2>&1 ||
-		{ tail -30 "$out.log" >&2; die "cmake configure failed (log: $out.log)"; }
-	cmake --build "$out.build" -j"${JOBS:-$(nproc)}" --target "$@" >>"$out.log" 2>&1 ||
-		{ tail -30 "$out.log" >&2; die "cmake build failed (log: $out.log)"; }
-	rm -rf "$out"
-	mkdir -p "$out/lib" "$out/include"
-	local t
-	for t in "$@"; do
-		find "$out.build" -name "lib$t.a" -exec cp {} "$out/lib/" \;
-		[ -f "$out/lib/lib$t.a" ] || die "the build made no lib$t.a (log: $out.log)"
-	done
-	if [ "$name" = core ]; then
-		cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h "$out/include/"
-	fi
-	printf '%s\n' "$tag $commit" "$pflags" >"$out/build.txt"
-	rm -rf "$out.build"
-	touch "$out/.done"
-	say "built the $name part in $(( $(date +%s) - start )) s: $out"
+	CC=$CC CXX=$CXX cmake -S "$here/llama/upstream$dir" -B "$out.build" "${gen[@]+"${gen[@]}"}" "$@" \
+		-DLLAMA_CPP_SRC="$src" "${cmake_args[@]+"${cmake_args[@]}"}" >"$out.log" 2>&1 ||
+		{ tail -30 "$out.log" >&2; die "cmake configure of the $name part failed (log: $out.log)"; }
 }
-part core "$core" "$core_flags" llama ggml ggml-base corral-common
-part cpu "$cpu" "$flags" ggml-cpu
+
+# build NAME OUT TARGETS...: build TARGETS in OUT.build.
+build() {
+	local name=$1 out=$2
+	shift 2
+	say "building the $name part of $tag for $goos/$goarch in $out.build (${JOBS:-$(nproc)} jobs)"
+	cmake --build "$out.build" -j"${JOBS:-$(nproc)}" --target "$@" >>"$out.log" 2>&1 ||
+		{ tail -30 "$out.log" >&2; die "cmake build of the $name part failed (log: $out.log)"; }
+	rm -rf "$out"
+	mkdir -p "$out/lib"
+}
+
+start=$(date +%s)
+if [ ! -f "$core/.done" ]; then
+	configure core "$core" "" "${core_opts[@]}"
+	build core "$core" llama ggml ggml-base corral-common
+	for t in llama ggml ggml-base corral-common; do
+		find "$core.build" -name "lib$t.a" -exec cp {} "$core/lib/" \;
+		[ -f "$core/lib/lib$t.a" ] || die "the build made no lib$t.a (log: $core.log)"
+	done
+	src=$(source_tree)
+	mkdir -p "$core/include"
+	cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h "$core/include/"
+	echo "$tag $commit" >"$core/build.txt"
+	rm -rf "$core.build"
+	touch "$core/.done"
+	say "built the core in $(( $(date +%s) - start )) s: $core"
+fi
+start=$(date +%s)
+if [ ! -f "$cpu/.done" ]; then
+	configure cpu "$cpu" /backend "${cpu_opts[@]}"
+	targets=()
+	for v in $cpu_list; do targets+=("ggml-cpu-$v"); done
+	build cpu "$cpu" "${targets[@]}"
+	strip=${CC%gcc}strip
+	command -v "$strip" >/dev/null || strip=strip
+	for v in $cpu_list; do
+		so=$(find "$cpu.build" -name "libggml-cpu-$v.so" -type f | head -1)
+		[ -n "$so" ] || die "the build made no libggml-cpu-$v.so (log: $cpu.log)"
+		# The module's references to ggml-base resolve, when corral loads
+		# it, to the copy linked into the binary (llama/backend.go).
+		for n in $(patchelf --print-needed "$so"); do
+			case "$n" in libggml-base.so*) patchelf --remove-needed "$n" "$so" ;; esac
+		done
+		patchelf --remove-rpath "$so"
+		"$strip" --strip-unneeded "$so"
+		gzip -9n <"$so" >"$cpu/lib/libggml-cpu-$v.so.gz"
+	done
+	echo "$tag $commit $cpu_list" >"$cpu/build.txt"
+	rm -rf "$cpu.build"
+	touch "$cpu/.done"
+	say "built the CPU variants ($cpu_list) in $(( $(date +%s) - start )) s: $cpu"
+fi
 
 # Install: copies (not links), so the tree travels as it is (a device
 # run carries llama/lib).
 libdir="$here/llama/lib/${goos}_$goarch"
 inc="$here/llama/lib/include"
-mkdir -p "$libdir" "$inc"
-for f in "$core"/lib/*.a "$cpu"/lib/*.a; do
+mkdir -p "$libdir/cpu" "$inc"
+for f in "$core"/lib/*.a; do
 	cmp -s "$f" "$libdir/$(basename "$f")" || cp -f "$f" "$libdir/"
+done
+rm -f "$libdir/libggml-cpu.a"
+for f in "$libdir"/cpu/*; do
+	[ -e "$cpu/lib/$(basename "$f")" ] || rm -f "$f"
+done
+for f in "$cpu"/lib/*.so.gz; do
+	cmp -s "$f" "$libdir/cpu/$(basename "$f")" || cp -f "$f" "$libdir/cpu/"
 done
 for f in "$core"/include/*.h; do
 	cmp -s "$f" "$inc/$(basename "$f")" || cp -f "$f" "$inc/"
@@ -250,13 +310,21 @@ cat >"$gofile.tmp" <<EOG
 
 package llama
 
+import "embed"
+
 // The llama.cpp build in llama/lib/${goos}_$goarch.
 const (
 	buildRelease = "$tag"
 	buildCommit  = "$commit"
 	buildKey     = "$corekey+$cpukey"
-	buildFlags   = "$flags"
 )
+
+// cpuModules holds ggml's CPU backend variants (cpu/libggml-cpu-*.so.gz).
+//
+//go:embed lib/${goos}_$goarch/cpu
+var cpuModules embed.FS
+
+const cpuModulesDir = "lib/${goos}_$goarch/cpu"
 EOG
 if cmp -s "$gofile.tmp" "$gofile"; then rm -f "$gofile.tmp"; else mv -f "$gofile.tmp" "$gofile"; fi
-say "$tag ($goos/$goarch, $flags) installed in llama/lib/${goos}_$goarch"
+say "$tag ($goos/$goarch, CPU variants: $cpu_list) installed in llama/lib/${goos}_$goarch"

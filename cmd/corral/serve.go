@@ -422,9 +422,13 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 // was built for.
 func logCPU(log *slog.Logger) {
 	c := llama.CPU()
-	args := []any{"llama", llama.Version(), "arch", c.Arch, "kernels", c.Kernels, "built_for", strings.Join(c.Built, " "), "machine", strings.Join(c.Machine, " ")}
+	if c.Err != nil {
+		log.Error("cpu", "llama", llama.Version(), "err", c.Err)
+		return
+	}
+	args := []any{"llama", llama.Version(), "arch", c.Arch, "variant", c.Variant, "kernels", c.Kernels, "built_for", strings.Join(c.Built, " "), "machine", strings.Join(c.Machine, " ")}
 	if c.AMXUnused() {
-		args = append(args, "amx", "present, not used (ggml's AVX-512 kernels run instead)")
+		args = append(args, "amx", "present, not used ("+llama.CPUVariantEnv+"=sapphirerapids to try it)")
 	}
 	log.Info("cpu", args...)
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // runVersion prints the build (revision, Go, the llama.cpp build) and
-// the CPU: what the binary was built for, what the machine has, the
-// kernels ggml runs. A machine that lacks an instruction set the binary
+// the CPU: the variant of ggml's kernels loaded and the others embedded,
+// what the binary was built for, what the machine has. A machine that lacks an instruction set the binary
 // needs never gets here: the binary stops at start, naming it.
 func runVersion(_ context.Context, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
@@ -33,13 +33,18 @@ func runVersion(_ context.Context, args []string) error {
 	w := os.Stdout
 	fmt.Fprintf(w, "corral %s (%s, %s/%s)\n", rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintln(w, llama.Version())
-	fmt.Fprintf(w, "cpu kernels: %s\n", c.Kernels)
+	if c.Err != nil {
+		fmt.Fprintf(w, "cpu variant: none: %v\n", c.Err)
+	} else {
+		fmt.Fprintf(w, "cpu variant: %s (kernels %s; uses %s)\n", c.Variant, c.Kernels, orNone(c.Uses))
+	}
+	fmt.Fprintf(w, "variants:    %s\n", strings.Join(c.Variants, " "))
 	fmt.Fprintf(w, "built for:   %s\n", orNone(c.Built))
 	fmt.Fprintf(w, "machine has: %s\n", orNone(c.Machine))
 	if c.AMXUnused() {
-		fmt.Fprintln(w, "amx:         present, not used (ggml's AVX-512 kernels run instead)")
+		fmt.Fprintf(w, "amx:         present, not used (%s=sapphirerapids to try it)\n", llama.CPUVariantEnv)
 	}
-	return nil
+	return c.Err
 }
 
 func orNone(fs []string) string {
