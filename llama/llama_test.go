@@ -3,6 +3,7 @@ package llama_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,5 +140,89 @@ func TestGrammarChecksTheSampledTokenFirst(t *testing.T) {
 	}
 	if resampled == 0 {
 		t.Fatal("the greedy token fit a grammar it cannot fit")
+	}
+}
+
+// greedyTokens generates n[i] tokens greedily for each of prompts, all in
+// one context: the prompts in one batch (one sequence each), then one
+// token per unfinished sequence per Decode.
+func greedyTokens(t testing.TB, m *llama.Model, prompts []string, n []int) [][]int32 {
+	t.Helper()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 256 * len(prompts), NBatch: 256, NSeqMax: len(prompts), Threads: 1, Unified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	out := make([][]int32, len(prompts))
+	pos := make([]int, len(prompts))
+	idx := make([]int, len(prompts)) // each sequence's output row in the batch
+	samplers := make([]*llama.Sampler, len(prompts))
+	var b llama.Batch
+	for i, p := range prompts {
+		s, err := llama.NewSampler(m, llama.SamplerParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		samplers[i] = s
+		toks, err := m.Tokenize(p, true, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, tok := range toks {
+			b.Add(tok, j, i, j == len(toks)-1)
+		}
+		pos[i], idx[i] = len(toks), b.Len()-1
+	}
+	for b.Len() > 0 {
+		if err := ctx.Decode(&b); err != nil {
+			t.Fatal(err)
+		}
+		var next llama.Batch
+		for i := range prompts {
+			if len(out[i]) == n[i] {
+				continue
+			}
+			tok, err := samplers[i].Sample(ctx, idx[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = append(out[i], tok)
+			if len(out[i]) < n[i] {
+				idx[i] = next.Len()
+				next.Add(tok, pos[i], i, true)
+				pos[i]++
+			}
+		}
+		b = next
+	}
+	return out
+}
+
+// A synthetic model (random weights, a synthetic vocabulary) generates
+// what llama-server b10573 generates, alone and with every prompt in the
+// same passes (under 64 tokens each: see testmodel.Goldens).
+func TestGoldenSynthetic(t *testing.T) {
+	if len(testmodel.SynthGoldens) == 0 {
+		t.Fatal("no synthetic goldens")
+	}
+	m, err := llama.LoadModel(context.Background(), testmodel.Synth(t, testmodel.SynthGoldens[0].Shape))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var prompts []string
+	var n []int
+	for _, g := range testmodel.SynthGoldens {
+		got := greedyTokens(t, m, []string{g.Prompt}, []int{g.N})[0]
+		if !slices.Equal(got, g.Want) {
+			t.Errorf("alone, %q: got %v, want %v", g.Prompt, got, g.Want)
+		}
+		prompts, n = append(prompts, g.Prompt), append(n, g.N)
+	}
+	for i, got := range greedyTokens(t, m, prompts, n) {
+		if g := testmodel.SynthGoldens[i]; !slices.Equal(got, g.Want) {
+			t.Errorf("batched, %q: got %v, want %v", g.Prompt, got, g.Want)
+		}
 	}
 }

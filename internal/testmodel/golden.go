@@ -40,3 +40,25 @@ func GoldensFor(model string) []Golden {
 	}
 	return out
 }
+
+// SynthGolden is a greedy continuation of a synthetic model: random
+// weights and a synthetic vocabulary (gguf.WriteSynthetic, seed 1), as
+// token ids, since such a model's pieces need not be text.
+type SynthGolden struct {
+	Shape  string // a name of gguf.Shapes
+	Prompt string
+	N      int
+	Want   []int32
+}
+
+// SynthGoldens are what llama-server b10573, built from the same source
+// as the engine, generates for gguf.Shapes["tiny"] with GPT-2's tokenizer
+// (Synth) at temperature 0, alone and with the three prompts batched
+// (-np 4), the same:
+//
+//	scripts/goldens.sh "$(../shared/peers/build-llama-server.sh)"
+var SynthGoldens = []SynthGolden{
+	{"tiny", "Once upon a time", 32, []int32{4693, 9458, 23144, 912, 36208, 25613, 40696, 39491, 29925, 36865, 4845, 42813, 40852, 23144, 17384, 45122, 42538, 46026, 21002, 43265, 10866, 27639, 4269, 7506, 10400, 21774, 48146, 4526, 41957, 50053, 25272, 27720}},
+	{"tiny", "Hello", 16, []int32{35777, 49628, 13721, 37617, 35699, 1832, 29413, 10726, 26875, 9109, 24676, 39953, 17440, 35063, 40185, 41615}},
+	{"tiny", "The little dog", 48, []int32{44833, 23433, 18450, 26490, 12907, 2046, 50146, 36609, 46271, 34954, 48921, 2035, 30529, 49498, 12664, 21156, 25373, 25886, 37896, 17591, 16884, 18147, 852, 5188, 47561, 15628, 48140, 38887, 6150, 40605, 13886, 27215, 44379, 43898, 7027, 49022, 18426, 43337, 23815, 11224, 20698, 11020, 42384, 23346, 4540, 24328, 36275, 49040}},
+}
