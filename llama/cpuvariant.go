@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"unsafe"
 
@@ -202,7 +201,7 @@ func embeddedCPUVariants() []string {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -206,7 +207,7 @@ func TestGoldenSynthetic(t *testing.T) {
 	if len(testmodel.SynthGoldens) == 0 {
 		t.Fatal("no synthetic goldens")
 	}
-	m, err := llama.LoadModel(context.Background(), testmodel.Synth(t, testmodel.SynthGoldens[0].Shape))
+	m, err := llama.LoadModel(context.Background(), testsynth.Golden(t, testmodel.SynthGoldens[0].Shape))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func GoldensFor(model string) []Golden {
 }
 
 // SynthGolden is a greedy continuation of a synthetic model: random
-// weights and a synthetic vocabulary (gguf.WriteSynthetic, seed 1), as
+// weights (gguf.WriteSynthetic, seed 1) and a real tokenizer, as
 // token ids, since such a model's pieces need not be text.
 type SynthGolden struct {
 	Shape  string // a name of gguf.Shapes
@@ -53,7 +53,7 @@ type SynthGolden struct {
 
 // SynthGoldens are what llama-server b10573, built from the same source
 // as the engine, generates for gguf.Shapes["tiny"] with GPT-2's tokenizer
-// (Synth) at temperature 0, alone and with the three prompts batched
+// (testsynth.Golden) at temperature 0, alone and with the three prompts batched
 // (-np 4), the same:
 //
 //	scripts/goldens.sh "$(../shared/peers/build-llama-server.sh)"

@@ -43,3 +43,30 @@ func Template(t testing.TB, src string, special []string) string {
 	}
 	return path
 }
+
+// GoldenVocab is the vocabulary-only GGUF of VocabDir whose tokenizer the
+// synthetic golden model takes: GPT-2's byte-level BPE, whose pieces are
+// text, unlike the synthetic vocabulary's byte tokens (llama-server
+// b10573 fails a completion whose bytes are not UTF-8).
+const GoldenVocab = "ggml-vocab-gpt-2.gguf"
+
+// Golden writes the model testmodel.SynthGoldens come from: shape (a
+// name of gguf.Shapes, "tiny") with seed 1 and GoldenVocab's tokenizer,
+// as corral synth --shape SHAPE --seed 1 --vocab writes it, into a
+// temporary folder of t, and returns its path.
+func Golden(t testing.TB, shape string) string {
+	t.Helper()
+	s, ok := gguf.Shapes[shape]
+	if !ok {
+		t.Fatalf("testsynth: no shape %q", shape)
+	}
+	md, err := gguf.ReadMetadata(filepath.Join(VocabDir(), GoldenVocab))
+	if err != nil {
+		t.Fatalf("testsynth: the golden model's vocabulary: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "golden-"+shape+".gguf")
+	if err := gguf.WriteSyntheticOptions(p, s, 1, gguf.SynthOptions{Tokenizer: md}); err != nil {
+		t.Fatalf("testsynth: write %s: %v", shape, err)
+	}
+	return p
+}
