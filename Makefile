@@ -32,7 +32,7 @@ build: llama
 # CMake: static libraries, the CPU variants' modules and headers in
 # llama/lib, the build's key and the modules' go:embed in
 # llama/zllama_GOOS_GOARCH.go (all git-ignored). Cached in
-# ~/.cache/corral/llama.cpp: only the first build takes long (about 8
+# ~/.cache/corral/llama.cpp: only the first build takes long (about 11
 # minutes on 2 cores), later ones copy in seconds. After it, plain go
 # build, go test and gopls work. cmake (and ninja and ccache when there)
 # do the build; cmake and patchelf are installed when missing, as for the
