@@ -86,7 +86,9 @@ for round in $(seq "$rounds"); do
     if want long; then
       serve "$name" 32768 1 "$long_model"
       for len in 2041 7578; do
-        bench "long$len" "$name" "$round" --api completions --input-len "$len" --output-len 1 --num-requests 2 --concurrency 1
+        # A seed per length: the 7,578-token prompts must not begin with
+        # the 2,041-token ones (both servers would reuse that prefix).
+        bench "long$len" "$name" "$round" --api completions --input-len "$len" --output-len 1 --num-requests 2 --concurrency 1 --seed "$len"
       done
       stop
     fi
