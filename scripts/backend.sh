@@ -30,6 +30,7 @@ set -euo pipefail
 name="${1:?usage: scripts/backend.sh vulkan|cuda OUTDIR}"
 out="${2:?usage: scripts/backend.sh vulkan|cuda OUTDIR}"
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/lib.sh"
 jobs="${JOBS:-$(nproc)}"
 say() { echo "backend: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -147,10 +148,7 @@ cmake --build "$build/cmake" -j"$jobs" --target "ggml-$name" >>"$build/log" 2>&1
 	{ tail -30 "$build/log" >&2; die "cmake build failed (log: $build/log)"; }
 so=$(find "$build/cmake" -name "$lib" -type f | head -1)
 [ -n "$so" ] || die "the build made no $lib (log: $build/log)"
-for n in $(patchelf --print-needed "$so"); do
-	case "$n" in libggml-base.so*) patchelf --remove-needed "$n" "$so" ;; esac
-done
-patchelf --remove-rpath "$so"
+ggml_module "$so"
 cp "$so" "$cache.lib.tmp"
 mkdir -p "$cache"
 mv "$cache.lib.tmp" "$cache/$lib"

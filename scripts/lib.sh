@@ -1,5 +1,6 @@
-# Shared by the benchmark scripts (source it): one server at a time in the
-# background, its pid in $server.
+# Shared by the scripts (source it): one server at a time in the
+# background, its pid in $server (the benchmark scripts), and the last step
+# of building a ggml backend module (llama-cpp.sh, backend.sh).
 
 # healthy NAME PORT LOG: wait until the server just started ($server)
 # answers /health on PORT; exit when it dies or stays unhealthy for 120 s.
@@ -16,3 +17,15 @@ healthy() {
 
 # stop: end the server, if any, and wait for it.
 stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
+
+# ggml_module SO: make the ggml backend module SO (GGML_BACKEND_DL) load
+# into corral: its need of libggml-base.so and its rpath removed, so that
+# its references to ggml-base resolve, when corral dlopens it, to the one
+# copy linked into the binary (-Wl,--export-dynamic in llama/llama.go).
+ggml_module() {
+  local n
+  for n in $(patchelf --print-needed "$1"); do
+    case "$n" in libggml-base.so*) patchelf --remove-needed "$n" "$1" ;; esac
+  done
+  patchelf --remove-rpath "$1"
+}

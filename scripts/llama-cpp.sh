@@ -51,6 +51,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/lib.sh"
 read -r tag commit tarsum < "$here/llama/upstream/release"
 list="$here/llama/upstream/$tag.sha256"
 cache="${CORRAL_LLAMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/corral/llama.cpp}"
@@ -268,12 +269,7 @@ if [ ! -f "$cpu/.done" ]; then
 	for v in $cpu_list; do
 		so=$(find "$cpu.build" -name "libggml-cpu-$v.so" -type f | head -1)
 		[ -n "$so" ] || die "the build made no libggml-cpu-$v.so (log: $cpu.log)"
-		# The module's references to ggml-base resolve, when corral loads
-		# it, to the copy linked into the binary (llama/backend.go).
-		for n in $(patchelf --print-needed "$so"); do
-			case "$n" in libggml-base.so*) patchelf --remove-needed "$n" "$so" ;; esac
-		done
-		patchelf --remove-rpath "$so"
+		ggml_module "$so"
 		"$strip" --strip-unneeded "$so"
 		gzip -9n <"$so" >"$cpu/lib/libggml-cpu-$v.so.gz"
 	done
