@@ -199,7 +199,7 @@ func (s *scheduler) place(r *request) *slot {
 	for _, sl := range s.slots {
 		m := 0
 		if reuse && sl.salt == salt {
-			m = commonPrefix(sl.cache, need)
+			m = s.reusable(sl.cache, need)
 		}
 		s.prefixes = append(s.prefixes, m)
 	}
@@ -263,6 +263,21 @@ func (s *scheduler) place(r *request) *slot {
 	return target
 }
 
+// reusable is how much of need a sequence holding cache can give: their
+// common prefix, when the model's memory can be cut back to any position.
+// A recurrent state (recurrent and hybrid models) is one state at the
+// sequence's end, which llama.cpp can neither truncate nor copy in part:
+// such a sequence gives all of its cache when that is a prefix of need
+// but for need's last token (evaluated again for its logits), and
+// nothing otherwise.
+func (s *scheduler) reusable(cache, need []int32) int {
+	m := commonPrefix(cache, need)
+	if !s.e.model.Recurrent() || m == len(cache) && m < len(need) {
+		return m
+	}
+	return 0
+}
+
 // minFollow is the least number of prompt tokens worth waiting for
 // another slot to evaluate rather than evaluating them again.
 const minFollow = 32
@@ -310,7 +325,7 @@ func (s *scheduler) release() {
 		r := sl.req
 		held := len(sl.cache) // the prefix placed at admission
 		need := append(slices.Clone(sl.cache), sl.pending...)
-		m := min(commonPrefix(l.cache, need), len(need)-1)
+		m := min(s.reusable(l.cache, need), len(need)-1)
 		if m <= held {
 			continue
 		}

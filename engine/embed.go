@@ -76,7 +76,9 @@ const poolingKey = ".pooling_type"
 func resolvePooling(name string, declared uint64, ok bool) (llama.Pooling, error) {
 	switch name {
 	case "":
-		if !ok {
+		// llama.cpp writes LLAMA_POOLING_TYPE_UNSPECIFIED (-1) as a
+		// uint32 (its llama_model_saver does): no pooling declared.
+		if !ok || declared == math.MaxUint32 {
 			return llama.PoolingNone, nil
 		}
 		if declared > uint64(llama.PoolingRank-1) {

@@ -408,8 +408,18 @@ func TestEstimateMemoryPooling(t *testing.T) {
 	if grow := mean.Compute - plain.Compute; grow < (1000+512)*512*4-1000*4*2 {
 		t.Errorf("compute grows by %d with pooling, less than the output buffer", grow)
 	}
-	md.KV["llama.pooling_type"] = uint32(1) // mean
+	// -1 as a uint32 is llama.cpp's "unspecified" (test-llama-archs'
+	// models declare it): no pooling, not an error.
+	md.KV["llama.pooling_type"] = uint32(math.MaxUint32)
 	cfg.Pooling = ""
+	if unspecified, err := engine.EstimateMemory(md, cfg); err != nil || unspecified != plain {
+		t.Errorf("pooling type -1: %+v, %v; want %+v", unspecified, err, plain)
+	}
+	md.KV["llama.pooling_type"] = uint32(7)
+	if _, err := engine.EstimateMemory(md, cfg); err == nil {
+		t.Error("pooling type 7: no error")
+	}
+	md.KV["llama.pooling_type"] = uint32(1) // mean
 	if declared, err := engine.EstimateMemory(md, cfg); err != nil || declared != mean {
 		t.Errorf("declared mean: %+v, %v; want %+v", declared, err, mean)
 	}

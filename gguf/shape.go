@@ -20,6 +20,10 @@ type Shape struct {
 	// ChatML ends the vocabulary with the control tokens <|im_start|> and
 	// <|im_end|>, for testing chat prompts on a model that has them.
 	ChatML bool
+	// Experts is the number of experts of a mixture-of-experts feed-forward
+	// (0: dense), ExpertsUsed how many of them each token goes through.
+	// Only architectures other than llama take them (WriteSyntheticArch).
+	Experts, ExpertsUsed int
 }
 
 // Shapes are the named shapes ParseShape accepts.
@@ -33,28 +37,36 @@ var Shapes = map[string]Shape{
 // Upper bounds on shape fields; they keep a typo from asking for an
 // impossible file.
 const (
-	maxEmbd   = 1 << 14
-	maxLayers = 1 << 10
-	maxFF     = 1 << 16
-	maxVocab  = 1 << 20
-	maxCtx    = 1 << 22
+	maxEmbd    = 1 << 14
+	maxLayers  = 1 << 10
+	maxFF      = 1 << 16
+	maxVocab   = 1 << 20
+	maxCtx     = 1 << 22
+	maxExperts = 1 << 10
 )
 
 // ParseShape parses a shape: a name from Shapes, or comma-separated
-// key=value pairs with the keys embd, layers, heads, kv, ff, vocab, ctx and
-// type (and chatml=true), as Shape.String writes them. The pairs may follow a name to
-// override its fields ("tiny,type=f32"); without a name, every key but kv
-// (default: heads) and type (default: q8_0) is required.
+// key=value pairs with the keys embd, layers, heads, kv, ff, vocab, ctx,
+// type, experts and used (and chatml=true), as Shape.String writes them.
+// The pairs may follow a name to override its fields ("tiny,type=f32");
+// without a name, every key but kv (default: heads), type (default: q8_0)
+// and the experts is required.
 func ParseShape(s string) (Shape, error) {
+	return ParseShapeFrom(Shape{}, s)
+}
+
+// ParseShapeFrom is ParseShape with the fields that s does not set taken
+// from base (such as ArchShape's), unless s starts with a shape's name.
+func ParseShapeFrom(base Shape, s string) (Shape, error) {
 	parts := strings.Split(s, ",")
-	var sh Shape
+	sh := base
 	if named, ok := Shapes[strings.TrimSpace(parts[0])]; ok {
 		sh = named
 		parts = parts[1:]
 	}
 	fields := map[string]*int{
 		"embd": &sh.Embd, "layers": &sh.Layers, "heads": &sh.Heads, "kv": &sh.HeadsKV,
-		"ff": &sh.FF, "vocab": &sh.Vocab, "ctx": &sh.Ctx,
+		"ff": &sh.FF, "vocab": &sh.Vocab, "ctx": &sh.Ctx, "experts": &sh.Experts, "used": &sh.ExpertsUsed,
 	}
 	for _, p := range parts {
 		key, val, ok := strings.Cut(strings.TrimSpace(p), "=")
@@ -89,7 +101,7 @@ func ParseShape(s string) (Shape, error) {
 	if sh.Type == "" {
 		sh.Type = "q8_0"
 	}
-	if err := sh.Validate(); err != nil {
+	if err := sh.validateArch(true); err != nil {
 		return Shape{}, err
 	}
 	return sh, nil
@@ -102,12 +114,34 @@ func (s Shape) String() string {
 	if s.ChatML {
 		str += ",chatml=true"
 	}
+	if s.Experts > 0 {
+		str += fmt.Sprintf(",experts=%d,used=%d", s.Experts, s.ExpertsUsed)
+	}
 	return str
 }
 
-// Validate reports whether llama.cpp can load and run a model of shape s.
+// Validate reports whether llama.cpp can load and run a llama model of
+// shape s.
 func (s Shape) Validate() error {
-	return s.validate(true)
+	if err := s.validate(true); err != nil {
+		return err
+	}
+	if s.Experts > 0 || s.ExpertsUsed > 0 {
+		return fmt.Errorf("shape %v: experts are for architectures other than llama (synth --arch)", s)
+	}
+	return nil
+}
+
+// validateArch is validate for a model of another architecture, which may
+// have experts (llama.cpp checks the rest when it builds the layout).
+func (s Shape) validateArch(synthVocab bool) error {
+	if err := s.validate(synthVocab); err != nil {
+		return err
+	}
+	if s.Experts < 0 || s.Experts > maxExperts || s.ExpertsUsed < 0 || s.ExpertsUsed > s.Experts || (s.Experts > 0) != (s.ExpertsUsed > 0) {
+		return fmt.Errorf("shape %v: experts=%d, used=%d: want 0 < used <= experts <= %d, or neither", s, s.Experts, s.ExpertsUsed, maxExperts)
+	}
+	return nil
 }
 
 // validate is Validate; synthVocab says whether the model has the synthetic

@@ -70,6 +70,9 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 	if err := shape.validate(tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
+	if shape.Experts > 0 || shape.ExpertsUsed > 0 {
+		return fmt.Errorf("gguf: write %s: shape %v: experts are for architectures other than llama", path, shape)
+	}
 	if len(o.Special) > 0 {
 		if tokenizer != nil {
 			return fmt.Errorf("gguf: write %s: special tokens are added to the synthetic vocabulary and cannot go with a vocabulary from a file", path)
@@ -160,7 +163,7 @@ func writeSynthetic(w *bufio.Writer, s Shape, kvs []kv, seed int64) error {
 		if e.err != nil {
 			break
 		}
-		writeTensor(e, t, rng)
+		writeTensor(e, t, rng, weightStdDev)
 		e.pad(defaultAlignment)
 	}
 	return e.err
@@ -239,8 +242,8 @@ func vocabKVs(v vocab) []kv {
 }
 
 // writeTensor writes the data of t, an F32 or Q8_0 tensor, row by row:
-// ones for a norm vector, random values otherwise.
-func writeTensor(e *encoder, t TensorInfo, rng *rand.Rand) {
+// ones for a norm vector, values drawn from N(0, std²) otherwise.
+func writeTensor(e *encoder, t TensorInfo, rng *rand.Rand, std float64) {
 	n, _ := t.Elements()
 	row := t.Dims[0]
 	vals := make([]float32, row)
@@ -256,7 +259,7 @@ func writeTensor(e *encoder, t TensorInfo, rng *rand.Rand) {
 			if norm {
 				vals[i] = 1
 			} else {
-				vals[i] = float32(rng.NormFloat64() * weightStdDev)
+				vals[i] = float32(rng.NormFloat64() * std)
 			}
 		}
 		put(out, vals)

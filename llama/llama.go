@@ -72,6 +72,12 @@ func Init() {
 			verbose = 1
 		}
 		C.corral_log_init(C.int(verbose))
+		// A failed GGML_ASSERT ends the process; unless told otherwise,
+		// ggml first attaches gdb for a backtrace, which can hold a
+		// server (or a test) stopped under the debugger for good.
+		if _, ok := os.LookupEnv("GGML_NO_BACKTRACE"); !ok {
+			os.Setenv("GGML_NO_BACKTRACE", "1")
+		}
 		cpuVariant, cpuErr = loadCPUVariant()
 		backendMu.Lock()
 		dirs := backendDirs

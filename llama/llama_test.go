@@ -149,6 +149,13 @@ func TestGrammarChecksTheSampledTokenFirst(t *testing.T) {
 // token per unfinished sequence per Decode.
 func greedyTokens(t testing.TB, m *llama.Model, prompts []string, n []int) [][]int32 {
 	t.Helper()
+	return greedyTokensWith(t, m, llama.SamplerParams{}, prompts, n)
+}
+
+// greedyTokensWith is greedyTokens with sampler settings sp (a logit
+// bias) on top of greedy selection.
+func greedyTokensWith(t testing.TB, m *llama.Model, sp llama.SamplerParams, prompts []string, n []int) [][]int32 {
+	t.Helper()
 	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 256 * len(prompts), NBatch: 256, NSeqMax: len(prompts), Threads: 1, Unified: true})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +167,7 @@ func greedyTokens(t testing.TB, m *llama.Model, prompts []string, n []int) [][]i
 	samplers := make([]*llama.Sampler, len(prompts))
 	var b llama.Batch
 	for i, p := range prompts {
-		s, err := llama.NewSampler(m, llama.SamplerParams{})
+		s, err := llama.NewSampler(m, sp)
 		if err != nil {
 			t.Fatal(err)
 		}

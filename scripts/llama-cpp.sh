@@ -2,7 +2,8 @@
 # llama-cpp.sh: build the pinned llama.cpp release with its own CMake and
 # install it for the binding (package llama):
 #
-#   llama/lib/include/     llama.h, the ggml headers and llama-grammar.h
+#   llama/lib/include/     llama.h, the ggml headers, llama-grammar.h and
+#                          corral-arch.h
 #   llama/lib/GOOS_GOARCH/ libllama.a, libggml.a, libggml-base.a and
 #                          libcorral-common.a (llama/upstream/CMakeLists.txt),
 #                          static, compiled for the architecture's baseline;
@@ -153,7 +154,8 @@ if [ ${#need[@]} -gt 0 ]; then "$here/scripts/apt-install.sh" llama.cpp "${need[
 command -v "$CXX" >/dev/null || die "$CXX not found"
 
 # recipe: bump when the steps below change what they produce (the
-# options and llama/upstream/*/CMakeLists.txt are part of the keys).
+# options, llama/upstream/*/CMakeLists.txt and corral's own sources in
+# llama/upstream are part of the keys).
 recipe=3
 common=(
 	-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF
@@ -179,7 +181,7 @@ partkey() { # partkey NAME OPTS...: the cache key of a part
 		"$CC" --version | sed -n 1p
 		"$CXX" --version | sed -n 1p
 		printf '%s\n' "$@" "${cmake_args[@]+"${cmake_args[@]}"}"
-		if [ "$name" = core ]; then cat "$here/llama/upstream/CMakeLists.txt"; else cat "$here/llama/upstream/backend/CMakeLists.txt"; fi
+		if [ "$name" = core ]; then cat "$here/llama/upstream/CMakeLists.txt" "$here"/llama/upstream/*.cpp "$here"/llama/upstream/*.h; else cat "$here/llama/upstream/backend/CMakeLists.txt"; fi
 	} | sha256sum | cut -c1-16
 }
 
@@ -252,7 +254,8 @@ if [ ! -f "$core/.done" ]; then
 	done
 	src=$(source_tree)
 	mkdir -p "$core/include"
-	cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h "$core/include/"
+	cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h \
+		"$here/llama/upstream/corral-arch.h" "$core/include/"
 	echo "$tag $commit" >"$core/build.txt"
 	rm -rf "$core.build"
 	touch "$core/.done"

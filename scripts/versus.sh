@@ -69,8 +69,12 @@ bench() {
     --json "$out/$workload-$name-$round.json" "$@" >/dev/null
 }
 
+# Odd rounds run corral first, even rounds llama-server first: a load on
+# the machine that rises or falls over the run then weighs on both alike.
 for round in $(seq "$rounds"); do
-  for name in corral llama; do
+  order="corral llama"
+  if [ $((round % 2)) = 0 ]; then order="llama corral"; fi
+  for name in $order; do
     echo "round $round: $name" >&2
     if want short || want arrive; then
       serve "$name" $((np * 1024))

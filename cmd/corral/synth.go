@@ -12,16 +12,20 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/llama"
 )
 
-// runSynth writes a llama model with random weights of a given shape, for
+// runSynth writes a model with random weights of a given shape, for
 // benchmarks that need a realistic size but no trained weights, and for
 // tests that need a real tokenizer (--vocab) or chat template
-// (--chat-template) on a model small enough to load anywhere.
+// (--chat-template) on a model small enough to load anywhere. The model is
+// a llama of --shape, or of the architecture --arch names, whose tensors
+// llama.cpp then lays out (llama.Layout).
 func runSynth(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	shapeFlag := fs.String("shape", "135m", "model `shape`: one of "+strings.Join(slices.Sorted(maps.Keys(gguf.Shapes)), ", ")+
-		",\nor embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0 (type: q8_0 or f32),\nor a name followed by overrides such as tiny,type=f32")
+		",\nor embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0 (type: q8_0 or f32),\nor a name followed by overrides such as tiny,type=f32;\nwith --arch, the architecture's small default shape and these overrides\n(experts=N,used=K: a mixture of experts)")
+	arch := fs.String("arch", "", "`architecture` as GGUF's general.architecture names it: any text model\nllama.cpp "+llama.Release()+" can build, such as llama, qwen35, gemma3, gpt-oss,\nlfm2, laid out by llama.cpp; list prints them all (default: a llama of --shape)")
 	var out string
 	fs.StringVar(&out, "o", "", "output `file` (required)")
 	fs.StringVar(&out, "output", "", "output `file` (same as -o)")
@@ -31,13 +35,33 @@ func runSynth(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *arch == "list" {
+		for _, a := range llama.Architectures() {
+			fmt.Println(a)
+		}
+		return nil
+	}
 	if out == "" {
 		return errors.New("-o FILE is required")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	shape, err := gguf.ParseShape(*shapeFlag)
+	shapeSet := false
+	fs.Visit(func(f *flag.Flag) { shapeSet = shapeSet || f.Name == "shape" })
+	var shape gguf.Shape
+	var err error
+	if *arch == "" {
+		shape, err = gguf.ParseShape(*shapeFlag)
+	} else {
+		if !slices.Contains(llama.Architectures(), *arch) {
+			return fmt.Errorf("unknown architecture %q; llama.cpp %s knows %s", *arch, llama.Release(), strings.Join(llama.Architectures(), " "))
+		}
+		shape = gguf.ArchShape(*arch)
+		if shapeSet {
+			shape, err = gguf.ParseShapeFrom(shape, *shapeFlag)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -54,7 +78,12 @@ func runSynth(ctx context.Context, args []string) error {
 		}
 		opts.ChatTemplate = b
 	}
-	if err := gguf.WriteSyntheticOptions(out, shape, *seed, opts); err != nil {
+	if *arch == "" {
+		err = gguf.WriteSyntheticOptions(out, shape, *seed, opts)
+	} else {
+		err = gguf.WriteSyntheticArch(out, *arch, shape, *seed, opts, llama.Layout)
+	}
+	if err != nil {
 		return err
 	}
 	// The write is not interruptible; an interrupt during it discards the file.
@@ -70,6 +99,13 @@ func runSynth(ctx context.Context, args []string) error {
 		shape.Vocab = opts.Tokenizer.VocabSize
 	}
 	params := shape.Params()
+	if *arch != "" {
+		m, err := gguf.ReadMetadata(out)
+		if err != nil {
+			return err
+		}
+		params = int64(m.Parameters())
+	}
 	fmt.Printf("wrote %s\nshape %v\n%d parameters (%.1fM), %d bytes (%.1f MiB)\n",
 		out, shape, params, float64(params)/1e6, st.Size(), float64(st.Size())/(1<<20))
 	return nil

@@ -100,3 +100,52 @@ func TestSynthVocabErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSynthArch writes a model of another architecture with a shape
+// override and a chat template: llama.cpp loads it as that architecture,
+// with the shape asked for; unknown and unsupported architectures are
+// refused with the reason.
+func TestSynthArch(t *testing.T) {
+	dir := t.TempDir()
+	tmplPath := filepath.Join(dir, "tmpl.jinja")
+	if err := os.WriteFile(tmplPath, []byte("{{ messages }}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "q.gguf")
+	if err := runSynth(context.Background(), []string{"--arch", "qwen35moe", "--shape", "layers=4,experts=4,used=2,type=q8_0", "--chat-template", tmplPath, "-o", out}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gguf.ReadMetadata(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := m.Uint("qwen35moe.expert_count"); m.Architecture != "qwen35moe" || m.BlockCount != 4 || n != 4 || m.ChatTemplate != "{{ messages }}" {
+		t.Errorf("architecture %q, %d layers, %d experts, template %q", m.Architecture, m.BlockCount, n, m.ChatTemplate)
+	}
+	q8 := 0
+	for _, ti := range m.Tensors {
+		if ti.Type == gguf.TypeQ8_0 {
+			q8++
+		}
+	}
+	if q8 == 0 {
+		t.Error("type=q8_0 quantized no tensor")
+	}
+	model, err := llama.LoadModel(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	if !model.Recurrent() {
+		t.Error("qwen35moe loads without its recurrent layers")
+	}
+	for _, tc := range []struct{ arch, want string }{
+		{"nope", "unknown architecture"},
+		{"bert", "an encoder for embeddings"},
+	} {
+		err := runSynth(context.Background(), []string{"--arch", tc.arch, "-o", filepath.Join(dir, "x.gguf")})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--arch %s: %v, want an error saying %q", tc.arch, err, tc.want)
+		}
+	}
+}

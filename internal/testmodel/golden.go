@@ -62,3 +62,20 @@ var SynthGoldens = []SynthGolden{
 	{"tiny", "Hello", 16, []int32{35777, 49628, 13721, 37617, 35699, 1832, 29413, 10726, 26875, 9109, 24676, 39953, 17440, 35063, 40185, 41615}},
 	{"tiny", "The little dog", 48, []int32{44833, 23433, 18450, 26490, 12907, 2046, 50146, 36609, 46271, 34954, 48921, 2035, 30529, 49498, 12664, 21156, 25373, 25886, 37896, 17591, 16884, 18147, 852, 5188, 47561, 15628, 48140, 38887, 6150, 40605, 13886, 27215, 44379, 43898, 7027, 49022, 18426, 43337, 23815, 11224, 20698, 11020, 42384, 23346, 4540, 24328, 36275, 49040}},
 }
+
+// ArchPrompt is one prompt of the architecture goldens and the number of
+// tokens generated for it.
+type ArchPrompt struct {
+	Prompt string
+	N      int
+}
+
+// ArchPrompts are the prompts of ArchGoldens, in order.
+var ArchPrompts = []ArchPrompt{{"Once upon a time", 16}, {"Hello", 8}, {"The little dog", 12}}
+
+// ArchGolden is what llama-server generates for ArchPrompts on the
+// synthetic model of one architecture: one request at a time, and all
+// of them in the same steps.
+type ArchGolden struct {
+	Alone, Batched [][]int32
+}

@@ -4,10 +4,12 @@
 package testsynth
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/llama"
 )
 
 // ChatML writes a tiny synthetic model whose vocabulary ends with the
@@ -67,6 +69,22 @@ func Golden(t testing.TB, shape string) string {
 	p := filepath.Join(t.TempDir(), "golden-"+shape+".gguf")
 	if err := gguf.WriteSyntheticOptions(p, s, 1, gguf.SynthOptions{Tokenizer: md}); err != nil {
 		t.Fatalf("testsynth: write %s: %v", shape, err)
+	}
+	return p
+}
+
+// Arch writes a synthetic model of architecture arch, of its default shape
+// (gguf.ArchShape) with seed 1 and the synthetic vocabulary, as corral
+// synth --arch ARCH --seed 1 writes it, into dir, and returns its path.
+// The model is written once per dir and architecture.
+func Arch(t testing.TB, dir, arch string) string {
+	t.Helper()
+	p := filepath.Join(dir, arch+".gguf")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if err := gguf.WriteSyntheticArch(p, arch, gguf.ArchShape(arch), 1, gguf.SynthOptions{}, llama.Layout); err != nil {
+		t.Fatalf("testsynth: %v", err)
 	}
 	return p
 }

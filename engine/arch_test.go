@@ -1,0 +1,94 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
+)
+
+// memoryKinds are architectures whose synthetic models have each kind of
+// memory the scheduler meets: a plain KV cache (llama), sliding-window
+// attention beside global layers (gemma3, gpt-oss with experts),
+// multi-head latent attention (deepseek2), a recurrent state alone
+// (mamba, rwkv7) and recurrent layers beside attention (qwen35, lfm2).
+var memoryKinds = []string{"llama", "gemma3", "gpt-oss", "deepseek2", "mamba", "rwkv7", "qwen35", "lfm2"}
+
+// archTokens runs req on e and returns the generated token ids.
+func archTokens(t *testing.T, e *engine.Engine, prompt string, n int) []int32 {
+	t.Helper()
+	req := greedy(prompt, n)
+	req.Logprobs = true
+	_, lps, res := collectLogprobs(t, submit(t, e, req))
+	if res.FinishReason == engine.FinishError {
+		t.Fatalf("%q: %v", prompt, res.Err)
+	}
+	toks := make([]int32, len(lps))
+	for i, lp := range lps {
+		toks[i] = lp.Token
+	}
+	return toks
+}
+
+// TestMemoryKinds: the engine's scheduler, on a synthetic model of each
+// kind of memory, gives llama-server's greedy tokens
+// (testmodel.ArchGoldens): one request at a time, all at once in the same
+// steps, and once more after the first turns left their prompts in the
+// cache (reused where the memory allows it, recomputed where not: the
+// tokens are the same either way). Batched, the requests run in a fresh
+// engine, all in the same steps.
+func TestMemoryKinds(t *testing.T) {
+	dir := t.TempDir()
+	for _, arch := range memoryKinds {
+		t.Run(arch, func(t *testing.T) {
+			want, ok := testmodel.ArchGoldens[arch]
+			if !ok {
+				t.Fatalf("no golden for %s", arch)
+			}
+			newArchEngine := func() *engine.Engine {
+				e, err := engine.New(context.Background(), engine.Config{
+					ModelPath: testsynth.Arch(t, dir, arch), Parallel: 4, CtxSize: 4 * 256, Threads: testThreads,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+			e := newArchEngine()
+			for i, p := range testmodel.ArchPrompts {
+				if got := archTokens(t, e, p.Prompt, p.N); !slices.Equal(got, want.Alone[i]) {
+					t.Errorf("alone, %q: got %v, want %v", p.Prompt, got, want.Alone[i])
+				}
+			}
+			p := testmodel.ArchPrompts[0]
+			if again := archTokens(t, e, p.Prompt, p.N); !slices.Equal(again, want.Alone[0]) {
+				t.Errorf("again, %q: got %v, want %v", p.Prompt, again, want.Alone[0])
+			}
+			e.Close()
+
+			// Batched on a fresh engine: cells in position order (see
+			// TestGoldenAloneAndBatched).
+			e = newArchEngine()
+			defer e.Close()
+			got := make([][]int32, len(testmodel.ArchPrompts))
+			var wg sync.WaitGroup
+			for i, p := range testmodel.ArchPrompts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got[i] = archTokens(t, e, p.Prompt, p.N)
+				}()
+			}
+			wg.Wait()
+			for i, p := range testmodel.ArchPrompts {
+				if !slices.Equal(got[i], want.Batched[i]) {
+					t.Errorf("batched, %q: got %v, want %v", p.Prompt, got[i], want.Batched[i])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package llama_test
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
+	"github.com/corral-llm/corral/llama"
+)
+
+// TestArchitectures loads a synthetic model (testsynth.Arch) of every
+// architecture llama.cpp knows, but those gguf.ArchUnsupported gives a
+// reason for, and checks its greedy tokens (end of generation banned, as
+// llama-server's ignore_eos does) against llama-server's
+// (testmodel.ArchGoldens), one prompt at a time and all of them in the
+// same steps. Where llama-server itself fails (testmodel.ArchPeerErrors),
+// the binding must still generate, the same tokens alone and batched.
+// notGenerative are architectures llama.cpp builds that do not generate
+// text token by token: the test loads them and stops there.
+var notGenerative = map[string]string{
+	"llama-embed":     "an embedding model (pooled, non-causal)",
+	"gemma-embedding": "an embedding model (pooled, non-causal)",
+	"modern-bert":     "an embedding encoder",
+	"neo-bert":        "an embedding encoder",
+	"eurobert":        "an embedding encoder",
+	"t5encoder":       "an embedding encoder",
+	"dream":           "a diffusion model: it denoises a whole answer at once",
+	"llada":           "a diffusion model: it denoises a whole answer at once",
+	"llada-moe":       "a diffusion model: it denoises a whole answer at once",
+	"rnd1":            "a diffusion model: it denoises a whole answer at once",
+}
+
+// batchVariant are architectures whose synthetic model's tokens depend,
+// in llama.cpp itself, on which sequences share a batch: llama-server's
+// own batched run differs from its alone run (plamo2, cogvlm), or this
+// test's batch (all prompts in one pass) rounds differently from
+// llama-server's steps and a near-tie flips. Their batched tokens are
+// logged, not compared; alone they must match.
+var batchVariant = map[string]bool{
+	"phimoe": true, "plamo2": true, "minicpm3": true, "deepseek32": true, "glm-dsa": true,
+	"dots3note": true, "cogvlm": true, "minimax-m3": true,
+}
+
+func TestArchitectures(t *testing.T) {
+	dir := t.TempDir()
+	var prompts []string
+	var n []int
+	for _, p := range testmodel.ArchPrompts {
+		prompts, n = append(prompts, p.Prompt), append(n, p.N)
+	}
+	archs := llama.Architectures()
+	if len(archs) < 147 {
+		t.Errorf("llama.cpp knows %d architectures, want at least b10573's 147", len(archs))
+	}
+	for _, arch := range archs {
+		t.Run(arch, func(t *testing.T) {
+			if why, ok := gguf.ArchUnsupported[arch]; ok {
+				t.Skip(why)
+			}
+			m, err := llama.LoadModel(context.Background(), testsynth.Arch(t, dir, arch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if why, ok := notGenerative[arch]; ok {
+				t.Skipf("loads; not generated from: %s", why)
+			}
+			want, golden := testmodel.ArchGoldens[arch]
+			peerErr, failed := testmodel.ArchPeerErrors[arch]
+			if !golden && !failed {
+				t.Fatalf("no golden for %s: run scripts/arch-goldens.sh", arch)
+			}
+			// llama-server's ignore_eos bans the end-of-generation tokens.
+			noEOG := llama.SamplerParams{LogitBias: map[llama.Token]float32{}}
+			for tok := range llama.Token(m.NVocab()) {
+				if m.IsEOG(tok) {
+					noEOG.LogitBias[tok] = float32(math.Inf(-1))
+				}
+			}
+			var alone [][]int32
+			for i, p := range prompts {
+				alone = append(alone, greedyTokensWith(t, m, noEOG, []string{p}, []int{n[i]})[0])
+			}
+			batched := greedyTokensWith(t, m, noEOG, prompts, n)
+			if !golden {
+				t.Logf("llama-server fails on it (%s); the engine's alone and batched tokens are compared", peerErr)
+				want = testmodel.ArchGolden{Alone: alone, Batched: alone}
+			}
+			for i, p := range prompts {
+				if !slices.Equal(alone[i], want.Alone[i]) {
+					t.Errorf("alone, %q: got %v, want %v", p, alone[i], want.Alone[i])
+				}
+				if batchVariant[arch] {
+					t.Logf("batched, %q: %v, llama-server %v", p, batched[i], want.Batched[i])
+				} else if !slices.Equal(batched[i], want.Batched[i]) {
+					t.Errorf("batched, %q: got %v, want %v", p, batched[i], want.Batched[i])
+				}
+			}
+		})
+	}
+}

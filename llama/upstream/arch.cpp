@@ -1,0 +1,115 @@
+// See corral-arch.h. The only file of corral's compiled against
+// llama.cpp's internal headers; it changes with the release.
+#include "corral-arch.h"
+
+#include "gguf.h"
+#include "llama-arch.h"
+#include "llama-model.h"
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+const std::vector<llm_arch> & archs() {
+    static const std::vector<llm_arch> all = [] {
+        std::vector<llm_arch> v;
+        for (llm_arch a : llm_arch_all()) {
+            if (a != LLM_ARCH_UNKNOWN) {
+                v.push_back(a);
+            }
+        }
+        return v;
+    }();
+    return all;
+}
+
+// llama_model_init_from_user reports why it failed only in the log: a
+// forwarding logger, installed once, keeps the first error of a thread
+// that asked for it.
+thread_local std::string * last_error = nullptr;
+ggml_log_callback next_log = nullptr;
+void * next_log_ud = nullptr;
+
+void capture_log(ggml_log_level level, const char * text, void * ud) {
+    if (last_error != nullptr && last_error->empty() && level == GGML_LOG_LEVEL_ERROR && text != nullptr) {
+        *last_error = text;
+    }
+    if (next_log != nullptr) {
+        next_log(level, text, next_log_ud);
+    }
+    (void) ud;
+}
+
+void no_data(struct ggml_tensor *, void *) {}
+
+} // namespace
+
+extern "C" int32_t corral_arch_count(void) {
+    return (int32_t) archs().size();
+}
+
+extern "C" const char * corral_arch_name(int32_t i) {
+    if (i < 0 || (size_t) i >= archs().size()) {
+        return nullptr;
+    }
+    return llm_arch_name(archs()[i]);
+}
+
+extern "C" struct llama_model * corral_layout(const char * path, char * err, size_t err_len) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        llama_log_get(&next_log, &next_log_ud);
+        llama_log_set(capture_log, nullptr);
+    });
+    std::string why;
+    struct llama_model * model = nullptr;
+    gguf_context * meta = nullptr;
+    try {
+        gguf_init_params gp = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
+        meta = gguf_init_from_file(path, gp);
+        if (meta == nullptr) {
+            why = "not a GGUF file";
+        } else {
+            llama_model_params mp = llama_model_default_params();
+            ggml_backend_dev_t none[] = {nullptr}; // the CPU alone
+            mp.devices = none;
+            mp.n_gpu_layers = 0;
+            mp.no_alloc = true;
+            last_error = &why;
+            model = llama_model_init_from_user(meta, no_data, nullptr, mp);
+            last_error = nullptr;
+        }
+    } catch (const std::exception & e) {
+        last_error = nullptr;
+        why = e.what();
+    }
+    if (meta != nullptr) {
+        gguf_free(meta);
+    }
+    if (model == nullptr && err != nullptr && err_len > 0) {
+        if (why.empty()) {
+            why = "llama.cpp could not build the model";
+        }
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) {
+            why.pop_back();
+        }
+        snprintf(err, err_len, "%s", why.c_str());
+    }
+    return model;
+}
+
+extern "C" const char * corral_layout_tensor(const struct llama_model * model, int32_t i, int64_t ne[4]) {
+    if (model == nullptr || i < 0 || (size_t) i >= model->tensors_by_name.size()) {
+        return nullptr;
+    }
+    const ggml_tensor * t = model->tensors_by_name[i].second;
+    for (int d = 0; d < 4; d++) {
+        ne[d] = t->ne[d];
+    }
+    return model->tensors_by_name[i].first.c_str();
+}

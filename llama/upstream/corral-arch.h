@@ -1,0 +1,37 @@
+// What the binding asks of llama.cpp's internals (src/llama-arch.h,
+// src/llama-model.h) that its C API does not offer: the architectures it
+// knows and the tensors a model of one of them has. Built into
+// libcorral-common (arch.cpp) with llama.cpp's src/ on the include path.
+#ifndef CORRAL_ARCH_H
+#define CORRAL_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "llama.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// corral_arch_count is the number of architectures llama.cpp knows (its
+// "unknown" placeholder left out); corral_arch_name names the i-th, as
+// general.architecture spells it, or returns NULL past the end.
+int32_t      corral_arch_count(void);
+const char * corral_arch_name(int32_t i);
+
+// corral_layout builds, without allocating a byte of weights, the model
+// that the GGUF metadata in path (a file of key-value pairs and no
+// tensors) describes, so that its tensors can be listed. Returns NULL and
+// writes why to err (at most err_len bytes with the NUL) when llama.cpp
+// cannot build it. Free the model with llama_model_free.
+struct llama_model * corral_layout(const char * path, char * err, size_t err_len);
+
+// corral_layout_tensor describes the i-th tensor of a model from
+// corral_layout: its name (NULL past the end) and its extents ne[0..3].
+const char * corral_layout_tensor(const struct llama_model * model, int32_t i, int64_t ne[4]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
