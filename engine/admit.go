@@ -199,7 +199,7 @@ func (s *scheduler) place(r *request) *slot {
 	for _, sl := range s.slots {
 		m := 0
 		if reuse && sl.salt == salt {
-			m = s.reusable(sl.cache, need)
+			m = s.reusable(sl, need, true)
 		}
 		s.prefixes = append(s.prefixes, m)
 	}
@@ -227,6 +227,9 @@ func (s *scheduler) place(r *request) *slot {
 	limit := len(need) - 1
 	src, n := target, min(s.prefixes[target.id], limit)
 	for i, sl := range s.slots {
+		if s.recurrent && s.prefixes[i] < len(sl.cache) {
+			continue // a checkpoint serves its own slot alone
+		}
 		if m := min(s.prefixes[i], limit); m > n {
 			src, n = sl, m
 		}
@@ -263,19 +266,28 @@ func (s *scheduler) place(r *request) *slot {
 	return target
 }
 
-// reusable is how much of need a sequence holding cache can give: their
-// common prefix, when the model's memory can be cut back to any position.
-// A recurrent state (recurrent and hybrid models) is one state at the
+// reusable is how much of need sl's sequence can give: their common
+// prefix, when the model's memory can be cut back to any position. A
+// recurrent state (recurrent and hybrid models) is one state at the
 // sequence's end, which llama.cpp can neither truncate nor copy in part:
 // such a sequence gives all of its cache when that is a prefix of need
-// but for need's last token (evaluated again for its logits), and
-// nothing otherwise.
-func (s *scheduler) reusable(cache, need []int32) int {
-	m := commonPrefix(cache, need)
-	if !s.e.model.Recurrent() || m == len(cache) && m < len(need) {
+// but for need's last token (evaluated again for its logits), else, with
+// own (the request would run in sl itself), the longest of its
+// checkpoints within the common prefix, else nothing.
+func (s *scheduler) reusable(sl *slot, need []int32, own bool) int {
+	m := commonPrefix(sl.cache, need)
+	if !s.recurrent || m == len(sl.cache) && m < len(need) {
 		return m
 	}
-	return 0
+	best := 0
+	if own {
+		for _, c := range sl.checkpoints {
+			if c.pos <= m && c.pos < len(need) {
+				best = max(best, c.pos)
+			}
+		}
+	}
+	return best
 }
 
 // minFollow is the least number of prompt tokens worth waiting for
@@ -325,7 +337,7 @@ func (s *scheduler) release() {
 		r := sl.req
 		held := len(sl.cache) // the prefix placed at admission
 		need := append(slices.Clone(sl.cache), sl.pending...)
-		m := min(s.reusable(l.cache, need), len(need)-1)
+		m := min(s.reusable(l, need, false), len(need)-1)
 		if m <= held {
 			continue
 		}
@@ -386,14 +398,33 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	if n >= len(sl.cache) {
 		return
 	}
-	if !s.lctx.SeqRemove(sl.id, n, -1) {
+	if !s.rewind(sl, n) && !s.lctx.SeqRemove(sl.id, n, -1) {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		n = 0
 	}
+	s.dropCheckpoints(sl, n)
 	s.pool.release(sl.cells[n:])
 	s.kv.truncated(sl, n)
 	sl.cache = sl.cache[:n]
 	sl.cells = sl.cells[:n]
+}
+
+// rewind cuts a recurrent model's sequence back to its first n tokens
+// from a checkpoint taken there, and reports whether it did.
+func (s *scheduler) rewind(sl *slot, n int) bool {
+	if !s.recurrent || n == 0 {
+		return false
+	}
+	for _, c := range sl.checkpoints {
+		if c.pos == n {
+			if s.lctx.SetSeqStatePartial(sl.id, c.state) && s.lctx.SeqRemove(sl.id, n, -1) {
+				s.checkpointsUsed++
+				return true
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // save copies the slot's KV state into the host cache (or, without one,

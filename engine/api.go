@@ -596,6 +596,12 @@ type Stats struct {
 	HostCacheBytes                    int64
 	HostCacheEntries                  int
 	HostCacheSaved, HostCacheRestored uint64
+	// Checkpoints of recurrent state (recurrent and hybrid models, see
+	// checkpoint.go): held now and their bytes, taken, and used to
+	// continue a sequence from an earlier position (Hits).
+	Checkpoints                      int
+	CheckpointBytes                  int64
+	CheckpointsSaved, CheckpointHits uint64
 	// The disk tier (Config.DiskCacheDir): its files and their bytes
 	// now; the prefixes loaded from it (Hits) and written to it
 	// (Saved); the states not written (Dropped: the writer's queue was

@@ -92,3 +92,53 @@ func TestMemoryKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpoints: on recurrent and hybrid models a second turn that
+// shares only the first turn's prompt (not its answer) continues from
+// the checkpoint taken at that prompt's end, instead of evaluating
+// everything again, and generates what a fresh engine generates for it.
+// On a plain KV cache no checkpoint is taken.
+func TestCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	const first, second = "Once upon a time", "Once upon a time the little dog"
+	for _, arch := range []string{"mamba", "rwkv7", "qwen35", "lfm2", "llama"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 256, Threads: testThreads}
+			fresh, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := archTokens(t, fresh, second, 8)
+			fresh.Close()
+
+			e, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			archTokens(t, e, first, 8)
+			req := greedy(second, 8)
+			req.Logprobs = true
+			_, lps, res := collectLogprobs(t, submit(t, e, req))
+			var got []int32
+			for _, lp := range lps {
+				got = append(got, lp.Token)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
+			}
+			st := e.Stats()
+			prompt := len(tokenize(t, e, first))
+			if arch == "llama" {
+				if st.CheckpointsSaved != 0 {
+					t.Errorf("%d checkpoints on a plain KV cache", st.CheckpointsSaved)
+				}
+				return
+			}
+			if res.Usage.CachedTokens != prompt || st.CheckpointHits != 1 || st.CheckpointsSaved != 2 || st.Checkpoints != 2 || st.CheckpointBytes <= 0 {
+				t.Errorf("second turn: %d cached prompt tokens, want the first prompt's %d; stats %d hits, %d saved, %d held (%d bytes)",
+					res.Usage.CachedTokens, prompt, st.CheckpointHits, st.CheckpointsSaved, st.Checkpoints, st.CheckpointBytes)
+			}
+		})
+	}
+}

@@ -36,12 +36,17 @@ type scheduler struct {
 	nPrefill             int  // prompt tokens in the current batch
 	freed                bool // a slot went idle since the last admission
 	batch                llama.Batch
-	prefilling           []*slot              // scratch for buildBatch
-	prefixes             []int                // scratch for place: each slot's common prefix with a prompt
-	piece                []byte               // scratch for token bytes
-	forced               []byte               // scratch for the text a grammar forces (jump.go)
-	forcedTok            []llama.Token        // scratch for its first token (jump.go)
-	top                  []llama.TokenLogprob // scratch for SampleLogprobs
+	prefilling           []*slot // scratch for buildBatch
+	prefixes             []int   // scratch for place: each slot's common prefix with a prompt
+	// recurrent: the model keeps a recurrent state (see checkpoint.go).
+	recurrent bool
+	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
+	// sequences cut back to one.
+	checkpointsSaved, checkpointsUsed uint64
+	piece                             []byte               // scratch for token bytes
+	forced                            []byte               // scratch for the text a grammar forces (jump.go)
+	forcedTok                         []llama.Token        // scratch for its first token (jump.go)
+	top                               []llama.TokenLogprob // scratch for SampleLogprobs
 	// pieces caches token texts for logprobs entries, filled on demand
 	// (known says which are); nil until a request asks for logprobs.
 	pieces []string
@@ -71,6 +76,8 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		budget: prefillBudget{max: e.cfg.PrefillBudget},
 		timer:  time.NewTimer(time.Hour),
 		lanes:  e.cfg.lanes(lctx.Pooling()),
+
+		recurrent: e.model.Recurrent(),
 	}
 	s.timer.Stop()
 	for i := range e.cfg.Parallel {
@@ -481,6 +488,7 @@ func (s *scheduler) sample() {
 			if g.prefillDone.IsZero() {
 				g.prefillDone = now
 			}
+			s.checkpoint(sl)
 		}
 		s.verify(sl, now)
 	}
@@ -773,7 +781,9 @@ func (s *scheduler) publish() {
 		EmbedRequests: s.embedRequests, EmbedInputs: s.embedInputs, EmbedPasses: s.embedPasses,
 		Queue: s.queueByClass(), TTFTSum: s.ttftSum, TTFTCount: s.ttftCount,
 		DraftTokens: s.draftTokens, DraftAccepted: s.draftAccepted,
+		CheckpointsSaved: s.checkpointsSaved, CheckpointHits: s.checkpointsUsed,
 	}
+	st.Checkpoints, st.CheckpointBytes = s.checkpointStats()
 	for _, sl := range s.slots {
 		if sl.active() {
 			st.SlotsBusy++

@@ -72,6 +72,18 @@ type slot struct {
 	leader    *slot
 	leaderReq *request
 	followLen int
+
+	// checkpoints (recurrent and hybrid models) are the sequence's
+	// recurrent state at earlier positions of cache, oldest first: the
+	// end of each recent prompt (see scheduler.checkpoint).
+	checkpoints []checkpoint
+}
+
+// checkpoint is a sequence's recurrent state (Context.SeqStatePartial)
+// after its first pos tokens.
+type checkpoint struct {
+	pos   int
+	state []byte
 }
 
 func (sl *slot) active() bool { return sl.state != stateIdle }

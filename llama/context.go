@@ -313,6 +313,36 @@ func (c *Context) SeqStateGet(seq int) []byte {
 	return buf[:got]
 }
 
+// partialOnly is LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the state of a
+// sequence's recurrent (or sliding-window) memory alone.
+const partialOnly = 1
+
+// SeqStatePartial copies the part of seq's state that cannot be cut back
+// to an earlier position (a recurrent model's state, a sliding window)
+// into a new byte slice; nil for a memory without one. Restored with
+// SetSeqStatePartial into the same sequence, it puts that part back as it
+// was, and the sequence's attention cells past that point can then be
+// dropped (SeqRemove): a checkpoint.
+func (c *Context) SeqStatePartial(seq int) []byte {
+	n := int(C.llama_state_seq_get_size_ext(c.c, C.llama_seq_id(seq), partialOnly))
+	if n == 0 {
+		return nil
+	}
+	buf := make([]byte, n)
+	got := C.llama_state_seq_get_data_ext(c.c, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(n), C.llama_seq_id(seq), partialOnly)
+	return buf[:got]
+}
+
+// SetSeqStatePartial restores a state from SeqStatePartial into seq. It
+// reports false when llama.cpp could not load it.
+func (c *Context) SetSeqStatePartial(seq int, state []byte) bool {
+	if len(state) == 0 {
+		return false
+	}
+	got := C.llama_state_seq_set_data_ext(c.c, (*C.uint8_t)(unsafe.Pointer(&state[0])), C.size_t(len(state)), C.llama_seq_id(seq), partialOnly)
+	return got != 0
+}
+
 // SeqStateSet restores state saved by SeqStateGet into seq. It reports
 // false when the state could not be loaded.
 func (c *Context) SeqStateSet(seq int, state []byte) bool {

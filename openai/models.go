@@ -70,6 +70,8 @@ type kvPool struct {
 	// below it (--cache-disk; zeros without one).
 	Host kvTier `json:"host"`
 	Disk kvTier `json:"disk"`
+	// Checkpoints of recurrent state (recurrent and hybrid models).
+	Checkpoints kvTier `json:"checkpoints"`
 }
 
 // kvTier is one tier of saved prefixes below the pool.
@@ -113,8 +115,9 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 				s := e.Stats()
 				m.Meta.KV = &kvPool{
 					Cells: s.KVCellsTotal, Active: s.KVCellsActive, Cached: s.KVCellsUsed - s.KVCellsActive, Free: s.KVCellsTotal - s.KVCellsUsed,
-					Host: kvTier{Bytes: s.HostCacheBytes, Entries: s.HostCacheEntries, Saved: s.HostCacheSaved, Hits: s.HostCacheRestored},
-					Disk: kvTier{Bytes: s.DiskCacheBytes, Entries: s.DiskCacheEntries, Saved: s.DiskCacheSaved, Hits: s.DiskCacheHits},
+					Host:        kvTier{Bytes: s.HostCacheBytes, Entries: s.HostCacheEntries, Saved: s.HostCacheSaved, Hits: s.HostCacheRestored},
+					Disk:        kvTier{Bytes: s.DiskCacheBytes, Entries: s.DiskCacheEntries, Saved: s.DiskCacheSaved, Hits: s.DiskCacheHits},
+					Checkpoints: kvTier{Bytes: s.CheckpointBytes, Entries: s.Checkpoints, Saved: s.CheckpointsSaved, Hits: s.CheckpointHits},
 				}
 			}
 		}
