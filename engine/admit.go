@@ -227,7 +227,7 @@ func (s *scheduler) place(r *request) *slot {
 	limit := len(need) - 1
 	src, n := target, min(s.prefixes[target.id], limit)
 	for i, sl := range s.slots {
-		if s.recurrent && s.prefixes[i] < len(sl.cache) {
+		if s.partial && s.prefixes[i] < len(sl.cache) && !s.cuttable(sl, s.prefixes[i]) {
 			continue // a checkpoint serves its own slot alone
 		}
 		if m := min(s.prefixes[i], limit); m > n {
@@ -267,16 +267,17 @@ func (s *scheduler) place(r *request) *slot {
 }
 
 // reusable is how much of need sl's sequence can give: their common
-// prefix, when the model's memory can be cut back to any position. A
-// recurrent state (recurrent and hybrid models) is one state at the
-// sequence's end, which llama.cpp can neither truncate nor copy in part:
-// such a sequence gives all of its cache when that is a prefix of need
-// but for need's last token (evaluated again for its logits), else, with
-// own (the request would run in sl itself), the longest of its
+// prefix, when the model's memory can be cut back to any position. Part
+// of some memories cannot (see checkpoint.go): a recurrent state is one
+// state at the sequence's end, a sliding window drops the positions
+// behind it. Such a sequence gives all of its cache when that is a prefix
+// of need but for need's last token (evaluated again for its logits), or
+// the common prefix when its window still covers it (cuttable), else,
+// with own (the request would run in sl itself), the longest of its
 // checkpoints within the common prefix, else nothing.
 func (s *scheduler) reusable(sl *slot, need []int32, own bool) int {
 	m := commonPrefix(sl.cache, need)
-	if !s.recurrent || m == len(sl.cache) && m < len(need) {
+	if !s.partial || m == len(sl.cache) && m < len(need) || s.cuttable(sl, m) {
 		return m
 	}
 	best := 0
@@ -398,7 +399,7 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	if n >= len(sl.cache) {
 		return
 	}
-	if !s.rewind(sl, n) && !s.lctx.SeqRemove(sl.id, n, -1) {
+	if !s.rewind(sl, n) && (!s.cuttable(sl, n) || !s.lctx.SeqRemove(sl.id, n, -1)) {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		n = 0
 	}
@@ -409,10 +410,11 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	sl.cells = sl.cells[:n]
 }
 
-// rewind cuts a recurrent model's sequence back to its first n tokens
-// from a checkpoint taken there, and reports whether it did.
+// rewind cuts the sequence of a model whose memory cannot be cut back at
+// will to its first n tokens from a checkpoint taken there, and reports
+// whether it did.
 func (s *scheduler) rewind(sl *slot, n int) bool {
-	if !s.recurrent || n == 0 {
+	if !s.partial || n == 0 {
 		return false
 	}
 	for _, c := range sl.checkpoints {

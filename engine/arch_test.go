@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -140,5 +141,59 @@ func TestCheckpoints(t *testing.T) {
 					res.Usage.CachedTokens, prompt, st.CheckpointHits, st.CheckpointsSaved, st.Checkpoints, st.CheckpointBytes)
 			}
 		})
+	}
+}
+
+// TestSlidingWindowReuse: on sliding-window models (a 64-token window)
+// whose cache has dropped the positions behind the window, a prompt that
+// shares only the start of a long cached one is evaluated again (cutting
+// the cache back would leave its window empty), and one that continues
+// the cached prompt continues from the checkpoint at its end; both
+// generate what a fresh engine does.
+func TestSlidingWindowReuse(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("The little dog ran. ", 30)
+	for _, tc := range []struct {
+		name, second string
+		cached       bool
+	}{
+		{"shares the start", strings.Repeat("The little dog ran. ", 10) + "Once upon a time", false},
+		{"continues", long + "Once upon a time", true},
+	} {
+		for _, arch := range []string{"gemma3", "gpt-oss"} {
+			t.Run(tc.name+"/"+arch, func(t *testing.T) {
+				cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 2048, BatchSize: 32, Threads: testThreads}
+				fresh, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := archTokens(t, fresh, tc.second, 8)
+				fresh.Close()
+
+				e, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				archTokens(t, e, long, 4)
+				req := greedy(tc.second, 8)
+				req.Logprobs = true
+				_, lps, res := collectLogprobs(t, submit(t, e, req))
+				var got []int32
+				for _, lp := range lps {
+					got = append(got, lp.Token)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("second prompt: got %v, want %v (a fresh engine's)", got, want)
+				}
+				n := len(tokenize(t, e, long))
+				if tc.cached && (res.Usage.CachedTokens != n || e.Stats().CheckpointHits != 1) {
+					t.Errorf("%d cached tokens, %d checkpoint hits; want the first prompt's %d from its checkpoint", res.Usage.CachedTokens, e.Stats().CheckpointHits, n)
+				}
+				if !tc.cached && res.Usage.CachedTokens != 0 {
+					t.Errorf("%d cached tokens, want none (the window before them is gone)", res.Usage.CachedTokens)
+				}
+			})
+		}
 	}
 }

@@ -1,25 +1,27 @@
 package engine
 
-// Checkpoints of recurrent state. A recurrent or hybrid model's sequence
-// holds one recurrent state, at its end: llama.cpp cannot cut it back to
-// an earlier position, so a prompt that shares only part of a cached
-// sequence (the next turn of a conversation whose last answer the client
-// sends back in other tokens, a second question after the same system
-// prompt) would be evaluated from its start. The scheduler keeps, for
-// each slot, copies of the recurrent state at the end of its recent
-// prompts (Context.SeqStatePartial: the recurrent part alone; attention
-// cells are cut back as for any model), and a request that runs in that
-// slot continues from the longest one within its common prefix.
+// Checkpoints. Part of some models' memory cannot be cut back to an
+// earlier position: a recurrent or hybrid model's sequence holds one
+// recurrent state, at its end, and a sliding-window layer keeps only the
+// last window of positions (llama.cpp drops the cells behind it). A
+// prompt that shares only part of such a cached sequence (the next turn
+// of a conversation whose last answer the client sends back in other
+// tokens, a second question after the same system prompt) would be
+// evaluated from its start. The scheduler keeps, for each slot, copies of
+// that part at the end of its recent prompts (Context.SeqStatePartial;
+// the other attention cells are cut back as for any model), and a request
+// that runs in that slot continues from the longest one within its
+// common prefix.
 
 // maxCheckpoints bounds the checkpoints a slot keeps: the newest ones,
 // which the next turns of its conversation find.
 const maxCheckpoints = 4
 
-// checkpoint keeps the recurrent state of a slot that just evaluated its
+// checkpoint keeps the partial state of a slot that just evaluated its
 // prompt, at the prompt's end, dropping the slot's oldest checkpoint when
 // it has maxCheckpoints.
 func (s *scheduler) checkpoint(sl *slot) {
-	if !s.recurrent || len(sl.cache) == 0 {
+	if !s.partial || len(sl.cache) == 0 {
 		return
 	}
 	pos := len(sl.cache)
@@ -35,6 +37,18 @@ func (s *scheduler) checkpoint(sl *slot) {
 	}
 	sl.checkpoints = append(sl.checkpoints, checkpoint{pos: pos, state: state})
 	s.checkpointsSaved++
+}
+
+// cuttable reports whether the slot's sequence can be cut back to its
+// first n tokens as it is: always, unless part of the model's memory
+// cannot (partial); then only when that part still holds the window
+// before n (nothing of a recurrent state does).
+func (s *scheduler) cuttable(sl *slot, n int) bool {
+	if !s.partial || n >= len(sl.cache) {
+		return true
+	}
+	lo := s.lctx.SeqPosMin(sl.id)
+	return lo <= 0 && s.window > 0 || lo >= 0 && lo < n-s.window
 }
 
 // dropCheckpoints forgets the slot's checkpoints past its first n tokens.

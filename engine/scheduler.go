@@ -38,8 +38,11 @@ type scheduler struct {
 	batch                llama.Batch
 	prefilling           []*slot // scratch for buildBatch
 	prefixes             []int   // scratch for place: each slot's common prefix with a prompt
-	// recurrent: the model keeps a recurrent state (see checkpoint.go).
-	recurrent bool
+	// partial: part of the model's memory cannot be cut back to any
+	// position (a recurrent state, a sliding window; see checkpoint.go).
+	// window is the sliding window in tokens (0: none).
+	partial bool
+	window  int
 	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
 	// sequences cut back to one.
 	checkpointsSaved, checkpointsUsed uint64
@@ -77,7 +80,8 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		timer:  time.NewTimer(time.Hour),
 		lanes:  e.cfg.lanes(lctx.Pooling()),
 
-		recurrent: e.model.Recurrent(),
+		partial: e.model.Recurrent() || e.model.SlidingWindow() > 0,
+		window:  e.model.SlidingWindow(),
 	}
 	s.timer.Stop()
 	for i := range e.cfg.Parallel {

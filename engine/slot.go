@@ -73,14 +73,14 @@ type slot struct {
 	leaderReq *request
 	followLen int
 
-	// checkpoints (recurrent and hybrid models) are the sequence's
-	// recurrent state at earlier positions of cache, oldest first: the
-	// end of each recent prompt (see scheduler.checkpoint).
+	// checkpoints (models whose memory cannot be cut back at will) are
+	// that part of the sequence's state at earlier positions of cache,
+	// oldest first: the end of each recent prompt (see checkpoint.go).
 	checkpoints []checkpoint
 }
 
-// checkpoint is a sequence's recurrent state (Context.SeqStatePartial)
-// after its first pos tokens.
+// checkpoint is the part of a sequence's state that cannot be cut back
+// (Context.SeqStatePartial) after its first pos tokens.
 type checkpoint struct {
 	pos   int
 	state []byte

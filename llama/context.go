@@ -105,6 +105,10 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.n_threads = C.int32_t(p.Threads)
 	cp.n_threads_batch = C.int32_t(p.Threads)
 	cp.kv_unified = C.bool(p.Unified)
+	// Sliding-window layers keep their window (and a batch), not the
+	// whole context, as llama-server's do: the engine cuts a sequence
+	// back only where its window is still there, or from a checkpoint.
+	cp.swa_full = C.bool(false)
 	cp.no_perf = C.bool(true)
 	// Flash attention stays at llama.cpp's default (auto: on for CPU)
 	// unless turned off; the golden outputs in ../shared/models/GOLDEN.md
@@ -291,6 +295,13 @@ func (c *Context) SeqCopy(src, dst, p0, p1 int) {
 // SeqPosMax is the largest position cached for seq (-1 when empty).
 func (c *Context) SeqPosMax(seq int) int {
 	return int(C.llama_memory_seq_pos_max(c.mem, C.llama_seq_id(seq)))
+}
+
+// SeqPosMin is the smallest position seq holds in the cache (-1 if
+// none): above 0 once a sliding window has dropped the sequence's first
+// positions, and a recurrent state's one position.
+func (c *Context) SeqPosMin(seq int) int {
+	return int(C.llama_memory_seq_pos_min(c.mem, C.llama_seq_id(seq)))
 }
 
 // Clear empties the whole KV cache.

@@ -220,6 +220,10 @@ func (m *Model) Recurrent() bool {
 	return bool(C.llama_model_is_recurrent(m.m)) || bool(C.llama_model_is_hybrid(m.m))
 }
 
+// SlidingWindow is the window of the model's sliding-window attention
+// layers in tokens, 0 for a model without.
+func (m *Model) SlidingWindow() int { return int(C.llama_model_n_swa(m.m)) }
+
 // NEmbd is the model's embedding size: the length of a pooled embedding.
 func (m *Model) NEmbd() int { return int(C.llama_model_n_embd(m.m)) }
 
