@@ -94,6 +94,37 @@ func TestMemoryKinds(t *testing.T) {
 	}
 }
 
+// secondTurn runs first then second (n tokens each) on an engine of cfg,
+// and second alone on a fresh one: it checks that the second turn
+// generates what the fresh engine does, and returns its result and the
+// engine (closed with t).
+func secondTurn(t *testing.T, cfg engine.Config, first, second string, n int) (engine.Result, *engine.Engine) {
+	t.Helper()
+	fresh, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := archTokens(t, fresh, second, n)
+	fresh.Close()
+	e, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	archTokens(t, e, first, n)
+	req := greedy(second, n)
+	req.Logprobs = true
+	_, lps, res := collectLogprobs(t, submit(t, e, req))
+	var got []int32
+	for _, lp := range lps {
+		got = append(got, lp.Token)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
+	}
+	return res, e
+}
+
 // TestCheckpoints: on recurrent and hybrid models a second turn that
 // shares only the first turn's prompt (not its answer) continues from
 // the checkpoint taken at that prompt's end, instead of evaluating
@@ -105,29 +136,7 @@ func TestCheckpoints(t *testing.T) {
 	for _, arch := range []string{"mamba", "rwkv7", "qwen35", "lfm2", "llama"} {
 		t.Run(arch, func(t *testing.T) {
 			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 256, Threads: testThreads}
-			fresh, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := archTokens(t, fresh, second, 8)
-			fresh.Close()
-
-			e, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			archTokens(t, e, first, 8)
-			req := greedy(second, 8)
-			req.Logprobs = true
-			_, lps, res := collectLogprobs(t, submit(t, e, req))
-			var got []int32
-			for _, lp := range lps {
-				got = append(got, lp.Token)
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
-			}
+			res, e := secondTurn(t, cfg, first, second, 8)
 			st := e.Stats()
 			prompt := len(tokenize(t, e, first))
 			if arch == "llama" {
@@ -163,29 +172,7 @@ func TestSlidingWindowReuse(t *testing.T) {
 		for _, arch := range []string{"gemma3", "gpt-oss"} {
 			t.Run(tc.name+"/"+arch, func(t *testing.T) {
 				cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 2048, BatchSize: 32, Threads: testThreads}
-				fresh, err := engine.New(context.Background(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := archTokens(t, fresh, tc.second, 8)
-				fresh.Close()
-
-				e, err := engine.New(context.Background(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
-				archTokens(t, e, long, 4)
-				req := greedy(tc.second, 8)
-				req.Logprobs = true
-				_, lps, res := collectLogprobs(t, submit(t, e, req))
-				var got []int32
-				for _, lp := range lps {
-					got = append(got, lp.Token)
-				}
-				if !slices.Equal(got, want) {
-					t.Errorf("second prompt: got %v, want %v (a fresh engine's)", got, want)
-				}
+				res, e := secondTurn(t, cfg, long, tc.second, 8)
 				n := len(tokenize(t, e, long))
 				if tc.cached && (res.Usage.CachedTokens != n || e.Stats().CheckpointHits != 1) {
 					t.Errorf("%d cached tokens, %d checkpoint hits; want the first prompt's %d from its checkpoint", res.Usage.CachedTokens, e.Stats().CheckpointHits, n)

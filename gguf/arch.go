@@ -432,31 +432,6 @@ func multiplies(name string) bool {
 	return multiplied[base]
 }
 
-// writeFile creates path and writes it with write through a buffer; on
-// error the partial file is removed.
-func writeFile(path string, write func(*bufio.Writer) error) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("gguf: write %s: %w", path, cerr)
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := write(bw); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	return nil
-}
-
 // ArchUnsupported are the architectures llama.cpp b10573 knows that
 // WriteSyntheticArch does not write, each with why: models that are not
 // generated from token by token, or that llama.cpp cannot build (or run)

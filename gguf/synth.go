@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 )
@@ -85,19 +84,6 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 			return fmt.Errorf("gguf: write %s: %w", path, err)
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("gguf: write %s: %w", path, cerr)
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
 	name := "corral synthetic " + shape.String()
 	if o.Tokenizer != nil && o.Tokenizer.Name != "" {
 		name = o.Tokenizer.Name + " (" + name + ")"
@@ -106,13 +92,7 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 	if o.ChatTemplate != "" {
 		kvs = setKV(kvs, chatTemplateKey, o.ChatTemplate)
 	}
-	if err := writeSynthetic(bw, shape, kvs, seed); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("gguf: write %s: %w", path, err)
-	}
-	return nil
+	return writeFile(path, func(w *bufio.Writer) error { return writeSynthetic(w, shape, kvs, seed) })
 }
 
 // chatTemplateKey holds a model's Jinja chat template.

@@ -1,10 +1,12 @@
 package gguf
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
+	"os"
 )
 
 // kv is one metadata pair to write.
@@ -202,4 +204,29 @@ func (e *encoder) arrayHeader(t valueType, n int) {
 	e.u32(uint32(typeArray))
 	e.u32(uint32(t))
 	e.u64(uint64(n))
+}
+
+// writeFile creates path and writes it with write through a buffer; on
+// error the partial file is removed.
+func writeFile(path string, write func(*bufio.Writer) error) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("gguf: write %s: %w", path, cerr)
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := write(bw); err != nil {
+		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	return nil
 }
