@@ -211,7 +211,7 @@ func archKVs(arch string, s Shape, name string) []kv {
 		kv{"xielu.beta", float32(1)}, kv{"xielu.eps", float32(1e-7)})
 	ssmInner := 2 * s.Embd
 	if arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe" {
-		ssmInner = 256
+		ssmInner = 128 * s.Heads // gated delta net: a 128-wide value head per time step rank
 	}
 	add("ssm.inner_size", u(ssmInner))
 	add("ssm.conv_kernel", uint32(4))
