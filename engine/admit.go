@@ -449,7 +449,7 @@ func (s *scheduler) save(sl *slot) {
 
 // restore loads the host entry e into the slot's sequence and keeps its
 // first n tokens. It reports false, leaving the slot empty, when
-// llama.cpp cannot load it. The caller has checked that the pool has
+// llama.cpp cannot load it or the sequence cannot be cut back to n. The caller has checked that the pool has
 // the cells for the whole entry.
 func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 	s.truncate(sl, 0)
@@ -462,6 +462,9 @@ func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 		s.appendToken(sl, tok)
 	}
 	s.truncate(sl, n)
+	if len(sl.cache) != n {
+		return false // the memory could not be cut back to n (see checkpoint.go): the slot is empty
+	}
 	s.host.touch(e)
 	s.host.restored++
 	return true

@@ -820,6 +820,9 @@ func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit
 		s.appendToken(sl, tok)
 	}
 	s.truncate(sl, m)
+	if len(sl.cache) != m {
+		return false // the memory could not be cut back to m (see checkpoint.go): the slot is empty
+	}
 	s.disk.hit()
 	return true
 }
