@@ -64,14 +64,7 @@ for arch in $("$corral" synth --arch list); do
 			ok=0
 			break
 		fi
-		i=0
-		for c in "${prompts[@]}"; do
-			i=$((i + 1))
-			IFS='|' read -r prompt n <<<"$c"
-			if [ "$np" = 1 ]; then ask "$prompt" "$n" >"$tmp/$i.alone"; else ask "$prompt" "$n" >"$tmp/$i.batched" & fi
-		done
-		wait_jobs=$(jobs -p | grep -v "^$server$" || true)
-		for j in $wait_jobs; do wait "$j"; done
+		ask_each "$np" "$tmp/" ask "${prompts[@]}"
 		stop
 	done
 	[ "$ok" = 1 ] || continue

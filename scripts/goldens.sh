@@ -64,14 +64,7 @@ for np in 1 4; do
 	"$peer" -m "$tmp/synth-tiny.gguf" -np "$np" -c $((np * 256)) -t 2 --port "$port" >"$tmp/server.log" 2>&1 &
 	server=$!
 	healthy llama-server "$port" "$tmp/server.log"
-	i=0
-	for c in "${synth_cases[@]}"; do
-		i=$((i + 1))
-		IFS='|' read -r prompt n <<<"$c"
-		if [ "$np" = 1 ]; then ask_tokens "$prompt" "$n" >"$tmp/s$i.alone"; else ask_tokens "$prompt" "$n" >"$tmp/s$i.batched" & fi
-	done
-	wait_jobs=$(jobs -p | grep -v "^$server$" || true)
-	for j in $wait_jobs; do wait "$j"; done
+	ask_each "$np" "$tmp/s" ask_tokens "${synth_cases[@]}"
 	stop
 done
 i=0

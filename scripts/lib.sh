@@ -18,6 +18,20 @@ up() {
   return 1
 }
 
+# ask_each NP OUT ASK CASE...: with a server up ($server), ask each case
+# ("PROMPT|N") with the function ASK PROMPT N, into OUTi.alone (NP 1: one
+# at a time) or OUTi.batched (all at once), i counting the cases from 1.
+ask_each() {
+  local np=$1 out=$2 ask=$3 i=0 c prompt n j
+  shift 3
+  for c in "$@"; do
+    i=$((i + 1))
+    IFS='|' read -r prompt n <<<"$c"
+    if [ "$np" = 1 ]; then "$ask" "$prompt" "$n" >"$out$i.alone"; else "$ask" "$prompt" "$n" >"$out$i.batched" & fi
+  done
+  for j in $(jobs -p | grep -v "^$server$" || true); do wait "$j"; done
+}
+
 # stop: end the server, if any, and wait for it.
 stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
 
