@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -181,6 +182,22 @@ func TestSlidingWindowReuse(t *testing.T) {
 					t.Errorf("%d cached tokens, want none (the window before them is gone)", res.Usage.CachedTokens)
 				}
 			})
+		}
+	}
+}
+
+// TestUnservable: the engine refuses, with a reason, the models it cannot
+// run token by token: diffusion models and models with an encoder.
+func TestUnservable(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ arch, want string }{
+		{"dream", "diffusion"},
+		{"llada", "diffusion"},
+		{"t5encoder", "encoder"},
+	} {
+		_, err := engine.New(context.Background(), engine.Config{ModelPath: testsynth.Arch(t, dir, tc.arch), Threads: testThreads})
+		if !errors.Is(err, engine.ErrUnservable) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrUnservable saying %q", tc.arch, err, tc.want)
 		}
 	}
 }

@@ -145,6 +145,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	if err := servable(model); err != nil {
+		model.Close()
+		return nil, err
+	}
 	pooling, err := modelPooling(cfg.Pooling, model)
 	if err != nil {
 		model.Close()
@@ -543,6 +547,23 @@ func (e *Engine) Close() error {
 		<-e.done
 		e.model.Close()
 	})
+	return nil
+}
+
+// ErrUnservable means the model is of a kind the engine does not run.
+var ErrUnservable = errors.New("engine: model not servable")
+
+// servable reports why the engine cannot run model, if it cannot: it
+// evaluates a sequence token by token with llama_decode, which a
+// diffusion model (it denoises a whole answer at once) and a model with
+// an encoder (T5: llama_encode first, or llama.cpp aborts) do not fit.
+func servable(model *llama.Model) error {
+	switch {
+	case model.Diffusion():
+		return fmt.Errorf("%w: a diffusion model generates a whole answer by denoising, not token by token", ErrUnservable)
+	case model.HasEncoder():
+		return fmt.Errorf("%w: a model with an encoder (T5) needs llama_encode, which the engine does not run", ErrUnservable)
+	}
 	return nil
 }
 

@@ -220,6 +220,14 @@ func (m *Model) Recurrent() bool {
 	return bool(C.llama_model_is_recurrent(m.m)) || bool(C.llama_model_is_hybrid(m.m))
 }
 
+// Diffusion reports whether the model generates by diffusion (Dream,
+// LLaDA): a whole answer denoised at once, not token by token.
+func (m *Model) Diffusion() bool { return bool(C.llama_model_is_diffusion(m.m)) }
+
+// HasEncoder reports whether the model has an encoder (T5), which
+// llama_encode runs before any decoding.
+func (m *Model) HasEncoder() bool { return bool(C.llama_model_has_encoder(m.m)) }
+
 // SlidingWindow is the window of the model's sliding-window attention
 // layers in tokens, 0 for a model without.
 func (m *Model) SlidingWindow() int { return int(C.llama_model_n_swa(m.m)) }
