@@ -243,7 +243,7 @@ func (s *scheduler) place(r *request) *slot {
 			n = min(n, len(target.cache))
 		}
 		// A restore takes cells for the whole entry, then frees its tail.
-		if min(m, limit) > n && len(e.tokens) <= s.pool.avail()-s.committed() {
+		if min(m, limit) > n && len(e.tokens) <= s.pool.avail()-s.committed() && s.restorable(min(m, limit), len(e.tokens)) {
 			if s.restore(target, e, min(m, limit)) {
 				return target
 			}
@@ -408,6 +408,14 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	s.kv.truncated(sl, n)
 	sl.cache = sl.cache[:n]
 	sl.cells = sl.cells[:n]
+}
+
+// restorable reports whether a saved state of total tokens, restored,
+// can be kept to its first n: always, but on a recurrent state (one state
+// at the end, no window), which only a whole restore keeps. A sliding
+// window is known only once loaded (cuttable).
+func (s *scheduler) restorable(n, total int) bool {
+	return !s.partial || s.window > 0 || n == total
 }
 
 // rewind cuts the sequence of a model whose memory cannot be cut back at

@@ -136,7 +136,7 @@ func TestCheckpoints(t *testing.T) {
 	const first, second = "Once upon a time", "Once upon a time the little dog"
 	for _, arch := range []string{"mamba", "rwkv7", "qwen35", "lfm2", "llama"} {
 		t.Run(arch, func(t *testing.T) {
-			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 256, Threads: testThreads}
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 256, Threads: testThreads, HostCacheBytes: 64 << 20}
 			res, e := secondTurn(t, cfg, first, second, 8)
 			st := e.Stats()
 			prompt := len(tokenize(t, e, first))
@@ -172,7 +172,7 @@ func TestSlidingWindowReuse(t *testing.T) {
 	} {
 		for _, arch := range []string{"gemma3", "gpt-oss"} {
 			t.Run(tc.name+"/"+arch, func(t *testing.T) {
-				cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 2048, BatchSize: 32, Threads: testThreads}
+				cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 2048, BatchSize: 32, Threads: testThreads, HostCacheBytes: 64 << 20}
 				res, e := secondTurn(t, cfg, long, tc.second, 8)
 				n := len(tokenize(t, e, long))
 				if tc.cached && (res.Usage.CachedTokens != n || e.Stats().CheckpointHits != 1) {
@@ -199,5 +199,33 @@ func TestUnservable(t *testing.T) {
 		if !errors.Is(err, engine.ErrUnservable) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrUnservable saying %q", tc.arch, err, tc.want)
 		}
+	}
+}
+
+// TestCheckpointBudget: checkpoints stay within the host cache's budget,
+// the oldest going first, and none is kept without one.
+func TestCheckpointBudget(t *testing.T) {
+	path := testsynth.Arch(t, t.TempDir(), "mamba")
+	run := func(budget int64) engine.Stats {
+		e, err := engine.New(context.Background(), engine.Config{ModelPath: path, Parallel: 4, CtxSize: 1024, Threads: testThreads, HostCacheBytes: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		for _, p := range []string{"Once upon a time", "Hello", "The little dog", "A cat sat"} {
+			archTokens(t, e, p, 2)
+		}
+		return e.Stats()
+	}
+	one := run(64 << 20)
+	if one.Checkpoints != 4 || one.CheckpointBytes <= 0 {
+		t.Fatalf("with room: %d checkpoints of %d bytes, want 4", one.Checkpoints, one.CheckpointBytes)
+	}
+	per := one.CheckpointBytes / 4
+	if st := run(2*per + per/2); st.CheckpointsSaved != 4 || st.Checkpoints != 2 || st.CheckpointBytes != 2*per {
+		t.Errorf("a budget of 2.5 checkpoints: %d taken, %d held (%d bytes), want 4 taken, 2 held (%d bytes)", st.CheckpointsSaved, st.Checkpoints, st.CheckpointBytes, 2*per)
+	}
+	if st := run(0); st.CheckpointsSaved != 0 || st.Checkpoints != 0 {
+		t.Errorf("no host budget: %d checkpoints taken", st.CheckpointsSaved)
 	}
 }

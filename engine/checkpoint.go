@@ -19,9 +19,12 @@ const maxCheckpoints = 4
 
 // checkpoint keeps the partial state of a slot that just evaluated its
 // prompt, at the prompt's end, dropping the slot's oldest checkpoint when
-// it has maxCheckpoints.
+// it has maxCheckpoints. All checkpoints together stay within the host
+// cache's byte budget (Config.HostCacheBytes, which the memory budget
+// counts): the oldest of any slot go first, and without a budget none is
+// kept.
 func (s *scheduler) checkpoint(sl *slot) {
-	if !s.partial || len(sl.cache) == 0 {
+	if !s.partial || len(sl.cache) == 0 || s.host.budget <= 0 {
 		return
 	}
 	pos := len(sl.cache)
@@ -29,14 +32,39 @@ func (s *scheduler) checkpoint(sl *slot) {
 		return
 	}
 	state := s.lctx.SeqStatePartial(sl.id)
-	if len(state) == 0 {
+	if len(state) == 0 || int64(len(state)) > s.host.budget {
 		return
 	}
 	if len(sl.checkpoints) == maxCheckpoints {
-		sl.checkpoints = append(sl.checkpoints[:0], sl.checkpoints[1:]...)
+		s.dropFirstCheckpoint(sl)
 	}
-	sl.checkpoints = append(sl.checkpoints, checkpoint{pos: pos, state: state})
+	for s.checkpointBytes+int64(len(state)) > s.host.budget {
+		s.dropOldestCheckpoint()
+	}
+	s.checkpointClock++
+	sl.checkpoints = append(sl.checkpoints, checkpoint{pos: pos, state: state, taken: s.checkpointClock})
+	s.checkpointBytes += int64(len(state))
 	s.checkpointsSaved++
+}
+
+// dropOldestCheckpoint forgets the checkpoint taken first, of any slot.
+func (s *scheduler) dropOldestCheckpoint() {
+	var from *slot
+	for _, sl := range s.slots {
+		if len(sl.checkpoints) > 0 && (from == nil || sl.checkpoints[0].taken < from.checkpoints[0].taken) {
+			from = sl
+		}
+	}
+	if from != nil {
+		s.dropFirstCheckpoint(from)
+	}
+}
+
+// dropFirstCheckpoint forgets the slot's oldest checkpoint.
+func (s *scheduler) dropFirstCheckpoint(sl *slot) {
+	s.checkpointBytes -= int64(len(sl.checkpoints[0].state))
+	sl.checkpoints[0] = checkpoint{}
+	sl.checkpoints = sl.checkpoints[1:]
 }
 
 // cuttable reports whether the slot's sequence can be cut back to its
@@ -57,19 +85,10 @@ func (s *scheduler) dropCheckpoints(sl *slot, n int) {
 	for _, c := range sl.checkpoints {
 		if c.pos <= n {
 			kept = append(kept, c)
+		} else {
+			s.checkpointBytes -= int64(len(c.state))
 		}
 	}
 	clear(sl.checkpoints[len(kept):])
 	sl.checkpoints = kept
-}
-
-// checkpointStats counts the slots' checkpoints and their bytes.
-func (s *scheduler) checkpointStats() (n int, bytes int64) {
-	for _, sl := range s.slots {
-		n += len(sl.checkpoints)
-		for _, c := range sl.checkpoints {
-			bytes += int64(len(c.state))
-		}
-	}
-	return n, bytes
 }

@@ -803,7 +803,7 @@ func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit
 	e, m := s.disk.longest(need, saltKey(salt), sl.nctx)
 	// A restore takes cells for the whole file's tokens, then frees its
 	// tail.
-	if m = min(m, limit); m <= have || len(e.tokens) > s.pool.avail()-s.committed() {
+	if m = min(m, limit); m <= have || len(e.tokens) > s.pool.avail()-s.committed() || !s.restorable(m, len(e.tokens)) {
 		return false
 	}
 	state, err := s.disk.read(e)

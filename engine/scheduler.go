@@ -46,10 +46,14 @@ type scheduler struct {
 	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
 	// sequences cut back to one.
 	checkpointsSaved, checkpointsUsed uint64
-	piece                             []byte               // scratch for token bytes
-	forced                            []byte               // scratch for the text a grammar forces (jump.go)
-	forcedTok                         []llama.Token        // scratch for its first token (jump.go)
-	top                               []llama.TokenLogprob // scratch for SampleLogprobs
+	// checkpointBytes sums the slots' checkpoints; checkpointClock
+	// orders them by when they were taken.
+	checkpointBytes int64
+	checkpointClock uint64
+	piece           []byte               // scratch for token bytes
+	forced          []byte               // scratch for the text a grammar forces (jump.go)
+	forcedTok       []llama.Token        // scratch for its first token (jump.go)
+	top             []llama.TokenLogprob // scratch for SampleLogprobs
 	// pieces caches token texts for logprobs entries, filled on demand
 	// (known says which are); nil until a request asks for logprobs.
 	pieces []string
@@ -787,7 +791,10 @@ func (s *scheduler) publish() {
 		DraftTokens: s.draftTokens, DraftAccepted: s.draftAccepted,
 		CheckpointsSaved: s.checkpointsSaved, CheckpointHits: s.checkpointsUsed,
 	}
-	st.Checkpoints, st.CheckpointBytes = s.checkpointStats()
+	for _, sl := range s.slots {
+		st.Checkpoints += len(sl.checkpoints)
+	}
+	st.CheckpointBytes = s.checkpointBytes
 	for _, sl := range s.slots {
 		if sl.active() {
 			st.SlotsBusy++

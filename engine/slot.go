@@ -84,6 +84,7 @@ type slot struct {
 type checkpoint struct {
 	pos   int
 	state []byte
+	taken uint64 // the scheduler's checkpointClock when taken
 }
 
 func (sl *slot) active() bool { return sl.state != stateIdle }
