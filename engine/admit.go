@@ -272,12 +272,15 @@ func (s *scheduler) place(r *request) *slot {
 // state at the sequence's end, a sliding window drops the positions
 // behind it. Such a sequence gives all of its cache when that is a prefix
 // of need but for need's last token (evaluated again for its logits), or
-// the common prefix when its window still covers it (cuttable), else,
+// the common prefix (short of that token) when its window still covers it
+// (cuttable), else,
 // with own (the request would run in sl itself), the longest of its
 // checkpoints within the common prefix, else nothing.
 func (s *scheduler) reusable(sl *slot, need []int32, own bool) int {
-	m := commonPrefix(sl.cache, need)
-	if !s.partial || m == len(sl.cache) && m < len(need) || s.cuttable(sl, m) {
+	// Need's last token is evaluated again, even when cached, for its
+	// logits: what sl gives stops before it, and must be cut back there.
+	m := min(commonPrefix(sl.cache, need), max(len(need)-1, 0))
+	if !s.partial || m == len(sl.cache) || s.cuttable(sl, m) {
 		return m
 	}
 	best := 0
@@ -425,10 +428,11 @@ func (s *scheduler) rewind(sl *slot, n int) bool {
 	if !s.partial || n == 0 {
 		return false
 	}
-	for _, c := range sl.checkpoints {
+	for i, c := range sl.checkpoints {
 		if c.pos == n {
 			if s.lctx.SetSeqStatePartial(sl.id, c.state) && s.lctx.SeqRemove(sl.id, n, -1) {
 				s.checkpointsUsed++
+				sl.checkpoints[i].used = s.host.tick()
 				return true
 			}
 			return false

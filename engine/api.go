@@ -210,7 +210,10 @@ type Config struct {
 	CacheTypeK, CacheTypeV string
 	// HostCacheBytes is the host memory kept for the KV state of prefixes
 	// pushed out of the slots, so that a returning conversation need not
-	// evaluate its history again (llama-server's --cache-ram). 0: none.
+	// evaluate its history again (llama-server's --cache-ram), and for
+	// the checkpoints of recurrent and sliding-window state (see
+	// checkpoint.go): both within it together, the least recently used
+	// of either going first. 0: none.
 	HostCacheBytes int64
 	// DiskCacheDir, when set, is where the KV states of prefixes pushed
 	// out of the host cache, and at Close those of the host cache and
@@ -596,9 +599,10 @@ type Stats struct {
 	HostCacheBytes                    int64
 	HostCacheEntries                  int
 	HostCacheSaved, HostCacheRestored uint64
-	// Checkpoints of recurrent state (recurrent and hybrid models, see
-	// checkpoint.go): held now and their bytes, taken, and used to
-	// continue a sequence from an earlier position (Hits).
+	// Checkpoints of recurrent and sliding-window state (see
+	// checkpoint.go): held now and their bytes (within HostCacheBytes'
+	// budget with the host entries'), taken, and used to continue a
+	// sequence from an earlier position (Hits).
 	Checkpoints                      int
 	CheckpointBytes                  int64
 	CheckpointsSaved, CheckpointHits uint64
@@ -693,6 +697,45 @@ type ModelInfo struct {
 	// are on Devices, the GPUs the model uses (none: on the CPU).
 	Layers, GPULayers int
 	Devices           []string
+	// MemoryKind is what the model keeps of a sequence (see MemoryKind).
+	MemoryKind MemoryKind
+	// Memory is what llama.cpp allocated for the model and its context:
+	// the weights, the context's memory (KV cells of every kind,
+	// recurrent states) and the compute buffers.
+	Memory llama.Memory
+}
+
+// MemoryKind is what a model keeps of a sequence, which decides how the
+// engine reuses it.
+type MemoryKind string
+
+// Memory kinds.
+const (
+	// MemoryAttention: a KV cache of every position, cut back anywhere.
+	MemoryAttention MemoryKind = "attention"
+	// MemorySlidingWindow: some layers keep only their last window of
+	// positions (Gemma 3/4, gpt-oss, Cohere2): a sequence is cut back only
+	// within the window, else restored from a checkpoint.
+	MemorySlidingWindow MemoryKind = "sliding-window"
+	// MemoryRecurrent: one state per sequence, whatever its length
+	// (Mamba, RWKV): never cut back, only restored from a checkpoint.
+	MemoryRecurrent MemoryKind = "recurrent"
+	// MemoryHybrid: a recurrent state and a KV cache (Qwen3.5, Jamba,
+	// Granite-4 hybrid, LFM2), reused as a recurrent one is.
+	MemoryHybrid MemoryKind = "hybrid"
+)
+
+// memoryKind is model's MemoryKind.
+func memoryKind(model *llama.Model) MemoryKind {
+	switch {
+	case model.Hybrid():
+		return MemoryHybrid
+	case model.Recurrent():
+		return MemoryRecurrent
+	case model.SlidingWindow() > 0:
+		return MemorySlidingWindow
+	}
+	return MemoryAttention
 }
 
 // Device is a GPU that layers can be offloaded to (see Devices).

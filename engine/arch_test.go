@@ -3,22 +3,19 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 )
-
-// memoryKinds are architectures whose synthetic models have each kind of
-// memory the scheduler meets: a plain KV cache (llama), sliding-window
-// attention beside global layers (gemma3, gpt-oss with experts),
-// multi-head latent attention (deepseek2), a recurrent state alone
-// (mamba, rwkv7) and recurrent layers beside attention (qwen35, lfm2).
-var memoryKinds = []string{"llama", "gemma3", "gpt-oss", "deepseek2", "mamba", "rwkv7", "qwen35", "lfm2"}
 
 // archTokens runs req on e and returns the generated token ids.
 func archTokens(t *testing.T, e *engine.Engine, prompt string, n int) []int32 {
@@ -29,6 +26,11 @@ func archTokens(t *testing.T, e *engine.Engine, prompt string, n int) []int32 {
 	if res.FinishReason == engine.FinishError {
 		t.Fatalf("%q: %v", prompt, res.Err)
 	}
+	return tokensOf(lps)
+}
+
+// tokensOf is the tokens of logprobs entries.
+func tokensOf(lps []engine.TokenLogprobs) []int32 {
 	toks := make([]int32, len(lps))
 	for i, lp := range lps {
 		toks[i] = lp.Token
@@ -36,62 +38,203 @@ func archTokens(t *testing.T, e *engine.Engine, prompt string, n int) []int32 {
 	return toks
 }
 
-// TestMemoryKinds: the engine's scheduler, on a synthetic model of each
-// kind of memory, gives llama-server's greedy tokens
-// (testmodel.ArchGoldens): one request at a time, all at once in the same
-// steps, and once more after the first turns left their prompts in the
-// cache (reused where the memory allows it, recomputed where not: the
-// tokens are the same either way). Batched, the requests run in a fresh
-// engine, all in the same steps.
-func TestMemoryKinds(t *testing.T) {
-	dir := t.TempDir()
-	for _, arch := range memoryKinds {
-		t.Run(arch, func(t *testing.T) {
-			want, ok := testmodel.ArchGoldens[arch]
-			if !ok {
-				t.Fatalf("no golden for %s", arch)
+// waitState waits until s is in a slot in the given state.
+func waitState(t *testing.T, e *engine.Engine, s *engine.Stream, state string) {
+	t.Helper()
+	poll(t, fmt.Sprintf("waiting for request %d to be in state %s", s.ID(), state), func() (bool, string) {
+		infos, _ := e.Slots(context.Background())
+		for _, in := range infos {
+			if in.RequestID == s.ID() && in.State == state {
+				return true, ""
 			}
-			newArchEngine := func() *engine.Engine {
-				e, err := engine.New(context.Background(), engine.Config{
-					ModelPath: testsynth.Arch(t, dir, arch), Parallel: 4, CtxSize: 4 * 256, Threads: testThreads,
-				})
+		}
+		return false, fmt.Sprintf("%+v", infos)
+	})
+}
+
+// batchVariant are architectures whose synthetic model's tokens depend,
+// in llama.cpp itself, on which sequences share a pass (see
+// llama.TestArchitectures): on a fresh engine's first slot they must match
+// llama-server's; on every other path (another slot's cells, a batch) they
+// are logged, not compared.
+var batchVariant = map[string]bool{
+	"phimoe": true, "plamo2": true, "minicpm3": true, "deepseek32": true, "glm-dsa": true,
+	"dots3note": true, "cogvlm": true, "minimax-m3": true,
+}
+
+// pathVariant are architectures whose tokens, in llama.cpp itself,
+// depend on how a sequence's tokens were grouped into passes: on the
+// paths named they are logged, not compared. Both have sliding-window
+// layers and layers that reuse another layer's KV. Through the binding
+// alone, with no scheduler, evaluating gemma3n's prompt and its first
+// generated token in one pass (as a resume does) gives, from the 10th
+// token on, exactly the tokens those paths give; gemma4's differ from
+// the 15th. Plain sliding-window models (gemma3, gpt-oss) and a plain KV
+// cache give the same tokens either way.
+var pathVariant = map[string][]string{
+	"gemma3n": {"from another slot", "preempted and resumed"},
+	"gemma4":  {"preempted and resumed"},
+}
+
+// TestArchitectureTable: the engine's scheduler gives llama-server's
+// greedy tokens (testmodel.ArchGoldens) on a synthetic model of every
+// architecture llama-server generates from, through each path a request
+// can take:
+//
+//   - alone: each prompt in turn, and the first again after the others
+//     (its cells reused where the memory allows, else evaluated again);
+//   - from another slot: the first prompt while another slot, paused
+//     mid-answer, holds it (its cells copied, a checkpoint restored or
+//     evaluated again, as the memory allows);
+//   - preempted: paused mid-answer in the only slot, which another
+//     request takes, then continued (its history back from the host
+//     cache or evaluated again);
+//   - batched: every prompt at once on a fresh engine, in the same steps.
+//
+// Its engine sizes match llama.cpp's allocation: EstimateMemory's KV is
+// what the context allocated for every memory kind, its Compute at least
+// the compute buffers.
+func TestArchitectureTable(t *testing.T) {
+	dir := t.TempDir()
+	archs := slices.Sorted(maps.Keys(testmodel.ArchGoldens))
+	if len(archs) < 100 {
+		t.Fatalf("%d architectures with goldens", len(archs))
+	}
+	for _, arch := range archs {
+		t.Run(arch, func(t *testing.T) {
+			if why, ok := testmodel.ArchNotGenerative[arch]; ok {
+				t.Skip(why)
+			}
+			want := testmodel.ArchGoldens[arch]
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 2, CtxSize: 2 * 256, Threads: testThreads, HostCacheBytes: 16 << 20}
+			newArchEngine := func(parallel int) *engine.Engine {
+				c := cfg
+				c.Parallel, c.CtxSize = parallel, parallel*256
+				e, err := engine.New(context.Background(), c)
+				if errors.Is(err, engine.ErrUnservable) {
+					t.Skip(err)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(func() { e.Close() })
 				return e
 			}
-			e := newArchEngine()
-			for i, p := range testmodel.ArchPrompts {
-				if got := archTokens(t, e, p.Prompt, p.N); !slices.Equal(got, want.Alone[i]) {
-					t.Errorf("alone, %q: got %v, want %v", p.Prompt, got, want.Alone[i])
+			// check compares the tokens of a path, or logs them where
+			// the architecture varies on it.
+			check := func(path, prompt string, got, want []int32) {
+				t.Helper()
+				switch {
+				case slices.Equal(got, want):
+				case batchVariant[arch] && path != "alone, first",
+					slices.Contains(pathVariant[arch], path):
+					t.Logf("%s, %q: %v, llama-server %v", path, prompt, got, want)
+				default:
+					t.Errorf("%s, %q: got %v, want %v", path, prompt, got, want)
 				}
 			}
-			p := testmodel.ArchPrompts[0]
-			if again := archTokens(t, e, p.Prompt, p.N); !slices.Equal(again, want.Alone[0]) {
-				t.Errorf("again, %q: got %v, want %v", p.Prompt, again, want.Alone[0])
+			e := newArchEngine(2)
+			checkArchMemory(t, e, cfg)
+			ps := testmodel.ArchPrompts
+			for i, p := range ps {
+				path := "alone"
+				if i == 0 {
+					path = "alone, first"
+				}
+				check(path, p.Prompt, archTokens(t, e, p.Prompt, p.N), want.Alone[i])
 			}
-			e.Close()
+			check("again", ps[0].Prompt, archTokens(t, e, ps[0].Prompt, ps[0].N), want.Alone[0])
+
+			// From another slot: the first prompt again, arriving while
+			// another slot evaluates it, takes that slot's cells once they
+			// are there (copied, from a checkpoint, or evaluated again, as
+			// the memory allows); then both decode in the same steps.
+			cpu := engine.NewCPU(1)
+			c := cfg
+			c.CPU = cpu
+			e2, err := engine.New(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e2.Close()
+			hold := engine.HoldCPU(cpu)
+			req := greedy(ps[0].Prompt, ps[0].N)
+			req.Logprobs = true
+			a := submit(t, e2, req)
+			waitState(t, e2, a, "prefill")
+			b := submit(t, e2, req)
+			hold()
+			for _, s := range []*engine.Stream{a, b} {
+				_, lps, _ := collectLogprobs(t, s)
+				check("from another slot", ps[0].Prompt, tokensOf(lps), want.Alone[0])
+			}
+
+			// Preempted: the first prompt runs in the only slot; the second,
+			// of a better class, arrives before its first decoding step and
+			// takes the slot; the first resumes after it.
+			cpu = engine.NewCPU(1)
+			c = cfg
+			c.Parallel, c.CtxSize, c.CPU = 1, 256, cpu
+			e1, err := engine.New(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e1.Close()
+			hold = engine.HoldCPU(cpu)
+			low := greedy(ps[0].Prompt, ps[0].N)
+			low.Logprobs, low.Priority = true, 1
+			l := submit(t, e1, low)
+			waitState(t, e1, l, "prefill")
+			high := greedy(ps[1].Prompt, ps[1].N)
+			high.Logprobs = true
+			h := submit(t, e1, high)
+			hold()
+			_, lps, _ := collectLogprobs(t, h)
+			check("preempting", ps[1].Prompt, tokensOf(lps), want.Alone[1])
+			_, lps, res := collectLogprobs(t, l)
+			check("preempted and resumed", ps[0].Prompt, tokensOf(lps), want.Alone[0])
+			if res.Preemptions != 1 {
+				t.Errorf("the first request was preempted %d times, want 1", res.Preemptions)
+			}
 
 			// Batched on a fresh engine: cells in position order (see
 			// TestGoldenAloneAndBatched).
-			e = newArchEngine()
-			defer e.Close()
-			got := make([][]int32, len(testmodel.ArchPrompts))
+			e4 := newArchEngine(4)
+			got := make([][]int32, len(ps))
 			var wg sync.WaitGroup
-			for i, p := range testmodel.ArchPrompts {
+			for i, p := range ps {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					got[i] = archTokens(t, e, p.Prompt, p.N)
+					got[i] = archTokens(t, e4, p.Prompt, p.N)
 				}()
 			}
 			wg.Wait()
-			for i, p := range testmodel.ArchPrompts {
-				if !slices.Equal(got[i], want.Batched[i]) {
-					t.Errorf("batched, %q: got %v, want %v", p.Prompt, got[i], want.Batched[i])
-				}
+			for i, p := range ps {
+				check("batched", p.Prompt, got[i], want.Batched[i])
 			}
 		})
+	}
+}
+
+// checkArchMemory checks e's EstimateMemory against what llama.cpp
+// allocated for it.
+func checkArchMemory(t *testing.T, e *engine.Engine, cfg engine.Config) {
+	t.Helper()
+	md, err := gguf.ReadMetadata(cfg.ModelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := engine.EstimateMemory(md, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := e.Info()
+	if est.KV != info.Memory.Context {
+		t.Errorf("%s memory: EstimateMemory's KV %d B, llama.cpp allocated %d B", info.MemoryKind, est.KV, info.Memory.Context)
+	}
+	if est.Compute < info.Memory.Compute {
+		t.Errorf("EstimateMemory's Compute %d B, below llama.cpp's compute buffers' %d B", est.Compute, info.Memory.Compute)
 	}
 }
 
@@ -227,5 +370,107 @@ func TestCheckpointBudget(t *testing.T) {
 	}
 	if st := run(0); st.CheckpointsSaved != 0 || st.Checkpoints != 0 {
 		t.Errorf("no host budget: %d checkpoints taken", st.CheckpointsSaved)
+	}
+}
+
+// TestCheckpointsShareTheHostBudget: checkpoints and the host cache's
+// entries stay within one budget together, the least recently used of
+// either going first. On a hybrid model with two slots, a long first
+// prompt and a longer second one leave a checkpoint each; a third takes
+// the first's slot (it loses less), pushing its history into the host cache (its checkpoint
+// goes with the slot's cache), and leaves its own checkpoint. With room
+// for the entry and one and a half checkpoints, the second prompt's
+// checkpoint (the least recently used) goes.
+func TestCheckpointsShareTheHostBudget(t *testing.T) {
+	path := testsynth.Arch(t, t.TempDir(), "qwen35")
+	long := strings.Repeat("Once upon a time there was a dog. ", 12)
+	run := func(budget int64) engine.Stats {
+		e, err := engine.New(context.Background(), engine.Config{ModelPath: path, Parallel: 2, CtxSize: 1024, Threads: testThreads, HostCacheBytes: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		for _, p := range []string{long, strings.Repeat("The little cat sat on a mat. ", 16), "Hello"} {
+			archTokens(t, e, p, 2)
+		}
+		return e.Stats()
+	}
+	roomy := run(64 << 20)
+	if roomy.HostCacheEntries != 1 || roomy.Checkpoints != 2 {
+		t.Fatalf("with room: %d host entries, %d checkpoints; want 1 and 2", roomy.HostCacheEntries, roomy.Checkpoints)
+	}
+	per := roomy.CheckpointBytes / 2
+	budget := roomy.HostCacheBytes + per + per/2
+	st := run(budget)
+	if st.HostCacheBytes+st.CheckpointBytes > budget || st.HostCacheEntries != 1 || st.Checkpoints != 1 {
+		t.Errorf("a budget of %d bytes (the entry and 1.5 checkpoints): %d host entries of %d bytes and %d checkpoints of %d bytes; want 1 and 1, within it",
+			budget, st.HostCacheEntries, st.HostCacheBytes, st.Checkpoints, st.CheckpointBytes)
+	}
+}
+
+// TestTiersKeepEveryMemoryKind: on a synthetic model of each memory kind,
+// a conversation's history pushed out of its slot comes back from the
+// host cache, and after a restart from the disk tier, and each next turn
+// generates what a fresh engine generates for it.
+func TestTiersKeepEveryMemoryKind(t *testing.T) {
+	dir := t.TempDir()
+	for _, arch := range []string{"llama", "gemma3", "deepseek2", "mamba", "qwen35"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 1, CtxSize: 512, Threads: testThreads}
+			first := greedy(strings.Repeat("Once upon a time there was a dog. ", 8), 8)
+			turn := func(e *engine.Engine, r engine.Request) ([]int32, engine.Result) {
+				t.Helper()
+				r.Logprobs = true
+				_, lps, res := collectLogprobs(t, submit(t, e, r))
+				if res.FinishReason == engine.FinishError {
+					t.Fatal(res.Err)
+				}
+				return tokensOf(lps), res
+			}
+			fresh, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen, _ := turn(fresh, first)
+			// The next turn: the whole history, then more.
+			history := append(tokens(t, fresh, first.Prompt), gen...)
+			next := engine.Request{Tokens: append(slices.Clone(history), tokens(t, fresh, " The end.")[1:]...), MaxTokens: 8, IgnoreEOS: true}
+			want, _ := turn(fresh, next)
+			// The turn after, which a restarted engine finds on disk.
+			after := engine.Request{Tokens: append(append(slices.Clone(next.Tokens), want...), tokens(t, fresh, " Then?")[1:]...), MaxTokens: 8, IgnoreEOS: true}
+			wantAfter, _ := turn(fresh, after)
+			fresh.Close()
+
+			tiered := cfg
+			tiered.HostCacheBytes, tiered.DiskCacheDir = 16<<20, filepath.Join(t.TempDir(), "disk")
+			e, err := engine.New(context.Background(), tiered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn(e, first)
+			turn(e, greedy("Hello", 2)) // takes the slot: the history goes to the host cache
+			got, res := turn(e, next)
+			if !slices.Equal(got, want) {
+				t.Errorf("from the host cache: got %v, want %v", got, want)
+			}
+			if st := e.Stats(); st.HostCacheRestored != 1 || res.Usage.CachedTokens < len(history)-1 {
+				t.Errorf("from the host cache: %d restores, %d of %d prompt tokens cached; want 1 and the history's %d (but its last token, never evaluated)",
+					st.HostCacheRestored, res.Usage.CachedTokens, res.Usage.PromptTokens, len(history)-1)
+			}
+			turn(e, greedy("Hello", 2))
+			e.Close() // the host cache goes to disk
+
+			e, err = engine.New(context.Background(), tiered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if got, _ := turn(e, after); !slices.Equal(got, wantAfter) {
+				t.Errorf("from the disk tier: got %v, want %v", got, wantAfter)
+			}
+			if st := e.Stats(); st.DiskCacheHits != 1 {
+				t.Errorf("from the disk tier: %d hits, want 1", st.DiskCacheHits)
+			}
+		})
 	}
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // Checkpoints. Part of some models' memory cannot be cut back to an
 // earlier position: a recurrent or hybrid model's sequence holds one
 // recurrent state, at its end, and a sliding-window layer keeps only the
@@ -19,10 +21,10 @@ const maxCheckpoints = 4
 
 // checkpoint keeps the partial state of a slot that just evaluated its
 // prompt, at the prompt's end, dropping the slot's oldest checkpoint when
-// it has maxCheckpoints. All checkpoints together stay within the host
-// cache's byte budget (Config.HostCacheBytes, which the memory budget
-// counts): the oldest of any slot go first, and without a budget none is
-// kept.
+// it has maxCheckpoints. Checkpoints and the host cache's entries share
+// its byte budget (Config.HostCacheBytes, which the memory budget counts
+// once): whatever of either was used least recently goes first, and
+// without a budget no checkpoint is kept.
 func (s *scheduler) checkpoint(sl *slot) {
 	if !s.partial || len(sl.cache) == 0 || s.host.budget <= 0 {
 		return
@@ -36,35 +38,52 @@ func (s *scheduler) checkpoint(sl *slot) {
 		return
 	}
 	if len(sl.checkpoints) == maxCheckpoints {
-		s.dropFirstCheckpoint(sl)
+		s.dropCheckpoint(sl, 0)
 	}
-	for s.checkpointBytes+int64(len(state)) > s.host.budget {
-		s.dropOldestCheckpoint()
-	}
-	s.checkpointClock++
-	sl.checkpoints = append(sl.checkpoints, checkpoint{pos: pos, state: state, taken: s.checkpointClock})
+	s.host.fit(int64(len(state)))
+	sl.checkpoints = append(sl.checkpoints, checkpoint{pos: pos, state: state, used: s.host.tick()})
 	s.checkpointBytes += int64(len(state))
 	s.checkpointsSaved++
 }
 
-// dropOldestCheckpoint forgets the checkpoint taken first, of any slot.
-func (s *scheduler) dropOldestCheckpoint() {
-	var from *slot
-	for _, sl := range s.slots {
-		if len(sl.checkpoints) > 0 && (from == nil || sl.checkpoints[0].taken < from.checkpoints[0].taken) {
-			from = sl
-		}
-	}
-	if from != nil {
-		s.dropFirstCheckpoint(from)
-	}
+// dropCheckpoint forgets the slot's i-th checkpoint.
+func (s *scheduler) dropCheckpoint(sl *slot, i int) {
+	s.checkpointBytes -= int64(len(sl.checkpoints[i].state))
+	sl.checkpoints = slices.Delete(sl.checkpoints, i, i+1)
 }
 
-// dropFirstCheckpoint forgets the slot's oldest checkpoint.
-func (s *scheduler) dropFirstCheckpoint(sl *slot) {
-	s.checkpointBytes -= int64(len(sl.checkpoints[0].state))
-	sl.checkpoints[0] = checkpoint{}
-	sl.checkpoints = sl.checkpoints[1:]
+// leastUsedCheckpoint finds the checkpoint, of any slot, used least
+// recently; nil when there is none.
+func (s *scheduler) leastUsedCheckpoint() (*slot, int) {
+	var from *slot
+	at := 0
+	for _, sl := range s.slots {
+		for i, c := range sl.checkpoints {
+			if from == nil || c.used < from.checkpoints[at].used {
+				from, at = sl, i
+			}
+		}
+	}
+	return from, at
+}
+
+// checkpoints are the host cache's other budgetHolder.
+type checkpoints struct{ s *scheduler }
+
+func (h checkpoints) held() int64 { return h.s.checkpointBytes }
+
+func (h checkpoints) oldest() (uint64, bool) {
+	sl, i := h.s.leastUsedCheckpoint()
+	if sl == nil {
+		return 0, false
+	}
+	return sl.checkpoints[i].used, true
+}
+
+func (h checkpoints) dropOldest() {
+	if sl, i := h.s.leastUsedCheckpoint(); sl != nil {
+		h.s.dropCheckpoint(sl, i)
+	}
 }
 
 // cuttable reports whether the slot's sequence can be cut back to its

@@ -27,6 +27,16 @@ func NewCPU(cores int) *CPU {
 	return &CPU{cores: int64(cores), sem: semaphore.NewWeighted(int64(cores))}
 }
 
+// tryAcquire takes threads cores (all of them when threads is more) if
+// they are free now, and returns the function that gives them back.
+func (c *CPU) tryAcquire(threads int) (release func(), ok bool) {
+	n := min(int64(threads), c.cores)
+	if !c.sem.TryAcquire(n) {
+		return nil, false
+	}
+	return func() { c.sem.Release(n) }, true
+}
+
 // acquire waits for threads cores (all of them when threads is more) and
 // returns the function that gives them back; it fails only when ctx ends.
 func (c *CPU) acquire(ctx context.Context, threads int) (release func(), err error) {

@@ -142,11 +142,12 @@ type diskStats struct {
 
 // kvLayout names what shapes a sequence's saved KV state besides the
 // model: llama.cpp's release (llama.Release: another release may lay a
-// state out otherwise; the same release built with other flags does not)
-// and the cache's types and arrangement (flash attention stores V
-// untransposed). The context size is not part of it: a state holds its
-// own cells.
-func kvLayout(cfg Config) string {
+// state out otherwise; the same release built with other flags does not),
+// the memory kind (a recurrent state, sliding-window cells kept to their
+// window: see ContextParams.c's swa_full) and the cache's types and
+// arrangement (flash attention stores V untransposed). The context size
+// is not part of it: a state holds its own cells.
+func kvLayout(cfg Config, kind MemoryKind) string {
 	version := llama.Release()
 	fa := "auto"
 	if cfg.NoFlashAttn {
@@ -156,9 +157,9 @@ func kvLayout(cfg Config) string {
 	// that does not parse would not reach here.
 	k, v, err := cfg.cacheTypes()
 	if err != nil {
-		return fmt.Sprintf("%s; type_k %q; type_v %q; flash_attn %s", version, cfg.CacheTypeK, cfg.CacheTypeV, fa)
+		return fmt.Sprintf("%s; memory %s, windows kept; type_k %q; type_v %q; flash_attn %s", version, kind, cfg.CacheTypeK, cfg.CacheTypeV, fa)
 	}
-	return fmt.Sprintf("%s; type_k %s; type_v %s; flash_attn %s", version, k, v, fa)
+	return fmt.Sprintf("%s; memory %s, windows kept; type_k %s; type_v %s; flash_attn %s", version, kind, k, v, fa)
 }
 
 // modelIdentity identifies the model file at path by its size and a
@@ -973,8 +974,8 @@ func (e *Engine) diskStats(st *Stats) {
 }
 
 // openDisk opens the disk tier cfg asks for (nil when none) for the
-// model named name, of nVocab tokens.
-func openDisk(cfg Config, name string, nVocab int) (*diskCache, error) {
+// model named name, of nVocab tokens and memory kind.
+func openDisk(cfg Config, name string, nVocab int, kind MemoryKind) (*diskCache, error) {
 	if cfg.DiskCacheDir == "" {
 		return nil, nil
 	}
@@ -986,5 +987,5 @@ func openDisk(cfg Config, name string, nVocab int) (*diskCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache disk: model identity: %w", err)
 	}
-	return openDiskCache(cfg.DiskCacheDir, name, budget, ident, kvLayout(cfg), nVocab)
+	return openDiskCache(cfg.DiskCacheDir, name, budget, ident, kvLayout(cfg, kind), nVocab)
 }

@@ -178,22 +178,31 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 }
 
 // TestDiskCacheLayoutNamesTheTypes: engines whose KV cache types differ
-// (-ctk, -ctv) or whose flash attention differs have different layouts,
-// so never each other's files; the default types name f16.
+// (-ctk, -ctv), whose flash attention differs or whose memory kind does
+// have different layouts, so never each other's files; the default types
+// name f16.
 func TestDiskCacheLayoutNamesTheTypes(t *testing.T) {
 	seen := map[string]Config{}
 	for _, cfg := range []Config{{}, {CacheTypeK: "q8_0"}, {CacheTypeV: "q8_0"}, {CacheTypeK: "q4_0", CacheTypeV: "q4_0"}, {NoFlashAttn: true}} {
-		l := kvLayout(cfg)
+		l := kvLayout(cfg, MemoryAttention)
 		if prev, dup := seen[l]; dup {
 			t.Errorf("%+v and %+v share the layout %q", prev, cfg, l)
 		}
 		seen[l] = cfg
 	}
-	if l, f16 := kvLayout(Config{}), kvLayout(Config{CacheTypeK: "f16", CacheTypeV: "f16"}); l != f16 {
+	kinds := map[string]MemoryKind{}
+	for _, k := range []MemoryKind{MemoryAttention, MemorySlidingWindow, MemoryRecurrent, MemoryHybrid} {
+		l := kvLayout(Config{}, k)
+		if prev, dup := kinds[l]; dup {
+			t.Errorf("memories %s and %s share the layout %q", prev, k, l)
+		}
+		kinds[l] = k
+	}
+	if l, f16 := kvLayout(Config{}, MemoryAttention), kvLayout(Config{CacheTypeK: "f16", CacheTypeV: "f16"}, MemoryAttention); l != f16 {
 		t.Errorf("default types %q, f16 %q: want one layout", l, f16)
 	}
 	// Files of another llama.cpp release are ignored, not misread.
-	if l := kvLayout(Config{}); !strings.Contains(l, llama.Release()) || !strings.HasPrefix(llama.Release(), "llama.cpp b") {
+	if l := kvLayout(Config{}, MemoryAttention); !strings.Contains(l, llama.Release()) || !strings.HasPrefix(llama.Release(), "llama.cpp b") {
 		t.Errorf("layout %q does not name the release %q", l, llama.Release())
 	}
 }

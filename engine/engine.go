@@ -111,6 +111,29 @@ func (cfg Config) ctxSize(ctxTrain int) int {
 	return min(ctxTrain, 4096) * cfg.Parallel
 }
 
+// contextParams is the llama.cpp context New creates for a model whose
+// training context is ctxTrain and pooling p, with cache types k and v
+// (EstimateMemory sizes the same one).
+//
+// One KV buffer for all slots: any mix of slots and prompt chunks is then
+// one forward pass, and a prefix is shared by copying cell labels.
+// llama.cpp lets every sequence use the whole buffer; the engine accounts
+// its cells (pool.go) and caps each request. An engine that embeds has
+// BatchSize more cells, and sequence ids after the slots', for its
+// embedding passes (see embed.go).
+//
+// A persistent thread pool, whose workers spin between passes, only when
+// the compute threads leave a core to the Go runtime: on 2 cores with -t
+// 2 it cost 6 % of single-stream throughput over HTTP (the handler waits
+// for a core), though in-process it saves about 3 %.
+func (cfg Config) contextParams(ctxTrain int, p llama.Pooling, k, v llama.CacheType) llama.ContextParams {
+	return llama.ContextParams{
+		NCtx: cfg.ctxSize(ctxTrain) + cfg.embedReserve(p), NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel + cfg.lanes(p),
+		Threads: cfg.Threads, Unified: true, NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(),
+		Pooling: p, TypeK: k, TypeV: v,
+	}
+}
+
 // New loads the model, creates the context and starts the scheduler. When
 // ctx ends during the model load, New stops it and returns ctx's error;
 // after New returns, ctx no longer matters (use Close).
@@ -155,24 +178,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	reserve := cfg.embedReserve(pooling)
-	nctx := cfg.ctxSize(model.CtxTrain()) + reserve
-	// One KV buffer for all slots: any mix of slots and prompt chunks is
-	// then one forward pass, and a prefix is shared by copying cell
-	// labels. llama.cpp lets every sequence use the whole buffer; the
-	// engine accounts its cells (pool.go) and caps each request.
-	//
-	// An engine that embeds has BatchSize more cells, and sequence ids
-	// after the slots', for its embedding passes (see embed.go).
-	//
-	// A persistent thread pool, whose workers spin between passes, only
-	// when the compute threads leave a core to the Go runtime: on 2 cores
-	// with -t 2 it cost 6 % of single-stream throughput over HTTP (the
-	// handler waits for a core), though in-process it saves about 3 %.
-	lctx, err := llama.NewContext(model, llama.ContextParams{
-		NCtx: nctx, NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel + cfg.lanes(pooling), Threads: cfg.Threads, Unified: true,
-		NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(), Pooling: pooling,
-		TypeK: typeK, TypeV: typeV,
-	})
+	lctx, err := llama.NewContext(model, cfg.contextParams(model.CtxTrain(), pooling, typeK, typeV))
 	if err != nil {
 		model.Close()
 		return nil, fmt.Errorf("engine: %w", err)
@@ -205,7 +211,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
-	disk, err := openDisk(cfg, name, model.NVocab())
+	disk, err := openDisk(cfg, name, model.NVocab(), memoryKind(model))
 	if err != nil {
 		lctx.Close()
 		model.Close()
@@ -227,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
 			Created: time.Now(),
 			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
+			MemoryKind: memoryKind(model), Memory: lctx.Memory(),
 		},
 		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
 		submitq: make(chan *request, cfg.MaxQueue),
@@ -583,9 +590,5 @@ func loadModel(ctx context.Context, cfg Config, typeK, typeV llama.CacheType) (*
 	if err != nil {
 		return nil, err
 	}
-	nctx := cfg.ctxSize(md.ContextLength) + cfg.embedReserve(pooling)
-	return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, llama.ContextParams{
-		NCtx: nctx, NBatch: min(cfg.BatchSize, nctx), NSeqMax: cfg.Parallel + cfg.lanes(pooling), Unified: true,
-		NoFlashAttn: cfg.NoFlashAttn, Pooling: pooling, TypeK: typeK, TypeV: typeV,
-	})
+	return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, cfg.contextParams(md.ContextLength, pooling, typeK, typeV))
 }

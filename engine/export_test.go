@@ -1,9 +1,23 @@
 package engine
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // TimeLimits is the queue wait and the pause grace e runs with, defaults
 // applied.
 func TimeLimits(e *Engine) (maxQueueWait, pauseGrace time.Duration) {
 	return e.cfg.MaxQueueWait, e.cfg.PauseGrace
+}
+
+// HoldCPU takes every core of c until release: an engine computing on c
+// waits before its next forward pass, so that a test can line up what
+// that pass and the next admission see.
+func HoldCPU(c *CPU) (release func()) {
+	r, err := c.acquire(context.Background(), int(c.cores))
+	if err != nil {
+		panic(err) // a background context does not end
+	}
+	return r
 }

@@ -80,6 +80,15 @@ const (
 // md describes, before loading it: what engine.New would make llama.cpp
 // allocate, with Config's defaults applied as New applies them.
 //
+// When cfg.ModelPath names md's file, KV and the compute buffer are
+// llama.cpp's own sizing of the context New creates (llama.MemoryNeeds:
+// exact for every architecture and memory kind, sliding windows,
+// recurrent states and compressed keys included), and Compute adds
+// ggml's scratch and the output buffer below. From a header alone
+// (no ModelPath), KV and Compute follow the formulas below, which model
+// plain attention only: a model with a recurrent state, a sliding window
+// or compressed keys gets ErrEstimate.
+//
 // The parts, with T the tokens of a forward pass (n_ubatch: BatchSize,
 // at most the context), C the KV cells (the context padded to 256), E,
 // F, V the embedding, feed-forward and vocabulary sizes, H the attention
@@ -135,12 +144,9 @@ const (
 // llama.CheckCacheTypes) get an error wrapping llama.ErrCacheType, an
 // unknown type name a plain error.
 //
-// Models without attention head counts get ErrEstimate (recurrent
-// architectures such as Mamba or RWKV keep a state this does not model),
-// as do models missing a dimension llama.cpp requires. A missing
-// feed-forward width is taken as 4E. Sliding-window layers are counted
-// with a full cache, an upper bound (llama.cpp gives them fewer cells
-// unless swa_full); a hybrid model's recurrent state is not counted.
+// Models missing a dimension llama.cpp requires get ErrEstimate, as does
+// a file llama.cpp cannot build a context of. A missing feed-forward
+// width is taken as 4E.
 func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	h, err := readHParams(md)
 	if err != nil {
@@ -161,8 +167,10 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	if err != nil {
 		return Footprint{}, err
 	}
-	if err := llama.CheckCacheTypes(typeK, typeV, fa, int(h.headK), int(h.headV)); err != nil {
-		return Footprint{}, fmt.Errorf("engine: %w", err)
+	if h.heads > 0 {
+		if err := llama.CheckCacheTypes(typeK, typeV, fa, int(h.headK), int(h.headV)); err != nil {
+			return Footprint{}, fmt.Errorf("engine: %w", err)
+		}
 	}
 	cells := int64(alignTo(nctx, ctxPad))
 	// llama.cpp caps n_batch at the context asked for, before padding it,
@@ -173,21 +181,35 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	if err != nil {
 		return Footprint{}, err
 	}
+	var kv, graph int64
+	if cfg.ModelPath != "" {
+		// llama.cpp's own sizing of the context New creates.
+		need, err := llama.MemoryNeeds(cfg.ModelPath, cfg.contextParams(h.ctxTrain, pooling, typeK, typeV))
+		if err != nil {
+			return Footprint{}, fmt.Errorf("%w: %w", ErrEstimate, err)
+		}
+		kv, graph = need.Context, need.Compute+h.scratch(cells, tokens, fa)
+	} else {
+		if err := h.plainAttention(md); err != nil {
+			return Footprint{}, err
+		}
+		kv, graph = cells*h.kvPerCell(fa, typeK, typeV), h.compute(cells, tokens, fa)
+	}
 	// The output buffer: one token's logits per sequence, and for an
 	// engine that embeds, after its first embedding pass, the logits and
 	// embeddings of a whole batch (llama.cpp outputs every token of a
 	// pooled sequence, and keeps the buffer at its largest).
-	compute := h.compute(cells, tokens, fa) + h.vocab*4*int64(cfg.Parallel)
+	compute := graph + h.vocab*4*int64(cfg.Parallel)
 	if lanes := int64(cfg.lanes(pooling)); lanes > 0 {
 		out := max(h.vocab*4*(int64(cfg.Parallel)+lanes), (h.vocab+h.embd)*4*tokens)
 		// The pooling nodes: the transposed embeddings, the mean matrix
 		// (or row ids) and the pooled vectors.
 		pool := (h.embd*tokens + tokens*lanes + h.embd*lanes) * 4
-		compute = h.compute(cells, tokens, fa) + out + pool
+		compute = graph + out + pool
 	}
 	return Footprint{
 		Weights:   weights,
-		KV:        cells * h.kvPerCell(fa, typeK, typeV),
+		KV:        kv,
 		Compute:   compute,
 		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges,
 		HostCache: max(cfg.HostCacheBytes, 0),
@@ -224,18 +246,18 @@ func readHParams(md *gguf.Metadata) (*hparams, error) {
 	if err != nil {
 		return nil, err
 	}
-	if heads == nil || heads[0] <= 0 {
-		return nil, fmt.Errorf("%w: %s has no %s (a recurrent architecture?)", ErrEstimate, arch, key("attention.head_count"))
-	}
-	h.heads = slices.Max(heads)
 	if h.headsKV, err = perLayer(md, key("attention.head_count_kv"), layers); err != nil {
 		return nil, err
 	}
-	if h.headsKV == nil {
-		h.headsKV = heads
+	if heads != nil && heads[0] > 0 {
+		h.heads = slices.Max(heads)
+		if h.headsKV == nil {
+			h.headsKV = heads
+		}
+		// llama.cpp derives the head width from the first layer's head
+		// count.
+		h.headK, h.headV = h.embd/heads[0], h.embd/heads[0]
 	}
-	// llama.cpp derives the head width from the first layer's head count.
-	h.headK, h.headV = h.embd/heads[0], h.embd/heads[0]
 	for _, d := range []struct {
 		dst *int64
 		key string
@@ -296,6 +318,23 @@ func (h *hparams) kvPerCell(fa bool, k, v llama.CacheType) int64 {
 	return n
 }
 
+// plainAttention returns ErrEstimate unless md's model keeps nothing but
+// a KV cache of every layer's key and value heads, the memory
+// kvPerCell and compute model: no recurrent state, sliding window or
+// compressed (MLA) keys. Those are estimated from the file only (see
+// EstimateMemory).
+func (h *hparams) plainAttention(md *gguf.Metadata) error {
+	if h.heads <= 0 {
+		return fmt.Errorf("%w: %s has no %s.attention.head_count (a recurrent architecture?): estimate it from its file", ErrEstimate, md.Architecture, md.Architecture)
+	}
+	for _, k := range []string{"attention.sliding_window", "attention.kv_lora_rank", "ssm.state_size", "wkv.head_size", "shortconv.l_cache"} {
+		if _, ok := md.KV[md.Architecture+"."+k]; ok {
+			return fmt.Errorf("%w: %s declares %s.%s, a memory the header-only estimate does not model: estimate it from its file", ErrEstimate, md.Architecture, md.Architecture, k)
+		}
+	}
+	return nil
+}
+
 // compute is the compute buffer plus ggml's scratch for a pass of tokens
 // tokens over cells cells (see EstimateMemory).
 func (h *hparams) compute(cells, tokens int64, fa bool) int64 {
@@ -315,11 +354,19 @@ func (h *hparams) compute(cells, tokens int64, fa bool) int64 {
 	}
 	ffn += live + hole
 	out := (h.vocab + 2*h.embd) * a * tokens
-	scratch := 2 * max(h.embd, h.ff) * tokens
+	return max(attn, ffn, out) + h.scratch(cells, tokens, fa)
+}
+
+// scratch is what ggml's CPU backend converts matrix-product inputs in,
+// beside the compute buffer: the largest input converted to the weights'
+// dot type (at most 2 bytes a value) or, without flash attention, the
+// soft-maxed scores converted to F16.
+func (h *hparams) scratch(cells, tokens int64, fa bool) int64 {
+	s := 2 * max(h.embd, h.ff) * tokens
 	if !fa {
-		scratch = max(scratch, cells*tokens*h.heads*2)
+		s = max(s, cells*tokens*h.heads*2)
 	}
-	return max(attn, ffn, out) + scratch
+	return s
 }
 
 // Bounds on what a file may say, so that no product of a few dimensions

@@ -56,6 +56,27 @@ type hostCache struct {
 	spill func(tokens []int32, salt string, state []byte)
 	// kv follows the blocks the entries hold (nil: no KV events).
 	kv *kvBlocks
+	// other holds bytes of the same budget (the slots' checkpoints:
+	// checkpoint.go), evicted with the entries in one least recently used
+	// order on the clock; nil for none.
+	other budgetHolder
+}
+
+// budgetHolder is what else holds bytes of the host cache's budget.
+type budgetHolder interface {
+	// held is the bytes it holds.
+	held() int64
+	// oldest is when its least recently used item was last used, on
+	// the host cache's clock; false when it holds nothing.
+	oldest() (used uint64, ok bool)
+	// dropOldest drops that item.
+	dropOldest()
+}
+
+// tick advances the clock and returns it: a use's time.
+func (c *hostCache) tick() uint64 {
+	c.clock++
+	return c.clock
 }
 
 // longest returns the entry of salt sharing the longest prefix with
@@ -81,10 +102,7 @@ func (c *hostCache) covers(tokens []int32, salt string) bool {
 }
 
 // touch marks e as just used.
-func (c *hostCache) touch(e *hostEntry) {
-	c.clock++
-	e.used = c.clock
-}
+func (c *hostCache) touch(e *hostEntry) { e.used = c.tick() }
 
 // add stores state for tokens of salt, dropping the entries it makes
 // redundant (those of salt whose tokens are a prefix of these) and then
@@ -115,19 +133,45 @@ func (c *hostCache) add(tokens []int32, salt string, state []byte) {
 	c.kv.hostAdded(e)
 	c.size += int64(len(state))
 	c.saved++
-	for c.size > c.budget {
-		oldest := 0
+	c.fit(0)
+}
+
+// fit drops, least recently used first, the entries (handed to spill,
+// when set) and the other holder's items until they fit the budget with
+// extra bytes more, or nothing is left to drop.
+func (c *hostCache) fit(extra int64) {
+	for {
+		var other int64
+		if c.other != nil {
+			other = c.other.held()
+		}
+		if c.size+other+extra <= c.budget {
+			return
+		}
+		oldest := -1
 		for i, e := range c.entries {
-			if e.used < c.entries[oldest].used {
+			if oldest < 0 || e.used < c.entries[oldest].used {
 				oldest = i
 			}
 		}
-		e := c.entries[oldest]
-		c.size -= int64(len(e.state))
-		c.entries = slices.Delete(c.entries, oldest, oldest+1)
-		c.kv.hostDropped(e)
-		if c.spill != nil {
-			c.spill(e.tokens, e.salt, e.state)
+		var used uint64
+		ok := false
+		if c.other != nil {
+			used, ok = c.other.oldest()
+		}
+		switch {
+		case oldest >= 0 && (!ok || c.entries[oldest].used < used):
+			e := c.entries[oldest]
+			c.size -= int64(len(e.state))
+			c.entries = slices.Delete(c.entries, oldest, oldest+1)
+			c.kv.hostDropped(e)
+			if c.spill != nil {
+				c.spill(e.tokens, e.salt, e.state)
+			}
+		case ok:
+			c.other.dropOldest()
+		default:
+			return
 		}
 	}
 }

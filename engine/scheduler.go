@@ -46,10 +46,8 @@ type scheduler struct {
 	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
 	// sequences cut back to one.
 	checkpointsSaved, checkpointsUsed uint64
-	// checkpointBytes sums the slots' checkpoints; checkpointClock
-	// orders them by when they were taken.
+	// checkpointBytes sums the slots' checkpoints.
 	checkpointBytes int64
-	checkpointClock uint64
 	piece           []byte               // scratch for token bytes
 	forced          []byte               // scratch for the text a grammar forces (jump.go)
 	forcedTok       []llama.Token        // scratch for its first token (jump.go)
@@ -87,6 +85,7 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		partial: e.model.Recurrent() || e.model.SlidingWindow() > 0,
 		window:  e.model.SlidingWindow(),
 	}
+	s.host.other = checkpoints{s}
 	s.timer.Stop()
 	for i := range e.cfg.Parallel {
 		s.slots = append(s.slots, &slot{id: i, nctx: reqCtx})
@@ -154,6 +153,10 @@ func (s *scheduler) cores() (release func(), err error) {
 	if s.e.cfg.CPU == nil {
 		return func() {}, nil
 	}
+	if release, ok := s.e.cfg.CPU.tryAcquire(s.e.cfg.Threads); ok {
+		return release, nil
+	}
+	s.publish() // what pollers see while the pass waits: the admitted requests
 	return s.e.cfg.CPU.acquire(s.e.life, s.e.cfg.Threads)
 }
 

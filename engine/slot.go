@@ -84,7 +84,7 @@ type slot struct {
 type checkpoint struct {
 	pos   int
 	state []byte
-	taken uint64 // the scheduler's checkpointClock when taken
+	used  uint64 // when it was taken or last restored, on the host cache's clock
 }
 
 func (sl *slot) active() bool { return sl.state != stateIdle }

@@ -131,7 +131,33 @@ func EstimateSplit(md *gguf.Metadata, cfg Config, gpuLayers int, devices []strin
 		return Split{}, err
 	}
 	fa := !cfg.NoFlashAttn
-	maxKV := slices.Max(h.headsKV)
+	// Each layer's part of fp.KV: its keys and values per cell, as
+	// kvPerCell counts them, over all cells. Where fp.KV (llama.cpp's
+	// sizing) is not that sum (a sliding window, recurrent state,
+	// compressed keys), the parts are scaled to it, or even without head
+	// counts.
+	layerKV := make([]int64, n)
+	var sum int64
+	if len(h.headsKV) == n {
+		maxKV := slices.Max(h.headsKV)
+		for il, kv := range h.headsKV {
+			vw := kv * h.headV
+			if !fa {
+				vw = maxKV * h.headV
+			}
+			layerKV[il] = cells * (typeK.RowBytes(kv*h.headK) + typeV.RowBytes(vw))
+			sum += layerKV[il]
+		}
+	}
+	for il := range layerKV {
+		switch {
+		case sum == fp.KV:
+		case sum > 0:
+			layerKV[il] = int64(float64(layerKV[il]) / float64(sum) * float64(fp.KV))
+		default:
+			layerKV[il] = fp.KV / int64(n)
+		}
+	}
 
 	sizes, err := tensorSizes(md)
 	if err != nil {
@@ -191,14 +217,8 @@ func EstimateSplit(md *gguf.Metadata, cfg Config, gpuLayers int, devices []strin
 		if d < 0 {
 			continue
 		}
-		kv := h.headsKV[il]
-		vw := kv * h.headV
-		if !fa {
-			vw = maxKV * h.headV
-		}
-		bytes := cells * (typeK.RowBytes(kv*h.headK) + typeV.RowBytes(vw))
-		out[d].KV += bytes
-		s.Host.KV -= bytes
+		out[d].KV += layerKV[il]
+		s.Host.KV -= layerKV[il]
 	}
 	for _, d := range out {
 		if d.Layers > 0 {

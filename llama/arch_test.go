@@ -12,28 +12,6 @@ import (
 	"github.com/corral-llm/corral/llama"
 )
 
-// TestArchitectures loads a synthetic model (testsynth.Arch) of every
-// architecture llama.cpp knows, but those gguf.ArchUnsupported gives a
-// reason for, and checks its greedy tokens (end of generation banned, as
-// llama-server's ignore_eos does) against llama-server's
-// (testmodel.ArchGoldens), one prompt at a time and all of them in the
-// same steps. Where llama-server itself fails (testmodel.ArchPeerErrors),
-// the binding must still generate, the same tokens alone and batched.
-// notGenerative are architectures llama.cpp builds that do not generate
-// text token by token: the test loads them and stops there.
-var notGenerative = map[string]string{
-	"llama-embed":     "an embedding model (pooled, non-causal)",
-	"gemma-embedding": "an embedding model (pooled, non-causal)",
-	"modern-bert":     "an embedding encoder",
-	"neo-bert":        "an embedding encoder",
-	"eurobert":        "an embedding encoder",
-	"t5encoder":       "an embedding encoder",
-	"dream":           "a diffusion model: it denoises a whole answer at once",
-	"llada":           "a diffusion model: it denoises a whole answer at once",
-	"llada-moe":       "a diffusion model: it denoises a whole answer at once",
-	"rnd1":            "a diffusion model: it denoises a whole answer at once",
-}
-
 // batchVariant are architectures whose synthetic model's tokens depend,
 // in llama.cpp itself, on which sequences share a batch: llama-server's
 // own batched run differs from its alone run (plamo2, cogvlm), or this
@@ -45,6 +23,14 @@ var batchVariant = map[string]bool{
 	"dots3note": true, "cogvlm": true, "minimax-m3": true,
 }
 
+// TestArchitectures loads a synthetic model (testsynth.Arch) of every
+// architecture llama.cpp knows, but those gguf.ArchUnsupported gives a
+// reason for, and checks its greedy tokens (end of generation banned, as
+// llama-server's ignore_eos does) against llama-server's
+// (testmodel.ArchGoldens), one prompt at a time and all of them in the
+// same steps. Where llama-server itself fails (testmodel.ArchPeerErrors),
+// the binding must still generate, the same tokens alone and batched.
+// testmodel.ArchNotGenerative are loaded only.
 func TestArchitectures(t *testing.T) {
 	dir := t.TempDir()
 	var prompts []string
@@ -66,7 +52,7 @@ func TestArchitectures(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if why, ok := notGenerative[arch]; ok {
+			if why, ok := testmodel.ArchNotGenerative[arch]; ok {
 				t.Skipf("loads; not generated from: %s", why)
 			}
 			want, golden := testmodel.ArchGoldens[arch]
@@ -100,6 +86,48 @@ func TestArchitectures(t *testing.T) {
 					t.Errorf("batched, %q: got %v, want %v", p, batched[i], want.Batched[i])
 				}
 			}
+		})
+	}
+}
+
+// TestMemoryNeeds checks, for every architecture TestArchitectures loads,
+// that llama.MemoryNeeds (llama.cpp's sizing without allocating) gives
+// what a context then allocates: the context's memory (KV cells of every
+// kind, recurrent states) and compute buffers to the byte, the weights
+// within their alignment padding. The context has more cells than the
+// sliding windows, so that a sliding-window cache is smaller than a full
+// one, and four sequences, so that recurrent states count four times.
+func TestMemoryNeeds(t *testing.T) {
+	dir := t.TempDir()
+	p := llama.ContextParams{NCtx: 2048, NBatch: 64, NSeqMax: 4, Threads: 1, Unified: true}
+	for _, arch := range llama.Architectures() {
+		t.Run(arch, func(t *testing.T) {
+			if why, ok := gguf.ArchUnsupported[arch]; ok {
+				t.Skip(why)
+			}
+			path := testsynth.Arch(t, dir, arch)
+			need, err := llama.MemoryNeeds(path, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := llama.LoadModel(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			c, err := llama.NewContext(m, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Memory()
+			c.Close()
+			if need.Context != got.Context || need.Compute != got.Compute {
+				t.Errorf("MemoryNeeds %+v, allocated %+v", need, got)
+			}
+			if d := need.Weights - got.Weights; d < -got.Weights/100 || d > got.Weights/100 {
+				t.Errorf("weights: MemoryNeeds %d, allocated %d", need.Weights, got.Weights)
+			}
+			t.Logf("context %d B, compute %d B, weights %d B", got.Context, got.Compute, got.Weights)
 		})
 	}
 }

@@ -276,18 +276,9 @@ var fitMu sync.Mutex
 // leaving FitMargin free on each device: llama.cpp's fitting,
 // which reads the model's header and simulates the allocations.
 func (c *cOffload) fit(path string, params *C.struct_llama_model_params, cp ContextParams) error {
-	// The fields of NewContext's parameters that size device buffers.
-	cparams := C.llama_context_default_params()
-	cparams.n_ctx = C.uint32_t(max(cp.NCtx, 1))
-	cparams.n_batch = C.uint32_t(max(cp.NBatch, 1))
-	cparams.n_ubatch = cparams.n_batch
-	cparams.n_seq_max = C.uint32_t(max(cp.NSeqMax, 1))
-	C.corral_outputs_max(&cparams)
-	cparams.kv_unified = C.bool(cp.Unified)
-	if cp.NoFlashAttn {
-		cparams.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
-	}
-	cparams.pooling_type = C.enum_llama_pooling_type(int(cp.Pooling) - 1)
+	// NewContext's parameters (n_ctx 0 would be the training context).
+	cp.NCtx = max(cp.NCtx, 1)
+	cparams := cp.c()
 	n := C.llama_max_tensor_buft_overrides()
 	c.overrides = (*C.struct_llama_model_tensor_buft_override)(C.calloc(n, C.size_t(unsafe.Sizeof(C.struct_llama_model_tensor_buft_override{}))))
 	cpath := C.CString(path)

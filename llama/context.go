@@ -84,26 +84,22 @@ type Context struct {
 	passes *C.uint64_t               // C memory: the eval callback writes it
 }
 
-// NewContext creates an inference context for the model.
-func NewContext(m *Model, p ContextParams) (*Context, error) {
-	if p.NSeqMax < 1 {
-		p.NSeqMax = 1
-	}
-	if p.NBatch < 1 {
-		p.NBatch = 512
-	}
-	hk, hv := m.HeadSizes()
-	if err := CheckCacheTypes(p.TypeK, p.TypeV, !p.NoFlashAttn, hk, hv); err != nil {
-		return nil, fmt.Errorf("llama: %w", err)
-	}
+// c is p as llama_context_params: what NewContext creates, and what
+// fitting and MemoryNeeds size without creating it.
+func (p ContextParams) c() C.struct_llama_context_params {
 	cp := C.llama_context_default_params()
 	cp.n_ctx = C.uint32_t(p.NCtx)
 	cp.n_batch = C.uint32_t(p.NBatch)
-	cp.n_ubatch = C.uint32_t(p.NBatch)
-	cp.n_seq_max = C.uint32_t(p.NSeqMax)
+	if p.NBatch < 1 {
+		cp.n_batch = 512
+	}
+	cp.n_ubatch = cp.n_batch
+	cp.n_seq_max = C.uint32_t(max(p.NSeqMax, 1))
 	C.corral_outputs_max(&cp)
-	cp.n_threads = C.int32_t(p.Threads)
-	cp.n_threads_batch = C.int32_t(p.Threads)
+	if p.Threads > 0 {
+		cp.n_threads = C.int32_t(p.Threads)
+		cp.n_threads_batch = C.int32_t(p.Threads)
+	}
 	cp.kv_unified = C.bool(p.Unified)
 	// Sliding-window layers keep their window (and a batch), not the
 	// whole context, as llama-server's do: the engine cuts a sequence
@@ -119,6 +115,22 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	cp.type_k = p.TypeK.ggmlType()
 	cp.type_v = p.TypeV.ggmlType()
 	cp.pooling_type = C.enum_llama_pooling_type(int(p.Pooling) - 1)
+	return cp
+}
+
+// NewContext creates an inference context for the model.
+func NewContext(m *Model, p ContextParams) (*Context, error) {
+	if p.NSeqMax < 1 {
+		p.NSeqMax = 1
+	}
+	if p.NBatch < 1 {
+		p.NBatch = 512
+	}
+	hk, hv := m.HeadSizes()
+	if err := CheckCacheTypes(p.TypeK, p.TypeV, !p.NoFlashAttn, hk, hv); err != nil {
+		return nil, fmt.Errorf("llama: %w", err)
+	}
+	cp := p.c()
 	passes := (*C.uint64_t)(C.calloc(2, C.size_t(unsafe.Sizeof(C.uint64_t(0))))) // passes, device nodes
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)
 	cp.cb_eval_user_data = unsafe.Pointer(passes)

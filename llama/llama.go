@@ -220,6 +220,10 @@ func (m *Model) Recurrent() bool {
 	return bool(C.llama_model_is_recurrent(m.m)) || bool(C.llama_model_is_hybrid(m.m))
 }
 
+// Hybrid reports whether the model keeps both a recurrent state and a KV
+// cache (Jamba, Qwen3.5, Granite-4 hybrid, ...).
+func (m *Model) Hybrid() bool { return bool(C.llama_model_is_hybrid(m.m)) }
+
 // Diffusion reports whether the model generates by diffusion (Dream,
 // LLaDA): a whole answer denoised at once, not token by token.
 func (m *Model) Diffusion() bool { return bool(C.llama_model_is_diffusion(m.m)) }

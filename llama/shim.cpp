@@ -562,6 +562,25 @@ bool corral_params_fit(const char * path, struct llama_model_params * mparams, s
     }
 }
 
+bool corral_memory_needs(const char * path, const struct llama_model_params * mparams,
+                         const struct llama_context_params * cparams, size_t sizes[3]) {
+    try {
+        std::vector<ggml_backend_dev_t> devs;
+        uint32_t layers = 0, ctx_train = 0, experts = 0;
+        common_device_memory_data_vec mem = common_get_device_memory_data(
+            path, mparams, cparams, devs, layers, ctx_train, experts, GGML_LOG_LEVEL_ERROR);
+        sizes[0] = sizes[1] = sizes[2] = 0;
+        for (const auto & d : mem) {
+            sizes[0] += d.model;
+            sizes[1] += d.context;
+            sizes[2] += d.compute;
+        }
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
 // common/log.cpp, linked for fit.cpp's logs, asks common/common.cpp (not
 // linked: corral uses nothing else of it) whether a terminal takes colours.
 // corral's own logs carry none.

@@ -150,6 +150,16 @@ bool corral_params_fit(const char * path, struct llama_model_params * mparams, s
                        float * tensor_split, struct llama_model_tensor_buft_override * overrides, size_t margin,
                        uint32_t n_ctx_min);
 
+// corral_memory_needs writes to sizes what llama.cpp would allocate for
+// the model at path loaded with mparams and a context of cparams, found
+// without allocating it (the accounting llama.cpp's fitting runs on):
+// sizes[0] the weights, sizes[1] the context's memory (the KV cells of
+// every kind and the recurrent states), sizes[2] the compute buffers,
+// each summed over the host and the devices. False when llama.cpp cannot
+// build the model or the context. Not thread-safe, as corral_params_fit.
+bool corral_memory_needs(const char * path, const struct llama_model_params * mparams,
+                         const struct llama_context_params * cparams, size_t sizes[3]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,10 +62,16 @@ type offload struct {
 // kvPool describes a loaded model's KV cache: the pool of cells its slots
 // share, and the host tier below it.
 type kvPool struct {
-	Cells  int `json:"cells"`  // in all
-	Active int `json:"active"` // held for running requests
-	Cached int `json:"cached"` // held only by idle slots' cached prefixes
-	Free   int `json:"free"`
+	// Kind is what the model keeps of a sequence: "attention",
+	// "sliding-window", "recurrent" or "hybrid".
+	Kind string `json:"kind"`
+	// Bytes is the memory llama.cpp allocated for it: the KV cells of
+	// every kind and the recurrent states.
+	Bytes  int64 `json:"bytes"`
+	Cells  int   `json:"cells"`  // in all
+	Active int   `json:"active"` // held for running requests
+	Cached int   `json:"cached"` // held only by idle slots' cached prefixes
+	Free   int   `json:"free"`
 	// Host is the host-memory tier (--cache-ram), Disk the disk tier
 	// below it (--cache-disk; zeros without one).
 	Host kvTier `json:"host"`
@@ -114,6 +120,7 @@ func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 			if e := st.Model.Engine(); e != nil {
 				s := e.Stats()
 				m.Meta.KV = &kvPool{
+					Kind: string(info.MemoryKind), Bytes: info.Memory.Context,
 					Cells: s.KVCellsTotal, Active: s.KVCellsActive, Cached: s.KVCellsUsed - s.KVCellsActive, Free: s.KVCellsTotal - s.KVCellsUsed,
 					Host:        kvTier{Bytes: s.HostCacheBytes, Entries: s.HostCacheEntries, Saved: s.HostCacheSaved, Hits: s.HostCacheRestored},
 					Disk:        kvTier{Bytes: s.DiskCacheBytes, Entries: s.DiskCacheEntries, Saved: s.DiskCacheSaved, Hits: s.DiskCacheHits},

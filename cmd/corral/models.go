@@ -195,7 +195,7 @@ func runShow(_ context.Context, args []string) error {
 	row("vocab size", md.VocabSize)
 	row("file", fmt.Sprintf("%s (%s)", path, registry.FormatBytes(m.Size)))
 	// What corral serve reserves for it with its defaults, less --cache-ram.
-	if fp, err := engine.EstimateMemory(md, engine.Config{}); err == nil {
+	if fp, err := engine.EstimateMemory(md, engine.Config{ModelPath: path}); err == nil {
 		row("memory (serve defaults)", fmt.Sprintf("%s: weights %s, KV %s, compute %s, other %s; plus --cache-ram",
 			registry.FormatBytes(fp.Total()), registry.FormatBytes(fp.Weights), registry.FormatBytes(fp.KV),
 			registry.FormatBytes(fp.Compute), registry.FormatBytes(fp.Overhead)))

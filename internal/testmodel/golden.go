@@ -79,3 +79,18 @@ var ArchPrompts = []ArchPrompt{{"Once upon a time", 16}, {"Hello", 8}, {"The lit
 type ArchGolden struct {
 	Alone, Batched [][]int32
 }
+
+// ArchNotGenerative are architectures llama.cpp builds that do not
+// generate text token by token: tests load them and stop there.
+var ArchNotGenerative = map[string]string{
+	"llama-embed":     "an embedding model (pooled, non-causal)",
+	"gemma-embedding": "an embedding model (pooled, non-causal)",
+	"modern-bert":     "an embedding encoder",
+	"neo-bert":        "an embedding encoder",
+	"eurobert":        "an embedding encoder",
+	"t5encoder":       "an embedding encoder",
+	"dream":           "a diffusion model: it denoises a whole answer at once",
+	"llada":           "a diffusion model: it denoises a whole answer at once",
+	"llada-moe":       "a diffusion model: it denoises a whole answer at once",
+	"rnd1":            "a diffusion model: it denoises a whole answer at once",
+}

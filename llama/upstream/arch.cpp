@@ -4,6 +4,7 @@
 
 #include "gguf.h"
 #include "llama-arch.h"
+#include "llama-ext.h"
 #include "llama-model.h"
 
 #include <cstdio>
@@ -112,4 +113,13 @@ extern "C" const char * corral_layout_tensor(const struct llama_model * model, i
         ne[d] = t->ne[d];
     }
     return model->tensors_by_name[i].first.c_str();
+}
+
+extern "C" void corral_memory_of(const struct llama_context * ctx, size_t sizes[3]) {
+    sizes[0] = sizes[1] = sizes[2] = 0;
+    for (const auto & [buft, m] : llama_get_memory_breakdown(ctx)) {
+        sizes[0] += m.model;
+        sizes[1] += m.context;
+        sizes[2] += m.compute;
+    }
 }

@@ -30,6 +30,12 @@ struct llama_model * corral_layout(const char * path, char * err, size_t err_len
 // corral_layout: its name (NULL past the end) and its extents ne[0..3].
 const char * corral_layout_tensor(const struct llama_model * model, int32_t i, int64_t ne[4]);
 
+// corral_memory_of writes to sizes what llama.cpp allocated for ctx and
+// its model (llama_get_memory_breakdown): sizes[0] the weights, sizes[1]
+// the context's memory (KV cells of every kind, recurrent states),
+// sizes[2] the compute buffers, each summed over the host and devices.
+void corral_memory_of(const struct llama_context * ctx, size_t sizes[3]);
+
 #ifdef __cplusplus
 }
 #endif
