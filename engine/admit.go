@@ -199,7 +199,7 @@ func (s *scheduler) place(r *request) *slot {
 	for _, sl := range s.slots {
 		m := 0
 		if reuse && sl.salt == salt {
-			m = s.reusable(sl, need, true)
+			m = s.reusable(sl, need)
 		}
 		s.prefixes = append(s.prefixes, m)
 	}
@@ -226,25 +226,34 @@ func (s *scheduler) place(r *request) *slot {
 	// The last token is evaluated again, even when cached, for its logits.
 	limit := len(need) - 1
 	src, n := target, min(s.prefixes[target.id], limit)
+	shared := 0 // the longest prefix of need another slot's cache holds
 	for i, sl := range s.slots {
-		if s.partial && s.prefixes[i] < len(sl.cache) && !s.cuttable(sl, s.prefixes[i]) {
-			continue // a checkpoint serves its own slot alone
+		if sl != target && !s.sharesCells() {
+			continue
 		}
 		if m := min(s.prefixes[i], limit); m > n {
 			src, n = sl, m
 		}
+		if sl != target && sl.salt == salt && reuse {
+			shared = max(shared, min(commonPrefix(sl.cache, need), limit))
+		}
 	}
+	s.markShared(target, shared)
 	if reuse {
+		// A restore takes cells for the whole entry, then frees its tail
+		// (or goes back to one of its checkpoints).
 		e, m := s.host.longest(need, salt)
-		if s.disk != nil && s.restoreDisk(target, need, salt, max(n, min(m, limit)), limit) {
+		if e != nil {
+			m = e.keep(min(m, limit), s.restorable(min(m, limit), len(e.tokens)))
+		}
+		if s.disk != nil && s.restoreDisk(target, need, salt, max(n, m), limit) {
 			return target
 		}
 		if src == target { // a failed load from disk emptied the slot
 			n = min(n, len(target.cache))
 		}
-		// A restore takes cells for the whole entry, then frees its tail.
-		if min(m, limit) > n && len(e.tokens) <= s.pool.avail()-s.committed() && s.restorable(min(m, limit), len(e.tokens)) {
-			if s.restore(target, e, min(m, limit)) {
+		if m > n && len(e.tokens) <= s.pool.avail()-s.committed() {
+			if s.restore(target, e, m) {
 				return target
 			}
 			if src == target { // the failed load emptied the slot
@@ -266,6 +275,27 @@ func (s *scheduler) place(r *request) *slot {
 	return target
 }
 
+// sharesCells reports whether slots may share cells. Not with a sliding
+// window: llama.cpp overwrites a window cell that fell behind it only
+// when one sequence holds it, so cells two sequences share stay until one
+// of them is cut back, and the window's cache (sized for each sequence's
+// window and a batch) runs out of cells ("no KV cache slot"). A slot
+// then reuses only its own cache and checkpoints, as llama-server's do.
+func (s *scheduler) sharesCells() bool { return s.window == 0 }
+
+// markShared asks a slot about to evaluate its prompt for a checkpoint
+// where the prompt stops sharing another slot's cache, at shared tokens,
+// when the model's memory needs checkpoints to reuse a prefix, that is
+// at least minFollow tokens past what the slot holds, and the host budget
+// can keep one: a third request with the same system prompt then starts
+// from it, in any slot.
+func (s *scheduler) markShared(sl *slot, shared int) {
+	sl.checkpointAt = 0
+	if s.partial && s.sharesCells() && s.host.budget > 0 && shared >= len(sl.cache)+minFollow {
+		sl.checkpointAt = shared
+	}
+}
+
 // reusable is how much of need sl's sequence can give: their common
 // prefix, when the model's memory can be cut back to any position. Part
 // of some memories cannot (see checkpoint.go): a recurrent state is one
@@ -276,7 +306,7 @@ func (s *scheduler) place(r *request) *slot {
 // (cuttable), else,
 // with own (the request would run in sl itself), the longest of its
 // checkpoints within the common prefix, else nothing.
-func (s *scheduler) reusable(sl *slot, need []int32, own bool) int {
+func (s *scheduler) reusable(sl *slot, need []int32) int {
 	// Need's last token is evaluated again, even when cached, for its
 	// logits: what sl gives stops before it, and must be cut back there.
 	m := min(commonPrefix(sl.cache, need), max(len(need)-1, 0))
@@ -284,11 +314,9 @@ func (s *scheduler) reusable(sl *slot, need []int32, own bool) int {
 		return m
 	}
 	best := 0
-	if own {
-		for _, c := range sl.checkpoints {
-			if c.pos <= m && c.pos < len(need) {
-				best = max(best, c.pos)
-			}
+	for _, c := range sl.checkpoints {
+		if c.pos <= m {
+			best = max(best, c.pos)
 		}
 	}
 	return best
@@ -304,6 +332,9 @@ const minFollow = 32
 // requests with one long system prompt arrive together, it is evaluated
 // once, not once per slot.
 func (s *scheduler) follow(target *slot, need []int32, n int) {
+	if !s.sharesCells() {
+		return
+	}
 	var leader *slot
 	best := n + minFollow - 1
 	for _, sl := range s.slots {
@@ -341,14 +372,14 @@ func (s *scheduler) release() {
 		r := sl.req
 		held := len(sl.cache) // the prefix placed at admission
 		need := append(slices.Clone(sl.cache), sl.pending...)
-		m := min(s.reusable(l, need, false), len(need)-1)
+		m := min(s.reusable(l, need), len(need)-1)
 		if m <= held {
 			continue
 		}
 		s.truncate(sl, 0)
-		s.share(l, sl, m)
+		m = s.share(l, sl, m)
 		sl.pending = need[m:]
-		if r.gen.preemptions == 0 { // the first admission: count the reuse
+		if r.gen.preemptions == 0 && m > r.gen.cached { // the first admission: count the reuse
 			s.cachedTokens += uint64(m - r.gen.cached)
 			r.gen.cached = m
 		}
@@ -455,7 +486,7 @@ func (s *scheduler) save(sl *slot) {
 		}
 	}
 	if state := s.lctx.SeqStateGet(sl.id); len(state) > 0 {
-		s.host.add(sl.cache, sl.salt, state) // to the disk tier when the host cache has no budget
+		s.host.add(sl.cache, sl.salt, state, slices.Clone(sl.checkpoints)) // to the disk tier when the host cache has no budget
 	}
 }
 
@@ -472,6 +503,10 @@ func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 	sl.salt = e.salt
 	for _, tok := range e.tokens {
 		s.appendToken(sl, tok)
+	}
+	for _, c := range e.checkpoints {
+		sl.checkpoints = append(sl.checkpoints, c)
+		s.checkpointBytes += int64(len(c.state))
 	}
 	s.truncate(sl, n)
 	if len(sl.cache) != n {

@@ -474,3 +474,122 @@ func TestTiersKeepEveryMemoryKind(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedSystemPromptCheckpoint: on hybrid models, whose memory cannot
+// be cut back at will, a prompt that shares a long prefix (a system
+// prompt) with another slot's cache pauses its prefill at the prefix's
+// end for a checkpoint there, and a third prompt with the same system
+// prompt, in a third slot, starts from it: the system prompt is evaluated
+// twice, not three times. On sliding-window models slots share no cells
+// (see TestSlidingWindowSlotsShareNoCells). Each answer is what a fresh
+// engine gives.
+func TestSharedSystemPromptCheckpoint(t *testing.T) {
+	system := strings.Repeat("The system says hello to the agent. ", 12)
+	users := []string{"\nUser: alpha beta", "\nUser: bravo delta", "\nUser: charlie echo"}
+	for _, arch := range []string{"qwen35", "mamba"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 3, CtxSize: 3 * 512, BatchSize: 32, Threads: testThreads, HostCacheBytes: 16 << 20}
+			var want [][]int32
+			for _, u := range users {
+				fresh, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, archTokens(t, fresh, system+u, 4))
+				fresh.Close()
+			}
+			e, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var cached []int
+			for i, u := range users {
+				req := greedy(system+u, 4)
+				req.Logprobs = true
+				_, lps, res := collectLogprobs(t, submit(t, e, req))
+				if got := tokensOf(lps); !slices.Equal(got, want[i]) || res.Err != nil {
+					t.Errorf("prompt %d: got %v (%v), want %v (a fresh engine's)", i, got, res.Err, want[i])
+				}
+				cached = append(cached, res.Usage.CachedTokens)
+			}
+			system := len(tokens(t, e, system))
+			if cached[1] != 0 || cached[2] < system {
+				t.Errorf("cached prompt tokens %v: want none for the second prompt, the system prompt's %d for the third", cached, system)
+			}
+			if st := e.Stats(); st.CheckpointHits != 1 {
+				t.Errorf("%d checkpoint hits, want 1", st.CheckpointHits)
+			}
+		})
+	}
+}
+
+// TestSlidingWindowSlotsShareNoCells: on a sliding-window model, three
+// prompts with one long system prompt (about 350 tokens: more than the
+// window's cells, a 64-token window for 3 slots and a 32-token pass,
+// padded to 256) in three slots each evaluate it: cells shared by two
+// sequences would fill the window's cache, which llama.cpp then cannot
+// place a batch in. Each answer is what a fresh engine gives.
+func TestSlidingWindowSlotsShareNoCells(t *testing.T) {
+	system := strings.Repeat("The system says hello to the agent. ", 12)
+	cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), "gemma3"), Parallel: 3, CtxSize: 3 * 512, BatchSize: 32, Threads: testThreads, HostCacheBytes: 16 << 20}
+	e, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i, u := range []string{"\nUser: alpha beta", "\nUser: bravo delta", "\nUser: charlie echo"} {
+		req := greedy(system+u, 4)
+		req.Logprobs = true
+		_, lps, res := collectLogprobs(t, submit(t, e, req))
+		fresh, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := archTokens(t, fresh, system+u, 4)
+		fresh.Close()
+		if got := tokensOf(lps); !slices.Equal(got, want) || res.Err != nil || res.Usage.CachedTokens != 0 {
+			t.Errorf("prompt %d: got %v (%v, %d tokens cached), want %v (a fresh engine's), none cached", i, got, res.Err, res.Usage.CachedTokens, want)
+		}
+	}
+}
+
+// TestHostEntriesKeepCheckpoints: a recurrent or hybrid conversation whose
+// slot another request took comes back from the host cache on its next
+// turn even when that turn shares only its last prompt, not its answer
+// (the client sends the answer back in other tokens): the entry keeps the
+// slot's checkpoints, and the restore goes back to the one at the prompt's
+// end. The answer is what a fresh engine gives.
+func TestHostEntriesKeepCheckpoints(t *testing.T) {
+	first := strings.TrimSpace(strings.Repeat("Once upon a time there was a dog. ", 8))
+	second := first + " The dog ran home."
+	for _, arch := range []string{"qwen35", "mamba"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 1, CtxSize: 512, Threads: testThreads, HostCacheBytes: 16 << 20}
+			fresh, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := archTokens(t, fresh, second, 8)
+			fresh.Close()
+			e, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			archTokens(t, e, first, 8)
+			archTokens(t, e, strings.Repeat("Hello there. ", 8), 2) // takes the slot
+			req := greedy(second, 8)
+			req.Logprobs = true
+			_, lps, res := collectLogprobs(t, submit(t, e, req))
+			if got := tokensOf(lps); !slices.Equal(got, want) {
+				t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
+			}
+			n := len(tokens(t, e, first))
+			if st := e.Stats(); res.Usage.CachedTokens != n || st.HostCacheRestored != 1 || st.CheckpointHits != 1 {
+				t.Errorf("second turn: %d prompt tokens cached, %d host restores, %d checkpoint hits; want the first prompt's %d, 1, 1",
+					res.Usage.CachedTokens, st.HostCacheRestored, st.CheckpointHits, n)
+			}
+		})
+	}
+}

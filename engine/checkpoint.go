@@ -46,6 +46,24 @@ func (s *scheduler) checkpoint(sl *slot) {
 	s.checkpointsSaved++
 }
 
+// fromCheckpoint gives dst, which has just copied src's first n cells
+// (with src's whole recurrent state and window), the part of src's state
+// that cannot be cut back as it was after n tokens: src's checkpoint
+// there. It reports false when src has none or llama.cpp cannot load it.
+func (s *scheduler) fromCheckpoint(src, dst *slot, n int) bool {
+	for i, c := range src.checkpoints {
+		if c.pos == n {
+			if !s.lctx.SetSeqStatePartial(dst.id, c.state) || !s.lctx.SeqRemove(dst.id, n, -1) {
+				return false
+			}
+			s.checkpointsUsed++
+			src.checkpoints[i].used = s.host.tick()
+			return true
+		}
+	}
+	return false
+}
+
 // dropCheckpoint forgets the slot's i-th checkpoint.
 func (s *scheduler) dropCheckpoint(sl *slot, i int) {
 	s.checkpointBytes -= int64(len(sl.checkpoints[i].state))

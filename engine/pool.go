@@ -107,13 +107,21 @@ func (s *scheduler) appendToken(sl *slot, tok int32) {
 }
 
 // share makes the first n tokens of src's cache dst's, sharing their
-// cells (llama_memory_seq_cp copies no data). dst's cache is empty.
-func (s *scheduler) share(src, dst *slot, n int) {
+// cells (llama_memory_seq_cp copies no data), and returns n. dst's cache
+// is empty. Where src's memory cannot be cut back to n, dst takes the
+// rest of its state from src's checkpoint at n (reusable offers no other
+// n); when that fails dst stays empty and share returns 0.
+func (s *scheduler) share(src, dst *slot, n int) int {
 	s.lctx.SeqCopy(src.id, dst.id, 0, n)
+	if !s.cuttable(src, n) && !s.fromCheckpoint(src, dst, n) {
+		s.lctx.SeqRemove(dst.id, -1, -1)
+		return 0
+	}
 	dst.cache = append(dst.cache, src.cache[:n]...)
 	dst.cells = append(dst.cells, src.cells[:n]...)
 	s.pool.hold(src.cells[:n])
 	s.kv.shared(src, dst, n)
+	return n
 }
 
 // committed is the number of cells the slots' pending prompt tokens will

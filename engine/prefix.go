@@ -34,8 +34,13 @@ type hostEntry struct {
 	tokens []int32
 	salt   string // the Request.CacheSalt of the requests that made it
 	state  []byte
-	used   uint64          // hostCache.clock at the last save or restore
-	blocks []kvevents.Hash // its whole blocks, when the engine publishes KV events
+	// checkpoints are the slot's checkpoints within tokens when it was
+	// saved (models whose memory cannot be cut back at will): a restore
+	// keeps the state to one of them when the next prompt shares less
+	// than all of tokens. Their bytes count in the entry's size.
+	checkpoints []checkpoint
+	used        uint64          // hostCache.clock at the last save or restore
+	blocks      []kvevents.Hash // its whole blocks, when the engine publishes KV events
 }
 
 // hostCache holds KV states of evicted sequences, least recently used
@@ -104,34 +109,61 @@ func (c *hostCache) covers(tokens []int32, salt string) bool {
 // touch marks e as just used.
 func (c *hostCache) touch(e *hostEntry) { e.used = c.tick() }
 
-// add stores state for tokens of salt, dropping the entries it makes
-// redundant (those of salt whose tokens are a prefix of these) and then
-// the least recently used ones until the cache fits its budget (handed
-// to spill, when set). A state larger than the whole budget is not kept
-// (but spilled).
-func (c *hostCache) add(tokens []int32, salt string, state []byte) {
+// size is the bytes e holds: its state and checkpoints.
+func (e *hostEntry) size() int64 {
+	n := int64(len(e.state))
+	for _, c := range e.checkpoints {
+		n += int64(len(c.state))
+	}
+	return n
+}
+
+// keep returns the most of e's tokens a restore can keep for a prompt
+// sharing its first m tokens when only whole keeps whole states and
+// checkpoints (see scheduler.restorable): m, or else its last checkpoint
+// within m, or 0.
+func (e *hostEntry) keep(m int, whole bool) int {
+	if whole || m == len(e.tokens) {
+		return m
+	}
+	k := 0
+	for _, c := range e.checkpoints {
+		if c.pos <= m {
+			k = max(k, c.pos)
+		}
+	}
+	return k
+}
+
+// add stores state for tokens of salt, with the checkpoints cps within
+// them, dropping the entries it makes redundant (those of salt whose
+// tokens are a prefix of these) and then the least recently used entries
+// and checkpoints until the cache fits its budget (entries handed to
+// spill, when set, without their checkpoints). A state larger than the
+// whole budget is not kept (but spilled).
+func (c *hostCache) add(tokens []int32, salt string, state []byte, cps []checkpoint) {
 	if c.perToken == 0 && len(tokens) > 0 {
 		c.perToken = int64(len(state) / len(tokens))
 	}
-	if int64(len(state)) > c.budget {
+	e := &hostEntry{tokens: slices.Clone(tokens), salt: salt, state: state, checkpoints: cps}
+	if e.size() > c.budget {
 		if c.spill != nil {
 			c.spill(tokens, salt, state)
 		}
 		return
 	}
-	c.entries = slices.DeleteFunc(c.entries, func(e *hostEntry) bool {
-		if e.salt == salt && commonPrefix(e.tokens, tokens) == len(e.tokens) {
-			c.size -= int64(len(e.state))
-			c.kv.hostDropped(e)
+	c.entries = slices.DeleteFunc(c.entries, func(old *hostEntry) bool {
+		if old.salt == salt && commonPrefix(old.tokens, tokens) == len(old.tokens) {
+			c.size -= old.size()
+			c.kv.hostDropped(old)
 			return true
 		}
 		return false
 	})
-	e := &hostEntry{tokens: slices.Clone(tokens), salt: salt, state: state}
 	c.touch(e)
 	c.entries = append(c.entries, e)
 	c.kv.hostAdded(e)
-	c.size += int64(len(state))
+	c.size += e.size()
 	c.saved++
 	c.fit(0)
 }
@@ -162,7 +194,7 @@ func (c *hostCache) fit(extra int64) {
 		switch {
 		case oldest >= 0 && (!ok || c.entries[oldest].used < used):
 			e := c.entries[oldest]
-			c.size -= int64(len(e.state))
+			c.size -= e.size()
 			c.entries = slices.Delete(c.entries, oldest, oldest+1)
 			c.kv.hostDropped(e)
 			if c.spill != nil {

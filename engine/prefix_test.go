@@ -7,24 +7,24 @@ import (
 
 func TestHostCacheKeepsTheLongestWithinBudget(t *testing.T) {
 	c := hostCache{budget: 100}
-	c.add([]int32{1, 2, 3}, "", make([]byte, 30))
-	c.add([]int32{1, 2, 3, 4, 5}, "", make([]byte, 50)) // makes the first redundant
+	c.add([]int32{1, 2, 3}, "", make([]byte, 30), nil)
+	c.add([]int32{1, 2, 3, 4, 5}, "", make([]byte, 50), nil) // makes the first redundant
 	if len(c.entries) != 1 || c.size != 50 {
 		t.Fatalf("after a longer save of the same prefix: %d entries, %d bytes; want 1, 50", len(c.entries), c.size)
 	}
 	if e, n := c.longest([]int32{1, 2, 3, 9}, ""); e == nil || n != 3 {
 		t.Fatalf("longest prefix of 1 2 3 9: %v, %d; want the entry, 3", e, n)
 	}
-	c.add([]int32{7, 8}, "", make([]byte, 40))
+	c.add([]int32{7, 8}, "", make([]byte, 40), nil)
 	c.touch(c.entries[0]) // 1..5 is now the most recently used
-	c.add([]int32{9}, "", make([]byte, 40))
+	c.add([]int32{9}, "", make([]byte, 40), nil)
 	if c.size > c.budget {
 		t.Fatalf("%d bytes kept, budget %d", c.size, c.budget)
 	}
 	if !c.covers([]int32{1, 2, 3, 4, 5}, "") || c.covers([]int32{7, 8}, "") {
 		t.Fatalf("eviction dropped the wrong entry: %d entries", len(c.entries))
 	}
-	c.add([]int32{5}, "", make([]byte, 101))
+	c.add([]int32{5}, "", make([]byte, 101), nil)
 	if c.covers([]int32{5}, "") {
 		t.Fatal("kept a state larger than the whole budget")
 	}
@@ -34,14 +34,14 @@ func TestHostCacheKeepsTheLongestWithinBudget(t *testing.T) {
 // salt, and a save makes only entries of its own salt redundant.
 func TestHostCacheKeepsSaltsApart(t *testing.T) {
 	c := hostCache{budget: 1000}
-	c.add([]int32{1, 2, 3}, "a", make([]byte, 10))
+	c.add([]int32{1, 2, 3}, "a", make([]byte, 10), nil)
 	if e, n := c.longest([]int32{1, 2, 3, 4}, "b"); e != nil || n != 0 {
 		t.Fatalf("salt b found salt a's entry: %v, %d", e, n)
 	}
 	if c.covers([]int32{1, 2, 3}, "") {
 		t.Fatal("the empty salt found salt a's entry")
 	}
-	c.add([]int32{1, 2, 3, 4}, "b", make([]byte, 10)) // not a's successor
+	c.add([]int32{1, 2, 3, 4}, "b", make([]byte, 10), nil) // not a's successor
 	if len(c.entries) != 2 {
 		t.Fatalf("%d entries after saves of two salts, want 2", len(c.entries))
 	}
@@ -95,7 +95,7 @@ func BenchmarkPrefixSearch(b *testing.B) {
 	}
 	c := hostCache{budget: 1 << 40}
 	for i := range 64 {
-		c.add(seq(int32(-100-i)), "", make([]byte, 1))
+		c.add(seq(int32(-100-i)), "", make([]byte, 1), nil)
 	}
 	prompt := seq(7)
 	for b.Loop() {

@@ -453,6 +453,9 @@ func (s *scheduler) fillBatch() bool {
 			continue
 		}
 		n := min(len(sl.pending), limit)
+		if at := sl.checkpointAt - len(sl.cache); at > 0 {
+			n = min(n, at) // stop where the shared prefix ends, for its checkpoint
+		}
 		sl.inBatch = true
 		for i, tok := range sl.pending[:n] {
 			last := i == n-1 && n == len(sl.pending)
@@ -490,6 +493,9 @@ func (s *scheduler) fillBatch() bool {
 func (s *scheduler) sample() {
 	now := time.Now()
 	for _, sl := range s.slots {
+		if sl.inBatch && sl.checkpointAt == len(sl.cache) && len(sl.pending) > 0 {
+			s.checkpoint(sl) // the end of a prefix another slot shares (markShared)
+		}
 		if sl.outIdx < 0 || !sl.active() {
 			continue
 		}

@@ -75,8 +75,14 @@ type slot struct {
 
 	// checkpoints (models whose memory cannot be cut back at will) are
 	// that part of the sequence's state at earlier positions of cache,
-	// oldest first: the end of each recent prompt (see checkpoint.go).
+	// oldest first: the end of each recent prompt, and the end of a prefix
+	// shared with another slot (see checkpoint.go).
 	checkpoints []checkpoint
+	// checkpointAt, when past the cache, is where the prompt being
+	// evaluated stops sharing another slot's cache: the prefill pauses
+	// there for a checkpoint, which later prompts with that prefix (a
+	// common system prompt) start from.
+	checkpointAt int
 }
 
 // checkpoint is the part of a sequence's state that cannot be cut back

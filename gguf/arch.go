@@ -277,8 +277,8 @@ func textVocab(v vocab) vocab {
 // that every layer, not only the embeddings, decides the next token), the
 // rest (biases, vectors) from N(0, 0.02²). Without a
 // Tokenizer the vocabulary is the synthetic one, its high byte tokens
-// unused (textVocab). The same architecture, shape, seed and options give
-// the same file.
+// unused (textVocab), with ChatML's tokens and o.Special as for llama.
+// The same architecture, shape, seed and options give the same file.
 func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, layout Layout) (err error) {
 	if why, ok := ArchUnsupported[arch]; ok && (arch != "phi3" || o.Tokenizer == nil) {
 		return fmt.Errorf("gguf: write %s: architecture %s: %s", path, arch, why)
@@ -289,14 +289,23 @@ func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, 
 			return fmt.Errorf("gguf: write %s: %w", path, err)
 		}
 	}
-	if len(o.Special) > 0 || s.ChatML {
-		return fmt.Errorf("gguf: write %s: special tokens and chatml are for the llama architecture", path)
-	}
 	if len(o.ChatTemplate) > maxStringLen {
 		return fmt.Errorf("gguf: write %s: chat template of %d bytes, more than %d", path, len(o.ChatTemplate), maxStringLen)
 	}
-	if err := s.validateArch(tokenizer == nil); err != nil {
+	if err := s.validateArch(o.Tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	if len(o.Special) > 0 || s.ChatML {
+		if tokenizer != nil {
+			return fmt.Errorf("gguf: write %s: special tokens and chatml are added to the synthetic vocabulary and cannot go with a vocabulary from a file", path)
+		}
+		if tokenizer, err = specialKVs(textVocab(synthVocab(s.Vocab, s.ChatML)), o.Special); err != nil {
+			return fmt.Errorf("gguf: write %s: %w", path, err)
+		}
+		s.Vocab += len(o.Special)
+		if err := s.validateArch(false); err != nil {
+			return fmt.Errorf("gguf: write %s: %w", path, err)
+		}
 	}
 	if tokenizer == nil {
 		tokenizer = vocabKVs(textVocab(synthVocab(s.Vocab, false)))

@@ -110,8 +110,6 @@ func TestWriteSyntheticArchErrors(t *testing.T) {
 	}
 	bad := moe
 	bad.ExpertsUsed = bad.Experts + 1
-	chatml := ArchShape("qwen3")
-	chatml.ChatML = true
 	broken := func(string) ([]TensorInfo, error) { return nil, errors.New("key not found in model: x") }
 	for _, tc := range []struct {
 		name, arch string
@@ -121,7 +119,6 @@ func TestWriteSyntheticArchErrors(t *testing.T) {
 	}{
 		{"unsupported", "bert", ArchShape("bert"), fakeLayout(t, &saw), "an encoder for embeddings"},
 		{"used over experts", "gpt-oss", bad, fakeLayout(t, &saw), "used=3"},
-		{"chatml", "qwen3", chatml, fakeLayout(t, &saw), "chatml"},
 		{"layout fails", "qwen3", ArchShape("qwen3"), broken, "key not found in model: x"},
 		{"no tensors", "qwen3", ArchShape("qwen3"), func(string) ([]TensorInfo, error) { return nil, nil }, "0 tensors"},
 	} {
@@ -183,5 +180,35 @@ func TestParseShapeFrom(t *testing.T) {
 	}
 	if err := WriteSynthetic(filepath.Join(t.TempDir(), "x.gguf"), Shape{Embd: 64, Layers: 1, Heads: 4, HeadsKV: 4, FF: 128, Vocab: 512, Ctx: 64, Type: "f32", Experts: 2, ExpertsUsed: 1}, 1); err == nil {
 		t.Error("a llama with experts: no error")
+	}
+}
+
+// TestWriteSyntheticArchSpecial: an architecture's synthetic vocabulary
+// takes a chat template's markup as control tokens at its end, after
+// ChatML's, and grows by their number.
+func TestWriteSyntheticArchSpecial(t *testing.T) {
+	var saw string
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	s := ArchShape("qwen3")
+	s.ChatML = true
+	special := []string{"<tool_call>", "</tool_call>"}
+	if err := WriteSyntheticArch(p, "qwen3", s, 1, SynthOptions{ChatTemplate: "{{ messages }}", Special: special}, fakeLayout(t, &saw)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMetadata(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := m.KV["tokenizer.ggml.tokens"].([]string)
+	types, _ := m.KV["tokenizer.ggml.token_type"].([]int32)
+	n := len(toks)
+	if n != s.Vocab+len(special) || m.VocabSize != n || len(types) != n {
+		t.Fatalf("%d tokens (%d types, vocab size %d), want %d", n, len(types), m.VocabSize, s.Vocab+len(special))
+	}
+	if toks[n-2] != special[0] || toks[n-1] != special[1] || types[n-1] != tokenControl || !slices.Contains(toks, "<|im_start|>") {
+		t.Errorf("last tokens %q (type %d), want the special ones after ChatML's", toks[n-3:], types[n-1])
+	}
+	if m.ChatTemplate != "{{ messages }}" {
+		t.Errorf("chat template %q", m.ChatTemplate)
 	}
 }

@@ -76,7 +76,7 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 		if tokenizer != nil {
 			return fmt.Errorf("gguf: write %s: special tokens are added to the synthetic vocabulary and cannot go with a vocabulary from a file", path)
 		}
-		if tokenizer, err = specialKVs(shape, o.Special); err != nil {
+		if tokenizer, err = specialKVs(synthVocab(shape.Vocab, shape.ChatML), o.Special); err != nil {
 			return fmt.Errorf("gguf: write %s: %w", path, err)
 		}
 		shape.Vocab += len(o.Special)
@@ -180,10 +180,9 @@ func synthKVs(s Shape, name string, tokenizer []kv) []kv {
 	return kvs
 }
 
-// specialKVs returns the tokenizer metadata of the synthetic vocabulary
-// of shape s with the control tokens special added at its end.
-func specialKVs(s Shape, special []string) ([]kv, error) {
-	v := synthVocab(s.Vocab, s.ChatML)
+// specialKVs returns the tokenizer metadata of the synthetic vocabulary v
+// with the control tokens special added at its end.
+func specialKVs(v vocab, special []string) ([]kv, error) {
 	have := make(map[string]bool, len(v.tokens)+len(special))
 	for _, tok := range v.tokens {
 		have[tok] = true

@@ -73,6 +73,18 @@ func Golden(t testing.TB, shape string) string {
 	return p
 }
 
+// ArchTemplate writes a synthetic model of architecture arch, as Arch
+// does, with the chat template src and its markup special as control
+// tokens (see Template), into dir, and returns its path.
+func ArchTemplate(t testing.TB, dir, arch, src string, special []string) string {
+	t.Helper()
+	p := filepath.Join(dir, arch+"-template.gguf")
+	if err := gguf.WriteSyntheticArch(p, arch, gguf.ArchShape(arch), 1, gguf.SynthOptions{ChatTemplate: src, Special: special}, llama.Layout); err != nil {
+		t.Fatalf("testsynth: %v", err)
+	}
+	return p
+}
+
 // Arch writes a synthetic model of architecture arch, of its default shape
 // (gguf.ArchShape) with seed 1 and the synthetic vocabulary, as corral
 // synth --arch ARCH --seed 1 writes it, into dir, and returns its path.
