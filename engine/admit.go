@@ -238,7 +238,7 @@ func (s *scheduler) place(r *request) *slot {
 			shared = max(shared, min(commonPrefix(sl.cache, need), limit))
 		}
 	}
-	s.markShared(target, shared)
+	s.markShared(target, shared, n)
 	if reuse {
 		// A restore takes cells for the whole entry, then frees its tail
 		// (or goes back to one of its checkpoints).
@@ -283,15 +283,15 @@ func (s *scheduler) place(r *request) *slot {
 // then reuses only its own cache and checkpoints, as llama-server's do.
 func (s *scheduler) sharesCells() bool { return s.window == 0 }
 
-// markShared asks a slot about to evaluate its prompt for a checkpoint
-// where the prompt stops sharing another slot's cache, at shared tokens,
-// when the model's memory needs checkpoints to reuse a prefix, that is
-// at least minFollow tokens past what the slot holds, and the host budget
-// can keep one: a third request with the same system prompt then starts
-// from it, in any slot.
-func (s *scheduler) markShared(sl *slot, shared int) {
+// markShared asks a slot about to evaluate its prompt, holding its first
+// n tokens, for a checkpoint where the prompt stops sharing another
+// slot's cache, at shared tokens, when the model's memory needs
+// checkpoints to reuse a prefix, that is at least minFollow tokens past
+// n, and the host budget can keep one: a third request with the same
+// system prompt then starts from it, in any slot.
+func (s *scheduler) markShared(sl *slot, shared, n int) {
 	sl.checkpointAt = 0
-	if s.partial && s.sharesCells() && s.host.budget > 0 && shared >= len(sl.cache)+minFollow {
+	if s.partial && s.sharesCells() && s.host.budget > 0 && shared >= n+minFollow {
 		sl.checkpointAt = shared
 	}
 }
@@ -352,6 +352,12 @@ func (s *scheduler) follow(target *slot, need []int32, n int) {
 	}
 	if leader != nil {
 		target.leader, target.leaderReq, target.followLen = leader, leader.req, best
+		// A state that cannot be cut back is shared whole: the leader
+		// pauses its prefill where the prompts part (and checkpoints
+		// there), so the follower finds it at that point.
+		if s.partial && (leader.checkpointAt <= len(leader.cache) || best < leader.checkpointAt) {
+			leader.checkpointAt = best
+		}
 	}
 }
 
@@ -379,6 +385,7 @@ func (s *scheduler) release() {
 		s.truncate(sl, 0)
 		m = s.share(l, sl, m)
 		sl.pending = need[m:]
+
 		if r.gen.preemptions == 0 && m > r.gen.cached { // the first admission: count the reuse
 			s.cachedTokens += uint64(m - r.gen.cached)
 			r.gen.cached = m

@@ -593,3 +593,108 @@ func TestHostEntriesKeepCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowerCheckpoint: on a hybrid model, two prompts with one long
+// system prompt arriving together evaluate it once (the second follows
+// the first and takes its cells), and the follower checkpoints where the
+// prompts part, so that a third prompt with it, later and in a third
+// slot, starts from there too.
+func TestFollowerCheckpoint(t *testing.T) {
+	system := strings.Repeat("The system says hello to the agent. ", 12)
+	users := []string{"\nUser: alpha beta", "\nUser: bravo delta", "\nUser: charlie echo"}
+	cpu := engine.NewCPU(1)
+	cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), "qwen35"), Parallel: 3, CtxSize: 3 * 512, BatchSize: 32, Threads: testThreads, HostCacheBytes: 16 << 20, CPU: cpu}
+	e, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var got [][]int32
+	var cached []int
+	run := func(ss ...*engine.Stream) {
+		for _, s := range ss {
+			_, lps, res := collectLogprobs(t, s)
+			got, cached = append(got, tokensOf(lps)), append(cached, res.Usage.CachedTokens)
+		}
+	}
+	req := func(i int) engine.Request {
+		r := greedy(system+users[i], 4)
+		r.Logprobs = true
+		return r
+	}
+	hold := engine.HoldCPU(cpu)
+	a := submit(t, e, req(0))
+	waitState(t, e, a, "prefill")
+	b := submit(t, e, req(1))
+	hold()
+	run(a, b)
+	run(submit(t, e, req(2)))
+	n := len(tokens(t, e, system))
+	if cached[1] < n || cached[2] < n {
+		t.Errorf("cached prompt tokens %v: want the system prompt's %d for the second and third", cached, n)
+	}
+	cfg.CPU = nil
+	for i := range users {
+		fresh, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := archTokens(t, fresh, system+users[i], 4); !slices.Equal(got[i], want) {
+			t.Errorf("prompt %d: got %v, want %v (a fresh engine's)", i, got[i], want)
+		}
+		fresh.Close()
+	}
+}
+
+// TestRecurrentSlotsNeedNoCells: a recurrent model keeps one state per
+// sequence, whatever its length, so its slots do not share a pool of
+// cells: two prompts that together pass the context, each within it, run
+// at once (on a KV cache the second would wait for the first's cells),
+// each giving what it gives alone.
+func TestRecurrentSlotsNeedNoCells(t *testing.T) {
+	cpu := engine.NewCPU(1)
+	cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), "mamba"), Parallel: 2, CtxSize: 512, CtxPerRequest: 512, Threads: testThreads, CPU: cpu}
+	e, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if info := e.Info(); info.KVCells != 2*512 || info.MemoryKind != engine.MemoryRecurrent {
+		t.Errorf("%s memory: a pool of %d cells, want 2 × 512", info.MemoryKind, info.KVCells)
+	}
+	prompts := []string{strings.Repeat("Once upon a time there was a dog. ", 11), strings.Repeat("The little cat sat on a mat. ", 12)}
+	hold := engine.HoldCPU(cpu)
+	req := func(p string) engine.Request {
+		r := greedy(p, 4)
+		r.Logprobs = true
+		return r
+	}
+	a := submit(t, e, req(prompts[0]))
+	waitState(t, e, a, "prefill")
+	b := submit(t, e, req(prompts[1]))
+	hold()
+	var got [][]int32
+	for _, s := range []*engine.Stream{a, b} {
+		_, lps, res := collectLogprobs(t, s)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		got = append(got, tokensOf(lps))
+	}
+	// The second arrived during the first's first pass: in the steps
+	// after it both had tokens in the batch.
+	if st := e.Stats(); st.BusySlots <= st.Steps {
+		t.Errorf("%d slots busy over %d steps: the prompts did not run at once", st.BusySlots, st.Steps)
+	}
+	cfg.CPU = nil
+	for i, p := range prompts {
+		fresh, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := archTokens(t, fresh, p, 4); !slices.Equal(got[i], want) {
+			t.Errorf("prompt %d: got %v, want %v (alone)", i, got[i], want)
+		}
+		fresh.Close()
+	}
+}

@@ -196,6 +196,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if reqCtx <= 0 || reqCtx > poolCells {
 		reqCtx = poolCells
 	}
+	kind := memoryKind(model)
+	if kind == MemoryRecurrent {
+		// No cells to share: one state per sequence, whatever its
+		// length. Every slot may hold a whole request's context at once.
+		poolCells = cfg.Parallel * reqCtx
+	}
 	// A context smaller than the batch asked for takes smaller batches.
 	cfg.BatchSize = min(cfg.BatchSize, lctx.NBatch())
 	embedMax := 0
@@ -211,7 +217,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
-	disk, err := openDisk(cfg, name, model.NVocab(), memoryKind(model))
+	disk, err := openDisk(cfg, name, model.NVocab(), kind)
 	if err != nil {
 		lctx.Close()
 		model.Close()
@@ -233,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
 			Created: time.Now(),
 			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
-			MemoryKind: memoryKind(model), Memory: lctx.Memory(),
+			MemoryKind: kind, Memory: lctx.Memory(),
 		},
 		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
 		submitq: make(chan *request, cfg.MaxQueue),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/corral-llm/corral/llama"
 )
@@ -75,13 +76,26 @@ func (b *budget) next(sm *llama.Sampler) (llama.Token, bool, error) {
 	tok := b.forcing[0]
 	switch err := sm.Accept(tok); {
 	case errors.Is(err, llama.ErrNotAllowed):
-		b.refused, b.forcing = true, nil
+		// Within a character (the output ended in the first bytes of
+		// one) a grammar takes only its next bytes: try again after it.
+		b.refused, b.forcing = !midRune(b.tail), nil
 		return 0, false, nil
 	case err != nil:
 		return 0, false, err
 	}
 	b.forcing = b.forcing[1:]
 	return tok, true, nil
+}
+
+// midRune reports whether p ends inside a UTF-8 character: the first
+// bytes of one, waiting for the rest.
+func midRune(p []byte) bool {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(p[i]) {
+			return !utf8.FullRune(p[i:])
+		}
+	}
+	return false
 }
 
 // see records a generated token whose output is piece.

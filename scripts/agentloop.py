@@ -16,9 +16,11 @@ and the requests' times (median and p99; 24 tokens out each).
 
 usage: scripts/agentloop.py URL corral|llama [TURNS] [NEW] [CONVS]
 
-The row in the closing note of 2026-12-03 ran it on
+The rows in the closing notes of 2026-12-03 and 2026-12-04 ran it on
   corral synth --arch qwen35 --shape embd=1024,layers=12,heads=8,kv=2,ff=2816,vocab=512,ctx=32768,type=q8_0
-served by `corral serve -np 1 -c 32768 -t 2` and `llama-server -np 1 -c 32768 -t 2`."""
+served by `corral serve -np 1 -c 32768 -t 2` and `llama-server -np 1 -c 32768 -t 2`
+(one conversation: agentloop.py URL KIND), and by -np 4 for 16 conversations at
+once (agentloop.py URL KIND 4 300 16), one server at a time."""
 import json, random, sys, threading, time, urllib.request
 
 url, kind = sys.argv[1], sys.argv[2]
