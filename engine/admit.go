@@ -252,7 +252,9 @@ func (s *scheduler) place(r *request) *slot {
 		if src == target { // a failed load from disk emptied the slot
 			n = min(n, len(target.cache))
 		}
-		if m > n && len(e.tokens) <= s.pool.avail()-s.committed() {
+		// The restore first empties the slot, freeing the cells it
+		// alone holds.
+		if m > n && len(e.tokens) <= s.pool.avail()+s.pool.only(target.cells)-s.committed() {
 			if s.restore(target, e, m) {
 				return target
 			}

@@ -802,9 +802,9 @@ func (s *scheduler) attachDisk(d *diskCache) {
 // the slot empty.
 func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit int) bool {
 	e, m := s.disk.longest(need, saltKey(salt), sl.nctx)
-	// A restore takes cells for the whole file's tokens, then frees its
-	// tail.
-	if m = min(m, limit); m <= have || len(e.tokens) > s.pool.avail()-s.committed() || !s.restorable(m, len(e.tokens)) {
+	// A restore empties the slot (freeing the cells it alone holds),
+	// takes cells for the whole file's tokens, then frees its tail.
+	if m = min(m, limit); m <= have || len(e.tokens) > s.pool.avail()+s.pool.only(sl.cells)-s.committed() || !s.restorable(m, len(e.tokens)) {
 		return false
 	}
 	state, err := s.disk.read(e)

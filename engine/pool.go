@@ -60,6 +60,18 @@ func (p *cellPool) hold(cells []int32) {
 	}
 }
 
+// only is the number of cells only one sequence holds: those a sequence
+// holding cells would free if it were cleared.
+func (p *cellPool) only(cells []int32) int {
+	n := 0
+	for _, c := range cells {
+		if p.refs[c] == 1 {
+			n++
+		}
+	}
+	return n
+}
+
 // release removes a holder from each of cells, freeing those it was the
 // last holder of.
 func (p *cellPool) release(cells []int32) {
