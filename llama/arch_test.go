@@ -94,9 +94,11 @@ func TestArchitectures(t *testing.T) {
 // that llama.MemoryNeeds (llama.cpp's sizing without allocating) gives
 // what a context then allocates: the context's memory (KV cells of every
 // kind, recurrent states) and compute buffers to the byte, the weights
-// within their alignment padding. The context has more cells than the
-// sliding windows, so that a sliding-window cache is smaller than a full
-// one, and four sequences, so that recurrent states count four times.
+// within their alignment padding; with an F16 cache and, where the heads
+// are whole blocks, a Q8_0 one (-ctk q8_0 -ctv q8_0). The context has
+// more cells than the sliding windows, so that a sliding-window cache is
+// smaller than a full one, and four sequences, so that recurrent states
+// count four times.
 func TestMemoryNeeds(t *testing.T) {
 	dir := t.TempDir()
 	p := llama.ContextParams{NCtx: 2048, NBatch: 64, NSeqMax: 4, Threads: 1, Unified: true}
@@ -106,28 +108,39 @@ func TestMemoryNeeds(t *testing.T) {
 				t.Skip(why)
 			}
 			path := testsynth.Arch(t, dir, arch)
-			need, err := llama.MemoryNeeds(path, p)
-			if err != nil {
-				t.Fatal(err)
-			}
 			m, err := llama.LoadModel(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			c, err := llama.NewContext(m, p)
-			if err != nil {
-				t.Fatal(err)
+			q8 := p
+			q8.TypeK, q8.TypeV = llama.CacheQ8_0, llama.CacheQ8_0
+			hk, hv := m.HeadSizes()
+			for _, p := range []llama.ContextParams{p, q8} {
+				if llama.CheckCacheTypes(p.TypeK, p.TypeV, true, hk, hv) != nil {
+					continue // heads that are not whole blocks
+				}
+				// llama.cpp may refuse a quantized V where its automatic
+				// flash attention turns itself off (grok): both alike.
+				need, nerr := llama.MemoryNeeds(path, p)
+				c, cerr := llama.NewContext(m, p)
+				if nerr != nil || cerr != nil {
+					if p == q8 && nerr != nil && cerr != nil {
+						t.Logf("%s cache refused: %v", p.TypeK, nerr)
+						continue
+					}
+					t.Fatalf("%s cache: MemoryNeeds: %v; NewContext: %v", p.TypeK, nerr, cerr)
+				}
+				got := c.Memory()
+				c.Close()
+				if need.Context != got.Context || need.Compute != got.Compute {
+					t.Errorf("%s cache: MemoryNeeds %+v, allocated %+v", p.TypeK, need, got)
+				}
+				if d := need.Weights - got.Weights; d < -got.Weights/100 || d > got.Weights/100 {
+					t.Errorf("weights: MemoryNeeds %d, allocated %d", need.Weights, got.Weights)
+				}
+				t.Logf("%s cache: context %d B, compute %d B, weights %d B", p.TypeK, got.Context, got.Compute, got.Weights)
 			}
-			got := c.Memory()
-			c.Close()
-			if need.Context != got.Context || need.Compute != got.Compute {
-				t.Errorf("MemoryNeeds %+v, allocated %+v", need, got)
-			}
-			if d := need.Weights - got.Weights; d < -got.Weights/100 || d > got.Weights/100 {
-				t.Errorf("weights: MemoryNeeds %d, allocated %d", need.Weights, got.Weights)
-			}
-			t.Logf("context %d B, compute %d B, weights %d B", got.Context, got.Compute, got.Weights)
 		})
 	}
 }
