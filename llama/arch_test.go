@@ -1,9 +1,13 @@
 package llama_test
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
@@ -142,5 +146,34 @@ func TestMemoryNeeds(t *testing.T) {
 				t.Logf("%s cache: context %d B, compute %d B, weights %d B", p.TypeK, got.Context, got.Compute, got.Weights)
 			}
 		})
+	}
+}
+
+// TestFailuresSayWhy: a model llama.cpp cannot load, and a context it
+// cannot create, fail with the first error llama.cpp logged, not a
+// generic one: an architecture it does not know (a synthetic llama
+// renamed), and a quantized V cache where its automatic flash attention
+// turns itself off (grok).
+func TestFailuresSayWhy(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(testsynth.Arch(t, dir, "llama"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(dir, "renamed.gguf")
+	if err := os.WriteFile(renamed, bytes.ReplaceAll(b, []byte("llama"), []byte("llamb")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := llama.LoadModel(context.Background(), renamed); err == nil || !strings.Contains(err.Error(), "unknown model architecture: 'llamb'") {
+		t.Errorf("load a model of architecture llamb: %v, want llama.cpp's reason", err)
+	}
+	m, err := llama.LoadModel(context.Background(), testsynth.Arch(t, dir, "grok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = llama.NewContext(m, llama.ContextParams{NCtx: 512, NSeqMax: 1, Threads: 1, TypeK: llama.CacheQ8_0, TypeV: llama.CacheQ8_0})
+	if err == nil || !strings.Contains(err.Error(), "quantized V cache requires flash_attn") {
+		t.Errorf("a Q8_0 V cache on grok: %v, want llama.cpp's reason", err)
 	}
 }

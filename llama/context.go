@@ -4,6 +4,7 @@ package llama
 #include <stdlib.h>
 #include "shim.h"
 #include "ggml-cpu.h"
+#include "corral-arch.h"
 */
 import "C"
 
@@ -134,10 +135,11 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	passes := (*C.uint64_t)(C.calloc(2, C.size_t(unsafe.Sizeof(C.uint64_t(0))))) // passes, device nodes
 	cp.cb_eval = C.ggml_backend_sched_eval_callback(C.corral_count_pass)
 	cp.cb_eval_user_data = unsafe.Pointer(passes)
-	c := C.llama_init_from_model(m.m, cp)
+	var why [512]C.char
+	c := C.corral_context_new(m.m, cp, &why[0], C.size_t(len(why)))
 	if c == nil {
 		C.free(unsafe.Pointer(passes))
-		return nil, fmt.Errorf("llama: create context (n_ctx %d, n_seq %d): failed", p.NCtx, p.NSeqMax)
+		return nil, fmt.Errorf("llama: create context (n_ctx %d, n_seq %d): %s", p.NCtx, p.NSeqMax, C.GoString(&why[0]))
 	}
 	// llama.cpp may take fewer tokens per llama_decode than asked (no
 	// more than the n_ctx asked for, before it pads the cache), and

@@ -15,6 +15,7 @@ package llama
 #include <stdlib.h>
 #include <stdio.h>
 #include "shim.h"
+#include "corral-arch.h"
 
 static int corral_log_verbose = 0;
 
@@ -158,7 +159,8 @@ func LoadModelOffload(ctx context.Context, path string, o Offload, cp ContextPar
 	})
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	m := C.llama_model_load_from_file(cpath, params)
+	var why [512]C.char
+	m := C.corral_model_load(cpath, params, &why[0], C.size_t(len(why)))
 	if !detach() {
 		<-stopped // the flag is written before the deferred free
 	}
@@ -166,7 +168,7 @@ func LoadModelOffload(ctx context.Context, path string, o Offload, cp ContextPar
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("load model %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("load model %s: llama.cpp could not load it", path)
+		return nil, fmt.Errorf("load model %s: %s", path, C.GoString(&why[0]))
 	}
 	model := &Model{m: m, vocab: C.llama_model_get_vocab(m)}
 	model.offload = offloaded(&params, int(C.llama_model_n_layer(m)))

@@ -48,6 +48,40 @@ void capture_log(ggml_log_level level, const char * text, void * ud) {
 
 void no_data(struct ggml_tensor *, void *) {}
 
+// install_capture puts capture_log in front of llama.cpp's log callback,
+// once.
+void install_capture() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        llama_log_get(&next_log, &next_log_ud);
+        llama_log_set(capture_log, nullptr);
+    });
+}
+
+// capture keeps the first error llama.cpp logs on this thread while it
+// lives, and writes it (or fallback) to a C buffer.
+struct capture {
+    std::string why;
+    capture() {
+        install_capture();
+        last_error = &why;
+    }
+    ~capture() { last_error = nullptr; }
+    void write(char * err, size_t err_len, const char * fallback) {
+        last_error = nullptr;
+        if (err == nullptr || err_len == 0) {
+            return;
+        }
+        if (why.empty()) {
+            why = fallback;
+        }
+        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) {
+            why.pop_back();
+        }
+        snprintf(err, err_len, "%s", why.c_str());
+    }
+};
+
 } // namespace
 
 extern "C" int32_t corral_arch_count(void) {
@@ -62,46 +96,51 @@ extern "C" const char * corral_arch_name(int32_t i) {
 }
 
 extern "C" struct llama_model * corral_layout(const char * path, char * err, size_t err_len) {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        llama_log_get(&next_log, &next_log_ud);
-        llama_log_set(capture_log, nullptr);
-    });
-    std::string why;
+    capture c;
     struct llama_model * model = nullptr;
     gguf_context * meta = nullptr;
+    const char * fallback = "llama.cpp could not build the model";
     try {
         gguf_init_params gp = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
         meta = gguf_init_from_file(path, gp);
         if (meta == nullptr) {
-            why = "not a GGUF file";
+            fallback = "not a GGUF file";
         } else {
             llama_model_params mp = llama_model_default_params();
             ggml_backend_dev_t none[] = {nullptr}; // the CPU alone
             mp.devices = none;
             mp.n_gpu_layers = 0;
             mp.no_alloc = true;
-            last_error = &why;
             model = llama_model_init_from_user(meta, no_data, nullptr, mp);
-            last_error = nullptr;
         }
     } catch (const std::exception & e) {
-        last_error = nullptr;
-        why = e.what();
+        c.why = e.what();
     }
     if (meta != nullptr) {
         gguf_free(meta);
     }
-    if (model == nullptr && err != nullptr && err_len > 0) {
-        if (why.empty()) {
-            why = "llama.cpp could not build the model";
-        }
-        while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) {
-            why.pop_back();
-        }
-        snprintf(err, err_len, "%s", why.c_str());
+    if (model == nullptr) {
+        c.write(err, err_len, fallback);
     }
     return model;
+}
+
+extern "C" struct llama_model * corral_model_load(const char * path, struct llama_model_params params, char * err, size_t err_len) {
+    capture c;
+    struct llama_model * model = llama_model_load_from_file(path, params);
+    if (model == nullptr) {
+        c.write(err, err_len, "llama.cpp could not load it");
+    }
+    return model;
+}
+
+extern "C" struct llama_context * corral_context_new(struct llama_model * model, struct llama_context_params params, char * err, size_t err_len) {
+    capture c;
+    struct llama_context * ctx = llama_init_from_model(model, params);
+    if (ctx == nullptr) {
+        c.write(err, err_len, "failed");
+    }
+    return ctx;
 }
 
 extern "C" const char * corral_layout_tensor(const struct llama_model * model, int32_t i, int64_t ne[4]) {

@@ -1,6 +1,7 @@
 // What the binding asks of llama.cpp's internals (src/llama-arch.h,
-// src/llama-model.h) that its C API does not offer: the architectures it
-// knows and the tensors a model of one of them has. Built into
+// src/llama-model.h, src/llama-ext.h) that its C API does not offer: the
+// architectures it knows, the tensors a model of one of them has, what a
+// context allocated, and why a load failed (its log's first error). Built into
 // libcorral-common (arch.cpp) with llama.cpp's src/ on the include path.
 #ifndef CORRAL_ARCH_H
 #define CORRAL_ARCH_H
@@ -29,6 +30,13 @@ struct llama_model * corral_layout(const char * path, char * err, size_t err_len
 // corral_layout_tensor describes the i-th tensor of a model from
 // corral_layout: its name (NULL past the end) and its extents ne[0..3].
 const char * corral_layout_tensor(const struct llama_model * model, int32_t i, int64_t ne[4]);
+
+// corral_model_load is llama_model_load_from_file, and
+// corral_context_new llama_init_from_model, that on failure write the
+// first error llama.cpp logged (or a generic reason) to err, at most
+// err_len bytes with the NUL.
+struct llama_model *   corral_model_load(const char * path, struct llama_model_params params, char * err, size_t err_len);
+struct llama_context * corral_context_new(struct llama_model * model, struct llama_context_params params, char * err, size_t err_len);
 
 // corral_memory_of writes to sizes what llama.cpp allocated for ctx and
 // its model (llama_get_memory_breakdown): sizes[0] the weights, sizes[1]
