@@ -305,9 +305,8 @@ func (s *scheduler) markShared(sl *slot, shared, n int) {
 // behind it. Such a sequence gives all of its cache when that is a prefix
 // of need but for need's last token (evaluated again for its logits), or
 // the common prefix (short of that token) when its window still covers it
-// (cuttable), else,
-// with own (the request would run in sl itself), the longest of its
-// checkpoints within the common prefix, else nothing.
+// (cuttable), else the last of its checkpoints within the common prefix
+// (see share), else nothing.
 func (s *scheduler) reusable(sl *slot, need []int32) int {
 	// Need's last token is evaluated again, even when cached, for its
 	// logits: what sl gives stops before it, and must be cut back there.
@@ -315,13 +314,7 @@ func (s *scheduler) reusable(sl *slot, need []int32) int {
 	if !s.partial || m == len(sl.cache) || s.cuttable(sl, m) {
 		return m
 	}
-	best := 0
-	for _, c := range sl.checkpoints {
-		if c.pos <= m {
-			best = max(best, c.pos)
-		}
-	}
-	return best
+	return lastCheckpoint(sl.checkpoints, m)
 }
 
 // minFollow is the least number of prompt tokens worth waiting for
@@ -387,7 +380,6 @@ func (s *scheduler) release() {
 		s.truncate(sl, 0)
 		m = s.share(l, sl, m)
 		sl.pending = need[m:]
-
 		if r.gen.preemptions == 0 && m > r.gen.cached { // the first admission: count the reuse
 			s.cachedTokens += uint64(m - r.gen.cached)
 			r.gen.cached = m
@@ -465,20 +457,7 @@ func (s *scheduler) restorable(n, total int) bool {
 // will to its first n tokens from a checkpoint taken there, and reports
 // whether it did.
 func (s *scheduler) rewind(sl *slot, n int) bool {
-	if !s.partial || n == 0 {
-		return false
-	}
-	for i, c := range sl.checkpoints {
-		if c.pos == n {
-			if s.lctx.SetSeqStatePartial(sl.id, c.state) && s.lctx.SeqRemove(sl.id, n, -1) {
-				s.checkpointsUsed++
-				sl.checkpoints[i].used = s.host.tick()
-				return true
-			}
-			return false
-		}
-	}
-	return false
+	return s.partial && n > 0 && s.fromCheckpoint(sl, sl, n)
 }
 
 // save copies the slot's KV state into the host cache (or, without one,

@@ -46,10 +46,23 @@ func (s *scheduler) checkpoint(sl *slot) {
 	s.checkpointsSaved++
 }
 
-// fromCheckpoint gives dst, which has just copied src's first n cells
-// (with src's whole recurrent state and window), the part of src's state
-// that cannot be cut back as it was after n tokens: src's checkpoint
-// there. It reports false when src has none or llama.cpp cannot load it.
+// lastCheckpoint is the position of the last of cps within the first m
+// tokens, 0 for none.
+func lastCheckpoint(cps []checkpoint, m int) int {
+	k := 0
+	for _, c := range cps {
+		if c.pos <= m {
+			k = max(k, c.pos)
+		}
+	}
+	return k
+}
+
+// fromCheckpoint cuts dst back to its first n tokens from src's
+// checkpoint there: dst holds src's first n cells (copied, or its own
+// when src is dst) with a later recurrent state and window, which the
+// checkpoint replaces. It reports false when src has none or llama.cpp
+// cannot load it.
 func (s *scheduler) fromCheckpoint(src, dst *slot, n int) bool {
 	for i, c := range src.checkpoints {
 		if c.pos == n {

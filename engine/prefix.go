@@ -126,13 +126,7 @@ func (e *hostEntry) keep(m int, whole bool) int {
 	if whole || m == len(e.tokens) {
 		return m
 	}
-	k := 0
-	for _, c := range e.checkpoints {
-		if c.pos <= m {
-			k = max(k, c.pos)
-		}
-	}
-	return k
+	return lastCheckpoint(e.checkpoints, m)
 }
 
 // add stores state for tokens of salt, with the checkpoints cps within
