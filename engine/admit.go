@@ -228,10 +228,15 @@ func (s *scheduler) place(r *request) *slot {
 	src, n := target, min(s.prefixes[target.id], limit)
 	shared := 0 // the longest prefix of need another slot's cache holds
 	for i, sl := range s.slots {
-		if sl != target && !s.sharesCells() {
+		m := min(s.prefixes[i], limit)
+		switch {
+		case sl == target || s.sharesCells():
+		case s.copies() && m >= n+minFollow:
+			// Worth a copy of a whole buffer.
+		default:
 			continue
 		}
-		if m := min(s.prefixes[i], limit); m > n {
+		if m > n {
 			src, n = sl, m
 		}
 		if sl != target && sl.salt == salt && reuse {
@@ -277,13 +282,20 @@ func (s *scheduler) place(r *request) *slot {
 	return target
 }
 
-// sharesCells reports whether slots may share cells. Not with a sliding
-// window: llama.cpp overwrites a window cell that fell behind it only
-// when one sequence holds it, so cells two sequences share stay until one
-// of them is cut back, and the window's cache (sized for each sequence's
-// window and a batch) runs out of cells ("no KV cache slot"). A slot
-// then reuses only its own cache and checkpoints, as llama-server's do.
-func (s *scheduler) sharesCells() bool { return s.window == 0 }
+// sharesCells reports whether slots may share cells. Not with a buffer
+// per slot (Config.KVPerSlot). Not with a sliding window: llama.cpp
+// overwrites a window cell that fell behind it only when one sequence
+// holds it, so cells two sequences share stay until one of them is cut
+// back, and the window's cache (sized for each sequence's window and a
+// batch) runs out of cells ("no KV cache slot"). A slot then reuses only
+// its own cache and checkpoints, as llama-server's do.
+func (s *scheduler) sharesCells() bool { return s.window == 0 && !s.perSlot }
+
+// copies reports whether a slot may take another's prefix by copying its
+// buffer: with a buffer per slot (Config.KVPerSlot) and a memory that can
+// be cut back at any position; a recurrent state or a sliding window
+// moves between slots by checkpoints.
+func (s *scheduler) copies() bool { return s.perSlot && !s.partial }
 
 // markShared asks a slot about to evaluate its prompt, holding its first
 // n tokens, for a checkpoint where the prompt stops sharing another

@@ -159,7 +159,8 @@ type Config struct {
 	// CtxPerRequest is the most context one request may use, its prompt
 	// and its output, while the pool has free cells: 0 means the model's
 	// training context, or an equal share of the pool (CtxSize/Parallel)
-	// when that is more; it is at most the pool.
+	// when that is more; it is at most the pool (with KVPerSlot, a slot's
+	// buffer).
 	CtxPerRequest int
 	// Parallel is the number of slots (sequences decoded together). Default 4.
 	Parallel int
@@ -195,6 +196,19 @@ type Config struct {
 	// MaxTokensDefault applies when a request does not set MaxTokens
 	// (0: until the slot's context is full).
 	MaxTokensDefault int
+	// KVPerSlot gives each slot a buffer of its own, an equal share of
+	// CtxSize (llama.cpp's kv_unified off, as llama-server has with -np),
+	// in place of one pool the slots share. A sequence's cells then lie
+	// at the start of its buffer in position order whatever ran before,
+	// so a prompt at temperature 0 gives the same answer, to the bit, on a
+	// fresh engine and on a long-running one (llama.cpp's CPU attention
+	// sums cells in tiles at fixed offsets, and splits a lone decode
+	// token's cells by their count). The price: a request may use only
+	// its slot's share; slots share no cells (a prefix is copied from
+	// another slot, never held by both); and a step that mixes prompt
+	// chunks with decode tokens takes several forward passes, one per
+	// length of the sequences' parts.
+	KVPerSlot bool
 	// NoFlashAttn turns llama.cpp's flash-attention kernel off (see
 	// llama.ContextParams.NoFlashAttn): on a CPU, prompts evaluated over a
 	// long cached prefix get faster, decoding slower.

@@ -89,7 +89,10 @@ var pathVariant = map[string][]string{
 //   - preempted: paused mid-answer in the only slot, which another
 //     request takes, then continued (its history back from the host
 //     cache or evaluated again);
-//   - batched: every prompt at once on a fresh engine, in the same steps.
+//   - batched: every prompt at once on a fresh engine, in the same steps;
+//   - per slot, batched: the same with a buffer per slot
+//     (Config.KVPerSlot), as llama-server's -np 4 has, and its memory
+//     estimated.
 //
 // Its engine sizes match llama.cpp's allocation: EstimateMemory's KV is
 // what the context allocated for every memory kind, its Compute at least
@@ -107,9 +110,9 @@ func TestArchitectureTable(t *testing.T) {
 			}
 			want := testmodel.ArchGoldens[arch]
 			cfg := engine.Config{ModelPath: testsynth.Arch(t, dir, arch), Parallel: 2, CtxSize: 2 * 256, Threads: testThreads, HostCacheBytes: 16 << 20}
-			newArchEngine := func(parallel int) *engine.Engine {
+			newArchEngine := func(parallel int, perSlot bool) *engine.Engine {
 				c := cfg
-				c.Parallel, c.CtxSize = parallel, parallel*256
+				c.Parallel, c.CtxSize, c.KVPerSlot = parallel, parallel*256, perSlot
 				e, err := engine.New(context.Background(), c)
 				if errors.Is(err, engine.ErrUnservable) {
 					t.Skip(err)
@@ -133,7 +136,7 @@ func TestArchitectureTable(t *testing.T) {
 					t.Errorf("%s, %q: got %v, want %v", path, prompt, got, want)
 				}
 			}
-			e := newArchEngine(2)
+			e := newArchEngine(2, false)
 			checkArchMemory(t, e, cfg)
 			ps := testmodel.ArchPrompts
 			for i, p := range ps {
@@ -199,19 +202,30 @@ func TestArchitectureTable(t *testing.T) {
 
 			// Batched on a fresh engine: cells in position order (see
 			// TestGoldenAloneAndBatched).
-			e4 := newArchEngine(4)
-			got := make([][]int32, len(ps))
-			var wg sync.WaitGroup
-			for i, p := range ps {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					got[i] = archTokens(t, e4, p.Prompt, p.N)
-				}()
-			}
-			wg.Wait()
-			for i, p := range ps {
-				check("batched", p.Prompt, got[i], want.Batched[i])
+			for _, perSlot := range []bool{false, true} {
+				path := "batched"
+				if perSlot {
+					path = "per slot, batched"
+				}
+				e4 := newArchEngine(4, perSlot)
+				if perSlot {
+					c := cfg
+					c.Parallel, c.CtxSize, c.KVPerSlot = 4, 4*256, true
+					checkArchMemory(t, e4, c)
+				}
+				got := make([][]int32, len(ps))
+				var wg sync.WaitGroup
+				for i, p := range ps {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						got[i] = archTokens(t, e4, p.Prompt, p.N)
+					}()
+				}
+				wg.Wait()
+				for i, p := range ps {
+					check(path, p.Prompt, got[i], want.Batched[i])
+				}
 			}
 		})
 	}

@@ -103,12 +103,17 @@ func (cfg Config) cacheTypes() (k, v llama.CacheType, err error) {
 }
 
 // ctxSize is the KV cache size in tokens asked of llama.cpp: CtxSize, or
-// the training context (at most 4096) per slot.
+// the training context (at most 4096) per slot. With a buffer per slot,
+// each slot's is rounded up to 256 cells, as llama.cpp would.
 func (cfg Config) ctxSize(ctxTrain int) int {
-	if cfg.CtxSize > 0 {
-		return cfg.CtxSize
+	n := cfg.CtxSize
+	if n <= 0 {
+		n = min(ctxTrain, 4096) * cfg.Parallel
 	}
-	return min(ctxTrain, 4096) * cfg.Parallel
+	if cfg.KVPerSlot && cfg.Parallel > 0 {
+		n = alignTo(n/cfg.Parallel, ctxPad) * cfg.Parallel
+	}
+	return n
 }
 
 // contextParams is the llama.cpp context New creates for a model whose
@@ -120,7 +125,8 @@ func (cfg Config) ctxSize(ctxTrain int) int {
 // llama.cpp lets every sequence use the whole buffer; the engine accounts
 // its cells (pool.go) and caps each request. An engine that embeds has
 // BatchSize more cells, and sequence ids after the slots', for its
-// embedding passes (see embed.go).
+// embedding passes (see embed.go). With KVPerSlot, a buffer per slot
+// instead, each an equal share.
 //
 // A persistent thread pool, whose workers spin between passes, only when
 // the compute threads leave a core to the Go runtime: on 2 cores with -t
@@ -129,7 +135,7 @@ func (cfg Config) ctxSize(ctxTrain int) int {
 func (cfg Config) contextParams(ctxTrain int, p llama.Pooling, k, v llama.CacheType) llama.ContextParams {
 	return llama.ContextParams{
 		NCtx: cfg.ctxSize(ctxTrain) + cfg.embedReserve(p), NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel + cfg.lanes(p),
-		Threads: cfg.Threads, Unified: true, NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(),
+		Threads: cfg.Threads, Unified: !cfg.KVPerSlot, NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(),
 		Pooling: p, TypeK: k, TypeV: v,
 	}
 }
@@ -177,6 +183,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		model.Close()
 		return nil, err
 	}
+	if cfg.KVPerSlot && embeds(pooling) {
+		model.Close()
+		return nil, errors.New("engine: a cache per slot is for generation; an embedding model's passes share one buffer")
+	}
 	reserve := cfg.embedReserve(pooling)
 	lctx, err := llama.NewContext(model, cfg.contextParams(model.CtxTrain(), pooling, typeK, typeV))
 	if err != nil {
@@ -195,6 +205,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if reqCtx <= 0 || reqCtx > poolCells {
 		reqCtx = poolCells
+	}
+	if cfg.KVPerSlot {
+		reqCtx = min(reqCtx, lctx.NCtxSeq())
 	}
 	kind := memoryKind(model)
 	if kind == MemoryRecurrent {

@@ -124,6 +124,9 @@ func (s *scheduler) appendToken(sl *slot, tok int32) {
 // rest of its state from src's checkpoint at n (reusable offers no other
 // n); when that fails dst stays empty and share returns 0.
 func (s *scheduler) share(src, dst *slot, n int) int {
+	if s.perSlot {
+		return s.copyPrefix(src, dst, n)
+	}
 	s.lctx.SeqCopy(src.id, dst.id, 0, n)
 	if !s.cuttable(src, n) && !s.fromCheckpoint(src, dst, n) {
 		s.lctx.SeqRemove(dst.id, -1, -1)
@@ -132,6 +135,26 @@ func (s *scheduler) share(src, dst *slot, n int) int {
 	dst.cache = append(dst.cache, src.cache[:n]...)
 	dst.cells = append(dst.cells, src.cells[:n]...)
 	s.pool.hold(src.cells[:n])
+	s.kv.shared(src, dst, n)
+	return n
+}
+
+// copyPrefix gives dst, with a buffer of its own (Config.KVPerSlot), the
+// first n tokens of src's cache, and returns n: llama.cpp copies src's
+// whole buffer into dst's (memory, far cheaper than evaluating n tokens
+// again), and dst drops what follows n. The cells keep their places: the
+// start of the buffer, in position order. dst's cache is empty. Only a
+// memory that can be cut back at any position (copies).
+func (s *scheduler) copyPrefix(src, dst *slot, n int) int {
+	if s.pool.avail() < n {
+		return 0
+	}
+	s.lctx.SeqCopyBuffer(src.id, dst.id)
+	s.lctx.SeqRemove(dst.id, n, -1)
+	dst.cache = append(dst.cache, src.cache[:n]...)
+	for range n {
+		dst.cells = append(dst.cells, s.pool.take())
+	}
 	s.kv.shared(src, dst, n)
 	return n
 }

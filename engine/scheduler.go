@@ -43,6 +43,8 @@ type scheduler struct {
 	// window is the sliding window in tokens (0: none).
 	partial bool
 	window  int
+	// perSlot: each slot has a buffer of its own (Config.KVPerSlot).
+	perSlot bool
 	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
 	// sequences cut back to one.
 	checkpointsSaved, checkpointsUsed uint64
@@ -84,6 +86,7 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 
 		partial: e.model.Recurrent() || e.model.SlidingWindow() > 0,
 		window:  e.model.SlidingWindow(),
+		perSlot: e.cfg.KVPerSlot,
 	}
 	s.host.other = checkpoints{s}
 	s.timer.Stop()

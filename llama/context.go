@@ -181,6 +181,10 @@ func (c *Context) Passes() uint64 { return uint64(*c.passes) }
 // NCtx is the total number of KV cells.
 func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }
 
+// NCtxSeq is the KV cache size one sequence may use: NCtx with the
+// unified cache, else its equal share (llama.cpp rounds it up to 256).
+func (c *Context) NCtxSeq() int { return int(C.llama_n_ctx_seq(c.c)) }
+
 // Pooling is the pooling the context applies when embeddings are on: the
 // one asked for in ContextParams, or the model's.
 func (c *Context) Pooling() Pooling { return Pooling(C.llama_pooling_type(c.c)) + 1 }
@@ -301,9 +305,21 @@ func (c *Context) SeqRemove(seq, p0, p1 int) bool {
 	return bool(C.llama_memory_seq_rm(c.mem, C.llama_seq_id(seq), C.llama_pos(p0), C.llama_pos(p1)))
 }
 
-// SeqCopy copies positions [p0, p1) of sequence src to dst.
+// SeqCopy copies positions [p0, p1) of sequence src to dst, in one
+// buffer for all sequences (ContextParams.Unified): dst then holds the
+// same cells, and no data is copied.
 func (c *Context) SeqCopy(src, dst, p0, p1 int) {
 	C.llama_memory_seq_cp(c.mem, C.llama_seq_id(src), C.llama_seq_id(dst), C.llama_pos(p0), C.llama_pos(p1))
+}
+
+// SeqCopyBuffer copies sequence src's whole buffer to dst's, with a
+// buffer per sequence (ContextParams.Unified off): dst's cells are
+// dropped, and it then holds src's positions in the same cells of its own
+// buffer, their keys and values copied before SeqCopyBuffer returns.
+// llama.cpp copies only whole buffers; cut dst back with SeqRemove.
+func (c *Context) SeqCopyBuffer(src, dst int) {
+	C.llama_memory_seq_cp(c.mem, C.llama_seq_id(src), C.llama_seq_id(dst), -1, -1)
+	C.corral_memory_apply(c.c)
 }
 
 // SeqPosMax is the largest position cached for seq (-1 when empty).

@@ -109,6 +109,7 @@ func fileID(path string) string {
 //	    ctx_size: 2048       # optional, like -c
 //	    ctx_per_request: 2048 # optional, like --ctx-per-request
 //	    parallel: 2          # optional, like -np
+//	    kv_per_slot: true    # optional, like --kv-per-slot
 //	    cache_ram: 64        # optional MiB, like --cache-ram
 //	    cache_disk: /var/cache/corral  # optional, like --cache-disk ("" turns it off)
 //	    cache_disk_size: 8GiB  # optional, like --cache-disk-size
@@ -134,6 +135,7 @@ type modelConfig struct {
 		CtxSize            *int           `yaml:"ctx_size"`
 		CtxPerRequest      *int           `yaml:"ctx_per_request"`
 		Parallel           *int           `yaml:"parallel"`
+		KVPerSlot          *bool          `yaml:"kv_per_slot"`
 		CacheRAM           *int64         `yaml:"cache_ram"`
 		CacheDisk          *string        `yaml:"cache_disk"`
 		CacheDiskSize      string         `yaml:"cache_disk_size"`
@@ -233,6 +235,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 			}
 			if m.Parallel != nil {
 				s.Engine.Parallel = *m.Parallel
+			}
+			if m.KVPerSlot != nil {
+				s.Engine.KVPerSlot = *m.KVPerSlot
 			}
 			if m.CacheRAM != nil {
 				s.Engine.HostCacheBytes = *m.CacheRAM << 20

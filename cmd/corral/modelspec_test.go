@@ -38,6 +38,7 @@ models:
   - path: models/c.gguf
     ctx_size: 2048
     parallel: 2
+    kv_per_slot: true
     cache_ram: 64
     cache_disk: kv
     cache_disk_size: 8GiB
@@ -76,7 +77,7 @@ models:
 	// -m a and the directory's a are one id twice: the registry refuses
 	// that (registry.New), not modelSpecs.
 	c := specs[4]
-	if c.Engine.ModelPath != filepath.Join(models, "c.gguf") || c.Engine.CtxSize != 2048 || c.Engine.Parallel != 2 ||
+	if c.Engine.ModelPath != filepath.Join(models, "c.gguf") || c.Engine.CtxSize != 2048 || c.Engine.Parallel != 2 || !c.Engine.KVPerSlot ||
 		c.Engine.HostCacheBytes != 64<<20 || c.Engine.Pooling != "mean" || c.ChatTemplate != "chatml" || c.KeepAlive == nil || *c.KeepAlive != -1 || c.Engine.Name != "c" {
 		t.Errorf("config model: %+v", c)
 	}
@@ -92,7 +93,7 @@ models:
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
-	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
+	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.KVPerSlot || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
 		t.Errorf("defaults under a config model: %+v", c10)
 	}
 

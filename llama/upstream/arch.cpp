@@ -4,6 +4,7 @@
 
 #include "gguf.h"
 #include "llama-arch.h"
+#include "llama-context.h"
 #include "llama-ext.h"
 #include "llama-model.h"
 
@@ -160,5 +161,13 @@ extern "C" void corral_memory_of(const struct llama_context * ctx, size_t sizes[
         sizes[0] += m.model;
         sizes[1] += m.context;
         sizes[2] += m.compute;
+    }
+}
+
+extern "C" bool corral_memory_apply(struct llama_context * ctx) {
+    try {
+        return ctx->memory_update(false);
+    } catch (const std::exception &) {
+        return false;
     }
 }

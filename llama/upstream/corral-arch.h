@@ -1,7 +1,8 @@
 // What the binding asks of llama.cpp's internals (src/llama-arch.h,
 // src/llama-model.h, src/llama-ext.h) that its C API does not offer: the
 // architectures it knows, the tensors a model of one of them has, what a
-// context allocated, and why a load failed (its log's first error). Built into
+// context allocated, why a load failed (its log's first error), and a
+// memory update on demand. Built into
 // libcorral-common (arch.cpp) with llama.cpp's src/ on the include path.
 #ifndef CORRAL_ARCH_H
 #define CORRAL_ARCH_H
@@ -43,6 +44,12 @@ struct llama_context * corral_context_new(struct llama_model * model, struct lla
 // the context's memory (KV cells of every kind, recurrent states),
 // sizes[2] the compute buffers, each summed over the host and devices.
 void corral_memory_of(const struct llama_context * ctx, size_t sizes[3]);
+
+// corral_memory_apply does now what llama.cpp does to ctx's memory at the
+// start of the next decode: above all the copy of a sequence's buffer
+// that llama_memory_seq_cp between sequences of different buffers
+// (kv_unified off) only queues. Returns whether it changed anything.
+bool corral_memory_apply(struct llama_context * ctx);
 
 #ifdef __cplusplus
 }
