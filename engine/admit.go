@@ -505,8 +505,7 @@ func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 		s.appendToken(sl, tok)
 	}
 	for _, c := range e.checkpoints {
-		sl.checkpoints = append(sl.checkpoints, c)
-		s.checkpointBytes += int64(len(c.state))
+		s.adoptCheckpoint(sl, c)
 	}
 	s.truncate(sl, n)
 	if len(sl.cache) != n {

@@ -610,6 +610,49 @@ func TestHostEntriesKeepCheckpoints(t *testing.T) {
 	}
 }
 
+// TestDiskFilesKeepCheckpoints: the same next turn as in
+// TestHostEntriesKeepCheckpoints, after a restart: the file the closing
+// engine wrote for the conversation keeps its slot's checkpoints, and the
+// restore goes back to the one at the prompt's end.
+func TestDiskFilesKeepCheckpoints(t *testing.T) {
+	first := strings.TrimSpace(strings.Repeat("Once upon a time there was a dog. ", 8))
+	second := first + " The dog ran home."
+	for _, arch := range []string{"qwen35", "mamba"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 1, CtxSize: 512, Threads: testThreads, HostCacheBytes: 16 << 20}
+			fresh, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := archTokens(t, fresh, second, 8)
+			fresh.Close()
+			cfg.DiskCacheDir = t.TempDir()
+			e, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			archTokens(t, e, first, 8)
+			e.Close() // the slot's cache goes to disk
+			e, err = engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			req := greedy(second, 8)
+			req.Logprobs = true
+			_, lps, res := collectLogprobs(t, submit(t, e, req))
+			if got := tokensOf(lps); !slices.Equal(got, want) {
+				t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
+			}
+			n := len(tokens(t, e, first))
+			if st := e.Stats(); res.Usage.CachedTokens != n || st.DiskCacheHits != 1 || st.CheckpointHits != 1 {
+				t.Errorf("second turn: %d prompt tokens cached, %d disk hits, %d checkpoint hits; want the first prompt's %d, 1, 1",
+					res.Usage.CachedTokens, st.DiskCacheHits, st.CheckpointHits, n)
+			}
+		})
+	}
+}
+
 // TestFollowerCheckpoint: on a hybrid model, two prompts with one long
 // system prompt arriving together evaluate it once (the second follows
 // the first and takes its cells), and the follower checkpoints where the

@@ -77,6 +77,13 @@ func (s *scheduler) fromCheckpoint(src, dst *slot, n int) bool {
 	return false
 }
 
+// adoptCheckpoint gives the slot, just restored from a host entry or a
+// file, a checkpoint that came with it.
+func (s *scheduler) adoptCheckpoint(sl *slot, c checkpoint) {
+	sl.checkpoints = append(sl.checkpoints, c)
+	s.checkpointBytes += int64(len(c.state))
+}
+
 // dropCheckpoint forgets the slot's i-th checkpoint.
 func (s *scheduler) dropCheckpoint(sl *slot, i int) {
 	s.checkpointBytes -= int64(len(sl.checkpoints[i].state))

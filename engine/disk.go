@@ -26,8 +26,10 @@ import (
 // are written to files under Config.DiskCacheDir, so that a returning
 // conversation finds its history after a keep-alive unload, an eviction
 // or a restart. A file is the state llama_state_seq_get_data writes for
-// one sequence, with the sequence's token ids and a header naming whose
-// it is; one directory per model and KV layout holds them, within
+// one sequence, with the sequence's token ids, its checkpoints (the
+// partial states a model whose memory cannot be cut back at will keeps at
+// positions within it: checkpoint.go) and a header naming whose it is;
+// one directory per model and KV layout holds them, within
 // Config.DiskCacheBytes, the least recently used removed first.
 //
 // At Close (spillAll, on the scheduler goroutine as it exits) every
@@ -57,8 +59,8 @@ import (
 // directory synced, so a crash leaves a whole file or a temporary one
 // (removed at the next start). Every file carries a header (magic,
 // version, model identity, KV layout, salt digest, token count, state
-// length) with a CRC-32C of the header and tokens, and a CRC-32C of the
-// state: a file whose header does not check, that belongs to another
+// length, checkpoint count) with a CRC-32C of the header, tokens and
+// checkpoint table, and a CRC-32C of the states: a file whose header does not check, that belongs to another
 // model or layout, or whose size is not what its header says is removed
 // when the directory is scanned; one whose state does not check is
 // removed when read, and never loaded. CRC-32C detects torn and
@@ -72,12 +74,22 @@ import (
 const DefaultDiskCacheBytes = 16 << 30
 
 const (
-	diskMagic   = "corralKV"
-	diskVersion = 1
+	diskMagic = "corralKV"
+	// diskVersion 2 added the checkpoints; files of version 1 are
+	// removed when the directory is scanned.
+	diskVersion = 2
 	// diskHeader is the fixed part of a file: magic (8), version (4),
 	// token count (4), state length (8), model identity (32), KV layout
-	// (32), salt digest (32), header CRC (4), state CRC (4).
-	diskHeader = 128
+	// (32), salt digest (32), checkpoint count (4), zero (4), header CRC
+	// (4), states' CRC (4). The token ids follow (4 bytes each), then
+	// the checkpoint table (diskCheckpoint bytes each: position 4,
+	// state length 8), the state, and the checkpoints' states in the
+	// table's order.
+	diskHeader     = 136
+	diskCheckpoint = 12
+	// maxDiskCheckpoints bounds a file's checkpoint count, beyond what a
+	// slot keeps (maxCheckpoints).
+	maxDiskCheckpoints = 64
 	// diskQueue bounds the states waiting to be written: so many, and
 	// diskQueueBytes (or one state, whatever its size).
 	diskQueue      = 16
@@ -98,16 +110,42 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type diskEntry struct {
 	name   string // file name within the directory
 	tokens []int32
-	salt   [32]byte // SHA-256 of the Request.CacheSalt
-	size   int64    // file bytes
-	used   uint64   // diskCache.clock at the last write or read
+	// checkpoints are the file's checkpoints' positions (their states
+	// stay on disk until read).
+	checkpoints []checkpoint
+	salt        [32]byte // SHA-256 of the Request.CacheSalt
+	size        int64    // file bytes
+	used        uint64   // diskCache.clock at the last write or read
 }
 
-// diskJob is a state for the writer.
+// diskJob is a state for the writer, with the checkpoints within its
+// tokens.
 type diskJob struct {
-	tokens []int32
-	salt   [32]byte
-	state  []byte
+	tokens      []int32
+	salt        [32]byte
+	state       []byte
+	checkpoints []checkpoint
+}
+
+// bytes is the job's states' bytes: what it holds of the queue.
+func (j diskJob) bytes() int64 { return int64(len(j.state)) + checkpointBytes(j.checkpoints) }
+
+// checkpointBytes is the bytes of cps's states.
+func checkpointBytes(cps []checkpoint) int64 {
+	var n int64
+	for _, c := range cps {
+		n += int64(len(c.state))
+	}
+	return n
+}
+
+// positions returns cps without their states.
+func positions(cps []checkpoint) []checkpoint {
+	out := make([]checkpoint, len(cps))
+	for i, c := range cps {
+		out[i] = checkpoint{pos: c.pos}
+	}
+	return out
 }
 
 // diskCache is the disk tier of one engine. Create it with openDiskCache;
@@ -289,17 +327,23 @@ func (d *diskCache) scan() error {
 
 // header is a file's fixed part, decoded.
 type header struct {
-	tokens            int
-	stateLen          int64
-	ident, layout     [32]byte
-	salt              [32]byte
-	headCRC, stateCRC uint32
-	raw               [diskHeader]byte
+	tokens, checkpoints int
+	stateLen            int64
+	size                int64 // the file's
+	ident, layout       [32]byte
+	salt                [32]byte
+	headCRC, stateCRC   uint32
+	raw                 [diskHeader]byte
 }
 
-// encodeHeader writes the fixed part of the file for tokens and state.
+// index is the bytes of the token ids and checkpoint table after the
+// fixed part.
+func (h header) index() int { return 4*h.tokens + diskCheckpoint*h.checkpoints }
+
+// encodeHeader writes the fixed part of the file of j, its token ids and
+// its checkpoint table.
 func (d *diskCache) encodeHeader(j diskJob) []byte {
-	b := make([]byte, diskHeader, diskHeader+4*len(j.tokens))
+	b := make([]byte, diskHeader, diskHeader+4*len(j.tokens)+diskCheckpoint*len(j.checkpoints))
 	copy(b, diskMagic)
 	binary.LittleEndian.PutUint32(b[8:], diskVersion)
 	binary.LittleEndian.PutUint32(b[12:], uint32(len(j.tokens)))
@@ -307,12 +351,19 @@ func (d *diskCache) encodeHeader(j diskJob) []byte {
 	copy(b[24:], d.ident[:])
 	copy(b[56:], d.layout[:])
 	copy(b[88:], j.salt[:])
+	binary.LittleEndian.PutUint32(b[120:], uint32(len(j.checkpoints)))
 	for _, t := range j.tokens {
 		b = binary.LittleEndian.AppendUint32(b, uint32(t))
 	}
-	head := crc32.Update(crc32.Checksum(b[:120], castagnoli), castagnoli, b[diskHeader:])
-	binary.LittleEndian.PutUint32(b[120:], head)
-	binary.LittleEndian.PutUint32(b[124:], crc32.Checksum(j.state, castagnoli))
+	states := crc32.Checksum(j.state, castagnoli)
+	for _, c := range j.checkpoints {
+		b = binary.LittleEndian.AppendUint32(b, uint32(c.pos))
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(c.state)))
+		states = crc32.Update(states, castagnoli, c.state)
+	}
+	head := crc32.Update(crc32.Checksum(b[:128], castagnoli), castagnoli, b[diskHeader:])
+	binary.LittleEndian.PutUint32(b[128:], head)
+	binary.LittleEndian.PutUint32(b[132:], states)
 	return b
 }
 
@@ -332,37 +383,57 @@ func (d *diskCache) decodeHeader(raw []byte, size int64) (header, error) {
 	copy(h.ident[:], raw[24:])
 	copy(h.layout[:], raw[56:])
 	copy(h.salt[:], raw[88:])
-	h.headCRC = binary.LittleEndian.Uint32(raw[120:])
-	h.stateCRC = binary.LittleEndian.Uint32(raw[124:])
+	h.checkpoints = int(binary.LittleEndian.Uint32(raw[120:]))
+	zero := binary.LittleEndian.Uint32(raw[124:])
+	h.headCRC = binary.LittleEndian.Uint32(raw[128:])
+	h.stateCRC = binary.LittleEndian.Uint32(raw[132:])
 	switch {
 	case h.ident != d.ident:
 		return h, errors.New("another model's")
 	case h.layout != d.layout:
 		return h, errors.New("another KV layout's")
-	case h.tokens == 0 || h.tokens > maxDiskTokens || sl == 0 || sl > uint64(size):
+	case h.tokens == 0 || h.tokens > maxDiskTokens || h.checkpoints > maxDiskCheckpoints || zero != 0 || sl == 0 || sl > uint64(size):
 		return h, errors.New("bad lengths")
-	case int64(diskHeader)+4*int64(h.tokens)+int64(sl) != size:
-		return h, fmt.Errorf("%d bytes, the header says %d", size, int64(diskHeader)+4*int64(h.tokens)+int64(sl))
+	case int64(diskHeader)+int64(h.index())+int64(sl) > size:
+		return h, fmt.Errorf("%d bytes, the header says at least %d", size, int64(diskHeader)+int64(h.index())+int64(sl))
 	}
-	h.stateLen = int64(sl)
+	h.stateLen, h.size = int64(sl), size
 	return h, nil
 }
 
-// decodeTokens checks the tokens against the header's CRC and the
-// vocabulary.
-func (d *diskCache) decodeTokens(h header, raw []byte) ([]int32, error) {
-	if crc32.Update(crc32.Checksum(h.raw[:120], castagnoli), castagnoli, raw) != h.headCRC {
-		return nil, errors.New("header checksum mismatch")
+// decodeIndex checks the token ids and checkpoint table (raw, after the
+// fixed part) against the header's CRC, the vocabulary and the file's
+// size, and returns the tokens and the checkpoints' positions (in
+// increasing order, within the tokens) and states' lengths.
+func (d *diskCache) decodeIndex(h header, raw []byte) ([]int32, []checkpoint, []int64, error) {
+	if crc32.Update(crc32.Checksum(h.raw[:128], castagnoli), castagnoli, raw) != h.headCRC {
+		return nil, nil, nil, errors.New("header checksum mismatch")
 	}
 	toks := make([]int32, h.tokens)
 	for i := range toks {
 		t := int32(binary.LittleEndian.Uint32(raw[4*i:]))
 		if t < 0 || int(t) >= d.nVocab {
-			return nil, fmt.Errorf("token id %d out of range [0,%d)", t, d.nVocab)
+			return nil, nil, nil, fmt.Errorf("token id %d out of range [0,%d)", t, d.nVocab)
 		}
 		toks[i] = t
 	}
-	return toks, nil
+	var cps []checkpoint
+	var lens []int64
+	rest := h.size - int64(diskHeader) - int64(h.index()) - h.stateLen // the checkpoints' states
+	for i := range h.checkpoints {
+		b := raw[4*h.tokens+diskCheckpoint*i:]
+		pos, n := int(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint64(b[4:])
+		if pos <= 0 || pos > h.tokens || len(cps) > 0 && pos <= cps[len(cps)-1].pos || n == 0 || n > uint64(rest) {
+			return nil, nil, nil, errors.New("bad checkpoint table")
+		}
+		rest -= int64(n)
+		cps = append(cps, checkpoint{pos: pos})
+		lens = append(lens, int64(n))
+	}
+	if rest != 0 {
+		return nil, nil, nil, fmt.Errorf("%d bytes, the header says %d", h.size, h.size-rest)
+	}
+	return toks, cps, lens, nil
 }
 
 // readHead reads and checks the header and tokens of the file at path.
@@ -384,15 +455,15 @@ func (d *diskCache) readHead(path string) (*diskEntry, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	traw := make([]byte, 4*h.tokens) // within the file's size, checked above
-	if _, err := io.ReadFull(f, traw); err != nil {
+	raw = make([]byte, h.index()) // within the file's size, checked above
+	if _, err := io.ReadFull(f, raw); err != nil {
 		return nil, time.Time{}, err
 	}
-	toks, err := d.decodeTokens(h, traw)
+	toks, cps, _, err := d.decodeIndex(h, raw)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	return &diskEntry{tokens: toks, salt: h.salt, size: fi.Size()}, fi.ModTime(), nil
+	return &diskEntry{tokens: toks, checkpoints: cps, salt: h.salt, size: fi.Size()}, fi.ModTime(), nil
 }
 
 // saltKey is the digest a salt is known by on disk: file names and
@@ -474,27 +545,35 @@ func (d *diskCache) touch(tokens []int32, salt string) {
 }
 
 // fileSize is the bytes of the file of a state of stateLen bytes for n
-// tokens.
-func fileSize(n, stateLen int) int64 {
-	return diskHeader + 4*int64(n) + int64(stateLen)
+// tokens, with the checkpoints cps.
+func fileSize(n, stateLen int, cps []checkpoint) int64 {
+	return diskHeader + 4*int64(n) + diskCheckpoint*int64(len(cps)) + int64(stateLen) + checkpointBytes(cps)
 }
 
-// read returns the state of the file e names, after checking it whole:
-// its header is this model's and layout's, and its salt and tokens are
-// e's; its checksums hold. A file that does not check is removed from
-// the index and the directory. Reading a file the writer has since
-// removed is a miss (an error), not a fault.
-func (d *diskCache) read(e diskEntry) ([]byte, error) {
+// keep returns the most of e's tokens a restore can keep for a prompt
+// sharing its first m tokens when only whole keeps whole states (see
+// hostEntry.keep).
+func (e diskEntry) keep(m int, whole bool) int {
+	return keepOf(m, len(e.tokens), e.checkpoints, whole)
+}
+
+// read returns the state of the file e names and its checkpoints, after
+// checking it whole: its header is this model's and layout's, and its
+// salt, tokens and checkpoints are e's; its checksums hold. A file that
+// does not check is removed from the index and the directory. Reading a
+// file the writer has since removed is a miss (an error), not a fault.
+func (d *diskCache) read(e diskEntry) ([]byte, []checkpoint, error) {
 	path := filepath.Join(d.dir, e.name)
 	b, err := readFileSized(path, e.size)
+	var cps []checkpoint
 	if err == nil {
-		err = d.check(e, b)
+		cps, err = d.check(e, b)
 	}
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			d.drop(e.name)
 		}
-		return nil, fmt.Errorf("cache disk %s: %w", path, err)
+		return nil, nil, fmt.Errorf("cache disk %s: %w", path, err)
 	}
 	d.mu.Lock()
 	for _, x := range d.entries {
@@ -506,30 +585,36 @@ func (d *diskCache) read(e diskEntry) ([]byte, error) {
 	d.mu.Unlock()
 	now := time.Now()
 	os.Chtimes(path, now, now) // the order of use, for the next start
-	return b[diskHeader+4*len(e.tokens):], nil
+	at := diskHeader + 4*len(e.tokens) + diskCheckpoint*len(cps)
+	return b[at : len(b)-int(checkpointBytes(cps))], cps, nil
 }
 
-// check verifies a whole file b against the entry that indexes it.
-func (d *diskCache) check(e diskEntry, b []byte) error {
+// check verifies a whole file b against the entry that indexes it, and
+// returns its checkpoints, their states within b.
+func (d *diskCache) check(e diskEntry, b []byte) ([]checkpoint, error) {
 	h, err := d.decodeHeader(b, int64(len(b)))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if h.salt != e.salt || h.tokens != len(e.tokens) {
-		return errors.New("not the indexed file")
+	if h.salt != e.salt || h.tokens != len(e.tokens) || h.checkpoints != len(e.checkpoints) {
+		return nil, errors.New("not the indexed file")
 	}
-	traw := b[diskHeader : diskHeader+4*h.tokens]
-	toks, err := d.decodeTokens(h, traw)
+	toks, cps, lens, err := d.decodeIndex(h, b[diskHeader:diskHeader+h.index()])
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !slices.Equal(toks, e.tokens) {
-		return errors.New("not the indexed tokens")
+	if !slices.Equal(toks, e.tokens) || !slices.EqualFunc(cps, e.checkpoints, func(a, b checkpoint) bool { return a.pos == b.pos }) {
+		return nil, errors.New("not the indexed tokens")
 	}
-	if crc32.Checksum(b[diskHeader+4*h.tokens:], castagnoli) != h.stateCRC {
-		return errors.New("state checksum mismatch")
+	if crc32.Checksum(b[diskHeader+h.index():], castagnoli) != h.stateCRC {
+		return nil, errors.New("state checksum mismatch")
 	}
-	return nil
+	at := int64(diskHeader+h.index()) + h.stateLen
+	for i := range cps {
+		cps[i].state = b[at : at+lens[i]]
+		at += lens[i]
+	}
+	return cps, nil
 }
 
 // readFileSized reads the file at path, which must be size bytes long.
@@ -576,41 +661,44 @@ func (d *diskCache) hit() {
 	d.mu.Unlock()
 }
 
-// put hands the state of tokens of salt to the writer without waiting:
-// a state the queue has no room for is dropped (and counted), as is one
-// a file already holds (not counted). Only the scheduler calls it.
-func (d *diskCache) put(tokens []int32, salt string, state []byte) {
+// put hands the state of tokens of salt, with the checkpoints cps within
+// them, to the writer without waiting: a state the queue has no room for
+// is dropped (and counted), as is one a file already holds (not
+// counted). Only the scheduler calls it.
+func (d *diskCache) put(tokens []int32, salt string, state []byte, cps []checkpoint) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	key := saltKey(salt)
-	if d.covered(tokens, key) {
+	j := diskJob{salt: saltKey(salt), state: state, checkpoints: slices.Clone(cps)}
+	if d.covered(tokens, j.salt) {
 		return
 	}
-	if len(d.queue) == cap(d.queue) || (d.pending > 0 && d.pending+int64(len(state)) > diskQueueBytes) {
+	if len(d.queue) == cap(d.queue) || (d.pending > 0 && d.pending+j.bytes() > diskQueueBytes) {
 		d.st.dropped++
 		return
 	}
-	d.pending += int64(len(state))
-	d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state} // room checked above
+	d.pending += j.bytes()
+	j.tokens = slices.Clone(tokens)
+	d.queue <- j // room checked above
 }
 
-// putWait hands a state to the writer, waiting for room until ctx ends
-// (then the state is dropped, and counted): at close. A state a file
-// already holds is not written again, but that file is marked used.
-func (d *diskCache) putWait(ctx context.Context, tokens []int32, salt string, state []byte) {
-	key := saltKey(salt)
+// putWait hands a state and its checkpoints to the writer, waiting for
+// room until ctx ends (then the state is dropped, and counted): at close.
+// A state a file already holds is not written again, but that file is
+// marked used.
+func (d *diskCache) putWait(ctx context.Context, tokens []int32, salt string, state []byte, cps []checkpoint) {
+	j := diskJob{tokens: slices.Clone(tokens), salt: saltKey(salt), state: state, checkpoints: slices.Clone(cps)}
 	d.mu.Lock()
-	if d.covered(tokens, key) {
+	if d.covered(tokens, j.salt) {
 		d.mu.Unlock()
 		return
 	}
-	d.pending += int64(len(state))
+	d.pending += j.bytes()
 	d.mu.Unlock()
 	select {
-	case d.queue <- diskJob{tokens: slices.Clone(tokens), salt: key, state: state}:
+	case d.queue <- j:
 	case <-ctx.Done():
 		d.mu.Lock()
-		d.pending -= int64(len(state))
+		d.pending -= j.bytes()
 		d.st.dropped++
 		d.mu.Unlock()
 	}
@@ -661,10 +749,10 @@ func (d *diskCache) write() {
 // writeOne writes one state's file, within the budget.
 func (d *diskCache) writeOne(j diskJob) {
 	head := d.encodeHeader(j)
-	size := int64(len(head)) + int64(len(j.state))
+	size := int64(len(head)) + j.bytes()
 	name := fileName(j.tokens, j.salt)
 	d.mu.Lock()
-	d.pending -= int64(len(j.state))
+	d.pending -= j.bytes()
 	ctx := d.closing
 	if ctx == nil {
 		ctx = context.Background()
@@ -681,7 +769,11 @@ func (d *diskCache) writeOne(j diskJob) {
 	d.mu.Unlock()
 	d.remove(victims)
 
-	tmp, err := writeTemp(ctx, d.dir, head, j.state)
+	parts := [][]byte{head, j.state}
+	for _, c := range j.checkpoints {
+		parts = append(parts, c.state)
+	}
+	tmp, err := writeTemp(ctx, d.dir, parts...)
 	d.mu.Lock()
 	if err == nil {
 		// Renamed under the lock, so that the index and the directory
@@ -708,7 +800,7 @@ func (d *diskCache) writeOne(j diskJob) {
 		return false
 	})
 	d.clock++
-	d.entries = append(d.entries, &diskEntry{name: name, tokens: j.tokens, salt: j.salt, size: size, used: d.clock})
+	d.entries = append(d.entries, &diskEntry{name: name, tokens: j.tokens, checkpoints: positions(j.checkpoints), salt: j.salt, size: size, used: d.clock})
 	d.st.saved++
 	d.mu.Unlock()
 	// The rename made durable; should the sync fail, the file is whole
@@ -743,15 +835,15 @@ func (d *diskCache) remove(victims []*diskEntry) {
 // context: a state of gigabytes is given up within one chunk's write.
 const writeChunk = 8 << 20
 
-// writeTemp writes head and state to a new temporary file in dir, synced
-// to disk, and returns its path. When ctx ends first the file is removed
-// and ctx's error returned.
-func writeTemp(ctx context.Context, dir string, head, state []byte) (string, error) {
+// writeTemp writes parts, one after another, to a new temporary file in
+// dir, synced to disk, and returns its path. When ctx ends first the file
+// is removed and ctx's error returned.
+func writeTemp(ctx context.Context, dir string, parts ...[]byte) (string, error) {
 	f, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return "", err
 	}
-	for _, b := range [][]byte{head, state} {
+	for _, b := range parts {
 		for len(b) > 0 && err == nil {
 			if err = ctx.Err(); err == nil {
 				n := min(len(b), writeChunk)
@@ -796,18 +888,21 @@ func (s *scheduler) attachDisk(d *diskCache) {
 }
 
 // restoreDisk loads into the slot the file holding the longest prefix of
-// need of salt, if it is longer than have tokens (what the slots and the
-// host cache offer), and keeps at most limit tokens of it. It reports
-// false when no file is longer or the load failed; a failed load leaves
+// need of salt, if it keeps more than have tokens (what the slots and the
+// host cache offer), and keeps at most limit tokens of it (or goes back
+// to its last checkpoint within them: see hostEntry.keep). It reports
+// false when no file keeps more or the load failed; a failed load leaves
 // the slot empty.
 func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit int) bool {
 	e, m := s.disk.longest(need, saltKey(salt), sl.nctx)
+	m = min(m, limit)
+	m = e.keep(m, s.restorable(m, len(e.tokens)))
 	// A restore empties the slot (freeing the cells it alone holds),
 	// takes cells for the whole file's tokens, then frees its tail.
-	if m = min(m, limit); m <= have || len(e.tokens) > s.pool.avail()+s.pool.only(sl.cells)-s.committed() || !s.restorable(m, len(e.tokens)) {
+	if m <= have || len(e.tokens) > s.pool.avail()+s.pool.only(sl.cells)-s.committed() {
 		return false
 	}
-	state, err := s.disk.read(e)
+	state, cps, err := s.disk.read(e)
 	if err != nil {
 		return false
 	}
@@ -820,7 +915,12 @@ func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit
 	for _, tok := range e.tokens {
 		s.appendToken(sl, tok)
 	}
+	for _, c := range cps {
+		// Copied out of the file's buffer, which is let go; used now.
+		s.adoptCheckpoint(sl, checkpoint{pos: c.pos, state: slices.Clone(c.state), used: s.host.tick()})
+	}
 	s.truncate(sl, m)
+	s.host.fit(0) // the checkpoints count in the host cache's budget
 	if len(sl.cache) != m {
 		return false // the memory could not be cut back to m (see checkpoint.go): the slot is empty
 	}
@@ -835,7 +935,9 @@ type spillItem struct {
 	salt   string
 	slot   *slot  // the slot whose cache it is; nil for a host entry
 	state  []byte // a host entry's state
-	rank   int    // recency: 0 the most recently used
+	// checkpoints are the slot's, or the host entry's.
+	checkpoints []checkpoint
+	rank        int // recency: 0 the most recently used
 }
 
 // spillAll writes what the engine has cached, as it closes, to the disk
@@ -866,7 +968,7 @@ func (s *scheduler) spillAll() {
 			state = s.lctx.SeqStateGet(it.slot.id)
 		}
 		if len(state) > 0 {
-			s.disk.putWait(ctx, it.tokens, it.salt, state)
+			s.disk.putWait(ctx, it.tokens, it.salt, state, it.checkpoints)
 		}
 	}
 	s.disk.close()
@@ -891,13 +993,13 @@ func (s *scheduler) spillPlan() (plan []spillItem, left int) {
 	slices.SortStableFunc(slots, func(a, b *slot) int { return b.lastUsed.Compare(a.lastUsed) })
 	for _, sl := range slots {
 		if len(sl.cache) > 0 {
-			items = append(items, spillItem{tokens: sl.cache, salt: sl.salt, slot: sl})
+			items = append(items, spillItem{tokens: sl.cache, salt: sl.salt, slot: sl, checkpoints: sl.checkpoints})
 		}
 	}
 	hosts := slices.Clone(s.host.entries)
 	slices.SortStableFunc(hosts, func(a, b *hostEntry) int { return cmp.Compare(b.used, a.used) })
 	for _, e := range hosts {
-		items = append(items, spillItem{tokens: e.tokens, salt: e.salt, state: e.state})
+		items = append(items, spillItem{tokens: e.tokens, salt: e.salt, state: e.state, checkpoints: e.checkpoints})
 	}
 	for i := range items {
 		items[i].rank = i
@@ -939,9 +1041,9 @@ func (s *scheduler) spillPlan() (plan []spillItem, left int) {
 		switch {
 		case ok:
 		case it.slot != nil:
-			size = fileSize(len(it.tokens), s.lctx.SeqStateSize(it.slot.id))
+			size = fileSize(len(it.tokens), s.lctx.SeqStateSize(it.slot.id), it.checkpoints)
 		default:
-			size = fileSize(len(it.tokens), len(it.state))
+			size = fileSize(len(it.tokens), len(it.state), it.checkpoints)
 		}
 		if size > room {
 			left++

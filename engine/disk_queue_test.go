@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +42,7 @@ func TestDiskCachePutNeverWaits(t *testing.T) {
 	d.lock = diskLock(t, d.dir)
 	// No writer yet: nothing leaves the queue.
 	for i := range diskQueue + 3 {
-		d.put([]int32{1, int32(i + 2)}, "", make([]byte, 10))
+		d.put([]int32{1, int32(i + 2)}, "", make([]byte, 10), nil)
 	}
 	if _, _, st := d.stats(); st.dropped != 3 {
 		t.Fatalf("%d states dropped past a full queue of %d, want 3", st.dropped, diskQueue)
@@ -54,8 +57,8 @@ func TestDiskCachePutNeverWaits(t *testing.T) {
 	// The byte bound: one state alone may be larger than it, a second
 	// is dropped.
 	d2 := queueOnlyDisk(t, 1<<40)
-	d2.put([]int32{1}, "", make([]byte, diskQueueBytes+1))
-	d2.put([]int32{2}, "", make([]byte, 1))
+	d2.put([]int32{1}, "", make([]byte, diskQueueBytes+1), nil)
+	d2.put([]int32{2}, "", make([]byte, 1), nil)
 	if _, _, st := d2.stats(); st.dropped != 1 || len(d2.queue) != 1 {
 		t.Fatalf("past the byte bound: %d queued, %d dropped; want 1, 1", len(d2.queue), st.dropped)
 	}
@@ -72,10 +75,10 @@ func TestDiskCacheCloseGivesUp(t *testing.T) {
 	d.closeBy(ctx)
 	// No writer yet: the queue fills.
 	for i := range diskQueue {
-		d.putWait(ctx, []int32{1, int32(i + 2)}, "", make([]byte, 10))
+		d.putWait(ctx, []int32{1, int32(i + 2)}, "", make([]byte, 10), nil)
 	}
 	cancel()
-	d.putWait(ctx, []int32{2}, "", make([]byte, 10)) // a full queue: it gives up
+	d.putWait(ctx, []int32{2}, "", make([]byte, 10), nil) // a full queue: it gives up
 	go d.write()
 	d.close()
 	n, _, st := d.stats()
@@ -113,7 +116,7 @@ func TestDiskCacheRejectsAnotherLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.putWait(t.Context(), []int32{1, 2, 3}, "", []byte("state"))
+	a.putWait(t.Context(), []int32{1, 2, 3}, "", []byte("state"), nil)
 	a.close()
 	files, _ := filepath.Glob(filepath.Join(a.dir, "*.kv"))
 	if len(files) != 1 {
@@ -158,7 +161,7 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 	for i := range toks {
 		toks[i] = int32(i % 1000)
 	}
-	w.putWait(b.Context(), toks, "", make([]byte, tokens*perToken))
+	w.putWait(b.Context(), toks, "", make([]byte, tokens*perToken), nil)
 	w.close()
 	d, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000)
 	if err != nil {
@@ -171,7 +174,7 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 	}
 	b.SetBytes(e.size)
 	for b.Loop() {
-		if _, err := d.read(e); err != nil {
+		if _, _, err := d.read(e); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -204,5 +207,76 @@ func TestDiskCacheLayoutNamesTheTypes(t *testing.T) {
 	// Files of another llama.cpp release are ignored, not misread.
 	if l := kvLayout(Config{}, MemoryAttention); !strings.Contains(l, llama.Release()) || !strings.HasPrefix(llama.Release(), "llama.cpp b") {
 		t.Errorf("layout %q does not name the release %q", l, llama.Release())
+	}
+}
+
+// TestDiskFileKeepsCheckpoints: a file written with checkpoints is indexed
+// with their positions when the directory is scanned again and reads back
+// the state and each checkpoint's state; a file whose checkpoint table is
+// inconsistent (a position past the tokens, out of order, or lengths
+// that do not add up to the file), its checksum made right, is removed
+// when scanned.
+func TestDiskFileKeepsCheckpoints(t *testing.T) {
+	root := t.TempDir()
+	var ident [32]byte
+	cps := []checkpoint{{pos: 2, state: []byte("two")}, {pos: 4, state: []byte("four!")}}
+	a, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.putWait(t.Context(), []int32{1, 2, 3, 4, 5}, "", []byte("state"), cps)
+	a.close()
+	files, _ := filepath.Glob(filepath.Join(a.dir, "*.kv"))
+	if len(files) != 1 {
+		t.Fatalf("files %v, want one", files)
+	}
+	good, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fileSize(5, len("state"), cps); int64(len(good)) != want {
+		t.Errorf("file of %d bytes, want %d", len(good), want)
+	}
+
+	b, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, m := b.longest([]int32{1, 2, 3, 9}, saltKey(""), 100)
+	if m != 3 || len(e.checkpoints) != 2 || e.checkpoints[0].pos != 2 || e.checkpoints[1].pos != 4 || e.keep(m, false) != 2 {
+		t.Fatalf("indexed: %d tokens shared, checkpoints %+v, keep %d; want 3, at 2 and 4, keep 2", m, e.checkpoints, e.keep(m, false))
+	}
+	state, got, err := b.read(e)
+	if err != nil || string(state) != "state" || len(got) != 2 || string(got[0].state) != "two" || string(got[1].state) != "four!" {
+		t.Fatalf("read: state %q, checkpoints %+v, %v", state, got, err)
+	}
+	b.close()
+
+	table := diskHeader + 4*5 // the first checkpoint's position
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte)
+	}{
+		{"position past the tokens", func(f []byte) { f[table+diskCheckpoint] = 6 }},
+		{"positions out of order", func(f []byte) { f[table] = 4 }},
+		{"lengths past the file", func(f []byte) { f[table+4] = 4 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := slices.Clone(good)
+			tc.damage(f)
+			raw := f[diskHeader : diskHeader+4*5+diskCheckpoint*2]
+			binary.LittleEndian.PutUint32(f[128:], crc32.Update(crc32.Checksum(f[:128], castagnoli), castagnoli, raw))
+			if err := os.WriteFile(files[0], f, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+			if n, _, st := c.stats(); n != 0 || st.rejected != 1 {
+				t.Errorf("%d files indexed, %d rejected; want 0, 1", n, st.rejected)
+			}
+		})
 	}
 }

@@ -251,7 +251,7 @@ func TestDiskCacheIgnoresBadFiles(t *testing.T) {
 		indexed int // files the new engine indexes: damage found when read
 	}{
 		{"state byte flipped", flip(len(good) - 10), 1},
-		{"token byte flipped", flip(130), 0},
+		{"token byte flipped", flip(138), 0},
 		{"header byte flipped", flip(13), 0},
 		{"truncated", func(b []byte) []byte { return b[:len(b)-100] }, 0},
 		{"empty", func([]byte) []byte { return nil }, 0},

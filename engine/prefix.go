@@ -57,8 +57,9 @@ type hostCache struct {
 	// is not copied out of the KV cache for nothing.
 	perToken int64
 	// spill, when set, takes the entries the budget pushes out (and a
-	// state larger than the whole budget): the disk tier (disk.go).
-	spill func(tokens []int32, salt string, state []byte)
+	// state larger than the whole budget), with their checkpoints: the
+	// disk tier (disk.go).
+	spill func(tokens []int32, salt string, state []byte, cps []checkpoint)
 	// kv follows the blocks the entries hold (nil: no KV events).
 	kv *kvBlocks
 	// other holds bytes of the same budget (the slots' checkpoints:
@@ -123,17 +124,24 @@ func (e *hostEntry) size() int64 {
 // checkpoints (see scheduler.restorable): m, or else its last checkpoint
 // within m, or 0.
 func (e *hostEntry) keep(m int, whole bool) int {
-	if whole || m == len(e.tokens) {
+	return keepOf(m, len(e.tokens), e.checkpoints, whole)
+}
+
+// keepOf is what a restore of a state of total tokens with the
+// checkpoints cps keeps for a prompt sharing its first m: see
+// hostEntry.keep.
+func keepOf(m, total int, cps []checkpoint, whole bool) int {
+	if whole || m == total {
 		return m
 	}
-	return lastCheckpoint(e.checkpoints, m)
+	return lastCheckpoint(cps, m)
 }
 
 // add stores state for tokens of salt, with the checkpoints cps within
 // them, dropping the entries it makes redundant (those of salt whose
 // tokens are a prefix of these) and then the least recently used entries
 // and checkpoints until the cache fits its budget (entries handed to
-// spill, when set, without their checkpoints). A state larger than the
+// spill, when set, with their checkpoints). A state larger than the
 // whole budget is not kept (but spilled).
 func (c *hostCache) add(tokens []int32, salt string, state []byte, cps []checkpoint) {
 	if c.perToken == 0 && len(tokens) > 0 {
@@ -142,7 +150,7 @@ func (c *hostCache) add(tokens []int32, salt string, state []byte, cps []checkpo
 	e := &hostEntry{tokens: slices.Clone(tokens), salt: salt, state: state, checkpoints: cps}
 	if e.size() > c.budget {
 		if c.spill != nil {
-			c.spill(tokens, salt, state)
+			c.spill(tokens, salt, state, cps)
 		}
 		return
 	}
@@ -192,7 +200,7 @@ func (c *hostCache) fit(extra int64) {
 			c.entries = slices.Delete(c.entries, oldest, oldest+1)
 			c.kv.hostDropped(e)
 			if c.spill != nil {
-				c.spill(e.tokens, e.salt, e.state)
+				c.spill(e.tokens, e.salt, e.state, e.checkpoints)
 			}
 		case ok:
 			c.other.dropOldest()
