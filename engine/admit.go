@@ -441,14 +441,21 @@ func (s *scheduler) trimIdle() {
 }
 
 // truncate drops the slot's cached tokens from position n on, and gives
-// the cells it alone held back to the pool.
+// the cells it alone held back to the pool. Where the memory cannot be
+// cut back to n (see checkpoint.go) it keeps less: up to its last
+// checkpoint within n, or nothing.
 func (s *scheduler) truncate(sl *slot, n int) {
 	if n >= len(sl.cache) {
 		return
 	}
 	if !s.rewind(sl, n) && (!s.cuttable(sl, n) || !s.lctx.SeqRemove(sl.id, n, -1)) {
-		s.lctx.SeqRemove(sl.id, -1, -1)
-		n = 0
+		// Back to the last checkpoint within n, or to nothing.
+		if k := lastCheckpoint(sl.checkpoints, n); s.rewind(sl, k) {
+			n = k
+		} else {
+			s.lctx.SeqRemove(sl.id, -1, -1)
+			n = 0
+		}
 	}
 	s.dropCheckpoints(sl, n)
 	s.pool.release(sl.cells[n:])

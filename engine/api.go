@@ -265,13 +265,19 @@ type Config struct {
 	// JumpForward says how text a request's grammar leaves no choice of
 	// (the markup of a tool call, the keys of a JSON object) is
 	// evaluated: JumpForce (the default, ""), JumpConfirm or JumpOff.
-	// Models with a recurrent state never jump forward.
+	// Models with a recurrent state jump forward only over text written
+	// for the request (JumpForce; not with JumpConfirm).
 	JumpForward JumpMode
 	// Offload puts layers of the model on GPUs through ggml's backend
 	// libraries (llama-server's -ngl, --device, --split-mode,
 	// --tensor-split and --main-gpu; see llama.Offload). The zero value
 	// computes on the CPU.
 	Offload llama.Offload
+
+	// cutDraft, set by tests (export_test.go), ends a draft after the
+	// drafted token at index i is taken, as if the model had not
+	// confirmed the next: a rejection whose output is unchanged.
+	cutDraft func(i int) bool
 }
 
 // JumpMode is how the engine evaluates the text a grammar forces

@@ -544,12 +544,19 @@ func forcedCall(tb testing.TB) engine.Request {
 // written). With random weights the model writes the markup in pieces of
 // any length, byte tokens as often as not, and confirms few of the
 // drafted tokens; a trained model writes it the way the drafts do.
+//
+// CORRAL_BENCH_JUMP_MODEL=PATH adds a model (a synthetic recurrent or
+// hybrid one, say: those draft only in JumpForce).
 func BenchmarkJumpForward(b *testing.B) {
 	req := forcedCall(b)
-	for _, m := range []struct{ name, path string }{
+	models := []struct{ name, path string }{
 		{"135m", benchModel(b)},
 		{"stories260K", testmodel.Path(b, testmodel.Stories260K)},
-	} {
+	}
+	if p := os.Getenv("CORRAL_BENCH_JUMP_MODEL"); p != "" {
+		models = append(models, struct{ name, path string }{filepath.Base(p), p})
+	}
+	for _, m := range models {
 		for _, mode := range []engine.JumpMode{engine.JumpOff, engine.JumpConfirm, engine.JumpForce} {
 			b.Run(m.name+"/"+string(mode), func(b *testing.B) {
 				e, err := engine.New(context.Background(), engine.Config{ModelPath: m.path, Parallel: 1, Threads: benchThreads(), CtxSize: 1024, JumpForward: mode})

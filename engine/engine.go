@@ -241,9 +241,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:   cfg,
 		model: model,
-		// A recurrent state cannot drop the drafted tokens the model
-		// does not write.
-		jump: jumpMode(cfg.JumpForward, model.Recurrent()),
+		jump:  jumpMode(cfg.JumpForward),
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
 			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),

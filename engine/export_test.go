@@ -21,3 +21,12 @@ func HoldCPU(c *CPU) (release func()) {
 	}
 	return r
 }
+
+// CutDrafts returns c with every draft ended after its drafted token at
+// index at (0: the token sampled before the draft is the only one
+// taken), as if the model had not confirmed the next one: the draft's
+// later cells are dropped, and the output is unchanged.
+func CutDrafts(c Config, at int) Config {
+	c.cutDraft = func(i int) bool { return i > at }
+	return c
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/corral-llm/corral/llama"
@@ -41,6 +42,16 @@ import (
 // tokens as often as not) confirms little, so each request's drafts
 // shrink to one token more than it last confirmed, and grow back,
 // doubling, while it confirms them whole.
+//
+// A recurrent state (Mamba, RWKV, and the hybrids' recurrent layers)
+// holds no cells to drop: it advanced over the whole draft. On such a
+// model a slot drafts only text the request has written for it
+// (JumpForce, see forces), which it takes whole unless the request ends
+// on the way (a stop string). Should a draft still not be taken while the
+// request goes on (the grammar refusing a drafted token), the slot goes
+// back to its last checkpoint within what it wrote and the request
+// resumes from there like a preempted one (see requeue): it evaluates
+// the tokens after the checkpoint again, but its output is unchanged.
 
 // maxDraft bounds the tokens drafted for one slot in one step.
 const maxDraft = 32
@@ -55,9 +66,10 @@ func (s *scheduler) draft(sl *slot, room int) int {
 	r := sl.req
 	g := &r.gen
 	g.draft = g.draft[:0]
-	if s.e.jump == "" || g.pace != nil || !r.sampler.HasGrammar() {
+	if s.e.jump == "" || g.pace != nil || !r.sampler.HasGrammar() || s.recurrent && !s.forces(sl) {
 		// A paced request may pause after any token: its tokens are
-		// evaluated one step at a time.
+		// evaluated one step at a time. A recurrent state drafts only
+		// text it writes.
 		return 0
 	}
 	// A drafted token is worth evaluating only where plain decoding would
@@ -89,6 +101,10 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 	g.draft = g.draft[:0] // draft keeps the tokens until the next buildBatch
 	// The cells the sequence holds up to the output at outIdx.
 	base := len(sl.cache) - len(draft)
+	var held []int32 // what the sequence holds, for a memory that may not cut it back
+	if len(draft) > 0 && s.partial {
+		held = slices.Clone(sl.cache)
+	}
 	force := s.forces(sl)
 	for i := 0; ; i++ {
 		idx := sl.outIdx
@@ -103,11 +119,15 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 		if !written {
 			tok, more = s.next(sl, idx, base+i, now)
 		}
-		if more && i < len(draft) && tok == draft[i] {
+		if more && i < len(draft) && tok == draft[i] && (s.e.cfg.cutDraft == nil || !s.e.cfg.cutDraft(i)) {
 			s.draftAccepted++
 			continue
 		}
 		s.truncate(sl, base+i)
+		if more && len(sl.cache) < base+i {
+			s.requeue(sl, held[:base+i])
+			return
+		}
 		switch {
 		case len(draft) == 0:
 		case i == len(draft):
@@ -117,6 +137,18 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 		}
 		return
 	}
+}
+
+// requeue takes the slot's request, going on after a draft its memory
+// could not drop (the slot went back to a checkpoint, or to nothing),
+// out of the slot as a preemption does and queues it again to resume
+// from hist, the tokens it had evaluated before the draft's first
+// dropped token, and its last token.
+func (s *scheduler) requeue(sl *slot, hist []int32) {
+	kept := len(sl.cache)
+	r := s.preempt(sl)
+	r.resume = append(slices.Clone(hist), r.resume[kept:]...)
+	s.waiting = append(s.waiting, r)
 }
 
 // forces reports whether the slot's request has the text its grammar
@@ -174,12 +206,11 @@ func (g *generation) draftLimit() int {
 	return g.draftMax
 }
 
-// jumpMode is the engine's jump-forward mode for a model: "" when it
-// does not jump forward (JumpOff, or a recurrent state, which cannot drop
-// the drafted tokens the model does not write).
-func jumpMode(m JumpMode, recurrent bool) JumpMode {
+// jumpMode is the engine's jump-forward mode: "" when it does not jump
+// forward.
+func jumpMode(m JumpMode) JumpMode {
 	switch {
-	case m == JumpOff || recurrent:
+	case m == JumpOff:
 		return ""
 	case m == "":
 		return JumpForce

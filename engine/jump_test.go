@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 )
 
 // storyGrammar frames a TinyStories story: long runs of text the grammar
@@ -307,5 +309,59 @@ func TestJumpForwardPreempted(t *testing.T) {
 	}
 	if st := settled(t, e, 2); st.DraftAccepted == 0 {
 		t.Errorf("no drafted token confirmed: %+v", st)
+	}
+}
+
+// TestJumpForwardRecurrent: on recurrent and hybrid models, whose state
+// cannot drop drafted tokens, a forced call drafts its markup (JumpForce,
+// the default) in fewer steps than without, and writes the same answer
+// whether its drafts are taken whole, cut short by a small batch, or
+// ended after their first token as a rejection would end them (the slot
+// goes back to its checkpoint and the request resumes from there); the
+// next request in that slot gives what a fresh engine gives.
+func TestJumpForwardRecurrent(t *testing.T) {
+	call := forcedCall(t)
+	call.Prompt, call.ParseSpecial = "Call it.", false
+	next := greedy(strings.Repeat("Once upon a time there was a dog. ", 4), 8)
+	for _, arch := range []string{"qwen35", "mamba"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 1, CtxSize: 1024, Threads: testThreads, HostCacheBytes: 16 << 20}
+			fresh := func(cfg engine.Config) *engine.Engine {
+				e, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { e.Close() })
+				return e
+			}
+			off := cfg
+			off.JumpForward = engine.JumpOff
+			eOff := fresh(off)
+			if out := run(t, eOff, call); out.res.FinishReason != engine.FinishStop {
+				t.Fatalf("without drafts: finish %s (%v): %q", out.res.FinishReason, out.res.Err, out.text)
+			}
+			wantNext := archTokens(t, fresh(cfg), next.Prompt, 8)
+
+			e := fresh(cfg)
+			want := run(t, e, call)
+			checkForcedCall(t, "drafts taken whole", want.text)
+			t.Logf("%d steps with drafts, %d without", e.Stats().Steps, eOff.Stats().Steps)
+			if st, stOff := e.Stats(), eOff.Stats(); st.DraftAccepted == 0 || st.Steps >= stOff.Steps {
+				t.Errorf("drafts: %d steps (%d drafted tokens taken), %d without drafts; want fewer, some taken", st.Steps, st.DraftAccepted, stOff.Steps)
+			}
+			small := cfg
+			small.BatchSize = 3
+			if got := run(t, fresh(small), call); got.text != want.text {
+				t.Errorf("drafts cut short by the batch:\n got %q\nwant %q", got.text, want.text)
+			}
+			cut := fresh(engine.CutDrafts(cfg, 0))
+			got := run(t, cut, call)
+			if got.text != want.text || got.res.Preemptions == 0 {
+				t.Errorf("drafts ended after their first token: %d resumes\n got %q\nwant %q", got.res.Preemptions, got.text, want.text)
+			}
+			if got := archTokens(t, cut, next.Prompt, 8); !slices.Equal(got, wantNext) {
+				t.Errorf("the next request: got %v, want %v (a fresh engine's)", got, wantNext)
+			}
+		})
 	}
 }

@@ -40,9 +40,10 @@ type scheduler struct {
 	prefixes             []int   // scratch for place: each slot's common prefix with a prompt
 	// partial: part of the model's memory cannot be cut back to any
 	// position (a recurrent state, a sliding window; see checkpoint.go).
-	// window is the sliding window in tokens (0: none).
-	partial bool
-	window  int
+	// window is the sliding window in tokens (0: none). recurrent: the
+	// memory has a recurrent state (alone, or a hybrid's).
+	partial, recurrent bool
+	window             int
 	// perSlot: each slot has a buffer of its own (Config.KVPerSlot).
 	perSlot bool
 	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
@@ -84,9 +85,10 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		timer:  time.NewTimer(time.Hour),
 		lanes:  e.cfg.lanes(lctx.Pooling()),
 
-		partial: e.model.Recurrent() || e.model.SlidingWindow() > 0,
-		window:  e.model.SlidingWindow(),
-		perSlot: e.cfg.KVPerSlot,
+		partial:   e.model.Recurrent() || e.model.SlidingWindow() > 0,
+		recurrent: e.model.Recurrent(),
+		window:    e.model.SlidingWindow(),
+		perSlot:   e.cfg.KVPerSlot,
 	}
 	s.host.other = checkpoints{s}
 	s.timer.Stop()
