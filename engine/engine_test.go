@@ -16,9 +16,13 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testsynth.PinGoldenCPU()
+	goleak.VerifyTestMain(m)
+}
 
 // goldens are ../shared/models/GOLDEN.md, in its order.
 var goldens = testmodel.Goldens

@@ -186,6 +186,15 @@ func pickCPUVariant(arch string, available, have []string, want string, amxRuns 
 	return best, nil
 }
 
+// CPUVariantRuns reports whether this binary embeds ggml's CPU variant v
+// and this machine runs it (an AMX variant never, here): whether
+// CPUVariantEnv may name it. It loads nothing, and may be called before
+// Init.
+func CPUVariantRuns(v string) bool {
+	_, err := pickCPUVariant(runtime.GOARCH, embeddedCPUVariants(), cpuList('m'), v, func() bool { return false })
+	return err == nil
+}
+
 // embeddedCPUVariants lists the variants whose modules the binary embeds.
 func embeddedCPUVariants() []string {
 	ents, err := fs.ReadDir(cpuModules, cpuModulesDir)

@@ -12,6 +12,12 @@
 # with, alone and batched, and for the others the first error line of its
 # log.
 #
+# The tokens depend on the width of ggml's CPU kernels: run it on a
+# machine where a native llama-server build compiles what
+# testmodel.ArchGoldensVariant names (for "haswell": AVX2, no AVX-512),
+# or change that constant to the variant corral loads there
+# (corral version names it).
+#
 # usage: scripts/arch-goldens.sh LLAMA_SERVER   (CORRAL_BIN: default bin/corral)
 set -euo pipefail
 peer=${1:?usage: scripts/arch-goldens.sh LLAMA_SERVER}

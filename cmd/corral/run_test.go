@@ -26,10 +26,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/wire"
 )
 
 func TestMain(m *testing.M) {
+	testsynth.PinGoldenCPU()
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		testmodel.RemoveBinary()
 		os.Exit(code)

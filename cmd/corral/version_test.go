@@ -19,7 +19,6 @@ func TestVersionNamesCPUVariant(t *testing.T) {
 		t.Fatal(c.Err)
 	}
 	cmd := exec.Command(testmodel.Binary(t), "version")
-	cmd.Env = append(os.Environ(), llama.CPUVariantEnv+"=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("corral version: %v\n%s", err, out)

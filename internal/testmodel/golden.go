@@ -73,6 +73,16 @@ type ArchPrompt struct {
 // ArchPrompts are the prompts of ArchGoldens, in order.
 var ArchPrompts = []ArchPrompt{{"Once upon a time", 16}, {"Hello", 8}, {"The little dog", 12}}
 
+// ArchGoldensVariant is ggml's CPU variant whose kernels ArchGoldens were
+// made with: llama-server built natively (GGML_NATIVE) on a machine with
+// AVX2 and no AVX-512, which compiles what the variant of that name does.
+// Kernels of another width sum in another order, and random weights give
+// near-ties that then flip: on an AVX-512 machine (zen4, icelake,
+// skylakex) llama-server and corral alike give other tokens for jais2 and
+// nemotron (a 0.0003-nat tie) and gemma3n (from its second token).
+// testsynth.PinGoldenCPU has tests load this variant where it runs.
+const ArchGoldensVariant = "haswell"
+
 // ArchGolden is what llama-server generates for ArchPrompts on the
 // synthetic model of one architecture: one request at a time, and all
 // of them in the same steps.

@@ -9,8 +9,21 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/llama"
 )
+
+// PinGoldenCPU makes this process, and the servers it starts, load ggml's
+// CPU variant the architecture goldens were made with
+// (testmodel.ArchGoldensVariant) when the machine runs it and
+// llama.CPUVariantEnv names none already; elsewhere (arm64) nothing
+// changes. A package whose tests compare tokens with testmodel.ArchGoldens
+// calls it in TestMain, before llama.cpp loads.
+func PinGoldenCPU() {
+	if os.Getenv(llama.CPUVariantEnv) == "" && llama.CPUVariantRuns(testmodel.ArchGoldensVariant) {
+		os.Setenv(llama.CPUVariantEnv, testmodel.ArchGoldensVariant)
+	}
+}
 
 // ChatML writes a tiny synthetic model whose vocabulary ends with the
 // control tokens <|im_start|> and <|im_end|> (ids vocabSize-2 and
