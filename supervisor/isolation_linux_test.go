@@ -162,16 +162,20 @@ func TestSupervisorKillNine(t *testing.T) {
 				}
 			}()
 			var serve process.PortHolder
-			waitFor(t, readyTimeout, "corral serve to listen on the worker's port", func() bool {
+			waitFor(t, readyTimeout, "corral serve to listen on the worker's port and log that it is ready", func() bool {
 				hs, err := process.PortListeners(port)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(hs) == 1 && strings.Contains(hs[0].Cmdline, " serve ") {
-					serve = hs[0]
-					return true
+				if len(hs) != 1 || !strings.Contains(hs[0].Cmdline, " serve ") {
+					return false
 				}
-				return false
+				serve = hs[0]
+				// It listens before it loads the model: killed before its
+				// last start-up line, it would write that line to a pipe
+				// nobody reads and die of SIGPIPE.
+				b, _ := os.ReadFile(filepath.Join(dir, "wrapped.log"))
+				return strings.Contains(string(b), "model loaded; ready")
 			})
 			p, err := procfs.NewProc(serve.PID)
 			if err != nil {
