@@ -568,88 +568,64 @@ func TestSlidingWindowSlotsShareNoCells(t *testing.T) {
 	}
 }
 
-// TestHostEntriesKeepCheckpoints: a recurrent or hybrid conversation whose
-// slot another request took comes back from the host cache on its next
-// turn even when that turn shares only its last prompt, not its answer
-// (the client sends the answer back in other tokens): the entry keeps the
-// slot's checkpoints, and the restore goes back to the one at the prompt's
-// end. The answer is what a fresh engine gives.
-func TestHostEntriesKeepCheckpoints(t *testing.T) {
+// TestTiersKeepCheckpoints: a recurrent or hybrid conversation that lost
+// its slot comes back on its next turn even when that turn shares only
+// its last prompt, not its answer (the client sends the answer back in
+// other tokens): from the host cache when another request took the slot,
+// from the disk tier after a restart. The host entry, and the file the
+// closing engine wrote, keep the slot's checkpoints, and the restore goes
+// back to the one at the prompt's end. The answer is what a fresh engine
+// gives.
+func TestTiersKeepCheckpoints(t *testing.T) {
 	first := strings.TrimSpace(strings.Repeat("Once upon a time there was a dog. ", 8))
 	second := first + " The dog ran home."
 	for _, arch := range []string{"qwen35", "mamba"} {
-		t.Run(arch, func(t *testing.T) {
-			cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 1, CtxSize: 512, Threads: testThreads, HostCacheBytes: 16 << 20}
-			fresh, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := archTokens(t, fresh, second, 8)
-			fresh.Close()
-			e, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			archTokens(t, e, first, 8)
-			// Takes the slot, and holds more of the pool than is free
-			// beside it: the restore counts the cells it frees.
-			archTokens(t, e, strings.Repeat("Hello there. ", 30), 2)
-			req := greedy(second, 8)
-			req.Logprobs = true
-			_, lps, res := collectLogprobs(t, submit(t, e, req))
-			if got := tokensOf(lps); !slices.Equal(got, want) {
-				t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
-			}
-			n := len(tokens(t, e, first))
-			if st := e.Stats(); res.Usage.CachedTokens != n || st.HostCacheRestored != 1 || st.CheckpointHits != 1 {
-				t.Errorf("second turn: %d prompt tokens cached, %d host restores, %d checkpoint hits; want the first prompt's %d, 1, 1",
-					res.Usage.CachedTokens, st.HostCacheRestored, st.CheckpointHits, n)
-			}
-		})
-	}
-}
-
-// TestDiskFilesKeepCheckpoints: the same next turn as in
-// TestHostEntriesKeepCheckpoints, after a restart: the file the closing
-// engine wrote for the conversation keeps its slot's checkpoints, and the
-// restore goes back to the one at the prompt's end.
-func TestDiskFilesKeepCheckpoints(t *testing.T) {
-	first := strings.TrimSpace(strings.Repeat("Once upon a time there was a dog. ", 8))
-	second := first + " The dog ran home."
-	for _, arch := range []string{"qwen35", "mamba"} {
-		t.Run(arch, func(t *testing.T) {
-			cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 1, CtxSize: 512, Threads: testThreads, HostCacheBytes: 16 << 20}
-			fresh, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := archTokens(t, fresh, second, 8)
-			fresh.Close()
-			cfg.DiskCacheDir = t.TempDir()
-			e, err := engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			archTokens(t, e, first, 8)
-			e.Close() // the slot's cache goes to disk
-			e, err = engine.New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			req := greedy(second, 8)
-			req.Logprobs = true
-			_, lps, res := collectLogprobs(t, submit(t, e, req))
-			if got := tokensOf(lps); !slices.Equal(got, want) {
-				t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
-			}
-			n := len(tokens(t, e, first))
-			if st := e.Stats(); res.Usage.CachedTokens != n || st.DiskCacheHits != 1 || st.CheckpointHits != 1 {
-				t.Errorf("second turn: %d prompt tokens cached, %d disk hits, %d checkpoint hits; want the first prompt's %d, 1, 1",
-					res.Usage.CachedTokens, st.DiskCacheHits, st.CheckpointHits, n)
-			}
-		})
+		for _, tier := range []string{"host", "disk"} {
+			t.Run(arch+"/"+tier, func(t *testing.T) {
+				cfg := engine.Config{ModelPath: testsynth.Arch(t, t.TempDir(), arch), Parallel: 1, CtxSize: 512, Threads: testThreads, HostCacheBytes: 16 << 20}
+				fresh, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := archTokens(t, fresh, second, 8)
+				fresh.Close()
+				if tier == "disk" {
+					cfg.DiskCacheDir = t.TempDir()
+				}
+				e, err := engine.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				archTokens(t, e, first, 8)
+				if tier == "host" {
+					// Takes the slot, and holds more of the pool than is
+					// free beside it: the restore counts the cells it frees.
+					archTokens(t, e, strings.Repeat("Hello there. ", 30), 2)
+				} else {
+					e.Close() // the slot's cache goes to disk
+					if e, err = engine.New(context.Background(), cfg); err != nil {
+						t.Fatal(err)
+					}
+				}
+				defer e.Close()
+				req := greedy(second, 8)
+				req.Logprobs = true
+				_, lps, res := collectLogprobs(t, submit(t, e, req))
+				if got := tokensOf(lps); !slices.Equal(got, want) {
+					t.Errorf("second turn: got %v, want %v (a fresh engine's)", got, want)
+				}
+				n := len(tokens(t, e, first))
+				st := e.Stats()
+				restores := st.HostCacheRestored
+				if tier == "disk" {
+					restores = st.DiskCacheHits
+				}
+				if res.Usage.CachedTokens != n || restores != 1 || st.CheckpointHits != 1 {
+					t.Errorf("second turn: %d prompt tokens cached, %d %s restores, %d checkpoint hits; want the first prompt's %d, 1, 1",
+						res.Usage.CachedTokens, restores, tier, st.CheckpointHits, n)
+				}
+			})
+		}
 	}
 }
 
