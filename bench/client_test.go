@@ -59,7 +59,7 @@ func TestParseEvent(t *testing.T) {
 }
 
 func TestRequestBody(t *testing.T) {
-	p := Prompt{Messages: []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "U"}}}
+	p := Prompt{Messages: []wire.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "U"}}}
 	for _, tc := range []struct {
 		c        Client
 		path     string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/wire"
 )
 
 // server is a `corral serve` child process on a free port.
@@ -237,7 +238,7 @@ func TestTimeoutCounted(t *testing.T) {
 	s := startServer(t)
 	c := NewClient(s.url, APIChat, 1)
 	defer c.Close()
-	prompts := []Prompt{{Messages: []Message{{Role: "user", Content: "Once upon a time"}}}}
+	prompts := []Prompt{{Messages: []wire.Message{{Role: "user", Content: "Once upon a time"}}}}
 	// A deadline that has passed before the request is sent.
 	out, err := Run(context.Background(), c, prompts, Config{Concurrency: 2, NumRequests: 4, Timeout: 1}, nil)
 	if err != nil {

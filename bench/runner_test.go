@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // countingTarget is a Target double for the runner's pure logic: it
@@ -40,7 +42,7 @@ func (c *countingTarget) Do(_ context.Context, p Prompt, cancelAfter int) Record
 func numbered(n int) []Prompt {
 	ps := make([]Prompt, n)
 	for i := range ps {
-		ps[i] = Prompt{Messages: []Message{{Role: "user", Content: strconv.Itoa(i)}}}
+		ps[i] = Prompt{Messages: []wire.Message{{Role: "user", Content: strconv.Itoa(i)}}}
 	}
 	return ps
 }

@@ -192,7 +192,7 @@ func (s *voiceSession) pacedTurn(ctx context.Context, c *voice.Client, q string)
 		chunking["first_min_tokens"] = s.spec.FirstMinTokens
 	}
 	err := c.Create(ctx, map[string]any{
-		"messages":    []voice.Message{{Role: "user", Content: q}},
+		"messages":    []wire.Message{{Role: "user", Content: q}},
 		"max_tokens":  s.spec.MaxTokens,
 		"temperature": 0,
 		"chunking":    chunking,

@@ -16,13 +16,10 @@ import (
 	"github.com/corral-llm/corral/wire"
 )
 
-// Message is one chat message.
-type Message = wire.Message
-
 // Prompt is one request's input. Chat APIs send Messages as they are;
 // completion APIs send Text, the contents joined by newlines.
 type Prompt struct {
-	Messages []Message
+	Messages []wire.Message
 	// Tokens is the prompt's length as the workload measured it (by the
 	// server's tokenizer, or in words); used when the server sends no usage.
 	Tokens int
@@ -88,7 +85,7 @@ func RandomPrompts(ctx context.Context, tok Tokenizer, spec RandomSpec) ([]Promp
 		if err != nil {
 			return nil, err
 		}
-		prompts[i] = withPrefix(prefix, prefixTokens, []Message{{Role: "user", Content: body}}, n)
+		prompts[i] = withPrefix(prefix, prefixTokens, []wire.Message{{Role: "user", Content: body}}, n)
 	}
 	return prompts, nil
 }
@@ -100,11 +97,11 @@ func SharedPrefix(ctx context.Context, tok Tokenizer, n int, seed uint64) (strin
 	return f.fit(ctx, n)
 }
 
-func withPrefix(prefix string, prefixTokens int, msgs []Message, tokens int) Prompt {
+func withPrefix(prefix string, prefixTokens int, msgs []wire.Message, tokens int) Prompt {
 	if prefix == "" {
 		return Prompt{Messages: msgs, Tokens: tokens}
 	}
-	all := append([]Message{{Role: "system", Content: prefix}}, msgs...)
+	all := append([]wire.Message{{Role: "system", Content: prefix}}, msgs...)
 	return Prompt{Messages: all, Tokens: prefixTokens + tokens}
 }
 
@@ -165,8 +162,8 @@ var ErrEmptyDataset = errors.New("dataset has no prompts")
 
 // datasetLine is one JSONL line: a prompt or a list of messages.
 type datasetLine struct {
-	Prompt   *string   `json:"prompt"`
-	Messages []Message `json:"messages"`
+	Prompt   *string        `json:"prompt"`
+	Messages []wire.Message `json:"messages"`
 }
 
 // ReadDataset parses JSONL: one object per line with either "prompt" (a
@@ -191,7 +188,7 @@ func ReadDataset(r io.Reader, prefix string) ([]Prompt, error) {
 		if dec.More() {
 			return nil, fmt.Errorf("line %d: more than one JSON value", line)
 		}
-		var msgs []Message
+		var msgs []wire.Message
 		switch {
 		case dl.Prompt != nil && dl.Messages != nil:
 			return nil, fmt.Errorf("line %d: has both \"prompt\" and \"messages\"", line)
@@ -199,7 +196,7 @@ func ReadDataset(r io.Reader, prefix string) ([]Prompt, error) {
 			if *dl.Prompt == "" {
 				return nil, fmt.Errorf("line %d: empty \"prompt\"", line)
 			}
-			msgs = []Message{{Role: "user", Content: *dl.Prompt}}
+			msgs = []wire.Message{{Role: "user", Content: *dl.Prompt}}
 		case len(dl.Messages) > 0:
 			for i, m := range dl.Messages {
 				if m.Role == "" {

@@ -27,7 +27,7 @@ type Message struct {
 	Role       string          `json:"role"`
 	Content    json.RawMessage `json:"content,omitempty"`
 	Name       string          `json:"name,omitempty"`
-	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
+	ToolCalls  []wire.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	// ReasoningContent is the reasoning of an earlier assistant turn, as
 	// llama-server and DeepSeek's API return it; Reasoning is the same as
@@ -36,16 +36,10 @@ type Message struct {
 	Reasoning        string `json:"reasoning,omitempty"`
 }
 
-// ToolCall is an assistant's call of a function tool.
-type ToolCall = wire.ToolCall
-
-// Tool is an OpenAI function tool definition.
-type Tool = wire.Tool
-
 // Options control rendering.
 type Options struct {
 	AddGenerationPrompt bool
-	Tools               []Tool
+	Tools               []wire.Tool
 	BOSToken, EOSToken  string
 	// Now is the time strftime_now reports (templates print today's date
 	// from it); zero means the current time.

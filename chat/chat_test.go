@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // msg builds a message with string content.
@@ -108,13 +110,13 @@ func TestBuiltinGolden(t *testing.T) {
 }
 
 func TestBuiltinToolHistory(t *testing.T) {
-	call := ToolCall{ID: "call_1", Type: "function"}
+	call := wire.ToolCall{ID: "call_1", Type: "function"}
 	call.Function.Name = "get_weather"
 	call.Function.Arguments = `{"city": "Paris", "unit": "celsius"}`
 	msgs := []Message{
 		msg("developer", "Be brief."),
 		msg("user", "Weather in Paris?"),
-		{Role: "assistant", ToolCalls: []ToolCall{call}},
+		{Role: "assistant", ToolCalls: []wire.ToolCall{call}},
 		{Role: "tool", ToolCallID: "call_1", Content: json.RawMessage(`"22C"`)},
 	}
 	got := mustRender(t, mustLookup(t, "chatml"), msgs, Options{AddGenerationPrompt: true})

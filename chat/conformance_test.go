@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // The conformance test renders every template of testdata/templates (the
@@ -35,7 +37,7 @@ type corpusConversation struct {
 	Name                string                     `json:"name"`
 	AddGenerationPrompt bool                       `json:"add_generation_prompt"`
 	Messages            []Message                  `json:"messages"`
-	Tools               []Tool                     `json:"tools"`
+	Tools               []wire.Tool                `json:"tools"`
 	Kwargs              map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // The testdata/*.jinja files are the chat templates of public Hugging Face
@@ -15,9 +17,9 @@ var today = time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)
 
 // weatherTool is a function tool whose fields are not in sorted order, so
 // that tojson output shows the order is kept.
-func weatherTool(t *testing.T) []Tool {
+func weatherTool(t *testing.T) []wire.Tool {
 	t.Helper()
-	var tools []Tool
+	var tools []wire.Tool
 	err := json.Unmarshal([]byte(`[{"type": "function", "function": {
 		"name": "get_weather", "description": "Get the current weather",
 		"parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]`), &tools)
@@ -29,13 +31,13 @@ func weatherTool(t *testing.T) []Tool {
 
 // toolConversation asks for the weather, calls a tool and answers.
 func toolConversation() []Message {
-	call := ToolCall{ID: "call_1", Type: "function"}
+	call := wire.ToolCall{ID: "call_1", Type: "function"}
 	call.Function.Name = "get_weather"
 	call.Function.Arguments = `{"city": "Paris"}`
 	return []Message{
 		msg("system", "Be brief."),
 		msg("user", "Weather in Paris?"),
-		{Role: "assistant", ToolCalls: []ToolCall{call}},
+		{Role: "assistant", ToolCalls: []wire.ToolCall{call}},
 		{Role: "tool", ToolCallID: "call_1", Content: json.RawMessage(`"22C"`)},
 		msg("assistant", "It is 22C."),
 	}

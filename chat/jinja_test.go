@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // renderExpr renders src with one user message whose content is content
@@ -14,10 +16,10 @@ func renderExpr(t *testing.T, src, content, params string) string {
 	if err != nil {
 		t.Fatalf("Parse(%q): %v", src, err)
 	}
-	tool := Tool{Type: "function"}
+	tool := wire.Tool{Type: "function"}
 	tool.Function.Name = "f"
 	tool.Function.Parameters = json.RawMessage(params)
-	out, err := tpl.Render([]Message{msg("user", content)}, Options{Tools: []Tool{tool}, Now: today})
+	out, err := tpl.Render([]Message{msg("user", content)}, Options{Tools: []wire.Tool{tool}, Now: today})
 	if err != nil {
 		t.Fatalf("Render(%q): %v", src, err)
 	}

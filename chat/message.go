@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/chat/jinja"
+	"github.com/corral-llm/corral/wire"
 )
 
 // ErrInvalidMessages is wrapped by the errors Render returns for messages
@@ -152,7 +153,7 @@ func (m Message) reasoning() string {
 	return m.Reasoning
 }
 
-func templateToolCall(tc ToolCall) *jinja.Dict {
+func templateToolCall(tc wire.ToolCall) *jinja.Dict {
 	var args any = tc.Function.Arguments
 	if v, err := jinja.FromJSON([]byte(tc.Function.Arguments)); err == nil {
 		if _, ok := v.(*jinja.Dict); ok {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 func TestRenderInvalidMessages(t *testing.T) {
@@ -31,7 +33,7 @@ func TestRenderInvalidMessages(t *testing.T) {
 		{"tool without content", []Message{msg("user", "hi"), {Role: "tool", ToolCallID: "c"}},
 			"message 1: invalid messages: tool message has no content"},
 		{"user without content", []Message{{Role: "user"}}, "message 0: invalid messages: user message has no content"},
-		{"user with tool calls", []Message{{Role: "user", Content: json.RawMessage(`"x"`), ToolCalls: []ToolCall{{ID: "c"}}}},
+		{"user with tool calls", []Message{{Role: "user", Content: json.RawMessage(`"x"`), ToolCalls: []wire.ToolCall{{ID: "c"}}}},
 			"message 0: invalid messages: user message has tool_calls"},
 	}
 	tpl := mustLookup(t, "chatml")
@@ -82,12 +84,12 @@ func TestTemplateSeesMessageFields(t *testing.T) {
 	}
 	named := msg("user", "hi")
 	named.Name = "bob"
-	call := ToolCall{ID: "c1", Type: "function"}
+	call := wire.ToolCall{ID: "c1", Type: "function"}
 	call.Function.Name, call.Function.Arguments = "f", "{}"
 	msgs := []Message{
 		msg("developer", "rules"),
 		named,
-		{Role: "assistant", ToolCalls: []ToolCall{call}},
+		{Role: "assistant", ToolCalls: []wire.ToolCall{call}},
 		{Role: "tool", ToolCallID: "c1", Content: json.RawMessage(`[{"type": "text", "text": "ok"}]`)},
 	}
 	got := mustRender(t, tpl, msgs, Options{})
@@ -102,9 +104,9 @@ func TestToolCallArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var calls []ToolCall
+	var calls []wire.ToolCall
 	for _, args := range []string{`{"b": 1, "a": [true, null]}`, `not json`, `[1, 2]`, `{}`} {
-		c := ToolCall{Type: "function"}
+		c := wire.ToolCall{Type: "function"}
 		c.Function.Name, c.Function.Arguments = "f", args
 		calls = append(calls, c)
 	}

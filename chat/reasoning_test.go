@@ -19,7 +19,7 @@ func TestReasoningContentReachesTemplate(t *testing.T) {
 	}
 	msgs := []Message{
 		{Role: "user", Content: json.RawMessage(`"Weather in Paris?"`)},
-		{Role: "assistant", ReasoningContent: "I should call get_weather.", ToolCalls: []ToolCall{
+		{Role: "assistant", ReasoningContent: "I should call get_weather.", ToolCalls: []wire.ToolCall{
 			{ID: "call_1", Type: "function", Function: wire.FunctionCall{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}},
 		{Role: "tool", ToolCallID: "call_1", Content: json.RawMessage(`"sunny"`)},
 	}

@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Benchmarks run on the synthetic 135M model (gguf.Shapes["135m"], random
@@ -515,7 +515,7 @@ func BenchmarkSampleLogprobs(b *testing.B) {
 // under the grammar toolcall's hermes format writes for it.
 func forcedCall(tb testing.TB) engine.Request {
 	tb.Helper()
-	tool := chat.Tool{Type: "function"}
+	tool := wire.Tool{Type: "function"}
 	tool.Function.Name = "get_weather"
 	tool.Function.Parameters = []byte(`{"type": "object", "properties": {
 		"city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]},
@@ -526,7 +526,7 @@ func forcedCall(tb testing.TB) engine.Request {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := hermes.Grammar([]chat.Tool{tool}, false, grammar.SchemaLimits{})
+	g, err := hermes.Grammar([]wire.Tool{tool}, false, grammar.SchemaLimits{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -47,6 +47,7 @@ import (
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
+	"github.com/corral-llm/corral/wire"
 )
 
 // ollamaParams are the fields /api/generate and /api/chat share.
@@ -81,7 +82,7 @@ type ollamaGenerateRequest struct {
 // ollamaChatRequest is the body of POST /api/chat.
 type ollamaChatRequest struct {
 	Messages []ollamaMessage `json:"messages"`
-	Tools    []chat.Tool     `json:"tools"`
+	Tools    []wire.Tool     `json:"tools"`
 	ollamaParams
 }
 
@@ -295,7 +296,7 @@ func (body *ollamaChatRequest) request(m *model.Model, lim *serving.Limits) (eng
 		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
 			ReasoningContent: om.Thinking}
 		for _, tc := range om.ToolCalls {
-			var call chat.ToolCall
+			var call wire.ToolCall
 			call.ID, call.Type, call.Function.Name = tc.ID, "function", tc.Function.Name
 			call.Function.Arguments = "{}"
 			if !serving.IsNull(tc.Function.Arguments) {
@@ -319,7 +320,7 @@ func (body *ollamaChatRequest) request(m *model.Model, lim *serving.Limits) (eng
 // ollamaPrompt renders msgs with the chat template into req, the
 // clients' text marked plain and the template's stop strings added; think
 // is the request's "think".
-func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []chat.Tool, think json.RawMessage, lim *serving.Limits) *serving.Error {
+func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []wire.Tool, think json.RawMessage, lim *serving.Limits) *serving.Error {
 	kw, e := thinkKwargs(m, think)
 	if e != nil {
 		return e

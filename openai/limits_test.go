@@ -310,12 +310,12 @@ func TestAllowedToolsShownOnce(t *testing.T) {
 // schemas, a long conversation of a 120 KB prompt, passes the default
 // limits, with tools offered and with a call forced.
 func TestAgentRequestPasses(t *testing.T) {
-	var tools []chat.Tool
+	var tools []wire.Tool
 	for i := range 60 {
 		params := fmt.Sprintf(`{"type":"object","properties":{"path":{"type":"string","description":"the file"},"offset":{"type":"integer","minimum":0},
 			"limit":{"type":"integer"},"mode":{"enum":["read","write","append"]},"options":{"type":"object","properties":{"recursive":{"type":"boolean"},
 			"pattern":{"type":"string"},"exclude":{"type":"array","items":{"type":"string"}}}}},"required":["path"],"additionalProperties":false,"title":"tool %d"}`, i)
-		tools = append(tools, chat.Tool{Type: "function", Function: wire.FunctionDef{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("Does things. ", 40), Parameters: json.RawMessage(params)}})
+		tools = append(tools, wire.Tool{Type: "function", Function: wire.FunctionDef{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("Does things. ", 40), Parameters: json.RawMessage(params)}})
 	}
 	var msgs []chat.Message
 	msgs = append(msgs, chat.Message{Role: "system", Content: servetest.JSONString(strings.Repeat("You are an agent. ", 1000))})
@@ -344,11 +344,11 @@ func TestAgentRequestPasses(t *testing.T) {
 // in linear time (a scan of the tools per entry would take minutes).
 func TestAllowedToolsLinear(t *testing.T) {
 	const n = 300000
-	fields := serving.ToolFields{Tools: make([]chat.Tool, n)}
+	fields := serving.ToolFields{Tools: make([]wire.Tool, n)}
 	var b strings.Builder
 	b.WriteString(`{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[`)
 	for i := range n {
-		fields.Tools[i] = chat.Tool{Type: "function", Function: wire.FunctionDef{Name: fmt.Sprintf("f%d", i)}}
+		fields.Tools[i] = wire.Tool{Type: "function", Function: wire.FunctionDef{Name: fmt.Sprintf("f%d", i)}}
 		if i > 0 {
 			b.WriteByte(',')
 		}

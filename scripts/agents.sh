@@ -12,7 +12,7 @@
 #        scripts/agents.sh claude URL [PROMPT]    Claude Code only
 #        scripts/agents.sh codex URL [PROMPT]     Codex only
 #        scripts/agents.sh capture [OUT]          record every request both send with
-#                                                 scripts/agentcapture into OUT (default
+#                                                 internal/tools/agentcapture into OUT (default
 #                                                 testdata/agents), once plainly and once
 #                                                 answering a shell tool call first
 # env:   AGENTS_NPM  npm prefix of the CLIs (default ${XDG_CACHE_HOME:-~/.cache}/corral/agents-npm)
@@ -114,7 +114,7 @@ capture() {
   mkdir -p "$out"
   bin=$scratch/agentcapture
   log=$scratch/agentcapture.log
-  go build -o "$bin" ./scripts/agentcapture
+  go build -o "$bin" ./internal/tools/agentcapture
   for mode in plain tool; do
     local flags=()
     [ "$mode" = tool ] && flags=(-tool)

@@ -268,7 +268,7 @@ func TestVoiceThroughTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	turn := map[string]any{"messages": []voice.Message{{Role: "user", Content: "Tell me a story."}}, "max_tokens": 100, "temperature": 0}
+	turn := map[string]any{"messages": []wire.Message{{Role: "user", Content: "Tell me a story."}}, "max_tokens": 100, "temperature": 0}
 	if err := c.Create(ctx, turn); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Limits bound what one request may ask of the API. Each is checked
@@ -147,7 +148,7 @@ func (l *Limits) CheckChat(msgs []chat.Message, f *ToolFields) *Error {
 }
 
 // CheckTools refuses more tools than l allows.
-func (l *Limits) CheckTools(tools []chat.Tool) *Error {
+func (l *Limits) CheckTools(tools []wire.Tool) *Error {
 	if len(tools) > l.MaxTools {
 		return OverLimit("tools", "max-tools", l.MaxTools, "tools", "'tools' has %d tools", len(tools))
 	}

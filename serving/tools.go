@@ -7,22 +7,22 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/toolcall"
+	"github.com/corral-llm/corral/wire"
 )
 
 // ToolFields are a chat request's tool fields.
 type ToolFields struct {
-	Tools             []chat.Tool     `json:"tools"`
+	Tools             []wire.Tool     `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
 // ToolPlan is what a chat request's tools ask of its answer.
 type ToolPlan struct {
-	Render []chat.Tool // the tools the template shows the model
+	Render []wire.Tool // the tools the template shows the model
 	// Parse: the answer is read for calls in Format (tool_choice other
 	// than "none"), keeping at most Max of them (0: any).
 	Parse  bool
@@ -122,7 +122,7 @@ func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
 		forced = nil
 		for _, t := range tools {
 			if t.Function.Name == named {
-				forced = []chat.Tool{t}
+				forced = []wire.Tool{t}
 			}
 		}
 		if forced == nil {

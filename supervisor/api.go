@@ -49,8 +49,6 @@ package supervisor
 import (
 	"errors"
 	"time"
-
-	"github.com/corral-llm/corral/wire"
 )
 
 // WorkerState is the lifecycle state of a Worker.
@@ -190,16 +188,6 @@ var (
 	// started (or is stopping).
 	ErrWorkerStopped = errors.New("WORKER_STOPPED")
 )
-
-// ChatMessage is one OpenAI chat message.
-type ChatMessage = wire.Message
-
-// ToolCall is a tool call emitted by the model, OpenAI style: Arguments is
-// the JSON text of an object.
-type ToolCall = wire.ToolCall
-
-// ToolCallFunction is the function part of a ToolCall.
-type ToolCallFunction = wire.FunctionCall
 
 // ExitSignal records one exit-tool call emitted by the model.
 type ExitSignal struct {

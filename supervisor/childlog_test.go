@@ -106,7 +106,7 @@ func TestProcessConfigErrors(t *testing.T) {
 		cfg := WorkerConfig{Name: "w", Command: []string{"true"}, Port: 1}
 		mutate(&cfg)
 		if _, err := NewWorker(cfg); err == nil {
-			t.Errorf("NewWorker accepted %+v", cfg.ProcessConfig)
+			t.Errorf("NewWorker accepted %+v", cfg.Config)
 		}
 	}
 	cfg, err := ParseConfig([]byte(`workers:
@@ -121,7 +121,7 @@ func TestProcessConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := cfg.Workers[0].ProcessConfig
+	pc := cfg.Workers[0].Config
 	if pc.LogFile != "/var/log/corral/{name}.log" || pc.LogMaxBytes != 1<<20 || pc.LogFiles == nil || *pc.LogFiles != 0 || pc.PIDNamespace != "off" {
 		t.Fatalf("parsed %+v", pc)
 	}

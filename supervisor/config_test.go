@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/supervisor/agent"
+	"github.com/corral-llm/corral/wire"
 )
 
 func TestParseExampleConfig(t *testing.T) {
@@ -140,7 +141,7 @@ func TestPayloadMergesParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []ChatMessage{{Role: "user", Content: "hi"}}
+	msgs := []wire.Message{{Role: "user", Content: "hi"}}
 	params := map[string]any{"temperature": 0.5, "brand_new_knob": []any{1, "x"}, "stream": false, "messages": "ignored", "tools": "ignored"}
 	p := w.payload(params, msgs)
 	if p["temperature"] != 0.5 || p["stream"] != true || p["model"] != "m" || p["max_tokens"] != 64 {
@@ -149,7 +150,7 @@ func TestPayloadMergesParams(t *testing.T) {
 	if !slices.Equal(p["brand_new_knob"].([]any), []any{1, "x"}) {
 		t.Errorf("unknown key not passed through: %v", p["brand_new_knob"])
 	}
-	if m, ok := p["messages"].([]ChatMessage); !ok || len(m) != 1 {
+	if m, ok := p["messages"].([]wire.Message); !ok || len(m) != 1 {
 		t.Errorf("messages = %v", p["messages"])
 	}
 	if tools, ok := p["tools"].([]agent.ToolDef); !ok || len(tools) != 1 || tools[0].Function.Name != "done" {

@@ -82,7 +82,7 @@ func chatPrompt(r *http.Request) (string, error) {
 // chatRequest is what the fake upstreams read of a chat completion
 // request.
 type chatRequest struct {
-	Messages      []ChatMessage
+	Messages      []wire.Message
 	StreamOptions wire.StreamOptions `json:"stream_options"`
 }
 

@@ -54,7 +54,7 @@ type request struct {
 // turn is one streamed upstream response.
 type turn struct {
 	text      string
-	toolCalls []ToolCall // native format only
+	toolCalls []wire.ToolCall // native format only
 	finish    FinishReason
 }
 
@@ -63,7 +63,7 @@ type turn struct {
 // are charged to its caller's key), tools (native format), and the
 // defaults model and max_tokens when params does not set them. Other keys
 // pass through.
-func (w *Worker) payload(params map[string]any, msgs []ChatMessage) map[string]any {
+func (w *Worker) payload(params map[string]any, msgs []wire.Message) map[string]any {
 	p := make(map[string]any, len(params)+5)
 	maps.Copy(p, params)
 	p["messages"] = msgs

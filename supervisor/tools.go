@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/supervisor/agent"
+	"github.com/corral-llm/corral/wire"
 )
 
 // failure is a request-level error carrying its FailReason.
@@ -29,7 +30,7 @@ func fail(reason FailReason, format string, args ...any) *failure {
 func (w *Worker) converse(ctx context.Context, r *request) (string, FinishReason, error) {
 	normal, exit := agent.ToolNames(w.cfg.NormalTools), agent.ToolNames(w.cfg.ExitTools)
 	known := func(n string) bool { return normal[n] || exit[n] }
-	conv := []ChatMessage{{Role: "user", Content: r.job.UserPrompt}}
+	conv := []wire.Message{{Role: "user", Content: r.job.UserPrompt}}
 	for {
 		left := w.toolItersLeft(r)
 		bios := w.cfg.BIOS(agent.BiosContext{
@@ -94,7 +95,7 @@ func (w *Worker) turnCalls(t turn, known func(string) bool) ([]agent.Call, strin
 // that continue the conversation: the assistant's reply and the results.
 // Exit tools in the same reply get an empty acknowledgement (native format
 // requires an answer to every call id).
-func (w *Worker) runTools(ctx context.Context, r *request, t turn, calls []agent.Call, normal map[string]bool) ([]ChatMessage, error) {
+func (w *Worker) runTools(ctx context.Context, r *request, t turn, calls []agent.Call, normal map[string]bool) ([]wire.Message, error) {
 	if w.cfg.ToolRunner == nil {
 		return nil, fail(FailToolExecution, "no tool runner configured")
 	}
@@ -102,7 +103,7 @@ func (w *Worker) runTools(ctx context.Context, r *request, t turn, calls []agent
 		Name   string          `json:"name"`
 		Result json.RawMessage `json:"result"`
 	}
-	var native []ChatMessage
+	var native []wire.Message
 	var results []result
 	for _, c := range calls {
 		text := "recorded"
@@ -118,7 +119,7 @@ func (w *Worker) runTools(ctx context.Context, r *request, t turn, calls []agent
 				return nil, fail(FailToolExecution, "tool %q: %v", c.Name, err)
 			}
 		}
-		native = append(native, ChatMessage{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: text})
+		native = append(native, wire.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: text})
 		raw, _ := json.Marshal(text) // marshaling a string cannot fail
 		if json.Valid([]byte(text)) {
 			raw = []byte(text)
@@ -132,11 +133,11 @@ func (w *Worker) runTools(ctx context.Context, r *request, t turn, calls []agent
 		if err := enc.Encode(map[string]any{"tool_results": results}); err != nil {
 			return nil, fail(FailToolExecution, "encode tool results: %v", err)
 		}
-		return []ChatMessage{
+		return []wire.Message{
 			{Role: "assistant", Content: t.text},
 			{Role: "user", Content: strings.TrimSpace(buf.String())},
 		}, nil
 	}
-	msgs := []ChatMessage{{Role: "assistant", Content: t.text, ToolCalls: t.toolCalls}}
+	msgs := []wire.Message{{Role: "assistant", Content: t.text, ToolCalls: t.toolCalls}}
 	return append(msgs, native...), nil
 }

@@ -106,17 +106,13 @@ type WorkerConfig struct {
 	StopTimeout time.Duration `yaml:"stop_timeout"`
 	// LogLines is the size of the child's log ring buffer. Default 256.
 	LogLines int `yaml:"log_lines"`
-	// ProcessConfig holds log_file, log_max_bytes, log_files and
-	// pid_namespace (package process).
-	ProcessConfig `yaml:",inline"`
+	// Config holds how the child is run and where its output goes:
+	// log_file, log_max_bytes, log_files and pid_namespace (package
+	// process).
+	process.Config `yaml:",inline"`
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger `yaml:"-"`
 }
-
-// ProcessConfig is how a worker's child is run and where its output goes
-// (log_file, log_max_bytes, log_files, pid_namespace); WorkerConfig
-// inlines it.
-type ProcessConfig = process.Config
 
 // maxRestartRecords bounds WorkerDebugInfo.RecentRestartReasons.
 const maxRestartRecords = 32
@@ -316,7 +312,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		proxies:  make(map[int64]context.CancelCauseFunc),
 		counts:   newWorkerCounts(),
 	}
-	if w.procOpts, err = process.NewOptions(cfg.Name, cfg.Port, cfg.ProcessConfig, w.log); err != nil {
+	if w.procOpts, err = process.NewOptions(cfg.Name, cfg.Port, cfg.Config, w.log); err != nil {
 		return nil, err
 	}
 	w.procOpts.SetRedactor(redact)

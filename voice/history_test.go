@@ -16,6 +16,7 @@ import (
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/wire"
 )
 
 // recorder is the API as a voice Generator, keeping the conversation each
@@ -126,9 +127,9 @@ func TestHistoryBound(t *testing.T) {
 			forgot := false
 			for i := range 12 {
 				text := strings.Repeat("Tell me a story. ", 20)[:tc.content-1] + string(rune('a'+i))
-				msgs := []voice.Message{{Role: "user", Content: text}}
+				msgs := []wire.Message{{Role: "user", Content: text}}
 				if i == 0 {
-					msgs = append([]voice.Message{{Role: "system", Content: "You tell stories."}}, msgs...)
+					msgs = append([]wire.Message{{Role: "system", Content: "You tell stories."}}, msgs...)
 				}
 				turn := map[string]any{"messages": msgs, "temperature": 0, "max_tokens": 8}
 				if _, done := answer(t, c, turn, -1, 0); done.Type != voice.TypeDone || done.Error != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/serving"
+	"github.com/corral-llm/corral/wire"
 )
 
 // Generator starts paced chat answers (the server's is openai.Pacer
@@ -331,7 +332,7 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	}
 	m := serving.PacedMetricsOf(res)
 	done := ServerEvent{Type: TypeDone, ID: id, FinishReason: string(res.FinishReason),
-		Message: &Message{Role: "assistant", Content: content}, Usage: serving.UsageOf(res.Usage), Metrics: &m}
+		Message: &wire.Message{Role: "assistant", Content: content}, Usage: serving.UsageOf(res.Usage), Metrics: &m}
 	if e := serving.ResultError(res); res.FinishReason == engine.FinishError && e != nil {
 		done.Error = e.Object()
 	}

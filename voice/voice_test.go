@@ -22,6 +22,7 @@ import (
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,7 +76,7 @@ func (s *server) dial(t *testing.T) *voice.Client {
 // user is a turn adding one user message; greedy, bounded.
 func user(text string, maxTokens int) map[string]any {
 	return map[string]any{
-		"messages":    []voice.Message{{Role: "user", Content: text}},
+		"messages":    []wire.Message{{Role: "user", Content: text}},
 		"temperature": 0, "max_tokens": maxTokens,
 	}
 }
@@ -140,7 +141,7 @@ func TestConversation(t *testing.T) {
 	s := start(t, engine.Config{Parallel: 2})
 	c := s.dial(t)
 	turn := user("Tell me a story about a dog.", 80)
-	turn["messages"] = []voice.Message{{Role: "system", Content: "You tell short stories."}, {Role: "user", Content: "Tell me a story about a dog."}}
+	turn["messages"] = []wire.Message{{Role: "system", Content: "You tell short stories."}, {Role: "user", Content: "Tell me a story about a dog."}}
 	texts, done := answer(t, c, turn, -1, 0)
 	if len(texts) < 2 || done.Message == nil || done.Message.Content != strings.Join(texts, "") {
 		t.Fatalf("%d chunks %q, done %+v", len(texts), texts, done)
@@ -169,7 +170,7 @@ func TestPacedTextIsTheGreedyText(t *testing.T) {
 	s := start(t, engine.Config{Parallel: 1})
 	texts, done := answer(t, s.dial(t), user("Once upon a time", 60), -1, 0)
 	u := start(t, engine.Config{Parallel: 1})
-	body, _ := json.Marshal(map[string]any{"messages": []voice.Message{{Role: "user", Content: "Once upon a time"}}, "temperature": 0, "max_tokens": 60})
+	body, _ := json.Marshal(map[string]any{"messages": []wire.Message{{Role: "user", Content: "Once upon a time"}}, "temperature": 0, "max_tokens": 60})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(string(body)))
 	openai.ChatCompletions(u.api, rec, req)
@@ -264,8 +265,8 @@ func TestProtocolErrors(t *testing.T) {
 		{"type": "dance"},
 		{"type": voice.TypeCreate},
 		{"type": voice.TypeCreate, "messages": "hello"},
-		{"type": voice.TypeCreate, "messages": []voice.Message{{Role: "user", Content: "x"}}, "chunking": map[string]any{"first_min_tokens": -1}},
-		{"type": voice.TypeCreate, "messages": []voice.Message{{Role: "user", Content: "x"}}, "temperature": 9},
+		{"type": voice.TypeCreate, "messages": []wire.Message{{Role: "user", Content: "x"}}, "chunking": map[string]any{"first_min_tokens": -1}},
+		{"type": voice.TypeCreate, "messages": []wire.Message{{Role: "user", Content: "x"}}, "temperature": 9},
 	} {
 		typ := bad["type"].(string)
 		delete(bad, "type")
@@ -456,7 +457,7 @@ func TestLongConversationForgetsItsStart(t *testing.T) {
 	s := start(t, engine.Config{Parallel: 1, CtxSize: 192})
 	c := s.dial(t)
 	turn := user("Tell me a story.", 40)
-	turn["messages"] = []voice.Message{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me a story."}}
+	turn["messages"] = []wire.Message{{Role: "system", Content: "You tell stories."}, {Role: "user", Content: "Tell me a story."}}
 	forgot := false
 	prev := 0
 	slot := s.eng.Info().CtxPerRequest // llama.cpp rounds the context up

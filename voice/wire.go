@@ -61,9 +61,6 @@ type Create struct {
 	Chunking json.RawMessage   `json:"chunking,omitempty"`
 }
 
-// Message is a chat message kept in the conversation.
-type Message = wire.Message
-
 // ServerEvent is a message from the server; Type says which fields are set.
 type ServerEvent struct {
 	Type         string             `json:"type"`
@@ -72,7 +69,7 @@ type ServerEvent struct {
 	Text         string             `json:"text,omitempty"`
 	Last         bool               `json:"last,omitempty"`
 	FinishReason string             `json:"finish_reason,omitempty"`
-	Message      *Message           `json:"message,omitempty"`
+	Message      *wire.Message      `json:"message,omitempty"`
 	Usage        *wire.Usage        `json:"usage,omitempty"`
 	Metrics      *wire.PacedMetrics `json:"metrics,omitempty"`
 	Error        *wire.ErrorObject  `json:"error,omitempty"`

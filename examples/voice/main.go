@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/voice"
+	"github.com/corral-llm/corral/wire"
 )
 
 func main() {
@@ -52,7 +53,7 @@ func main() {
 		}
 		close(lines)
 	}()
-	msgs := []voice.Message{{Role: "system", Content: *system}}
+	msgs := []wire.Message{{Role: "system", Content: *system}}
 	sp := speaker{cmd: *say, cps: *cps}
 	fmt.Print("you> ")
 	next := ""
@@ -69,7 +70,7 @@ func main() {
 			next = ""
 			continue
 		}
-		msgs = append(msgs, voice.Message{Role: "user", Content: line})
+		msgs = append(msgs, wire.Message{Role: "user", Content: line})
 		err := c.Create(ctx, map[string]any{"messages": msgs, "max_tokens": *maxTokens, "chunking": map[string]any{}})
 		if err != nil {
 			log.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 // Config is how a worker's child process is run and where its output goes
 // besides the log ring. Its YAML keys sit at the worker level (the
-// supervisor's WorkerConfig inlines it as ProcessConfig).
+// supervisor's WorkerConfig inlines it).
 type Config struct {
 	// LogFile receives every line of the child's stdout and stderr, so
 	// that crash output outlives the ring and the supervisor. "" (the
