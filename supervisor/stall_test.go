@@ -23,7 +23,7 @@ var (
 
 // prefillShape is wide and deep enough for a slow prefill, with a small
 // vocabulary so that every character is about one token.
-var prefillShape = gguf.Shape{Embd: 256, Layers: 4, Heads: 4, HeadsKV: 4, FF: 768, Vocab: 512, Ctx: 8192, Type: "q8_0"}
+var prefillShape = gguf.Shape{Embd: 256, Layers: 4, Heads: 4, HeadsKV: 4, FF: 768, Vocab: 512, Ctx: 16384, Type: "q8_0"}
 
 func synthModel(t *testing.T) string {
 	t.Helper()
@@ -37,11 +37,12 @@ func synthModel(t *testing.T) string {
 	return synthPath
 }
 
-// longPrompt is a prompt of about 6,800 tokens on the synthetic model:
-// 1.7 s of prefill on one thread of a 2-core AVX2 machine with llama.cpp
-// b10573 at 4,000 tokens was too short for TestE2ELongPrefillIsNotKilled.
+// longPrompt is a prompt of about 12,000 tokens on the synthetic model:
+// TestE2ELongPrefillIsNotKilled needs a prefill of more than 2 s, and at
+// 4,000 tokens it took 1.7 s on one thread of a 2-core AVX2 machine, at
+// 6,800 tokens 1.8 s on an AVX-512 one (llama.cpp b10573).
 func longPrompt() string {
-	return strings.Repeat("lorem ipsum dolor sit amet ", 250)
+	return strings.Repeat("lorem ipsum dolor sit amet ", 450)
 }
 
 // prefillWorker runs the synthetic model on one thread with short
