@@ -16,7 +16,7 @@ package kvevents
 // since 2018, and a port of one, PR #160, unmerged; the Go ones that
 // exist are GPL or one-person forks), and llm-d's indexer, the stream's
 // reader, subscribes through libzmq with no security options to set. A
-// Publisher is bound to loopback or a trusted network instead (README).
+// Publisher is bound to loopback or a trusted network instead (docs/operations.md).
 
 import (
 	"bufio"

@@ -358,8 +358,8 @@ func (x *metrics) observe(model string, res engine.Result) {
 	b.predictedSeconds += max(0, decoding)
 }
 
-// Metrics serves GET /metrics in Prometheus' exposition format (see the
-// README's Metrics section): vLLM's and llama-server's families labelled
+// Metrics serves GET /metrics in Prometheus' exposition format (see
+// docs/operations.md, Metrics): vLLM's and llama-server's families labelled
 // model_name, corral's own, and the Go process's. Only for an admin
 // unless Options.MetricsPublic: the prefix cache counters tell of other
 // callers' prompts.

@@ -46,7 +46,7 @@ const unreadDrain = 1 << 20
 //	                                 → 200 {"ok":true,"worker":"..."} | 404 UNKNOWN_WORKER
 //	                                 | 409 WORKER_STOPPED | 403 FORBIDDEN (admin only)
 //	GET    /v1/models                the workers' model ids, OpenAI style
-//	GET    /metrics                  Prometheus metrics (see README)
+//	GET    /metrics                  Prometheus metrics (see docs/operations.md)
 //	POST   /v1/chat/completions      proxied (streaming or not) to a READY worker
 //	                                 serving the body's "model" (any worker if it names
 //	                                 none), local or remote, the one with the most free

@@ -60,7 +60,7 @@ type accessFlags struct {
 
 func addAccessFlags(fs *flag.FlagSet) *accessFlags {
 	a := &accessFlags{}
-	fs.Var(&a.keys, "api-key", "accept this API `key` (Authorization: Bearer KEY or x-api-key: KEY); repeat for several; optional attributes after it: role=user|admin name=ID priority=N concurrency=N tpm=N (see README)")
+	fs.Var(&a.keys, "api-key", "accept this API `key` (Authorization: Bearer KEY or x-api-key: KEY); repeat for several; optional attributes after it: role=user|admin name=ID priority=N concurrency=N tpm=N (see docs/operations.md)")
 	fs.StringVar(&a.keyFile, "api-key-file", "", "accept the API keys of this `file`, one per line with the attributes of --api-key; read again on SIGHUP")
 	fs.Var(&a.hosts, "allowed-hosts", "host `names` requests may name in Host (comma-separated; *.domain, * for any); default: local names on loopback connections, any on others")
 	fs.Var(&a.origins, "cors-origins", "web `origins` whose pages may call the API (comma-separated scheme://host[:port], * for any); default none")

@@ -46,7 +46,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Var(&models, "m", "GGUF model `file` (or the id of a pulled model), ID=FILE to name it; repeat for several models")
 	fs.Var(&models, "model", "same as -m")
 	modelsDir := fs.String("models-dir", "", "serve every .gguf file in `dir` (id: the file name without .gguf)")
-	configPath := fs.String("config", "", "YAML `file` listing models with their own settings (see README)")
+	configPath := fs.String("config", "", "YAML `file` listing models with their own settings (see docs/models.md)")
 	budgetFlag := fs.String("memory-budget", "75%", "memory the loaded models may take together: bytes with a unit (8GiB, 512MB) or a percentage of physical memory; 0: unlimited")
 	keepAlive := fs.String("keep-alive", "", "how long an idle model stays loaded (a duration; -1: forever; 0: unload after each request); default 5m, forever when one model is served")
 	strict := fs.Bool("strict-model-names", false, "refuse a request naming an unknown model even when one model is served (default: it is served by that model, as llama-server does)")
@@ -96,7 +96,7 @@ func runServe(ctx context.Context, args []string) error {
 	reasoningFormat := fs.String("reasoning-format", "auto", "how answers' reasoning is returned: auto or deepseek (apart, in reasoning_content, in the format the chat template implies), none (inline in the content), or a format's `name` ("+strings.Join(reasoning.Names(), ", ")+")")
 	reasoningBudget := fs.Int("reasoning-budget", -1, "most `tokens` a model may reason before its reasoning is closed for it, for requests that set no thinking_budget (-1: no limit)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
-	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see README")
+	logRequests := fs.Bool("log-requests", false, "log every request body as sent, prompts included (never a header); see docs/operations.md")
 	logs := addLogFlags(fs)
 	acc := addAccessFlags(fs)
 	acc.keyEnv = supervisor.ServeKeyEnv
