@@ -45,8 +45,9 @@ type Request struct {
 	// defer_loading left out unless a tool_reference in the conversation
 	// loaded them.
 	Tools []wire.Tool
-	// ToolChoice is tool_choice.
-	ToolChoice ToolChoice
+	// ToolChoice is tool_choice: "any" is serving.ToolsRequired, "tool"
+	// serving.ToolsFunction, disable_parallel_tool_use Single.
+	ToolChoice serving.ToolChoice
 	// MaxTokens is max_tokens (0 for count_tokens, which has none).
 	MaxTokens int
 	// Sampling parameters; nil when absent.
@@ -72,18 +73,6 @@ type Request struct {
 	Format json.RawMessage
 	// Stream is "stream": true.
 	Stream bool
-}
-
-// ToolChoice is a neutral tool choice, in the words of OpenAI's
-// tool_choice, as corral's core reads it: Mode "" (absent: "auto" with
-// tools, else "none"), "none", "auto", "required" (Anthropic's "any") or
-// "function" (Anthropic's "tool") with Name.
-type ToolChoice struct {
-	Mode string
-	Name string
-	// DisableParallel is disable_parallel_tool_use: at most one call
-	// (OpenAI's parallel_tool_calls false).
-	DisableParallel bool
 }
 
 // body is the JSON of a Messages or count_tokens request. Fields that no
@@ -623,8 +612,8 @@ func tools(raw []rawTool, loaded map[string]bool) ([]wire.Tool, *Error) {
 // toolChoice reads tool_choice: {"type": "auto" | "any" | "tool" | "none"},
 // "tool" with the name of one of the tools, the first three with
 // disable_parallel_tool_use.
-func toolChoice(raw json.RawMessage, defined []rawTool) (ToolChoice, *Error) {
-	var tc ToolChoice
+func toolChoice(raw json.RawMessage, defined []rawTool) (serving.ToolChoice, *Error) {
+	var tc serving.ToolChoice
 	if isNull(raw) {
 		return tc, nil
 	}
@@ -636,14 +625,14 @@ func toolChoice(raw json.RawMessage, defined []rawTool) (ToolChoice, *Error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return tc, invalid("tool_choice", `tool_choice: must be {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": ...} or {"type": "none"}`)
 	}
-	tc.DisableParallel = obj.DisableParallel
+	tc.Single = obj.DisableParallel
 	switch obj.Type {
 	case "auto":
-		tc.Mode = "auto"
+		tc.Mode = serving.ToolsAuto
 	case "none":
-		tc.Mode = "none"
+		tc.Mode = serving.ToolsNone
 	case "any":
-		tc.Mode = "required"
+		tc.Mode = serving.ToolsRequired
 	case "tool":
 		if obj.Name == "" {
 			return tc, invalid("tool_choice.name", "tool_choice.name: field required with type \"tool\"")
@@ -655,11 +644,11 @@ func toolChoice(raw json.RawMessage, defined []rawTool) (ToolChoice, *Error) {
 		if !found {
 			return tc, invalid("tool_choice.name", "tool_choice.name: %q is not among the tools", obj.Name)
 		}
-		tc.Mode, tc.Name = "function", obj.Name
+		tc.Mode, tc.Name = serving.ToolsFunction, obj.Name
 	default:
 		return tc, invalid("tool_choice.type", "tool_choice.type: must be \"auto\", \"any\", \"tool\" or \"none\", got %q", obj.Type)
 	}
-	if (tc.Mode == "required" || tc.Mode == "function") && len(defined) == 0 {
+	if (tc.Mode == serving.ToolsRequired || tc.Mode == serving.ToolsFunction) && len(defined) == 0 {
 		return tc, invalid("tool_choice", "tool_choice: type %q needs tools", obj.Type)
 	}
 	return tc, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/serving"
 )
 
 // capture is a request recorded from an agent CLI (testdata/agents).
@@ -108,7 +109,7 @@ func TestClaudeCodeCaptures(t *testing.T) {
 			if r.Thinking == nil || !*r.Thinking || r.Budget != nil || !r.OmitThinking {
 				t.Errorf("thinking %v budget %v omit %v, want adaptive: on, no budget, omitted", r.Thinking, r.Budget, r.OmitThinking)
 			}
-			if r.MaxTokens != tc.maxTokens || !r.Stream || r.Effort != tc.effort || r.ToolChoice != (ToolChoice{}) {
+			if r.MaxTokens != tc.maxTokens || !r.Stream || r.Effort != tc.effort || !reflect.DeepEqual(r.ToolChoice, serving.ToolChoice{}) {
 				t.Errorf("max_tokens %d stream %v effort %q tool_choice %+v", r.MaxTokens, r.Stream, r.Effort, r.ToolChoice)
 			}
 			if len(tc.roles) == 5 {
@@ -211,16 +212,16 @@ func TestTranslate(t *testing.T) {
 			return len(r.Tools) == 1 && r.Tools[0].Function.Name == "h" && string(r.Messages[1].Content) == `"h"`
 		}},
 		{"tool_choice auto", msg(`,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"auto","disable_parallel_tool_use":true}`), func(r *Request) bool {
-			return r.ToolChoice == ToolChoice{Mode: "auto", DisableParallel: true}
+			return reflect.DeepEqual(r.ToolChoice, serving.ToolChoice{Mode: serving.ToolsAuto, Single: true})
 		}},
 		{"tool_choice any", msg(`,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"any"}`), func(r *Request) bool {
-			return r.ToolChoice == ToolChoice{Mode: "required"}
+			return reflect.DeepEqual(r.ToolChoice, serving.ToolChoice{Mode: serving.ToolsRequired})
 		}},
 		{"tool_choice tool", msg(`,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"f"}`), func(r *Request) bool {
-			return r.ToolChoice == ToolChoice{Mode: "function", Name: "f"}
+			return reflect.DeepEqual(r.ToolChoice, serving.ToolChoice{Mode: serving.ToolsFunction, Name: "f"})
 		}},
 		{"tool_choice none", msg(`,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"none"}`), func(r *Request) bool {
-			return r.ToolChoice == ToolChoice{Mode: "none"}
+			return reflect.DeepEqual(r.ToolChoice, serving.ToolChoice{Mode: serving.ToolsNone})
 		}},
 		{"sampling", msg(`,"temperature":0.5,"top_p":0.9,"top_k":40,"stop_sequences":["END","\n\n"],"metadata":{"user_id":"u"},"stream":true`), func(r *Request) bool {
 			return *r.Temperature == 0.5 && *r.TopP == 0.9 && *r.TopK == 40 && reflect.DeepEqual(r.StopSequences, []string{"END", "\n\n"}) && r.Stream && r.MaxTokens == 100

@@ -174,29 +174,10 @@ func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Requ
 			return req, nil, e
 		}
 	}
-	tools := &serving.ToolFields{Tools: r.Tools, ToolChoice: openAIToolChoice(r.ToolChoice)}
-	if r.ToolChoice.DisableParallel {
-		no := false
-		tools.ParallelToolCalls = &no
-	}
+	tools := &serving.Tools{Defined: r.Tools, Choice: r.ToolChoice}
 	c := &serving.Chat{Messages: r.Messages, Tools: tools, Args: &serving.TemplateArgs{ChatTemplateKwargs: thinkingKwargs(m, r.Thinking)},
 		Budget: r.Budget, GrammarParam: "output_config.format"}
 	return req, c, nil
-}
-
-// openAIToolChoice is tc in the words of OpenAI's tool_choice, which the
-// core reads: nil when absent, "none", "auto", "required", or a named
-// function.
-func openAIToolChoice(tc ToolChoice) json.RawMessage {
-	var v any = tc.Mode
-	switch tc.Mode {
-	case "":
-		return nil
-	case "function":
-		v = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
-	}
-	b, _ := json.Marshal(v) // strings and maps of strings always marshal
-	return b
 }
 
 // thinkingKwargs are the template variables that turn the model's

@@ -20,11 +20,16 @@ type applyTemplateRequest struct {
 	// AddGenerationPrompt ends the prompt with the assistant's turn
 	// header, as a chat completion's does (the default).
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// tools are ToolFields read, by Check.
+	tools serving.Tools
 }
 
-// Check refuses more messages and tools than lim allows.
+// Check refuses more messages and tools than lim allows, and reads the
+// tools.
 func (body *applyTemplateRequest) Check(lim *serving.Limits) *serving.Error {
-	return lim.CheckChat(body.Messages, &body.ToolFields)
+	var e *serving.Error
+	body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields)
+	return e
 }
 
 // Lease names the model; no keep_alive.
@@ -39,7 +44,7 @@ func (body *applyTemplateRequest) Lease() (string, *serving.KeepAlive, bool) {
 func ApplyTemplate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *applyTemplateRequest) *serving.Error {
 		m, lim := x.Model, x.Core.Limits()
-		plan, e := serving.PlanTools(m, &body.ToolFields, lim)
+		plan, e := serving.PlanTools(m, &body.tools, lim)
 		if e != nil {
 			return e
 		}

@@ -26,6 +26,8 @@ type chatRequest struct {
 	serving.ReasoningParams
 	oaiParams
 	chatUnsupported
+	// tools are ToolFields read, by Check.
+	tools serving.Tools
 }
 
 // chatPlan is what a chat request asks of its answer: its tools, and how
@@ -41,10 +43,11 @@ func (body *chatRequest) Check(lim *serving.Limits) *serving.Error {
 	if e := body.chatUnsupported.check(); e != nil {
 		return e
 	}
-	if e := lim.CheckChat(body.Messages, &body.ToolFields); e != nil {
+	var e *serving.Error
+	if body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields); e != nil {
 		return e
 	}
-	_, _, e := chatLogprobs(body.Logprobs, body.TopLogprobs)
+	_, _, e = chatLogprobs(body.Logprobs, body.TopLogprobs)
 	return e
 }
 
@@ -79,7 +82,7 @@ func serveChat(x *serving.Exchange, body *chatRequest) *serving.Error {
 }
 
 // newChatRequest validates a chat completion request within lim (its
-// counts checked already: Check) and builds the engine request, its
+// counts checked and its tools read already: Check) and builds the engine request, its
 // prompt rendered by the chat template, and what the request's tools ask
 // of the answer and how it is read.
 func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (engine.Request, chatPlan, *serving.Error) {
@@ -112,7 +115,7 @@ func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (eng
 	if e != nil {
 		return req, plan, e
 	}
-	c := serving.Chat{Messages: body.Messages, Tools: &body.ToolFields, Args: &body.TemplateArgs, Budget: budget, GrammarParam: "response_format"}
+	c := serving.Chat{Messages: body.Messages, Tools: &body.tools, Args: &body.TemplateArgs, Budget: budget, GrammarParam: "response_format"}
 	if plan.ToolPlan, plan.answer, e = serving.BuildChat(m, &req, &c, lim); e != nil {
 		return req, plan, e
 	}

@@ -361,7 +361,11 @@ func TestAllowedToolsLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := serving.Limits{MaxTools: n, MaxAllowedTools: n}.WithDefaults()
-	plan, e := serving.PlanTools(m, &fields, &lim)
+	tools, e := fields.Parse(&lim)
+	if e != nil {
+		t.Fatal(e)
+	}
+	plan, e := serving.PlanTools(m, &tools, &lim)
 	if e != nil {
 		t.Fatal(e)
 	}

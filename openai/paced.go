@@ -34,7 +34,7 @@ func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Messag
 		req.Messages = append(slices.Clip(history), req.Messages...)
 	}
 	lim := p.Core.Limits()
-	if e := lim.CheckChat(req.Messages, &req.ToolFields); e != nil {
+	if req.tools, e = lim.CheckChat(req.Messages, &req.ToolFields); e != nil {
 		return nil, nil, e
 	}
 	if req.Chunking == nil {

@@ -168,11 +168,7 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 			}
 		}
 	}
-	tools := &serving.ToolFields{Tools: t.Tools, ToolChoice: openAIToolChoice(t.ToolChoice)}
-	if !t.ParallelToolCalls {
-		no := false
-		tools.ParallelToolCalls = &no
-	}
+	tools := &serving.Tools{Defined: t.Tools, Choice: t.ToolChoice}
 	args := &serving.TemplateArgs{}
 	if t.ReasoningEffort != "" {
 		args.ReasoningEffort = &t.ReasoningEffort
@@ -206,32 +202,6 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 		}
 	}
 	return nil
-}
-
-// openAIToolChoice is tc in the words of Chat Completions' tool_choice,
-// which the core reads: nil when auto without allowed tools.
-func openAIToolChoice(tc ToolChoice) json.RawMessage {
-	var v any
-	switch {
-	case tc.Allowed != nil:
-		mode := tc.Mode
-		if mode == "" {
-			mode = "auto"
-		}
-		tools := make([]map[string]any, len(tc.Allowed))
-		for i, name := range tc.Allowed {
-			tools[i] = map[string]any{"type": "function", "function": map[string]string{"name": name}}
-		}
-		v = map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": mode, "tools": tools}}
-	case tc.Mode == "function":
-		v = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
-	case tc.Mode == "" || tc.Mode == "auto":
-		return nil
-	default:
-		v = tc.Mode
-	}
-	b, _ := json.Marshal(v) // strings and maps of strings always marshal
-	return b
 }
 
 // encoder frames the core's answer through a Stream.

@@ -30,9 +30,10 @@ type Translation struct {
 	// (built-in tools such as web_search, and custom tools), in order,
 	// for the core to log.
 	Dropped []string
-	// ToolChoice is how the model may call the tools.
-	ToolChoice ToolChoice
-	// ParallelToolCalls false allows one call at most.
+	// ToolChoice is how the model may call the tools (Single when
+	// parallel_tool_calls is false).
+	ToolChoice serving.ToolChoice
+	// ParallelToolCalls is parallel_tool_calls (true unless false).
 	ParallelToolCalls bool
 	// MaxOutputTokens bounds the answer; 0: no bound but the context.
 	MaxOutputTokens int
@@ -49,17 +50,6 @@ type Translation struct {
 	// message plus one, 0 when none: a stored response's conversation
 	// leaves them out (OpenAI does not carry instructions over).
 	instructions int
-}
-
-// ToolChoice is the neutral tool choice.
-type ToolChoice struct {
-	// Mode is "auto", "none", "required" or "function" (Name must be
-	// called).
-	Mode string
-	Name string
-	// Allowed, when not nil, narrows the tools the model sees and may
-	// call to these names (allowed_tools), in Mode "auto" or "required".
-	Allowed []string
 }
 
 // Format is the text.format of a request.
@@ -286,6 +276,7 @@ func Translate(r *Request, prior Prior, lim Limits) (*Translation, *Error) {
 	if e != nil {
 		return nil, e
 	}
+	choice.Single = !t.ParallelToolCalls
 	t.ToolChoice = choice
 	return t, nil
 }
@@ -424,10 +415,10 @@ func (b *toolBuilder) add(raw json.RawMessage, param, ns string) *Error {
 }
 
 // toolChoice reads tool_choice. names are the function tools offered.
-func toolChoice(raw json.RawMessage, names map[string]bool, tools bool) (ToolChoice, *Error) {
-	c := ToolChoice{Mode: "none"}
+func toolChoice(raw json.RawMessage, names map[string]bool, tools bool) (serving.ToolChoice, *Error) {
+	c := serving.ToolChoice{Mode: serving.ToolsNone}
 	if tools {
-		c.Mode = "auto"
+		c.Mode = serving.ToolsAuto
 	}
 	if isNull(raw) {
 		return c, nil
@@ -439,12 +430,12 @@ func toolChoice(raw json.RawMessage, names map[string]bool, tools bool) (ToolCho
 			if !tools {
 				s = "none"
 			}
-			return ToolChoice{Mode: s}, nil
+			return serving.ToolChoice{Mode: serving.ToolMode(s)}, nil
 		case "required":
 			if !tools {
 				return c, invalid("tool_choice", "'tool_choice' \"required\" needs function tools in 'tools'")
 			}
-			return ToolChoice{Mode: s}, nil
+			return serving.ToolChoice{Mode: serving.ToolMode(s)}, nil
 		}
 		return c, invalid("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or an object, got %q", s)
 	}
@@ -465,7 +456,7 @@ func toolChoice(raw json.RawMessage, names map[string]bool, tools bool) (ToolCho
 		if !names[o.Name] {
 			return c, invalid("tool_choice", "'tool_choice' names function %q, which is not among the function tools", o.Name)
 		}
-		return ToolChoice{Mode: "function", Name: o.Name}, nil
+		return serving.ToolChoice{Mode: serving.ToolsFunction, Name: o.Name}, nil
 	case "allowed_tools":
 		if o.Mode != "auto" && o.Mode != "required" {
 			return c, invalid("tool_choice.mode", "'tool_choice.mode' must be \"auto\" or \"required\", got %q", o.Mode)
@@ -487,9 +478,9 @@ func toolChoice(raw json.RawMessage, names map[string]bool, tools bool) (ToolCho
 			if o.Mode == "required" {
 				return c, invalid("tool_choice.tools", "'tool_choice' requires a call of one of %d tools, none of them a function tool", len(o.Tools))
 			}
-			return ToolChoice{Mode: "none"}, nil
+			return serving.ToolChoice{Mode: serving.ToolsNone}, nil
 		}
-		return ToolChoice{Mode: o.Mode, Allowed: allowed}, nil
+		return serving.ToolChoice{Mode: serving.ToolMode(o.Mode), Allowed: allowed}, nil
 	case "":
 		return c, invalid("tool_choice.type", "'tool_choice.type' is missing")
 	}

@@ -193,11 +193,11 @@ func TestTranslateTools(t *testing.T) {
 	}
 
 	choices := []struct{ choice, tools string }{
-		{`"none"`, `{"Mode":"none","Name":"","Allowed":null}`},
-		{`"required"`, `{"Mode":"required","Name":"","Allowed":null}`},
-		{`{"type":"function","name":"g"}`, `{"Mode":"function","Name":"g","Allowed":null}`},
-		{`{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"g"},{"type":"web_search"},{"type":"function","name":"g"}]}`, `{"Mode":"required","Name":"","Allowed":["g"]}`},
-		{`{"type":"allowed_tools","mode":"auto","tools":[{"type":"web_search"}]}`, `{"Mode":"none","Name":"","Allowed":null}`},
+		{`"none"`, `{"Mode":"none","Name":"","Allowed":null,"Single":false}`},
+		{`"required"`, `{"Mode":"required","Name":"","Allowed":null,"Single":false}`},
+		{`{"type":"function","name":"g"}`, `{"Mode":"function","Name":"g","Allowed":null,"Single":false}`},
+		{`{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"g"},{"type":"web_search"},{"type":"function","name":"g"}]}`, `{"Mode":"required","Name":"","Allowed":["g"],"Single":false}`},
+		{`{"type":"allowed_tools","mode":"auto","tools":[{"type":"web_search"}]}`, `{"Mode":"none","Name":"","Allowed":null,"Single":false}`},
 	}
 	for _, c := range choices {
 		tr, e := translate(t, `{"input":"x","tool_choice":`+c.choice+`,"tools":[{"type":"function","name":"f"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g"}]}]}`)

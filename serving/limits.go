@@ -135,16 +135,13 @@ func (l *Limits) CheckPrompt(text, param string) *Error {
 }
 
 // CheckChat refuses a chat request whose messages, tools or allowed_tools
-// are more than l allows, before anything is rendered or loaded.
-func (l *Limits) CheckChat(msgs []chat.Message, f *ToolFields) *Error {
+// are more than l allows, before anything is rendered or loaded, and
+// returns its tools read (ToolFields.Parse).
+func (l *Limits) CheckChat(msgs []chat.Message, f *ToolFields) (Tools, *Error) {
 	if len(msgs) > l.MaxMessages {
-		return OverLimit("messages", "max-messages", l.MaxMessages, "messages", "'messages' has %d messages", len(msgs))
+		return Tools{}, OverLimit("messages", "max-messages", l.MaxMessages, "messages", "'messages' has %d messages", len(msgs))
 	}
-	if e := l.CheckTools(f.Tools); e != nil {
-		return e
-	}
-	_, _, _, e := parseToolChoice(f.ToolChoice, l)
-	return e
+	return f.Parse(l)
 }
 
 // CheckTools refuses more tools than l allows.

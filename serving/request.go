@@ -106,7 +106,7 @@ func TemplateKwargs(m *model.Model, t *TemplateArgs) (map[string]any, *Error) {
 // template variables and its reasoning budget.
 type Chat struct {
 	Messages []chat.Message
-	Tools    *ToolFields
+	Tools    *Tools
 	// Args are the request's chat template variables (see
 	// TemplateKwargs).
 	Args *TemplateArgs
@@ -132,7 +132,7 @@ func BuildChat(m *model.Model, req *engine.Request, c *Chat, lim *Limits) (ToolP
 	case plan.Parse && req.Chunking != nil:
 		return plan, model.Plan{}, Invalid("chunking", "'chunking' cannot pace an answer that may call tools: send \"tool_choice\": \"none\" or no 'tools'")
 	case plan.Grammar != "" && req.Grammar != "":
-		return plan, model.Plan{}, Invalid("tool_choice", "'tool_choice' %s forces tool calls, which '%s' cannot constrain as well", string(c.Tools.ToolChoice), c.GrammarParam)
+		return plan, model.Plan{}, Invalid("tool_choice", "'tool_choice' %s forces tool calls, which '%s' cannot constrain as well", c.Tools.Choice.describe(), c.GrammarParam)
 	case plan.Grammar != "":
 		req.Grammar = plan.Grammar
 	}

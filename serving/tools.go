@@ -13,11 +13,75 @@ import (
 	"github.com/corral-llm/corral/wire"
 )
 
-// ToolFields are a chat request's tool fields.
+// ToolMode is how a request lets the model call its tools.
+type ToolMode string
+
+// The tool modes.
+const (
+	// ToolsDefault is the mode of a request that names none: ToolsAuto
+	// with tools, else ToolsNone.
+	ToolsDefault ToolMode = ""
+	// ToolsNone hides the tools: the model sees none and calls none.
+	ToolsNone ToolMode = "none"
+	// ToolsAuto shows the tools; the model calls them or answers.
+	ToolsAuto ToolMode = "auto"
+	// ToolsRequired forces the answer to be calls of the tools.
+	ToolsRequired ToolMode = "required"
+	// ToolsFunction forces the answer to be one call of the function
+	// ToolChoice.Name.
+	ToolsFunction ToolMode = "function"
+)
+
+// ToolChoice is how a request lets the model call its tools, in no
+// dialect's words: each dialect reads its own field (OpenAI's
+// tool_choice and parallel_tool_calls, Anthropic's tool_choice,
+// Responses' tool_choice) into it once.
+type ToolChoice struct {
+	Mode ToolMode
+	// Name is the function ToolsFunction forces.
+	Name string
+	// Allowed, when not nil, narrows the tools the model sees and may
+	// call to these names, in this order (OpenAI's allowed_tools), in
+	// ToolsAuto or ToolsRequired.
+	Allowed []string
+	// Single allows one call at most (OpenAI's parallel_tool_calls
+	// false, Anthropic's disable_parallel_tool_use).
+	Single bool
+}
+
+// describe is c as an error message quotes it.
+func (c ToolChoice) describe() string {
+	if c.Mode == ToolsFunction {
+		return fmt.Sprintf("naming function %q", c.Name)
+	}
+	return fmt.Sprintf("%q", string(c.Mode))
+}
+
+// Tools are a chat request's tools and how the model may call them.
+type Tools struct {
+	Defined []wire.Tool
+	Choice  ToolChoice
+}
+
+// ToolFields are OpenAI's tool fields of a chat request (Chat Completions,
+// and llama-server's /apply-template), as they are decoded; Parse reads
+// them into Tools.
 type ToolFields struct {
 	Tools             []wire.Tool     `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+}
+
+// Parse reads f, its tool_choice parsed, within lim's counts.
+func (f *ToolFields) Parse(lim *Limits) (Tools, *Error) {
+	t := Tools{Defined: f.Tools}
+	if e := lim.CheckTools(f.Tools); e != nil {
+		return t, e
+	}
+	var e *Error
+	t.Choice, e = parseToolChoice(f.ToolChoice, lim)
+	t.Choice.Single = f.ParallelToolCalls != nil && !*f.ParallelToolCalls
+	return t, e
 }
 
 // ToolPlan is what a chat request's tools ask of its answer.
@@ -50,13 +114,13 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // A function defined twice in tools is refused; one named twice in
 // allowed_tools is shown once. Counts are bounded by lim, and every
 // lookup is by name in a map: the plan takes time linear in the request.
-func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
+func PlanTools(m *model.Model, f *Tools, lim *Limits) (ToolPlan, *Error) {
 	plan := ToolPlan{Format: m.ToolFormat()}
-	if e := lim.CheckTools(f.Tools); e != nil {
+	if e := lim.CheckTools(f.Defined); e != nil {
 		return plan, e
 	}
-	names := make(map[string]int, len(f.Tools)) // index in f.Tools by name
-	for i, t := range f.Tools {
+	names := make(map[string]int, len(f.Defined)) // index in f.Defined by name
+	for i, t := range f.Defined {
 		param := fmt.Sprintf("tools[%d]", i)
 		switch {
 		case t.Type != "function":
@@ -72,11 +136,8 @@ func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
 			return plan, Invalid(param+".function.parameters", "'%s.function.parameters' must be a JSON schema object", param)
 		}
 	}
-	choice, named, allowed, e := parseToolChoice(f.ToolChoice, lim)
-	if e != nil {
-		return plan, e
-	}
-	tools := f.Tools
+	choice, named, allowed := f.Choice.Mode, f.Choice.Name, f.Choice.Allowed
+	tools := f.Defined
 	if allowed != nil {
 		// allowed_tools: the model sees and may call only these, each
 		// once, in the order they are named.
@@ -89,36 +150,36 @@ func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
 			}
 			if !shown[name] {
 				shown[name] = true
-				tools = append(tools, f.Tools[i])
+				tools = append(tools, f.Defined[i])
 			}
 		}
 	}
-	if choice == "" {
-		choice = "none"
-		if len(f.Tools) > 0 {
-			choice = "auto"
+	if choice == ToolsDefault {
+		choice = ToolsNone
+		if len(f.Defined) > 0 {
+			choice = ToolsAuto
 		}
 	}
 	switch {
 	case len(tools) > 0:
-	case choice == "required" || choice == "function":
-		return plan, Invalid("tool_choice", "'tool_choice' %s needs 'tools'", string(f.ToolChoice))
+	case choice == ToolsRequired || choice == ToolsFunction:
+		return plan, Invalid("tool_choice", "'tool_choice' %s needs 'tools'", f.Choice.describe())
 	default:
-		choice = "none" // "auto" with no tools: clients send it as a default
+		choice = ToolsNone // "auto" with no tools: clients send it as a default
 	}
-	if choice == "none" {
+	if choice == ToolsNone {
 		return plan, nil
 	}
 	plan.Render, plan.Parse = tools, true
-	parallel := f.ParallelToolCalls == nil || *f.ParallelToolCalls
+	parallel := !f.Choice.Single
 	if !parallel {
 		plan.Max = 1
 	}
 	forced := tools
 	switch choice {
-	case "auto":
+	case ToolsAuto:
 		return plan, nil
-	case "function":
+	case ToolsFunction:
 		forced = nil
 		for _, t := range tools {
 			if t.Function.Name == named {
@@ -148,21 +209,22 @@ func PlanTools(m *model.Model, f *ToolFields, lim *Limits) (ToolPlan, *Error) {
 // toolChoiceForms is what a tool_choice that cannot be read is told.
 const toolChoiceForms = `'tool_choice' must be "none", "auto", "required", {"type": "function", "function": {"name": ...}} or {"type": "allowed_tools", "allowed_tools": {"mode": "auto" or "required", "tools": [...]}}`
 
-// parseToolChoice reads tool_choice: "" when absent or null, "none",
-// "auto", "required", or "function" with the function's name. OpenAI's
+// parseToolChoice reads OpenAI's tool_choice: ToolsDefault when absent
+// or null, "none", "auto", "required", or a named function. Its
 // allowed_tools gives its mode ("auto" or "required") and the names of
-// the functions it allows in allowed (nil for the other forms), at most
-// lim.MaxAllowedTools of them.
-func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, allowed []string, e *Error) {
+// the functions it allows, at most lim.MaxAllowedTools of them.
+func parseToolChoice(raw json.RawMessage, lim *Limits) (ToolChoice, *Error) {
+	var none ToolChoice
 	if IsNull(raw) {
-		return "", "", nil, nil
+		return none, nil
 	}
-	if err := json.Unmarshal(raw, &choice); err == nil {
-		switch choice {
-		case "none", "auto", "required":
-			return choice, "", nil, nil
+	var mode string
+	if err := json.Unmarshal(raw, &mode); err == nil {
+		switch m := ToolMode(mode); m {
+		case ToolsNone, ToolsAuto, ToolsRequired:
+			return ToolChoice{Mode: m}, nil
 		}
-		return "", "", nil, Invalid("tool_choice", "%s, got %q", toolChoiceForms, choice)
+		return none, Invalid("tool_choice", "%s, got %q", toolChoiceForms, mode)
 	}
 	type function struct {
 		Name string `json:"name"`
@@ -179,31 +241,31 @@ func parseToolChoice(raw json.RawMessage, lim *Limits) (choice, name string, all
 		} `json:"allowed_tools"`
 	}
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return "", "", nil, Invalid("tool_choice", "%s", toolChoiceForms)
+		return none, Invalid("tool_choice", "%s", toolChoiceForms)
 	}
 	switch {
 	case obj.Type == "function" && obj.Function.Name != "":
-		return "function", obj.Function.Name, nil, nil
+		return ToolChoice{Mode: ToolsFunction, Name: obj.Function.Name}, nil
 	case obj.Type == "allowed_tools" && obj.AllowedTools != nil:
 		at := obj.AllowedTools
-		if at.Mode != "auto" && at.Mode != "required" {
-			return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
+		if m := ToolMode(at.Mode); m != ToolsAuto && m != ToolsRequired {
+			return none, Invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
 		}
 		if len(at.Tools) > lim.MaxAllowedTools {
-			return "", "", nil, OverLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
+			return none, OverLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
 				"'tool_choice.allowed_tools.tools' has %d entries", len(at.Tools))
 		}
-		allowed = make([]string, 0, len(at.Tools))
+		allowed := make([]string, 0, len(at.Tools))
 		for i, t := range at.Tools {
 			if t.Type != "function" || t.Function.Name == "" {
-				return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
+				return none, Invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
 			}
 			allowed = append(allowed, t.Function.Name)
 		}
 		if len(allowed) == 0 {
-			return "", "", nil, Invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
+			return none, Invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
 		}
-		return at.Mode, "", allowed, nil
+		return ToolChoice{Mode: ToolMode(at.Mode), Allowed: allowed}, nil
 	}
-	return "", "", nil, Invalid("tool_choice", "%s", toolChoiceForms)
+	return none, Invalid("tool_choice", "%s", toolChoiceForms)
 }
