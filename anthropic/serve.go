@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
@@ -175,7 +174,7 @@ func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Requ
 		}
 	}
 	tools := &serving.Tools{Defined: r.Tools, Choice: r.ToolChoice}
-	c := &serving.Chat{Messages: r.Messages, Tools: tools, Args: &serving.TemplateArgs{ChatTemplateKwargs: thinkingKwargs(m, r.Thinking)},
+	c := &serving.Chat{Messages: r.Messages, Tools: tools, Vars: serving.TemplateVars{Kwargs: thinkingKwargs(m, r.Thinking)},
 		Budget: r.Budget, GrammarParam: "output_config.format"}
 	return req, c, nil
 }
@@ -184,11 +183,11 @@ func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Requ
 // thinking on or off, as thinking's type asks (nil: the model's default):
 // enable_thinking (Qwen 3 and many others) and thinking (DeepSeek V3.1),
 // whichever the template reads.
-func thinkingKwargs(m *model.Model, on *bool) json.RawMessage {
+func thinkingKwargs(m *model.Model, on *bool) map[string]any {
 	if on == nil {
 		return nil
 	}
-	kw := map[string]bool{}
+	kw := map[string]any{}
 	for _, name := range []string{"enable_thinking", "thinking"} {
 		if m.Template().Reads(name) {
 			kw[name] = *on
@@ -197,8 +196,7 @@ func thinkingKwargs(m *model.Model, on *bool) json.RawMessage {
 	if len(kw) == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(kw) // a map of booleans always marshals
-	return b
+	return kw
 }
 
 // encoder frames the core's answer through a Stream (or Whole): the

@@ -20,15 +20,19 @@ type applyTemplateRequest struct {
 	// AddGenerationPrompt ends the prompt with the assistant's turn
 	// header, as a chat completion's does (the default).
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`
-	// tools are ToolFields read, by Check.
+	// tools are ToolFields read, and vars TemplateArgs, by Check.
 	tools serving.Tools
+	vars  serving.TemplateVars
 }
 
 // Check refuses more messages and tools than lim allows, and reads the
 // tools.
 func (body *applyTemplateRequest) Check(lim *serving.Limits) *serving.Error {
 	var e *serving.Error
-	body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields)
+	if body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields); e != nil {
+		return e
+	}
+	body.vars, e = body.TemplateArgs.Parse()
 	return e
 }
 
@@ -48,10 +52,7 @@ func ApplyTemplate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 		if e != nil {
 			return e
 		}
-		kw, e := serving.TemplateKwargs(m, &body.TemplateArgs)
-		if e != nil {
-			return e
-		}
+		kw := serving.TemplateKwargs(m, body.vars)
 		gen := body.AddGenerationPrompt == nil || *body.AddGenerationPrompt
 		prompt, e := serving.Render(m, body.Messages, chat.Options{AddGenerationPrompt: gen, Tools: plan.Render, Kwargs: kw}, lim)
 		if e != nil {

@@ -26,8 +26,9 @@ type chatRequest struct {
 	serving.ReasoningParams
 	oaiParams
 	chatUnsupported
-	// tools are ToolFields read, by Check.
+	// tools are ToolFields read, and vars TemplateArgs, by Check.
 	tools serving.Tools
+	vars  serving.TemplateVars
 }
 
 // chatPlan is what a chat request asks of its answer: its tools, and how
@@ -45,6 +46,9 @@ func (body *chatRequest) Check(lim *serving.Limits) *serving.Error {
 	}
 	var e *serving.Error
 	if body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields); e != nil {
+		return e
+	}
+	if body.vars, e = body.TemplateArgs.Parse(); e != nil {
 		return e
 	}
 	_, _, e = chatLogprobs(body.Logprobs, body.TopLogprobs)
@@ -115,7 +119,7 @@ func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (eng
 	if e != nil {
 		return req, plan, e
 	}
-	c := serving.Chat{Messages: body.Messages, Tools: &body.tools, Args: &body.TemplateArgs, Budget: budget, GrammarParam: "response_format"}
+	c := serving.Chat{Messages: body.Messages, Tools: &body.tools, Vars: body.vars, Budget: budget, GrammarParam: "response_format"}
 	if plan.ToolPlan, plan.answer, e = serving.BuildChat(m, &req, &c, lim); e != nil {
 		return req, plan, e
 	}

@@ -37,6 +37,9 @@ func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Messag
 	if req.tools, e = lim.CheckChat(req.Messages, &req.ToolFields); e != nil {
 		return nil, nil, e
 	}
+	if req.vars, e = req.TemplateArgs.Parse(); e != nil {
+		return nil, nil, e
+	}
 	if req.Chunking == nil {
 		req.Chunking = &serving.ChunkingParams{}
 	}

@@ -169,11 +169,7 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 		}
 	}
 	tools := &serving.Tools{Defined: t.Tools, Choice: t.ToolChoice}
-	args := &serving.TemplateArgs{}
-	if t.ReasoningEffort != "" {
-		args.ReasoningEffort = &t.ReasoningEffort
-	}
-	c := &serving.Chat{Messages: t.Messages, Tools: tools, Args: args, GrammarParam: "text.format"}
+	c := &serving.Chat{Messages: t.Messages, Tools: tools, Vars: serving.TemplateVars{ReasoningEffort: t.ReasoningEffort}, GrammarParam: "text.format"}
 	toolPlan, plan, e := serving.BuildChat(m, &req, c, lim)
 	if e != nil {
 		return e

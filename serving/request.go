@@ -2,6 +2,7 @@ package serving
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -67,8 +68,33 @@ func ClientSpans(prompt string, msgs []chat.Message) []engine.Span {
 // reasoningEfforts are the values of OpenAI's reasoning_effort.
 var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 
-// TemplateArgs are the fields of a chat request that set chat template
-// variables.
+// TemplateVars are the chat template variables a request sets, in no
+// dialect's words.
+type TemplateVars struct {
+	// Kwargs are variables set as they are, such as enable_thinking;
+	// they override the server's. A value is a json.RawMessage or what
+	// encoding/json encodes (chat.Options.Kwargs).
+	Kwargs map[string]any
+	// ReasoningEffort ("": none) is given to templates that read
+	// reasoning_effort (gpt-oss), unless Kwargs sets it.
+	ReasoningEffort string
+}
+
+// TemplateKwargs are the template variables of a request: the model's,
+// then reasoning_effort where the template reads it, then the request's
+// own.
+func TemplateKwargs(m *model.Model, v TemplateVars) map[string]any {
+	kw := m.Kwargs()
+	if v.ReasoningEffort != "" && m.Template().Reads("reasoning_effort") {
+		kw["reasoning_effort"] = v.ReasoningEffort
+	}
+	maps.Copy(kw, v.Kwargs)
+	return kw
+}
+
+// TemplateArgs are the fields of an OpenAI chat request (and of vLLM's
+// and llama-server's) that set chat template variables, as they are
+// decoded; Parse reads them into TemplateVars.
 type TemplateArgs struct {
 	// ChatTemplateKwargs are extra variables, such as
 	// {"enable_thinking": false}; they override the server's.
@@ -78,27 +104,28 @@ type TemplateArgs struct {
 	ReasoningEffort *string `json:"reasoning_effort"`
 }
 
-// TemplateKwargs are the template variables of a request: the model's,
-// then reasoning_effort where the template reads it, then the request's
-// chat_template_kwargs.
-func TemplateKwargs(m *model.Model, t *TemplateArgs) (map[string]any, *Error) {
-	kw := m.Kwargs()
+// Parse reads t: reasoning_effort one of OpenAI's values,
+// chat_template_kwargs an object of variables within model.ParseKwargs'
+// bounds.
+func (t *TemplateArgs) Parse() (TemplateVars, *Error) {
+	var v TemplateVars
 	if t.ReasoningEffort != nil {
 		if !slices.Contains(reasoningEfforts, *t.ReasoningEffort) {
-			return nil, Invalid("reasoning_effort", "'reasoning_effort' must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), *t.ReasoningEffort)
+			return v, Invalid("reasoning_effort", "'reasoning_effort' must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), *t.ReasoningEffort)
 		}
-		if m.Template().Reads("reasoning_effort") {
-			kw["reasoning_effort"] = *t.ReasoningEffort
-		}
+		v.ReasoningEffort = *t.ReasoningEffort
 	}
-	req, err := model.ParseKwargs(t.ChatTemplateKwargs)
+	kw, err := model.ParseKwargs(t.ChatTemplateKwargs)
 	if err != nil {
-		return nil, Invalid("chat_template_kwargs", "'chat_template_kwargs': %v", err)
+		return v, Invalid("chat_template_kwargs", "'chat_template_kwargs': %v", err)
 	}
-	for k, v := range req {
-		kw[k] = v
+	if len(kw) > 0 {
+		v.Kwargs = make(map[string]any, len(kw))
+		for k, raw := range kw {
+			v.Kwargs[k] = raw
+		}
 	}
-	return kw, nil
+	return v, nil
 }
 
 // Chat is what a chat request asks the same way in every dialect, once
@@ -107,9 +134,9 @@ func TemplateKwargs(m *model.Model, t *TemplateArgs) (map[string]any, *Error) {
 type Chat struct {
 	Messages []chat.Message
 	Tools    *Tools
-	// Args are the request's chat template variables (see
+	// Vars are the request's chat template variables (see
 	// TemplateKwargs).
-	Args *TemplateArgs
+	Vars TemplateVars
 	// Budget is the reasoning budget in tokens: nil the server's, -1
 	// none.
 	Budget *int
@@ -136,10 +163,7 @@ func BuildChat(m *model.Model, req *engine.Request, c *Chat, lim *Limits) (ToolP
 	case plan.Grammar != "":
 		req.Grammar = plan.Grammar
 	}
-	kw, e := TemplateKwargs(m, c.Args)
-	if e != nil {
-		return plan, model.Plan{}, e
-	}
+	kw := TemplateKwargs(m, c.Vars)
 	if req.Prompt, e = Render(m, c.Messages, chat.Options{AddGenerationPrompt: true, Tools: plan.Render, Kwargs: kw}, lim); e != nil {
 		return plan, model.Plan{}, e
 	}
