@@ -73,6 +73,10 @@ type Request struct {
 	Format json.RawMessage
 	// Stream is "stream": true.
 	Stream bool
+	// CacheSalt is cache_salt (vLLM's field, corral's extension here):
+	// requests of another salt share no cached prefix with this one. Nil
+	// when absent.
+	CacheSalt *string
 }
 
 // body is the JSON of a Messages or count_tokens request. Fields that no
@@ -93,6 +97,7 @@ type body struct {
 	ToolChoice    json.RawMessage `json:"tool_choice"`
 	Thinking      json.RawMessage `json:"thinking"`
 	OutputConfig  json.RawMessage `json:"output_config"`
+	CacheSalt     *string         `json:"cache_salt"`
 	unsupported
 }
 
@@ -158,7 +163,7 @@ func ParseMessages(b []byte) (*Request, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r.MaxTokens, r.Stream = *raw.MaxTokens, raw.Stream
+	r.MaxTokens, r.Stream, r.CacheSalt = *raw.MaxTokens, raw.Stream, raw.CacheSalt
 	return r, nil
 }
 

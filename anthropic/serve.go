@@ -125,7 +125,7 @@ func serveMessages(x *serving.Exchange, body *messagesRequest) *serving.Error {
 		return e
 	}
 	meta := Meta{ID: NewID(), Model: r.Model, StopSequences: r.StopSequences, OmitThinking: r.OmitThinking}
-	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "messages"}
+	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "messages", CacheSalt: r.CacheSalt}
 	if r.Format != nil {
 		g.GrammarParam = "output_config.format"
 	}

@@ -47,11 +47,14 @@ type Request struct {
 	// PromptCacheKey is OpenAI's routing hint for its caches. corral
 	// reuses prompt prefixes by content whatever the key, so it is
 	// accepted and ignored (it is not a cache salt).
-	PromptCacheKey string            `json:"prompt_cache_key"`
-	Metadata       map[string]string `json:"metadata"`
-	User           string            `json:"user"`
-	ServiceTier    string            `json:"service_tier"`
-	Truncation     string            `json:"truncation"`
+	PromptCacheKey string `json:"prompt_cache_key"`
+	// CacheSalt is vLLM's cache_salt (corral's extension here): requests
+	// of another salt share no cached prefix with this one.
+	CacheSalt   *string           `json:"cache_salt"`
+	Metadata    map[string]string `json:"metadata"`
+	User        string            `json:"user"`
+	ServiceTier string            `json:"service_tier"`
+	Truncation  string            `json:"truncation"`
 	// Background, Conversation and Prompt are features corral does not
 	// have; a request that uses them is refused.
 	Background   *bool           `json:"background"`

@@ -174,7 +174,7 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 	if e != nil {
 		return e
 	}
-	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "input"}
+	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "input", CacheSalt: r.CacheSalt}
 	if t.Format.JSON {
 		g.GrammarParam = "text.format"
 	}
