@@ -16,6 +16,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -63,47 +64,13 @@ func streamed(t *testing.T, m Meta, drive func(s *Stream)) (sdk.Message, []strin
 	for st.Next() {
 		ev := st.Current()
 		types = append(types, ev.Type)
-		unknownFields(t, ev.Type, reflect.ValueOf(ev))
+		servetest.UnknownFields(t, ev.Type, reflect.ValueOf(ev))
 		if err := msg.Accumulate(ev); err != nil {
 			t.Fatalf("Accumulate(%s): %v", ev.RawJSON(), err)
 		}
 	}
-	unknownFields(t, "message", reflect.ValueOf(msg))
+	servetest.UnknownFields(t, "message", reflect.ValueOf(msg))
 	return msg, types, st.Err()
-}
-
-// unknownFields reports every object under v whose JSON had fields the
-// SDK does not know (respjson's ExtraFields), unions read as each of
-// their variants (AsAny), since a union keeps no extra fields itself.
-func unknownFields(t *testing.T, path string, v reflect.Value) {
-	t.Helper()
-	switch v.Kind() {
-	case reflect.Interface, reflect.Pointer:
-		if !v.IsNil() {
-			unknownFields(t, path, v.Elem())
-		}
-	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return
-		}
-		for i := range v.Len() {
-			unknownFields(t, fmt.Sprintf("%s[%d]", path, i), v.Index(i))
-		}
-	case reflect.Struct:
-		if j := v.FieldByName("JSON"); j.IsValid() && j.Kind() == reflect.Struct {
-			if ef := j.FieldByName("ExtraFields"); ef.IsValid() && ef.Len() > 0 {
-				t.Errorf("%s: fields the SDK does not know: %v", path, ef.MapKeys())
-			}
-		}
-		for i := range v.NumField() {
-			if f := v.Type().Field(i); f.IsExported() && f.Name != "JSON" {
-				unknownFields(t, path+"."+f.Name, v.Field(i))
-			}
-		}
-		if as := v.MethodByName("AsAny"); as.IsValid() {
-			unknownFields(t, path+".AsAny", as.Call(nil)[0])
-		}
-	}
 }
 
 func str(s string) *string { return &s }
@@ -253,7 +220,7 @@ func TestWholeSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unknownFields(t, "message", reflect.ValueOf(*msg))
+	servetest.UnknownFields(t, "message", reflect.ValueOf(*msg))
 	if msg.ID != "msg_w" || msg.Model != "corral" || msg.StopReason != sdk.StopReasonToolUse || msg.JSON.StopSequence.Raw() != "null" || len(msg.Content) != 3 {
 		t.Fatalf("message %s", msg.RawJSON())
 	}
@@ -313,7 +280,7 @@ func TestErrorSDK(t *testing.T) {
 		if err := json.Unmarshal([]byte(ae.RawJSON()), &body); err != nil {
 			t.Fatal(err)
 		}
-		unknownFields(t, "error body", reflect.ValueOf(body))
+		servetest.UnknownFields(t, "error body", reflect.ValueOf(body))
 		if body.RequestID != "req_x" || body.Type != "error" {
 			t.Errorf("%d: body %s", tc.status, ae.RawJSON())
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
 )
@@ -57,7 +57,7 @@ func streamMessage(t *testing.T, client sdk.Client, p sdk.MessageNewParams, opts
 	for st.Next() {
 		ev := st.Current()
 		types = append(types, ev.Type)
-		sdkUnknownFields(t, ev.Type, reflect.ValueOf(ev))
+		servetest.UnknownFields(t, ev.Type, reflect.ValueOf(ev))
 		if err := msg.Accumulate(ev); err != nil {
 			t.Fatalf("Accumulate(%s): %v", ev.RawJSON(), err)
 		}
@@ -65,42 +65,8 @@ func streamMessage(t *testing.T, client sdk.Client, p sdk.MessageNewParams, opts
 	if err := st.Err(); err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "message", reflect.ValueOf(msg))
+	servetest.UnknownFields(t, "message", reflect.ValueOf(msg))
 	return msg, types
-}
-
-// sdkUnknownFields reports every object under v whose JSON had fields the
-// SDK does not know (its JSON.ExtraFields), unions read as each of their
-// variants (AsAny).
-func sdkUnknownFields(t *testing.T, path string, v reflect.Value) {
-	t.Helper()
-	switch v.Kind() {
-	case reflect.Interface, reflect.Pointer:
-		if !v.IsNil() {
-			sdkUnknownFields(t, path, v.Elem())
-		}
-	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return
-		}
-		for i := range v.Len() {
-			sdkUnknownFields(t, fmt.Sprintf("%s[%d]", path, i), v.Index(i))
-		}
-	case reflect.Struct:
-		if j := v.FieldByName("JSON"); j.IsValid() && j.Kind() == reflect.Struct {
-			if ef := j.FieldByName("ExtraFields"); ef.IsValid() && ef.Len() > 0 {
-				t.Errorf("%s: fields the SDK does not know: %v", path, ef.MapKeys())
-			}
-		}
-		for i := range v.NumField() {
-			if f := v.Type().Field(i); f.IsExported() && f.Name != "JSON" {
-				sdkUnknownFields(t, path+"."+f.Name, v.Field(i))
-			}
-		}
-		if as := v.MethodByName("AsAny"); as.IsValid() {
-			sdkUnknownFields(t, path+".AsAny", as.Call(nil)[0])
-		}
-	}
 }
 
 // text is the text of msg's text blocks, and their count.
@@ -129,7 +95,7 @@ func TestAnthropicSDKMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "message", reflect.ValueOf(*whole))
+	servetest.UnknownFields(t, "message", reflect.ValueOf(*whole))
 	wholeText, blocks := text(*whole)
 	if wholeText == "" || blocks != 1 || whole.Model != claudeModel || whole.Role != "assistant" || whole.Type != "message" ||
 		!strings.HasPrefix(whole.ID, "msg_") {
@@ -148,7 +114,7 @@ func TestAnthropicSDKMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "count", reflect.ValueOf(*count))
+	servetest.UnknownFields(t, "count", reflect.ValueOf(*count))
 	if count.InputTokens != prompt {
 		t.Errorf("count_tokens %d, the answer's prompt %d", count.InputTokens, prompt)
 	}
@@ -318,7 +284,7 @@ func TestAnthropicSDKTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "message", reflect.ValueOf(*whole))
+	servetest.UnknownFields(t, "message", reflect.ValueOf(*whole))
 	if whole.StopReason != sdk.StopReasonToolUse || len(whole.Content) != 1 || whole.Content[0].Type != "tool_use" {
 		t.Fatalf("whole: %s", whole.RawJSON())
 	}
@@ -384,7 +350,7 @@ func TestAnthropicThinking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "message", reflect.ValueOf(*whole))
+	servetest.UnknownFields(t, "message", reflect.ValueOf(*whole))
 	if len(whole.Content) != 2 || whole.Content[0].Type != "thinking" || whole.Content[1].Type != "text" {
 		t.Fatalf("whole: %s", whole.RawJSON())
 	}

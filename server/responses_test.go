@@ -21,6 +21,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/responses"
@@ -57,7 +58,7 @@ func streamResponse(t *testing.T, client openai.Client, p rsdk.ResponseNewParams
 			t.Errorf("event %d (%s): sequence_number %d", len(types), ev.Type, ev.SequenceNumber)
 		}
 		types = append(types, ev.Type)
-		sdkUnknownFields(t, ev.Type, reflect.ValueOf(ev.AsAny()))
+		servetest.UnknownFields(t, ev.Type, reflect.ValueOf(ev.AsAny()))
 		var server rsdk.ResponsesServerEventUnion
 		if err := json.Unmarshal([]byte(ev.RawJSON()), &server); err != nil {
 			t.Fatalf("%s: %v", ev.Type, err)
@@ -98,7 +99,7 @@ func TestResponsesSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "response", reflect.ValueOf(*whole))
+	servetest.UnknownFields(t, "response", reflect.ValueOf(*whole))
 	if whole.Status != "incomplete" || whole.OutputText() == "" || whole.Usage.OutputTokens != 24 || whole.Usage.InputTokens == 0 {
 		t.Fatalf("whole: %s", whole.RawJSON())
 	}
@@ -123,7 +124,7 @@ func TestResponsesSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "response", reflect.ValueOf(*called))
+	servetest.UnknownFields(t, "response", reflect.ValueOf(*called))
 	if len(called.Output) != 1 || called.Output[0].Type != "function_call" {
 		t.Fatalf("forced call: %s", called.RawJSON())
 	}
@@ -196,7 +197,7 @@ func TestResponsesConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "response", reflect.ValueOf(*first))
+	servetest.UnknownFields(t, "response", reflect.ValueOf(*first))
 	// Streamed, through the accumulator, continuing the stored one.
 	next, _ := streamResponse(t, client, rsdk.ResponseNewParams{
 		Model:              "stories",
@@ -260,7 +261,7 @@ func TestResponsesKeys(t *testing.T) {
 	if err != nil || got.ID != resp.ID || got.OutputText() != resp.OutputText() || got.Usage.InputTokens != resp.Usage.InputTokens {
 		t.Fatalf("alice's get: %v %v", got, err)
 	}
-	sdkUnknownFields(t, "stored response", reflect.ValueOf(*got))
+	servetest.UnknownFields(t, "stored response", reflect.ValueOf(*got))
 	if _, err := bob.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
 		t.Errorf("bob's get: %v, want 404", err)
 	}
@@ -344,7 +345,7 @@ func TestResponsesFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "response", reflect.ValueOf(*whole))
+	servetest.UnknownFields(t, "response", reflect.ValueOf(*whole))
 	if whole.Status != "completed" {
 		t.Fatalf("status %q: %s", whole.Status, whole.RawJSON())
 	}
@@ -438,7 +439,7 @@ func TestResponsesReasoning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdkUnknownFields(t, "response", reflect.ValueOf(*whole))
+	servetest.UnknownFields(t, "response", reflect.ValueOf(*whole))
 	if len(whole.Output) != 2 || whole.Output[0].Type != "reasoning" || whole.Output[1].Type != "message" {
 		t.Fatalf("whole: %s", whole.RawJSON())
 	}
@@ -516,7 +517,7 @@ func TestResponsesParallelToolCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sdkUnknownFields(t, "response", reflect.ValueOf(*r))
+		servetest.UnknownFields(t, "response", reflect.ValueOf(*r))
 		for _, item := range r.Output {
 			if item.Type != "function_call" || item.AsFunctionCall().Name != "get_weather" {
 				t.Fatalf("parallel %v: %s", parallel, r.RawJSON())
