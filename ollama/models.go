@@ -79,13 +79,13 @@ type ollamaShowResponse struct {
 // and modification time are the GGUF file's; the digest is a hash of its
 // path, size and modification time rather than of its content, which
 // would mean reading gigabytes: it changes when the file does.
-func Tags(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+func Tags(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	out := []ollamaListModel{}
-	for _, st := range a.Registry().Status() {
+	for _, st := range c.Registry().Status() {
 		name := ollamaName(st.ID)
 		lm := ollamaListModel{Name: name, Model: name}
 		if ff, err := readFileFacts(st.Path); err != nil {
-			a.Logger().Warn("describe model", "model", st.ID, "err", err)
+			c.Logger().Warn("describe model", "model", st.ID, "err", err)
 		} else {
 			lm.ModifiedAt, lm.Size, lm.Digest, lm.Details = ff.modTime, ff.size, ff.digest, ff.details
 		}
@@ -97,9 +97,9 @@ func Tags(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 // PS serves Ollama's GET /api/ps: the loaded models. size is the
 // memory a model reserves in the budget, all of it host memory
 // (size_vram 0); context_length is a slot's context.
-func PS(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+func PS(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	out := []ollamaRunningModel{}
-	for _, st := range a.Registry().Loaded() {
+	for _, st := range c.Registry().Loaded() {
 		name := ollamaName(st.ID)
 		rm := ollamaRunningModel{Name: name, Model: name, Size: st.Need, ExpiresAt: st.ExpiresAt}
 		if rm.ExpiresAt.IsZero() {
@@ -109,7 +109,7 @@ func PS(a *serving.Core, w http.ResponseWriter, r *http.Request) {
 			rm.ContextLength = st.Model.Info().CtxPerRequest
 		}
 		if ff, err := readFileFacts(st.Path); err != nil {
-			a.Logger().Warn("describe model", "model", st.ID, "err", err)
+			c.Logger().Warn("describe model", "model", st.ID, "err", err)
 		} else {
 			rm.Digest, rm.Details = ff.digest, ff.details
 		}
@@ -186,7 +186,7 @@ func serveOllamaShow(x *serving.Exchange, body *ollamaShowRequest) *serving.Erro
 }
 
 // Version serves Ollama's GET /api/version: APIVersion.
-func Version(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+func Version(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.WriteJSON(w, http.StatusOK, map[string]string{"version": APIVersion})
 }
 

@@ -91,10 +91,10 @@ type kvTier struct {
 // Models serves GET /v1/models: every model the server knows, loaded or
 // not. A caller that is not admin is not told why a load failed (the
 // cause names files).
-func Models(a *serving.Core, w http.ResponseWriter, r *http.Request) {
+func Models(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	admin := gate.FromContext(r.Context()).Admin()
 	var out []modelEntry
-	for _, st := range a.Registry().Status() {
+	for _, st := range c.Registry().Status() {
 		m := modelEntry{ID: st.ID, Object: "model", OwnedBy: "corral", State: string(st.State), MemoryBytes: st.Need, DeviceMemoryBytes: st.Devices, Requests: st.Requests}
 		if fi, err := os.Stat(st.Path); err == nil {
 			m.Created = fi.ModTime().Unix()

@@ -122,7 +122,7 @@ func New(models *Registry, opt Options) *Core {
 // MetricsPublic reports whether /metrics answers callers that are not
 // admin (Options.MetricsPublic): the server's gate then lets a request
 // for it through without a key.
-func (a *Core) MetricsPublic() bool { return a.metricsPublic }
+func (c *Core) MetricsPublic() bool { return c.metricsPublic }
 
 // ForEngine returns a Core serving one engine, already loaded, under any
 // model name: a registry of one pinned model (a request's keep_alive does
@@ -149,22 +149,22 @@ func ForEngine(eng model.Engine, opt model.Options) (*Core, error) {
 }
 
 // Registry is the registry of models the Core serves.
-func (a *Core) Registry() *Registry { return a.models }
+func (c *Core) Registry() *Registry { return c.models }
 
 // Logger is the Core's logger (Options.Logger).
-func (a *Core) Logger() *slog.Logger { return a.log }
+func (c *Core) Logger() *slog.Logger { return c.log }
 
 // Acquire leases the model a request names, loading it if need be. keep
 // is the request's keep_alive, nil when absent.
 //
 // keep_alive loads and unloads models for everyone: only an admin caller
 // may set it (403 otherwise).
-func (a *Core) Acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
+func (c *Core) Acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
 	if keep != nil && !gate.FromContext(ctx).Admin() {
 		return nil, &Error{Status: http.StatusForbidden, Type: TypeInvalidRequest, Param: "keep_alive", Code: "admin_required",
 			Message: "keep_alive loads and unloads models for every client: it needs an admin API key"}
 	}
-	l, err := a.models.Acquire(ctx, name)
+	l, err := c.models.Acquire(ctx, name)
 	if err != nil {
 		e := ModelError(err)
 		var load *registry.LoadError
@@ -210,12 +210,12 @@ func NewID(prefix string) string {
 
 // Status finds the model a monitoring request names (see
 // Registry.Acquire for names) without loading it.
-func (a *Core) Status(name string) (registry.Status[*model.Model], *Error) {
-	spec, err := a.models.Spec(name)
+func (c *Core) Status(name string) (registry.Status[*model.Model], *Error) {
+	spec, err := c.models.Spec(name)
 	if err != nil {
 		return registry.Status[*model.Model]{}, ModelError(err)
 	}
-	for _, st := range a.models.Status() {
+	for _, st := range c.models.Status() {
 		if st.ID == spec.ID {
 			return st, nil
 		}

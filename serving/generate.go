@@ -122,9 +122,9 @@ type Generation struct {
 // that fails after them gets enc's error event, then [DONE] with SSEDone.
 // A whole answer whose tool call failed is repaired first (see
 // Options.ToolRepair).
-func (a *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encoder) *Error {
+func (c *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encoder) *Error {
 	ctx := x.R.Context()
-	if e := a.Admission(ctx, &req, g.Priority, x.R.Header, g.CacheSalt); e != nil {
+	if e := c.Admission(ctx, &req, g.Priority, x.R.Header, g.CacheSalt); e != nil {
 		return e
 	}
 	m := x.Model
@@ -139,15 +139,15 @@ func (a *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 		}
 		return e
 	}
-	out := &outcome{a: a, ctx: ctx, m: m, s: s}
+	out := &outcome{core: c, ctx: ctx, m: m, s: s}
 	defer out.end()
 	if !g.Stream {
-		return a.whole(x, out, req, g, enc)
+		return c.whole(x, out, req, g, enc)
 	}
 	var paced *PacedStream
 	if g.PacedID != "" {
-		paced = a.paced.add(g.PacedID, s)
-		defer a.paced.remove(g.PacedID)
+		paced = c.paced.add(g.PacedID, s)
+		defer c.paced.remove(g.PacedID)
 	}
 	st := &stream{x: x, g: g, enc: enc, cfg: StreamConfigOf(ctx)}
 	if g.Plan.Reads() {
@@ -159,7 +159,7 @@ func (a *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 		lps   []engine.TokenLogprobs // their logprobs entries
 	)
 	for {
-		c, err := recvWithin(ctx, s, st.cfg.KeepAlive)
+		ch, err := recvWithin(ctx, s, st.cfg.KeepAlive)
 		if err == io.EOF {
 			break
 		}
@@ -176,18 +176,18 @@ func (a *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 			out.gone = true
 			return nil
 		}
-		ntok += c.Tokens
-		lps = append(lps, c.Logprobs...)
-		text := carry.next(c.Text)
+		ntok += ch.Tokens
+		lps = append(lps, ch.Logprobs...)
+		text := carry.next(ch.Text)
 		if text == "" {
 			continue
 		}
-		c.Tokens, ntok = ntok, 0
-		c.Logprobs, lps = lps, nil
+		ch.Tokens, ntok = ntok, 0
+		ch.Logprobs, lps = lps, nil
 		if paced != nil {
-			paced.sent(c) // before the client can see it and continue
+			paced.sent(ch) // before the client can see it and continue
 		}
-		if st.text(text, c) != nil {
+		if st.text(text, ch) != nil {
 			out.gone = true
 			return nil
 		}
@@ -225,13 +225,13 @@ func (a *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 
 // whole answers a generation that is not streamed: the whole answer,
 // repaired and read as g's plan says.
-func (a *Core) whole(x *Exchange, out *outcome, req engine.Request, g Generation, enc Encoder) *Error {
+func (c *Core) whole(x *Exchange, out *outcome, req engine.Request, g Generation, enc Encoder) *Error {
 	ctx := x.R.Context()
 	var text strings.Builder
 	var lps []engine.TokenLogprobs
-	if err := receive(ctx, out.s, func(c engine.Chunk) error {
-		text.WriteString(c.Text)
-		lps = append(lps, c.Logprobs...)
+	if err := receive(ctx, out.s, func(ch engine.Chunk) error {
+		text.WriteString(ch.Text)
+		lps = append(lps, ch.Logprobs...)
 		return nil
 	}); err != nil {
 		out.gone = true
@@ -240,7 +240,7 @@ func (a *Core) whole(x *Exchange, out *outcome, req engine.Request, g Generation
 	res := out.s.Result()
 	out.final(res)
 	ans := Answer{Text: text.String(), Logprobs: lps}
-	ans.Text, res = a.repairCalls(ctx, x.Model, req, g.Plan, ans.Text, res)
+	ans.Text, res = c.repairCalls(ctx, x.Model, req, g.Plan, ans.Text, res)
 	if setWriteDeadline(http.NewResponseController(x.W), StreamConfigOf(ctx).WriteTimeout) != nil {
 		out.gone = true
 		return nil
@@ -375,4 +375,4 @@ func (g Generation) unsatisfiable(err error) *Error {
 
 // Drain stops admission: from then on requests fail with 503, and so do
 // those queued in every engine, while running ones go on.
-func (a *Core) Drain() { a.models.Drain() }
+func (c *Core) Drain() { c.models.Drain() }

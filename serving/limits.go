@@ -102,7 +102,7 @@ func (l *Limits) SchemaLimits() grammar.SchemaLimits {
 
 // Limits are the limits the Core applies (Options.Limits, defaults
 // filled in); the caller does not change them.
-func (a *Core) Limits() *Limits { return &a.limits }
+func (c *Core) Limits() *Limits { return &c.limits }
 
 // OverLimit is the 400 for a request over one of the Limits: what it
 // asks ("'tools' has 1001 tools"), the limit in unit, and the `corral

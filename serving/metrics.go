@@ -363,14 +363,14 @@ func (x *metrics) observe(model string, res engine.Result) {
 // model_name, corral's own, and the Go process's. Only for an admin
 // unless Options.MetricsPublic: the prefix cache counters tell of other
 // callers' prompts.
-func (a *Core) Metrics(w http.ResponseWriter, r *http.Request) {
-	if !a.metricsPublic {
+func (c *Core) Metrics(w http.ResponseWriter, r *http.Request) {
+	if !c.metricsPublic {
 		if e := AdminOnly(r, "GET /metrics"); e != nil {
 			WriteError(w, e)
 			return
 		}
 	}
-	a.metricsHandler.ServeHTTP(w, r)
+	c.metricsHandler.ServeHTTP(w, r)
 }
 
 // handler serves x's registry; log receives collection errors.

@@ -220,15 +220,15 @@ type PacedRequest struct {
 // and submits it. The request lives until ctx ends or it finishes; its
 // model stays loaded until the caller calls release, once done with the
 // stream (release records a finished stream in the request metrics).
-func (a *Core) StartPaced(ctx context.Context, p PacedRequest) (s *engine.Stream, release func(), e *Error) {
-	l, e := a.Acquire(ctx, p.Model, p.KeepAlive)
+func (c *Core) StartPaced(ctx context.Context, p PacedRequest) (s *engine.Stream, release func(), e *Error) {
+	l, e := c.Acquire(ctx, p.Model, p.KeepAlive)
 	if e != nil {
 		return nil, nil, e
 	}
 	m := l.Model()
 	r, e := p.Build(m)
 	if e == nil {
-		e = a.Admission(ctx, &r, p.Priority, nil, p.CacheSalt)
+		e = c.Admission(ctx, &r, p.Priority, nil, p.CacheSalt)
 	}
 	if e != nil {
 		l.Release()
@@ -244,7 +244,7 @@ func (a *Core) StartPaced(ctx context.Context, p PacedRequest) (s *engine.Stream
 	}
 	release = func() {
 		if s.Done() { // as it is once the caller has read the stream to its end
-			a.metrics.observe(m.Info().Name, s.Result())
+			c.metrics.observe(m.Info().Name, s.Result())
 		}
 		l.Release()
 	}

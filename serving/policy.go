@@ -66,18 +66,18 @@ func ParseCacheIsolation(s string) (CacheIsolation, error) {
 // body's "priority", else the X-Priority header h, else the key's class),
 // its pause timeout when it is paced, and its cache salt (the body's
 // cache_salt, salt, nil when absent).
-func (a *Core) Admission(ctx context.Context, req *engine.Request, body *int, h http.Header, salt *string) *Error {
-	c := gate.FromContext(ctx)
+func (c *Core) Admission(ctx context.Context, req *engine.Request, body *int, h http.Header, salt *string) *Error {
+	caller := gate.FromContext(ctx)
 	var e *Error
-	if req.Priority, e = priority(c, body, h); e != nil {
+	if req.Priority, e = priority(caller, body, h); e != nil {
 		return e
 	}
 	if req.Chunking != nil {
-		if req.PauseTimeout, e = a.pauseTimeout(c, req.PauseTimeout); e != nil {
+		if req.PauseTimeout, e = c.pauseTimeout(caller, req.PauseTimeout); e != nil {
 			return e
 		}
 	}
-	req.CacheSalt, e = a.cacheSalt(c, salt)
+	req.CacheSalt, e = c.cacheSalt(caller, salt)
 	return e
 }
 
@@ -111,13 +111,13 @@ func priority(c gate.Caller, body *int, h http.Header) (int, *Error) {
 // pauseTimeout is the pause timeout of a paced request of caller c that
 // asked for d (0: the default): at most Options.MaxPause unless c is
 // admin.
-func (a *Core) pauseTimeout(c gate.Caller, d time.Duration) (time.Duration, *Error) {
+func (c *Core) pauseTimeout(caller gate.Caller, d time.Duration) (time.Duration, *Error) {
 	if d == 0 {
-		return min(engine.DefaultPauseTimeout, a.maxPause), nil
+		return min(engine.DefaultPauseTimeout, c.maxPause), nil
 	}
-	if d > a.maxPause && !c.Admin() {
+	if d > c.maxPause && !caller.Admin() {
 		return 0, Invalid("chunking", "'chunking.pause_timeout' of %g seconds is longer than this server's --max-pause of %g seconds; only an admin key may pause longer",
-			d.Seconds(), a.maxPause.Seconds())
+			d.Seconds(), c.maxPause.Seconds())
 	}
 	return d, nil
 }
@@ -127,7 +127,7 @@ func (a *Core) pauseTimeout(c gate.Caller, d time.Duration) (time.Duration, *Err
 // salt nor a tenant key, else a SHA-256 digest of the key's id (with
 // CacheIsolationKey) and the salt, so that the engine compares 32 bytes,
 // and keeps no client's salt.
-func (a *Core) cacheSalt(c gate.Caller, salt *string) (string, *Error) {
+func (c *Core) cacheSalt(caller gate.Caller, salt *string) (string, *Error) {
 	s := ""
 	if salt != nil {
 		if *salt == "" {
@@ -139,8 +139,8 @@ func (a *Core) cacheSalt(c gate.Caller, salt *string) (string, *Error) {
 		s = *salt
 	}
 	id := ""
-	if a.isolation == CacheIsolationKey {
-		id = c.ID()
+	if c.isolation == CacheIsolationKey {
+		id = caller.ID()
 	}
 	if id == "" && s == "" {
 		return "", nil

@@ -159,8 +159,8 @@ func compileSchema(params json.RawMessage) *jsonschema.Schema {
 // returns the answer to give: the repaired one, or text and res as they
 // were. res's usage then counts every token generated, repairs included.
 // It gives up early when ctx ends.
-func (a *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result) (string, engine.Result) {
-	if a.toolRepair <= 0 || plan.Tools == nil || req.Logprobs || res.FinishReason != engine.FinishStop {
+func (c *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result) (string, engine.Result) {
+	if c.toolRepair <= 0 || plan.Tools == nil || req.Logprobs || res.FinishReason != engine.FinishStop {
 		return text, res
 	}
 	var v argValidator
@@ -172,16 +172,16 @@ func (a *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 	if named != nil {
 		tools = []wire.Tool{*named}
 	}
-	g, err := plan.Tools.Grammar(tools, false, a.limits.SchemaLimits())
+	g, err := plan.Tools.Grammar(tools, false, c.limits.SchemaLimits())
 	if err != nil {
 		// A schema the grammar cannot express: the call stays as it is.
-		a.log.Debug("tool call not repaired", "model", m.Info().Name, "err", err)
+		c.log.Debug("tool call not repaired", "model", m.Info().Name, "err", err)
 		return text, res
 	}
 	total := res.Usage
 	prefix := text[:at]
 	repaired := false
-	for try := 0; try < a.toolRepair && ctx.Err() == nil; try++ {
+	for try := 0; try < c.toolRepair && ctx.Err() == nil; try++ {
 		next := req
 		next.Prompt, next.Grammar, next.Reasoning = req.Prompt+prefix, g, nil
 		if req.MaxTokens > 0 {
@@ -189,7 +189,7 @@ func (a *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 				break
 			}
 		}
-		out, r, ok := a.generateOnce(ctx, m, next)
+		out, r, ok := c.generateOnce(ctx, m, next)
 		total.CompletionTokens += r.Usage.CompletionTokens
 		total.EvaluatedTokens += r.Usage.EvaluatedTokens
 		total.ReevaluatedTokens += r.Usage.ReevaluatedTokens
@@ -206,7 +206,7 @@ func (a *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 	if repaired {
 		outcome = "repaired"
 	}
-	a.metrics.toolRepairs.WithLabelValues(m.Info().Name, outcome).Inc()
+	c.metrics.toolRepairs.WithLabelValues(m.Info().Name, outcome).Inc()
 	return text, res
 }
 
@@ -214,16 +214,16 @@ func (a *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 // final result, ok false when it was not submitted or ctx ended first.
 // The engine request is recorded in the metrics like any other, but not
 // in the request log (which is the client's request's).
-func (a *Core) generateOnce(ctx context.Context, m *model.Model, req engine.Request) (string, engine.Result, bool) {
+func (c *Core) generateOnce(ctx context.Context, m *model.Model, req engine.Request) (string, engine.Result, bool) {
 	s, err := m.Engine().Submit(ctx, req)
 	if err != nil {
 		return "", engine.Result{}, false
 	}
-	out := &outcome{a: a, ctx: ctx, m: m, s: s, unlogged: true}
+	out := &outcome{core: c, ctx: ctx, m: m, s: s, unlogged: true}
 	defer out.end()
 	var text strings.Builder
-	if receive(ctx, s, func(c engine.Chunk) error {
-		text.WriteString(c.Text)
+	if receive(ctx, s, func(ch engine.Chunk) error {
+		text.WriteString(ch.Text)
 		return nil
 	}) != nil {
 		out.gone = true

@@ -67,7 +67,7 @@ const settleTimeout = time.Minute
 // that has read them finds the request counted), the request log when the
 // handler returns.
 type outcome struct {
-	a    *Core
+	core *Core
 	ctx  context.Context
 	m    *model.Model
 	s    *engine.Stream
@@ -83,7 +83,7 @@ type outcome struct {
 func (o *outcome) final(res engine.Result) {
 	if o.res == nil {
 		o.res = &res
-		o.a.metrics.observe(o.m.Info().Name, res)
+		o.core.metrics.observe(o.m.Info().Name, res)
 		gate.Charge(o.ctx, res.Usage.PromptTokens+res.Usage.CompletionTokens)
 	}
 }
@@ -101,7 +101,7 @@ func (o *outcome) end() {
 			if _, err := o.s.Recv(wait); err == io.EOF {
 				break
 			} else if err != nil {
-				o.a.log.Warn("request not finished after its cancel", "model", o.m.Info().Name, "timeout", settleTimeout)
+				o.core.log.Warn("request not finished after its cancel", "model", o.m.Info().Name, "timeout", settleTimeout)
 				return
 			}
 		}

@@ -123,8 +123,8 @@ func JSONString(s string) json.RawMessage {
 }
 
 // Bind is h serving a's models.
-func Bind(a *serving.Core, h func(*serving.Core, http.ResponseWriter, *http.Request)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { h(a, w, r) }
+func Bind(c *serving.Core, h func(*serving.Core, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { h(c, w, r) }
 }
 
 // Content is the one delta of text a plan that reads nothing gives.
