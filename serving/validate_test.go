@@ -1,4 +1,4 @@
-package openai
+package serving_test
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -43,7 +44,7 @@ func deref(p *string) string {
 
 func TestBadRequests(t *testing.T) {
 	type handler = func(*serving.Core, http.ResponseWriter, *http.Request)
-	chatH, complH, llamaH := ChatCompletions, Completions, llamacpp.Completion
+	chatH, complH, llamaH := openai.ChatCompletions, openai.Completions, llamacpp.Completion
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
 		name   string
@@ -149,7 +150,7 @@ func TestBodyTooLarge(t *testing.T) {
 	body := `{"prompt":"` + strings.Repeat("x", 2000) + `"}`
 	r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
 	r.Body = http.MaxBytesReader(w, r.Body, 1000)
-	Completions(a, w, r)
+	openai.Completions(a, w, r)
 	if w.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d, want 413; body %s", w.Code, w.Body)
 	}
@@ -201,7 +202,7 @@ func TestSubmitErrors(t *testing.T) {
 // TestChatRequest checks the engine request built from a valid chat body.
 func TestChatRequest(t *testing.T) {
 	fake := servetest.NewEngine()
-	servetest.Serve(t, fake, ChatCompletions, `{
+	servetest.Serve(t, fake, openai.ChatCompletions, `{
 		"model": "tiny",
 		"messages": [{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],
 		"max_tokens": 7, "max_completion_tokens": 9,
@@ -245,13 +246,13 @@ func TestDefaults(t *testing.T) {
 		body string
 		want engine.Request
 	}{
-		{"completions string", Completions, `{"prompt":"Once"}`,
+		{"completions string", openai.Completions, `{"prompt":"Once"}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
-		{"completions one string", Completions, `{"prompt":["Once"],"stop":["a","","b"]}`,
+		{"completions one string", openai.Completions, `{"prompt":["Once"],"stop":["a","","b"]}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true, Stop: []string{"a", "b"}}},
-		{"completions tokens", Completions, `{"prompt":[1,5,9]}`,
+		{"completions tokens", openai.Completions, `{"prompt":[1,5,9]}`,
 			engine.Request{Tokens: []int32{1, 5, 9}, AddSpecial: true, ParseSpecial: true}},
-		{"completions nested tokens", Completions, `{"prompt":[[1,5]]}`,
+		{"completions nested tokens", openai.Completions, `{"prompt":[[1,5]]}`,
 			engine.Request{Tokens: []int32{1, 5}, AddSpecial: true, ParseSpecial: true}},
 		{"llama defaults", llamacpp.Completion, `{"prompt":"Once","n_predict":-1}`,
 			engine.Request{Prompt: "Once", AddSpecial: true, ParseSpecial: true}},
@@ -287,10 +288,10 @@ func TestDefaults(t *testing.T) {
 
 func TestResponseFormatGrammar(t *testing.T) {
 	fake := servetest.NewEngine()
-	servetest.Serve(t, fake, ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`)
-	servetest.Serve(t, fake, ChatCompletions, `{"messages":[{"role":"user","content":"x"}],
+	servetest.Serve(t, fake, openai.ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`)
+	servetest.Serve(t, fake, openai.ChatCompletions, `{"messages":[{"role":"user","content":"x"}],
 		"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}}`)
-	servetest.Serve(t, fake, ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`)
+	servetest.Serve(t, fake, openai.ChatCompletions, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`)
 	if len(fake.Submitted) != 3 {
 		t.Fatalf("submitted %d requests, want 3", len(fake.Submitted))
 	}
@@ -353,7 +354,7 @@ func TestPriority(t *testing.T) {
 		if tt.header != "" {
 			r.Header.Set(serving.PriorityHeader, tt.header)
 		}
-		Completions(a, w, r)
+		openai.Completions(a, w, r)
 		if w.Code != tt.status {
 			t.Errorf("%s with header %q: status %d, want %d; %s", tt.body, tt.header, w.Code, tt.status, w.Body)
 			continue
@@ -380,7 +381,7 @@ func TestOneModelServesAnyName(t *testing.T) {
 	}
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"model":"gpt-9","prompt":"a"}`))
-	Completions(a, w, r)
+	openai.Completions(a, w, r)
 	if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 {
 		t.Fatalf("status %d, %d submitted; want the fake's 503 after 1 submission", w.Code, len(fake.Submitted))
 	}
@@ -420,18 +421,18 @@ func TestUnsupportedFields(t *testing.T) {
 		body  string
 		param string // "" when the request passes validation (the fake then answers 503)
 	}{
-		{ChatCompletions, `{` + msgs + `,"audio":{"voice":"alloy","format":"wav"}}`, "audio"},
-		{ChatCompletions, `{` + msgs + `,"modalities":["text","audio"]}`, "modalities"},
-		{ChatCompletions, `{` + msgs + `,"modalities":["text"]}`, ""},
-		{ChatCompletions, `{` + msgs + `,"prediction":{"type":"content","content":"x"}}`, "prediction"},
-		{ChatCompletions, `{` + msgs + `,"functions":[{"name":"f"}]}`, "functions"},
-		{ChatCompletions, `{` + msgs + `,"function_call":"auto"}`, "function_call"},
-		{ChatCompletions, `{` + msgs + `,"web_search_options":{}}`, "web_search_options"},
-		{ChatCompletions, `{` + msgs + `,"vendor_extension":{"x":1},"user":"u","store":false}`, ""},
-		{Completions, `{"prompt":"a","echo":true}`, "echo"},
-		{Completions, `{"prompt":"a","best_of":3}`, "best_of"},
-		{Completions, `{"prompt":"a","best_of":1}`, ""},
-		{Completions, `{"prompt":"a","suffix":"end"}`, "suffix"},
+		{openai.ChatCompletions, `{` + msgs + `,"audio":{"voice":"alloy","format":"wav"}}`, "audio"},
+		{openai.ChatCompletions, `{` + msgs + `,"modalities":["text","audio"]}`, "modalities"},
+		{openai.ChatCompletions, `{` + msgs + `,"modalities":["text"]}`, ""},
+		{openai.ChatCompletions, `{` + msgs + `,"prediction":{"type":"content","content":"x"}}`, "prediction"},
+		{openai.ChatCompletions, `{` + msgs + `,"functions":[{"name":"f"}]}`, "functions"},
+		{openai.ChatCompletions, `{` + msgs + `,"function_call":"auto"}`, "function_call"},
+		{openai.ChatCompletions, `{` + msgs + `,"web_search_options":{}}`, "web_search_options"},
+		{openai.ChatCompletions, `{` + msgs + `,"vendor_extension":{"x":1},"user":"u","store":false}`, ""},
+		{openai.Completions, `{"prompt":"a","echo":true}`, "echo"},
+		{openai.Completions, `{"prompt":"a","best_of":3}`, "best_of"},
+		{openai.Completions, `{"prompt":"a","best_of":1}`, ""},
+		{openai.Completions, `{"prompt":"a","suffix":"end"}`, "suffix"},
 	} {
 		w := servetest.Serve(t, servetest.NewEngine(), tt.h, tt.body)
 		if tt.param == "" {
@@ -456,20 +457,20 @@ func TestLogprobsFields(t *testing.T) {
 		body  string
 		param string // "" when the request passes validation (the fake then answers 503)
 	}{
-		{ChatCompletions, `{` + msgs + `,"logprobs":true}`, ""},
-		{ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
-		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":20}`, ""},
-		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":0}`, ""},
-		{ChatCompletions, `{` + msgs + `,"top_logprobs":0}`, ""},
-		{ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
-		{ChatCompletions, `{` + msgs + `,"logprobs":false,"top_logprobs":3}`, "top_logprobs"},
-		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
-		{ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":-1}`, "top_logprobs"},
-		{Completions, `{"prompt":"a","logprobs":0}`, ""},
-		{Completions, `{"prompt":"a","logprobs":5}`, ""},
-		{Completions, `{"prompt":"a","logprobs":null}`, ""},
-		{Completions, `{"prompt":"a","logprobs":6}`, "logprobs"},
-		{Completions, `{"prompt":"a","logprobs":-1}`, "logprobs"},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":true}`, ""},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":false}`, ""},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":20}`, ""},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":0}`, ""},
+		{openai.ChatCompletions, `{` + msgs + `,"top_logprobs":0}`, ""},
+		{openai.ChatCompletions, `{` + msgs + `,"top_logprobs":3}`, "top_logprobs"},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":false,"top_logprobs":3}`, "top_logprobs"},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
+		{openai.ChatCompletions, `{` + msgs + `,"logprobs":true,"top_logprobs":-1}`, "top_logprobs"},
+		{openai.Completions, `{"prompt":"a","logprobs":0}`, ""},
+		{openai.Completions, `{"prompt":"a","logprobs":5}`, ""},
+		{openai.Completions, `{"prompt":"a","logprobs":null}`, ""},
+		{openai.Completions, `{"prompt":"a","logprobs":6}`, "logprobs"},
+		{openai.Completions, `{"prompt":"a","logprobs":-1}`, "logprobs"},
 	} {
 		w := servetest.Serve(t, servetest.NewEngine(), tt.h, tt.body)
 		if tt.param == "" {

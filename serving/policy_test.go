@@ -1,4 +1,4 @@
-package openai
+package serving_test
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/ollama"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -86,14 +87,14 @@ func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
 	}
 	mux := http.NewServeMux()
 	for pattern, h := range map[string]http.HandlerFunc{
-		"POST /v1/chat/completions":               servetest.Bind(a, ChatCompletions),
-		"POST /v1/chat/completions/{id}/continue": servetest.Bind(a, ContinueChat),
-		"POST /v1/completions":                    servetest.Bind(a, Completions),
+		"POST /v1/chat/completions":               servetest.Bind(a, openai.ChatCompletions),
+		"POST /v1/chat/completions/{id}/continue": servetest.Bind(a, openai.ContinueChat),
+		"POST /v1/completions":                    servetest.Bind(a, openai.Completions),
 		"POST /completion":                        servetest.Bind(a, llamacpp.Completion),
 		"GET /slots":                              servetest.Bind(a, llamacpp.Slots),
 		"GET /metrics":                            a.Metrics,
 		"GET /props":                              servetest.Bind(a, llamacpp.Props),
-		"GET /v1/models":                          servetest.Bind(a, Models),
+		"GET /v1/models":                          servetest.Bind(a, openai.Models),
 		"POST /api/show":                          servetest.Bind(a, ollama.Show),
 		"POST /api/chat":                          servetest.Bind(a, ollama.Chat),
 	} {
@@ -317,7 +318,7 @@ func TestPauseDefaultWithinCap(t *testing.T) {
 		}
 		a := serving.New(reg, serving.Options{MaxPause: tt.maxPause})
 		b, _ := json.Marshal(pacedBody(0))
-		ChatCompletions(a, httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(b)))
+		openai.ChatCompletions(a, httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(b)))
 		reg.Close()
 		if len(fake.Submitted) != 1 || fake.Submitted[0].PauseTimeout != tt.want {
 			t.Errorf("--max-pause %v: submitted %+v, want a pause timeout of %v", tt.maxPause, fake.Submitted, tt.want)
@@ -430,7 +431,7 @@ func TestCacheIsolationByKey(t *testing.T) {
 		}
 		body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 2})
 		ctx := gate.WithCaller(context.Background(), gate.Caller{Key: k})
-		s, release, e := Pacer{Core: a}.PacedChat(ctx, body, nil, nil)
+		s, release, e := openai.Pacer{Core: a}.PacedChat(ctx, body, nil, nil)
 		if e != nil {
 			t.Fatal(e)
 		}

@@ -1,4 +1,4 @@
-package openai
+package serving_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package openai
+package serving_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/ollama"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 )
@@ -148,7 +149,7 @@ func TestTemplateKwargs(t *testing.T) {
 	for effort, want := range map[string]string{`"reasoning_effort": "high", `: "Reasoning: high", "": "Reasoning: medium",
 		`"reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}, `: "Reasoning: low"} {
 		gpt.Submitted = nil
-		serveWith(t, gpt, model.Options{}, ChatCompletions, `{`+effort+kwargsConversation+`}`)
+		serveWith(t, gpt, model.Options{}, openai.ChatCompletions, `{`+effort+kwargsConversation+`}`)
 		if len(gpt.Submitted) != 1 || !strings.Contains(gpt.Submitted[0].Prompt, want+"\n") {
 			t.Errorf("%s: prompt lacks %q: %v", effort, want, gpt.Submitted)
 		}
@@ -174,7 +175,7 @@ func TestTemplateKwargsBounds(t *testing.T) {
 		{`{"chat_template_kwargs": {` + strings.Join(many, ", ") + `}, "messages": [{"role": "user", "content": "x"}]}`, "chat_template_kwargs", "at most 64"},
 		{`{"reasoning_effort": "extreme", "messages": [{"role": "user", "content": "x"}]}`, "reasoning_effort", "must be one of"},
 	} {
-		for _, h := range []func(*serving.Core, http.ResponseWriter, *http.Request){ChatCompletions, llamacpp.ApplyTemplate} {
+		for _, h := range []func(*serving.Core, http.ResponseWriter, *http.Request){openai.ChatCompletions, llamacpp.ApplyTemplate} {
 			fake := realTemplate(t, "Qwen-Qwen3-0.6B")
 			w := serveWith(t, fake, model.Options{}, h, tt.body)
 			if w.Code != http.StatusBadRequest {
@@ -292,7 +293,7 @@ func TestModelTemplateErrors(t *testing.T) {
 // v3.2's template concatenates tool-call arguments, which are an object.
 func TestTemplateRenderError(t *testing.T) {
 	fake := realTemplate(t, "meetkai-functionary-medium-v3.2")
-	w := serveWith(t, fake, model.Options{}, ChatCompletions, `{"messages": [
+	w := serveWith(t, fake, model.Options{}, openai.ChatCompletions, `{"messages": [
 		{"role": "user", "content": "Weather?"},
 		{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
 		{"role": "tool", "tool_call_id": "c", "content": "22C"}]}`)

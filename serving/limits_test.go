@@ -1,4 +1,4 @@
-package openai
+package serving_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/ollama"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -110,7 +111,7 @@ func TestAllowedToolsFinding(t *testing.T) {
 	body := allowedToolsFinding()
 	fake := servetest.NewEngine()
 	var w *httptest.ResponseRecorder
-	alloc := allocated(func() { w = post(limitedAPI(t, fake, serving.Limits{}), ChatCompletions, body) })
+	alloc := allocated(func() { w = post(limitedAPI(t, fake, serving.Limits{}), openai.ChatCompletions, body) })
 	wantLimit(t, w, false, "tool_choice", "max-allowed-tools")
 	if len(fake.Submitted) != 0 {
 		t.Fatal("submitted")
@@ -120,7 +121,7 @@ func TestAllowedToolsFinding(t *testing.T) {
 	fake = servetest.NewEngine()
 	fake.Model.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}: {{ t.function.description | length }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
 	alloc = allocated(func() {
-		w = post(limitedAPI(t, fake, serving.Limits{MaxAllowedTools: 100000}), ChatCompletions, body)
+		w = post(limitedAPI(t, fake, serving.Limits{MaxAllowedTools: 100000}), openai.ChatCompletions, body)
 	})
 	if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 { // the fake's queue is full
 		t.Fatalf("status %d, %d submitted: %.300s", w.Code, len(fake.Submitted), w.Body)
@@ -168,12 +169,12 @@ func TestSchemaFinding(t *testing.T) {
 		ollama bool
 		param  string
 	}{
-		{"response_format", ChatCompletions, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`, false, "response_format"},
-		{"completions response_format", Completions, `{"prompt":"hi","response_format":{"type":"json_object","schema":` + schema + `}}`, false, "response_format"},
+		{"response_format", openai.ChatCompletions, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + schema + `}}}`, false, "response_format"},
+		{"completions response_format", openai.Completions, `{"prompt":"hi","response_format":{"type":"json_object","schema":` + schema + `}}`, false, "response_format"},
 		{"/completion json_schema", llamacpp.Completion, `{"prompt":"hi","json_schema":` + schema + `}`, false, "json_schema"},
 		{"/api/chat format", ollama.Chat, `{` + msgs + `,"format":` + schema + `}`, true, "format"},
 		{"/api/generate format", ollama.Generate, `{"prompt":"hi","format":` + schema + `}`, true, "format"},
-		{"forced tool", ChatCompletions, `{` + msgs + `,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":` + schema + `}}]}`, false, "tools"},
+		{"forced tool", openai.ChatCompletions, `{` + msgs + `,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":` + schema + `}}]}`, false, "tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := servetest.NewEngine()
@@ -189,8 +190,8 @@ func TestSchemaFinding(t *testing.T) {
 // TestLimits: each limit, just within it and just past it, on each
 // endpoint it applies to.
 func TestLimits(t *testing.T) {
-	chatH, complH, llamaH := ChatCompletions, Completions, llamacpp.Completion
-	embedH, ollamaEmbedH, detokH := Embeddings, ollama.Embed, llamacpp.Detokenize
+	chatH, complH, llamaH := openai.ChatCompletions, openai.Completions, llamacpp.Completion
+	embedH, ollamaEmbedH, detokH := openai.Embeddings, ollama.Embed, llamacpp.Detokenize
 	ochatH, ogenH := ollama.Chat, ollama.Generate
 	msg := func(n int) string { // n user messages
 		return `"messages":[` + strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"hi"},`, n), ",") + `]`
@@ -293,7 +294,7 @@ func TestAllowedToolsShownOnce(t *testing.T) {
 	fake.Model.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
 	body := `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}},{"type":"function","function":{"name":"c"}}],
 		"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"b"}},{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]}}}`
-	w := post(limitedAPI(t, fake, serving.Limits{}), ChatCompletions, body)
+	w := post(limitedAPI(t, fake, serving.Limits{}), openai.ChatCompletions, body)
 	if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
@@ -330,7 +331,7 @@ func TestAgentRequestPasses(t *testing.T) {
 			t.Fatal(err)
 		}
 		fake := servetest.NewEngine()
-		w := post(limitedAPI(t, fake, serving.Limits{}), ChatCompletions, string(b))
+		w := post(limitedAPI(t, fake, serving.Limits{}), openai.ChatCompletions, string(b))
 		if w.Code != http.StatusServiceUnavailable || len(fake.Submitted) != 1 {
 			t.Fatalf("tool_choice %s: status %d: %.500s", choice, w.Code, w.Body)
 		}
