@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -15,8 +16,8 @@ import (
 type applyTemplateRequest struct {
 	Model    string         `json:"model"`
 	Messages []chat.Message `json:"messages"`
-	serving.ToolFields
-	serving.TemplateArgs
+	openai.ToolFields
+	openai.TemplateArgs
 	// AddGenerationPrompt ends the prompt with the assistant's turn
 	// header, as a chat completion's does (the default).
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`
@@ -29,7 +30,10 @@ type applyTemplateRequest struct {
 // tools.
 func (body *applyTemplateRequest) Check(lim *serving.Limits) *serving.Error {
 	var e *serving.Error
-	if body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields); e != nil {
+	if e = lim.CheckMessages(body.Messages); e != nil {
+		return e
+	}
+	if body.tools, e = body.ToolFields.Parse(lim); e != nil {
 		return e
 	}
 	body.vars, e = body.TemplateArgs.Parse()

@@ -14,8 +14,8 @@ import (
 type chatRequest struct {
 	Messages            []chat.Message `json:"messages"`
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	serving.ToolFields
-	serving.TemplateArgs
+	ToolFields
+	TemplateArgs
 	// Chunking asks for paced output (corral's extension; see paced.go).
 	Chunking *serving.ChunkingParams `json:"chunking"`
 	// Logprobs asks for each content token's log-probability,
@@ -45,7 +45,10 @@ func (body *chatRequest) Check(lim *serving.Limits) *serving.Error {
 		return e
 	}
 	var e *serving.Error
-	if body.tools, e = lim.CheckChat(body.Messages, &body.ToolFields); e != nil {
+	if e = lim.CheckMessages(body.Messages); e != nil {
+		return e
+	}
+	if body.tools, e = body.ToolFields.Parse(lim); e != nil {
 		return e
 	}
 	if body.vars, e = body.TemplateArgs.Parse(); e != nil {

@@ -34,7 +34,10 @@ func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Messag
 		req.Messages = append(slices.Clip(history), req.Messages...)
 	}
 	lim := p.Core.Limits()
-	if req.tools, e = lim.CheckChat(req.Messages, &req.ToolFields); e != nil {
+	if e = lim.CheckMessages(req.Messages); e != nil {
+		return nil, nil, e
+	}
+	if req.tools, e = req.ToolFields.Parse(lim); e != nil {
 		return nil, nil, e
 	}
 	if req.vars, e = req.TemplateArgs.Parse(); e != nil {

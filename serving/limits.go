@@ -134,14 +134,13 @@ func (l *Limits) CheckPrompt(text, param string) *Error {
 	return nil
 }
 
-// CheckChat refuses a chat request whose messages, tools or allowed_tools
-// are more than l allows, before anything is rendered or loaded, and
-// returns its tools read (ToolFields.Parse).
-func (l *Limits) CheckChat(msgs []chat.Message, f *ToolFields) (Tools, *Error) {
+// CheckMessages refuses a chat request with more messages than l allows,
+// before anything is rendered or loaded.
+func (l *Limits) CheckMessages(msgs []chat.Message) *Error {
 	if len(msgs) > l.MaxMessages {
-		return Tools{}, OverLimit("messages", "max-messages", l.MaxMessages, "messages", "'messages' has %d messages", len(msgs))
+		return OverLimit("messages", "max-messages", l.MaxMessages, "messages", "'messages' has %d messages", len(msgs))
 	}
-	return f.Parse(l)
+	return nil
 }
 
 // CheckTools refuses more tools than l allows.

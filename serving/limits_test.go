@@ -345,7 +345,7 @@ func TestAgentRequestPasses(t *testing.T) {
 // in linear time (a scan of the tools per entry would take minutes).
 func TestAllowedToolsLinear(t *testing.T) {
 	const n = 300000
-	fields := serving.ToolFields{Tools: make([]wire.Tool, n)}
+	fields := openai.ToolFields{Tools: make([]wire.Tool, n)}
 	var b strings.Builder
 	b.WriteString(`{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[`)
 	for i := range n {

@@ -1,9 +1,7 @@
 package serving
 
 import (
-	"encoding/json"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
@@ -65,9 +63,6 @@ func ClientSpans(prompt string, msgs []chat.Message) []engine.Span {
 	return spans
 }
 
-// reasoningEfforts are the values of OpenAI's reasoning_effort.
-var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
-
 // TemplateVars are the chat template variables a request sets, in no
 // dialect's words.
 type TemplateVars struct {
@@ -90,42 +85,6 @@ func TemplateKwargs(m *model.Model, v TemplateVars) map[string]any {
 	}
 	maps.Copy(kw, v.Kwargs)
 	return kw
-}
-
-// TemplateArgs are the fields of an OpenAI chat request (and of vLLM's
-// and llama-server's) that set chat template variables, as they are
-// decoded; Parse reads them into TemplateVars.
-type TemplateArgs struct {
-	// ChatTemplateKwargs are extra variables, such as
-	// {"enable_thinking": false}; they override the server's.
-	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
-	// ReasoningEffort is given to templates that read reasoning_effort
-	// (gpt-oss), unless chat_template_kwargs sets it.
-	ReasoningEffort *string `json:"reasoning_effort"`
-}
-
-// Parse reads t: reasoning_effort one of OpenAI's values,
-// chat_template_kwargs an object of variables within model.ParseKwargs'
-// bounds.
-func (t *TemplateArgs) Parse() (TemplateVars, *Error) {
-	var v TemplateVars
-	if t.ReasoningEffort != nil {
-		if !slices.Contains(reasoningEfforts, *t.ReasoningEffort) {
-			return v, Invalid("reasoning_effort", "'reasoning_effort' must be one of %s, got %q", strings.Join(reasoningEfforts, ", "), *t.ReasoningEffort)
-		}
-		v.ReasoningEffort = *t.ReasoningEffort
-	}
-	kw, err := model.ParseKwargs(t.ChatTemplateKwargs)
-	if err != nil {
-		return v, Invalid("chat_template_kwargs", "'chat_template_kwargs': %v", err)
-	}
-	if len(kw) > 0 {
-		v.Kwargs = make(map[string]any, len(kw))
-		for k, raw := range kw {
-			v.Kwargs[k] = raw
-		}
-	}
-	return v, nil
 }
 
 // Chat is what a chat request asks the same way in every dialect, once

@@ -2,7 +2,6 @@ package serving
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -61,27 +60,6 @@ func (c ToolChoice) describe() string {
 type Tools struct {
 	Defined []wire.Tool
 	Choice  ToolChoice
-}
-
-// ToolFields are OpenAI's tool fields of a chat request (Chat Completions,
-// and llama-server's /apply-template), as they are decoded; Parse reads
-// them into Tools.
-type ToolFields struct {
-	Tools             []wire.Tool     `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-}
-
-// Parse reads f, its tool_choice parsed, within lim's counts.
-func (f *ToolFields) Parse(lim *Limits) (Tools, *Error) {
-	t := Tools{Defined: f.Tools}
-	if e := lim.CheckTools(f.Tools); e != nil {
-		return t, e
-	}
-	var e *Error
-	t.Choice, e = parseToolChoice(f.ToolChoice, lim)
-	t.Choice.Single = f.ParallelToolCalls != nil && !*f.ParallelToolCalls
-	return t, e
 }
 
 // ToolPlan is what a chat request's tools ask of its answer.
@@ -204,68 +182,4 @@ func PlanTools(m *model.Model, f *Tools, lim *Limits) (ToolPlan, *Error) {
 	}
 	plan.Grammar = g
 	return plan, nil
-}
-
-// toolChoiceForms is what a tool_choice that cannot be read is told.
-const toolChoiceForms = `'tool_choice' must be "none", "auto", "required", {"type": "function", "function": {"name": ...}} or {"type": "allowed_tools", "allowed_tools": {"mode": "auto" or "required", "tools": [...]}}`
-
-// parseToolChoice reads OpenAI's tool_choice: ToolsDefault when absent
-// or null, "none", "auto", "required", or a named function. Its
-// allowed_tools gives its mode ("auto" or "required") and the names of
-// the functions it allows, at most lim.MaxAllowedTools of them.
-func parseToolChoice(raw json.RawMessage, lim *Limits) (ToolChoice, *Error) {
-	var none ToolChoice
-	if IsNull(raw) {
-		return none, nil
-	}
-	var mode string
-	if err := json.Unmarshal(raw, &mode); err == nil {
-		switch m := ToolMode(mode); m {
-		case ToolsNone, ToolsAuto, ToolsRequired:
-			return ToolChoice{Mode: m}, nil
-		}
-		return none, Invalid("tool_choice", "%s, got %q", toolChoiceForms, mode)
-	}
-	type function struct {
-		Name string `json:"name"`
-	}
-	var obj struct {
-		Type         string   `json:"type"`
-		Function     function `json:"function"`
-		AllowedTools *struct {
-			Mode  string `json:"mode"`
-			Tools []struct {
-				Type     string   `json:"type"`
-				Function function `json:"function"`
-			} `json:"tools"`
-		} `json:"allowed_tools"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return none, Invalid("tool_choice", "%s", toolChoiceForms)
-	}
-	switch {
-	case obj.Type == "function" && obj.Function.Name != "":
-		return ToolChoice{Mode: ToolsFunction, Name: obj.Function.Name}, nil
-	case obj.Type == "allowed_tools" && obj.AllowedTools != nil:
-		at := obj.AllowedTools
-		if m := ToolMode(at.Mode); m != ToolsAuto && m != ToolsRequired {
-			return none, Invalid("tool_choice", "'tool_choice.allowed_tools.mode' must be \"auto\" or \"required\", got %q", at.Mode)
-		}
-		if len(at.Tools) > lim.MaxAllowedTools {
-			return none, OverLimit("tool_choice", "max-allowed-tools", lim.MaxAllowedTools, "entries",
-				"'tool_choice.allowed_tools.tools' has %d entries", len(at.Tools))
-		}
-		allowed := make([]string, 0, len(at.Tools))
-		for i, t := range at.Tools {
-			if t.Type != "function" || t.Function.Name == "" {
-				return none, Invalid("tool_choice", "'tool_choice.allowed_tools.tools[%d]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i)
-			}
-			allowed = append(allowed, t.Function.Name)
-		}
-		if len(allowed) == 0 {
-			return none, Invalid("tool_choice", "'tool_choice.allowed_tools.tools' must name at least one function")
-		}
-		return ToolChoice{Mode: ToolMode(at.Mode), Allowed: allowed}, nil
-	}
-	return none, Invalid("tool_choice", "%s", toolChoiceForms)
 }
