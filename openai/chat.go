@@ -17,7 +17,7 @@ type chatRequest struct {
 	ToolFields
 	TemplateArgs
 	// Chunking asks for paced output (corral's extension; see paced.go).
-	Chunking *serving.ChunkingParams `json:"chunking"`
+	Chunking *ChunkingParams `json:"chunking"`
 	// Logprobs asks for each content token's log-probability,
 	// TopLogprobs (0 to MaxChatTopLogprobs) for the most likely tokens
 	// at each step with it.

@@ -12,12 +12,12 @@ import (
 // oaiParams are the request fields shared by /v1/chat/completions and
 // /v1/completions.
 type oaiParams struct {
-	Model          string                  `json:"model"`
-	MaxTokens      *int                    `json:"max_tokens"`
-	N              *int                    `json:"n"`
-	Stream         bool                    `json:"stream"`
-	StreamOptions  *wire.StreamOptions     `json:"stream_options"`
-	ResponseFormat *serving.ResponseFormat `json:"response_format"`
+	Model          string              `json:"model"`
+	MaxTokens      *int                `json:"max_tokens"`
+	N              *int                `json:"n"`
+	Stream         bool                `json:"stream"`
+	StreamOptions  *wire.StreamOptions `json:"stream_options"`
+	ResponseFormat *ResponseFormat     `json:"response_format"`
 	// CacheSalt (vLLM's field) keeps the request's prompt prefix apart
 	// in the cache: only requests with the same salt (and, with
 	// CacheIsolationKey, the same key) reuse each other's.

@@ -44,7 +44,7 @@ func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Messag
 		return nil, nil, e
 	}
 	if req.Chunking == nil {
-		req.Chunking = &serving.ChunkingParams{}
+		req.Chunking = &ChunkingParams{}
 	}
 	if e := req.chatUnsupported.check(); e != nil {
 		return nil, nil, e

@@ -245,41 +245,6 @@ func ParsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *
 	return "", nil, Invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
 }
 
-// ResponseFormat is OpenAI's response_format.
-type ResponseFormat struct {
-	Type       string `json:"type"`
-	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict bool            `json:"strict"`
-	} `json:"json_schema"`
-	// Schema is llama-server's extension: {"type":"json_object","schema":{...}}.
-	Schema json.RawMessage `json:"schema"`
-}
-
-// Grammar returns the GBNF grammar that enforces f, "" for plain text; a
-// schema is bounded by lim.
-func (f *ResponseFormat) Grammar(lim *Limits) (string, *Error) {
-	if f == nil {
-		return "", nil
-	}
-	switch f.Type {
-	case "", "text":
-		return "", nil
-	case "json_object":
-		if IsNull(f.Schema) {
-			return grammar.JSONObject, nil
-		}
-		return SchemaGrammar(f.Schema, "response_format", lim)
-	case "json_schema":
-		if f.JSONSchema == nil || IsNull(f.JSONSchema.Schema) {
-			return "", Invalid("response_format", "'response_format' of type json_schema needs json_schema.schema")
-		}
-		return SchemaGrammar(f.JSONSchema.Schema, "response_format", lim)
-	}
-	return "", Invalid("response_format", "'response_format.type' must be text, json_object or json_schema, got %q", f.Type)
-}
-
 // SchemaGrammar converts a JSON Schema within lim, reporting a bad one
 // against param.
 func SchemaGrammar(schema json.RawMessage, param string, lim *Limits) (string, *Error) {
