@@ -163,9 +163,9 @@ func serveCountTokens(x *serving.Exchange, body *countRequest) *serving.Error {
 // model), and the chat it completes it from.
 func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Request, *serving.Chat, *serving.Error) {
 	req := engine.Request{MaxTokens: r.MaxTokens, Stop: append([]string(nil), r.StopSequences...)}
-	sp := serving.SamplingParams{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK}
+	sp := serving.Sampling{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK}
 	var e *serving.Error
-	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
+	if req.Sampling, e = sp.Engine(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return req, nil, e
 	}
 	if r.Format != nil {

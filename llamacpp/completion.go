@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -28,7 +29,7 @@ type llamaRequest struct {
 	JSONSchema  json.RawMessage `json:"json_schema"`
 	NProbs      *int            `json:"n_probs"`
 	CacheSalt   *string         `json:"cache_salt"` // as on /v1/completions
-	serving.SamplingParams
+	openai.SamplingParams
 }
 
 // Check refuses nothing before the model: every field is checked

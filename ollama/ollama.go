@@ -45,6 +45,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -114,7 +115,7 @@ type ollamaToolCall struct {
 type ollamaOptions struct {
 	NumPredict *int `json:"num_predict"`
 	serving.ReasoningParams
-	serving.SamplingParams
+	openai.SamplingParams
 }
 
 // Generate serves Ollama's POST /api/generate. An empty prompt

@@ -22,7 +22,7 @@ type oaiParams struct {
 	// in the cache: only requests with the same salt (and, with
 	// CacheIsolationKey, the same key) reuse each other's.
 	CacheSalt *string `json:"cache_salt"`
-	serving.SamplingParams
+	SamplingParams
 }
 
 // request validates p within lim and builds the engine request, less its

@@ -155,9 +155,9 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 	}
 	m := x.Model
 	req := engine.Request{MaxTokens: t.MaxOutputTokens}
-	sp := serving.SamplingParams{Temperature: t.Temperature, TopP: t.TopP}
+	sp := serving.Sampling{Temperature: t.Temperature, TopP: t.TopP}
 	var e *serving.Error
-	if req.Sampling, e = sp.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
+	if req.Sampling, e = sp.Engine(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
 		return e
 	}
 	if t.Format.JSON {

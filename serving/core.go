@@ -12,7 +12,7 @@
 // refuses what no model serves, before the model loads; Lease names the
 // model); handlers of the form func(*Core, http.ResponseWriter,
 // *http.Request) that call Handle with the dialect's ErrorWriter and a
-// serve function, which builds an engine.Request (SamplingParams,
+// serve function, which builds an engine.Request (Sampling.Engine,
 // ParseStop, SchemaGrammar (OpenAI's response_format: openai.ResponseFormat), then BuildChat for a
 // chat's tools, prompt and answer plan) and answers with Core.Generate
 // and the dialect's Encoder; and a Routes function the server adds to

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"strconv"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
@@ -27,33 +26,19 @@ const (
 	MaxStopBytes = 256
 )
 
-// SamplingParams are the sampling fields shared by every completion
-// endpoint. Pointers tell "absent" from zero.
-type SamplingParams struct {
-	Temperature      *float64        `json:"temperature"`
-	TopP             *float64        `json:"top_p"`
-	TopK             *int            `json:"top_k"`
-	MinP             *float64        `json:"min_p"`
-	TypicalP         *float64        `json:"typical_p"`
-	FrequencyPenalty *float64        `json:"frequency_penalty"`
-	PresencePenalty  *float64        `json:"presence_penalty"`
-	RepeatPenalty    *float64        `json:"repeat_penalty"`
-	RepeatLastN      *int            `json:"repeat_last_n"`
-	Seed             *int64          `json:"seed"`
-	LogitBias        json.RawMessage `json:"logit_bias"`
-	Stop             json.RawMessage `json:"stop"`
-	IgnoreEOS        bool            `json:"ignore_eos"`
-	// Priority is the request's class (vLLM's field): lower is served
-	// first. Not sampling, but shared by the same endpoints.
-	Priority *int `json:"priority"`
-	// KeepAlive is how long the model stays loaded after this request
-	// (Ollama's field; see KeepAlive).
-	KeepAlive *KeepAlive `json:"keep_alive"`
+// Sampling is a request's sampling settings as it gives them, in no
+// dialect's words: nil where it gives none (the defaults apply). Errors
+// name the parameters as every dialect does (temperature, top_p, ...).
+type Sampling struct {
+	Temperature, TopP, MinP, TypicalP                *float64
+	FrequencyPenalty, PresencePenalty, RepeatPenalty *float64
+	TopK, RepeatLastN                                *int
+	Seed                                             *int64
 }
 
-// Sampling validates p and converts it for a model with vocab tokens and
+// Engine validates p and converts it for a model with vocab tokens and
 // reqCtx tokens of context a request may use.
-func (p *SamplingParams) Sampling(vocab, reqCtx int) (engine.Sampling, *Error) {
+func (p *Sampling) Engine(vocab, reqCtx int) (engine.Sampling, *Error) {
 	s := engine.Sampling{
 		Temperature: DefaultTemperature,
 		TopK:        DefaultTopK,
@@ -117,11 +102,6 @@ func (p *SamplingParams) Sampling(vocab, reqCtx int) (engine.Sampling, *Error) {
 		}
 		s.Seed = *p.Seed
 	}
-	bias, err := parseLogitBias(p.LogitBias, vocab)
-	if err != nil {
-		return s, err
-	}
-	s.LogitBias = bias
 	return s, nil
 }
 
@@ -160,51 +140,6 @@ func ParseStop(raw json.RawMessage) ([]string, *Error) {
 		return nil, nil
 	}
 	return stops, nil
-}
-
-// parseLogitBias accepts OpenAI's {"token id": bias} object and
-// llama.cpp's [[token id, bias], ...] array. Biases are in [-100, 100].
-func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *Error) {
-	if IsNull(raw) {
-		return nil, nil
-	}
-	bias := make(map[int32]float32)
-	add := func(tok int64, b float64) *Error {
-		if tok < 0 || tok >= int64(vocab) {
-			return Invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
-		}
-		if b < -100 || b > 100 {
-			return Invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
-		}
-		bias[int32(tok)] = float32(b)
-		return nil
-	}
-	var obj map[string]float64
-	if json.Unmarshal(raw, &obj) == nil {
-		for k, b := range obj {
-			tok, err := strconv.ParseInt(k, 10, 32)
-			if err != nil {
-				return nil, Invalid("logit_bias", "'logit_bias' keys must be token ids, got %q", k)
-			}
-			if e := add(tok, b); e != nil {
-				return nil, e
-			}
-		}
-		return bias, nil
-	}
-	var pairs [][2]float64
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		return nil, Invalid("logit_bias", "'logit_bias' must map token ids to numbers")
-	}
-	for _, p := range pairs {
-		if p[0] != math.Trunc(p[0]) {
-			return nil, Invalid("logit_bias", "'logit_bias' token ids must be integers, got %g", p[0])
-		}
-		if e := add(int64(p[0]), p[1]); e != nil {
-			return nil, e
-		}
-	}
-	return bias, nil
 }
 
 // ParseTokens checks that every id is in the vocabulary.
