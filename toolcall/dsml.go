@@ -3,12 +3,10 @@ package toolcall
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/wire"
 )
 
 // DeepSeek's DSML markup: XML-like tags whose names begin with the
@@ -37,11 +35,11 @@ const (
 //	</｜DSML｜function_calls>
 //
 // Its parser also reads DeepSeekV4's block.
-var DeepSeekV32 Format = &dsmlFormat{name: "deepseek-v3.2", block: dsmlBlockV32}
+var DeepSeekV32 Format = dsml("deepseek-v3.2", dsmlBlockV32)
 
 // DeepSeekV4 is DeepSeek V4's (and V4-Flash's) DSML format: V3.2's, in a
 // <｜DSML｜tool_calls> block. Its parser also reads V3.2's block.
-var DeepSeekV4 Format = &dsmlFormat{name: "deepseek-v4", block: dsmlBlockV4}
+var DeepSeekV4 Format = dsml("deepseek-v4", dsmlBlockV4)
 
 // isDSML reports a template that writes DSML.
 func isDSML(src string) bool { return strings.Contains(src, dsmlToken) }
@@ -52,95 +50,72 @@ func isDeepSeekV32(src string) bool { return isDSML(src) && strings.Contains(src
 // isDeepSeekV4 reports a DSML template whose block is tool_calls.
 func isDeepSeekV4(src string) bool { return isDSML(src) && strings.Contains(src, "'"+dsmlBlockV4+">") }
 
-// dsmlFormat is DSML with the block name its model writes.
-type dsmlFormat struct {
-	name  string
-	block string
+// dsml is DSML with the block name its model writes; its parser reads
+// either block. Each invoke is a region: the first opens at the block's
+// tag, the next ones at their own tag, and the last one takes the
+// block's closing tag.
+func dsml(name, block string) *xmlCall {
+	return &xmlCall{
+		name:    name,
+		markers: []string{dsmlOpen(block), dsmlClose(block), dsmlInvoke, dsmlInvokeEnd, dsmlParam, dsmlParamEnd, dsmlToken},
+		opens:   append(slices.Clone(dsmlOpens), dsmlInvoke), call: dsmlInvoke, head: dsmlName, callEnd: dsmlInvokeEnd,
+		listEnds: dsmlCloses,
+		param:    dsmlParam, key: dsmlKey, paramEnd: dsmlParamEnd, value: dsmlValue,
+		writeCall: func(fn string, params []grammar.Expr) grammar.Expr {
+			return grammar.Seq(grammar.Lit(dsmlInvoke+` name="`+fn+"\">\n"), grammar.Seq(params...), grammar.Lit(dsmlInvokeEnd+"\n"))
+		},
+		// A string parameter as text (string="true"), any other as JSON
+		// (string="false").
+		writeParam: func(key string, types []string, value grammar.Expr) grammar.Expr {
+			isString := "false"
+			if slices.Equal(types, []string{"string"}) {
+				isString = dsmlStringTrue
+			}
+			return grammar.Seq(grammar.Lit(dsmlParam+` name="`+key+`" string="`+isString+`">`), value, grammar.Lit(dsmlParamEnd+"\n"))
+		},
+		writeList: [2]string{dsmlOpen(block) + "\n", dsmlClose(block)},
+		stop:      dsmlParamEnd,
+	}
 }
 
-// dsmlBlocks are the blocks' opening and closing tags, of both names.
+// dsmlOpens and dsmlCloses are the blocks' opening and closing tags, of
+// both names.
 var dsmlOpens, dsmlCloses = []string{dsmlOpen(dsmlBlockV32), dsmlOpen(dsmlBlockV4)}, []string{dsmlClose(dsmlBlockV32), dsmlClose(dsmlBlockV4)}
 
 func dsmlOpen(block string) string  { return "<" + dsmlToken + block + ">" }
 func dsmlClose(block string) string { return "</" + dsmlToken + block + ">" }
 
-// Name is the format's name.
-func (f *dsmlFormat) Name() string { return f.name }
-
-// Markers are the DSML token and the tags the format writes.
-func (f *dsmlFormat) Markers() []string {
-	return []string{dsmlOpen(f.block), dsmlClose(f.block), dsmlInvoke, dsmlInvokeEnd, dsmlParam, dsmlParamEnd, dsmlToken}
-}
-
-// Parser returns a parser of either block. Each invoke is a region: the
-// first opens at the block's tag, the next ones at their own tag, and
-// the last one takes the block's closing tag.
-func (f *dsmlFormat) Parser(tools []wire.Tool, max int) Parser {
-	return newMarkupParser(&dsmlScanner{types: paramTypes(tools)}, append(slices.Clone(dsmlOpens), dsmlInvoke), max)
-}
-
-type dsmlScanner struct {
-	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
-}
-
-func (x *dsmlScanner) scan(marker, s string, end, cut bool) callScan {
-	var r callScan
-	i := 0
-	if marker != dsmlInvoke {
-		var st int
-		if i, st = firstCall(s, dsmlInvoke); st != readDone {
-			r.bad = st == readBad
-			return r
-		}
-	}
-	attrs, i, ok := dsmlAttrs(s, i)
+// dsmlName reads the function's name from an invoke's attributes at
+// s[i:].
+func dsmlName(s string, i int, _ bool) (name string, _ map[string]string, next, state int) {
+	attrs, next, ok := dsmlAttrs(s, i)
 	switch {
-	case !ok || (i >= 0 && !validHead(attrs["name"])):
-		r.bad = true
-		return r
-	case i < 0:
-		return r // the tag is still arriving
+	case !ok || (next >= 0 && !validHead(attrs["name"])):
+		return "", nil, 0, readBad
+	case next < 0:
+		return "", nil, 0, readMore // the tag is still arriving
 	}
-	name := attrs["name"]
-	r.name = name
-	var args argsObject
-	r.args = args.text()
-	for {
-		i = skipSpace(s, i)
-		rest := s[i:]
-		switch {
-		case strings.HasPrefix(rest, dsmlInvokeEnd):
-			r.args, r.complete = args.whole(), true
-			return closeList(s, i+len(dsmlInvokeEnd), end, r, dsmlCloses...)
-		case strings.HasPrefix(dsmlInvokeEnd, rest) && !end:
-			return r
-		case !strings.HasPrefix(rest, dsmlParam):
-			r.bad = !strings.HasPrefix(dsmlParam, rest)
-			return r
-		}
-		attrs, j, ok := dsmlAttrs(s, i+len(dsmlParam))
-		switch {
-		case !ok || (j >= 0 && attrs["name"] == ""):
-			r.bad = true
-			return r
-		case j < 0:
-			return r
-		}
-		k := strings.Index(s[j:], dsmlParamEnd)
-		if k < 0 {
-			return r // the value is still arriving
-		}
-		r.args = args.add(attrs["name"], dsmlValue(s[j:j+k], attrs["string"], x.types[name][attrs["name"]]))
-		i = j + k + len(dsmlParamEnd)
+	return attrs["name"], nil, next, readDone
+}
+
+// dsmlKey reads a parameter's name and attributes at s[i:].
+func dsmlKey(s string, i int, _ bool) (key string, attrs map[string]string, next, state int) {
+	attrs, next, ok := dsmlAttrs(s, i)
+	switch {
+	case !ok || (next >= 0 && attrs["name"] == ""):
+		return "", nil, 0, readBad
+	case next < 0:
+		return "", nil, 0, readMore
 	}
+	return attrs["name"], attrs, next, readDone
 }
 
 // dsmlValue is the JSON text of a parameter's value: its text as a
 // string when the model said string="true", the JSON it wrote when it
 // said "false"; typed by the schema (see typedValue) when that is not
 // JSON or the model said neither.
-func dsmlValue(text, isString string, types []string) string {
-	switch isString {
+func dsmlValue(text string, attrs map[string]string, types []string) string {
+	switch attrs["string"] {
 	case dsmlStringTrue:
 		return quote(text)
 	case "false":
@@ -200,43 +175,4 @@ func dsmlAttrs(s string, i int) (attrs map[string]string, next int, ok bool) {
 		attrs[key] = value
 		i += q + 2
 	}
-}
-
-// Grammar forces calls in the format's block: each tool's required
-// parameters in the order of its schema, then its optional ones, each
-// optional; a string parameter as text (string="true"), any other as the
-// JSON its schema describes (string="false").
-func (f *dsmlFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
-	if len(tools) == 0 {
-		return "", fmt.Errorf("tool-call grammar: no tools")
-	}
-	b := grammar.NewBuilder(lim)
-	types := paramTypes(tools)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		name := t.Function.Name
-		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
-			pt := types[name][p.name]
-			value, err := textOrJSON(b, params, p, pt, dsmlParamEnd)
-			if err != nil {
-				return grammar.Expr{}, err
-			}
-			isString := "false"
-			if slices.Equal(pt, []string{"string"}) {
-				isString = dsmlStringTrue
-			}
-			return grammar.Seq(grammar.Lit(dsmlParam+` name="`+p.name+`" string="`+isString+`">`), value, grammar.Lit(dsmlParamEnd+"\n")), nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
-		}
-		call := append([]grammar.Expr{grammar.Lit(dsmlInvoke + ` name="` + name + "\">\n")}, parts...)
-		calls[i] = grammar.Seq(append(call, grammar.Lit(dsmlInvokeEnd+"\n"))...)
-	}
-	call := b.Rule("call", grammar.Alt(calls...))
-	list := call
-	if parallel {
-		list = grammar.Repeat(call, 1, -1)
-	}
-	return b.Grammar(grammar.Seq(grammar.Lit(dsmlOpen(f.block)+"\n"), list, grammar.Lit(dsmlClose(f.block))))
 }

@@ -306,11 +306,7 @@ func (gemma4Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 		args := commaList(b, elems, func(k int) bool { return required[props[k].name] })
 		calls[i] = grammar.Seq(grammar.Lit(gemmaOpen+gemmaCall+name+"{"), args, grammar.Lit("}"+gemmaClose))
 	}
-	call := b.Rule("call", grammar.Alt(calls...))
-	if parallel {
-		return b.Grammar(grammar.Repeat(call, 1, -1))
-	}
-	return b.Grammar(call)
+	return callList(b, calls, parallel, "", "")
 }
 
 // gemmaBareKey matches the keys Gemma writes without quotes.

@@ -1,12 +1,9 @@
 package toolcall
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/wire"
 )
 
 // GLM is the format of GLM 4.5 and later: each call in <tool_call> tags,
@@ -24,7 +21,23 @@ import (
 // (<tool_call>get_time<arg_key>...); Poolside's Laguna writes it too. A
 // value is typed by its parameter's schema, as Qwen3Coder's are: a string
 // stays the text, anything else is read as JSON.
-var GLM Format = glmFormat{}
+var GLM Format = &xmlCall{
+	name:    "glm",
+	markers: []string{glmOpen, glmClose, glmKey, glmKeyEnd, glmValue, glmValueEnd},
+	opens:   []string{glmOpen}, head: glmName, callEnd: glmClose,
+	param: glmKey, key: glmKeyName, valueTag: glmValue, paramEnd: glmValueEnd,
+	endTagCut: true, endOptional: true,
+	// The line breaks between the tags are optional, as GLM 4.6 writes
+	// them and 4.7 does not.
+	writeCall: func(name string, params []grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(glmOpen+name), glmBreak(), grammar.Seq(params...), grammar.Lit(glmClose))
+	},
+	writeParam: func(key string, _ []string, value grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(glmKey+key+glmKeyEnd), glmBreak(), grammar.Lit(glmValue), value, grammar.Lit(glmValueEnd), glmBreak())
+	},
+	sep:  glmBreak,
+	stop: glmValueEnd,
+}
 
 // isGLM reports a template that writes <arg_key> inside <tool_call>.
 func isGLM(src string) bool {
@@ -39,131 +52,45 @@ const (
 	glmKeyEnd   = "</arg_key>"
 	glmValue    = "<arg_value>"
 	glmValueEnd = "</arg_value>"
-	glmMaxName  = 256 // a longer name or key is not markup
 )
 
-type glmFormat struct{}
-
-// Name is the format's name.
-func (glmFormat) Name() string { return "glm" }
-
-// Markers are GLM's tags, special tokens of its vocabulary.
-func (glmFormat) Markers() []string {
-	return []string{glmOpen, glmClose, glmKey, glmKeyEnd, glmValue, glmValueEnd}
-}
-
-// Parser returns a parser that types values by the tools' schemas.
-func (glmFormat) Parser(tools []wire.Tool, max int) Parser {
-	return newMarkupParser(&glmScanner{types: paramTypes(tools)}, []string{glmOpen}, max)
-}
-
-// glmScanner reads a region after <tool_call>.
-type glmScanner struct {
-	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
-}
-
-func (g *glmScanner) scan(_, s string, end, cut bool) callScan {
-	var r callScan
-	i := skipSpace(s, 0)
+// glmName reads the function's name at s[i:], up to the line break or
+// the tag after it; a call without arguments whose closing tag a stop
+// string took ends with it at the answer's end.
+func glmName(s string, i int, ended bool) (name string, _ map[string]string, next, state int) {
 	e := strings.IndexAny(s[i:], "<\n")
 	if e < 0 {
-		switch {
-		case len(s)-i > glmMaxName:
-			r.bad = true
-		case end && !cut && validName(strings.TrimSpace(s[i:]), glmMaxName):
-			// A call without arguments whose closing tag a stop took.
-			r.name, r.args, r.complete = strings.TrimSpace(s[i:]), "{}", true
+		switch name := strings.TrimSpace(s[i:]); {
+		case len(s)-i > maxNameLen:
+			return "", nil, 0, readBad
+		case ended && validName(name, maxNameLen):
+			return name, nil, len(s), readDone
 		}
-		return r
+		return "", nil, 0, readMore
 	}
-	name := strings.TrimSpace(s[i : i+e])
-	if !validName(name, glmMaxName) {
-		r.bad = true
-		return r
+	name = strings.TrimSpace(s[i : i+e])
+	if !validName(name, maxNameLen) {
+		return "", nil, 0, readBad
 	}
-	r.name = name
-	var args argsObject
-	r.args = args.text()
-	i += e
-	for {
-		i = skipSpace(s, i)
-		rest := s[i:]
-		switch {
-		case strings.HasPrefix(rest, glmClose):
-			r.args, r.complete = args.whole(), true
-			r.closed, r.end = true, i+len(glmClose)
-			return r
-		case rest == "":
-			if end && !cut {
-				// The closing tag was taken by a stop string.
-				r.args, r.complete = args.whole(), true
-			}
-			return r
-		case strings.HasPrefix(glmClose, rest) || strings.HasPrefix(glmKey, rest):
-			return r // a tag is arriving, or broke off
-		case !strings.HasPrefix(rest, glmKey):
-			r.bad = true
-			return r
-		}
-		i += len(glmKey)
-		k := strings.Index(s[i:], glmKeyEnd)
-		if k < 0 {
-			r.bad = len(s)-i > glmMaxName
-			return r
-		}
-		key := strings.TrimSpace(s[i : i+k])
-		if key == "" || len(key) > glmMaxName || strings.ContainsAny(key, "<>") {
-			r.bad = true
-			return r
-		}
-		i = skipSpace(s, i+k+len(glmKeyEnd))
-		rest = s[i:]
-		switch {
-		case strings.HasPrefix(glmValue, rest):
-			return r
-		case !strings.HasPrefix(rest, glmValue):
-			r.bad = true
-			return r
-		}
-		i += len(glmValue)
-		v := strings.Index(s[i:], glmValueEnd)
-		if v < 0 {
-			return r // the value is still arriving
-		}
-		r.args = args.add(key, typedValue(s[i:i+v], g.types[name][key]))
-		i += v + len(glmValueEnd)
-	}
+	return name, nil, i + e, readDone
 }
 
-// Grammar forces calls in GLM's markup, each tool's required parameters
-// in the order of its schema, then its optional ones. The line breaks
-// between the tags are optional, as GLM 4.6 writes them and 4.7 does not.
-func (glmFormat) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
-	if len(tools) == 0 {
-		return "", fmt.Errorf("tool-call grammar: no tools")
-	}
-	b := grammar.NewBuilder(lim)
-	types := paramTypes(tools)
-	nl := grammar.Opt(grammar.Lit("\n"))
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		name := t.Function.Name
-		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
-			value, err := textOrJSON(b, params, p, types[name][p.name], glmValueEnd)
-			if err != nil {
-				return grammar.Expr{}, err
-			}
-			return grammar.Seq(grammar.Lit(glmKey+p.name+glmKeyEnd), nl, grammar.Lit(glmValue), value, grammar.Lit(glmValueEnd), nl), nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
+// glmKeyName reads an argument's key at s[i:], after <arg_key>, and its
+// closing tag.
+func glmKeyName(s string, i int, _ bool) (key string, _ map[string]string, next, state int) {
+	k := strings.Index(s[i:], glmKeyEnd)
+	if k < 0 {
+		if len(s)-i > maxNameLen {
+			return "", nil, 0, readBad
 		}
-		call := append([]grammar.Expr{grammar.Lit(glmOpen + name), nl}, parts...)
-		calls[i] = grammar.Seq(append(call, grammar.Lit(glmClose))...)
+		return "", nil, 0, readMore
 	}
-	call := b.Rule("call", grammar.Alt(calls...))
-	if parallel {
-		return b.Grammar(grammar.Seq(call, grammar.Repeat(grammar.Seq(nl, call), 0, -1)))
+	key = strings.TrimSpace(s[i : i+k])
+	if key == "" || len(key) > maxNameLen || strings.ContainsAny(key, "<>") {
+		return "", nil, 0, readBad
 	}
-	return b.Grammar(call)
+	return key, nil, i + k + len(glmKeyEnd), readDone
 }
+
+// glmBreak is a line break the grammar makes optional.
+func glmBreak() grammar.Expr { return grammar.Opt(grammar.Lit("\n")) }

@@ -1,7 +1,6 @@
 package toolcall
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -118,11 +117,7 @@ func (kimiK2Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 	if err != nil {
 		return "", err
 	}
-	call := b.Rule("call", grammar.Alt(calls...))
-	if parallel {
-		call = grammar.Repeat(call, 1, -1)
-	}
-	return b.Grammar(grammar.Seq(grammar.Lit(k2Section), call, grammar.Lit(k2SectionEnd)))
+	return callList(b, calls, parallel, k2Section, k2SectionEnd)
 }
 
 // KimiK3 is Kimi K3's format, in its tagged markup (each tag
@@ -138,7 +133,21 @@ func (kimiK2Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.Schema
 // reasoning format of Kimi K3 (package reasoning) takes the think and
 // response elements around the answer apart and passes the tools element
 // on as content.
-var KimiK3 Format = kimiK3Format{}
+var KimiK3 Format = &xmlCall{
+	name:    "kimi-k3",
+	markers: []string{k3Open, k3Close, k3Sep},
+	opens:   []string{k3Tools, k3Call}, call: k3Call, head: k3Head, callEnd: k3CallEnd,
+	listEnds: []string{k3ToolsEnd}, listEndWhole: true,
+	param: k3Arg, key: k3Key, paramEnd: k3ArgEnd, value: k3Value,
+	whole: k3JSON, wholeArgs: k3WholeArgs,
+	endTagCut: true,
+	writeCall: func(name string, params []grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(k3Call+`tool="`+k3Escape(name)+`" index="`), digits(), grammar.Lit(`"`+k3Sep), grammar.Seq(params...), grammar.Lit(k3CallEnd))
+	},
+	writeParam: k3Param,
+	writeList:  [2]string{k3Tools, k3ToolsEnd},
+	stop:       k3ArgEnd,
+}
 
 // isKimiK3 reports a template that writes Kimi K3's tags and call
 // elements.
@@ -162,117 +171,67 @@ const (
 	k3MaxHeader = 1024 // a tag longer than this is not markup
 )
 
-type kimiK3Format struct{}
-
-// Name is the format's name.
-func (kimiK3Format) Name() string { return "kimi-k3" }
-
-// Markers are the format's special tokens.
-func (kimiK3Format) Markers() []string { return []string{k3Open, k3Close, k3Sep} }
-
-// Parser returns a parser that types values by their type attributes, or
-// by the tools' schemas where they have none.
-func (kimiK3Format) Parser(tools []wire.Tool, max int) Parser {
-	return newMarkupParser(&kimiK3Scanner{types: paramTypes(tools)}, []string{k3Tools, k3Call}, max)
-}
-
-type kimiK3Scanner struct {
-	types map[string]map[string][]string // tool → parameter → JSON types its schema allows
-}
-
-func (k *kimiK3Scanner) scan(marker, s string, end, cut bool) callScan {
-	var r callScan
-	i := 0
-	if marker == k3Tools {
-		var st int
-		if i, st = firstCall(s, k3Call); st != readDone {
-			r.bad = st == readBad
-			return r
-		}
-	}
-	attrs, i, st := k3Attrs(s, i)
+// k3Head reads a call's attributes at s[i:]: the tool's name.
+func k3Head(s string, i int, _ bool) (name string, _ map[string]string, next, state int) {
+	attrs, next, st := k3Attrs(s, i)
 	if st != readDone {
-		r.bad = st == readBad
-		return r
+		return "", nil, 0, st
 	}
-	name := attrs["tool"]
+	name = attrs["tool"]
 	if !validName(name, k3MaxHeader) {
-		r.bad = true
-		return r
+		return "", nil, 0, readBad
 	}
-	r.name = name
-	var args argsObject
-	whole := "" // the arguments, when they came whole in a json element
-	for n := 0; ; n++ {
-		i = skipSpace(s, i)
-		rest := s[i:]
-		switch {
-		case strings.HasPrefix(rest, k3CallEnd):
-			r.args, r.complete = args.whole(), true
-			if whole != "" {
-				r.args = whole
-			}
-			return closeWith(s, i+len(k3CallEnd), k3ToolsEnd, end, r)
-		case strings.HasPrefix(k3CallEnd, rest) || strings.HasPrefix(k3Arg, rest) || strings.HasPrefix(k3JSON, rest):
-			return r // a tag is arriving, or broke off
-		case strings.HasPrefix(rest, k3JSON) && n == 0:
-			// The arguments whole, as JSON: streamed as written.
-			_, j, st := k3Attrs(s, i+len(k3JSON))
-			if st != readDone {
-				r.bad = st == readBad
-				return r
-			}
-			j = skipSpace(s, j)
-			if j == len(s) {
-				return r
-			}
-			if s[j] != '{' {
-				r.bad = true
-				return r
-			}
-			e, complete := valueEnd(s, j)
-			r.args = s[j:e]
-			if !complete {
-				return r
-			}
-			e = skipSpace(s, e)
-			switch rest := s[e:]; {
-			case strings.HasPrefix(rest, k3JSONEnd):
-				i, whole = e+len(k3JSONEnd), r.args
-				continue
-			case strings.HasPrefix(k3JSONEnd, rest):
-				return r
-			}
-			r.bad = true
-			return r
-		case !strings.HasPrefix(rest, k3Arg) || whole != "":
-			r.bad = true
-			return r
-		}
-		if n == 0 {
-			r.args = args.text()
-		}
-		attrs, j, st := k3Attrs(s, i+len(k3Arg))
-		if st != readDone {
-			r.bad = st == readBad
-			return r
-		}
-		key := attrs["key"]
-		if key == "" {
-			r.bad = true
-			return r
-		}
-		v := strings.Index(s[j:], k3ArgEnd)
-		if v < 0 {
-			return r // the value is still arriving
-		}
-		types := k.types[name][key]
-		if t, ok := attrs["type"]; ok {
-			types = []string{t}
-		}
-		r.args = args.add(key, typedValue(s[j:j+v], types))
-		i = j + v + len(k3ArgEnd)
+	return name, nil, next, readDone
+}
+
+// k3Key reads an argument's attributes at s[i:]: its key, and its type.
+func k3Key(s string, i int, _ bool) (key string, attrs map[string]string, next, state int) {
+	attrs, next, st := k3Attrs(s, i)
+	if st != readDone {
+		return "", nil, 0, st
 	}
+	if attrs["key"] == "" {
+		return "", nil, 0, readBad
+	}
+	return attrs["key"], attrs, next, readDone
+}
+
+// k3Value is the JSON text of an argument's value, typed by its type
+// attribute, or by its parameter's schema where it has none.
+func k3Value(text string, attrs map[string]string, types []string) string {
+	if t, ok := attrs["type"]; ok {
+		types = []string{t}
+	}
+	return typedValue(text, types)
+}
+
+// k3WholeArgs reads a json element at s[i:], after its tag's name: the
+// arguments whole, as far as they arrived.
+func k3WholeArgs(s string, i int) (args string, next, state int) {
+	_, j, st := k3Attrs(s, i)
+	if st != readDone {
+		return "", 0, st
+	}
+	j = skipSpace(s, j)
+	switch {
+	case j == len(s):
+		return "", 0, readMore
+	case s[j] != '{':
+		return "", 0, readBad
+	}
+	e, complete := valueEnd(s, j)
+	args = s[j:e]
+	if !complete {
+		return args, 0, readMore
+	}
+	e = skipSpace(s, e)
+	switch rest := s[e:]; {
+	case strings.HasPrefix(rest, k3JSONEnd):
+		return args, e + len(k3JSONEnd), readDone
+	case strings.HasPrefix(k3JSONEnd, rest):
+		return args, 0, readMore
+	}
+	return args, 0, readBad
 }
 
 // k3Attrs reads a tag's attributes (name="value" pairs, &amp; and &quot;
@@ -313,52 +272,24 @@ func k3Escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", `"`, "&quot;").Replace(s)
 }
 
-// Grammar forces calls in Kimi K3's markup, in one tools element: each
-// tool's required parameters in the order of its schema, then its
-// optional ones, each typed: a string parameter's value is its text,
-// any other's the JSON its schema describes, with its JSON type.
-func (kimiK3Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
-	if len(tools) == 0 {
-		return "", fmt.Errorf("tool-call grammar: no tools")
+// k3Param is the grammar of an argument's element: a string's value is
+// its text, any other's the JSON its schema describes, with its JSON type.
+func k3Param(key string, types []string, value grammar.Expr) grammar.Expr {
+	head := k3Arg + `key="` + k3Escape(key) + `" type="`
+	if len(types) == 1 && types[0] == "string" {
+		return grammar.Seq(grammar.Lit(head+`string"`+k3Sep), value, grammar.Lit(k3ArgEnd))
 	}
-	b := grammar.NewBuilder(lim)
-	types := paramTypes(tools)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		name := t.Function.Name
-		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
-			ptypes := types[name][p.name]
-			head := k3Arg + `key="` + k3Escape(p.name) + `" type="`
-			if len(ptypes) == 1 && ptypes[0] == "string" {
-				return grammar.Seq(grammar.Lit(head+`string"`+k3Sep), textValue(b, p, k3ArgEnd), grammar.Lit(k3ArgEnd)), nil
-			}
-			value, err := b.Schema(params, propertyPointer(p.name))
-			if err != nil {
-				return grammar.Expr{}, err
-			}
-			// The type attribute: one of the types the schema allows
-			// but string (any when it does not say); the parser reads
-			// the value as JSON by it.
-			var alts []grammar.Expr
-			for _, ty := range []string{"number", "boolean", "null", "object", "array"} {
-				if len(ptypes) == 0 || slices.Contains(ptypes, ty) || ty == "number" && slices.Contains(ptypes, "integer") {
-					alts = append(alts, grammar.Lit(ty))
-				}
-			}
-			if len(alts) == 0 {
-				alts = []grammar.Expr{grammar.Lit("null")} // a string written as JSON: read as such
-			}
-			return grammar.Seq(grammar.Lit(head), grammar.Alt(alts...), grammar.Lit(`"`+k3Sep), value, grammar.Lit(k3ArgEnd)), nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
+	// The type attribute: one of the types the schema allows but string
+	// (any when it does not say); the parser reads the value as JSON by
+	// it.
+	var alts []grammar.Expr
+	for _, ty := range []string{"number", "boolean", "null", "object", "array"} {
+		if len(types) == 0 || slices.Contains(types, ty) || ty == "number" && slices.Contains(types, "integer") {
+			alts = append(alts, grammar.Lit(ty))
 		}
-		call := append([]grammar.Expr{grammar.Lit(k3Call + `tool="` + k3Escape(name) + `" index="`), digits(), grammar.Lit(`"` + k3Sep)}, parts...)
-		calls[i] = grammar.Seq(append(call, grammar.Lit(k3CallEnd))...)
 	}
-	call := b.Rule("call", grammar.Alt(calls...))
-	if parallel {
-		call = grammar.Repeat(call, 1, -1)
+	if len(alts) == 0 {
+		alts = []grammar.Expr{grammar.Lit("null")} // a string written as JSON: read as such
 	}
-	return b.Grammar(grammar.Seq(grammar.Lit(k3Tools), call, grammar.Lit(k3ToolsEnd)))
+	return grammar.Seq(grammar.Lit(head), grammar.Alt(alts...), grammar.Lit(`"`+k3Sep), value, grammar.Lit(k3ArgEnd))
 }

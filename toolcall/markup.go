@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -349,4 +350,15 @@ func closeWith(s string, i int, marker string, end bool, r callScan) callScan {
 		r.closed, r.end = true, i
 	}
 	return r
+}
+
+// callList returns the grammar of an answer of calls, each one of calls:
+// one call, or one or more when parallel, between the tags open and
+// close of their list ("" where the calls stand alone).
+func callList(b *grammar.Builder, calls []grammar.Expr, parallel bool, open, close string) (string, error) {
+	call := b.Rule("call", grammar.Alt(calls...))
+	if parallel {
+		call = grammar.Repeat(call, 1, -1)
+	}
+	return b.Grammar(grammar.Seq(grammar.Lit(open), call, grammar.Lit(close)))
 }

@@ -2,12 +2,10 @@ package toolcall
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/wire"
 )
 
 // MiniMaxM3 is MiniMax M3's format: XML like MiniMax M2's, each tag
@@ -24,7 +22,22 @@ import (
 // schema says so (or, without a schema, where they are all <item>). An
 // element whose text is JSON of the type its schema wants reads as that
 // JSON, as the grammar writes objects and lists.
-var MiniMaxM3 Format = minimaxM3Format{}
+var MiniMaxM3 Format = &xmlCall{
+	name:    "minimax-m3",
+	markers: []string{mm3NS},
+	opens:   []string{mm3Section, mm3Invoke}, call: mm3Invoke, head: quotedName, callEnd: mm3InvokeEnd,
+	listEnds: []string{mm3SectionEnd}, openList: true,
+	param: mm3NS + "<", nested: mm3Argument,
+	endTagCut: true,
+	writeCall: func(name string, params []grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(mm3Invoke+name+`">`), grammar.Seq(params...), grammar.Lit(mm3InvokeEnd+"\n"))
+	},
+	writeParam: func(key string, _ []string, value grammar.Expr) grammar.Expr {
+		return grammar.Seq(grammar.Lit(mm3NS+"<"+key+">"), value, grammar.Lit(mm3NS+"</"+key+">"))
+	},
+	writeList: [2]string{mm3Section + "\n", mm3SectionEnd},
+	stop:      mm3NS,
+}
 
 // isMiniMaxM3 reports a template that writes MiniMax's namespace token.
 func isMiniMaxM3(src string) bool { return strings.Contains(src, mm3NS) }
@@ -38,23 +51,6 @@ const (
 	mm3InvokeEnd  = mm3NS + "</invoke>"
 	mm3MaxDepth   = 32 // elements nested deeper are not markup
 )
-
-type minimaxM3Format struct{}
-
-// Name is the format's name.
-func (minimaxM3Format) Name() string { return "minimax-m3" }
-
-// Markers are the namespace token, special in MiniMax's vocabulary.
-func (minimaxM3Format) Markers() []string { return []string{mm3NS} }
-
-// Parser returns a parser that types values by the tools' schemas.
-func (minimaxM3Format) Parser(tools []wire.Tool, max int) Parser {
-	sc := &minimaxM3Scanner{schemas: map[string]*xmlSchema{}}
-	for _, t := range tools {
-		sc.schemas[t.Function.Name] = newXMLSchema(parameters(t), 0)
-	}
-	return newMarkupParser(sc, []string{mm3Section, mm3Invoke}, max)
-}
 
 // xmlSchema is what a schema says of the values of nested elements: the
 // JSON types it allows (none: any), and its properties' and items'
@@ -111,56 +107,10 @@ func (x *xmlSchema) typesOf() []string {
 	return x.types
 }
 
-// minimaxM3Scanner reads one <invoke> element, after the block's start
-// tag or after the <invoke> of a block still open.
-type minimaxM3Scanner struct {
-	schemas map[string]*xmlSchema // by tool
-	invokeBlock
-}
-
-func (m *minimaxM3Scanner) scan(marker, s string, end, cut bool) callScan {
-	var r callScan
-	i := 0
-	if marker == mm3Section {
-		var st int
-		if i, st = firstCall(s, mm3Invoke); st != readDone {
-			r.bad = st == readBad
-			return r
-		}
-	} else if !m.open {
-		r.bad = true // an <invoke> outside a block is text
-		return r
-	}
-	name, i, st := quotedName(s, i)
-	if st != readDone {
-		r.bad = st == readBad
-		return r
-	}
-	r.name = name
-	schema := m.schemas[name]
-	var args argsObject
-	r.args = args.text()
-	for {
-		i = skipSpace(s, i)
-		rest := s[i:]
-		switch {
-		case strings.HasPrefix(rest, mm3InvokeEnd):
-			r.args, r.complete = args.whole(), true
-			return m.close(s, i+len(mm3InvokeEnd), mm3SectionEnd, end, r)
-		case strings.HasPrefix(mm3InvokeEnd, rest) || strings.HasPrefix(mm3NS+"<", rest):
-			return r // a tag is arriving, or broke off
-		case !strings.HasPrefix(rest, mm3NS+"<"):
-			r.bad = true
-			return r
-		}
-		key, value, j, st := mm3Element(s, i, schema, 0)
-		if st != readDone {
-			r.bad = st == readBad
-			return r
-		}
-		r.args = args.add(key, value)
-		i = j
-	}
+// mm3Argument reads an argument's element at s[i:], of a call whose
+// parameters have the schema params.
+func mm3Argument(s string, i int, params *xmlSchema) (key, value string, next, state int) {
+	return mm3Element(s, i, params, 0)
 }
 
 // mm3Element reads the element NS<KEY>...NS</KEY> at s[i:], whose parent
@@ -173,13 +123,13 @@ func mm3Element(s string, i int, parent *xmlSchema, depth int) (key, value strin
 	i += len(mm3NS + "<")
 	e := strings.IndexByte(s[i:], '>')
 	switch {
-	case e < 0 && len(s)-i > mmMaxName:
+	case e < 0 && len(s)-i > maxNameLen:
 		return "", "", 0, readBad
 	case e < 0:
 		return "", "", 0, readMore
 	}
 	key = s[i : i+e]
-	if !validName(key, mmMaxName) || key[0] == '/' {
+	if !validName(key, maxNameLen) || key[0] == '/' {
 		return "", "", 0, readBad
 	}
 	schema := parent.child(key)
@@ -261,37 +211,4 @@ func mm3Compound(schema *xmlSchema, names, values []string) string {
 	}
 	b.WriteByte(close)
 	return b.String()
-}
-
-// Grammar forces calls in MiniMax M3's markup, in one block: each tool's
-// required parameters in the order of its schema, then its optional
-// ones. A string parameter's value is its text; any other's is the JSON
-// its schema describes, which the parser reads too.
-func (minimaxM3Format) Grammar(tools []wire.Tool, parallel bool, lim grammar.SchemaLimits) (string, error) {
-	if len(tools) == 0 {
-		return "", fmt.Errorf("tool-call grammar: no tools")
-	}
-	b := grammar.NewBuilder(lim)
-	types := paramTypes(tools)
-	calls := make([]grammar.Expr, len(tools))
-	for i, t := range tools {
-		name := t.Function.Name
-		parts, err := paramElements(t, func(p property, params json.RawMessage) (grammar.Expr, error) {
-			value, err := textOrJSON(b, params, p, types[name][p.name], mm3NS)
-			if err != nil {
-				return grammar.Expr{}, err
-			}
-			return grammar.Seq(grammar.Lit(mm3NS+"<"+p.name+">"), value, grammar.Lit(mm3NS+"</"+p.name+">")), nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("tool %q: parameters: %w", name, err)
-		}
-		call := append([]grammar.Expr{grammar.Lit(mm3Invoke + name + `">`)}, parts...)
-		calls[i] = grammar.Seq(append(call, grammar.Lit(mm3InvokeEnd+"\n"))...)
-	}
-	call := b.Rule("call", grammar.Alt(calls...))
-	if parallel {
-		call = grammar.Repeat(call, 1, -1)
-	}
-	return b.Grammar(grammar.Seq(grammar.Lit(mm3Section+"\n"), call, grammar.Lit(mm3SectionEnd)))
 }

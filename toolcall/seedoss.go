@@ -12,7 +12,7 @@ import "strings"
 //	<parameter=days>3</parameter>
 //	</function>
 //	</seed:tool_call>
-var SeedOSS Format = &xmlFormat{name: "seed-oss", open: "<seed:tool_call>", close: "</seed:tool_call>"}
+var SeedOSS Format = qwenXML("seed-oss", "<seed:tool_call>", "</seed:tool_call>", false)
 
 // isSeedOSS reports a template that writes <seed:tool_call>.
 func isSeedOSS(src string) bool { return strings.Contains(src, "<seed:tool_call>") }

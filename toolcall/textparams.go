@@ -55,16 +55,6 @@ func paramElements(t wire.Tool, elem func(p property, params json.RawMessage) (g
 	return parts, nil
 }
 
-// textOrJSON is the grammar of a parameter's value that is its text when
-// the schema allows only strings (one of its enum's, when it has one,
-// else any text without stop), and JSON following its schema otherwise.
-func textOrJSON(b *grammar.Builder, params json.RawMessage, p property, types []string, stop string) (grammar.Expr, error) {
-	if !slices.Equal(types, []string{"string"}) {
-		return b.Schema(params, propertyPointer(p.name))
-	}
-	return textValue(b, p, stop), nil
-}
-
 // textValue is the grammar of a string parameter written as text: one of
 // its enum's values (or its const), else any text without stop.
 func textValue(b *grammar.Builder, p property, stop string) grammar.Expr {

@@ -10,9 +10,10 @@
 // the template writes for the calls of earlier turns; Lookup finds one by
 // name (corral serve's --tool-format).
 //
-// Adding a family: a file with a value implementing Format, its entry in
-// families (where Detect tries it, before the formats its template could
-// be mistaken for), and its parser table in the tests.
+// Adding a family: a file with a value implementing Format (an xmlCall
+// table where a call is an element holding one per argument), its entry
+// in families (where Detect tries it, before the formats its template
+// could be mistaken for), and its parser table in the tests.
 package toolcall
 
 import (
