@@ -114,7 +114,7 @@ type ollamaToolCall struct {
 // reasoning budget and the sampling fields of the other endpoints.
 type ollamaOptions struct {
 	NumPredict *int `json:"num_predict"`
-	serving.ReasoningParams
+	openai.ReasoningParams
 	openai.SamplingParams
 }
 

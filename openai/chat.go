@@ -23,7 +23,7 @@ type chatRequest struct {
 	// at each step with it.
 	Logprobs    *bool `json:"logprobs"`
 	TopLogprobs *int  `json:"top_logprobs"`
-	serving.ReasoningParams
+	ReasoningParams
 	oaiParams
 	chatUnsupported
 	// tools are ToolFields read, and vars TemplateArgs, by Check.

@@ -489,18 +489,18 @@ func TestLogprobsFields(t *testing.T) {
 func TestReasoningParams(t *testing.T) {
 	n := func(v int) *int { return &v }
 	for _, tc := range []struct {
-		p     serving.ReasoningParams
+		p     openai.ReasoningParams
 		want  *int
 		param string
 	}{
-		{serving.ReasoningParams{}, nil, ""},
-		{serving.ReasoningParams{ThinkingBudget: n(64)}, n(64), ""},
-		{serving.ReasoningParams{MaxReasoningTokens: n(0)}, n(0), ""},
-		{serving.ReasoningParams{ThinkingBudget: n(-1)}, n(-1), ""},
-		{serving.ReasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(8)}, n(8), ""},
-		{serving.ReasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(9)}, nil, "max_reasoning_tokens"},
-		{serving.ReasoningParams{MaxReasoningTokens: n(-2)}, nil, "max_reasoning_tokens"},
-		{serving.ReasoningParams{ThinkingBudget: n(-5)}, nil, "thinking_budget"},
+		{openai.ReasoningParams{}, nil, ""},
+		{openai.ReasoningParams{ThinkingBudget: n(64)}, n(64), ""},
+		{openai.ReasoningParams{MaxReasoningTokens: n(0)}, n(0), ""},
+		{openai.ReasoningParams{ThinkingBudget: n(-1)}, n(-1), ""},
+		{openai.ReasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(8)}, n(8), ""},
+		{openai.ReasoningParams{ThinkingBudget: n(8), MaxReasoningTokens: n(9)}, nil, "max_reasoning_tokens"},
+		{openai.ReasoningParams{MaxReasoningTokens: n(-2)}, nil, "max_reasoning_tokens"},
+		{openai.ReasoningParams{ThinkingBudget: n(-5)}, nil, "thinking_budget"},
 	} {
 		got, e := tc.p.Budget()
 		switch {
