@@ -101,10 +101,6 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 	g.draft = g.draft[:0] // draft keeps the tokens until the next buildBatch
 	// The cells the sequence holds up to the output at outIdx.
 	base := len(sl.cache) - len(draft)
-	var held []int32 // what the sequence holds, for a memory that may not cut it back
-	if len(draft) > 0 && s.partial {
-		held = slices.Clone(sl.cache)
-	}
 	force := s.forces(sl)
 	for i := 0; ; i++ {
 		idx := sl.outIdx
@@ -123,9 +119,12 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 			s.draftAccepted++
 			continue
 		}
+		// truncate only reslices the cache, so hist keeps its tokens
+		// should the memory go back further than base+i.
+		hist := sl.cache[:base+i]
 		s.truncate(sl, base+i)
 		if more && len(sl.cache) < base+i {
-			s.requeue(sl, held[:base+i])
+			s.requeue(sl, hist)
 			return
 		}
 		switch {
