@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -52,6 +51,8 @@ func errorEnvelope(e *serving.Error) ErrorEnvelope {
 type messagesRequest struct {
 	req *Request
 	err *Error
+	// core is req in the core's words (Check).
+	core serving.Request
 }
 
 // countRequest is the body of POST /v1/messages/count_tokens
@@ -102,7 +103,9 @@ func (body *messagesRequest) Check(lim *serving.Limits) *serving.Error {
 	if n > lim.MaxPromptBytes {
 		return serving.OverLimit("messages", "max-prompt-bytes", lim.MaxPromptBytes, "bytes", "messages: the messages and tools have %d bytes of text", n)
 	}
-	return nil
+	var e *serving.Error
+	body.core, e = coreRequest(r, lim)
+	return e
 }
 
 // Lease names the model the request is for. With one model served, any
@@ -116,35 +119,20 @@ func (body *messagesRequest) Lease() (string, *serving.KeepAlive, bool) {
 // loop, framed by an encoder over Stream (or Whole).
 func serveMessages(x *serving.Exchange, body *messagesRequest) *serving.Error {
 	r := body.req
-	req, c, e := engineRequest(x.Model, r, x.Core.Limits())
-	if e != nil {
-		return e
-	}
-	tools, plan, e := serving.BuildChat(x.Model, &req, c, x.Core.Limits())
+	req, g, e := x.Core.Build(x.Model, &body.core)
 	if e != nil {
 		return e
 	}
 	meta := Meta{ID: NewID(), Model: r.Model, StopSequences: r.StopSequences, OmitThinking: r.OmitThinking}
-	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "messages", CacheSalt: r.CacheSalt}
-	if r.Format != nil {
-		g.GrammarParam = "output_config.format"
-	}
-	if tools.Grammar != "" {
-		// A forced call's grammar comes from the tools; what forces it
-		// is tool_choice.
-		g.GrammarParam, g.UnwritableParam = "tools", "tool_choice"
-	}
+	g.Framing = serving.SSE
 	return x.Core.Generate(x, req, g, newEncoder(meta))
 }
 
 // serveCountTokens renders the prompt a Messages request would have and
 // counts its tokens.
 func serveCountTokens(x *serving.Exchange, body *countRequest) *serving.Error {
-	req, c, e := engineRequest(x.Model, body.req, x.Core.Limits())
+	req, _, e := x.Core.Build(x.Model, &body.core)
 	if e != nil {
-		return e
-	}
-	if _, _, e := serving.BuildChat(x.Model, &req, c, x.Core.Limits()); e != nil {
 		return e
 	}
 	// The prompt as generation tokenizes it; client text that spells the
@@ -158,45 +146,29 @@ func serveCountTokens(x *serving.Exchange, body *countRequest) *serving.Error {
 	return nil
 }
 
-// engineRequest builds the engine request of r for the model m within
-// lim, less what BuildChat completes (prompt, tools, stops of the
-// model), and the chat it completes it from.
-func engineRequest(m *model.Model, r *Request, lim *serving.Limits) (engine.Request, *serving.Chat, *serving.Error) {
-	req := engine.Request{MaxTokens: r.MaxTokens, Stop: append([]string(nil), r.StopSequences...)}
-	sp := serving.Sampling{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK}
-	var e *serving.Error
-	if req.Sampling, e = sp.Engine(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
-		return req, nil, e
+// coreRequest is r in the core's words; output_config.format's schema
+// is made a grammar within lim.
+func coreRequest(r *Request, lim *serving.Limits) (serving.Request, *serving.Error) {
+	c := serving.Request{
+		Messages:        r.Messages,
+		Tools:           serving.Tools{Defined: r.Tools, Choice: r.ToolChoice},
+		Vars:            serving.TemplateVars{Thinking: r.Thinking},
+		ReasoningBudget: r.Budget,
+		Sampling:        serving.Sampling{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK},
+		MaxTokens:       r.MaxTokens,
+		Stop:            r.StopSequences,
+		CacheSalt:       r.CacheSalt,
+		Stream:          r.Stream,
+		Params:          serving.Params{Prompt: "messages", Logprobs: "logprobs"},
 	}
 	if r.Format != nil {
-		if req.Grammar, e = serving.SchemaGrammar(r.Format, "output_config.format", lim); e != nil {
-			return req, nil, e
+		c.Params.Grammar = "output_config.format"
+		var e *serving.Error
+		if c.Grammar, e = serving.SchemaGrammar(r.Format, "output_config.format", lim); e != nil {
+			return c, e
 		}
 	}
-	tools := &serving.Tools{Defined: r.Tools, Choice: r.ToolChoice}
-	c := &serving.Chat{Messages: r.Messages, Tools: tools, Vars: serving.TemplateVars{Kwargs: thinkingKwargs(m, r.Thinking)},
-		Budget: r.Budget, GrammarParam: "output_config.format"}
-	return req, c, nil
-}
-
-// thinkingKwargs are the template variables that turn the model's
-// thinking on or off, as thinking's type asks (nil: the model's default):
-// enable_thinking (Qwen 3 and many others) and thinking (DeepSeek V3.1),
-// whichever the template reads.
-func thinkingKwargs(m *model.Model, on *bool) map[string]any {
-	if on == nil {
-		return nil
-	}
-	kw := map[string]any{}
-	for _, name := range []string{"enable_thinking", "thinking"} {
-		if m.Template().Reads(name) {
-			kw[name] = *on
-		}
-	}
-	if len(kw) == 0 {
-		return nil
-	}
-	return kw
+	return c, nil
 }
 
 // encoder frames the core's answer through a Stream (or Whole): the
@@ -293,8 +265,8 @@ func (e sseEvent) AppendSSE(dst []byte) []byte { return append(dst, e...) }
 
 // Ensure the adapters fit the core.
 var (
-	_ serving.Request     = (*messagesRequest)(nil)
-	_ serving.Request     = (*countRequest)(nil)
+	_ serving.Body        = (*messagesRequest)(nil)
+	_ serving.Body        = (*countRequest)(nil)
 	_ serving.Encoder     = (*encoder)(nil)
 	_ serving.SSEAppender = sseEvent(nil)
 )

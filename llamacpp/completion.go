@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -30,11 +29,17 @@ type llamaRequest struct {
 	NProbs      *int            `json:"n_probs"`
 	CacheSalt   *string         `json:"cache_salt"` // as on /v1/completions
 	openai.SamplingParams
+	// req is the request translated by Check.
+	req serving.Request
 }
 
-// Check refuses nothing before the model: every field is checked
-// against it.
-func (body *llamaRequest) Check(*serving.Limits) *serving.Error { return nil }
+// Check validates the request within lim and translates it, before the
+// model loads.
+func (body *llamaRequest) Check(lim *serving.Limits) *serving.Error {
+	var e *serving.Error
+	body.req, e = body.translate(lim)
+	return e
+}
 
 // Lease names the model and the keep_alive the request asks.
 func (body *llamaRequest) Lease() (string, *serving.KeepAlive, bool) {
@@ -49,36 +54,33 @@ func Completion(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 }
 
 func serveCompletion(x *serving.Exchange, body *llamaRequest) *serving.Error {
-	m := x.Model
-	req, e := newLlamaRequest(m, body, x.Core.Limits())
+	req, g, e := x.Core.Build(x.Model, &body.req)
 	if e != nil {
 		return e
 	}
-	f := &llamaEncoder{model: m.Info().Name, probs: req.Logprobs}
-	g := serving.Generation{Stream: body.Stream, Framing: serving.SSE, PromptParam: "prompt", GrammarParam: "grammar",
-		Priority: body.Priority, CacheSalt: body.CacheSalt}
-	if !serving.IsNull(body.JSONSchema) {
-		g.GrammarParam = "json_schema"
-	}
+	f := &llamaEncoder{model: x.Model.Info().Name, probs: req.Logprobs}
+	g.Framing = serving.SSE
 	return x.Core.Generate(x, req, g, f)
 }
 
-// newLlamaRequest validates a /completion request within lim and builds the
-// engine request.
-func newLlamaRequest(m *model.Model, body *llamaRequest, lim *serving.Limits) (engine.Request, *serving.Error) {
-	req := engine.Request{
-		AddSpecial:    true,
-		ParseSpecial:  true,
+// translate validates a /completion request within lim and translates
+// it.
+func (body *llamaRequest) translate(lim *serving.Limits) (serving.Request, *serving.Error) {
+	r := serving.Request{
 		IgnoreEOS:     body.IgnoreEOS,
 		NoCachePrompt: body.CachePrompt != nil && !*body.CachePrompt,
 		Grammar:       body.Grammar,
+		Priority:      body.Priority,
+		CacheSalt:     body.CacheSalt,
+		Stream:        body.Stream,
+		Params:        serving.Params{Prompt: "prompt", Grammar: "grammar", Logprobs: "n_probs"},
 	}
 	var e *serving.Error
-	if req.Prompt, req.Tokens, e = serving.ParsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
-		return req, e
+	if r.Prompt, e = serving.ParsePrompt(body.Prompt); e != nil {
+		return r, e
 	}
-	if e := lim.CheckPrompt(req.Prompt, "prompt"); e != nil {
-		return req, e
+	if e := lim.CheckPrompt(r.Prompt.Text, "prompt"); e != nil {
+		return r, e
 	}
 	n, param := body.NPredict, "n_predict"
 	if n == nil {
@@ -89,38 +91,36 @@ func newLlamaRequest(m *model.Model, body *llamaRequest, lim *serving.Limits) (e
 		case *n == -1:
 			// unlimited: until the context is full
 		case *n < 1:
-			return req, serving.Invalid(param, "'%s' must be -1 (unlimited) or >= 1, got %d", param, *n)
+			return r, serving.Invalid(param, "'%s' must be -1 (unlimited) or >= 1, got %d", param, *n)
 		default:
-			req.MaxTokens = *n
+			r.MaxTokens = *n
 		}
 	}
 	if p := body.NProbs; p != nil && *p != 0 {
 		if *p < 0 || *p > MaxNProbs {
-			return req, serving.Invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxNProbs, *p)
+			return r, serving.Invalid("n_probs", "'n_probs' must be in [0, %d], got %d", MaxNProbs, *p)
 		}
-		req.Logprobs, req.TopLogprobs = true, *p
-		if e := lim.CheckLogprobs(&req, m.Info().CtxPerRequest, "n_probs"); e != nil {
-			return req, e
-		}
+		r.Logprobs, r.TopLogprobs = true, *p
 	}
 	if body.IDSlot != nil && *body.IDSlot >= 0 {
-		req.PinSlot, req.SlotID = true, *body.IDSlot
+		r.Slot = body.IDSlot
 	}
-	if req.Sampling, e = body.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
-		return req, e
+	if r.Sampling, e = body.Sampling(); e != nil {
+		return r, e
 	}
-	if req.Stop, e = serving.ParseStop(body.Stop); e != nil {
-		return req, e
+	if r.Stop, e = serving.ParseStop(body.Stop); e != nil {
+		return r, e
 	}
 	if !serving.IsNull(body.JSONSchema) {
 		if body.Grammar != "" {
-			return req, serving.Invalid("json_schema", "give either 'grammar' or 'json_schema', not both")
+			return r, serving.Invalid("json_schema", "give either 'grammar' or 'json_schema', not both")
 		}
-		if req.Grammar, e = serving.SchemaGrammar(body.JSONSchema, "json_schema", lim); e != nil {
-			return req, e
+		r.Params.Grammar = "json_schema"
+		if r.Grammar, e = serving.SchemaGrammar(body.JSONSchema, "json_schema", lim); e != nil {
+			return r, e
 		}
 	}
-	return req, nil
+	return r, nil
 }
 
 // llamaEncoder shapes llama-server's /completion objects.

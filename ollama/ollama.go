@@ -42,9 +42,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
-	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
@@ -63,8 +61,10 @@ type ollamaParams struct {
 	// (corral's extension).
 	Priority *int `json:"priority"`
 	// Think (true, false, "low", "medium" or "high") sets the template
-	// variables of thinking models (see thinkKwargs).
+	// variables of thinking models (see thinkVars).
 	Think json.RawMessage `json:"think"`
+	// req is the request translated by Check.
+	req serving.Request
 }
 
 func (p *ollamaParams) stream() bool { return p.Stream == nil || *p.Stream }
@@ -122,7 +122,7 @@ type ollamaOptions struct {
 // loads the model (with keep_alive 0: unloads it) and generates nothing.
 func Generate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *ollamaGenerateRequest) *serving.Error {
-		return serveOllama(x, body, false, "prompt")
+		return serveOllama(x, body, false)
 	})
 }
 
@@ -130,7 +130,7 @@ func Generate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 // (with keep_alive 0: unload it) and generate nothing.
 func Chat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *ollamaChatRequest) *serving.Error {
-		return serveOllama(x, body, true, "messages")
+		return serveOllama(x, body, true)
 	})
 }
 
@@ -139,25 +139,22 @@ type ollamaBody interface {
 	params() *ollamaParams
 	// empty reports a request with nothing to generate (load or unload).
 	empty() bool
-	// request builds the engine request for m within lim, and how its
-	// answer is read.
-	request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error)
 }
 
-// serveOllama answers body, its refusals checked (so that a request
-// turned away whatever the model does not load one, and evict others)
-// and its model leased, unless it has nothing to generate.
-func serveOllama(x *serving.Exchange, body ollamaBody, isChat bool, promptParam string) *serving.Error {
+// serveOllama answers body, its refusals checked and translated (so that
+// a request turned away whatever the model does not load one, and evict
+// others) and its model leased, unless it has nothing to generate.
+func serveOllama(x *serving.Exchange, body ollamaBody, isChat bool) *serving.Error {
 	p := body.params()
 	if body.empty() {
 		return ollamaLoad(x, p, isChat)
 	}
-	req, plan, e := body.request(x.Model, x.Core.Limits())
+	req, g, e := x.Core.Build(x.Model, &p.req)
 	if e != nil {
 		return e
 	}
-	f := &ollamaEncoder{model: ollamaResponseName(p.Model, x.Lease.ID()), chat: isChat, start: x.Start, load: x.LoadTime, now: time.Now, reads: plan.Reads()}
-	g := serving.Generation{Stream: p.stream(), Framing: serving.NDJSON, Plan: plan, PromptParam: promptParam, GrammarParam: "format", Priority: p.Priority}
+	f := &ollamaEncoder{model: ollamaResponseName(p.Model, x.Lease.ID()), chat: isChat, start: x.Start, load: x.LoadTime, now: time.Now, reads: g.Plan.Reads()}
+	g.Framing = serving.NDJSON
 	return x.Core.Generate(x, req, g, f)
 }
 
@@ -213,22 +210,32 @@ func ollamaLoad(x *serving.Exchange, p *ollamaParams, isChat bool) *serving.Erro
 	return nil
 }
 
-// Check refuses what corral does not serve, whatever the model; nothing
-// when there is nothing to generate.
+// Check refuses what corral does not serve, whatever the model, and
+// translates the request; nothing when there is nothing to generate.
 func (body *ollamaGenerateRequest) Check(lim *serving.Limits) *serving.Error {
 	if body.empty() {
 		return nil
 	}
-	return body.check(lim)
+	if e := body.check(lim); e != nil {
+		return e
+	}
+	var e *serving.Error
+	body.req, e = body.translate(lim)
+	return e
 }
 
-// Check refuses what corral does not serve, whatever the model; nothing
-// when there is nothing to generate.
+// Check refuses what corral does not serve, whatever the model, and
+// translates the request; nothing when there is nothing to generate.
 func (body *ollamaChatRequest) Check(lim *serving.Limits) *serving.Error {
 	if body.empty() {
 		return nil
 	}
-	return body.check(lim)
+	if e := body.check(lim); e != nil {
+		return e
+	}
+	var e *serving.Error
+	body.req, e = body.translate(lim)
+	return e
 }
 
 // check refuses what corral does not serve, whatever the model.
@@ -265,36 +272,37 @@ func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 	return nil
 }
 
-// request validates an /api/generate request with a prompt (check
-// passed) and builds the engine request: the prompt as it is when raw,
-// else rendered by the chat template as a user message after the system
-// one.
-func (body *ollamaGenerateRequest) request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error) {
-	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
+// translate validates an /api/generate request with a prompt (check
+// passed) and translates it: the prompt as it is when raw, else a user
+// message after the system one, for the chat template.
+func (body *ollamaGenerateRequest) translate(lim *serving.Limits) (serving.Request, *serving.Error) {
+	r, e := body.ollamaParams.translate(lim, "prompt")
 	if e != nil {
-		return req, model.Plan{}, e
+		return r, e
 	}
 	if body.Raw {
-		req.Prompt = body.Prompt
-	} else {
-		var msgs []chat.Message
-		if body.System != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: jsonString(body.System)})
-		}
-		msgs = append(msgs, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
-		if e := ollamaPrompt(m, &req, msgs, nil, body.Think, lim); e != nil {
-			return req, model.Plan{}, e
-		}
+		r.Prompt, r.ReadPrompt = &serving.Prompt{Text: body.Prompt}, true
+		return r, nil
 	}
-	return req, m.AnswerPlan(&req, nil, false, 0, budget), nil
+	if body.System != "" {
+		r.Messages = append(r.Messages, chat.Message{Role: "system", Content: jsonString(body.System)})
+	}
+	r.Messages = append(r.Messages, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
+	return r, nil
 }
 
-// request validates an /api/chat request with messages (check passed)
-// and builds the engine request.
-func (body *ollamaChatRequest) request(m *model.Model, lim *serving.Limits) (engine.Request, model.Plan, *serving.Error) {
-	msgs := make([]chat.Message, len(body.Messages))
+// translate validates an /api/chat request with messages (check passed)
+// and translates it. Ollama has no tool_choice: the model sees the tools
+// and its calls are read when the request has tools.
+func (body *ollamaChatRequest) translate(lim *serving.Limits) (serving.Request, *serving.Error) {
+	r, e := body.ollamaParams.translate(lim, "messages")
+	if e != nil {
+		return r, e
+	}
+	r.Tools.Defined = body.Tools
+	r.Messages = make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
-		msgs[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
+		r.Messages[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
 			ReasoningContent: om.Thinking}
 		for _, tc := range om.ToolCalls {
 			var call wire.ToolCall
@@ -303,74 +311,54 @@ func (body *ollamaChatRequest) request(m *model.Model, lim *serving.Limits) (eng
 			if !serving.IsNull(tc.Function.Arguments) {
 				call.Function.Arguments = string(tc.Function.Arguments)
 			}
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
+			r.Messages[i].ToolCalls = append(r.Messages[i].ToolCalls, call)
 		}
 	}
-	req, budget, e := ollamaRequest(m, &body.ollamaParams, lim)
-	if e != nil {
-		return req, model.Plan{}, e
-	}
-	if e := ollamaPrompt(m, &req, msgs, body.Tools, body.Think, lim); e != nil {
-		return req, model.Plan{}, e
-	}
-	// The calls are read when the request has tools (Ollama has no
-	// tool_choice).
-	return req, m.AnswerPlan(&req, body.Tools, len(body.Tools) > 0, 0, budget), nil
+	return r, nil
 }
 
-// ollamaPrompt renders msgs with the chat template into req, the
-// clients' text marked plain and the template's stop strings added; think
-// is the request's "think".
-func ollamaPrompt(m *model.Model, req *engine.Request, msgs []chat.Message, tools []wire.Tool, think json.RawMessage, lim *serving.Limits) *serving.Error {
-	kw, e := thinkKwargs(m, think)
-	if e != nil {
-		return e
-	}
-	if req.Prompt, e = serving.Render(m, msgs, chat.Options{AddGenerationPrompt: true, Tools: tools, Kwargs: kw}, lim); e != nil {
-		return e
-	}
-	req.Plain = serving.ClientSpans(req.Prompt, msgs)
-	req.Stop = append(req.Stop, m.Stops()...)
-	return nil
-}
-
-// ollamaRequest validates the options and format of p within lim and
-// builds the engine request, less its prompt; budget is the options'
-// reasoning budget (nil: none asked).
-func ollamaRequest(m *model.Model, p *ollamaParams, lim *serving.Limits) (req engine.Request, budget *int, e *serving.Error) {
-	req = engine.Request{AddSpecial: true, ParseSpecial: true}
+// translate validates the options, format and think of p within lim
+// and translates them, less the prompt or messages; promptParam names
+// the request's prompt field.
+func (p *ollamaParams) translate(lim *serving.Limits, promptParam string) (serving.Request, *serving.Error) {
+	r := serving.Request{Priority: p.Priority, Stream: p.stream(),
+		Params: serving.Params{Prompt: promptParam, Grammar: "format", Logprobs: "logprobs"}}
 	var o ollamaOptions
 	if !serving.IsNull(p.Options) {
 		if b := bytes.TrimSpace(p.Options); b[0] != '{' {
-			return req, nil, serving.Invalid("options", "'options' must be an object")
+			return r, serving.Invalid("options", "'options' must be an object")
 		}
 		if e := serving.DecodeJSON(p.Options, &o); e != nil {
 			e.Message = "options: " + e.Message
-			return req, nil, e
+			return r, e
 		}
 	}
 	if o.NumPredict != nil {
 		switch n := *o.NumPredict; {
 		case n > 0:
-			req.MaxTokens = n
+			r.MaxTokens = n
 		case n < -2:
-			return req, nil, serving.Invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
+			return r, serving.Invalid("num_predict", "'num_predict' must be -1 or -2 (until the context is full) or >= 1, got %d", n)
 		}
 	}
-	req.IgnoreEOS = o.IgnoreEOS
-	if req.Sampling, e = o.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
-		return req, nil, e
+	r.IgnoreEOS = o.IgnoreEOS
+	var e *serving.Error
+	if r.Sampling, e = o.Sampling(); e != nil {
+		return r, e
 	}
-	if req.Stop, e = serving.ParseStop(o.Stop); e != nil {
-		return req, nil, e
+	if r.Stop, e = serving.ParseStop(o.Stop); e != nil {
+		return r, e
 	}
-	if req.Grammar, e = formatGrammar(p.Format, lim); e != nil {
-		return req, nil, e
+	if r.Grammar, e = formatGrammar(p.Format, lim); e != nil {
+		return r, e
 	}
-	if budget, e = o.ReasoningParams.Budget(); e != nil {
-		return req, nil, e
+	if r.ReasoningBudget, e = o.ReasoningParams.Budget(); e != nil {
+		return r, e
 	}
-	return req, budget, nil
+	if r.Vars, e = thinkVars(p.Think); e != nil {
+		return r, e
+	}
+	return r, nil
 }
 
 // formatGrammar returns the grammar that enforces Ollama's "format":
@@ -402,31 +390,22 @@ func jsonString(s string) json.RawMessage {
 	return b
 }
 
-// thinkKwargs are the template variables of an Ollama request: the
-// model's, and "think" (true, false, "low", "medium" or "high") as the
-// variables the template reads: enable_thinking (Qwen 3 and many
-// others) and thinking (DeepSeek V3.1) get whether to think,
-// reasoning_effort (gpt-oss) the level.
-func thinkKwargs(m *model.Model, think json.RawMessage) (map[string]any, *serving.Error) {
-	kw := m.Kwargs()
+// thinkVars are the template variables "think" (true, false, "low",
+// "medium" or "high") sets: whether to think, on where a level is given,
+// and the level as reasoning_effort (see serving.TemplateKwargs).
+func thinkVars(think json.RawMessage) (serving.TemplateVars, *serving.Error) {
+	var v serving.TemplateVars
 	if serving.IsNull(think) {
-		return kw, nil
+		return v, nil
 	}
 	var on bool
-	var level string
 	if json.Unmarshal(think, &on) != nil {
+		var level string
 		if json.Unmarshal(think, &level) != nil || !slices.Contains([]string{"low", "medium", "high"}, level) {
-			return nil, serving.Invalid("think", "'think' must be true, false, \"low\", \"medium\" or \"high\"")
+			return v, serving.Invalid("think", "'think' must be true, false, \"low\", \"medium\" or \"high\"")
 		}
-		on = true
+		on, v.ReasoningEffort = true, level
 	}
-	for _, name := range []string{"enable_thinking", "thinking"} {
-		if m.Template().Reads(name) {
-			kw[name] = on
-		}
-	}
-	if level != "" && m.Template().Reads("reasoning_effort") {
-		kw["reasoning_effort"] = level
-	}
-	return kw, nil
+	v.Thinking = &on
+	return v, nil
 }

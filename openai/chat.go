@@ -26,36 +26,55 @@ type chatRequest struct {
 	ReasoningParams
 	oaiParams
 	chatUnsupported
-	// tools are ToolFields read, and vars TemplateArgs, by Check.
-	tools serving.Tools
-	vars  serving.TemplateVars
-}
-
-// chatPlan is what a chat request asks of its answer: its tools, and how
-// the answer is read.
-type chatPlan struct {
-	serving.ToolPlan
-	answer model.Plan
+	// req is the request translated by Check.
+	req serving.Request
 }
 
 // Check refuses what no model serves and what is over lim, before the
-// model loads.
+// model loads, and translates the request.
 func (body *chatRequest) Check(lim *serving.Limits) *serving.Error {
-	if e := body.chatUnsupported.check(); e != nil {
-		return e
-	}
 	var e *serving.Error
-	if e = lim.CheckMessages(body.Messages); e != nil {
-		return e
-	}
-	if body.tools, e = body.ToolFields.Parse(lim); e != nil {
-		return e
-	}
-	if body.vars, e = body.TemplateArgs.Parse(); e != nil {
-		return e
-	}
-	_, _, e = chatLogprobs(body.Logprobs, body.TopLogprobs)
+	body.req, e = body.translate(lim)
 	return e
+}
+
+// translate validates a chat completion request within lim and
+// translates it.
+func (body *chatRequest) translate(lim *serving.Limits) (serving.Request, *serving.Error) {
+	if e := body.chatUnsupported.check(); e != nil {
+		return serving.Request{}, e
+	}
+	if e := lim.CheckMessages(body.Messages); e != nil {
+		return serving.Request{}, e
+	}
+	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
+	if maxTokens == nil {
+		maxTokens, maxParam = body.MaxTokens, "max_tokens"
+	}
+	r, e := body.oaiParams.request(maxTokens, maxParam, lim)
+	if e != nil {
+		return r, e
+	}
+	r.Messages, r.Params.Prompt, r.Params.Logprobs = body.Messages, "messages", "logprobs"
+	if r.Tools, e = body.ToolFields.Parse(lim); e != nil {
+		return r, e
+	}
+	if r.Vars, e = body.TemplateArgs.Parse(); e != nil {
+		return r, e
+	}
+	if r.ReasoningBudget, e = body.ReasoningParams.Budget(); e != nil {
+		return r, e
+	}
+	if r.Logprobs, r.TopLogprobs, e = chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
+		return r, e
+	}
+	if r.TopLogprobs > 0 {
+		r.Params.Logprobs = "top_logprobs"
+	}
+	if r.Chunking, r.PauseTimeout, e = body.Chunking.Engine(); e != nil {
+		return r, e
+	}
+	return r, nil
 }
 
 // ChatCompletions serves POST /v1/chat/completions. With "chunking" and
@@ -66,67 +85,20 @@ func ChatCompletions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 }
 
 func serveChat(x *serving.Exchange, body *chatRequest) *serving.Error {
+	if body.req.Chunking != nil && !body.Stream {
+		return serving.Invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true")
+	}
 	m := x.Model
-	req, plan, e := newChatRequest(m, body, x.Core.Limits())
+	req, g, e := x.Core.Build(m, &body.req)
 	if e != nil {
 		return e
 	}
-	if req.Chunking != nil && !body.Stream {
-		return serving.Invalid("chunking", "'chunking' paces a stream: it needs \"stream\": true")
-	}
-	f := &chatEncoder{h: header(m, "chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, reads: plan.answer.Reads(), logprobs: req.Logprobs}
-	g := serving.Generation{Stream: body.Stream, Framing: serving.SSEDone, Plan: plan.answer, PromptParam: "messages", GrammarParam: "response_format",
-		Priority: body.Priority, CacheSalt: body.CacheSalt}
-	if plan.Grammar != "" {
-		// A forced call's grammar comes from the tools; what forces it
-		// is tool_choice.
-		g.GrammarParam, g.UnwritableParam = "tools", "tool_choice"
-	}
+	f := &chatEncoder{h: header(m, "chatcmpl-"), includeUsage: body.includeUsage(), paced: req.Chunking != nil, reads: g.Plan.Reads(), logprobs: req.Logprobs}
+	g.Framing = serving.SSEDone
 	if f.paced {
 		g.PacedID = f.h.ID
 	}
 	return x.Core.Generate(x, req, g, f)
-}
-
-// newChatRequest validates a chat completion request within lim (its
-// counts checked and its tools read already: Check) and builds the engine request, its
-// prompt rendered by the chat template, and what the request's tools ask
-// of the answer and how it is read.
-func newChatRequest(m *model.Model, body *chatRequest, lim *serving.Limits) (engine.Request, chatPlan, *serving.Error) {
-	var plan chatPlan
-	maxTokens, maxParam := body.MaxCompletionTokens, "max_completion_tokens"
-	if maxTokens == nil {
-		maxTokens, maxParam = body.MaxTokens, "max_tokens"
-	}
-	req, e := oaiRequest(m, &body.oaiParams, maxTokens, maxParam, lim)
-	if e != nil {
-		return req, plan, e
-	}
-	if req.Chunking, req.PauseTimeout, e = body.Chunking.Engine(); e != nil {
-		return req, plan, e
-	}
-	if req.Logprobs, req.TopLogprobs, e = chatLogprobs(body.Logprobs, body.TopLogprobs); e != nil {
-		return req, plan, e
-	}
-	if req.Logprobs && req.Chunking != nil {
-		return req, plan, serving.Invalid("logprobs", "'logprobs' cannot be combined with 'chunking'")
-	}
-	lpParam := "logprobs"
-	if req.TopLogprobs > 0 {
-		lpParam = "top_logprobs"
-	}
-	if e := lim.CheckLogprobs(&req, m.Info().CtxPerRequest, lpParam); e != nil {
-		return req, plan, e
-	}
-	budget, e := body.ReasoningParams.Budget()
-	if e != nil {
-		return req, plan, e
-	}
-	c := serving.Chat{Messages: body.Messages, Tools: &body.tools, Vars: body.vars, Budget: budget, GrammarParam: "response_format"}
-	if plan.ToolPlan, plan.answer, e = serving.BuildChat(m, &req, &c, lim); e != nil {
-		return req, plan, e
-	}
-	return req, plan, nil
 }
 
 // chatEncoder shapes chat.completion and chat.completion.chunk objects.

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -18,16 +17,35 @@ type completionRequest struct {
 	Logprobs *int `json:"logprobs"`
 	oaiParams
 	completionUnsupported
+	// req is the request translated by Check.
+	req serving.Request
 }
 
-// Check refuses what no model serves, before the model loads.
-func (body *completionRequest) Check(*serving.Limits) *serving.Error {
+// Check refuses what no model serves, before the model loads, and
+// translates the request.
+func (body *completionRequest) Check(lim *serving.Limits) *serving.Error {
 	if e := body.completionUnsupported.check(); e != nil {
 		return e
 	}
-	if n := body.Logprobs; n != nil && (*n < 0 || *n > MaxCompletionLogprobs) {
-		return serving.Invalid("logprobs", "'logprobs' must be in [0, %d], got %d", MaxCompletionLogprobs, *n)
+	var e *serving.Error
+	r, e := body.oaiParams.request(body.MaxTokens, "max_tokens", lim)
+	if e != nil {
+		return e
 	}
+	r.Params.Prompt, r.Params.Logprobs = "prompt", "logprobs"
+	if n := body.Logprobs; n != nil {
+		if *n < 0 || *n > MaxCompletionLogprobs {
+			return serving.Invalid("logprobs", "'logprobs' must be in [0, %d], got %d", MaxCompletionLogprobs, *n)
+		}
+		r.Logprobs, r.TopLogprobs = true, *n
+	}
+	if r.Prompt, e = serving.ParsePrompt(body.Prompt); e != nil {
+		return e
+	}
+	if e := lim.CheckPrompt(r.Prompt.Text, "prompt"); e != nil {
+		return e
+	}
+	body.req = r
 	return nil
 }
 
@@ -37,38 +55,13 @@ func Completions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 }
 
 func serveCompletion(x *serving.Exchange, body *completionRequest) *serving.Error {
-	m := x.Model
-	req, e := newCompletionRequest(m, body, x.Core.Limits())
+	req, g, e := x.Core.Build(x.Model, &body.req)
 	if e != nil {
 		return e
 	}
-	f := &textEncoder{h: header(m, "cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
-	g := serving.Generation{Stream: body.Stream, Framing: serving.SSEDone, PromptParam: "prompt", GrammarParam: "response_format",
-		Priority: body.Priority, CacheSalt: body.CacheSalt}
+	f := &textEncoder{h: header(x.Model, "cmpl-"), includeUsage: body.includeUsage(), logprobs: req.Logprobs}
+	g.Framing = serving.SSEDone
 	return x.Core.Generate(x, req, g, f)
-}
-
-// newCompletionRequest validates a completion request within lim and
-// builds the engine request.
-func newCompletionRequest(m *model.Model, body *completionRequest, lim *serving.Limits) (engine.Request, *serving.Error) {
-	req, e := oaiRequest(m, &body.oaiParams, body.MaxTokens, "max_tokens", lim)
-	if e != nil {
-		return req, e
-	}
-	if req.Prompt, req.Tokens, e = serving.ParsePrompt(body.Prompt, m.Info().VocabSize); e != nil {
-		return req, e
-	}
-	if e := lim.CheckPrompt(req.Prompt, "prompt"); e != nil {
-		return req, e
-	}
-	req.AddSpecial, req.ParseSpecial = true, true
-	if body.Logprobs != nil {
-		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
-	}
-	if e := lim.CheckLogprobs(&req, m.Info().CtxPerRequest, "logprobs"); e != nil {
-		return req, e
-	}
-	return req, nil
 }
 
 // textEncoder shapes text_completion objects, streamed or whole.

@@ -3,7 +3,6 @@ package openai
 import (
 	"time"
 
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -25,30 +24,31 @@ type oaiParams struct {
 	SamplingParams
 }
 
-// request validates p within lim and builds the engine request, less its
-// prompt. maxParam names the field maxTokens came from.
-func oaiRequest(m *model.Model, p *oaiParams, maxTokens *int, maxParam string, lim *serving.Limits) (engine.Request, *serving.Error) {
-	req := engine.Request{IgnoreEOS: p.IgnoreEOS}
+// request validates p within lim and translates it, less its prompt or
+// messages. maxParam names the field maxTokens came from.
+func (p *oaiParams) request(maxTokens *int, maxParam string, lim *serving.Limits) (serving.Request, *serving.Error) {
+	r := serving.Request{IgnoreEOS: p.IgnoreEOS, Priority: p.Priority, CacheSalt: p.CacheSalt, Stream: p.Stream,
+		Params: serving.Params{Grammar: "response_format"}}
 	if p.N != nil && *p.N != 1 {
-		return req, serving.Invalid("n", "'n' must be 1: this server generates one choice per request, got %d", *p.N)
+		return r, serving.Invalid("n", "'n' must be 1: this server generates one choice per request, got %d", *p.N)
 	}
 	if maxTokens != nil {
 		if *maxTokens < 1 {
-			return req, serving.Invalid(maxParam, "'%s' must be >= 1, got %d", maxParam, *maxTokens)
+			return r, serving.Invalid(maxParam, "'%s' must be >= 1, got %d", maxParam, *maxTokens)
 		}
-		req.MaxTokens = *maxTokens
+		r.MaxTokens = *maxTokens
 	}
 	var e *serving.Error
-	if req.Sampling, e = p.Sampling(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
-		return req, e
+	if r.Sampling, e = p.SamplingParams.Sampling(); e != nil {
+		return r, e
 	}
-	if req.Stop, e = serving.ParseStop(p.Stop); e != nil {
-		return req, e
+	if r.Stop, e = serving.ParseStop(p.Stop); e != nil {
+		return r, e
 	}
-	if req.Grammar, e = p.ResponseFormat.Grammar(lim); e != nil {
-		return req, e
+	if r.Grammar, e = p.ResponseFormat.Grammar(lim); e != nil {
+		return r, e
 	}
-	return req, nil
+	return r, nil
 }
 
 // Lease names the model and the keep_alive the request asks.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -33,29 +32,14 @@ func (p Pacer) PacedChat(ctx context.Context, body []byte, history []chat.Messag
 	if len(history) > 0 {
 		req.Messages = append(slices.Clip(history), req.Messages...)
 	}
-	lim := p.Core.Limits()
-	if e = lim.CheckMessages(req.Messages); e != nil {
-		return nil, nil, e
-	}
-	if req.tools, e = req.ToolFields.Parse(lim); e != nil {
-		return nil, nil, e
-	}
-	if req.vars, e = req.TemplateArgs.Parse(); e != nil {
-		return nil, nil, e
-	}
 	if req.Chunking == nil {
 		req.Chunking = &ChunkingParams{}
 	}
-	if e := req.chatUnsupported.check(); e != nil {
+	r, e := req.translate(p.Core.Limits())
+	if e != nil {
 		return nil, nil, e
 	}
-	return p.Core.StartPaced(ctx, serving.PacedRequest{
-		Model: req.Model, KeepAlive: req.KeepAlive, Priority: req.Priority, CacheSalt: req.CacheSalt, PromptParam: "messages", Conv: conv,
-		Build: func(m *model.Model) (engine.Request, *serving.Error) {
-			r, _, e := newChatRequest(m, &req, lim)
-			return r, e
-		},
-	})
+	return p.Core.StartPaced(ctx, serving.PacedRequest{Model: req.Model, KeepAlive: req.KeepAlive, Request: &r, Conv: conv})
 }
 
 // continueBody is the optional body of .../continue.
@@ -132,7 +116,7 @@ func CancelChat(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 // is the answer.
 func pacedAction[T any, P interface {
 	*T
-	serving.Request
+	serving.Body
 }](c *serving.Core, w http.ResponseWriter, r *http.Request, act func(ps *serving.PacedStream, body P) pacedAck) {
 	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body P) *serving.Error {
 		id := r.PathValue("id")

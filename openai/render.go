@@ -3,7 +3,6 @@ package openai
 import (
 	"net/http"
 
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -23,11 +22,7 @@ type rendered struct {
 // index on the ids.
 func CompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *completionRequest) *serving.Error {
-		req, e := newCompletionRequest(x.Model, body, x.Core.Limits())
-		if e != nil {
-			return e
-		}
-		out, e := render(x, req, "cmpl-", "prompt")
+		out, e := render(x, &body.req, "cmpl-")
 		if e != nil {
 			return e
 		}
@@ -42,11 +37,7 @@ func CompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Request) 
 // reasoning settings included), as vLLM answers: one object.
 func ChatCompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *chatRequest) *serving.Error {
-		req, _, e := newChatRequest(x.Model, body, x.Core.Limits())
-		if e != nil {
-			return e
-		}
-		out, e := render(x, req, "chatcmpl-", "messages")
+		out, e := render(x, &body.req, "chatcmpl-")
 		if e != nil {
 			return e
 		}
@@ -55,11 +46,15 @@ func ChatCompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Reque
 	})
 }
 
-// render tokenizes req's prompt as generation would; errors name param.
-func render(x *serving.Exchange, req engine.Request, prefix, param string) (rendered, *serving.Error) {
+// render tokenizes r's prompt as generation would.
+func render(x *serving.Exchange, r *serving.Request, prefix string) (rendered, *serving.Error) {
+	req, g, e := x.Core.Build(x.Model, r)
+	if e != nil {
+		return rendered{}, e
+	}
 	toks, err := x.Model.Engine().Render(x.R.Context(), req)
 	if err != nil {
-		return rendered{}, serving.SubmitError(err, param)
+		return rendered{}, serving.SubmitError(err, g.PromptParam)
 	}
 	h := header(x.Model, prefix)
 	return rendered{RequestID: h.ID, Model: h.Model, TokenIDs: toks}, nil

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -34,49 +33,32 @@ type SamplingParams struct {
 	KeepAlive *serving.KeepAlive `json:"keep_alive"`
 }
 
-// Sampling validates p and converts it for a model with vocab tokens and
-// reqCtx tokens of context a request may use.
-func (p *SamplingParams) Sampling(vocab, reqCtx int) (engine.Sampling, *serving.Error) {
-	typed := serving.Sampling{Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, TypicalP: p.TypicalP,
+// Sampling translates p: its logit_bias read (its tokens are checked
+// against the model's vocabulary by serving.Core.Build).
+func (p *SamplingParams) Sampling() (serving.Sampling, *serving.Error) {
+	s := serving.Sampling{Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, TypicalP: p.TypicalP,
 		FrequencyPenalty: p.FrequencyPenalty, PresencePenalty: p.PresencePenalty, RepeatPenalty: p.RepeatPenalty,
 		TopK: p.TopK, RepeatLastN: p.RepeatLastN, Seed: p.Seed}
-	s, e := typed.Engine(vocab, reqCtx)
-	if e != nil {
-		return s, e
-	}
-	if s.LogitBias, e = parseLogitBias(p.LogitBias, vocab); e != nil {
-		return s, e
-	}
-	return s, nil
+	var e *serving.Error
+	s.LogitBias, e = parseLogitBias(p.LogitBias)
+	return s, e
 }
 
 // parseLogitBias accepts OpenAI's {"token id": bias} object and
-// llama.cpp's [[token id, bias], ...] array. Biases are in [-100, 100].
-func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *serving.Error) {
+// llama.cpp's [[token id, bias], ...] array.
+func parseLogitBias(raw json.RawMessage) (map[int64]float64, *serving.Error) {
 	if serving.IsNull(raw) {
 		return nil, nil
 	}
-	bias := make(map[int32]float32)
-	add := func(tok int64, b float64) *serving.Error {
-		if tok < 0 || tok >= int64(vocab) {
-			return serving.Invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
-		}
-		if b < -100 || b > 100 {
-			return serving.Invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
-		}
-		bias[int32(tok)] = float32(b)
-		return nil
-	}
 	var obj map[string]float64
 	if json.Unmarshal(raw, &obj) == nil {
+		bias := make(map[int64]float64, len(obj))
 		for k, b := range obj {
 			tok, err := strconv.ParseInt(k, 10, 32)
 			if err != nil {
 				return nil, serving.Invalid("logit_bias", "'logit_bias' keys must be token ids, got %q", k)
 			}
-			if e := add(tok, b); e != nil {
-				return nil, e
-			}
+			bias[tok] = b
 		}
 		return bias, nil
 	}
@@ -84,13 +66,15 @@ func parseLogitBias(raw json.RawMessage, vocab int) (map[int32]float32, *serving
 	if err := json.Unmarshal(raw, &pairs); err != nil {
 		return nil, serving.Invalid("logit_bias", "'logit_bias' must map token ids to numbers")
 	}
+	bias := make(map[int64]float64, len(pairs))
 	for _, p := range pairs {
 		if p[0] != math.Trunc(p[0]) {
 			return nil, serving.Invalid("logit_bias", "'logit_bias' token ids must be integers, got %g", p[0])
 		}
-		if e := add(int64(p[0]), p[1]); e != nil {
-			return nil, e
+		if math.Abs(p[0]) > math.MaxInt32 {
+			return nil, serving.Invalid("logit_bias", "'logit_bias' names token %g, outside the vocabulary", p[0])
 		}
+		bias[int64(p[0])] = p[1]
 	}
 	return bias, nil
 }

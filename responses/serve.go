@@ -153,34 +153,15 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 	if len(t.Dropped) > 0 {
 		x.Core.Logger().Debug("responses: offered tools the model does not see", "types", t.Dropped)
 	}
-	m := x.Model
-	req := engine.Request{MaxTokens: t.MaxOutputTokens}
-	sp := serving.Sampling{Temperature: t.Temperature, TopP: t.TopP}
-	var e *serving.Error
-	if req.Sampling, e = sp.Engine(m.Info().VocabSize, m.Info().CtxPerRequest); e != nil {
-		return e
-	}
-	if t.Format.JSON {
-		req.Grammar = grammar.JSONObject
-		if t.Format.Schema != nil {
-			if req.Grammar, e = serving.SchemaGrammar(t.Format.Schema, "text.format", lim); e != nil {
-				return e
-			}
-		}
-	}
-	tools := &serving.Tools{Defined: t.Tools, Choice: t.ToolChoice}
-	c := &serving.Chat{Messages: t.Messages, Tools: tools, Vars: serving.TemplateVars{ReasoningEffort: t.ReasoningEffort}, GrammarParam: "text.format"}
-	toolPlan, plan, e := serving.BuildChat(m, &req, c, lim)
+	c, e := coreRequest(r, t, lim)
 	if e != nil {
 		return e
 	}
-	g := serving.Generation{Stream: r.Stream, Framing: serving.SSE, Plan: plan, PromptParam: "input", CacheSalt: r.CacheSalt}
-	if t.Format.JSON {
-		g.GrammarParam = "text.format"
+	req, g, e := x.Core.Build(x.Model, &c)
+	if e != nil {
+		return e
 	}
-	if toolPlan.Grammar != "" {
-		g.GrammarParam, g.UnwritableParam = "tools", "tool_choice"
-	}
+	g.Framing = serving.SSE
 	resp := NewResponse(NewID("resp"), r.Model, time.Now().Unix(), r, t)
 	enc := &encoder{s: NewStream(resp, t.Namespaces)}
 	if e := x.Core.Generate(x, req, g, enc); e != nil {
@@ -198,6 +179,31 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 		}
 	}
 	return nil
+}
+
+// coreRequest is the translated request t (of r) in the core's words;
+// text.format's schema is made a grammar within lim.
+func coreRequest(r *Request, t *Translation, lim *serving.Limits) (serving.Request, *serving.Error) {
+	c := serving.Request{
+		Messages:  t.Messages,
+		Tools:     serving.Tools{Defined: t.Tools, Choice: t.ToolChoice},
+		Vars:      serving.TemplateVars{ReasoningEffort: t.ReasoningEffort},
+		Sampling:  serving.Sampling{Temperature: t.Temperature, TopP: t.TopP},
+		MaxTokens: t.MaxOutputTokens,
+		CacheSalt: r.CacheSalt,
+		Stream:    r.Stream,
+		Params:    serving.Params{Prompt: "input", Logprobs: "top_logprobs"},
+	}
+	if t.Format.JSON {
+		c.Grammar, c.Params.Grammar = grammar.JSONObject, "text.format"
+		if t.Format.Schema != nil {
+			var e *serving.Error
+			if c.Grammar, e = serving.SchemaGrammar(t.Format.Schema, "text.format", lim); e != nil {
+				return c, e
+			}
+		}
+	}
+	return c, nil
 }
 
 // encoder frames the core's answer through a Stream.
@@ -263,7 +269,7 @@ func usageOf(u engine.Usage) TokenUsage {
 
 // Ensure the adapters fit the core.
 var (
-	_ serving.Request     = (*createRequest)(nil)
+	_ serving.Body        = (*createRequest)(nil)
 	_ serving.Encoder     = (*encoder)(nil)
 	_ serving.SSEAppender = Event{}
 )

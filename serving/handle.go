@@ -8,8 +8,8 @@ import (
 	"github.com/corral-llm/corral/model"
 )
 
-// Request is a decoded request body, as Handle reads it before the model.
-type Request interface {
+// Body is a decoded request body, as Handle reads it before the model.
+type Body interface {
 	// Check refuses what no model would serve, and what is over lim,
 	// before the model loads (and evicts others).
 	Check(lim *Limits) *Error
@@ -19,13 +19,13 @@ type Request interface {
 	Lease() (name string, keep *KeepAlive, ok bool)
 }
 
-// QueryRequest is a Request read from the URL's query (a GET's) rather
+// QueryBody is a Body read from the URL's query (a GET's) rather
 // than from a body: Handle calls ReadQuery in place of decoding one.
-type QueryRequest interface {
+type QueryBody interface {
 	ReadQuery(r *http.Request) *Error
 }
 
-// ModelErrorer is a Request that words the errors of leasing its model
+// ModelErrorer is a Body that words the errors of leasing its model
 // in its own way (Ollama's "model 'x' not found").
 type ModelErrorer interface {
 	ModelError(e *Error) *Error
@@ -40,7 +40,7 @@ type Exchange struct {
 	// Start is when Handle began to serve the request.
 	Start time.Time
 	// Lease is the hold on the request's model, Model the model; both
-	// nil when the request leased none (Request.Lease's ok false).
+	// nil when the request leased none (Body.Lease's ok false).
 	Lease *Lease
 	Model *model.Model
 	// LoadTime is how long leasing the model took, loading it if need
@@ -55,14 +55,14 @@ func (x *Exchange) Context() context.Context { return x.R.Context() }
 type ErrorWriter func(w http.ResponseWriter, e *Error)
 
 // Handle is every dialect's handler prologue: it decodes the body into a
-// fresh T (an empty body too when optional; a QueryRequest reads the
+// fresh T (an empty body too when optional; a QueryBody reads the
 // query instead), checks it, leases the model
 // it names, calls serve, releases the model, and writes the error any of
 // them returned with writeErr. serve writes the response (or returns an
 // error before writing anything).
 func Handle[T any, P interface {
 	*T
-	Request
+	Body
 }](c *Core, w http.ResponseWriter, r *http.Request, writeErr ErrorWriter, optional bool, serve func(x *Exchange, body P) *Error) {
 	x := &Exchange{Core: c, W: w, R: r, Start: time.Now()}
 	if e := handle(x, optional, serve); e != nil {
@@ -72,14 +72,14 @@ func Handle[T any, P interface {
 
 func handle[T any, P interface {
 	*T
-	Request
+	Body
 }](x *Exchange, optional bool, serve func(x *Exchange, body P) *Error) *Error {
 	body := P(new(T))
 	decode := DecodeBody
 	if optional {
 		decode = DecodeOptionalBody
 	}
-	if q, ok := any(body).(QueryRequest); ok {
+	if q, ok := any(body).(QueryBody); ok {
 		decode = func(r *http.Request, _ any) *Error { return q.ReadQuery(r) }
 	}
 	if e := decode(x.R, body); e != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
-	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -157,15 +156,8 @@ type PacedRequest struct {
 	// asked (nil: none).
 	Model     string
 	KeepAlive *KeepAlive
-	// Build makes the engine request for the leased model m, paced
-	// (engine.Request.Chunking set).
-	Build func(m *model.Model) (engine.Request, *Error)
-	// Priority and CacheSalt are the request's, nil when absent (see
-	// Core.Admission).
-	Priority  *int
-	CacheSalt *string
-	// PromptParam is the request field reported for prompt errors.
-	PromptParam string
+	// Request is what is asked, paced (its Chunking set).
+	Request *Request
 	// Conv, when set, carries the conversation's tokens from one turn to
 	// the next (see Conversation).
 	Conv *Conversation
@@ -181,9 +173,9 @@ func (c *Core) StartPaced(ctx context.Context, p PacedRequest) (s *engine.Stream
 		return nil, nil, e
 	}
 	m := l.Model()
-	r, e := p.Build(m)
+	r, g, e := c.Build(m, p.Request)
 	if e == nil {
-		e = c.Admission(ctx, &r, p.Priority, nil, p.CacheSalt)
+		e = c.Admission(ctx, &r, g.Priority, nil, g.CacheSalt)
 	}
 	if e != nil {
 		l.Release()
@@ -195,7 +187,7 @@ func (c *Core) StartPaced(ctx context.Context, p PacedRequest) (s *engine.Stream
 	s, err := m.Engine().Submit(ctx, r)
 	if err != nil {
 		l.Release()
-		return nil, nil, SubmitError(err, p.PromptParam)
+		return nil, nil, SubmitError(err, g.PromptParam)
 	}
 	release = func() {
 		if s.Done() { // as it is once the caller has read the stream to its end

@@ -34,6 +34,8 @@ type Sampling struct {
 	FrequencyPenalty, PresencePenalty, RepeatPenalty *float64
 	TopK, RepeatLastN                                *int
 	Seed                                             *int64
+	// LogitBias adds a bias in [-100, 100] to the logits of token ids.
+	LogitBias map[int64]float64
 }
 
 // Engine validates p and converts it for a model with vocab tokens and
@@ -102,6 +104,18 @@ func (p *Sampling) Engine(vocab, reqCtx int) (engine.Sampling, *Error) {
 		}
 		s.Seed = *p.Seed
 	}
+	if len(p.LogitBias) > 0 {
+		s.LogitBias = make(map[int32]float32, len(p.LogitBias))
+		for tok, b := range p.LogitBias {
+			if tok < 0 || tok >= int64(vocab) {
+				return s, Invalid("logit_bias", "'logit_bias' names token %d, outside the vocabulary [0, %d)", tok, vocab)
+			}
+			if b < -100 || b > 100 {
+				return s, Invalid("logit_bias", "'logit_bias' values must be in [-100, 100], got %g", b)
+			}
+			s.LogitBias[int32(tok)] = float32(b)
+		}
+	}
 	return s, nil
 }
 
@@ -142,8 +156,11 @@ func ParseStop(raw json.RawMessage) ([]string, *Error) {
 	return stops, nil
 }
 
-// ParseTokens checks that every id is in the vocabulary.
+// ParseTokens checks that every id is in the vocabulary; nil for none.
 func ParseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
 	toks := make([]int32, len(ids))
 	for i, id := range ids {
 		if id < 0 || id >= int64(vocab) {
@@ -155,29 +172,28 @@ func ParseTokens(ids []int64, vocab int, param string) ([]int32, *Error) {
 }
 
 // ParsePrompt accepts a string, an array of one string, an array of token
-// ids, or an array of one array of token ids.
-func ParsePrompt(raw json.RawMessage, vocab int) (text string, toks []int32, e *Error) {
+// ids, or an array of one array of token ids (checked against the
+// model's vocabulary by Core.Build).
+func ParsePrompt(raw json.RawMessage) (*Prompt, *Error) {
 	if IsNull(raw) {
-		return "", nil, Invalid("prompt", "'prompt' is required")
+		return nil, Invalid("prompt", "'prompt' is required")
 	}
-	if json.Unmarshal(raw, &text) == nil {
-		return text, nil, nil
+	var p Prompt
+	if json.Unmarshal(raw, &p.Text) == nil {
+		return &p, nil
 	}
-	var ids []int64
-	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
-		toks, e = ParseTokens(ids, vocab, "prompt")
-		return "", toks, e
+	if json.Unmarshal(raw, &p.Tokens) == nil && len(p.Tokens) > 0 {
+		return &p, nil
 	}
 	var texts []string
 	if json.Unmarshal(raw, &texts) == nil && len(texts) == 1 {
-		return texts[0], nil, nil
+		return &Prompt{Text: texts[0]}, nil
 	}
 	var idLists [][]int64
 	if json.Unmarshal(raw, &idLists) == nil && len(idLists) == 1 && len(idLists[0]) > 0 {
-		toks, e = ParseTokens(idLists[0], vocab, "prompt")
-		return "", toks, e
+		return &Prompt{Tokens: idLists[0]}, nil
 	}
-	return "", nil, Invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
+	return nil, Invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids")
 }
 
 // SchemaGrammar converts a JSON Schema within lim, reporting a bad one
