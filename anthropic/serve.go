@@ -77,7 +77,7 @@ func (body *countRequest) UnmarshalJSON(b []byte) error {
 // messages, tools or prompt text than lim allows, before the model loads.
 func (body *messagesRequest) Check(lim *serving.Limits) *serving.Error {
 	if body.err != nil {
-		return &serving.Error{Status: body.err.Status, Type: serving.TypeInvalidRequest, Param: body.err.Param, Message: body.err.Message}
+		return &serving.Error{Status: body.err.Status, Param: body.err.Param, Message: body.err.Message}
 	}
 	if body.req == nil {
 		return serving.Invalid("", "request body must be a JSON object")

@@ -50,7 +50,7 @@ func (body *llamaRequest) Lease() (string, *serving.KeepAlive, bool) {
 // llama.cpp's: "data: {content, stop:false}" events, then one with
 // stop:true and the totals; no [DONE] marker.
 func Completion(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, serveCompletion)
+	serving.Handle(c, w, r, openai.WriteError, false, serveCompletion)
 }
 
 func serveCompletion(x *serving.Exchange, body *llamaRequest) *serving.Error {
@@ -185,7 +185,7 @@ func (f *llamaEncoder) Whole(a serving.Answer, res engine.Result) any {
 	return f.final(a.Text, a.Logprobs, res)
 }
 
-func (f *llamaEncoder) Error(e *serving.Error) any { return e.Envelope() }
+func (f *llamaEncoder) Error(e *serving.Error) any { return openai.Envelope(e) }
 
 func (f *llamaEncoder) Ping() any { return nil }
 

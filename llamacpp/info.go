@@ -5,6 +5,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -31,7 +32,7 @@ func (b *modelOnly) Lease() (string, *serving.KeepAlive, bool) { return b.Model,
 // "parse_special"?} → {"tokens"}. As in llama-server, special tokens are
 // not added unless asked and special-token text is parsed unless refused.
 func Tokenize(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *tokenizeRequest) *serving.Error {
+	serving.Handle(c, w, r, openai.WriteError, false, func(x *serving.Exchange, body *tokenizeRequest) *serving.Error {
 		parse := body.ParseSpecial == nil || *body.ParseSpecial
 		toks, err := x.Model.Engine().Tokenize(body.Content, body.AddSpecial, parse)
 		if err != nil {
@@ -54,7 +55,7 @@ type detokenizeRequest struct {
 // Detokenize serves POST /detokenize: {"tokens"} → {"content"}, the
 // content at most Limits.MaxDetokenizeBytes long.
 func Detokenize(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *detokenizeRequest) *serving.Error {
+	serving.Handle(c, w, r, openai.WriteError, false, func(x *serving.Exchange, body *detokenizeRequest) *serving.Error {
 		m := x.Model
 		toks, e := serving.ParseTokens(body.Tokens, m.Info().VocabSize, "tokens")
 		if e != nil {
@@ -116,7 +117,7 @@ func (*slotsQuery) Lease() (string, *serving.KeepAlive, bool) { return "", nil, 
 // the first), an empty list while it is not loaded. Only for an admin:
 // what the slots hold tells of other callers' prompts.
 func Slots(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, q *slotsQuery) *serving.Error {
+	serving.Handle(c, w, r, openai.WriteError, true, func(x *serving.Exchange, q *slotsQuery) *serving.Error {
 		st, e := c.Status(q.model)
 		if e != nil {
 			return e
@@ -165,7 +166,7 @@ func (q *propsQuery) Lease() (string, *serving.KeepAlive, bool) { return q.model
 //
 // Naming a model (?model=) loads it on purpose: only an admin may.
 func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, _ *propsQuery) *serving.Error {
+	serving.Handle(c, w, r, openai.WriteError, true, func(x *serving.Exchange, _ *propsQuery) *serving.Error {
 		m := x.Model
 		path := m.Info().Name
 		if gate.FromContext(x.Context()).Admin() {

@@ -50,7 +50,7 @@ func (body *applyTemplateRequest) Lease() (string, *serving.KeepAlive, bool) {
 // without generating. As for a completion, the text lacks the BOS token
 // the tokenizer adds itself.
 func ApplyTemplate(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *applyTemplateRequest) *serving.Error {
+	serving.Handle(c, w, r, openai.WriteError, false, func(x *serving.Exchange, body *applyTemplateRequest) *serving.Error {
 		m, lim := x.Model, x.Core.Limits()
 		plan, e := serving.PlanTools(m, &body.tools, lim)
 		if e != nil {

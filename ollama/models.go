@@ -164,7 +164,7 @@ func serveOllamaShow(x *serving.Exchange, body *ollamaShowRequest) *serving.Erro
 			msg = fmt.Sprintf("describe model %s: its file cannot be read (the server's log has the cause)", spec.ID)
 			a.Logger().Warn("describe model", "model", spec.ID, "err", err)
 		}
-		return &serving.Error{Status: http.StatusInternalServerError, Type: serving.TypeServer, Message: msg}
+		return &serving.Error{Status: http.StatusInternalServerError, Message: msg}
 	}
 	from := spec.Engine.ModelPath
 	if !admin {

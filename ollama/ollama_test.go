@@ -657,7 +657,7 @@ func TestOllamaStreamDefault(t *testing.T) {
 
 func TestOllamaErrorShape(t *testing.T) {
 	w := httptest.NewRecorder()
-	WriteError(w, &serving.Error{Status: 503, Type: serving.TypeServer, Code: "queue_full", Message: "busy"})
+	WriteError(w, &serving.Error{Status: 503, Code: "queue_full", Message: "busy"})
 	if w.Code != 503 || w.Body.String() != `{"error":"busy"}`+"\n" || w.Header().Get("Retry-After") != "1" || w.Header().Get("Content-Type") != "application/json" {
 		t.Errorf("%d %q %v", w.Code, w.Body, w.Header())
 	}

@@ -81,7 +81,7 @@ func (body *chatRequest) translate(lim *serving.Limits) (serving.Request, *servi
 // "stream": true the answer is paced: one event per sentence-sized chunk,
 // each followed by a pause until POST .../{id}/continue (see paced.go).
 func ChatCompletions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, serveChat)
+	serving.Handle(c, w, r, WriteError, false, serveChat)
 }
 
 func serveChat(x *serving.Exchange, body *chatRequest) *serving.Error {
@@ -157,7 +157,7 @@ func (f *chatEncoder) End(res engine.Result, finish string) []any {
 	evs = append(evs, f.chunk(wire.ChatChunkChoice{FinishReason: &finish}))
 	if f.includeUsage {
 		c := f.chunk()
-		c.Usage = serving.UsageOf(res.Usage)
+		c.Usage = UsageOf(res.Usage)
 		if f.paced {
 			m := serving.PacedMetricsOf(res)
 			c.Usage.Paced = &m
@@ -175,9 +175,9 @@ func (f *chatEncoder) Whole(a serving.Answer, res engine.Result) any {
 	if f.logprobs {
 		choice.Logprobs = chatLogprobsOf(a.Logprobs)
 	}
-	return &wire.ChatCompletion{Header: h, Choices: []wire.ChatChoice{choice}, Usage: serving.UsageOf(res.Usage)}
+	return &wire.ChatCompletion{Header: h, Choices: []wire.ChatChoice{choice}, Usage: UsageOf(res.Usage)}
 }
 
-func (f *chatEncoder) Error(e *serving.Error) any { return e.Envelope() }
+func (f *chatEncoder) Error(e *serving.Error) any { return Envelope(e) }
 
 func (f *chatEncoder) Ping() any { return nil }

@@ -51,7 +51,7 @@ func (body *completionRequest) Check(lim *serving.Limits) *serving.Error {
 
 // Completions serves POST /v1/completions.
 func Completions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, serveCompletion)
+	serving.Handle(c, w, r, WriteError, false, serveCompletion)
 }
 
 func serveCompletion(x *serving.Exchange, body *completionRequest) *serving.Error {
@@ -93,7 +93,7 @@ func (f *textEncoder) End(res engine.Result, finish string) []any {
 	evs := []any{f.object(wire.TextChoice{FinishReason: &finish})}
 	if f.includeUsage {
 		c := f.object()
-		c.Usage = serving.UsageOf(res.Usage)
+		c.Usage = UsageOf(res.Usage)
 		evs = append(evs, c)
 	}
 	return evs
@@ -105,10 +105,10 @@ func (f *textEncoder) Whole(a serving.Answer, res engine.Result) any {
 		choice.Logprobs = completionLogprobsOf(a.Logprobs, &f.offsets)
 	}
 	c := f.object(choice)
-	c.Usage = serving.UsageOf(res.Usage)
+	c.Usage = UsageOf(res.Usage)
 	return c
 }
 
-func (f *textEncoder) Error(e *serving.Error) any { return e.Envelope() }
+func (f *textEncoder) Error(e *serving.Error) any { return Envelope(e) }
 
 func (f *textEncoder) Ping() any { return nil }

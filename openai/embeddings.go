@@ -42,7 +42,7 @@ func (body *embeddingRequest) Lease() (string, *serving.KeepAlive, bool) {
 // unit length. The inputs of a request, and of requests arriving
 // together, are evaluated together by the engine's scheduler.
 func Embeddings(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, serveEmbeddings)
+	serving.Handle(c, w, r, WriteError, false, serveEmbeddings)
 }
 
 func serveEmbeddings(x *serving.Exchange, body *embeddingRequest) *serving.Error {

@@ -2,12 +2,14 @@ package openai
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"regexp"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/serving"
 )
 
 // normalize replaces the parts of a response that change per call.
@@ -78,4 +80,24 @@ func TestTextEncoding(t *testing.T) {
 		check(evs[0], `{`+h+`,"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}]}`)
 	}
 	check(f.Whole(servetest.Whole("ab", "stop"), res), `{`+h+`,"choices":[{"text":"ab","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`)
+}
+
+func TestWriteError(t *testing.T) {
+	w := httptest.NewRecorder()
+	WriteError(w, &serving.Error{Status: 400, Param: "temperature", Message: "bad"})
+	if want := `{"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}}` + "\n"; w.Body.String() != want {
+		t.Errorf("body %q, want %q", w.Body, want)
+	}
+	if w.Code != 400 || w.Header().Get("Content-Type") != "application/json" || w.Header().Get("Retry-After") != "" {
+		t.Errorf("status %d, headers %v", w.Code, w.Header())
+	}
+
+	w = httptest.NewRecorder()
+	WriteError(w, &serving.Error{Status: 503, Code: "queue_full", Message: "busy"})
+	if want := `{"error":{"message":"busy","type":"server_error","param":null,"code":"queue_full"}}` + "\n"; w.Body.String() != want {
+		t.Errorf("body %q, want %q", w.Body, want)
+	}
+	if w.Header().Get("Retry-After") != "1" {
+		t.Errorf("503 without Retry-After: %v", w.Header())
+	}
 }

@@ -313,7 +313,7 @@ func checkEvent(t *testing.T, path string, b []byte, ollama bool) {
 	}
 	if _, ok := ev["error"]; ok {
 		checkError(t, path, b, ollama)
-		if bytes.Contains(b, []byte(serving.TypeServer)) {
+		if bytes.Contains(b, []byte(wire.TypeServer)) {
 			t.Fatalf("POST %s: a server error in the stream: %.500s", path, b)
 		}
 	}
@@ -322,7 +322,7 @@ func checkEvent(t *testing.T, path string, b []byte, ollama bool) {
 		var code, msg string
 		json.Unmarshal(ev["code"], &code)
 		json.Unmarshal(ev["message"], &msg)
-		if msg == "" || code == "" || code == serving.TypeServer {
+		if msg == "" || code == "" || code == wire.TypeServer {
 			t.Fatalf("POST %s: an error event of the server, or without a message: %.500s", path, b)
 		}
 	}
@@ -378,13 +378,13 @@ func (h *fuzzHarness) voice(t *testing.T, body []byte) {
 			}
 			switch ev.Type {
 			case voice.TypeError:
-				if ev.Error == nil || ev.Error.Message == "" || ev.Error.Type != serving.TypeInvalidRequest {
+				if ev.Error == nil || ev.Error.Message == "" || ev.Error.Type != wire.TypeInvalidRequest {
 					t.Fatalf("voice: error event %.500s", b)
 				}
 				conn.Close(websocket.StatusNormalClosure, "")
 				return
 			case voice.TypeDone:
-				if ev.Message == nil || ev.FinishReason == "" || ev.Error != nil && ev.Error.Type != serving.TypeInvalidRequest {
+				if ev.Message == nil || ev.FinishReason == "" || ev.Error != nil && ev.Error.Type != wire.TypeInvalidRequest {
 					t.Fatalf("voice: done event %.500s", b)
 				}
 			case voice.TypeChunk:

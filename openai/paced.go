@@ -118,7 +118,7 @@ func pacedAction[T any, P interface {
 	*T
 	serving.Body
 }](c *serving.Core, w http.ResponseWriter, r *http.Request, act func(ps *serving.PacedStream, body P) pacedAck) {
-	serving.Handle(c, w, r, serving.WriteError, true, func(x *serving.Exchange, body P) *serving.Error {
+	serving.Handle(c, w, r, WriteError, true, func(x *serving.Exchange, body P) *serving.Error {
 		id := r.PathValue("id")
 		ps, e := c.Paced(id)
 		if e != nil {

@@ -21,7 +21,7 @@ type rendered struct {
 // completions take one). Nothing is generated; a router keys its prefix
 // index on the ids.
 func CompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *completionRequest) *serving.Error {
+	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *completionRequest) *serving.Error {
 		out, e := render(x, &body.req, "cmpl-")
 		if e != nil {
 			return e
@@ -36,7 +36,7 @@ func CompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Request) 
 // of the prompt its chat template renders (tools, template arguments and
 // reasoning settings included), as vLLM answers: one object.
 func ChatCompletionsRender(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *chatRequest) *serving.Error {
+	serving.Handle(c, w, r, WriteError, false, func(x *serving.Exchange, body *chatRequest) *serving.Error {
 		out, e := render(x, &body.req, "chatcmpl-")
 		if e != nil {
 			return e

@@ -92,11 +92,7 @@ func (e *Error) Error() string { return e.Message }
 
 // Envelope is e as OpenAI's error envelope, {"error":{...}}.
 func (e *Error) Envelope() wire.Envelope {
-	typ := wire.TypeInvalidRequest
-	if e.Status >= 500 {
-		typ = wire.TypeServer
-	}
-	return wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: typ, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
+	return wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: wire.ErrorType(e.Status), Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
 }
 
 func nilIfEmpty(s string) *string {

@@ -10,6 +10,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -31,7 +32,7 @@ type handlers struct{ st *Store }
 // create serves POST /v1/responses: the Response object, or with
 // "stream": true its server-sent events.
 func (h handlers) create(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, serving.WriteError, false, func(x *serving.Exchange, body *createRequest) *serving.Error {
+	serving.Handle(c, w, r, openai.WriteError, false, func(x *serving.Exchange, body *createRequest) *serving.Error {
 		return h.serve(x, body)
 	})
 }
@@ -40,7 +41,7 @@ func (h handlers) create(c *serving.Core, w http.ResponseWriter, r *http.Request
 func (h handlers) get(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	s, err := h.st.Get(callerOwner(r), r.PathValue("id"))
 	if err != nil {
-		serving.WriteError(w, storeError(err, r.PathValue("id")))
+		openai.WriteError(w, storeError(err, r.PathValue("id")))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -52,7 +53,7 @@ func (h handlers) get(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 func (h handlers) delete(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := h.st.Delete(callerOwner(r), id); err != nil {
-		serving.WriteError(w, storeError(err, id))
+		openai.WriteError(w, storeError(err, id))
 		return
 	}
 	serving.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
@@ -70,10 +71,10 @@ func callerOwner(r *http.Request) string {
 // storeError is a store's error as the API reports it.
 func storeError(err error, id string) *serving.Error {
 	if errors.Is(err, ErrNotFound) {
-		return &serving.Error{Status: http.StatusNotFound, Type: serving.TypeInvalidRequest, Code: "not_found",
+		return &serving.Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: "Response with id '" + id + "' not found."}
 	}
-	return &serving.Error{Status: http.StatusInternalServerError, Type: serving.TypeServer, Message: err.Error()}
+	return &serving.Error{Status: http.StatusInternalServerError, Message: err.Error()}
 }
 
 // createRequest is the body of POST /v1/responses, decoded (Decode) as it
@@ -132,11 +133,7 @@ func (body *createRequest) Lease() (string, *serving.KeepAlive, bool) {
 
 // neutral is e as the core's error.
 func neutral(e *Error) *serving.Error {
-	typ := serving.TypeInvalidRequest
-	if e.Status >= 500 {
-		typ = serving.TypeServer
-	}
-	return &serving.Error{Status: e.Status, Type: typ, Param: e.Param, Code: e.Code, Message: e.Message}
+	return &serving.Error{Status: e.Status, Param: e.Param, Code: e.Code, Message: e.Message}
 }
 
 // serve translates the request (an earlier response's conversation from

@@ -158,11 +158,7 @@ func quiet(r *http.Request) bool { return r.URL.Path == "/health" || r.URL.Path 
 // writeGateError writes a refusal of the gate in the shape of the API r
 // was sent to.
 func writeGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
-	typ := serving.TypeInvalidRequest
-	if e.Status >= 500 {
-		typ = serving.TypeServer
-	}
-	se := &serving.Error{Status: e.Status, Type: typ, Code: e.Code, Message: e.Message}
+	se := &serving.Error{Status: e.Status, Code: e.Code, Message: e.Message}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		ollama.WriteError(w, se) // Ollama's shape
 		return
@@ -177,7 +173,7 @@ func writeError(w http.ResponseWriter, r *http.Request, e *serving.Error) {
 		anthropic.WriteError(w, e)
 		return
 	}
-	serving.WriteError(w, e)
+	openai.WriteError(w, e)
 }
 
 // isMessages reports whether path is one of Anthropic's Messages API.
@@ -290,7 +286,9 @@ func (s *Server) waitIdle(ctx context.Context) {
 // WebSocket.
 func routes(st *responses.Store) []serving.Route {
 	return append(slices.Concat(openai.Routes(), responses.Routes(st), ollama.Routes(), llamacpp.Routes(), anthropic.Routes()),
-		serving.Route{Method: http.MethodGet, Paths: []string{"/metrics"}, Handler: (*serving.Core).Metrics},
+		serving.Route{Method: http.MethodGet, Paths: []string{"/metrics"}, Handler: func(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+			c.Metrics(w, r, openai.WriteError)
+		}},
 		serving.Route{Method: http.MethodGet, Paths: []string{"/v1/voice"}, Handler: serveVoice})
 }
 
@@ -333,7 +331,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/v1/live", live)
 	mux.Handle("/live", live)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, &serving.Error{Status: http.StatusNotFound, Type: serving.TypeInvalidRequest, Code: "not_found",
+		writeError(w, r, &serving.Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	return mux
@@ -379,7 +377,7 @@ func (s *Server) ready(h func(*serving.Core, http.ResponseWriter, *http.Request)
 		}()
 		c := s.core.Load()
 		if c == nil {
-			writeError(w, r, &serving.Error{Status: http.StatusServiceUnavailable, Type: serving.TypeServer, Code: "model_loading",
+			writeError(w, r, &serving.Error{Status: http.StatusServiceUnavailable, Code: "model_loading",
 				Message: "the model is still loading, retry later"})
 			return
 		}
@@ -392,7 +390,7 @@ func allow(method string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
 			w.Header().Set("Allow", method)
-			writeError(w, r, &serving.Error{Status: http.StatusMethodNotAllowed, Type: serving.TypeInvalidRequest, Code: "method_not_allowed",
+			writeError(w, r, &serving.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 				Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, method)})
 			return
 		}

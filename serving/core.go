@@ -1,22 +1,26 @@
 // Package serving is the dialect-neutral core of corral's HTTP APIs: the
 // limits a request is checked against, the lease of the model it names,
-// its admission (priority, pause, cache salt), the engine request built
-// from what every dialect asks the same way (messages, tools, tool
-// choice, grammar, reasoning budget, sampling), the generation loop and
-// the repair of broken tool calls, the Prometheus metrics and the request
-// log. Dialect packages (openai, ollama, llamacpp, ...) translate their
-// wire shapes to and from it: each handler is one call of Handle, and
-// each dialect frames its answers through an Encoder.
+// its admission (priority, pause, cache salt), the typed Request every
+// dialect translates its body into and the engine request Core.Build
+// makes of it (messages, tools, tool choice, grammar, reasoning, sampling),
+// the generation loop and the repair of broken tool calls, the Prometheus
+// metrics and the request log. Dialect packages (openai, anthropic,
+// responses, ollama, llamacpp) translate their wire shapes to and from
+// it: each handler is one call of Handle, and each dialect frames its
+// answers through an Encoder and its errors through an ErrorWriter.
 //
-// A dialect plugs in with: a request type that is a Request (Check
-// refuses what no model serves, before the model loads; Lease names the
-// model); handlers of the form func(*Core, http.ResponseWriter,
-// *http.Request) that call Handle with the dialect's ErrorWriter and a
-// serve function, which builds an engine.Request (Sampling.Engine,
-// ParseStop, SchemaGrammar (OpenAI's response_format: openai.ResponseFormat), then BuildChat for a
-// chat's tools, prompt and answer plan) and answers with Core.Generate
-// and the dialect's Encoder; and a Routes function the server adds to
-// its own.
+// A dialect plugs in with: a body type that is a Body (Check refuses
+// what no model serves and translates the body into a Request, before
+// the model loads; Lease names the model); handlers of the form
+// func(*Core, http.ResponseWriter, *http.Request) that call Handle with
+// the dialect's ErrorWriter and a serve function, which calls Core.Build
+// for the leased model, sets the stream's Framing, and answers with
+// Core.Generate and the dialect's Encoder; and a Routes function the
+// server adds to its own.
+//
+// A cross-dialect field is added once, to Request (and Build, where the
+// engine takes it), and then by one line in each dialect's translation
+// that exposes it.
 package serving
 
 import (
@@ -161,7 +165,7 @@ func (c *Core) Logger() *slog.Logger { return c.log }
 // may set it (403 otherwise).
 func (c *Core) Acquire(ctx context.Context, name string, keep *KeepAlive) (*Lease, *Error) {
 	if keep != nil && !gate.FromContext(ctx).Admin() {
-		return nil, &Error{Status: http.StatusForbidden, Type: TypeInvalidRequest, Param: "keep_alive", Code: "admin_required",
+		return nil, &Error{Status: http.StatusForbidden, Param: "keep_alive", Code: "admin_required",
 			Message: "keep_alive loads and unloads models for every client: it needs an admin API key"}
 	}
 	l, err := c.models.Acquire(ctx, name)
@@ -189,16 +193,16 @@ func ModelError(err error) *Error {
 	)
 	switch {
 	case errors.As(err, &unknown):
-		return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Param: "model", Code: "model_not_found", Message: err.Error()}
+		return &Error{Status: http.StatusNotFound, Param: "model", Code: "model_not_found", Message: err.Error()}
 	case errors.As(err, &tooLarge):
 		// Not a 5xx: retrying cannot help, and SDKs retry 5xx.
-		return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "model", Code: "model_too_large", Message: err.Error()}
+		return &Error{Status: http.StatusBadRequest, Param: "model", Code: "model_too_large", Message: err.Error()}
 	case errors.As(err, &busy):
-		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "model_busy", Message: err.Error()}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "model_busy", Message: err.Error()}
 	case errors.As(err, &load):
-		return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "model_load_failed", Message: err.Error()}
+		return &Error{Status: http.StatusInternalServerError, Code: "model_load_failed", Message: err.Error()}
 	case errors.Is(err, registry.ErrDraining):
-		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server is shutting down"}
 	}
 	return SubmitError(err, "")
 }

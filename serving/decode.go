@@ -76,10 +76,10 @@ func readError(err error) *Error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: "request_too_large",
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
 			Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &Error{Status: http.StatusRequestTimeout, Type: TypeInvalidRequest, Code: "request_timeout",
+		return &Error{Status: http.StatusRequestTimeout, Code: "request_timeout",
 			Message: fmt.Sprintf("read request body: %v", err)}
 	}
 	return Invalid("", "read request body: %v", err)

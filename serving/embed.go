@@ -42,7 +42,7 @@ const EmbedTokenBytes = 4
 // NotEmbedding is the error for a model that gives no embedding.
 func NotEmbedding(info engine.ModelInfo) *Error {
 	return &Error{
-		Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "model", Code: "model_not_embedding",
+		Status: http.StatusBadRequest, Param: "model", Code: "model_not_embedding",
 		Message: fmt.Sprintf("model %q cannot embed: its pooling is %s; serve it with --pooling mean, last or cls (or the model's pooling: field), or use an embedding model", info.Name, info.Pooling),
 	}
 }

@@ -10,26 +10,6 @@ import (
 	"github.com/corral-llm/corral/engine"
 )
 
-func TestWriteError(t *testing.T) {
-	w := httptest.NewRecorder()
-	WriteError(w, &Error{Status: 400, Type: TypeInvalidRequest, Param: "temperature", Message: "bad"})
-	if want := `{"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}}` + "\n"; w.Body.String() != want {
-		t.Errorf("body %q, want %q", w.Body, want)
-	}
-	if w.Code != 400 || w.Header().Get("Content-Type") != "application/json" || w.Header().Get("Retry-After") != "" {
-		t.Errorf("status %d, headers %v", w.Code, w.Header())
-	}
-
-	w = httptest.NewRecorder()
-	WriteError(w, &Error{Status: 503, Type: TypeServer, Code: "queue_full", Message: "busy"})
-	if want := `{"error":{"message":"busy","type":"server_error","param":null,"code":"queue_full"}}` + "\n"; w.Body.String() != want {
-		t.Errorf("body %q, want %q", w.Body, want)
-	}
-	if w.Header().Get("Retry-After") != "1" {
-		t.Errorf("503 without Retry-After: %v", w.Header())
-	}
-}
-
 func TestSSEWriter(t *testing.T) {
 	w := httptest.NewRecorder()
 	s, _ := startSSETimeout(w, DefaultWriteTimeout, nil)

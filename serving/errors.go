@@ -10,21 +10,13 @@ import (
 	"github.com/corral-llm/corral/wire"
 )
 
-// Error types, as OpenAI names them in the error envelope.
-const (
-	TypeInvalidRequest = wire.TypeInvalidRequest
-	TypeServer         = wire.TypeServer
-)
-
-// Error is an API error, neutral: each dialect writes it in its own
-// envelope with HTTP status Status (WriteError writes OpenAI's,
-// {"error":{"message","type","param","code"}}, which Object and Envelope
-// give). Type is one of OpenAI's error types, TypeInvalidRequest or
-// TypeServer.
+// Error is an API error in no dialect's words: Status, the HTTP status,
+// is its kind (a 4xx the client's fault, a 5xx the server's), Code
+// names it for machines. Each dialect writes it in its own envelope and
+// names its type in its own words (openai.WriteError writes OpenAI's).
 type Error struct {
 	Status  int
 	Message string
-	Type    string
 	Param   string // the request field at fault, "" when none
 	Code    string // a machine-readable code, "" when none
 }
@@ -34,37 +26,7 @@ func (e *Error) Error() string { return e.Message }
 
 // Invalid returns a 400 invalid_request_error about param.
 func Invalid(param, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
-}
-
-// Envelope is e as OpenAI's error envelope, {"error":{...}}, for JSON.
-func (e *Error) Envelope() any { return e.envelope() }
-
-// Object is e as the envelope's "error" object.
-func (e *Error) Object() *wire.ErrorObject {
-	o := e.envelope().Error
-	return &o
-}
-
-func (e *Error) envelope() wire.Envelope {
-	return wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: e.Type, Param: nilIfEmpty(e.Param), Code: nilIfEmpty(e.Code)}}
-}
-
-func nilIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// WriteError writes e as a JSON error response. Every 503 carries
-// Retry-After: 1, since the conditions behind it (full queue, loading,
-// shutting down) are transient.
-func WriteError(w http.ResponseWriter, e *Error) {
-	if e.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	WriteJSON(w, e.Status, e.envelope())
+	return &Error{Status: http.StatusBadRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
 // WriteJSON writes v as the JSON response body with status code.
@@ -75,11 +37,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, sta
 func SubmitError(err error, param string) *Error {
 	switch {
 	case errors.Is(err, engine.ErrQueueFull):
-		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_full", Message: "the server is busy: request queue is full, retry later"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "queue_full", Message: "the server is busy: request queue is full, retry later"}
 	case errors.Is(err, engine.ErrQueueTimeout):
-		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "queue_timeout", Message: "the request waited too long for a free slot, retry later"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "queue_timeout", Message: "the request waited too long for a free slot, retry later"}
 	case errors.Is(err, engine.ErrClosed):
-		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the server is shutting down"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server is shutting down"}
 	case errors.Is(err, engine.ErrPromptTooLong):
 		e := Invalid(param, "%v", err)
 		e.Code = "context_length_exceeded"
@@ -98,9 +60,9 @@ func SubmitError(err error, param string) *Error {
 		return Invalid("logprobs", "%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client is gone; nobody reads this.
-		return &Error{Status: 499, Type: TypeServer, Message: err.Error()}
+		return &Error{Status: 499, Message: err.Error()}
 	}
-	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: err.Error()}
+	return &Error{Status: http.StatusInternalServerError, Message: err.Error()}
 }
 
 // ResultError reports a generation that did not finish normally, or nil,
@@ -134,11 +96,11 @@ func resultError(r engine.Result) *Error {
 		if r.Err != nil {
 			msg = fmt.Sprintf("generation failed: %v", r.Err)
 		}
-		return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Message: msg}
+		return &Error{Status: http.StatusInternalServerError, Message: msg}
 	case engine.FinishCancelled:
 		// The client is connected (or we would not ask), so the engine
 		// cancelled the request itself: it is shutting down.
-		return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "unavailable", Message: "the request was cancelled: the server is shutting down"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request was cancelled: the server is shutting down"}
 	}
 	return nil
 }
@@ -159,13 +121,4 @@ func Unsatisfiable(err error, param string) *Error {
 	e := Invalid(param, "%s", msg)
 	e.Code = "grammar_unsatisfiable"
 	return e
-}
-
-// UsageOf is an engine's token accounting in the wire's shape (OpenAI's,
-// which the voice protocol shares).
-func UsageOf(u engine.Usage) *wire.Usage {
-	return &wire.Usage{
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		PromptTokensDetails: wire.PromptTokensDetails{CachedTokens: u.CachedTokens},
-	}
 }

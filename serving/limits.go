@@ -183,6 +183,6 @@ func RenderError(err error, l *Limits) *Error {
 	}
 	// A template that fails on the messages is the request's error:
 	// retrying cannot help.
-	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: "messages", Code: "chat_template_error",
+	return &Error{Status: http.StatusBadRequest, Param: "messages", Code: "chat_template_error",
 		Message: "the model's chat template cannot render these messages: " + err.Error()}
 }

@@ -396,7 +396,7 @@ func TestClientSpansLinear(t *testing.T) {
 // of a tool the tiny model's vocabulary cannot write).
 func TestResultErrorNoToken(t *testing.T) {
 	e := serving.ResultError(engine.Result{FinishReason: engine.FinishError, Err: fmt.Errorf("%w: exception in llama.cpp", engine.ErrNoToken)})
-	if e == nil || e.Status != http.StatusBadRequest || e.Type != serving.TypeInvalidRequest || e.Code != "no_token" {
+	if e == nil || e.Status != http.StatusBadRequest || openai.ErrorObject(e).Type != wire.TypeInvalidRequest || e.Code != "no_token" {
 		t.Fatalf("%+v, want a 400 no_token", e)
 	}
 	if e := serving.ResultError(engine.Result{FinishReason: engine.FinishError, Err: errors.New("decode failed")}); e == nil || e.Status != http.StatusInternalServerError {

@@ -362,11 +362,11 @@ func (x *metrics) observe(model string, res engine.Result) {
 // docs/operations.md, Metrics): vLLM's and llama-server's families labelled
 // model_name, corral's own, and the Go process's. Only for an admin
 // unless Options.MetricsPublic: the prefix cache counters tell of other
-// callers' prompts.
-func (c *Core) Metrics(w http.ResponseWriter, r *http.Request) {
+// callers' prompts: a caller that may not gets writeErr's refusal.
+func (c *Core) Metrics(w http.ResponseWriter, r *http.Request, writeErr ErrorWriter) {
 	if !c.metricsPublic {
 		if e := AdminOnly(r, "GET /metrics"); e != nil {
-			WriteError(w, e)
+			writeErr(w, e)
 			return
 		}
 	}

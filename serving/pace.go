@@ -112,7 +112,7 @@ func (c *Core) Paced(id string) (*PacedStream, *Error) {
 func (p *pacedStreams) get(id string) (*PacedStream, *Error) {
 	v, ok := p.m.Load(id)
 	if !ok {
-		return nil, &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found",
+		return nil, &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no paced response %q is streaming (it finished, or never existed)", id)}
 	}
 	return v.(*PacedStream), nil

@@ -102,7 +102,7 @@ func priority(c gate.Caller, body *int, h http.Header) (int, *Error) {
 		p = n
 	}
 	if p < base && !c.Admin() {
-		return 0, &Error{Status: http.StatusForbidden, Type: TypeInvalidRequest, Param: "priority", Code: "priority_not_allowed",
+		return 0, &Error{Status: http.StatusForbidden, Param: "priority", Code: "priority_not_allowed",
 			Message: fmt.Sprintf("'priority' %d is a better class than this API key's (%d): only an admin key may ask for a better one", p, base)}
 	}
 	return p, nil
@@ -155,7 +155,7 @@ func AdminOnly(r *http.Request, what string) *Error {
 	if gate.FromContext(r.Context()).Admin() {
 		return nil
 	}
-	return &Error{Status: http.StatusForbidden, Type: TypeInvalidRequest, Code: "admin_required",
+	return &Error{Status: http.StatusForbidden, Code: "admin_required",
 		Message: what + " needs an admin API key"}
 }
 

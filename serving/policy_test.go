@@ -92,7 +92,7 @@ func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
 		"POST /v1/completions":                    servetest.Bind(a, openai.Completions),
 		"POST /completion":                        servetest.Bind(a, llamacpp.Completion),
 		"GET /slots":                              servetest.Bind(a, llamacpp.Slots),
-		"GET /metrics":                            a.Metrics,
+		"GET /metrics":                            func(w http.ResponseWriter, r *http.Request) { a.Metrics(w, r, openai.WriteError) },
 		"GET /props":                              servetest.Bind(a, llamacpp.Props),
 		"GET /v1/models":                          servetest.Bind(a, openai.Models),
 		"POST /api/show":                          servetest.Bind(a, ollama.Show),
@@ -104,7 +104,7 @@ func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
 		if len(byID) > 0 {
 			k := byID[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 			if k == nil {
-				serving.WriteError(w, &serving.Error{Status: http.StatusUnauthorized, Type: serving.TypeInvalidRequest, Message: "no key"})
+				openai.WriteError(w, &serving.Error{Status: http.StatusUnauthorized, Message: "no key"})
 				return
 			}
 			r = r.WithContext(gate.WithCaller(r.Context(), gate.Caller{Key: k}))

@@ -178,7 +178,7 @@ func PlanTools(m *model.Model, f *Tools, lim *Limits) (ToolPlan, *Error) {
 		if errors.Is(err, grammar.ErrInvalidSchema) {
 			return plan, Invalid("tools", "cannot force a call: %v", err)
 		}
-		return plan, &Error{Status: 500, Type: TypeServer, Message: "tool-call grammar: " + err.Error()}
+		return plan, &Error{Status: 500, Message: "tool-call grammar: " + err.Error()}
 	}
 	plan.Grammar = g
 	return plan, nil

@@ -122,8 +122,8 @@ func TestBadRequests(t *testing.T) {
 				t.Fatalf("status %d, want %d; body %s", w.Code, tt.status, w.Body)
 			}
 			e := decodeEnvelope(t, w)
-			if e.Type != serving.TypeInvalidRequest {
-				t.Errorf("type %q, want %q", e.Type, serving.TypeInvalidRequest)
+			if e.Type != wire.TypeInvalidRequest {
+				t.Errorf("type %q, want %q", e.Type, wire.TypeInvalidRequest)
 			}
 			if deref(e.Param) != tt.param {
 				t.Errorf("param %q, want %q (message %q)", deref(e.Param), tt.param, e.Message)
@@ -168,17 +168,17 @@ func TestSubmitErrors(t *testing.T) {
 		param      string
 		retryAfter string
 	}{
-		{engine.ErrQueueFull, 503, serving.TypeServer, "queue_full", "", "1"},
-		{engine.ErrQueueTimeout, 503, serving.TypeServer, "queue_timeout", "", "1"},
-		{engine.ErrClosed, 503, serving.TypeServer, "unavailable", "", "1"},
-		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, serving.TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
-		{engine.ErrEmptyPrompt, 400, serving.TypeInvalidRequest, "", "prompt", ""},
-		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, serving.TypeInvalidRequest, "", "prompt", ""},
-		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, serving.TypeInvalidRequest, "", "prompt", ""},
-		{engine.ErrBadSlot, 400, serving.TypeInvalidRequest, "", "id_slot", ""},
-		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, serving.TypeInvalidRequest, "", "grammar", ""},
-		{fmt.Errorf("%w: %w", engine.ErrGrammar, &engine.UnsatisfiableError{Reason: "no token writes {"}), 400, serving.TypeInvalidRequest, "grammar_unsatisfiable", "grammar", ""},
-		{errors.New("disk on fire"), 500, serving.TypeServer, "", "", ""},
+		{engine.ErrQueueFull, 503, wire.TypeServer, "queue_full", "", "1"},
+		{engine.ErrQueueTimeout, 503, wire.TypeServer, "queue_timeout", "", "1"},
+		{engine.ErrClosed, 503, wire.TypeServer, "unavailable", "", "1"},
+		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, wire.TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
+		{engine.ErrEmptyPrompt, 400, wire.TypeInvalidRequest, "", "prompt", ""},
+		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, wire.TypeInvalidRequest, "", "prompt", ""},
+		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, wire.TypeInvalidRequest, "", "prompt", ""},
+		{engine.ErrBadSlot, 400, wire.TypeInvalidRequest, "", "id_slot", ""},
+		{fmt.Errorf("%w: parse error", engine.ErrGrammar), 400, wire.TypeInvalidRequest, "", "grammar", ""},
+		{fmt.Errorf("%w: %w", engine.ErrGrammar, &engine.UnsatisfiableError{Reason: "no token writes {"}), 400, wire.TypeInvalidRequest, "grammar_unsatisfiable", "grammar", ""},
+		{errors.New("disk on fire"), 500, wire.TypeServer, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {

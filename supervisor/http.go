@@ -447,12 +447,8 @@ func (s *Supervisor) Gated(cfg gate.Config) *gate.Gate {
 // {"ok":false,"error":CODE,"message":...} for the job API.
 func writeGateError(w http.ResponseWriter, r *http.Request, e *gate.Error) {
 	if strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		typ := wire.TypeInvalidRequest
-		if e.Status >= 500 {
-			typ = wire.TypeServer
-		}
 		code := e.Code
-		wire.WriteJSON(w, e.Status, wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: typ, Code: &code}})
+		wire.WriteJSON(w, e.Status, wire.Envelope{Error: wire.ErrorObject{Message: e.Message, Type: wire.ErrorType(e.Status), Code: &code}})
 		return
 	}
 	wire.WriteJSON(w, e.Status, map[string]any{"ok": false, "error": strings.ToUpper(e.Code), "message": e.Message})

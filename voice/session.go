@@ -19,6 +19,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -332,9 +333,9 @@ func (s *session) turn(ctx context.Context, b []byte) error {
 	}
 	m := serving.PacedMetricsOf(res)
 	done := ServerEvent{Type: TypeDone, ID: id, FinishReason: string(res.FinishReason),
-		Message: &wire.Message{Role: "assistant", Content: content}, Usage: serving.UsageOf(res.Usage), Metrics: &m}
+		Message: &wire.Message{Role: "assistant", Content: content}, Usage: openai.UsageOf(res.Usage), Metrics: &m}
 	if e := serving.ResultError(res); res.FinishReason == engine.FinishError && e != nil {
-		done.Error = e.Object()
+		done.Error = openai.ErrorObject(e)
 	}
 	return s.send(ctx, done)
 }
@@ -518,11 +519,11 @@ func (s *session) send(ctx context.Context, ev ServerEvent) error {
 }
 
 func errorEvent(e *serving.Error) ServerEvent {
-	return ServerEvent{Type: TypeError, Error: e.Object()}
+	return ServerEvent{Type: TypeError, Error: openai.ErrorObject(e)}
 }
 
 func invalid(param, format string, args ...any) *serving.Error {
-	return &serving.Error{Status: http.StatusBadRequest, Type: serving.TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+	return &serving.Error{Status: http.StatusBadRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
 // cut returns the first n characters of s.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -64,13 +65,13 @@ func Live(cfg LiveConfig) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !gate.FromContext(r.Context()).Admin() {
-			serving.WriteError(w, &serving.Error{Status: http.StatusForbidden, Type: serving.TypeInvalidRequest, Code: "admin_required",
+			openai.WriteError(w, &serving.Error{Status: http.StatusForbidden, Code: "admin_required",
 				Message: "GET /v1/live (the live view of the server: slots, queues, model load errors) needs an admin API key"})
 			return
 		}
 		select {
 		case <-cfg.Done:
-			serving.WriteError(w, &serving.Error{Status: http.StatusServiceUnavailable, Type: serving.TypeServer,
+			openai.WriteError(w, &serving.Error{Status: http.StatusServiceUnavailable,
 				Code: "unavailable", Message: "the server is shutting down"})
 			return
 		default:

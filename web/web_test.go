@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -95,7 +94,7 @@ func TestLiveNeedsAdmin(t *testing.T) {
 					Error struct{ Message, Type, Code string }
 				}
 				if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env.Error.Code != "admin_required" ||
-					env.Error.Type != serving.TypeInvalidRequest || !strings.Contains(env.Error.Message, "admin") {
+					env.Error.Type != wire.TypeInvalidRequest || !strings.Contains(env.Error.Message, "admin") {
 					t.Fatalf("403 body %+v, %v", env, err)
 				}
 				return

@@ -12,6 +12,15 @@ const (
 	TypeServer         = "server_error"
 )
 
+// ErrorType is OpenAI's error type for an error answered with HTTP
+// status: TypeServer for a 5xx, else TypeInvalidRequest.
+func ErrorType(status int) string {
+	if status >= 500 {
+		return TypeServer
+	}
+	return TypeInvalidRequest
+}
+
 // Envelope is OpenAI's error response body, {"error":{...}}; an error
 // event of a stream carries the same object.
 type Envelope struct {
