@@ -77,6 +77,9 @@ type Request struct {
 	// requests of another salt share no cached prefix with this one. Nil
 	// when absent.
 	CacheSalt *string
+	// Priority is priority (vLLM's field, corral's extension here): the
+	// request's class, lower served first. Nil when absent.
+	Priority *int
 }
 
 // body is the JSON of a Messages or count_tokens request. Fields that no
@@ -98,6 +101,7 @@ type body struct {
 	Thinking      json.RawMessage `json:"thinking"`
 	OutputConfig  json.RawMessage `json:"output_config"`
 	CacheSalt     *string         `json:"cache_salt"`
+	Priority      *int            `json:"priority"`
 	unsupported
 }
 
@@ -163,7 +167,7 @@ func ParseMessages(b []byte) (*Request, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r.MaxTokens, r.Stream, r.CacheSalt = *raw.MaxTokens, raw.Stream, raw.CacheSalt
+	r.MaxTokens, r.Stream, r.CacheSalt, r.Priority = *raw.MaxTokens, raw.Stream, raw.CacheSalt, raw.Priority
 	return r, nil
 }
 

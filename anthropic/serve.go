@@ -158,6 +158,7 @@ func coreRequest(r *Request, lim *serving.Limits) (serving.Request, *serving.Err
 		MaxTokens:       r.MaxTokens,
 		Stop:            r.StopSequences,
 		CacheSalt:       r.CacheSalt,
+		Priority:        r.Priority,
 		Stream:          r.Stream,
 		Params:          serving.Params{Prompt: "messages", Logprobs: "logprobs"},
 	}

@@ -50,7 +50,10 @@ type Request struct {
 	PromptCacheKey string `json:"prompt_cache_key"`
 	// CacheSalt is vLLM's cache_salt (corral's extension here): requests
 	// of another salt share no cached prefix with this one.
-	CacheSalt   *string           `json:"cache_salt"`
+	CacheSalt *string `json:"cache_salt"`
+	// Priority is vLLM's priority (corral's extension here): the
+	// request's class, lower served first.
+	Priority    *int              `json:"priority"`
 	Metadata    map[string]string `json:"metadata"`
 	User        string            `json:"user"`
 	ServiceTier string            `json:"service_tier"`

@@ -188,6 +188,7 @@ func coreRequest(r *Request, t *Translation, lim *serving.Limits) (serving.Reque
 		Sampling:  serving.Sampling{Temperature: t.Temperature, TopP: t.TopP},
 		MaxTokens: t.MaxOutputTokens,
 		CacheSalt: r.CacheSalt,
+		Priority:  r.Priority,
 		Stream:    r.Stream,
 		Params:    serving.Params{Prompt: "input", Logprobs: "top_logprobs"},
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-llm/corral/anthropic"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
 	"github.com/corral-llm/corral/internal/servetest"
@@ -24,6 +26,7 @@ import (
 	"github.com/corral-llm/corral/ollama"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/responses"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -97,8 +100,14 @@ func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
 		"GET /v1/models":                          servetest.Bind(a, openai.Models),
 		"POST /api/show":                          servetest.Bind(a, ollama.Show),
 		"POST /api/chat":                          servetest.Bind(a, ollama.Chat),
+		"POST /v1/messages":                       servetest.Bind(a, anthropic.Messages),
 	} {
 		mux.Handle(pattern, h)
+	}
+	for _, r := range responses.Routes(responses.NewStore(responses.StoreOptions{})) {
+		for _, path := range r.Paths {
+			mux.Handle(r.Method+" "+path, servetest.Bind(a, r.Handler))
+		}
 	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(byID) > 0 {
@@ -268,6 +277,39 @@ func pacedBody(pause float64) map[string]any {
 	}
 	return map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 3,
 		"stream": true, "chunking": chunking}
+}
+
+// TestPriorityInEveryDialect: every dialect that generates takes the
+// request's priority into the core's admission: a user key asking for a
+// better class than its key's is refused (403 naming priority), a worse
+// one is served.
+func TestPriorityInEveryDialect(t *testing.T) {
+	a, _ := realAPI(t, engine.Config{Parallel: 1}, serving.Options{})
+	ts := keyServer(t, a, testKeys)
+	msgs := []map[string]string{{"role": "user", "content": "Hi"}}
+	for _, tt := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1}},
+		{"/v1/completions", map[string]any{"prompt": "Once", "max_tokens": 1}},
+		{"/v1/messages", map[string]any{"model": "tiny", "messages": msgs, "max_tokens": 1}},
+		{"/v1/responses", map[string]any{"model": "tiny", "input": "Hi", "max_output_tokens": 1}},
+		{"/api/chat", map[string]any{"model": "tiny", "messages": msgs, "stream": false, "options": map[string]any{"num_predict": 1}}},
+		{"/completion", map[string]any{"prompt": "Once", "n_predict": 1}},
+	} {
+		for _, prio := range []int{-1, 2} {
+			body := maps.Clone(tt.body)
+			body["priority"] = prio
+			status, b := keyed(t, ts, bobSecret, tt.path, body)
+			switch want := map[int]int{-1: 403, 2: 200}[prio]; {
+			case status != want:
+				t.Errorf("%s, priority %d: status %d, want %d: %s", tt.path, prio, status, want, b)
+			case status == 403 && !strings.Contains(string(b), "priority"):
+				t.Errorf("%s, priority %d: the refusal does not name priority: %s", tt.path, prio, b)
+			}
+		}
+	}
 }
 
 // TestPauseCap: a user key may ask for a pause_timeout up to --max-pause,
