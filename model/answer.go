@@ -88,6 +88,10 @@ func (a *Reader) Finish(cut bool) []wire.Delta {
 	return out
 }
 
+// Failed reports whether a region of call markup turned out not to be a
+// call, and was given back as content (see toolcall.Failed).
+func (a *Reader) Failed() bool { return a.calls != nil && toolcall.Failed(a.calls) }
+
 // Calls are the complete calls read so far.
 func (a *Reader) Calls() []wire.ToolCall {
 	if a.calls == nil {

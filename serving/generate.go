@@ -120,8 +120,9 @@ type Generation struct {
 // request that fails before the headers (admission, queue full, queue
 // timeout, engine error) returns its error, for the handler to write; one
 // that fails after them gets enc's error event, then [DONE] with SSEDone.
-// A whole answer whose tool call failed is repaired first (see
-// Options.ToolRepair).
+// An answer whose tool call failed is repaired (see Options.ToolRepair):
+// a whole one before it is sent, a streamed one from the failed call on
+// (see streamrepair.go).
 func (c *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encoder) *Error {
 	ctx := x.R.Context()
 	if e := c.Admission(ctx, &req, g.Priority, x.R.Header, g.CacheSalt); e != nil {
@@ -152,6 +153,9 @@ func (c *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 	st := &stream{x: x, g: g, enc: enc, cfg: StreamConfigOf(ctx)}
 	if g.Plan.Reads() {
 		st.reader = g.Plan.Reader()
+		if c.repairs(req, g.Plan) {
+			st.fix = &streamRepair{req: req}
+		}
 	}
 	var (
 		carry utf8Carry
@@ -264,6 +268,7 @@ type stream struct {
 	enc     Encoder
 	cfg     StreamConfig
 	reader  *model.Reader // reads the answer; nil when it is passed on as it is
+	fix     *streamRepair // holds the calls back for repair; nil when they are not
 	sw      streamWriter  // non-nil once the headers are sent
 	started bool          // enc.Start was sent
 	sent    int           // the reader's complete calls already sent
@@ -303,8 +308,11 @@ func (st *stream) begin() error {
 // text passes text, from the tokens of c, through the answer's reader to
 // the encoder.
 func (st *stream) text(text string, c engine.Chunk) error {
-	if st.reader == nil {
+	switch {
+	case st.reader == nil:
 		return st.events(st.enc.Deltas([]wire.Delta{{Content: &text}}, nil, c))
+	case st.fix != nil:
+		return st.push(text, c)
 	}
 	return st.events(st.enc.Deltas(st.reader.Push(text), st.calls(), c))
 }
@@ -318,6 +326,9 @@ func (st *stream) calls() []wire.ToolCall {
 
 // end reads the end of the answer and sends the encoder's last events.
 func (st *stream) end(res engine.Result) error {
+	if st.fix != nil {
+		return st.finish(res)
+	}
 	var calls []wire.ToolCall
 	if st.reader != nil {
 		ds, done := st.reader.Finish(res.FinishReason == engine.FinishLength), st.calls()

@@ -29,8 +29,8 @@ import (
 // too is tried again, up to Options.ToolRepair times; then the answer is
 // given back as the model first wrote it.
 //
-// A streamed answer is not repaired: its text goes out as it is decided,
-// before a later failure is known.
+// A streamed answer holds its calls back until they pass the same checks
+// and is repaired the same way at its end (see streamrepair.go).
 
 // DefaultToolRepair is how many times a failed tool call is written again
 // when Options.ToolRepair is 0.

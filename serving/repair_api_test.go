@@ -218,8 +218,8 @@ func TestToolRepair(t *testing.T) {
 
 // A repair that fails too is tried again, ToolRepair times in all; then
 // the answer comes back as the model first wrote it, its markup as
-// content. With repair off (a negative ToolRepair), a stream, or an
-// answer without failed calls, the answer is the first one.
+// content, streamed or not. With repair off (a negative ToolRepair), or
+// an answer without failed calls, the answer is the first one.
 func TestToolRepairBounded(t *testing.T) {
 	broken := `Sure. <tool_call>{"name": get_weather}</tool_call>`
 	always := func(int) string { return gbnfLiteral(broken) }
@@ -234,7 +234,7 @@ func TestToolRepairBounded(t *testing.T) {
 		{"two repairs fail", 2, false, always, 3, 1},
 		{"the default repair fails", 0, false, always, 2, 1},
 		{"repair off", -1, false, always, 1, 0},
-		{"streamed", 0, true, always, 1, 0},
+		{"streamed", 0, true, always, 2, 1},
 		{"text", 0, false, func(int) string { return gbnfLiteral("Once upon a time.") }, 1, 0},
 		{"a sound call", 0, false, func(int) string {
 			return gbnfLiteral(`<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>`)

@@ -20,7 +20,14 @@ type dropParser struct {
 	pending string // text not passed on yet
 	started bool   // the answer's start is decided
 	cut     bool
+	// passed counts the bytes passed on to Parser; drops are where
+	// markup was taken out, in Parser's offsets, for spans.
+	passed int
+	drops  []drop
 }
+
+// drop is markup of n bytes taken out where Parser's text reached at.
+type drop struct{ at, n int }
 
 // dropping wraps p so that drop and lead (see dropParser) are taken out
 // of the answer.
@@ -53,6 +60,7 @@ func (d *dropParser) take(end bool) string {
 		for _, l := range d.lead {
 			if strings.HasPrefix(d.pending, l) {
 				d.pending = d.pending[len(l):]
+				d.drops = append(d.drops, drop{d.passed, len(l)})
 				break
 			}
 			if strings.HasPrefix(l, d.pending) && !end {
@@ -74,6 +82,7 @@ func (d *dropParser) take(end bool) string {
 		}
 		b.WriteString(d.pending[:at])
 		d.pending = d.pending[at+len(marker):]
+		d.drops = append(d.drops, drop{d.passed + b.Len(), len(marker)})
 	}
 	n := len(d.pending)
 	if !end || d.cut {
@@ -84,5 +93,36 @@ func (d *dropParser) take(end bool) string {
 	if end {
 		d.pending = ""
 	}
+	d.passed += b.Len()
 	return b.String()
+}
+
+// spans are Parser's (see Spans), in the answer's offsets: each past the
+// markup taken out before it, and at its own offset.
+func (d *dropParser) spans() ([]int, int) {
+	sp, ok := d.Parser.(interface{ spans() ([]int, int) })
+	if !ok {
+		return nil, -1
+	}
+	starts, failed := sp.spans()
+	out := make([]int, len(starts))
+	for i, at := range starts {
+		out[i] = d.outer(at)
+	}
+	if failed >= 0 {
+		failed = d.outer(failed)
+	}
+	return out, failed
+}
+
+// outer is Parser's offset at in the answer's offsets.
+func (d *dropParser) outer(at int) int {
+	n := at
+	for _, x := range d.drops {
+		if x.at > at {
+			break
+		}
+		n += x.n
+	}
+	return n
 }

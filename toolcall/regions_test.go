@@ -23,6 +23,16 @@ func TestParseRegions(t *testing.T) {
 		// Text beginning with '{' in a format without a marker is text.
 		{"json text", `{"a": 1} is JSON`, JSON, nil, "-"},
 		{"json call", `{"name": "f", "arguments": {}}`, JSON, []string{""}, "-"},
+		// Formats that take framing out of the answer give offsets in
+		// the answer as the model wrote it, framing and all.
+		{"command-r7b call", `<|START_RESPONSE|>Hi.<|END_RESPONSE|><|START_ACTION|>[{"tool_name": "f", "parameters": {}}]<|END_ACTION|>`, CommandR7B,
+			[]string{"<|START_RESPONSE|>Hi.<|END_RESPONSE|>"}, "-"},
+		{"command-r7b broken markup", `<|START_RESPONSE|>Hi.<|END_RESPONSE|><|START_ACTION|>[{oops}]<|END_ACTION|>`, CommandR7B,
+			nil, "<|START_RESPONSE|>Hi.<|END_RESPONSE|>"},
+		{"gigachat3 call", "Hi.<|message_sep|>\n\nfunction call<|role_sep|>\n" + `{"name": "f", "arguments": {}}`, GigaChat3,
+			[]string{"Hi.<|message_sep|>"}, "-"},
+		{"gigachat3.1 broken markup", `Hi.<|message_sep|><|function_call|>{oops}`, GigaChat31, nil, "Hi.<|message_sep|>"},
+		{"functionary-v3.2 call", "all\nHi.>>>f\n{\"a\": 1}", FunctionaryV32, []string{"all\nHi."}, "-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ok := ParseRegions(tc.f, nil, tc.text, 0, false)
@@ -43,14 +53,16 @@ func TestParseRegions(t *testing.T) {
 			case tc.failed != "-" && (r.Failed < 0 || tc.text[:r.Failed] != tc.failed):
 				t.Errorf("failed region at %d, want after %q", r.Failed, tc.failed)
 			}
-			if tc.failed != "-" && !strings.Contains(r.Content, "tool_call>") {
+			if tc.failed != "-" && !strings.Contains(r.Content, "tool_call>") && !strings.Contains(r.Content, "oops") {
 				t.Errorf("content %q: the broken markup is not given back", r.Content)
 			}
 		})
 	}
-	// A parser that takes framing out of the answer does not know where
-	// its calls lie in it.
-	if _, ok := ParseRegions(CommandR7B, nil, "Hi.", 0, false); ok {
-		t.Error("CommandR7B: regions of a dropping parser")
+	// Every format's parser knows where its calls lie, so that every
+	// format's calls can be repaired.
+	for _, f := range all() {
+		if _, ok := ParseRegions(f, nil, "Hi.", 0, false); !ok {
+			t.Errorf("%s: no regions", f.Name())
+		}
 	}
 }

@@ -179,8 +179,8 @@ type Regions struct {
 }
 
 // ParseRegions is Parse, with where the calls and the first failed
-// region began; ok is false for a format whose parser does not keep them
-// (one that takes framing out of the answer before reading it).
+// region began, in text's offsets (framing a parser takes out included);
+// ok is false for a format whose parser does not keep them.
 func ParseRegions(f Format, tools []wire.Tool, text string, max int, cut bool) (r Regions, ok bool) {
 	content, p := parse(f, tools, text, max, cut)
 	sp, ok := p.(interface{ spans() ([]int, int) })
@@ -189,6 +189,18 @@ func ParseRegions(f Format, tools []wire.Tool, text string, max int, cut bool) (
 	}
 	starts, failed := sp.spans()
 	return Regions{Content: content, Calls: p.Calls(), Starts: starts, Failed: failed}, true
+}
+
+// Failed reports whether a region of markup p read turned out not to be
+// a call (and was given back as content); false for a format whose
+// parser does not keep where its regions began (see ParseRegions).
+func Failed(p Parser) bool {
+	sp, ok := p.(interface{ spans() ([]int, int) })
+	if !ok {
+		return false
+	}
+	_, failed := sp.spans()
+	return failed >= 0
 }
 
 // parse is Parse, giving the parser that read the answer.
