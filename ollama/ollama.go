@@ -22,6 +22,9 @@
 //     is none. The deprecated "context" is ignored: no "context" is
 //     returned either, since the engine keeps the tokens of a
 //     conversation only for paced requests.
+//   - /api/chat takes corral's "tool_choice" and "parallel_tool_calls"
+//     (OpenAI's shapes: "none", "auto", "required", a named function),
+//     since Ollama's API has no way to force a call.
 //   - A request without "model" is served by the default model, as on the
 //     other endpoints.
 //   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
@@ -83,7 +86,9 @@ type ollamaGenerateRequest struct {
 // ollamaChatRequest is the body of POST /api/chat.
 type ollamaChatRequest struct {
 	Messages []ollamaMessage `json:"messages"`
-	Tools    []wire.Tool     `json:"tools"`
+	// ToolFields are the tools, and corral's extension: OpenAI's
+	// tool_choice and parallel_tool_calls, which Ollama's API lacks.
+	openai.ToolFields
 	ollamaParams
 }
 
@@ -261,9 +266,6 @@ func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 	if len(body.Messages) > lim.MaxMessages {
 		return serving.OverLimit("messages", "max-messages", lim.MaxMessages, "messages", "'messages' has %d messages", len(body.Messages))
 	}
-	if e := lim.CheckTools(body.Tools); e != nil {
-		return e
-	}
 	for i, om := range body.Messages {
 		if len(om.Images) > 0 {
 			return serving.Invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
@@ -292,14 +294,17 @@ func (body *ollamaGenerateRequest) translate(lim *serving.Limits) (serving.Reque
 }
 
 // translate validates an /api/chat request with messages (check passed)
-// and translates it. Ollama has no tool_choice: the model sees the tools
-// and its calls are read when the request has tools.
+// and translates it. Ollama has no tool_choice: without corral's, the
+// model sees the tools and its calls are read when the request has
+// tools (tool_choice "auto").
 func (body *ollamaChatRequest) translate(lim *serving.Limits) (serving.Request, *serving.Error) {
 	r, e := body.ollamaParams.translate(lim, "messages")
 	if e != nil {
 		return r, e
 	}
-	r.Tools.Defined = body.Tools
+	if r.Tools, e = body.ToolFields.Parse(lim); e != nil {
+		return r, e
+	}
 	r.Messages = make([]chat.Message, len(body.Messages))
 	for i, om := range body.Messages {
 		r.Messages[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,

@@ -597,6 +597,9 @@ func TestOllamaBadRequests(t *testing.T) {
 		{"raw system", gen, `{"prompt":"hi","raw":true,"system":"be brief"}`, 400, "raw mode"},
 		{"role", chat, `{"messages":[{"role":"robot","content":"hi"}]}`, 400, "unknown role"},
 		{"keep_alive", gen, `{"prompt":"hi","keep_alive":"soon"}`, 400, "keep_alive"},
+		{"tool_choice", chat, `{` + msgs + `,"tool_choice":"sometimes"}`, 400, "'tool_choice' must be"},
+		{"tool_choice without tools", chat, `{` + msgs + `,"tool_choice":"required"}`, 400, "needs 'tools'"},
+		{"tool_choice of no tool", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, 400, "not among 'tools'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -639,6 +642,33 @@ func TestOllamaAccepted(t *testing.T) {
 	}
 	if req := fake.Submitted[0]; !req.IgnoreEOS || req.Priority != -3 || req.Sampling.LogitBias[5] != -100 || !strings.HasPrefix(req.Prompt, "<|im_start|>user\n") {
 		t.Errorf("corral's extensions: %+v", req)
+	}
+}
+
+// TestOllamaToolChoice: /api/chat takes corral's tool_choice, which
+// forces a call with a grammar, as on the OpenAI endpoints; without it,
+// the tools are offered and nothing is forced.
+func TestOllamaToolChoice(t *testing.T) {
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		body   string
+		forced bool
+	}{
+		{`{` + msgs + `,` + tools + `}`, false},
+		{`{` + msgs + `,` + tools + `,"tool_choice":"auto"}`, false},
+		{`{` + msgs + `,` + tools + `,"tool_choice":"required"}`, true},
+		{`{` + msgs + `,` + tools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false}`, true},
+	} {
+		fake := servetest.NewEngine()
+		w := servetest.Serve(t, fake, Chat, tc.body)
+		if w.Code != 503 || len(fake.Submitted) != 1 {
+			t.Fatalf("%s: %d %s", tc.body, w.Code, w.Body)
+		}
+		req := fake.Submitted[0]
+		if forced := strings.Contains(req.Grammar, "get_weather"); forced != tc.forced {
+			t.Errorf("%s: grammar %q, want forced %v", tc.body, req.Grammar, tc.forced)
+		}
 	}
 }
 

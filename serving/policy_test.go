@@ -47,7 +47,7 @@ var testKeys = []string{
 
 // realAPI serves a real engine of TinyStories656K, configured by cfg, as
 // the one model "tiny", with opt.
-func realAPI(t *testing.T, cfg engine.Config, opt serving.Options) (*serving.Core, *engine.Engine) {
+func realAPI(t testing.TB, cfg engine.Config, opt serving.Options) (*serving.Core, *engine.Engine) {
 	t.Helper()
 	cfg.ModelPath = testmodel.Path(t, testmodel.TinyStories656K)
 	cfg.Threads = 1
@@ -78,7 +78,7 @@ func realAPI(t *testing.T, cfg engine.Config, opt serving.Options) (*serving.Cor
 // server's gate: a request bearing one of testKeys is that key's caller,
 // any other is refused with 401, and without keys every request is the
 // zero caller (an admin).
-func keyServer(t *testing.T, a *serving.Core, keys []string) *httptest.Server {
+func keyServer(t testing.TB, a *serving.Core, keys []string) *httptest.Server {
 	t.Helper()
 	byID := map[string]*gate.Key{}
 	for _, spec := range keys {

@@ -1,11 +1,15 @@
 package serving_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	asdk "github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -14,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -238,4 +243,61 @@ func TestToolCallStreamedWhole(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkStreamTools streams a plain answer of 64 tokens from
+// TinyStories656K (greedy, ignore_eos) with and without tools offered,
+// and with tools and repair off: holding calls back must not slow a
+// plain answer. It reports the time to the first content byte (ttfb-ms)
+// and between content events (itl-ms), medians over b.N streams.
+func BenchmarkStreamTools(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		tools  bool
+		repair int
+	}{{"no-tools", false, 0}, {"tools", true, 0}, {"tools-repair-off", true, -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			a, _ := realAPI(b, engine.Config{Parallel: 1}, serving.Options{ToolRepair: bc.repair})
+			ts := keyServer(b, a, nil)
+			body := map[string]any{"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}},
+				"stream": true, "max_tokens": 64, "temperature": 0, "ignore_eos": true}
+			if bc.tools {
+				body["tools"] = []wire.Tool{weatherDef, timeDef}
+			}
+			raw, _ := json.Marshal(body)
+			var ttfb, itl []float64
+			for b.Loop() {
+				start := time.Now()
+				resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader(raw))
+				if err != nil {
+					b.Fatal(err)
+				}
+				sc := bufio.NewScanner(resp.Body)
+				var last time.Time
+				for sc.Scan() {
+					if !strings.Contains(sc.Text(), `"content":"`) || strings.Contains(sc.Text(), `"content":""`) {
+						continue
+					}
+					now := time.Now()
+					if last.IsZero() {
+						ttfb = append(ttfb, float64(now.Sub(start))/1e6)
+					} else {
+						itl = append(itl, float64(now.Sub(last))/1e6)
+					}
+					last = now
+				}
+				resp.Body.Close()
+			}
+			b.ReportMetric(median(ttfb), "ttfb-ms")
+			b.ReportMetric(median(itl), "itl-ms")
+		})
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
