@@ -40,7 +40,7 @@ build: llama
 llama:
 	./scripts/llama-cpp.sh build
 
-# The browser test (server/browser_test.go) drives a headless Chromium,
+# The browser test (e2e/browser_test.go) drives a headless Chromium,
 # Debian's chromium package. When it is missing and apt-get can run (as
 # root, or through sudo without a password), install it; otherwise say so
 # and go on: the test itself then fails, naming what is missing (it never
@@ -50,7 +50,7 @@ browser:
 	@if [ -x "$(CHROMIUM)" ] || [ -n "$${CORRAL_CHROMIUM:-}" ]; then exit 0; fi; \
 	./scripts/apt-install.sh --optional browser chromium
 
-# The end-to-end tests (bench, supervisor, server) run bin/corral, built
+# The end-to-end tests (bench, supervisor, e2e, server) run bin/corral, built
 # once here with the flags above, instead of each compiling its own.
 # CORRAL_BACKENDS= (set, empty): they compute on the CPU even where a GPU
 # backend library lies beside bin/corral (make vulkan); make test-gpu
@@ -107,10 +107,10 @@ GPU_DEVICE  ?= Vulkan0
 GPU_BACKEND ?= $(if $(filter CUDA%,$(GPU_DEVICE)),cuda,vulkan)
 GGML_VK_VISIBLE_DEVICES ?= 0
 test-gpu: build $(GPU_BACKEND) $(if $(filter vulkan,$(GPU_BACKEND)),lavapipe)
-	$(GO) vet -tags gpu ./llama/ ./engine/ ./server/
+	$(GO) vet -tags gpu ./llama/ ./engine/ ./e2e/
 	$(if $(GGML_VK_VISIBLE_DEVICES),GGML_VK_VISIBLE_DEVICES="$(GGML_VK_VISIBLE_DEVICES)",env -u GGML_VK_VISIBLE_DEVICES) \
 		CORRAL_BACKENDS="$(abspath $(BACKENDS_DIR))" CORRAL_TEST_DEVICE="$(GPU_DEVICE)" CORRAL_BIN="$(CORRAL_BIN)" \
-		$(GO) test -tags gpu $(TESTFLAGS) -run GPU ./llama/ ./engine/ ./server/
+		$(GO) test -tags gpu $(TESTFLAGS) -run GPU ./llama/ ./engine/ ./e2e/
 
 # The Kubernetes manifests against their schemas, offline: Kubernetes
 # 1.30's, built into the pinned kubectl-validate, and the CRD schemas in

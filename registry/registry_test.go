@@ -20,8 +20,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The registry's logic (leases, budget, eviction, keep-alive, single
-// loads) is tested here over fake models; package server's tests run it
-// over real engines.
+// loads) is tested here over fake models; the end-to-end tests (e2e/) run
+// it over real engines.
 
 // fakeModel is a loaded fake.
 type fakeModel struct {

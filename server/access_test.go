@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -26,28 +26,14 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/server"
 )
 
 // The gate in front of the real server: API keys as the official SDKs send
 // them, the browser checks, TLS.
-
-const testKey = "sk-corral-test-0123456789"
-
-func keyPolicy(t *testing.T, hosts, origins []string, specs ...string) gate.Policy {
-	t.Helper()
-	keys, err := gate.LoadKeys(specs, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := gate.NewPolicy(keys, hosts, origins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // headerTransport adds a header to every request, as a client configured
 // with a key does.
@@ -63,38 +49,38 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestAPIKeysThroughClients(t *testing.T) {
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{}, Config{Policy: keyPolicy(t, nil, nil, testKey+" name=tester")}, nil)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Server: server.Config{Policy: e2etest.KeyPolicy(t, nil, nil, e2etest.APIKey+" name=tester")}})
 	ctx := context.Background()
 	params := openai.CompletionNewParams{Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")}, MaxTokens: openai.Int(4)}
 
 	// openai-go with a wrong key: a 401 in OpenAI's shape.
-	bad := openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey("sk-wrong-000000000"), option.WithMaxRetries(0), option.WithHTTPClient(ts.client))
+	bad := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey("sk-wrong-000000000"), option.WithMaxRetries(0), option.WithHTTPClient(ts.Client))
 	_, err := bad.Completions.New(ctx, params)
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "invalid_api_key" {
 		t.Fatalf("wrong key: %v", err)
 	}
-	good := openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey(testKey), option.WithMaxRetries(0), option.WithHTTPClient(ts.client))
+	good := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey(e2etest.APIKey), option.WithMaxRetries(0), option.WithHTTPClient(ts.Client))
 	if c, err := good.Completions.New(ctx, params); err != nil || len(c.Choices) != 1 || c.Choices[0].Text == "" {
 		t.Fatalf("right key: %v %+v", err, c)
 	}
 
 	// Ollama's client: no key, then the key as a Bearer header.
-	base, _ := url.Parse(ts.url)
-	noKey := ollama.NewClient(base, ts.client)
+	base, _ := url.Parse(ts.URL)
+	noKey := ollama.NewClient(base, ts.Client)
 	_, err = noKey.List(ctx)
 	var authErr ollama.AuthorizationError
 	if !errors.As(err, &authErr) || authErr.StatusCode != 401 {
 		t.Fatalf("ollama without a key: %#v", err)
 	}
-	keyed := ollama.NewClient(base, &http.Client{Transport: headerTransport{ts.client.Transport, "Authorization", "Bearer " + testKey}})
+	keyed := ollama.NewClient(base, &http.Client{Transport: headerTransport{ts.Client.Transport, "Authorization", "Bearer " + e2etest.APIKey}})
 	if list, err := keyed.List(ctx); err != nil || len(list.Models) != 1 {
 		t.Fatalf("ollama with the key: %v %+v", err, list)
 	}
 
 	// The health check and the page stay open.
 	for _, p := range []string{"/health", "/"} {
-		resp, err := ts.client.Get(ts.url + p)
+		resp, err := ts.Client.Get(ts.URL + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +91,7 @@ func TestAPIKeysThroughClients(t *testing.T) {
 	}
 	// The live view and the metrics do not.
 	for _, p := range []string{"/v1/live", "/metrics", "/slots"} {
-		resp, err := ts.client.Get(ts.url + p)
+		resp, err := ts.Client.Get(ts.URL + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,11 +106,12 @@ func TestAPIKeysThroughClients(t *testing.T) {
 // refused, and the model stays loaded. The same with DNS rebinding: the
 // page's own host name, pointing at 127.0.0.1.
 func TestBrowserCannotUnload(t *testing.T) {
-	ts, _ := startRegistry(t, Config{})
+	ts := e2etest.StartRegistry(t, server.Config{})
 	ctx := context.Background()
-	base, _ := url.Parse(ts.url)
-	client := ollama.NewClient(base, ts.client)
-	if err := client.Generate(ctx, &ollama.GenerateRequest{Model: "tiny", Prompt: "Hi", Options: greedy(2)}, func(ollama.GenerateResponse) error { return nil }); err != nil {
+	base, _ := url.Parse(ts.URL)
+	client := ollama.NewClient(base, ts.Client)
+	greedy := map[string]any{"num_predict": 2, "temperature": 0, "seed": 42, "ignore_eos": true}
+	if err := client.Generate(ctx, &ollama.GenerateRequest{Model: "tiny", Prompt: "Hi", Options: greedy}, func(ollama.GenerateResponse) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	unload := `{"model":"tiny","keep_alive":0}`
@@ -135,14 +122,14 @@ func TestBrowserCannotUnload(t *testing.T) {
 		{"cross-site page", "", "https://evil.example", "cross-site"},
 		{"rebound page", "evil.example:" + port, "http://evil.example:" + port, "same-origin"},
 	} {
-		req, _ := http.NewRequest("POST", ts.url+"/api/generate", strings.NewReader(unload))
+		req, _ := http.NewRequest("POST", ts.URL+"/api/generate", strings.NewReader(unload))
 		req.Header.Set("Content-Type", "text/plain")
 		req.Header.Set("Origin", tc.origin)
 		req.Header.Set("Sec-Fetch-Site", tc.site)
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		resp, err := ts.client.Do(req)
+		resp, err := ts.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,18 +146,18 @@ func TestBrowserCannotUnload(t *testing.T) {
 }
 
 func TestVoiceSocketOrigin(t *testing.T) {
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{}, Config{Policy: keyPolicy(t, nil, []string{"https://app.example"})}, nil)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Server: server.Config{Policy: e2etest.KeyPolicy(t, nil, []string{"https://app.example"})}})
 	ctx := context.Background()
-	ws := "ws" + strings.TrimPrefix(ts.url, "http") + "/v1/voice"
+	ws := "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/voice"
 	for _, tc := range []struct {
 		origin string
 		ok     bool
 	}{
 		{"https://evil.example", false},
 		{"https://app.example", true},
-		{ts.url, true},
+		{ts.URL, true},
 	} {
-		conn, resp, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPClient: ts.client, HTTPHeader: http.Header{"Origin": {tc.origin}}})
+		conn, resp, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPClient: ts.Client, HTTPHeader: http.Header{"Origin": {tc.origin}}})
 		if conn != nil {
 			conn.Close(websocket.StatusNormalClosure, "")
 		}
@@ -220,12 +207,18 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{}, Config{TLS: cf.TLSConfig()}, nil)
-	url := "https" + strings.TrimPrefix(ts.url, "http")
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Server: server.Config{TLS: cf.TLSConfig()}})
+	url := "https" + strings.TrimPrefix(ts.URL, "http")
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 	defer hc.CloseIdleConnections()
 	client := openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("x"), option.WithMaxRetries(0), option.WithHTTPClient(hc))
-	stream := client.Chat.Completions.NewStreaming(context.Background(), sdkChat(8), ignoreEOS)
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:       "tiny",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story.")},
+		MaxTokens:   openai.Int(8),
+		Temperature: openai.Float(0),
+		Seed:        openai.Int(42),
+	}, option.WithJSONSet("ignore_eos", true))
 	n := 0
 	for stream.Next() {
 		n++
@@ -242,7 +235,7 @@ func TestTLS(t *testing.T) {
 		t.Errorf("health over TLS: %s, TLS %v", resp.Proto, resp.TLS != nil)
 	}
 	// Plain HTTP to the TLS port is not served.
-	if resp, err := ts.client.Get(ts.url + "/health"); err == nil {
+	if resp, err := ts.Client.Get(ts.URL + "/health"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
 			t.Error("plain HTTP answered 200 on the TLS port")

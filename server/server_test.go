@@ -1,23 +1,22 @@
-package server
+package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/server"
 )
 
 // TestMain checks for leaked goroutines, and deletes the corral binary
@@ -30,60 +29,7 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// logBuffer collects JSON log lines; safe for concurrent handlers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records returns the log lines with message msg.
-func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
-}
-
-// errorOf decodes an OpenAI error envelope, failing t otherwise.
-func errorOf(t *testing.T, contentType string, body []byte) (typ, code string) {
-	t.Helper()
-	if contentType != "application/json" {
-		t.Fatalf("Content-Type %q, want application/json (body %q)", contentType, body)
-	}
-	var env errorEnvelope
-	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Message == "" {
-		t.Fatalf("body %q is not an error envelope: %v", body, err)
-	}
-	if env.Error.Code != nil {
-		code = *env.Error.Code
-	}
-	return env.Error.Type, code
-}
-
+// do serves one request with h and returns the response.
 func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
@@ -92,8 +38,8 @@ func do(t *testing.T, h http.Handler, method, path, body string) *httptest.Respo
 }
 
 func TestLoading(t *testing.T) {
-	log, _ := newLogger()
-	h := New(Config{Logger: log}).Handler()
+	log, _ := e2etest.NewLogger()
+	h := server.New(server.Config{Logger: log}).Handler()
 
 	w := do(t, h, http.MethodGet, "/health", "")
 	if w.Code != 503 || strings.TrimSpace(w.Body.String()) != `{"status":"loading"}` {
@@ -104,21 +50,21 @@ func TestLoading(t *testing.T) {
 		if w.Code != 503 || w.Header().Get("Retry-After") == "" {
 			t.Errorf("%s while loading: status %d, Retry-After %q", path, w.Code, w.Header().Get("Retry-After"))
 		}
-		if typ, code := errorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "server_error" || code != "model_loading" {
+		if typ, code := e2etest.ErrorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "server_error" || code != "model_loading" {
 			t.Errorf("%s while loading: type %q code %q", path, typ, code)
 		}
 	}
 }
 
 func TestRouting(t *testing.T) {
-	log, _ := newLogger()
-	h := New(Config{Logger: log}).Handler()
+	log, _ := e2etest.NewLogger()
+	h := server.New(server.Config{Logger: log}).Handler()
 
 	w := do(t, h, http.MethodGet, "/v1/nothing", "")
 	if w.Code != 404 {
 		t.Errorf("unknown route: status %d", w.Code)
 	}
-	if typ, code := errorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "invalid_request_error" || code != "not_found" {
+	if typ, code := e2etest.ErrorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "invalid_request_error" || code != "not_found" {
 		t.Errorf("unknown route: type %q code %q", typ, code)
 	}
 
@@ -137,27 +83,27 @@ func TestRouting(t *testing.T) {
 		if w.Code != 405 || w.Header().Get("Allow") != allow {
 			t.Errorf("%s %s: status %d, Allow %q; want 405, %q", method, path, w.Code, w.Header().Get("Allow"), allow)
 		}
-		if typ, code := errorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "invalid_request_error" || code != "method_not_allowed" {
+		if typ, code := e2etest.ErrorOf(t, w.Header().Get("Content-Type"), w.Body.Bytes()); typ != "invalid_request_error" || code != "method_not_allowed" {
 			t.Errorf("%s %s: type %q code %q", method, path, typ, code)
 		}
 	}
 }
 
 func TestRequestID(t *testing.T) {
-	log, logs := newLogger()
-	s := New(Config{Logger: log})
+	log, logs := e2etest.NewLogger()
+	s := server.New(server.Config{Logger: log})
 	var seen []string
-	h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen = append(seen, RequestID(r.Context()))
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, server.RequestID(r.Context()))
 	}))
 	for _, in := range []string{"", "client-id-7", "bad id with spaces", strings.Repeat("x", 200)} {
 		r := httptest.NewRequest(http.MethodGet, "/x", nil)
 		if in != "" {
-			r.Header.Set(RequestIDHeader, in)
+			r.Header.Set(server.RequestIDHeader, in)
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		got := w.Header().Get(RequestIDHeader)
+		got := w.Header().Get(server.RequestIDHeader)
 		if got == "" || got != seen[len(seen)-1] {
 			t.Errorf("in %q: header %q, handler saw %q", in, got, seen[len(seen)-1])
 		}
@@ -168,15 +114,15 @@ func TestRequestID(t *testing.T) {
 	if seen[0] == seen[2] {
 		t.Errorf("generated ids repeat: %q", seen)
 	}
-	recs := logs.records(t, "request")
+	recs := logs.Records(t, "request")
 	if len(recs) != 4 || recs[1]["id"] != "client-id-7" || recs[1]["status"] != float64(200) || recs[1]["path"] != "/x" {
 		t.Errorf("request logs %v", recs)
 	}
 }
 
 func TestRecoverPanic(t *testing.T) {
-	log, logs := newLogger()
-	s := New(Config{Logger: log})
+	log, logs := e2etest.NewLogger()
+	s := server.New(server.Config{Logger: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
 	mux.HandleFunc("/panic-late", func(w http.ResponseWriter, r *http.Request) {
@@ -184,7 +130,7 @@ func TestRecoverPanic(t *testing.T) {
 		panic("late boom")
 	})
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("fine")) })
-	ts := httptest.NewServer(s.middleware(mux))
+	ts := httptest.NewServer(s.Middleware(mux))
 	defer ts.Close()
 	client := ts.Client()
 
@@ -197,10 +143,10 @@ func TestRecoverPanic(t *testing.T) {
 	if resp.StatusCode != 500 {
 		t.Errorf("panic: status %d", resp.StatusCode)
 	}
-	if typ, _ := errorOf(t, resp.Header.Get("Content-Type"), body); typ != "server_error" {
+	if typ, _ := e2etest.ErrorOf(t, resp.Header.Get("Content-Type"), body); typ != "server_error" {
 		t.Errorf("panic: type %q", typ)
 	}
-	recs := logs.records(t, "handler panic")
+	recs := logs.Records(t, "handler panic")
 	if len(recs) != 1 || recs[0]["panic"] != "boom" || !strings.Contains(recs[0]["stack"].(string), "server_test.go") {
 		t.Errorf("panic log %v", recs)
 	}
@@ -229,10 +175,10 @@ func TestRecoverPanic(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
-	log, _ := newLogger()
-	s := New(Config{Logger: log, MaxBody: 10})
+	log, _ := e2etest.NewLogger()
+	s := server.New(server.Config{Logger: log, MaxBody: 10})
 	var readErr error
-	h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, readErr = io.ReadAll(r.Body)
 	}))
 	do(t, h, http.MethodPost, "/", "0123456789")
@@ -247,11 +193,11 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestLogBodies(t *testing.T) {
-	log, logs := newLogger()
-	s := New(Config{Logger: log, LogRequests: true, MaxBody: 100})
+	log, logs := e2etest.NewLogger()
+	s := server.New(server.Config{Logger: log, LogRequests: true, MaxBody: 100})
 	var got []byte
 	var readErr error
-	h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, readErr = io.ReadAll(r.Body)
 	}))
 	body := `{"prompt": "hi", "n": [1, 2]}`
@@ -259,7 +205,7 @@ func TestLogBodies(t *testing.T) {
 	if string(got) != body || readErr != nil {
 		t.Errorf("handler read %q, %v; want the body", got, readErr)
 	}
-	recs := logs.records(t, "request body")
+	recs := logs.Records(t, "request body")
 	if len(recs) != 1 {
 		t.Fatalf("%d body logs, want 1", len(recs))
 	}
@@ -277,8 +223,8 @@ func TestLogBodies(t *testing.T) {
 }
 
 func TestServeShutdown(t *testing.T) {
-	log, _ := newLogger()
-	s := New(Config{Logger: log})
+	log, _ := e2etest.NewLogger()
+	s := server.New(server.Config{Logger: log})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package server
+package server_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/wire"
 )
@@ -23,15 +24,15 @@ import (
 
 // longStream starts a greedy stream that runs to the end of the context
 // and returns its reader once the first event has arrived.
-func longStream(t *testing.T, c *chaosChild) (*http.Response, *wire.Reader) {
+func longStream(t *testing.T, c *e2etest.Child) (*http.Response, *wire.Reader) {
 	t.Helper()
-	body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true,
+	body := e2etest.Marshal(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true,
 		"temperature": 0, "stream": true})
-	req, err := http.NewRequest(http.MethodPost, c.url+"/completion", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, c.URL+"/completion", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := c.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +48,13 @@ func longStream(t *testing.T, c *chaosChild) (*http.Response, *wire.Reader) {
 }
 
 // waitDraining polls /health until it answers 503 "draining".
-func waitDraining(t *testing.T, c *chaosChild) {
+func waitDraining(t *testing.T, c *e2etest.Child) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(chaosWait)
+	deadline := time.After(e2etest.ChildWait)
 	for {
-		code, b, err := c.do(context.Background(), http.MethodGet, "/health", nil)
+		code, b, err := c.Do(context.Background(), http.MethodGet, "/health", nil)
 		if err == nil && code == http.StatusServiceUnavailable && strings.Contains(string(b), "draining") {
 			return
 		}
@@ -66,33 +67,33 @@ func waitDraining(t *testing.T, c *chaosChild) {
 }
 
 // waitExit waits for the process to end and returns its exit code.
-func waitExit(t *testing.T, c *chaosChild) int {
+func waitExit(t *testing.T, c *e2etest.Child) int {
 	t.Helper()
 	select {
-	case <-c.exited:
-		return c.state.ExitCode()
-	case <-time.After(chaosWait):
-		t.Fatalf("corral serve still running %s after the signal", chaosWait)
+	case <-c.Exited():
+		return c.State().ExitCode()
+	case <-time.After(e2etest.ChildWait):
+		t.Fatalf("corral serve still running %s after the signal", e2etest.ChildWait)
 		return -1
 	}
 }
 
 func TestSIGTERMDrainsThenExits(t *testing.T) {
-	c := startCorral(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--shutdown-timeout", "2m")
+	c := e2etest.StartChild(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--shutdown-timeout", "2m")
 	_, stream := longStream(t, c)
 
 	// A second request waits for the only slot.
 	queued := make(chan int, 1)
-	body := mustJSON(t, map[string]any{"prompt": "Hello", "n_predict": 4})
+	body := e2etest.Marshal(t, map[string]any{"prompt": "Hello", "n_predict": 4})
 	go func() {
-		code, _, _ := c.do(context.Background(), http.MethodPost, "/completion", body)
+		code, _, _ := c.Do(context.Background(), http.MethodPost, "/completion", body)
 		queued <- code
 	}()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(chaosWait)
+	deadline := time.After(e2etest.ChildWait)
 	queuedOne := regexp.MustCompile(`(?m)^corral_queue_depth\{model_name="[^"]*"\} 1$`)
-	for !queuedOne.MatchString(c.metricsText(t)) {
+	for !queuedOne.MatchString(metricsText(t, c)) {
 		select {
 		case <-tick.C:
 		case <-deadline:
@@ -100,18 +101,18 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 		}
 	}
 
-	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(c.PID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	waitDraining(t, c)
 	if code := <-queued; code != http.StatusServiceUnavailable {
 		t.Errorf("queued request after SIGTERM: status %d, want 503", code)
 	}
-	if code, b, err := c.do(context.Background(), http.MethodPost, "/completion", mustJSON(t, map[string]any{"prompt": "Hi", "n_predict": 2})); err != nil || code != http.StatusServiceUnavailable {
+	if code, b, err := c.Do(context.Background(), http.MethodPost, "/completion", e2etest.Marshal(t, map[string]any{"prompt": "Hi", "n_predict": 2})); err != nil || code != http.StatusServiceUnavailable {
 		t.Errorf("new request while draining: %d %s %v, want 503", code, b, err)
 	}
 	// The running stream goes on to its end.
-	var last llamaResult
+	var last e2etest.LlamaResult
 	for {
 		ev, err := stream.Next()
 		if err != nil {
@@ -130,13 +131,13 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 }
 
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	c := startCorral(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--shutdown-timeout", "2m")
+	c := e2etest.StartChild(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--shutdown-timeout", "2m")
 	longStream(t, c)
-	if err := syscall.Kill(c.pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(c.PID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	waitDraining(t, c)
-	if err := syscall.Kill(c.pid, syscall.SIGINT); err != nil {
+	if err := syscall.Kill(c.PID, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	if code := waitExit(t, c); code != 1 {
@@ -144,10 +145,10 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 }
 
-// metricsText is GET /metrics.
-func (c *chaosChild) metricsText(t *testing.T) string {
+// metricsText is c's GET /metrics.
+func metricsText(t *testing.T, c *e2etest.Child) string {
 	t.Helper()
-	code, b, err := c.do(context.Background(), http.MethodGet, "/metrics", nil)
+	code, b, err := c.Do(context.Background(), http.MethodGet, "/metrics", nil)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -15,9 +15,11 @@ import (
 	"time"
 
 	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/serving"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/registry"
@@ -39,16 +41,15 @@ func spec(t *testing.T, id, model string, slots int) registry.Spec {
 
 // modelServer is a server over a registry of real models.
 type modelServer struct {
-	*testServer
+	*e2etest.Server
 	reg *serving.Registry
-	srv *Server
 }
 
 // startModels serves specs with rcfg (needs estimated from the files) on
 // 127.0.0.1.
 func startModels(t *testing.T, rcfg registry.Config, specs ...registry.Spec) *modelServer {
 	t.Helper()
-	log, _ := newLogger()
+	log, _ := e2etest.NewLogger()
 	rcfg.Logger, rcfg.Estimate = log, registry.EstimateFromFile
 	cpu := engine.NewCPU(2) // as corral serve shares the cores among models
 	for i := range specs {
@@ -58,16 +59,16 @@ func startModels(t *testing.T, rcfg registry.Config, specs ...registry.Spec) *mo
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Logger: log})
+	s := server.New(server.Config{Logger: log})
 	s.SetCore(serving.New(reg, serving.Options{Logger: log}))
-	ts := serveTest(t, s, nil, func() error {
+	ts := e2etest.StartServer(t, s, nil, func() error {
 		err := reg.Close()
 		if u := reg.Budget().Used(); u != 0 {
 			t.Errorf("%d bytes stay reserved after Close", u)
 		}
 		return err
 	})
-	return &modelServer{testServer: ts, reg: reg, srv: s}
+	return &modelServer{Server: ts, reg: reg}
 }
 
 // modelList is GET /v1/models.
@@ -83,7 +84,7 @@ type modelList struct {
 func (ms *modelServer) states(t *testing.T) map[string]string {
 	t.Helper()
 	var l modelList
-	ms.get(t, "/v1/models", &l)
+	ms.Get(t, "/v1/models", &l)
 	out := map[string]string{}
 	for _, m := range l.Data {
 		out[m.ID] = m.State
@@ -101,7 +102,7 @@ func (ms *modelServer) states(t *testing.T) map[string]string {
 // differ between the two models.)
 func (ms *modelServer) complete(t *testing.T, ctx context.Context, id string, g testmodel.Golden, exact bool) error {
 	body := map[string]any{"model": id, "prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true}
-	resp, b := ms.do(t, ctx, http.MethodPost, "/v1/completions", body)
+	resp, b := ms.Do(t, ctx, http.MethodPost, "/v1/completions", body)
 	if resp.StatusCode != 200 {
 		return fmt.Errorf("%s: %d %s", id, resp.StatusCode, b)
 	}
@@ -222,7 +223,7 @@ func TestModelErrors(t *testing.T) {
 	broken := registry.Spec{ID: "broken", Engine: engine.Config{ModelPath: bad, Threads: 1}, Need: 1 << 20}
 	ms := startModels(t, registry.Config{KeepAlive: -1}, good, broken)
 
-	resp, b := ms.post(t, "/v1/completions", map[string]any{"model": "gpt-4o", "prompt": "Hi", "max_tokens": 2})
+	resp, b := ms.Post(t, "/v1/completions", map[string]any{"model": "gpt-4o", "prompt": "Hi", "max_tokens": 2})
 	if resp.StatusCode != 404 || !strings.Contains(string(b), "known models: tiny, broken") || !strings.Contains(string(b), `"code":"model_not_found"`) {
 		t.Errorf("unknown model: %d %s", resp.StatusCode, b)
 	}
@@ -230,13 +231,13 @@ func TestModelErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // a failed load is tried again by the next request
-		resp, b = ms.post(t, "/v1/chat/completions", map[string]any{"model": "broken", "messages": []map[string]string{{"role": "user", "content": "Hi"}}})
+		resp, b = ms.Post(t, "/v1/chat/completions", map[string]any{"model": "broken", "messages": []map[string]string{{"role": "user", "content": "Hi"}}})
 		if resp.StatusCode != 500 || !strings.Contains(string(b), `"code":"model_load_failed"`) || !strings.Contains(string(b), `load model \"broken\"`) {
 			t.Errorf("broken model: %d %s", resp.StatusCode, b)
 		}
 	}
 	var l modelList
-	ms.get(t, "/v1/models", &l)
+	ms.Get(t, "/v1/models", &l)
 	for _, m := range l.Data {
 		if m.ID == "broken" && (m.State != "unloaded" || m.Error == "") {
 			t.Errorf("broken model listed as %+v", m)
@@ -247,7 +248,7 @@ func TestModelErrors(t *testing.T) {
 	}
 
 	small := startModels(t, registry.Config{Budget: 1 << 10}, spec(t, "tiny", testmodel.TinyStories656K, 2))
-	resp, b = small.post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2})
+	resp, b = small.Post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2})
 	if resp.StatusCode != 400 || !strings.Contains(string(b), `"code":"model_too_large"`) || !strings.Contains(string(b), "budget of 1.0 KiB") {
 		t.Errorf("model larger than the budget: %d %s", resp.StatusCode, b)
 	}
@@ -255,12 +256,12 @@ func TestModelErrors(t *testing.T) {
 
 func TestKeepAliveField(t *testing.T) {
 	ms := startModels(t, registry.Config{KeepAlive: -1}, spec(t, "tiny", testmodel.TinyStories656K, 2))
-	resp, b := ms.post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "keep_alive": 0})
+	resp, b := ms.Post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "keep_alive": 0})
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
-	waitFor(t, "the model to unload", func() bool { return ms.states(t)["tiny"] == "unloaded" })
-	resp, b = ms.post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "keep_alive": "1h"})
+	e2etest.WaitFor(t, "the model to unload", func() bool { return ms.states(t)["tiny"] == "unloaded" })
+	resp, b = ms.Post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "keep_alive": "1h"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
@@ -268,7 +269,7 @@ func TestKeepAliveField(t *testing.T) {
 	if st.State != registry.StateLoaded || st.ExpiresAt.IsZero() {
 		t.Errorf("after keep_alive 1h: %+v", st)
 	}
-	resp, b = ms.post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "keep_alive": "soon"})
+	resp, b = ms.Post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "keep_alive": "soon"})
 	if resp.StatusCode != 400 || !strings.Contains(string(b), "keep_alive") {
 		t.Errorf("bad keep_alive: %d %s", resp.StatusCode, b)
 	}
@@ -307,8 +308,8 @@ func TestManyClientsThreeModels(t *testing.T) {
 				time.AfterFunc(time.Duration(rand.IntN(20))*time.Millisecond, cancel)
 			}
 			body := fmt.Sprintf(`{"model":%q,"prompt":"Once upon a time","max_tokens":%d,"stream":%v}`, id, 4+rand.IntN(12), i%2 == 0)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ms.url+"/v1/completions", strings.NewReader(body))
-			resp, err := ms.client.Do(req)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ms.URL+"/v1/completions", strings.NewReader(body))
+			resp, err := ms.Client.Do(req)
 			if err != nil {
 				out <- outcome{id: id, err: err}
 				return
@@ -341,11 +342,11 @@ func TestManyClientsThreeModels(t *testing.T) {
 		t.Fatal("no request was answered")
 	}
 	for _, id := range ids {
-		waitFor(t, id+"'s slots to go idle", func() bool {
+		e2etest.WaitFor(t, id+"'s slots to go idle", func() bool {
 			var slots []struct {
 				IsProcessing bool `json:"is_processing"`
 			}
-			ms.get(t, "/slots?model="+id, &slots)
+			ms.Get(t, "/slots?model="+id, &slots)
 			for _, s := range slots {
 				if s.IsProcessing {
 					return false
@@ -386,14 +387,14 @@ func TestDrainAcrossModels(t *testing.T) {
 			body := map[string]any{"model": id, "messages": []map[string]string{{"role": "user", "content": "Tell me a story."}},
 				"max_tokens": 60, "ignore_eos": true, "stream": true, "chunking": map[string]any{}, "priority": -1}
 			first := true
-			_, finish, _ := pacedChat(t, ms.testServer, body, func(rid string, index int, _ string, held bool) {
+			_, finish, _ := pacedChat(t, ms.Server, body, func(rid string, index int, _ string, held bool) {
 				if first {
 					first = false
 					paused <- struct{}{}
 					<-goOn
 				}
 				if held {
-					ms.post(t, "/v1/chat/completions/"+rid+"/continue", map[string]any{"index": index})
+					ms.Post(t, "/v1/chat/completions/"+rid+"/continue", map[string]any{"index": index})
 				}
 			})
 			finishes <- finish
@@ -412,10 +413,10 @@ func TestDrainAcrossModels(t *testing.T) {
 			// After the others queue in their engines: waiting for
 			// memory, the request for third evicts a busy model, whose
 			// new requests would wait with it.
-			waitFor(t, "a request queued in each engine", func() bool { return metrics(t, ms.testServer)["corral_queue_depth"] == 2 })
+			e2etest.WaitFor(t, "a request queued in each engine", func() bool { return ms.Metrics(t)["corral_queue_depth"] == 2 })
 		}
 		go func() {
-			resp, err := ms.client.Post(ms.url+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(`{"model":%q,"prompt":"Hello","max_tokens":4}`, id)))
+			resp, err := ms.Client.Post(ms.URL+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(`{"model":%q,"prompt":"Hello","max_tokens":4}`, id)))
 			if err != nil {
 				replies <- reply{id: id, body: err.Error()}
 				return
@@ -425,10 +426,10 @@ func TestDrainAcrossModels(t *testing.T) {
 			replies <- reply{id, resp.StatusCode, string(b)}
 		}()
 	}
-	waitFor(t, "a request waiting for memory", func() bool {
-		return metrics(t, ms.testServer)["corral_requests_waiting_for_memory"] == 1
+	e2etest.WaitFor(t, "a request waiting for memory", func() bool {
+		return ms.Metrics(t)["corral_requests_waiting_for_memory"] == 1
 	})
-	ms.srv.Drain()
+	ms.Drain()
 	for range 3 {
 		r := <-replies
 		if code, _ := errorCode(t, []byte(r.body)); r.status != 503 || code != "unavailable" {
@@ -441,7 +442,7 @@ func TestDrainAcrossModels(t *testing.T) {
 			t.Errorf("a running answer finished with %q, want length", f)
 		}
 	}
-	if err := ms.stop(); err != nil {
+	if err := ms.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := ms.reg.Close(); err != nil {

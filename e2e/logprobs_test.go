@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -64,7 +65,7 @@ func checkChatEntries(t *testing.T, lps []wire.ChatTokenLogprob, text string, to
 func TestChatLogprobs(t *testing.T) {
 	const n, top = 16, 3
 	ts := startServer(t, engine.Config{Parallel: 1})
-	resp, b := ts.post(t, "/v1/chat/completions", chatLogprobsReq(n, top, false))
+	resp, b := ts.Post(t, "/v1/chat/completions", chatLogprobsReq(n, top, false))
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
@@ -77,7 +78,7 @@ func TestChatLogprobs(t *testing.T) {
 	checkChatEntries(t, lp.Content, whole.Choices[0].Message.Content, top)
 
 	ts = startServer(t, engine.Config{Parallel: 1})
-	events := readEvents(t, ts.openStream(t, context.Background(), "/v1/chat/completions", chatLogprobsReq(n, top, true)))
+	events := e2etest.ReadEvents(t, ts.OpenStream(t, context.Background(), "/v1/chat/completions", chatLogprobsReq(n, top, true)))
 	var streamed []wire.ChatTokenLogprob
 	var text strings.Builder
 	for i, data := range events[:len(events)-1] {
@@ -104,11 +105,11 @@ func TestChatLogprobs(t *testing.T) {
 	req := chatLogprobsReq(4, 0, false)
 	delete(req, "logprobs")
 	delete(req, "top_logprobs")
-	if _, b := ts.post(t, "/v1/chat/completions", req); !bytes.Contains(b, []byte(`"logprobs":null`)) {
+	if _, b := ts.Post(t, "/v1/chat/completions", req); !bytes.Contains(b, []byte(`"logprobs":null`)) {
 		t.Fatalf("without logprobs: %s", b)
 	}
 	// logprobs with top_logprobs 0: entries without alternatives.
-	resp, b = ts.post(t, "/v1/chat/completions", chatLogprobsReq(4, 0, false))
+	resp, b = ts.Post(t, "/v1/chat/completions", chatLogprobsReq(4, 0, false))
 	unmarshal(t, string(b), &whole)
 	if resp.StatusCode != 200 || len(whole.Choices[0].Logprobs.Content) != 4 || !bytes.Contains(b, []byte(`"top_logprobs":[]`)) {
 		t.Fatalf("top_logprobs 0: %d %s", resp.StatusCode, b)
@@ -123,7 +124,7 @@ func TestCompletionsLogprobs(t *testing.T) {
 	g := golden[0]
 	req := map[string]any{"model": "tiny", "prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true, "logprobs": 2}
 	ts := startServer(t, engine.Config{Parallel: 1})
-	resp, b := ts.post(t, "/v1/completions", req)
+	resp, b := ts.Post(t, "/v1/completions", req)
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
@@ -150,7 +151,7 @@ func TestCompletionsLogprobs(t *testing.T) {
 
 	ts = startServer(t, engine.Config{Parallel: 1})
 	req["stream"] = true
-	events := readEvents(t, ts.openStream(t, context.Background(), "/v1/completions", req))
+	events := e2etest.ReadEvents(t, ts.OpenStream(t, context.Background(), "/v1/completions", req))
 	var got wire.CompletionLogprobs
 	for _, data := range events[:len(events)-1] {
 		var c wire.TextCompletion
@@ -190,7 +191,7 @@ func TestLlamaNProbs(t *testing.T) {
 	g := golden[0]
 	req := map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true, "n_probs": 4}
 	ts := startServer(t, engine.Config{Parallel: 1})
-	resp, b := ts.post(t, "/completion", req)
+	resp, b := ts.Post(t, "/completion", req)
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
@@ -212,7 +213,7 @@ func TestLlamaNProbs(t *testing.T) {
 
 	ts = startServer(t, engine.Config{Parallel: 1})
 	req["stream"] = true
-	events := readEvents(t, ts.openStream(t, context.Background(), "/completion", req))
+	events := e2etest.ReadEvents(t, ts.OpenStream(t, context.Background(), "/completion", req))
 	var streamed llamaProbs
 	for _, data := range events {
 		var c llamaProbs
@@ -243,7 +244,7 @@ func TestLogprobsBadRequests(t *testing.T) {
 		{"/completion", map[string]any{"prompt": "Hi", "n_probs": -1}, "n_probs"},
 		{"/completion", map[string]any{"prompt": "Hi", "n_probs": engine.MaxTopLogprobs + 1}, "n_probs"},
 	} {
-		resp, b := ts.post(t, c.path, c.body)
+		resp, b := ts.Post(t, c.path, c.body)
 		var e wire.Envelope
 		unmarshal(t, string(b), &e)
 		if resp.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.param) {

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/voice"
 	"github.com/corral-llm/corral/wire"
 )
@@ -27,9 +29,9 @@ type pacedEvent struct {
 // pacedChat opens a paced chat stream and reads it, calling onChunk with
 // each chunk event (its id, index, text and whether it is held); it
 // returns the text and the finish reason, and the paced usage.
-func pacedChat(t *testing.T, ts *testServer, body map[string]any, onChunk func(id string, index int, text string, held bool)) (string, string, map[string]any) {
+func pacedChat(t *testing.T, ts *e2etest.Server, body map[string]any, onChunk func(id string, index int, text string, held bool)) (string, string, map[string]any) {
 	t.Helper()
-	resp := ts.openStream(t, context.Background(), "/v1/chat/completions", body)
+	resp := ts.OpenStream(t, context.Background(), "/v1/chat/completions", body)
 	defer resp.Body.Close()
 	events := newSSEEvents(t, resp.Body)
 	var text strings.Builder
@@ -88,7 +90,7 @@ func TestPacedChatOverHTTP(t *testing.T) {
 		}
 		chunks++
 		if held {
-			resp, b := ts.post(t, "/v1/chat/completions/"+id+"/continue", nil)
+			resp, b := ts.Post(t, "/v1/chat/completions/"+id+"/continue", nil)
 			if resp.StatusCode != 200 || !strings.Contains(string(b), `"index":`+strconv.Itoa(index)) {
 				t.Fatalf("continue of chunk %d: %d %s", index, resp.StatusCode, b)
 			}
@@ -100,7 +102,7 @@ func TestPacedChatOverHTTP(t *testing.T) {
 	}
 	plain := map[string]any{"messages": body["messages"], "temperature": 0, "max_tokens": 80}
 	var whole chatCompletion
-	if resp, b := ts.post(t, "/v1/chat/completions", plain); resp.StatusCode != 200 {
+	if resp, b := ts.Post(t, "/v1/chat/completions", plain); resp.StatusCode != 200 {
 		t.Fatalf("unpaced: %d %s", resp.StatusCode, b)
 	} else {
 		unmarshal(t, string(b), &whole)
@@ -114,11 +116,11 @@ func TestPacedChatOverHTTP(t *testing.T) {
 	_, finish, usage = pacedChat(t, ts, body, func(id string, index int, text string, held bool) {
 		if index == 0 {
 			heard = utf8.RuneCountInString(text)
-			ts.post(t, "/v1/chat/completions/"+id+"/continue", map[string]any{"index": 0})
+			ts.Post(t, "/v1/chat/completions/"+id+"/continue", map[string]any{"index": 0})
 			return
 		}
 		if index == 1 {
-			resp, b := ts.post(t, "/v1/chat/completions/"+id+"/cancel", map[string]any{"spoken_chars": heard + 2})
+			resp, b := ts.Post(t, "/v1/chat/completions/"+id+"/cancel", map[string]any{"spoken_chars": heard + 2})
 			if resp.StatusCode != 200 {
 				t.Fatalf("cancel: %d %s", resp.StatusCode, b)
 			}
@@ -127,7 +129,7 @@ func TestPacedChatOverHTTP(t *testing.T) {
 	if finish != string(engine.FinishInterrupted) {
 		t.Fatalf("finish %q after cancel, usage %v", finish, usage)
 	}
-	waitFor(t, "the slots to be idle", func() bool { return busySlots(t, ts) == 0 })
+	e2etest.WaitFor(t, "the slots to be idle", func() bool { return busySlots(t, ts) == 0 })
 }
 
 // TestPacedChatErrors: bad pacing requests get clear errors.
@@ -150,7 +152,7 @@ func TestPacedChatErrors(t *testing.T) {
 		{"/v1/chat/completions/chatcmpl-nope/cancel", map[string]any{"spoken_chars": -3}, 400, "spoken_chars"},
 		{"/v1/chat/completions/chatcmpl-nope/continue", map[string]any{"index": "x"}, 400, ""},
 	} {
-		resp, b := ts.post(t, tt.path, tt.body)
+		resp, b := ts.Post(t, tt.path, tt.body)
 		if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) || !strings.Contains(string(b), `"error"`) {
 			t.Errorf("POST %s %v: %d %s, want %d mentioning %q", tt.path, tt.body, resp.StatusCode, b, tt.status, tt.want)
 		}
@@ -180,13 +182,13 @@ func TestReferenceClientPattern(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 2})
 	const story = "Lily and Tom went to the park.\n"
 	var tok struct{ Tokens []int32 }
-	if resp, b := ts.post(t, "/tokenize", map[string]any{"content": story, "add_special": true}); resp.StatusCode != 200 {
+	if resp, b := ts.Post(t, "/tokenize", map[string]any{"content": story, "add_special": true}); resp.StatusCode != 200 {
 		t.Fatalf("/tokenize: %d %s", resp.StatusCode, b)
 	} else {
 		unmarshal(t, string(b), &tok)
 	}
 	prompt := tok.Tokens
-	pooled := ts.client
+	pooled := ts.Client
 	unpooled := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	text := ""
 	stories := 0
@@ -196,16 +198,16 @@ func TestReferenceClientPattern(t *testing.T) {
 		if i%2 == 1 {
 			client = unpooled
 		}
-		before := metrics(t, ts)
-		chunk, ended := referenceCycle(t, client, ts.url, story+text, i%2)
+		before := ts.Metrics(t)
+		chunk, ended := referenceCycle(t, client, ts.URL, story+text, i%2)
 		text += chunk
 		if ended || len(text) > 600 {
 			text, stories = "", stories+1
 		}
-		waitFor(t, fmt.Sprintf("cycle %d to finish", i), func() bool {
-			return metrics(t, ts)["corral_requests_total"] >= before["corral_requests_total"]+1
+		e2etest.WaitFor(t, fmt.Sprintf("cycle %d to finish", i), func() bool {
+			return ts.Metrics(t)["corral_requests_total"] >= before["corral_requests_total"]+1
 		})
-		after := metrics(t, ts)
+		after := ts.Metrics(t)
 		cached := after["corral_prompt_tokens_cached_total"] - before["corral_prompt_tokens_cached_total"]
 		cachedSum += cached
 		promptSum += after["corral_prompt_tokens_total"] - before["corral_prompt_tokens_total"]
@@ -213,7 +215,7 @@ func TestReferenceClientPattern(t *testing.T) {
 			t.Fatalf("cycle %d found %v tokens cached, want at least the story prompt's %d", i, cached, len(prompt)-1)
 		}
 	}
-	waitFor(t, "the slots to be idle", func() bool { return busySlots(t, ts) == 0 })
+	e2etest.WaitFor(t, "the slots to be idle", func() bool { return busySlots(t, ts) == 0 })
 	t.Logf("%d cycles, %d stories; %.0f of %.0f prompt tokens found cached (%.1f%%)", cycles, stories, cachedSum, promptSum, 100*cachedSum/promptSum)
 }
 
@@ -261,9 +263,10 @@ func referenceCycle(t *testing.T, client *http.Client, url, prompt string, slot 
 // middleware (the socket hijacks a wrapped ResponseWriter); a server
 // shut down with a conversation paused ends it within the grace period.
 func TestVoiceThroughTheServer(t *testing.T) {
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1}, Config{ShutdownTimeout: 200 * time.Millisecond}, nil)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{ShutdownTimeout: 200 * time.Millisecond}})
 	ctx := context.Background()
-	c, err := voice.Dial(ctx, "ws"+strings.TrimPrefix(ts.url, "http")+"/v1/voice", nil)
+	c, err := voice.Dial(ctx, "ws"+strings.TrimPrefix(ts.URL, "http")+"/v1/voice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +286,8 @@ func TestVoiceThroughTheServer(t *testing.T) {
 	if events[0] != voice.TypeCreated || events[1] != voice.TypeChunk {
 		t.Fatalf("events %v", events)
 	}
-	waitFor(t, "the answer to pause", func() bool { return metrics(t, ts)["corral_slots_paused"] == 1 })
-	if err := ts.stop(); err != nil {
+	e2etest.WaitFor(t, "the answer to pause", func() bool { return ts.Metrics(t)["corral_slots_paused"] == 1 })
+	if err := ts.Stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
 	if _, err := c.Next(ctx); err == nil {

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -38,7 +39,7 @@ func TestQueueFull(t *testing.T) {
 		for range 6 {
 			go func() {
 				b, _ := json.Marshal(body)
-				resp, err := ts.client.Post(ts.url+"/completion", "application/json", bytes.NewReader(b))
+				resp, err := ts.Client.Post(ts.URL+"/completion", "application/json", bytes.NewReader(b))
 				if err != nil {
 					replies <- reply{err: err}
 					return
@@ -55,7 +56,7 @@ func TestQueueFull(t *testing.T) {
 				t.Errorf("request: %v", r.err)
 			case r.status == 503:
 				rejected = true
-				_, code := errorOf(t, "application/json", r.body)
+				_, code := e2etest.ErrorOf(t, "application/json", r.body)
 				if code != "queue_full" || r.retryAfter != "1" {
 					t.Errorf("503 with code %q, Retry-After %q", code, r.retryAfter)
 				}
@@ -70,7 +71,7 @@ func TestQueueFull(t *testing.T) {
 			}
 		}
 	}
-	resp, b := ts.post(t, "/completion", map[string]any{"prompt": "Hello", "n_predict": 16, "temperature": 0, "ignore_eos": true})
+	resp, b := ts.Post(t, "/completion", map[string]any{"prompt": "Hello", "n_predict": 16, "temperature": 0, "ignore_eos": true})
 	if resp.StatusCode != 200 || !strings.Contains(string(b), golden[1].Want) {
 		t.Errorf("after the burst: %d %s", resp.StatusCode, b)
 	}
@@ -84,7 +85,7 @@ func TestQueueFull(t *testing.T) {
 func TestDisconnect(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1, CtxSize: 16384})
 	unlimited := map[string]any{"prompt": "Once upon a time", "n_predict": -1, "temperature": 0, "ignore_eos": true}
-	generated := func() float64 { return metrics(t, ts)["corral_tokens_generated_total"] }
+	generated := func() float64 { return ts.Metrics(t)["corral_tokens_generated_total"] }
 
 	t.Run("streaming", func(t *testing.T) {
 		before := generated()
@@ -93,14 +94,14 @@ func TestDisconnect(t *testing.T) {
 		for k, v := range unlimited {
 			body[k] = v
 		}
-		resp := ts.openStream(t, ctx, "/completion", body)
+		resp := ts.OpenStream(t, ctx, "/completion", body)
 		if ev, err := wire.NewReader(resp.Body).Next(); err != nil || ev.Data == nil {
 			t.Fatalf("first event %+v, %v", ev, err)
 		}
 		cancel()
 		resp.Body.Close()
-		waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
-		if n := generated() - before; n >= float64(ts.info.CtxPerRequest)/2 {
+		e2etest.WaitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
+		if n := generated() - before; n >= float64(ts.Info.CtxPerRequest)/2 {
 			t.Errorf("%v tokens generated: the request was not cancelled", n)
 		}
 	})
@@ -111,21 +112,21 @@ func TestDisconnect(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() {
 			b, _ := json.Marshal(unlimited)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions", bytes.NewReader(b))
-			resp, err := ts.client.Do(req)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", bytes.NewReader(b))
+			resp, err := ts.Client.Do(req)
 			if err == nil {
 				resp.Body.Close()
 				err = fmt.Errorf("request completed with status %d", resp.StatusCode)
 			}
 			errc <- err
 		}()
-		waitFor(t, "the request to run", func() bool { return busySlots(t, ts) == 1 })
+		e2etest.WaitFor(t, "the request to run", func() bool { return busySlots(t, ts) == 1 })
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("client: %v", err)
 		}
-		waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
-		if n := generated() - before; n >= float64(ts.info.CtxPerRequest)/2 {
+		e2etest.WaitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
+		if n := generated() - before; n >= float64(ts.Info.CtxPerRequest)/2 {
 			t.Errorf("%v tokens generated: the request was not cancelled", n)
 		}
 	})
@@ -137,32 +138,32 @@ func TestDisconnect(t *testing.T) {
 		for k, v := range unlimited {
 			body[k] = v
 		}
-		running := ts.openStream(t, runCtx, "/completion", body)
+		running := ts.OpenStream(t, runCtx, "/completion", body)
 		defer running.Body.Close()
 
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() {
 			b, _ := json.Marshal(unlimited)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/completion", bytes.NewReader(b))
-			resp, err := ts.client.Do(req)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/completion", bytes.NewReader(b))
+			resp, err := ts.Client.Do(req)
 			if err == nil {
 				resp.Body.Close()
 				err = fmt.Errorf("request completed with status %d", resp.StatusCode)
 			}
 			errc <- err
 		}()
-		waitFor(t, "a queued request", func() bool { return metrics(t, ts)["corral_queue_depth"] == 1 })
+		e2etest.WaitFor(t, "a queued request", func() bool { return ts.Metrics(t)["corral_queue_depth"] == 1 })
 		cancel()
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("client: %v", err)
 		}
-		waitFor(t, "the queue to empty", func() bool { return metrics(t, ts)["corral_queue_depth"] == 0 })
+		e2etest.WaitFor(t, "the queue to empty", func() bool { return ts.Metrics(t)["corral_queue_depth"] == 0 })
 		if busySlots(t, ts) != 1 {
 			t.Error("the running request stopped with the queued one")
 		}
 		stopRunning()
-		waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
+		e2etest.WaitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
 	})
 }
 
@@ -171,10 +172,10 @@ func TestDisconnect(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
 	g := golden[2]
-	resp := ts.openStream(t, context.Background(), "/completion",
+	resp := ts.OpenStream(t, context.Background(), "/completion",
 		map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true, "stream": true})
 	stopped := make(chan error, 1)
-	go func() { stopped <- ts.stop() }()
+	go func() { stopped <- ts.Stop() }()
 	text, final := llamaStream(t, resp)
 	if text != g.Want || final.TokensPredicted != g.N {
 		t.Errorf("stream cut by shutdown: %q, %+v", text, final)
@@ -182,7 +183,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	if _, err := ts.client.Get(ts.url + "/health"); err == nil {
+	if _, err := ts.Client.Get(ts.URL + "/health"); err == nil {
 		t.Error("server still answers after shutdown")
 	}
 }
@@ -193,17 +194,17 @@ func TestQueueTimeout(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1, CtxSize: 16384, MaxQueueWait: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	running := ts.openStream(t, ctx, "/completion",
+	running := ts.OpenStream(t, ctx, "/completion",
 		map[string]any{"prompt": "Once upon a time", "n_predict": -1, "temperature": 0, "ignore_eos": true, "stream": true})
 	defer running.Body.Close()
 
 	for _, stream := range []bool{false, true} {
-		resp, b := ts.post(t, "/v1/completions", map[string]any{"prompt": "Hello", "max_tokens": 4, "stream": stream})
+		resp, b := ts.Post(t, "/v1/completions", map[string]any{"prompt": "Hello", "max_tokens": 4, "stream": stream})
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
 			t.Errorf("stream %v: %d, Retry-After %q: %s", stream, resp.StatusCode, resp.Header.Get("Retry-After"), b)
 			continue
 		}
-		if _, code := errorOf(t, resp.Header.Get("Content-Type"), b); code != "queue_timeout" {
+		if _, code := e2etest.ErrorOf(t, resp.Header.Get("Content-Type"), b); code != "queue_timeout" {
 			t.Errorf("stream %v: code %q", stream, code)
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/reasoning"
@@ -206,7 +207,7 @@ func TestFamiliesEndToEnd(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ts, _ := startOptions(t, path, engine.Config{Parallel: 1, CtxSize: 16384}, opt, Config{}, nil)
+			ts := e2etest.Start(t, path, e2etest.Options{Engine: engine.Config{Parallel: 1, CtxSize: 16384}, Model: opt})
 			if m.tools != nil {
 				t.Run("tools "+m.tools.Name(), func(t *testing.T) { familyCalls(t, ts, m) })
 			}
@@ -271,7 +272,7 @@ func checkSDKCall(t *testing.T, c oai.ChatCompletionMessageToolCallUnion) {
 var familyBudget = option.WithJSONSet("thinking_budget", 4)
 
 // familyCalls forces a call of get_weather, whole and streamed.
-func familyCalls(t *testing.T, ts *testServer, m *familyModel) {
+func familyCalls(t *testing.T, ts *e2etest.Server, m *familyModel) {
 	client := sdkClient(ts)
 	c, err := client.Chat.Completions.New(t.Context(), familyParams(), familyBudget)
 	if err != nil {
@@ -332,7 +333,7 @@ var citySchema = map[string]any{
 // forces what follows: the reasoning comes apart from the content,
 // through openai-go (reasoning_content, from the raw JSON) and Ollama's
 // client (thinking), whole and streamed.
-func familyReasoning(t *testing.T, ts *testServer, m *familyModel) {
+func familyReasoning(t *testing.T, ts *e2etest.Server, m *familyModel) {
 	const maxTokens = 80
 	check := func(how, r, c string) {
 		t.Helper()
@@ -391,11 +392,11 @@ func familyReasoning(t *testing.T, ts *testServer, m *familyModel) {
 	check("openai-go streamed", sr.String(), sc.String())
 
 	// Ollama's "think" sets whichever of the template's variables it reads.
-	base, err := url.Parse(ts.url)
+	base, err := url.Parse(ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc := ollama.NewClient(base, ts.client)
+	oc := ollama.NewClient(base, ts.Client)
 	think := &ollama.ThinkValue{Value: true}
 	if m.kwargs["reasoning_effort"] != nil {
 		think.Value = "high"

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	ollama "github.com/ollama/ollama/api"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -25,9 +26,9 @@ import (
 const embedTol = 1e-4
 
 // embed posts an /v1/embeddings request and decodes the 200 answer.
-func embed(t *testing.T, ts *testServer, body map[string]any) wire.EmbeddingList {
+func embed(t *testing.T, ts *e2etest.Server, body map[string]any) wire.EmbeddingList {
 	t.Helper()
-	resp, b := ts.post(t, "/v1/embeddings", body)
+	resp, b := ts.Post(t, "/v1/embeddings", body)
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST /v1/embeddings %v: %d %s", body, resp.StatusCode, b)
 	}
@@ -71,8 +72,8 @@ func TestEmbeddings(t *testing.T) {
 	}
 	for i, d := range batch.Data {
 		v := d.Embedding.Floats
-		if d.Object != "embedding" || d.Index != i || d.Embedding.Base64 || len(v) != ts.info.EmbeddingSize {
-			t.Fatalf("data[%d]: object %q index %d base64 %v, %d values (want %d)", i, d.Object, d.Index, d.Embedding.Base64, len(v), ts.info.EmbeddingSize)
+		if d.Object != "embedding" || d.Index != i || d.Embedding.Base64 || len(v) != ts.Info.EmbeddingSize {
+			t.Fatalf("data[%d]: object %q index %d base64 %v, %d values (want %d)", i, d.Object, d.Index, d.Embedding.Base64, len(v), ts.Info.EmbeddingSize)
 		}
 		n := 0.0
 		for _, x := range v {
@@ -93,7 +94,7 @@ func TestEmbeddings(t *testing.T) {
 	}
 
 	// base64: the little-endian float32 bytes of the same vectors.
-	resp, b := ts.post(t, "/v1/embeddings", map[string]any{"model": "tiny", "input": texts, "encoding_format": "base64"})
+	resp, b := ts.Post(t, "/v1/embeddings", map[string]any{"model": "tiny", "input": texts, "encoding_format": "base64"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("base64: %d %s", resp.StatusCode, b)
 	}
@@ -118,7 +119,7 @@ func TestEmbeddings(t *testing.T) {
 	var tok struct {
 		Tokens []int `json:"tokens"`
 	}
-	resp, b = ts.post(t, "/tokenize", map[string]any{"content": texts[1], "add_special": true})
+	resp, b = ts.Post(t, "/tokenize", map[string]any{"content": texts[1], "add_special": true})
 	if resp.StatusCode != 200 {
 		t.Fatalf("/tokenize: %d %s", resp.StatusCode, b)
 	}
@@ -127,7 +128,7 @@ func TestEmbeddings(t *testing.T) {
 	if d := vecDiff(one.Data[0].Embedding.Floats, alone[1]); d > embedTol {
 		t.Errorf("token ids differ from their text by %v", d)
 	}
-	two := embed(t, ts, map[string]any{"model": "tiny", "input": [][]int{tok.Tokens, tok.Tokens}, "dimensions": ts.info.EmbeddingSize})
+	two := embed(t, ts, map[string]any{"model": "tiny", "input": [][]int{tok.Tokens, tok.Tokens}, "dimensions": ts.Info.EmbeddingSize})
 	if len(two.Data) != 2 || vecDiff(two.Data[1].Embedding.Floats, alone[1]) > embedTol {
 		t.Errorf("array of token arrays: %+v", two)
 	}
@@ -155,7 +156,7 @@ func TestEmbeddingsPooling(t *testing.T) {
 // models declare) refuses with a 400 saying how to serve it.
 func TestEmbeddingsNotEmbedding(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
-	resp, b := ts.post(t, "/v1/embeddings", map[string]any{"model": "tiny", "input": "hello"})
+	resp, b := ts.Post(t, "/v1/embeddings", map[string]any{"model": "tiny", "input": "hello"})
 	var env wire.Envelope
 	unmarshal(t, string(b), &env)
 	if resp.StatusCode != 400 || env.Error.Code == nil || *env.Error.Code != "model_not_embedding" ||
@@ -192,7 +193,7 @@ func TestEmbeddingsBadRequests(t *testing.T) {
 		{"dimensions", map[string]any{"model": "tiny", "input": "a", "dimensions": 8}, "dimensions", "embedding size"},
 		{"dimensions type", map[string]any{"model": "tiny", "input": "a", "dimensions": "8"}, "dimensions", "integer"},
 	} {
-		resp, b := ts.post(t, "/v1/embeddings", c.body)
+		resp, b := ts.Post(t, "/v1/embeddings", c.body)
 		var env wire.Envelope
 		if err := json.Unmarshal(b, &env); err != nil {
 			t.Fatalf("%s: %v in %s", c.name, err, b)
@@ -217,7 +218,7 @@ func TestEmbeddingsBesideStreams(t *testing.T) {
 	}
 	var streams []stream
 	for _, g := range golden {
-		resp := ts.openStream(t, context.Background(), "/v1/completions", map[string]any{
+		resp := ts.OpenStream(t, context.Background(), "/v1/completions", map[string]any{
 			"model": "tiny", "prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true, "stream": true,
 		})
 		// Read the first text event: the stream is decoding.
@@ -236,7 +237,7 @@ func TestEmbeddingsBesideStreams(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 3 {
-				resp, b := ts.post(t, "/v1/embeddings", map[string]any{"model": "tiny", "input": []string{"Once upon a time", "The dog barked at the cat."}})
+				resp, b := ts.Post(t, "/v1/embeddings", map[string]any{"model": "tiny", "input": []string{"Once upon a time", "The dog barked at the cat."}})
 				if resp.StatusCode != 200 {
 					t.Errorf("beside streams: %d %s", resp.StatusCode, b)
 					return
@@ -304,11 +305,11 @@ func TestEmbeddingsCancel(t *testing.T) {
 		// the client gone while it tokenizes, waits or computes.
 		ctx, cancel := context.WithCancel(context.Background())
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { cancel() }})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/embeddings", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/embeddings", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp, err := ts.client.Do(req); err == nil {
+		if resp, err := ts.Client.Do(req); err == nil {
 			resp.Body.Close()
 		}
 		cancel()
@@ -317,7 +318,7 @@ func TestEmbeddingsCancel(t *testing.T) {
 	if d := vecDiff(got, want); d > embedTol {
 		t.Errorf("after cancelled requests the vector moved by %v", d)
 	}
-	waitFor(t, "an empty queue", func() bool { return metrics(t, ts)["corral_queue_depth"] == 0 })
+	e2etest.WaitFor(t, "an empty queue", func() bool { return ts.Metrics(t)["corral_queue_depth"] == 0 })
 }
 
 // TestOllamaEmbed: Ollama's own client gets from /api/embed the vectors
@@ -325,11 +326,11 @@ func TestEmbeddingsCancel(t *testing.T) {
 // and a wrong dimension are Ollama-shaped errors.
 func TestOllamaEmbed(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1, Pooling: "mean"})
-	base, err := url.Parse(ts.url)
+	base, err := url.Parse(ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := ollama.NewClient(base, ts.client)
+	c := ollama.NewClient(base, ts.Client)
 	texts := []string{"Once upon a time", "The dog barked at the cat."}
 	want := embed(t, ts, map[string]any{"model": "tiny", "input": texts})
 	got, err := c.Embed(context.Background(), &ollama.EmbedRequest{Model: "tiny", Input: texts})
@@ -355,7 +356,7 @@ func TestOllamaEmbed(t *testing.T) {
 	}
 
 	plain := startServer(t, engine.Config{Parallel: 1})
-	resp, b := plain.post(t, "/api/embed", map[string]any{"model": "tiny", "input": "hi"})
+	resp, b := plain.Post(t, "/api/embed", map[string]any{"model": "tiny", "input": "hi"})
 	var oe struct {
 		Error string `json:"error"`
 	}

@@ -1,6 +1,6 @@
 //go:build gpu
 
-package server
+package e2e
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func TestGPUPropsAndGolden(t *testing.T) {
 			Devices   []string `json:"devices"`
 		} `json:"offload"`
 	}
-	ts.get(t, "/props", &props)
+	ts.Get(t, "/props", &props)
 	if !slices.ContainsFunc(props.Devices, func(d device) bool { return d.Name == name && d.Backend != "" && d.MemoryTotal > 0 }) {
 		t.Errorf("/props devices %+v: want %s with its backend and memory", props.Devices, name)
 	}
@@ -54,7 +54,7 @@ func TestGPUPropsAndGolden(t *testing.T) {
 		t.Errorf("/props offload %+v: want every layer on %s", props.Offload, name)
 	}
 	g := testmodel.GoldensFor(testmodel.TinyStories656K)[0]
-	resp, body := ts.post(t, "/completion", map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true})
+	resp, body := ts.Post(t, "/completion", map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/completion: %d %s", resp.StatusCode, body)
 	}
@@ -97,7 +97,7 @@ func TestGPUDeviceBudget(t *testing.T) {
 	all := s
 	all.Engine.Offload = llama.Offload{GPULayers: llama.GPULayersAll, Devices: []string{name}}
 	ms := startModels(t, rcfg, all)
-	resp, b := ms.post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2})
+	resp, b := ms.Post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2})
 	if resp.StatusCode != 400 || !strings.Contains(string(b), `"code":"model_too_large"`) || !strings.Contains(string(b), name) ||
 		!strings.Contains(string(b), registry.FormatBytes(budget)) {
 		t.Errorf("-ngl all over %s's budget: %d %s", name, resp.StatusCode, b)
@@ -110,7 +110,7 @@ func TestGPUDeviceBudget(t *testing.T) {
 	auto.Engine.Offload = llama.Offload{GPULayers: llama.GPULayersAuto}
 	ms = startModels(t, rcfg, auto)
 	g := testmodel.GoldensFor(testmodel.Stories260K)[0]
-	resp, b = ms.post(t, "/v1/completions", map[string]any{"prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true})
+	resp, b = ms.Post(t, "/v1/completions", map[string]any{"prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true})
 	if resp.StatusCode != 200 {
 		t.Fatalf("-ngl auto: %d %s", resp.StatusCode, b)
 	}
@@ -134,7 +134,7 @@ func TestGPUDeviceBudget(t *testing.T) {
 			} `json:"meta"`
 		} `json:"data"`
 	}
-	ms.get(t, "/v1/models", &models)
+	ms.Get(t, "/v1/models", &models)
 	if len(models.Data) != 1 {
 		t.Fatalf("/v1/models: %+v", models)
 	}
@@ -145,7 +145,7 @@ func TestGPUDeviceBudget(t *testing.T) {
 	if u := ms.reg.DeviceBudgets()[name].Used(); u != budget {
 		t.Errorf("%s: %d B reserved, want %d", name, u, budget)
 	}
-	resp, b = ms.do(t, context.Background(), http.MethodGet, "/metrics", nil)
+	resp, b = ms.Do(t, context.Background(), http.MethodGet, "/metrics", nil)
 	for _, want := range []string{
 		fmt.Sprintf(`corral_memory_device_reserved_bytes{device=%q} %s`, name, strconv.FormatFloat(float64(budget), 'g', -1, 64)),
 		fmt.Sprintf(`corral_memory_device_budget_bytes{device=%q} %s`, name, strconv.FormatFloat(float64(budget), 'g', -1, 64)),

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -27,7 +29,7 @@ func TestRender(t *testing.T) {
 	tokenize := func(text string) []int32 {
 		t.Helper()
 		var tok struct{ Tokens []int32 }
-		_, b := ts.post(t, "/tokenize", map[string]any{"content": text, "add_special": true})
+		_, b := ts.Post(t, "/tokenize", map[string]any{"content": text, "add_special": true})
 		unmarshal(t, string(b), &tok)
 		if len(tok.Tokens) == 0 {
 			t.Fatalf("/tokenize %q: %s", text, b)
@@ -37,16 +39,16 @@ func TestRender(t *testing.T) {
 
 	msgs := []map[string]string{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story."}}
 	var tmpl struct{ Prompt string }
-	_, b := ts.post(t, "/apply-template", map[string]any{"messages": msgs})
+	_, b := ts.Post(t, "/apply-template", map[string]any{"messages": msgs})
 	unmarshal(t, string(b), &tmpl)
 	want := tokenize(tmpl.Prompt)
-	resp, b := ts.post(t, "/v1/chat/completions/render", map[string]any{"messages": msgs, "max_tokens": 8})
+	resp, b := ts.Post(t, "/v1/chat/completions/render", map[string]any{"messages": msgs, "max_tokens": 8})
 	var chat renderAnswer
 	unmarshal(t, string(b), &chat)
 	if resp.StatusCode != 200 || !slices.Equal(chat.TokenIDs, want) || !strings.HasPrefix(chat.RequestID, "chatcmpl-") || chat.Model == "" {
 		t.Fatalf("/v1/chat/completions/render: %d %s; want token_ids %v", resp.StatusCode, b, want)
 	}
-	resp, b = ts.post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1})
+	resp, b = ts.Post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1})
 	var c chatCompletion
 	unmarshal(t, string(b), &c)
 	if resp.StatusCode != 200 || c.Usage == nil || c.Usage.PromptTokens != len(chat.TokenIDs) {
@@ -60,7 +62,7 @@ func TestRender(t *testing.T) {
 		{"Once upon a time", tokenize("Once upon a time")},
 		{[]int{5, 6, 7}, []int32{5, 6, 7}},
 	} {
-		resp, b := ts.post(t, "/v1/completions/render", map[string]any{"prompt": tc.prompt, "max_tokens": 4})
+		resp, b := ts.Post(t, "/v1/completions/render", map[string]any{"prompt": tc.prompt, "max_tokens": 4})
 		var list []renderAnswer
 		unmarshal(t, string(b), &list)
 		if resp.StatusCode != 200 || len(list) != 1 || !slices.Equal(list[0].TokenIDs, tc.want) || !strings.HasPrefix(list[0].RequestID, "cmpl-") {
@@ -68,8 +70,8 @@ func TestRender(t *testing.T) {
 		}
 	}
 	// Rendering generates nothing: the engine counted the one completion.
-	waitFor(t, "the engine to count the completion", func() bool { return metrics(t, ts)["corral_requests_total"] == 1 })
-	if n := metrics(t, ts)["vllm:generation_tokens_total"]; n != 1 {
+	e2etest.WaitFor(t, "the engine to count the completion", func() bool { return ts.Metrics(t)["corral_requests_total"] == 1 })
+	if n := ts.Metrics(t)["vllm:generation_tokens_total"]; n != 1 {
 		t.Errorf("%v tokens generated, want the completion's 1", n)
 	}
 }
@@ -78,7 +80,7 @@ func TestRender(t *testing.T) {
 // refuse, in OpenAI's error envelope, naming the parameter.
 func TestRenderErrors(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
-	long := strings.Repeat("story ", ts.info.CtxPerRequest)
+	long := strings.Repeat("story ", ts.Info.CtxPerRequest)
 	for _, tc := range []struct {
 		path        string
 		body        map[string]any
@@ -91,9 +93,9 @@ func TestRenderErrors(t *testing.T) {
 		{"/v1/completions/render", map[string]any{"prompt": "a", "max_tokens": -1}, 400, "max_tokens", ""},
 		{"/v1/chat/completions/render", map[string]any{"messages": []any{}}, 400, "messages", ""},
 		{"/v1/chat/completions/render", map[string]any{"messages": []map[string]string{{"role": "robot", "content": "x"}}}, 400, "messages", ""},
-		{"/v1/completions/render", map[string]any{"prompt": strings.Repeat("x", DefaultMaxBody)}, 413, "", "request_too_large"},
+		{"/v1/completions/render", map[string]any{"prompt": strings.Repeat("x", server.DefaultMaxBody)}, 413, "", "request_too_large"},
 	} {
-		resp, b := ts.post(t, tc.path, tc.body)
+		resp, b := ts.Post(t, tc.path, tc.body)
 		var env wire.Envelope
 		unmarshal(t, string(b), &env)
 		param, code := "", ""

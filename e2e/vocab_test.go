@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"encoding/json"
@@ -35,12 +35,12 @@ func TestVocabTokenize(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			model, vocab, cases := testsynth.Vocab(t, name)
 			ts := startModel(t, model, engine.Config{Parallel: 1})
-			if ts.info.VocabSize != vocab.VocabSize {
-				t.Fatalf("served vocabulary of %d tokens, the file has %d", ts.info.VocabSize, vocab.VocabSize)
+			if ts.Info.VocabSize != vocab.VocabSize {
+				t.Fatalf("served vocabulary of %d tokens, the file has %d", ts.Info.VocabSize, vocab.VocabSize)
 			}
 			matched, roundTrips, decodable := 0, 0, 0
 			for i, c := range cases {
-				resp, b := ts.post(t, "/tokenize", map[string]any{"content": c.Text, "add_special": false, "parse_special": false})
+				resp, b := ts.Post(t, "/tokenize", map[string]any{"content": c.Text, "add_special": false, "parse_special": false})
 				if resp.StatusCode != 200 {
 					t.Errorf("string %d %q: /tokenize: %d %s", i+1, c.Text, resp.StatusCode, b)
 					continue
@@ -58,7 +58,7 @@ func TestVocabTokenize(t *testing.T) {
 					continue
 				}
 				decodable++
-				resp, b = ts.post(t, "/detokenize", map[string]any{"tokens": c.Tokens})
+				resp, b = ts.Post(t, "/detokenize", map[string]any{"tokens": c.Tokens})
 				var detok struct{ Content *string }
 				if resp.StatusCode != 200 || json.Unmarshal(b, &detok) != nil || detok.Content == nil {
 					t.Errorf("string %d %q: /detokenize: %d %s", i+1, c.Text, resp.StatusCode, b)

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -15,9 +15,11 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/server"
 )
 
 // Anthropic's official Go SDK, github.com/anthropics/anthropic-sdk-go/v2,
@@ -30,9 +32,9 @@ import (
 const claudeModel = "claude-sonnet-4-5"
 
 // anthropicClient is an SDK client for ts: no retries, ts's HTTP client.
-func anthropicClient(ts *testServer, opts ...option.RequestOption) sdk.Client {
-	return sdk.NewClient(append([]option.RequestOption{option.WithBaseURL(ts.url), option.WithAPIKey("x"),
-		option.WithMaxRetries(0), option.WithHTTPClient(ts.client)}, opts...)...)
+func anthropicClient(ts *e2etest.Server, opts ...option.RequestOption) sdk.Client {
+	return sdk.NewClient(append([]option.RequestOption{option.WithBaseURL(ts.URL), option.WithAPIKey("x"),
+		option.WithMaxRetries(0), option.WithHTTPClient(ts.Client)}, opts...)...)
 }
 
 // anthropicGreedy is temperature 0, which SDK v2's params leave out.
@@ -396,9 +398,10 @@ func TestAnthropicThinking(t *testing.T) {
 }
 
 // startThinkingTemplate serves stories260K with the template tpl.
-func startThinkingTemplate(t *testing.T, tpl *chat.Template) *testServer {
+func startThinkingTemplate(t *testing.T, tpl *chat.Template) *e2etest.Server {
 	t.Helper()
-	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, servedmodel.Options{Template: tpl}, Config{}, nil)
+	ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Model: servedmodel.Options{Template: tpl}})
 	return ts
 }
 
@@ -427,8 +430,8 @@ type envelope struct {
 // field). The key works as x-api-key and as a Bearer token, with any
 // anthropic-version and anthropic-beta.
 func TestAnthropicErrors(t *testing.T) {
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1},
-		Config{Policy: keyPolicy(t, nil, nil, testKey+" name=tester"), MaxBody: 4096}, nil)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Policy: e2etest.KeyPolicy(t, nil, nil, e2etest.APIKey+" name=tester"), MaxBody: 4096}})
 	ctx := context.Background()
 	check := func(what string, err error, status int, typ string) {
 		t.Helper()
@@ -442,7 +445,7 @@ func TestAnthropicErrors(t *testing.T) {
 	bad := anthropicClient(ts)
 	_, err := bad.Messages.New(ctx, sdkMessage(2))
 	check("wrong key", err, 401, "authentication_error")
-	good := anthropicClient(ts, option.WithAPIKey(testKey))
+	good := anthropicClient(ts, option.WithAPIKey(e2etest.APIKey))
 	if m, err := good.Messages.New(ctx, sdkMessage(2)); err != nil || len(m.Content) == 0 {
 		t.Fatalf("right key: %v", err)
 	}
@@ -467,16 +470,16 @@ func TestAnthropicErrors(t *testing.T) {
 		status  int
 	}{
 		{"no key", nil, 401},
-		{"x-api-key", map[string]string{"X-Api-Key": testKey, "Anthropic-Version": "2023-06-01",
+		{"x-api-key", map[string]string{"X-Api-Key": e2etest.APIKey, "Anthropic-Version": "2023-06-01",
 			"Anthropic-Beta": "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14"}, 200},
-		{"bearer", map[string]string{"Authorization": "Bearer " + testKey, "Anthropic-Version": "2099-01-01", "Anthropic-Beta": "anything"}, 200},
+		{"bearer", map[string]string{"Authorization": "Bearer " + e2etest.APIKey, "Anthropic-Version": "2099-01-01", "Anthropic-Beta": "anything"}, 200},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, ts.url+"/v1/messages", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		for k, v := range tc.headers {
 			req.Header.Set(k, v)
 		}
-		resp, err := ts.client.Do(req)
+		resp, err := ts.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

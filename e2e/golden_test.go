@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func TestGolden(t *testing.T) {
 		llama := map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true}
 		t.Run(g.Prompt+"/v1", func(t *testing.T) {
 			t.Parallel()
-			resp, b := ts.post(t, "/v1/completions", v1)
+			resp, b := ts.Post(t, "/v1/completions", v1)
 			if resp.StatusCode != 200 {
 				t.Fatalf("%d %s", resp.StatusCode, b)
 			}
@@ -48,13 +48,13 @@ func TestGolden(t *testing.T) {
 			for k, v := range v1 {
 				body[k] = v
 			}
-			if got := v1Stream(t, ts.openStream(t, context.Background(), "/v1/completions", body), "length"); got != g.Want {
+			if got := v1Stream(t, ts.OpenStream(t, context.Background(), "/v1/completions", body), "length"); got != g.Want {
 				t.Errorf("text %q\nwant %q", got, g.Want)
 			}
 		})
 		t.Run(g.Prompt+"/completion", func(t *testing.T) {
 			t.Parallel()
-			resp, b := ts.post(t, "/completion", llama)
+			resp, b := ts.Post(t, "/completion", llama)
 			if resp.StatusCode != 200 {
 				t.Fatalf("%d %s", resp.StatusCode, b)
 			}
@@ -70,7 +70,7 @@ func TestGolden(t *testing.T) {
 			for k, v := range llama {
 				body[k] = v
 			}
-			text, final := llamaStream(t, ts.openStream(t, context.Background(), "/completion", body))
+			text, final := llamaStream(t, ts.OpenStream(t, context.Background(), "/completion", body))
 			if text != g.Want {
 				t.Errorf("text %q\nwant %q", text, g.Want)
 			}
@@ -105,7 +105,7 @@ func TestConcurrentStreams(t *testing.T) {
 			text := func() string {
 				body := map[string]any{"prompt": g.Prompt, "max_tokens": g.N, "temperature": 0, "ignore_eos": true, "stream": true}
 				b, _ := json.Marshal(body)
-				resp, err := ts.client.Post(ts.url+"/v1/completions", "application/json", bytes.NewReader(b))
+				resp, err := ts.Client.Post(ts.URL+"/v1/completions", "application/json", bytes.NewReader(b))
 				if err != nil {
 					return "<" + err.Error() + ">"
 				}

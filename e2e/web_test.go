@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/web"
 )
 
@@ -20,14 +22,14 @@ func TestRootServesPageToBrowsersOnly(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
 	get := func(method, path, accept string) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, ts.url+path, nil)
+		req, err := http.NewRequest(method, ts.URL+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
-		resp, err := ts.client.Do(req)
+		resp, err := ts.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,13 +75,13 @@ type liveEvents struct {
 }
 
 // openLive opens GET /v1/live.
-func openLive(t *testing.T, ts *testServer, ctx context.Context) liveEvents {
+func openLive(t *testing.T, ts *e2etest.Server, ctx context.Context) liveEvents {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/v1/live", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/v1/live", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := ts.client.Do(req)
+	resp, err := ts.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func slotState(s web.Snapshot) string {
 // ends with a "draining" snapshot when the server drains, after which the
 // endpoint answers 503.
 func TestLiveStream(t *testing.T) {
-	ts, srv := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1}, Config{}, nil)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Engine: engine.Config{Parallel: 1}})
 	live := openLive(t, ts, context.Background())
 	first := live.next()
 	if first.Status != "ok" || len(first.Models) != 1 || first.Models[0].ID != "tiny" || first.Models[0].State != "loaded" ||
@@ -144,7 +146,7 @@ func TestLiveStream(t *testing.T) {
 	// A paced answer pauses after its first chunk, holding the slot.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := ts.openStream(t, ctx, "/v1/chat/completions", map[string]any{
+	stream := ts.OpenStream(t, ctx, "/v1/chat/completions", map[string]any{
 		"messages": []map[string]string{{"role": "user", "content": "Tell me a story."}},
 		// ignore_eos: the answer cannot end before its first pause.
 		"stream": true, "max_tokens": 200, "ignore_eos": true, "temperature": 0,
@@ -172,7 +174,7 @@ func TestLiveStream(t *testing.T) {
 		t.Fatalf("rates counted %d first tokens, mean TTFT %v; want 1 and a time", firstTokens, ttft)
 	}
 
-	srv.Drain()
+	ts.Drain()
 	last := live.until("the draining snapshot", func(s web.Snapshot) bool { return s.Status == "draining" }, nil)
 	if len(last.Models) != 1 {
 		t.Fatalf("draining snapshot %+v", last)
@@ -180,7 +182,7 @@ func TestLiveStream(t *testing.T) {
 	if ev, err := live.r.Next(); err != io.EOF {
 		t.Fatalf("after the draining snapshot: %+v, %v; want the end of the stream", ev, err)
 	}
-	resp, b := ts.do(t, context.Background(), http.MethodGet, "/v1/live", nil)
+	resp, b := ts.Do(t, context.Background(), http.MethodGet, "/v1/live", nil)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("GET /v1/live while draining: %d %s", resp.StatusCode, b)
 	}
@@ -193,18 +195,18 @@ func TestLiveStream(t *testing.T) {
 // token or x-api-key) the stream.
 func TestLiveNeedsAdminKey(t *testing.T) {
 	const admin, user = "sk-corral-admin-0123456789", "sk-corral-user-0123456789"
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1},
-		Config{Policy: keyPolicy(t, nil, nil, admin+" role=admin name=admin", user+" name=user")}, nil)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Policy: e2etest.KeyPolicy(t, nil, nil, admin+" role=admin name=admin", user+" name=user")}})
 	open := func(header, value string) *http.Response {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, ts.url+"/v1/live", nil)
+		req, err := http.NewRequest(http.MethodGet, ts.URL+"/v1/live", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if header != "" {
 			req.Header.Set(header, value)
 		}
-		resp, err := ts.client.Do(req)
+		resp, err := ts.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +222,7 @@ func TestLiveNeedsAdminKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if typ, c := errorOf(t, resp.Header.Get("Content-Type"), b); typ != "invalid_request_error" || c != code {
+		if typ, c := e2etest.ErrorOf(t, resp.Header.Get("Content-Type"), b); typ != "invalid_request_error" || c != code {
 			t.Fatalf("error %s %s, want invalid_request_error %s: %s", typ, c, code, b)
 		}
 	}

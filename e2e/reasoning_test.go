@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/wire"
 )
@@ -43,14 +44,14 @@ const thinkTemplate = `{%- for m in messages %}<|im_start|>{{ m.role }}
 {% endif %}`
 
 // startThinking serves stories260K with thinkTemplate and opt.
-func startThinking(t *testing.T, opt servedmodel.Options) *testServer {
+func startThinking(t *testing.T, opt servedmodel.Options) *e2etest.Server {
 	t.Helper()
 	tpl, err := chat.Parse(thinkTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opt.Template = tpl
-	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, opt, Config{}, nil)
+	ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1}, Model: opt})
 	return ts
 }
 
@@ -77,9 +78,9 @@ type answer struct {
 }
 
 // wholeAnswer asks for a chat completion.
-func wholeAnswer(t *testing.T, ts *testServer, body map[string]any) answer {
+func wholeAnswer(t *testing.T, ts *e2etest.Server, body map[string]any) answer {
 	t.Helper()
-	resp, b := ts.post(t, "/v1/chat/completions", body)
+	resp, b := ts.Post(t, "/v1/chat/completions", body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
@@ -90,13 +91,13 @@ func wholeAnswer(t *testing.T, ts *testServer, body map[string]any) answer {
 }
 
 // streamAnswer streams a chat completion and puts it together.
-func streamAnswer(t *testing.T, ts *testServer, body map[string]any) answer {
+func streamAnswer(t *testing.T, ts *e2etest.Server, body map[string]any) answer {
 	t.Helper()
 	body["stream"] = true
 	body["stream_options"] = map[string]any{"include_usage": true}
 	var a answer
 	var r, c strings.Builder
-	for _, data := range readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body)) {
+	for _, data := range e2etest.ReadEvents(t, ts.OpenStream(t, t.Context(), "/v1/chat/completions", body)) {
 		if data == "[DONE]" {
 			break
 		}
@@ -185,7 +186,7 @@ func TestReasoningBudgetSplitsAnswer(t *testing.T) {
 		t.Errorf("no budget: %+v", a)
 	}
 	// A bad budget is the request's fault.
-	resp, b := ts.post(t, "/v1/chat/completions", thinkRequest(map[string]any{"thinking_budget": -2}))
+	resp, b := ts.Post(t, "/v1/chat/completions", thinkRequest(map[string]any{"thinking_budget": -2}))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"thinking_budget"`) {
 		t.Errorf("thinking_budget -2: %d %s", resp.StatusCode, b)
 	}
@@ -292,11 +293,11 @@ func TestSDKReasoning(t *testing.T) {
 func TestOllamaThinking(t *testing.T) {
 	start := func() *ollama.Client {
 		ts := startThinking(t, servedmodel.Options{ToolFormat: "json"})
-		base, err := url.Parse(ts.url)
+		base, err := url.Parse(ts.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ollama.NewClient(base, ts.client)
+		return ollama.NewClient(base, ts.Client)
 	}
 	callSchema, _ := json.Marshal(map[string]any{
 		"type": "object",

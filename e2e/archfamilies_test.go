@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 	servedmodel "github.com/corral-llm/corral/model"
@@ -77,7 +78,7 @@ func TestFamiliesOnTheirArchitectures(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ts, _ := startOptions(t, path, engine.Config{Parallel: 1, CtxSize: 16384}, opt, Config{}, nil)
+			ts := e2etest.Start(t, path, e2etest.Options{Engine: engine.Config{Parallel: 1, CtxSize: 16384}, Model: opt})
 			t.Run("openai", func(t *testing.T) { familyCalls(t, ts, m) })
 			t.Run("anthropic", func(t *testing.T) { familyCallsAnthropic(t, ts) })
 		})
@@ -86,7 +87,7 @@ func TestFamiliesOnTheirArchitectures(t *testing.T) {
 
 // familyCallsAnthropic forces a call of get_weather through the Anthropic
 // SDK, whole and streamed.
-func familyCallsAnthropic(t *testing.T, ts *testServer) {
+func familyCallsAnthropic(t *testing.T, ts *e2etest.Server) {
 	client := anthropicClient(ts)
 	p := sdk.MessageNewParams{
 		Model:      claudeModel,

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkDialects(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer core.Registry().Close()
-	s := New(Config{Logger: quiet})
+	s := server.New(server.Config{Logger: quiet})
 	s.SetCore(core)
 	h := s.Handler()
 

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/serving"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -35,9 +37,9 @@ func value(m *dto.Metric) float64 {
 func TestMetricsWorkload(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 2})
 	const n = 6
-	before := metricFamilies(t, ts)
+	before := ts.MetricFamilies(t)
 	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total", "vllm:prompt_tokens_total"} {
-		if v := value(series(t, before, name, "model_name", "tiny")); v != 0 {
+		if v := value(e2etest.Series(t, before, name, "model_name", "tiny")); v != 0 {
 			t.Errorf("%s = %v before any request", name, v)
 		}
 	}
@@ -53,7 +55,7 @@ func TestMetricsWorkload(t *testing.T) {
 	)
 	for range 2 {
 		wg.Go(func() {
-			resp, b := ts.post(t, "/v1/completions", body)
+			resp, b := ts.Post(t, "/v1/completions", body)
 			var c textCompletion
 			unmarshal(t, string(b), &c)
 			if resp.StatusCode != 200 || c.Usage == nil || c.Usage.CompletionTokens != n {
@@ -70,7 +72,7 @@ func TestMetricsWorkload(t *testing.T) {
 		for k, v := range body {
 			stream[k] = v
 		}
-		v1Stream(t, ts.openStream(t, context.Background(), "/v1/completions", stream), "length")
+		v1Stream(t, ts.OpenStream(t, context.Background(), "/v1/completions", stream), "length")
 	})
 	wg.Wait()
 	if t.Failed() {
@@ -79,13 +81,13 @@ func TestMetricsWorkload(t *testing.T) {
 	p := prompt[0] // the same prompt each time
 
 	// The request families are recorded before the answers' last bytes.
-	after := metricFamilies(t, ts)
+	after := ts.MetricFamilies(t)
 	hist := func(name string) *dto.Histogram {
 		t.Helper()
 		if f := after[name]; f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
 			t.Fatalf("%s is not a histogram: %v", name, f)
 		}
-		return series(t, after, name, "model_name", "tiny").GetHistogram()
+		return e2etest.Series(t, after, name, "model_name", "tiny").GetHistogram()
 	}
 	for _, name := range []string{"vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
 		"vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_time_per_output_token_seconds"} {
@@ -96,29 +98,29 @@ func TestMetricsWorkload(t *testing.T) {
 	if h := hist("vllm:inter_token_latency_seconds"); h.GetSampleCount() != 3*(n-1) {
 		t.Errorf("inter-token latencies: %d, want %d", h.GetSampleCount(), 3*(n-1))
 	}
-	if v := value(series(t, after, "vllm:request_success_total", "model_name", "tiny", "finished_reason", "length")); v != 3 {
+	if v := value(e2etest.Series(t, after, "vllm:request_success_total", "model_name", "tiny", "finished_reason", "length")); v != 3 {
 		t.Errorf("vllm:request_success_total{finished_reason=length} = %v, want 3", v)
 	}
 	for _, name := range []string{"llamacpp:prompt_seconds_total", "llamacpp:tokens_predicted_seconds_total",
 		"llamacpp:prompt_tokens_seconds", "llamacpp:predicted_tokens_seconds"} {
-		if v := value(series(t, after, name, "model_name", "tiny")); v <= 0 {
+		if v := value(e2etest.Series(t, after, name, "model_name", "tiny")); v <= 0 {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
 	// As llama-server's, the throughput gauges cover the requests
 	// finished since the previous scrape.
-	again := metricFamilies(t, ts)
-	if v := value(series(t, again, "llamacpp:predicted_tokens_seconds", "model_name", "tiny")); v != 0 {
+	again := ts.MetricFamilies(t)
+	if v := value(e2etest.Series(t, again, "llamacpp:predicted_tokens_seconds", "model_name", "tiny")); v != 0 {
 		t.Errorf("llamacpp:predicted_tokens_seconds = %v on the next scrape, want 0", v)
 	}
 
 	// The engine publishes its snapshot at the end of the step that
 	// finished the last request, maybe after its answer went out.
-	waitFor(t, "the engine to count 3 requests", func() bool { return metrics(t, ts)["corral_requests_total"] == 3 })
-	fams := metricFamilies(t, ts)
+	e2etest.WaitFor(t, "the engine to count 3 requests", func() bool { return ts.Metrics(t)["corral_requests_total"] == 3 })
+	fams := ts.MetricFamilies(t)
 	get := func(name string, labels ...string) float64 {
 		t.Helper()
-		return value(series(t, fams, name, append([]string{"model_name", "tiny"}, labels...)...))
+		return value(e2etest.Series(t, fams, name, append([]string{"model_name", "tiny"}, labels...)...))
 	}
 	exact := map[string]float64{
 		"vllm:generation_tokens_total":    3 * n,
@@ -136,7 +138,7 @@ func TestMetricsWorkload(t *testing.T) {
 	for name, want := range exact {
 		var got float64
 		if name == "corral_models_loaded" {
-			got = value(series(t, fams, name))
+			got = value(e2etest.Series(t, fams, name))
 		} else {
 			got = get(name)
 		}
@@ -166,7 +168,7 @@ func TestMetricsWorkload(t *testing.T) {
 	// The cache's shape, as the endpoint picker reads it: labels of an
 	// info gauge, the cells in blocks of serving.CacheBlockSize tokens.
 	cells := get("corral_kv_cells")
-	if v := value(series(t, fams, "vllm:cache_config_info", "model_name", "tiny",
+	if v := value(e2etest.Series(t, fams, "vllm:cache_config_info", "model_name", "tiny",
 		"block_size", strconv.Itoa(serving.CacheBlockSize),
 		"num_gpu_blocks", strconv.Itoa(int(cells)/serving.CacheBlockSize))); v != 1 || cells < serving.CacheBlockSize {
 		t.Errorf("vllm:cache_config_info = %v with %v cells", v, cells)
@@ -207,7 +209,7 @@ func TestMetricsUnload(t *testing.T) {
 	ms := startModels(t, registry.Config{KeepAlive: -1}, spec(t, "tiny", testmodel.TinyStories656K, 2))
 	complete := func() {
 		t.Helper()
-		resp, b := ms.post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "ignore_eos": true, "keep_alive": 0})
+		resp, b := ms.Post(t, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 2, "ignore_eos": true, "keep_alive": 0})
 		if resp.StatusCode != 200 {
 			t.Fatalf("completion: %d %s", resp.StatusCode, b)
 		}
@@ -215,20 +217,20 @@ func TestMetricsUnload(t *testing.T) {
 	unloaded := func() bool { return ms.states(t)["tiny"] == "unloaded" }
 	for round := 1; round <= 2; round++ {
 		complete()
-		waitFor(t, "the model to unload", unloaded)
-		fams := metricFamilies(t, ms.testServer)
+		e2etest.WaitFor(t, "the model to unload", unloaded)
+		fams := ms.MetricFamilies(t)
 		for _, name := range []string{"vllm:num_requests_running", "vllm:kv_cache_usage_perc", "llamacpp:requests_processing", "corral_queue_depth", "vllm:generation_tokens_total"} {
 			if f := fams[name]; f != nil && len(f.GetMetric()) > 0 {
 				t.Errorf("round %d: %s has series after the unload: %v", round, name, f.GetMetric())
 			}
 		}
-		if v := value(series(t, fams, "vllm:request_success_total", "model_name", "tiny", "finished_reason", "length")); v != float64(round) {
+		if v := value(e2etest.Series(t, fams, "vllm:request_success_total", "model_name", "tiny", "finished_reason", "length")); v != float64(round) {
 			t.Errorf("round %d: vllm:request_success_total = %v", round, v)
 		}
-		if v := value(series(t, fams, "corral_model_loads_total", "model_name", "tiny")); v != float64(round) {
+		if v := value(e2etest.Series(t, fams, "corral_model_loads_total", "model_name", "tiny")); v != float64(round) {
 			t.Errorf("round %d: corral_model_loads_total = %v", round, v)
 		}
-		if v := value(series(t, fams, "corral_models_loaded")); v != 0 {
+		if v := value(e2etest.Series(t, fams, "corral_models_loaded")); v != 0 {
 			t.Errorf("round %d: corral_models_loaded = %v", round, v)
 		}
 	}
@@ -238,17 +240,18 @@ func TestMetricsUnload(t *testing.T) {
 // under the client's X-Request-Id, which the response echoes; a client
 // that goes away shows as disconnected, its request as aborted.
 func TestRequestLogLine(t *testing.T) {
-	log, logs := newLogger()
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1}, Config{Logger: log}, nil)
+	log, logs := e2etest.NewLogger()
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Logger: log}})
 	post := func(ctx context.Context, id string, body map[string]any) *http.Response {
 		t.Helper()
 		b, _ := json.Marshal(body)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions", bytes.NewReader(b))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", bytes.NewReader(b))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(RequestIDHeader, id)
-		resp, err := ts.client.Do(req)
+		req.Header.Set(server.RequestIDHeader, id)
+		resp, err := ts.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,8 +260,8 @@ func TestRequestLogLine(t *testing.T) {
 	line := func(id string) map[string]any {
 		t.Helper()
 		var rec map[string]any
-		waitFor(t, "the request line of "+id, func() bool {
-			for _, r := range logs.records(t, "request") {
+		e2etest.WaitFor(t, "the request line of "+id, func() bool {
+			for _, r := range logs.Records(t, "request") {
 				if r["id"] == id {
 					rec = r
 					return true
@@ -272,7 +275,7 @@ func TestRequestLogLine(t *testing.T) {
 	resp := post(context.Background(), "job-42.a", map[string]any{"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": true})
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if got := resp.Header.Get(RequestIDHeader); resp.StatusCode != 200 || got != "job-42.a" {
+	if got := resp.Header.Get(server.RequestIDHeader); resp.StatusCode != 200 || got != "job-42.a" {
 		t.Fatalf("%d %s, X-Request-Id %q", resp.StatusCode, b, got)
 	}
 	var c textCompletion
@@ -310,24 +313,24 @@ func TestRequestLogLine(t *testing.T) {
 	if rec["finish_reason"] != "abort" || rec["disconnected"] != true || rec["model"] != "tiny" {
 		t.Errorf("request line of a client gone: %v", rec)
 	}
-	fams := metricFamilies(t, ts)
-	if v := value(series(t, fams, "vllm:request_success_total", "model_name", "tiny", "finished_reason", "abort")); v != 1 {
+	fams := ts.MetricFamilies(t)
+	if v := value(e2etest.Series(t, fams, "vllm:request_success_total", "model_name", "tiny", "finished_reason", "abort")); v != 1 {
 		t.Errorf("aborted requests: %v", v)
 	}
 
 	// An id with a space is replaced, and a request that generates
 	// nothing has no generation fields.
-	req, err := http.NewRequest(http.MethodGet, ts.url+"/v1/models", nil)
+	req, err := http.NewRequest(http.MethodGet, ts.URL+"/v1/models", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(RequestIDHeader, "two words")
-	if resp, err = ts.client.Do(req); err != nil {
+	req.Header.Set(server.RequestIDHeader, "two words")
+	if resp, err = ts.Client.Do(req); err != nil {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	got := resp.Header.Get(RequestIDHeader)
+	got := resp.Header.Get(server.RequestIDHeader)
 	if got == "" || got == "two words" {
 		t.Fatalf("X-Request-Id %q for an invalid one", got)
 	}

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -18,7 +20,7 @@ func TestChat(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 2})
 	// The model has no chat template: ChatML is the fallback.
 	var tok struct{ Tokens []int }
-	_, b := ts.post(t, "/tokenize", map[string]any{"content": "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n", "add_special": true})
+	_, b := ts.Post(t, "/tokenize", map[string]any{"content": "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n", "add_special": true})
 	unmarshal(t, string(b), &tok)
 
 	req := map[string]any{
@@ -26,7 +28,7 @@ func TestChat(t *testing.T) {
 		"messages":   []map[string]string{{"role": "user", "content": "Tell me a story."}},
 		"max_tokens": 12, "temperature": 0, "ignore_eos": true,
 	}
-	resp, b := ts.post(t, "/v1/chat/completions", req)
+	resp, b := ts.Post(t, "/v1/chat/completions", req)
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
@@ -45,7 +47,7 @@ func TestChat(t *testing.T) {
 
 	req["stream"] = true
 	req["stream_options"] = map[string]bool{"include_usage": true}
-	events := readEvents(t, ts.openStream(t, context.Background(), "/v1/chat/completions", req))
+	events := e2etest.ReadEvents(t, ts.OpenStream(t, context.Background(), "/v1/chat/completions", req))
 	if n := len(events); n < 4 || events[n-1] != "[DONE]" {
 		t.Fatalf("events %q", events)
 	}
@@ -107,7 +109,7 @@ func TestResponseFormat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, b := ts.post(t, "/v1/chat/completions", map[string]any{
+			resp, b := ts.Post(t, "/v1/chat/completions", map[string]any{
 				"messages":        []map[string]string{{"role": "user", "content": "Describe a pet as JSON."}},
 				"response_format": tt.format, "temperature": 0, "max_tokens": 150,
 			})
@@ -149,25 +151,25 @@ func TestEndpoints(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 2})
 
 	var health struct{ Status string }
-	ts.get(t, "/health", &health)
+	ts.Get(t, "/health", &health)
 	if health.Status != "ok" {
 		t.Errorf("/health %+v", health)
 	}
 
 	var tok struct{ Tokens []int32 }
-	_, b := ts.post(t, "/tokenize", map[string]any{"content": "Once upon a time"})
+	_, b := ts.Post(t, "/tokenize", map[string]any{"content": "Once upon a time"})
 	unmarshal(t, string(b), &tok)
 	if len(tok.Tokens) == 0 {
 		t.Fatalf("/tokenize: %s", b)
 	}
 	var withBOS struct{ Tokens []int32 }
-	_, b = ts.post(t, "/tokenize", map[string]any{"content": "Once upon a time", "add_special": true})
+	_, b = ts.Post(t, "/tokenize", map[string]any{"content": "Once upon a time", "add_special": true})
 	unmarshal(t, string(b), &withBOS)
-	if len(withBOS.Tokens) != len(tok.Tokens)+1 || withBOS.Tokens[0] != ts.info.BOS {
+	if len(withBOS.Tokens) != len(tok.Tokens)+1 || withBOS.Tokens[0] != ts.Info.BOS {
 		t.Errorf("add_special: %v, without %v", withBOS.Tokens, tok.Tokens)
 	}
 	var detok struct{ Content string }
-	_, b = ts.post(t, "/detokenize", map[string]any{"tokens": tok.Tokens})
+	_, b = ts.Post(t, "/detokenize", map[string]any{"tokens": tok.Tokens})
 	unmarshal(t, string(b), &detok)
 	if strings.TrimSpace(detok.Content) != "Once upon a time" {
 		t.Errorf("/detokenize: %s", b)
@@ -179,8 +181,8 @@ func TestEndpoints(t *testing.T) {
 		NCtx         int  `json:"n_ctx"`
 		IsProcessing bool `json:"is_processing"`
 	}
-	ts.get(t, "/slots", &slots)
-	if len(slots) != 2 || slots[1].ID != 1 || slots[0].NCtx != ts.info.CtxPerRequest || slots[0].IsProcessing || slots[0].IDTask != -1 {
+	ts.Get(t, "/slots", &slots)
+	if len(slots) != 2 || slots[1].ID != 1 || slots[0].NCtx != ts.Info.CtxPerRequest || slots[0].IsProcessing || slots[0].IDTask != -1 {
 		t.Errorf("/slots %+v", slots)
 	}
 
@@ -193,7 +195,7 @@ func TestEndpoints(t *testing.T) {
 			OwnedBy string `json:"owned_by"`
 		}
 	}
-	ts.get(t, "/v1/models", &models)
+	ts.Get(t, "/v1/models", &models)
 	if models.Object != "list" || len(models.Data) != 1 || models.Data[0].ID != "tiny" || models.Data[0].Object != "model" ||
 		models.Data[0].OwnedBy != "corral" || models.Data[0].Created == 0 {
 		t.Errorf("/v1/models %+v", models)
@@ -211,8 +213,8 @@ func TestEndpoints(t *testing.T) {
 			Devices   []string `json:"devices"`
 		} `json:"offload"`
 	}
-	ts.get(t, "/props", &props)
-	if props.TotalSlots != 2 || props.Settings.NCtx != ts.info.CtxPerRequest {
+	ts.Get(t, "/props", &props)
+	if props.TotalSlots != 2 || props.Settings.NCtx != ts.Info.CtxPerRequest {
 		t.Errorf("/props %+v", props)
 	}
 	// On the CPU (make test loads no GPU backend): no device, no layer
@@ -222,12 +224,12 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/props devices %s, offload %+v: want [] and no layer offloaded", props.Devices, props.Offload)
 	}
 
-	if m := metrics(t, ts); m["corral_slots"] != 2 {
+	if m := ts.Metrics(t); m["corral_slots"] != 2 {
 		t.Errorf("/metrics %v", m)
 	}
 
 	// Errors that only the engine can detect.
-	long := make([]int32, ts.info.CtxPerRequest+8)
+	long := make([]int32, ts.Info.CtxPerRequest+8)
 	for i := range long {
 		long[i] = tok.Tokens[i%len(tok.Tokens)]
 	}
@@ -238,7 +240,7 @@ func TestEndpoints(t *testing.T) {
 		param, code string
 	}{
 		{"/completion", map[string]any{"prompt": long, "n_predict": 1}, 400, "prompt", "context_length_exceeded"},
-		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("story ", ts.info.CtxPerRequest)}}}, 400, "messages", "context_length_exceeded"},
+		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("story ", ts.Info.CtxPerRequest)}}}, 400, "messages", "context_length_exceeded"},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "id_slot": 7}, 400, "id_slot", ""},
 		// TinyStories656K cannot encode '{' (no such token, no byte
 		// fallback): in a prompt it is the unknown token, but no token can
@@ -247,10 +249,10 @@ func TestEndpoints(t *testing.T) {
 		{"/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "{}"}},
 			"response_format": map[string]string{"type": "json_object"}}, 400, "response_format", "grammar_unsatisfiable"},
 		{"/completion", map[string]any{"prompt": "a", "n_predict": 1, "grammar": "root ::= ("}, 400, "grammar", ""},
-		{"/v1/completions", map[string]any{"prompt": strings.Repeat("x", DefaultMaxBody)}, 413, "", "request_too_large"},
+		{"/v1/completions", map[string]any{"prompt": strings.Repeat("x", server.DefaultMaxBody)}, 413, "", "request_too_large"},
 	}
 	for _, tc := range errorCases {
-		resp, b := ts.post(t, tc.path, tc.body)
+		resp, b := ts.Post(t, tc.path, tc.body)
 		var env wire.Envelope
 		unmarshal(t, string(b), &env)
 		param, code := "", ""
@@ -273,7 +275,7 @@ func TestEndpoints(t *testing.T) {
 func TestApplyTemplate(t *testing.T) {
 	ts := startServer(t, engine.Config{Parallel: 1})
 	msgs := []map[string]string{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story."}}
-	resp, b := ts.post(t, "/apply-template", map[string]any{"messages": msgs})
+	resp, b := ts.Post(t, "/apply-template", map[string]any{"messages": msgs})
 	var got struct{ Prompt string }
 	unmarshal(t, string(b), &got)
 	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"
@@ -281,15 +283,15 @@ func TestApplyTemplate(t *testing.T) {
 		t.Fatalf("/apply-template: %d %s, want prompt %q", resp.StatusCode, b, want)
 	}
 	var tok struct{ Tokens []int }
-	_, b = ts.post(t, "/tokenize", map[string]any{"content": got.Prompt, "add_special": true})
+	_, b = ts.Post(t, "/tokenize", map[string]any{"content": got.Prompt, "add_special": true})
 	unmarshal(t, string(b), &tok)
-	resp, b = ts.post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1})
+	resp, b = ts.Post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1})
 	var c chatCompletion
 	unmarshal(t, string(b), &c)
 	if resp.StatusCode != 200 || c.Usage == nil || c.Usage.PromptTokens != len(tok.Tokens) {
 		t.Errorf("chat completion: %d %s; want %d prompt tokens", resp.StatusCode, b, len(tok.Tokens))
 	}
-	resp, b = ts.post(t, "/apply-template", map[string]any{"messages": msgs, "add_generation_prompt": false})
+	resp, b = ts.Post(t, "/apply-template", map[string]any{"messages": msgs, "add_generation_prompt": false})
 	unmarshal(t, string(b), &got)
 	if resp.StatusCode != 200 || got.Prompt != strings.TrimSuffix(want, "<|im_start|>assistant\n") {
 		t.Errorf("add_generation_prompt false: %d %s", resp.StatusCode, b)
@@ -299,7 +301,7 @@ func TestApplyTemplate(t *testing.T) {
 		{"messages": msgs, "chat_template_kwargs": []int{1}},
 		{"messages": []map[string]string{{"role": "robot", "content": "x"}}},
 	} {
-		if resp, b := ts.post(t, "/apply-template", bad); resp.StatusCode != 400 {
+		if resp, b := ts.Post(t, "/apply-template", bad); resp.StatusCode != 400 {
 			t.Errorf("%v: %d %s, want 400", bad, resp.StatusCode, b)
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	servedmodel "github.com/corral-llm/corral/model"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/toolcall"
 	"github.com/corral-llm/corral/wire"
@@ -94,10 +95,10 @@ func checkCall(t *testing.T, c wire.ToolCall) {
 // streamCalls reads a chat stream and reassembles its content and calls
 // the way OpenAI's clients do, checking that each call's id and name come
 // once, first.
-func streamCalls(t *testing.T, ts *testServer, body map[string]any) (content string, calls []wire.ToolCall, finish string) {
+func streamCalls(t *testing.T, ts *e2etest.Server, body map[string]any) (content string, calls []wire.ToolCall, finish string) {
 	t.Helper()
 	body["stream"] = true
-	events := readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body))
+	events := e2etest.ReadEvents(t, ts.OpenStream(t, t.Context(), "/v1/chat/completions", body))
 	if events[len(events)-1] != "[DONE]" {
 		t.Fatalf("no [DONE]: %q", events)
 	}
@@ -131,9 +132,9 @@ func streamCalls(t *testing.T, ts *testServer, body map[string]any) (content str
 	return text.String(), calls, finish
 }
 
-func wholeCalls(t *testing.T, ts *testServer, body map[string]any) (wire.ChatChoice, string) {
+func wholeCalls(t *testing.T, ts *e2etest.Server, body map[string]any) (wire.ChatChoice, string) {
 	t.Helper()
-	resp, b := ts.post(t, "/v1/chat/completions", body)
+	resp, b := ts.Post(t, "/v1/chat/completions", body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
@@ -153,13 +154,13 @@ func TestToolChoiceForcesCalls(t *testing.T) {
 			if f != "hermes" {
 				opt.ToolFormat = f
 			}
-			ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 2}, opt, Config{}, nil)
+			ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 2}, Model: opt})
 			forceCalls(t, ts)
 		})
 	}
 }
 
-func forceCalls(t *testing.T, ts *testServer) {
+func forceCalls(t *testing.T, ts *e2etest.Server) {
 	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
 	for _, tc := range []struct {
 		name   string
@@ -281,7 +282,7 @@ func TestToolBadRequests(t *testing.T) {
 		{"assistant message without content or calls", toolRequest("auto", map[string]any{"messages": []any{map[string]any{"role": "assistant"}}}), "messages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, b := ts.post(t, "/v1/chat/completions", tc.body)
+			resp, b := ts.Post(t, "/v1/chat/completions", tc.body)
 			var e struct {
 				Error struct {
 					Type  string `json:"type"`
@@ -305,7 +306,8 @@ func TestToolBadRequests(t *testing.T) {
 // tool_choice: the test makes the model call with "format", a schema of
 // the JSON format's call object.
 func TestOllamaToolCalls(t *testing.T) {
-	ts, _ := startOptions(t, testmodel.Stories260K, engine.Config{Parallel: 1}, servedmodel.Options{ToolFormat: "json"}, Config{}, nil)
+	ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Model: servedmodel.Options{ToolFormat: "json"}})
 	callSchema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
@@ -337,7 +339,7 @@ func TestOllamaToolCalls(t *testing.T) {
 		} `json:"message"`
 		Done bool `json:"done"`
 	}
-	resp, b := ts.post(t, "/api/chat", body(false))
+	resp, b := ts.Post(t, "/api/chat", body(false))
 	var whole object
 	unmarshal(t, string(b), &whole)
 	if resp.StatusCode != http.StatusOK || len(whole.Message.ToolCalls) != 1 || whole.Message.Content != "" {
@@ -349,7 +351,7 @@ func TestOllamaToolCalls(t *testing.T) {
 		t.Fatalf("call %s: arguments are not an object: %v", b, err)
 	}
 
-	resp, b = ts.post(t, "/api/chat", body(true))
+	resp, b = ts.Post(t, "/api/chat", body(true))
 	var calls []ollamaCall
 	var content strings.Builder
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -369,7 +371,7 @@ func TestToolCallsWithLogprobs(t *testing.T) {
 	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
 	named := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
 	extra := map[string]any{"logprobs": true, "top_logprobs": 2}
-	resp, b := ts.post(t, "/v1/chat/completions", toolRequest(named, extra))
+	resp, b := ts.Post(t, "/v1/chat/completions", toolRequest(named, extra))
 	var whole wire.ChatCompletion
 	unmarshal(t, string(b), &whole)
 	if resp.StatusCode != http.StatusOK || len(whole.Choices[0].Message.ToolCalls) != 1 || whole.Choices[0].Logprobs == nil {
@@ -382,7 +384,7 @@ func TestToolCallsWithLogprobs(t *testing.T) {
 	body := toolRequest(named, extra)
 	body["stream"] = true
 	entries := 0
-	for _, data := range readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body)) {
+	for _, data := range e2etest.ReadEvents(t, ts.OpenStream(t, t.Context(), "/v1/chat/completions", body)) {
 		if data == "[DONE]" {
 			break
 		}
@@ -455,7 +457,7 @@ func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
 		{"ollama generate stuck mid-answer", "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "format": stuck, "stream": false, "options": map[string]any{"temperature": 0}}, "format", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, b := ts.post(t, tc.path, tc.body)
+			resp, b := ts.Post(t, tc.path, tc.body)
 			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 			}
@@ -485,7 +487,7 @@ func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
 	// {"error": ...} line.
 	t.Run("streams", func(t *testing.T) {
 		body := ask(map[string]any{"response_format": stuckFormat, "stream": true})
-		events := readEvents(t, ts.openStream(t, t.Context(), "/v1/chat/completions", body))
+		events := e2etest.ReadEvents(t, ts.OpenStream(t, t.Context(), "/v1/chat/completions", body))
 		if len(events) < 3 || events[len(events)-1] != "[DONE]" {
 			t.Fatalf("events %q", events)
 		}
@@ -502,7 +504,7 @@ func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
 			t.Fatalf("streamed text %q before the error", got)
 		}
 
-		events = readEvents(t, ts.openStream(t, t.Context(), "/completion",
+		events = e2etest.ReadEvents(t, ts.OpenStream(t, t.Context(), "/completion",
 			map[string]any{"prompt": "Hi", "n_predict": 8, "temperature": 0, "stream": true, "grammar": `root ::= ("a" | "b") "{"`}))
 		if len(events) < 2 {
 			t.Fatalf("events %q", events)
@@ -511,7 +513,7 @@ func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
 			t.Fatalf("last event %s", events[len(events)-1])
 		}
 
-		resp, b := ts.post(t, "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "format": stuck, "options": map[string]any{"temperature": 0}})
+		resp, b := ts.Post(t, "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "format": stuck, "options": map[string]any{"temperature": 0}})
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		var last struct {
 			Error string `json:"error"`
@@ -523,7 +525,7 @@ func TestGrammarTheVocabularyCannotWrite(t *testing.T) {
 	})
 
 	// The server still answers.
-	if resp, b := ts.post(t, "/completion", map[string]any{"prompt": "Hi", "n_predict": 4}); resp.StatusCode != http.StatusOK {
+	if resp, b := ts.Post(t, "/completion", map[string]any{"prompt": "Hi", "n_predict": 4}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("afterwards: %d %s", resp.StatusCode, b)
 	}
 }
@@ -549,13 +551,13 @@ func TestToolRepairArguments(t *testing.T) {
 		"required":             []string{"name", "arguments"},
 		"additionalProperties": false,
 	}
-	body := mustJSON(t, toolRequest("auto", map[string]any{
+	body := e2etest.Marshal(t, toolRequest("auto", map[string]any{
 		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "call", "schema": badCall}},
 	}))
 	for _, repair := range []string{"1", "0"} {
 		t.Run("tool-repair "+repair, func(t *testing.T) {
-			c := startCorral(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--tool-format", "json", "--tool-repair", repair)
-			code, b := c.request(t, http.MethodPost, "/v1/chat/completions", body)
+			c := e2etest.StartChild(t, testmodel.Stories260K, "-np", "1", "-t", "1", "--tool-format", "json", "--tool-repair", repair)
+			code, b := c.Request(t, http.MethodPost, "/v1/chat/completions", body)
 			var resp wire.ChatCompletion
 			unmarshal(t, string(b), &resp)
 			if code != http.StatusOK || len(resp.Choices) != 1 || len(resp.Choices[0].Message.ToolCalls) != 1 {
@@ -565,7 +567,7 @@ func TestToolRepairArguments(t *testing.T) {
 			if call.Function.Name != "get_weather" {
 				t.Fatalf("call %+v", call)
 			}
-			_, metrics := c.request(t, http.MethodGet, "/metrics", nil)
+			_, metrics := c.Request(t, http.MethodGet, "/metrics", nil)
 			repaired := strings.Contains(string(metrics), `outcome="repaired"} 1`)
 			if repair == "0" {
 				if !strings.Contains(call.Function.Arguments, "Oslo") || repaired {

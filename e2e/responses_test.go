@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -21,10 +21,12 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	servedmodel "github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/responses"
+	"github.com/corral-llm/corral/server"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -240,12 +242,12 @@ func TestResponsesConversation(t *testing.T) {
 // another key can neither read, delete nor continue it.
 func TestResponsesKeys(t *testing.T) {
 	const otherKey = "sk-corral-other-9876543210"
-	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1},
-		Config{Policy: keyPolicy(t, nil, nil, testKey+" name=alice", otherKey+" name=bob")}, nil)
+	ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Policy: e2etest.KeyPolicy(t, nil, nil, e2etest.APIKey+" name=alice", otherKey+" name=bob")}})
 	client := func(key string) openai.Client {
-		return openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(ts.client))
+		return openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(ts.Client))
 	}
-	alice, bob := client(testKey), client(otherKey)
+	alice, bob := client(e2etest.APIKey), client(otherKey)
 	ctx := context.Background()
 	p := rsdk.ResponseNewParams{
 		Model:           "stories",
@@ -291,9 +293,9 @@ func TestResponsesKeys(t *testing.T) {
 	}
 
 	// OpenAI's deletion object, and nothing else.
-	req, _ := http.NewRequest(http.MethodDelete, ts.url+"/v1/responses/"+resp.ID, nil)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	hr, err := ts.client.Do(req)
+	req, _ := http.NewRequest(http.MethodDelete, ts.URL+"/v1/responses/"+resp.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+e2etest.APIKey)
+	hr, err := ts.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,8 +319,9 @@ func TestResponsesKeys(t *testing.T) {
 // schema, whole and streamed; a built-in tool merely offered is left out
 // (and logged), which the answer does not notice.
 func TestResponsesFormat(t *testing.T) {
-	log, logs := newLogger()
-	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{Logger: log}, nil)
+	log, logs := e2etest.NewLogger()
+	ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Logger: log}})
 	client := sdkClient(ts)
 	p := rsdk.ResponseNewParams{
 		Model: "stories",
@@ -354,7 +357,7 @@ func TestResponsesFormat(t *testing.T) {
 	if streamed.OutputText() != whole.OutputText() {
 		t.Errorf("streamed %q, whole %q", streamed.OutputText(), whole.OutputText())
 	}
-	recs := logs.records(t, "responses: offered tools the model does not see")
+	recs := logs.Records(t, "responses: offered tools the model does not see")
 	if len(recs) != 2 || fmt.Sprint(recs[0]["types"]) != "[web_search]" {
 		t.Errorf("log of the dropped tool: %v", recs)
 	}
@@ -550,8 +553,8 @@ func TestResponsesStoreBounds(t *testing.T) {
 		Temperature:     openai.Float(0),
 	}
 	ctx := context.Background()
-	ts, _ := startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1},
-		Config{ResponsesStore: responses.StoreOptions{TTL: time.Minute, Now: clock}}, nil)
+	ts := e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{ResponsesStore: responses.StoreOptions{TTL: time.Minute, Now: clock}}})
 	client := sdkClient(ts)
 	resp, err := client.Responses.New(ctx, p)
 	if err != nil {
@@ -567,8 +570,9 @@ func TestResponsesStoreBounds(t *testing.T) {
 		t.Errorf("get past the TTL: %v, want 404", err)
 	}
 
-	log, logs := newLogger()
-	ts, _ = startListener(t, testmodel.Stories260K, engine.Config{Parallel: 1}, Config{Logger: log, ResponsesStore: responses.StoreOptions{MaxBytes: 64}}, nil)
+	log, logs := e2etest.NewLogger()
+	ts = e2etest.Start(t, testmodel.Stories260K, e2etest.Options{Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Logger: log, ResponsesStore: responses.StoreOptions{MaxBytes: 64}}})
 	small := sdkClient(ts)
 	resp, err = small.Responses.New(ctx, p)
 	if err != nil || resp.OutputText() == "" {
@@ -577,7 +581,7 @@ func TestResponsesStoreBounds(t *testing.T) {
 	if _, err := small.Responses.Get(ctx, resp.ID, rsdk.ResponseGetParams{}); apiError(t, err).StatusCode != http.StatusNotFound {
 		t.Errorf("get of a response larger than the store: %v, want 404", err)
 	}
-	if recs := logs.records(t, "responses: not stored"); len(recs) != 1 || recs[0]["id"] != resp.ID {
+	if recs := logs.Records(t, "responses: not stored"); len(recs) != 1 || recs[0]["id"] != resp.ID {
 		t.Errorf("log of the response not stored: %v", recs)
 	}
 }
@@ -613,7 +617,7 @@ func TestResponsesExpansion(t *testing.T) {
 	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
 	post := func(body string) (int, *wire.ErrorObject, string) {
 		t.Helper()
-		resp, b := ts.post(t, "/v1/responses", json.RawMessage(body))
+		resp, b := ts.Post(t, "/v1/responses", json.RawMessage(body))
 		var out struct {
 			ID    string            `json:"id"`
 			Error *wire.ErrorObject `json:"error"`

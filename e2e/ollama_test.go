@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bufio"
@@ -12,47 +12,29 @@ import (
 	"testing"
 	"time"
 
-	servedmodel "github.com/corral-llm/corral/model"
-	"github.com/corral-llm/corral/serving"
-
 	ollama "github.com/ollama/ollama/api"
 
 	corralollama "github.com/corral-llm/corral/ollama"
+	"github.com/corral-llm/corral/server"
 
-	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/registry"
 )
 
 // End-to-end tests of Ollama's API, spoken by Ollama's own Go client, on a
 // registry that loads TinyStories656K on demand as the model "tiny".
 
 // startRegistry serves TinyStories656K as the one model "tiny" of a
-// registry with strict names (another name is unknown), which loads it on
-// the first request and unloads it after 5 minutes idle or on keep_alive 0.
-// The server runs with scfg.
-func startRegistry(t *testing.T, scfg Config) (*testServer, *ollama.Client) {
+// registry (see e2etest.StartRegistry) with scfg, and returns Ollama's
+// client for it too.
+func startRegistry(t *testing.T, scfg server.Config) (*e2etest.Server, *ollama.Client) {
 	t.Helper()
-	log, _ := newLogger()
-	spec := registry.Spec{ID: "tiny", Engine: engine.Config{
-		ModelPath: testmodel.Path(t, testmodel.TinyStories656K),
-		Threads:   1, // see startListener
-		Parallel:  2,
-	}}
-	rcfg := registry.Config{StrictNames: true, KeepAlive: registry.DefaultKeepAlive, Estimate: registry.EstimateFromFile, Logger: log}
-	reg, err := registry.New(rcfg, []registry.Spec{spec}, servedmodel.Loader(log))
+	ts := e2etest.StartRegistry(t, scfg)
+	base, err := url.Parse(ts.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scfg.Logger = log
-	s := New(scfg)
-	s.SetCore(serving.New(reg, serving.Options{Logger: log}))
-	ts := serveTest(t, s, nil, reg.Close)
-	base, err := url.Parse(ts.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ts, ollama.NewClient(base, ts.client)
+	return ts, ollama.NewClient(base, ts.Client)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -74,7 +56,7 @@ func checkFinal(t *testing.T, what string, done bool, reason string, m ollama.Me
 // TestOllamaChat streams a chat answer and asks for it whole: both are
 // the greedy answer of /v1/chat/completions to the same messages.
 func TestOllamaChat(t *testing.T) {
-	ts, c := startRegistry(t, Config{})
+	ts, c := startRegistry(t, server.Config{})
 	ctx := context.Background()
 	msgs := []ollama.Message{{Role: "user", Content: "Tell me a story."}}
 	const n = 200
@@ -119,7 +101,7 @@ func TestOllamaChat(t *testing.T) {
 		t.Errorf("whole %q, streamed %q", whole[0].Message.Content, text.String())
 	}
 
-	resp, b := ts.post(t, "/v1/chat/completions", map[string]any{
+	resp, b := ts.Post(t, "/v1/chat/completions", map[string]any{
 		"model": "tiny", "messages": msgs, "max_tokens": n, "temperature": 0, "ignore_eos": true,
 	})
 	var oc chatCompletion
@@ -132,7 +114,7 @@ func TestOllamaChat(t *testing.T) {
 // TestOllamaGenerate generates from a raw prompt, streamed and whole, as
 // /v1/completions does, and from a templated one, as a chat does.
 func TestOllamaGenerate(t *testing.T) {
-	ts, c := startRegistry(t, Config{})
+	ts, c := startRegistry(t, server.Config{})
 	ctx := context.Background()
 	const n = 200
 	prompt := "Once upon a time"
@@ -155,7 +137,7 @@ func TestOllamaGenerate(t *testing.T) {
 	}
 	checkFinal(t, "stream", final.Done, final.DoneReason, final.Metrics, n)
 
-	_, b := ts.post(t, "/v1/completions", map[string]any{"model": "tiny", "prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": true})
+	_, b := ts.Post(t, "/v1/completions", map[string]any{"model": "tiny", "prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": true})
 	var tc textCompletion
 	unmarshal(t, string(b), &tc)
 	if len(tc.Choices) != 1 || tc.Choices[0].Text != text.String() {
@@ -175,7 +157,7 @@ func TestOllamaGenerate(t *testing.T) {
 		t.Fatalf("not streamed: %d objects", len(whole))
 	}
 	checkFinal(t, "whole", whole[0].Done, whole[0].DoneReason, whole[0].Metrics, n)
-	_, b = ts.post(t, "/v1/chat/completions", map[string]any{
+	_, b = ts.Post(t, "/v1/chat/completions", map[string]any{
 		"model": "tiny", "messages": []map[string]string{{"role": "user", "content": prompt}}, "max_tokens": n, "temperature": 0, "ignore_eos": true,
 	})
 	var oc chatCompletion
@@ -189,9 +171,9 @@ func TestOllamaGenerate(t *testing.T) {
 // each, with a keep-alive so short that the stream is mostly pings:
 // objects without text, which clients take as any other.
 func TestOllamaNDJSON(t *testing.T) {
-	ts, _ := startRegistry(t, Config{KeepAlive: time.Microsecond})
+	ts, _ := startRegistry(t, server.Config{KeepAlive: time.Microsecond})
 	body := `{"model":"tiny","prompt":"Once upon a time","raw":true,"options":{"num_predict":8,"temperature":0,"ignore_eos":true}}`
-	resp, err := ts.client.Post(ts.url+"/api/generate", "application/json", strings.NewReader(body))
+	resp, err := ts.Client.Post(ts.URL+"/api/generate", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +206,7 @@ func TestOllamaNDJSON(t *testing.T) {
 	if last["done"] != true || last["done_reason"] != "length" || last["eval_count"] != float64(8) {
 		t.Errorf("final line %v", last)
 	}
-	_, b := ts.post(t, "/v1/completions", map[string]any{"model": "tiny", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "ignore_eos": true})
+	_, b := ts.Post(t, "/v1/completions", map[string]any{"model": "tiny", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "ignore_eos": true})
 	var tc textCompletion
 	unmarshal(t, string(b), &tc)
 	if len(tc.Choices) != 1 || tc.Choices[0].Text != text.String() {
@@ -235,7 +217,7 @@ func TestOllamaNDJSON(t *testing.T) {
 // TestOllamaUnknownModel gets Ollama's 404 from every endpoint naming a
 // model, as an api.StatusError from the client.
 func TestOllamaUnknownModel(t *testing.T) {
-	ts, c := startRegistry(t, Config{})
+	ts, c := startRegistry(t, server.Config{})
 	ctx := context.Background()
 	const want = "model 'nope' not found"
 	check := func(what string, err error) {
@@ -254,18 +236,18 @@ func TestOllamaUnknownModel(t *testing.T) {
 	_, err := c.Show(ctx, &ollama.ShowRequest{Model: "nope"})
 	check("show", err)
 
-	resp, b := ts.post(t, "/api/chat", map[string]any{"model": "nope", "messages": []map[string]string{{"role": "user", "content": "Hi"}}})
+	resp, b := ts.Post(t, "/api/chat", map[string]any{"model": "nope", "messages": []map[string]string{{"role": "user", "content": "Hi"}}})
 	if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" || string(b) != `{"error":"model 'nope' not found"}`+"\n" {
 		t.Errorf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
-	resp, b = ts.post(t, "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "options": map[string]any{"temperature": 9}})
+	resp, b = ts.Post(t, "/api/generate", map[string]any{"model": "tiny", "prompt": "Hi", "options": map[string]any{"temperature": 9}})
 	if resp.StatusCode != 400 || !strings.HasPrefix(string(b), `{"error":"'temperature' must be`) {
 		t.Errorf("bad option: %d %s", resp.StatusCode, b)
 	}
 }
 
 // modelState is the state /v1/models reports for "tiny".
-func modelState(t *testing.T, ts *testServer) string {
+func modelState(t *testing.T, ts *e2etest.Server) string {
 	t.Helper()
 	var list struct {
 		Data []struct {
@@ -273,7 +255,7 @@ func modelState(t *testing.T, ts *testServer) string {
 			State string `json:"state"`
 		} `json:"data"`
 	}
-	ts.get(t, "/v1/models", &list)
+	ts.Get(t, "/v1/models", &list)
 	if len(list.Data) != 1 || list.Data[0].ID != "tiny" {
 		t.Fatalf("/v1/models: %+v", list)
 	}
@@ -283,7 +265,7 @@ func modelState(t *testing.T, ts *testServer) string {
 // TestOllamaLoadUnload loads the model with an empty prompt and unloads it
 // with keep_alive 0, watching /api/ps and /v1/models.
 func TestOllamaLoadUnload(t *testing.T) {
-	ts, c := startRegistry(t, Config{})
+	ts, c := startRegistry(t, server.Config{})
 	ctx := context.Background()
 	running := func() []ollama.ProcessModelResponse {
 		t.Helper()
@@ -328,7 +310,7 @@ func TestOllamaLoadUnload(t *testing.T) {
 	if ms := running(); len(ms) != 0 {
 		t.Errorf("running after the unload: %+v", ms)
 	}
-	waitFor(t, "the model to unload", func() bool { return modelState(t, ts) == "unloaded" })
+	e2etest.WaitFor(t, "the model to unload", func() bool { return modelState(t, ts) == "unloaded" })
 	// Unloading a model that is not loaded leaves it so.
 	r = generate(&ollama.GenerateRequest{Model: "tiny", KeepAlive: &ollama.Duration{}})
 	if r.DoneReason != "unload" || modelState(t, ts) != "unloaded" {
@@ -354,13 +336,13 @@ func TestOllamaLoadUnload(t *testing.T) {
 	if len(got) != 1 || got[0].DoneReason != "unload" {
 		t.Errorf("chat unload: %+v", got)
 	}
-	waitFor(t, "the model to unload", func() bool { return modelState(t, ts) == "unloaded" })
+	e2etest.WaitFor(t, "the model to unload", func() bool { return modelState(t, ts) == "unloaded" })
 }
 
 // TestOllamaCancel stops reading a stream after its first line and goes
 // away: the request's slot comes free.
 func TestOllamaCancel(t *testing.T) {
-	ts, c := startRegistry(t, Config{})
+	ts, c := startRegistry(t, server.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errStop := errors.New("stop")
@@ -375,20 +357,20 @@ func TestOllamaCancel(t *testing.T) {
 	if !errors.Is(err, errStop) {
 		t.Fatalf("Generate: %v; want the callback's error", err)
 	}
-	waitFor(t, "the slot to come free", func() bool { return busySlots(t, ts) == 0 })
+	e2etest.WaitFor(t, "the slot to come free", func() bool { return busySlots(t, ts) == 0 })
 	// Freed by the cancel, not by a full context.
 	var slots []struct {
 		NCtx int `json:"n_ctx"`
 	}
-	ts.get(t, "/slots", &slots)
-	if n := metrics(t, ts)["corral_tokens_generated_total"]; len(slots) == 0 || n >= float64(slots[0].NCtx)/2 {
+	ts.Get(t, "/slots", &slots)
+	if n := ts.Metrics(t)["corral_tokens_generated_total"]; len(slots) == 0 || n >= float64(slots[0].NCtx)/2 {
 		t.Errorf("%v tokens generated of a %v-token slot: the cancel did not stop the answer", n, slots)
 	}
 }
 
 // TestOllamaModels lists, describes and versions the models.
 func TestOllamaModels(t *testing.T) {
-	ts, c := startRegistry(t, Config{})
+	ts, c := startRegistry(t, server.Config{})
 	ctx := context.Background()
 	fi, err := os.Stat(testmodel.Path(t, testmodel.TinyStories656K))
 	if err != nil {
@@ -417,7 +399,7 @@ func TestOllamaModels(t *testing.T) {
 		show.ModelInfo["llama.context_length"] == nil || len(show.Capabilities) == 0 || show.Capabilities[0] != "completion" {
 		t.Errorf("/api/show: %+v", show)
 	}
-	if resp, b := ts.post(t, "/api/show", map[string]string{"name": "tiny:latest"}); resp.StatusCode != 200 {
+	if resp, b := ts.Post(t, "/api/show", map[string]string{"name": "tiny:latest"}); resp.StatusCode != 200 {
 		t.Errorf("/api/show by the older field name: %d %s", resp.StatusCode, b)
 	}
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package server
+package e2e
 
 // The chaos test runs the real `corral serve` binary as a child process
 // and sends it hostile requests one at a time. After each one the child
@@ -14,74 +14,37 @@ package server
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 )
 
 const (
-	// chaosMemLimit is the child's address-space limit: far above what it
-	// needs, far below the 8 GB a 2e9-token penalty window would take, so
-	// that such a bug fails the case instead of swapping the machine.
-	chaosMemLimit = 4 << 30
 	// chaosPeakRSS is the peak resident memory the child may reach.
 	chaosPeakRSS = 1 << 30
 	// chaosWait bounds every wait: for health at start, for the slots
 	// to go idle, for one request.
-	chaosWait = 2 * time.Minute
+	chaosWait = e2etest.ChildWait
 )
 
 // chaosChild is one `corral serve` process on a loopback port.
 type chaosChild struct {
-	url    string
-	pid    int
-	client *http.Client
-	exited chan struct{} // closed once the process has been waited for
-	state  *os.ProcessState
-	stderr *tailBuffer
-	kill   func()
+	*e2etest.Child
 	// bloated is set once the child's peak memory passed chaosPeakRSS: a
 	// fresh child serves the next cases, so that they are judged alone.
 	bloated bool
-}
-
-// tailBuffer keeps the last max bytes written to it; safe for concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (w *tailBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = append(w.b[:0], w.b[len(w.b)-w.max:]...)
-	}
-	return len(p), nil
-}
-
-func (w *tailBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.b)
 }
 
 // exponentialGrammar is n rules r_i ::= r_{i+1} | r_{i+1}: llama.cpp
@@ -100,176 +63,7 @@ func exponentialGrammar(n int) string {
 // and one thread, and waits until /health answers 200.
 func startChaosChild(t *testing.T) *chaosChild {
 	t.Helper()
-	return startCorral(t, testmodel.TinyStories656K, "-np", "2", "-t", "1")
-}
-
-// startCorral starts `corral serve` on the named test model with args,
-// and waits until /health answers 200.
-func startCorral(t *testing.T, modelName string, args ...string) *chaosChild {
-	t.Helper()
-	bin := testmodel.Binary(t)
-	model := testmodel.Path(t, modelName)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-
-	c := &chaosChild{
-		url:    "http://127.0.0.1:" + strconv.Itoa(port),
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: chaosWait},
-		exited: make(chan struct{}),
-		stderr: &tailBuffer{max: 1 << 20},
-	}
-	cmd := exec.Command(bin, append([]string{"serve", "-m", model, "--port", strconv.Itoa(port)}, args...)...)
-	cmd.Stdout = c.stderr
-	cmd.Stderr = c.stderr
-	// Killed with the test process even when it dies without cleanups (a
-	// -timeout panic). The signal comes when the thread that started the
-	// child ends, so that thread is locked until the child is gone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		c.state = cmd.ProcessState
-		close(c.exited)
-	}()
-	if err := <-started; err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	c.pid = cmd.Process.Pid
-	var once sync.Once
-	c.kill = func() {
-		once.Do(func() { cmd.Process.Kill() })
-		<-c.exited
-	}
-	t.Cleanup(c.kill)
-	if err := setMemLimit(c.pid, chaosMemLimit); err != nil {
-		t.Fatalf("prlimit: %v", err)
-	}
-
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(chaosWait)
-	defer deadline.Stop()
-	for {
-		if code, _, err := c.do(context.Background(), http.MethodGet, "/health", nil); err == nil && code == http.StatusOK {
-			return c
-		}
-		select {
-		case <-tick.C:
-		case <-c.exited:
-			t.Fatalf("corral serve exited before it was healthy (%v):\n%s", c.state, c.stderr)
-		case <-deadline.C:
-			t.Fatalf("corral serve not healthy after %s:\n%s", chaosWait, c.stderr)
-		}
-	}
-}
-
-// setMemLimit sets the process's RLIMIT_AS.
-func setMemLimit(pid int, bytes uint64) error {
-	lim := syscall.Rlimit{Cur: bytes, Max: bytes}
-	_, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), syscall.RLIMIT_AS,
-		uintptr(unsafe.Pointer(&lim)), 0, 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-func (c *chaosChild) alive() bool {
-	select {
-	case <-c.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// died describes the child's death for a failure message: its output
-// from the first sign of the crash (a Go panic or fatal signal, a C++
-// abort), else its last lines.
-func (c *chaosChild) died() string {
-	out := c.stderr.String()
-	start := len(out)
-	for _, mark := range []string{"panic:", "fatal error:", "SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "terminate called", "GGML_ASSERT"} {
-		if i := strings.Index(out, mark); i >= 0 && i < start {
-			start = i
-		}
-	}
-	if start == len(out) {
-		start = max(0, len(out)-4096)
-	}
-	out = out[start:]
-	if len(out) > 6144 {
-		out = out[:6144] + "\n[...]"
-	}
-	return fmt.Sprintf("corral serve died (%v); its output:\n%s", c.state, out)
-}
-
-// do sends one request and reads the whole response.
-func (c *chaosChild) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	return c.doAs(ctx, method, path, body, "application/json")
-}
-
-// doAs is do with the body's Content-Type.
-func (c *chaosChild) doAs(ctx context.Context, method, path string, body []byte, contentType string) (int, []byte, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.url+path, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-// request sends one request, failing t (with the child's death, if that
-// is why) when there is no response.
-func (c *chaosChild) request(t *testing.T, method, path string, body []byte) (int, []byte) {
-	t.Helper()
-	return c.requestAs(t, method, path, body, "application/json")
-}
-
-// requestAs is request with the body's Content-Type.
-func (c *chaosChild) requestAs(t *testing.T, method, path string, body []byte, contentType string) (int, []byte) {
-	t.Helper()
-	code, b, err := c.doAs(context.Background(), method, path, body, contentType)
-	if err != nil {
-		c.settle()
-		if !c.alive() {
-			t.Fatalf("%s %s: %v\n%s", method, path, err, c.died())
-		}
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return code, b
-}
-
-// settle gives a crashing child a moment to be reaped, so that a failed
-// request is blamed on the crash.
-func (c *chaosChild) settle() {
-	select {
-	case <-c.exited:
-	case <-time.After(500 * time.Millisecond):
-	}
+	return &chaosChild{Child: e2etest.StartChild(t, testmodel.TinyStories656K, "-np", "2", "-t", "1")}
 }
 
 // checkHealthy asserts the invariants after every case: the child is
@@ -277,21 +71,21 @@ func (c *chaosChild) settle() {
 // bounded), and its peak memory stayed small.
 func (c *chaosChild) checkHealthy(t *testing.T) {
 	t.Helper()
-	if !c.alive() {
-		t.Fatal(c.died())
+	if !c.Alive() {
+		t.Fatal(c.Died())
 	}
-	if code, b := c.request(t, http.MethodGet, "/health", nil); code != http.StatusOK {
+	if code, b := c.Request(t, http.MethodGet, "/health", nil); code != http.StatusOK {
 		t.Fatalf("GET /health: %d %s", code, b)
 	}
 	c.waitIdle(t)
-	if rss, err := peakRSS(c.pid); err != nil {
+	if rss, err := peakRSS(c.PID); err != nil {
 		t.Errorf("peak memory: %v", err)
 	} else if rss > chaosPeakRSS {
 		c.bloated = true
 		t.Errorf("corral serve's peak resident memory is %d MiB (limit %d MiB)", rss>>20, chaosPeakRSS>>20)
 	}
-	if !c.alive() {
-		t.Fatal(c.died())
+	if !c.Alive() {
+		t.Fatal(c.Died())
 	}
 }
 
@@ -303,7 +97,7 @@ func (c *chaosChild) waitIdle(t *testing.T) {
 	deadline := time.NewTimer(chaosWait)
 	defer deadline.Stop()
 	for {
-		code, b := c.request(t, http.MethodGet, "/slots", nil)
+		code, b := c.Request(t, http.MethodGet, "/slots", nil)
 		if code != http.StatusOK {
 			t.Fatalf("GET /slots: %d %s", code, b)
 		}
@@ -318,8 +112,8 @@ func (c *chaosChild) waitIdle(t *testing.T) {
 		}
 		select {
 		case <-tick.C:
-		case <-c.exited:
-			t.Fatal(c.died())
+		case <-c.Exited():
+			t.Fatal(c.Died())
 		case <-deadline.C:
 			t.Fatalf("a slot is still processing after %s: %s", chaosWait, b)
 		}
@@ -339,15 +133,6 @@ func peakRSS(pid int) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // chaosCase is one hostile request, or a scenario of a few.
@@ -373,23 +158,14 @@ func completion(extra map[string]any) func(*testing.T) []byte {
 		for k, v := range extra {
 			body[k] = v
 		}
-		return mustJSON(t, body)
+		return e2etest.Marshal(t, body)
 	}
-}
-
-// llamaResult is the part of /completion's answer the checks look at.
-type llamaResult struct {
-	Content         *string `json:"content"`
-	Stop            bool    `json:"stop"`
-	StopType        string  `json:"stop_type"`
-	TokensPredicted int     `json:"tokens_predicted"`
-	TokensEvaluated int     `json:"tokens_evaluated"`
 }
 
 // isCompletion checks that a 200 body is a finished /completion object.
 func isCompletion(t *testing.T, code int, body []byte) {
 	t.Helper()
-	var r llamaResult
+	var r e2etest.LlamaResult
 	if err := json.Unmarshal(body, &r); err != nil || r.Content == nil || !r.Stop {
 		t.Errorf("200 without a finished completion: %v in %.500s", err, body)
 	}
@@ -407,7 +183,7 @@ func isOllamaError(t *testing.T, code int, body []byte) {
 // isError checks that an error status comes with the error envelope.
 func isError(t *testing.T, code int, body []byte) {
 	t.Helper()
-	var env errorEnvelope
+	var env e2etest.ErrorEnvelope
 	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Message == "" {
 		t.Errorf("%d without an error envelope: %v in %.500s", code, err, body)
 	}
@@ -521,14 +297,14 @@ func chaosCases() []chaosCase {
 		{
 			name: "seed 0 twice at temperature 1",
 			run: func(t *testing.T, c *chaosChild) {
-				body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": 24, "temperature": 1, "seed": 0, "ignore_eos": true})
+				body := e2etest.Marshal(t, map[string]any{"prompt": "Once upon a time", "n_predict": 24, "temperature": 1, "seed": 0, "ignore_eos": true})
 				var texts []string
 				for i := range 2 {
-					code, b := c.request(t, http.MethodPost, "/completion", body)
+					code, b := c.Request(t, http.MethodPost, "/completion", body)
 					if code != http.StatusOK {
 						t.Fatalf("request %d: %d %.500s", i+1, code, b)
 					}
-					var r llamaResult
+					var r e2etest.LlamaResult
 					if err := json.Unmarshal(b, &r); err != nil || r.Content == nil {
 						t.Fatalf("request %d: %v in %.500s", i+1, err, b)
 					}
@@ -553,7 +329,7 @@ func chaosCases() []chaosCase {
 			want: ok,
 			check: func(t *testing.T, code int, body []byte) {
 				isCompletion(t, code, body)
-				var r llamaResult
+				var r e2etest.LlamaResult
 				json.Unmarshal(body, &r)
 				if r.StopType != "limit" || r.TokensPredicted+r.TokensEvaluated > 513 {
 					t.Errorf("stop_type %q after %d+%d tokens, want limit within the 512-token slot", r.StopType, r.TokensEvaluated, r.TokensPredicted)
@@ -568,7 +344,7 @@ func chaosCases() []chaosCase {
 			name: "chat json_object ignore_eos 400 tokens",
 			path: "/v1/chat/completions",
 			body: func(t *testing.T) []byte {
-				return mustJSON(t, map[string]any{
+				return e2etest.Marshal(t, map[string]any{
 					"messages":        []map[string]string{{"role": "user", "content": "Tell me a story as JSON."}},
 					"response_format": map[string]string{"type": "json_object"},
 					"ignore_eos":      true,
@@ -588,7 +364,7 @@ func chaosCases() []chaosCase {
 			// Characters outside tinystories' vocab map to its unknown token.
 			name: "prompt of characters outside the vocab",
 			path: "/completion",
-			body: func(t *testing.T) []byte { return mustJSON(t, map[string]any{"prompt": "#({", "n_predict": 4}) },
+			body: func(t *testing.T) []byte { return e2etest.Marshal(t, map[string]any{"prompt": "#({", "n_predict": 4}) },
 			want: ok, check: isCompletion,
 		},
 		{
@@ -625,7 +401,7 @@ func chaosCases() []chaosCase {
 			name: "response_format of 300000 properties",
 			path: "/v1/chat/completions",
 			body: func(t *testing.T) []byte {
-				return mustJSON(t, map[string]any{
+				return e2etest.Marshal(t, map[string]any{
 					"messages":        []map[string]string{{"role": "user", "content": "hi"}},
 					"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(manyProperties(300000))}},
 				})
@@ -636,7 +412,7 @@ func chaosCases() []chaosCase {
 			name: "Ollama format of 300000 properties",
 			path: "/api/chat",
 			body: func(t *testing.T) []byte {
-				return mustJSON(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "format": json.RawMessage(manyProperties(300000))})
+				return e2etest.Marshal(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "format": json.RawMessage(manyProperties(300000))})
 			},
 			want: bad, ollama: true, check: names("max-schema-properties"),
 		},
@@ -648,7 +424,7 @@ func chaosCases() []chaosCase {
 				for i := range tools {
 					tools[i] = map[string]any{"type": "function", "function": map[string]any{"name": fmt.Sprintf("f%d", i)}}
 				}
-				return mustJSON(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "tools": tools})
+				return e2etest.Marshal(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "tools": tools})
 			},
 			want: bad, check: names("max-tools"),
 		},
@@ -668,7 +444,7 @@ func chaosCases() []chaosCase {
 				for i := range in {
 					in[i] = strings.Repeat("x", 3000)
 				}
-				return mustJSON(t, map[string]any{"input": in})
+				return e2etest.Marshal(t, map[string]any{"input": in})
 			},
 			want: bad, check: names("max-embed-bytes"),
 		},
@@ -706,10 +482,10 @@ func chaosCases() []chaosCase {
 // a request of the input items refs, which must get a status of want.
 func responsesPair(t *testing.T, c *chaosChild, stored, refs string, want []int, check func(t *testing.T, code int, body []byte)) {
 	t.Helper()
-	if code, b := c.request(t, http.MethodPost, "/v1/responses", []byte(`{"max_output_tokens":1,"input":`+stored+`}`)); code != http.StatusOK {
+	if code, b := c.Request(t, http.MethodPost, "/v1/responses", []byte(`{"max_output_tokens":1,"input":`+stored+`}`)); code != http.StatusOK {
 		t.Fatalf("storing a response: %d %.500s", code, b)
 	}
-	code, b := c.request(t, http.MethodPost, "/v1/responses", []byte(`{"max_output_tokens":1,"input":`+refs+`}`))
+	code, b := c.Request(t, http.MethodPost, "/v1/responses", []byte(`{"max_output_tokens":1,"input":`+refs+`}`))
 	t.Logf("POST /v1/responses: %d %.200s", code, b)
 	if !slices.Contains(want, code) {
 		t.Errorf("POST /v1/responses: status %d, want one of %v; body %.500s", code, want, b)
@@ -786,20 +562,20 @@ func stalledStream(t *testing.T, c *chaosChild) {
 		}
 		return serr
 	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
+	conn, err := d.Dial("tcp", strings.TrimPrefix(c.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	body := mustJSON(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true, "stream": true})
+	body := e2etest.Marshal(t, map[string]any{"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": true, "stream": true})
 	fmt.Fprintf(conn, "POST /completion HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		strings.TrimPrefix(c.url, "http://"), len(body), body)
+		strings.TrimPrefix(c.URL, "http://"), len(body), body)
 	conn.SetReadDeadline(time.Now().Add(chaosWait))
 	head := make([]byte, 12) // "HTTP/1.1 200"
 	if _, err := io.ReadFull(conn, head); err != nil {
-		c.settle()
-		if !c.alive() {
-			t.Fatalf("stream: %v\n%s", err, c.died())
+		c.Settle()
+		if !c.Alive() {
+			t.Fatalf("stream: %v\n%s", err, c.Died())
 		}
 		t.Fatalf("stream: reading the status line: %v", err)
 	}
@@ -808,7 +584,7 @@ func stalledStream(t *testing.T, c *chaosChild) {
 	}
 	// Stop reading. The slot must go idle anyway, and others are served.
 	c.waitIdle(t)
-	if code, b := c.request(t, http.MethodPost, "/completion", mustJSON(t, map[string]any{"prompt": "Hello", "n_predict": 4})); code != http.StatusOK {
+	if code, b := c.Request(t, http.MethodPost, "/completion", e2etest.Marshal(t, map[string]any{"prompt": "Hello", "n_predict": 4})); code != http.StatusOK {
 		t.Fatalf("another client while one stalls: %d %.500s", code, b)
 	}
 }
@@ -820,7 +596,7 @@ func TestChaos(t *testing.T) {
 			if cc.run != nil {
 				cc.run(t, c)
 			} else {
-				code, b := c.requestAs(t, http.MethodPost, cc.path, cc.body(t), cmp.Or(cc.contentType, "application/json"))
+				code, b := c.RequestAs(t, http.MethodPost, cc.path, cc.body(t), cmp.Or(cc.contentType, "application/json"))
 				t.Logf("POST %s: %d %.200s", cc.path, code, b)
 				switch {
 				case !slices.Contains(cc.want, code):
@@ -840,11 +616,11 @@ func TestChaos(t *testing.T) {
 			}
 			c.checkHealthy(t)
 		})
-		if !c.alive() || c.bloated {
+		if !c.Alive() || c.bloated {
 			// The case has failed (with the child's log if it died); a
 			// fresh child serves the rest.
 			t.Logf("restarting corral serve after %q", cc.name)
-			c.kill()
+			c.Kill()
 			c = startChaosChild(t)
 		}
 	}

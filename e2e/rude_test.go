@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bufio"
@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
-	"github.com/corral-llm/corral/wire"
+	"github.com/corral-llm/corral/server"
 )
 
 // Tests of clients that misbehave (huge or invalid bodies, stalled
@@ -24,22 +25,16 @@ import (
 // engine behind the real server on a loopback port.
 
 // startWith serves TinyStories656K with the engine config ecfg and the
-// server config scfg on 127.0.0.1, returning the Server too.
-func startWith(t *testing.T, ecfg engine.Config, scfg Config) (*testServer, *Server) {
+// server config scfg on 127.0.0.1.
+func startWith(t *testing.T, ecfg engine.Config, scfg server.Config) *e2etest.Server {
 	t.Helper()
-	return startListener(t, testmodel.TinyStories656K, ecfg, scfg, nil)
-}
-
-// errorEnvelope is OpenAI's error envelope as a client decodes it: Error
-// is nil when the body has none.
-type errorEnvelope struct {
-	Error *wire.ErrorObject `json:"error"`
+	return e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{Engine: ecfg, Server: scfg})
 }
 
 // errorCode decodes an error envelope and returns its code and message.
 func errorCode(t *testing.T, b []byte) (code, msg string) {
 	t.Helper()
-	var env errorEnvelope
+	var env e2etest.ErrorEnvelope
 	if err := json.Unmarshal(b, &env); err != nil || env.Error == nil {
 		t.Fatalf("%.300q is not an error envelope: %v", b, err)
 	}
@@ -53,7 +48,7 @@ func errorCode(t *testing.T, b []byte) (code, msg string) {
 // without a Content-Length: the client must be able to read the 413
 // rather than see its connection reset while it is still sending.
 func TestBodyTooLarge(t *testing.T) {
-	ts, _ := startWith(t, engine.Config{Parallel: 1}, Config{})
+	ts := startWith(t, engine.Config{Parallel: 1}, server.Config{})
 	body := make([]byte, 20<<20)
 	copy(body, `{"prompt":"`)
 	for i := len(`{"prompt":"`); i < len(body)-2; i++ {
@@ -66,7 +61,7 @@ func TestBodyTooLarge(t *testing.T) {
 			if chunked {
 				r = struct{ io.Reader }{r} // hides the length: chunked encoding
 			}
-			req, err := http.NewRequest(http.MethodPost, ts.url+"/v1/completions", r)
+			req, err := http.NewRequest(http.MethodPost, ts.URL+"/v1/completions", r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +69,7 @@ func TestBodyTooLarge(t *testing.T) {
 			if chunked != (req.ContentLength <= 0) {
 				t.Fatalf("ContentLength %d", req.ContentLength)
 			}
-			resp, err := ts.client.Do(req)
+			resp, err := ts.Client.Do(req)
 			if err != nil {
 				t.Fatalf("POST 20 MB: %v", err)
 			}
@@ -86,7 +81,7 @@ func TestBodyTooLarge(t *testing.T) {
 			if resp.StatusCode != http.StatusRequestEntityTooLarge {
 				t.Fatalf("status %d: %.300s", resp.StatusCode, b)
 			}
-			if code, msg := errorCode(t, b); code != "request_too_large" || !strings.Contains(msg, fmt.Sprint(DefaultMaxBody)) {
+			if code, msg := errorCode(t, b); code != "request_too_large" || !strings.Contains(msg, fmt.Sprint(server.DefaultMaxBody)) {
 				t.Errorf("code %q, message %q", code, msg)
 			}
 		})
@@ -94,7 +89,7 @@ func TestBodyTooLarge(t *testing.T) {
 	// Many clients send the whole body before they read: the server
 	// must take it all, not close on it (a reset, and the 413 lost).
 	t.Run("send all then read", func(t *testing.T) {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +111,7 @@ func TestBodyTooLarge(t *testing.T) {
 	})
 
 	// The server serves on.
-	resp, b := ts.post(t, "/tokenize", map[string]any{"content": "Once upon a time"})
+	resp, b := ts.Post(t, "/tokenize", map[string]any{"content": "Once upon a time"})
 	if resp.StatusCode != 200 {
 		t.Errorf("after the large bodies: %d %s", resp.StatusCode, b)
 	}
@@ -125,10 +120,10 @@ func TestBodyTooLarge(t *testing.T) {
 // TestInvalidUTF8 sends bytes that are not UTF-8 inside a JSON string,
 // which encoding/json alone would accept as U+FFFD.
 func TestInvalidUTF8(t *testing.T) {
-	ts, _ := startWith(t, engine.Config{Parallel: 1}, Config{})
+	ts := startWith(t, engine.Config{Parallel: 1}, server.Config{})
 	post := func(path, body string) (int, []byte) {
 		t.Helper()
-		resp, err := ts.client.Post(ts.url+path, "application/json", strings.NewReader(body))
+		resp, err := ts.Client.Post(ts.URL+path, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,8 +165,8 @@ func TestInvalidUTF8(t *testing.T) {
 // TestBodyTimeout sends half a body and stalls: the server answers 408
 // once the body deadline passes instead of waiting forever.
 func TestBodyTimeout(t *testing.T) {
-	ts, _ := startWith(t, engine.Config{Parallel: 1}, Config{BodyTimeout: 100 * time.Millisecond})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	ts := startWith(t, engine.Config{Parallel: 1}, server.Config{BodyTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +186,7 @@ func TestBodyTimeout(t *testing.T) {
 	// A whole body well within the deadline, and the stream that follows
 	// it, are not cut by it.
 	g := golden[0]
-	text, final := llamaStream(t, ts.openStream(t, context.Background(), "/completion",
+	text, final := llamaStream(t, ts.OpenStream(t, context.Background(), "/completion",
 		map[string]any{"prompt": g.Prompt, "n_predict": g.N, "temperature": 0, "ignore_eos": true, "stream": true}))
 	if text != g.Want || final.TokensPredicted != g.N {
 		t.Errorf("stream %q, %+v", text, final)
@@ -216,10 +211,13 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 // full, a write outlives the write timeout: the handler must return and
 // cancel the request, freeing the slot long before the context is full.
 func TestStalledReader(t *testing.T) {
-	ts, _ := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, CtxSize: 16384}, Config{WriteTimeout: 100 * time.Millisecond},
-		func(ln net.Listener) net.Listener { return smallSendBuffers{ln} })
-	before := metrics(t, ts)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{
+		Engine: engine.Config{Parallel: 1, CtxSize: 16384},
+		Server: server.Config{WriteTimeout: 100 * time.Millisecond},
+		Wrap:   func(ln net.Listener) net.Listener { return smallSendBuffers{ln} },
+	})
+	before := ts.Metrics(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,10 +228,10 @@ func TestStalledReader(t *testing.T) {
 	body := `{"prompt":"Once upon a time","n_predict":-1,"temperature":0,"ignore_eos":true,"stream":true}`
 	fmt.Fprintf(conn, "POST /completion HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 
-	finished := func() bool { return metrics(t, ts)["corral_requests_total"] == before["corral_requests_total"]+1 }
-	waitFor(t, "the request to finish", finished)
-	waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
-	if n := metrics(t, ts)["corral_tokens_generated_total"] - before["corral_tokens_generated_total"]; n >= float64(ts.info.CtxPerRequest)/2 {
+	finished := func() bool { return ts.Metrics(t)["corral_requests_total"] == before["corral_requests_total"]+1 }
+	e2etest.WaitFor(t, "the request to finish", finished)
+	e2etest.WaitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
+	if n := ts.Metrics(t)["corral_tokens_generated_total"] - before["corral_tokens_generated_total"]; n >= float64(ts.Info.CtxPerRequest)/2 {
 		t.Errorf("%v tokens generated: the request ran on after its client stopped reading", n)
 	}
 }
@@ -249,10 +247,10 @@ func TestKeepAlive(t *testing.T) {
 		maxWait time.Duration
 	}{{"then text", 0}, {"then queue timeout", 300 * time.Millisecond}} {
 		t.Run(tt.name, func(t *testing.T) {
-			ts, _ := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384, MaxQueueWait: tt.maxWait}, Config{KeepAlive: 5 * time.Millisecond})
+			ts := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384, MaxQueueWait: tt.maxWait}, server.Config{KeepAlive: 5 * time.Millisecond})
 			runCtx, stopRunning := context.WithCancel(context.Background())
 			defer stopRunning()
-			running := ts.openStream(t, runCtx, "/completion",
+			running := ts.OpenStream(t, runCtx, "/completion",
 				map[string]any{"prompt": "Once upon a time", "n_predict": -1, "temperature": 0, "ignore_eos": true, "stream": true})
 			defer running.Body.Close()
 			// Once the running stream sent text, it holds the slot (it
@@ -269,7 +267,7 @@ func TestKeepAlive(t *testing.T) {
 			if tt.maxWait > 0 {
 				path, body = "/v1/completions", map[string]any{"prompt": g.Prompt, "max_tokens": g.N, "stream": true}
 			}
-			waiting := ts.openStream(t, context.Background(), path, body)
+			waiting := ts.OpenStream(t, context.Background(), path, body)
 			defer waiting.Body.Close()
 			events := newSSEEvents(t, waiting.Body)
 			for i := range 2 {
@@ -328,9 +326,9 @@ func TestKeepAlive(t *testing.T) {
 // request waits: /health turns 503 draining, the waiting and any new
 // request fail at once with 503, and the running stream completes.
 func TestDrain(t *testing.T) {
-	ts, s := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384}, Config{})
+	ts := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384}, server.Config{})
 	const n = 2000
-	running := ts.openStream(t, context.Background(), "/completion",
+	running := ts.OpenStream(t, context.Background(), "/completion",
 		map[string]any{"prompt": "Once upon a time", "n_predict": n, "temperature": 0, "ignore_eos": true, "stream": true})
 	defer running.Body.Close()
 
@@ -341,7 +339,7 @@ func TestDrain(t *testing.T) {
 	}
 	queued := make(chan reply, 1)
 	go func() {
-		resp, err := ts.client.Post(ts.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hello","max_tokens":4}`))
+		resp, err := ts.Client.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hello","max_tokens":4}`))
 		if err != nil {
 			queued <- reply{err: err}
 			return
@@ -350,10 +348,10 @@ func TestDrain(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		queued <- reply{resp.StatusCode, b, err}
 	}()
-	waitFor(t, "a queued request", func() bool { return metrics(t, ts)["corral_queue_depth"] == 1 })
+	e2etest.WaitFor(t, "a queued request", func() bool { return ts.Metrics(t)["corral_queue_depth"] == 1 })
 
-	s.Drain()
-	resp, b := ts.do(t, context.Background(), http.MethodGet, "/health", nil)
+	ts.Drain()
+	resp, b := ts.Do(t, context.Background(), http.MethodGet, "/health", nil)
 	if resp.StatusCode != 503 || strings.TrimSpace(string(b)) != `{"status":"draining"}` {
 		t.Errorf("/health while draining: %d %s", resp.StatusCode, b)
 	}
@@ -364,7 +362,7 @@ func TestDrain(t *testing.T) {
 	if code, _ := errorCode(t, r.body); r.status != 503 || code != "unavailable" {
 		t.Errorf("queued request: %d %s; want 503 unavailable", r.status, r.body)
 	}
-	resp, b = ts.post(t, "/v1/completions", map[string]any{"prompt": "Hello", "max_tokens": 4})
+	resp, b = ts.Post(t, "/v1/completions", map[string]any{"prompt": "Hello", "max_tokens": 4})
 	if code, _ := errorCode(t, b); resp.StatusCode != 503 || code != "unavailable" {
 		t.Errorf("new request: %d %s; want 503 unavailable", resp.StatusCode, b)
 	}
@@ -384,17 +382,17 @@ func TestDrain(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	// A grace long enough for the 2000 tokens on a loaded machine: the
 	// test is about the running request finishing, not about the grace.
-	ts, _ := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384}, Config{ShutdownTimeout: 10 * time.Minute})
+	ts := startWith(t, engine.Config{Parallel: 1, CtxSize: 16384}, server.Config{ShutdownTimeout: 10 * time.Minute})
 	const n = 2000
-	running := ts.openStream(t, context.Background(), "/completion",
+	running := ts.OpenStream(t, context.Background(), "/completion",
 		map[string]any{"prompt": "Once upon a time", "n_predict": n, "temperature": 0, "ignore_eos": true, "stream": true})
 	defer running.Body.Close()
 	stopped := make(chan error, 1)
-	go func() { stopped <- ts.stop() }()
+	go func() { stopped <- ts.Stop() }()
 
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // a new connection each time
-	waitFor(t, "/health to report draining", func() bool {
-		resp, err := fresh.Get(ts.url + "/health")
+	e2etest.WaitFor(t, "/health to report draining", func() bool {
+		resp, err := fresh.Get(ts.URL + "/health")
 		if err != nil {
 			t.Fatalf("/health while a request runs: %v", err)
 		}

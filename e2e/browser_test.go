@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -18,8 +18,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testbrowser"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/server"
 )
 
 // browser is a headless Chromium tab driven by chromedp, with the page's
@@ -195,7 +197,7 @@ func TestWebPageInChromium(t *testing.T) {
 	const slots = 2
 	ts := startServer(t, engine.Config{Parallel: slots, CtxSize: slots * 16384})
 
-	b.do("load the page", chromedp.Navigate(ts.url+"/"))
+	b.do("load the page", chromedp.Navigate(ts.URL+"/"))
 	b.waitJS("the model list", `document.querySelector('#model').value === 'tiny'`)
 	b.waitJS("the live view", allIdle(slots))
 	b.waitJS("the first tokens/s point", `document.querySelector('#chart-tps polyline') !== null`)
@@ -271,8 +273,11 @@ func TestWebPageWithAPIKeys(t *testing.T) {
 	b.expectNetwork("status of 401 ", "status of 403 ", "status of 503 ",
 		"net::ERR_INCOMPLETE_CHUNKED_ENCODING", "net::ERR_CONNECTION_RESET")
 	conns := &connTracker{}
-	ts, srv := startListener(t, testmodel.TinyStories656K, engine.Config{Parallel: 1},
-		Config{Policy: keyPolicy(t, nil, nil, admin+" role=admin name=admin", user+" name=user")}, conns.wrap)
+	ts := e2etest.Start(t, testmodel.TinyStories656K, e2etest.Options{
+		Engine: engine.Config{Parallel: 1},
+		Server: server.Config{Policy: e2etest.KeyPolicy(t, nil, nil, admin+" role=admin name=admin", user+" name=user")},
+		Wrap:   conns.wrap,
+	})
 	const keyForm = `!document.querySelector('#key-form').hidden`
 	const conn = `document.querySelector('#conn').textContent`
 	storedKey := func() string {
@@ -296,7 +301,7 @@ func TestWebPageWithAPIKeys(t *testing.T) {
 		}
 	}
 
-	b.do("load the page", chromedp.Navigate(ts.url+"/"))
+	b.do("load the page", chromedp.Navigate(ts.URL+"/"))
 	b.waitJS("the key form", keyForm)
 	if typ := b.eval(`document.querySelector('#api-key').type`); typ != "password" {
 		t.Fatalf("the key's input is of type %q", typ)
@@ -341,7 +346,7 @@ func TestWebPageWithAPIKeys(t *testing.T) {
 	b.waitJS("the slot idle again", allIdle(1))
 	b.screenshot("keys-3-admin.png")
 
-	b.do("reload the page", chromedp.Navigate(ts.url+"/"))
+	b.do("reload the page", chromedp.Navigate(ts.URL+"/"))
 	b.waitJS("the live view after the reload", allIdle(1)+` && document.querySelector('#model').value === 'tiny'`)
 	if b.eval(`String(document.querySelector('#key-form').hidden)`) != "true" {
 		t.Fatal("the page asked for the key again after a reload")
@@ -354,7 +359,7 @@ func TestWebPageWithAPIKeys(t *testing.T) {
 		t.Fatal("the page asked for the key to reconnect")
 	}
 
-	srv.Drain()
+	ts.Drain()
 	b.waitJS("the page giving up", conn+` === 'disconnected'`)
 	b.jsErrors()
 }

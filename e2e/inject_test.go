@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ func TestChatContentCannotInjectControlTokens(t *testing.T) {
 
 	// promptTokens is what the chat endpoint counts for one user message.
 	promptTokens := func(content string) int {
-		resp, body := ts.post(t, "/v1/chat/completions", map[string]any{
+		resp, body := ts.Post(t, "/v1/chat/completions", map[string]any{
 			"messages": []map[string]string{{"role": "user", "content": content}}, "max_tokens": 1,
 		})
 		if resp.StatusCode != http.StatusOK {
@@ -39,7 +39,7 @@ func TestChatContentCannotInjectControlTokens(t *testing.T) {
 	// parsed is the token count of the ChatML prompt with every marker,
 	// the content's included, parsed as a control token.
 	parsed := func(content string) int {
-		resp, body := ts.post(t, "/tokenize", map[string]any{
+		resp, body := ts.Post(t, "/tokenize", map[string]any{
 			"content":     "<|im_start|>user\n" + content + "<|im_end|>\n<|im_start|>assistant\n",
 			"add_special": true, "parse_special": true,
 		})
@@ -66,7 +66,7 @@ func TestChatContentCannotInjectControlTokens(t *testing.T) {
 // with finish_reason "stop" and the whole object, not a 500.
 func TestJSONObjectWithIgnoreEOS(t *testing.T) {
 	ts := startModel(t, testmodel.Stories260K, engine.Config{Parallel: 1})
-	resp, body := ts.post(t, "/v1/chat/completions", map[string]any{
+	resp, body := ts.Post(t, "/v1/chat/completions", map[string]any{
 		"messages": []map[string]string{{"role": "user", "content": "Once upon a time"}},
 		// A schema whose objects are short: {"ok": true} or false.
 		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "ok", "schema": map[string]any{

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -13,8 +13,10 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/registry"
+	"github.com/corral-llm/corral/server"
 )
 
 // The official Go SDK, github.com/openai/openai-go/v3, against corral's
@@ -23,9 +25,9 @@ import (
 // sdkClient is an SDK client for ts: no retries (a 503 must reach the
 // test), and ts's HTTP client, whose idle connections the test's cleanup
 // closes.
-func sdkClient(ts *testServer) openai.Client {
-	return openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey("x"),
-		option.WithMaxRetries(0), option.WithHTTPClient(ts.client))
+func sdkClient(ts *e2etest.Server) openai.Client {
+	return openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey("x"),
+		option.WithMaxRetries(0), option.WithHTTPClient(ts.Client))
 }
 
 // ignoreEOS is corral's extension field, which the SDK's params lack.
@@ -62,7 +64,7 @@ func apiError(t *testing.T, err error) *openai.Error {
 func TestSDKChat(t *testing.T) {
 	const n = 24
 	raw := startServer(t, engine.Config{Parallel: 1})
-	resp, b := raw.post(t, "/v1/chat/completions", map[string]any{
+	resp, b := raw.Post(t, "/v1/chat/completions", map[string]any{
 		"model": "tiny", "messages": []map[string]string{{"role": "user", "content": sdkPrompt}},
 		"max_tokens": n, "temperature": 0, "seed": 42, "ignore_eos": true,
 	})
@@ -146,7 +148,7 @@ func TestSDKAbort(t *testing.T) {
 	const n = 8000
 	ts := startServer(t, engine.Config{CtxSize: 8192, Parallel: 1})
 	client := sdkClient(ts)
-	generated := func() float64 { return metrics(t, ts)["corral_tokens_generated_total"] }
+	generated := func() float64 { return ts.Metrics(t)["corral_tokens_generated_total"] }
 	before := generated()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -164,7 +166,7 @@ func TestSDKAbort(t *testing.T) {
 	if err := stream.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	waitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
+	e2etest.WaitFor(t, "the slot to be released", func() bool { return busySlots(t, ts) == 0 })
 	if got := generated() - before; got >= n/2 {
 		t.Errorf("%v tokens generated of %d asked: the request was not cancelled", got, n)
 	}
@@ -237,7 +239,7 @@ func TestSDKErrors(t *testing.T) {
 
 	t.Run("404", func(t *testing.T) {
 		ms := startModels(t, registry.Config{StrictNames: true, KeepAlive: -1}, spec(t, "tiny", testmodel.TinyStories656K, 1))
-		client := sdkClient(ms.testServer)
+		client := sdkClient(ms.Server)
 		p := sdkChat(4)
 		p.Model = "no-such-model"
 		_, err := client.Chat.Completions.New(context.Background(), p)
@@ -273,7 +275,7 @@ func TestSDKErrors(t *testing.T) {
 			_, err := client.Chat.Completions.New(context.Background(), sdkChat(4))
 			queued <- err
 		}()
-		waitFor(t, "a queued request", func() bool { return metrics(t, ts)["corral_queue_depth"] == 1 })
+		e2etest.WaitFor(t, "a queued request", func() bool { return ts.Metrics(t)["corral_queue_depth"] == 1 })
 		// ...and the next is refused.
 		_, err := client.Chat.Completions.New(context.Background(), sdkChat(4))
 		e := apiError(t, err)
@@ -287,9 +289,9 @@ func TestSDKErrors(t *testing.T) {
 	})
 
 	t.Run("503 draining", func(t *testing.T) {
-		ts, s := startWith(t, engine.Config{Parallel: 1}, Config{})
+		ts := startWith(t, engine.Config{Parallel: 1}, server.Config{})
 		client := sdkClient(ts)
-		s.Drain()
+		ts.Drain()
 		_, err := client.Completions.New(context.Background(), openai.CompletionNewParams{
 			Model:     "tiny",
 			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hello")},
@@ -433,7 +435,7 @@ func TestSDKEmbeddings(t *testing.T) {
 	for i, format := range []openai.EmbeddingNewParamsEncodingFormat{openai.EmbeddingNewParamsEncodingFormatFloat, openai.EmbeddingNewParamsEncodingFormatBase64} {
 		res, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 			Model: "tiny", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
-			EncodingFormat: format, Dimensions: openai.Int(int64(ts.info.EmbeddingSize)), User: openai.String("u1"),
+			EncodingFormat: format, Dimensions: openai.Int(int64(ts.Info.EmbeddingSize)), User: openai.String("u1"),
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", format, err)
@@ -445,7 +447,7 @@ func TestSDKEmbeddings(t *testing.T) {
 			t.Fatalf("%s: response %s", format, res.RawJSON())
 		}
 		for j, d := range res.Data {
-			if len(d.JSON.ExtraFields) != 0 || d.Index != int64(j) || d.Object != "embedding" || len(d.Embedding) != ts.info.EmbeddingSize {
+			if len(d.JSON.ExtraFields) != 0 || d.Index != int64(j) || d.Object != "embedding" || len(d.Embedding) != ts.Info.EmbeddingSize {
 				t.Fatalf("%s: data[%d]: %s", format, j, d.RawJSON())
 			}
 			n := 0.0
