@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,10 +40,9 @@ import (
 // call, which openai-go reads whole and streamed (its accumulator); a
 // prompt that opens the reasoning, closed by a thinking budget, and a
 // response_format that forces what follows, gives the reasoning apart
-// from the content, through openai-go and Ollama's client. (Ollama's API
-// has no tool_choice, so nothing makes random weights call through it in
-// a family's markup: TestOllamaToolCalls forces the JSON format's call
-// with "format".)
+// from the content, through openai-go and Ollama's client. Ollama's
+// client forces the call too, with corral's tool_choice on /api/chat
+// (added to its requests' JSON: its types lack the field).
 
 // untemplated are the tool-call formats no real template implies:
 // pythonic, which --tool-format sets (Llama 3.2's and 3.3's templates
@@ -210,6 +213,7 @@ func TestFamiliesEndToEnd(t *testing.T) {
 			ts := e2etest.Start(t, path, e2etest.Options{Engine: engine.Config{Parallel: 1, CtxSize: 16384}, Model: opt})
 			if m.tools != nil {
 				t.Run("tools "+m.tools.Name(), func(t *testing.T) { familyCalls(t, ts, m) })
+				t.Run("ollama tools "+m.tools.Name(), func(t *testing.T) { familyOllamaCalls(t, ts, m) })
 			}
 			if m.think != nil {
 				t.Run("reasoning "+m.think.Name(), func(t *testing.T) { familyReasoning(t, ts, m) })
@@ -317,6 +321,69 @@ func familyCalls(t *testing.T, ts *e2etest.Server, m *familyModel) {
 		t.Fatalf("streamed: finish %q, content %q, calls %+v, JustFinishedToolCall %d times", got.FinishReason, got.Message.Content, got.Message.ToolCalls, finished)
 	}
 	checkSDKCall(t, got.Message.ToolCalls[0])
+}
+
+// withFields is a transport that adds fields to each JSON request body:
+// corral's extensions that a client's types lack (Ollama's tool_choice).
+type withFields struct {
+	base   http.RoundTripper
+	fields map[string]any
+}
+
+func (w withFields) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body map[string]any
+	if r.Body == nil || json.NewDecoder(r.Body).Decode(&body) != nil {
+		return nil, fmt.Errorf("%s %s: no JSON body to add fields to", r.Method, r.URL)
+	}
+	maps.Copy(body, w.fields)
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	return w.base.RoundTrip(r)
+}
+
+// familyOllamaCalls forces a call of get_weather through Ollama's Go
+// client, streamed and whole, with corral's tool_choice (which the
+// client's types lack, added to its requests' JSON). Ollama's types keep
+// a parameter's enum but not its minimum or maximum: the city is checked.
+func familyOllamaCalls(t *testing.T, ts *e2etest.Server, m *familyModel) {
+	u, err := url.Parse(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	choice := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
+	client := ollama.NewClient(u, &http.Client{Transport: withFields{ts.Client.Transport, map[string]any{"tool_choice": choice}}})
+	var tools ollama.Tools
+	b, _ := json.Marshal(familyParams().Tools)
+	if err := json.Unmarshal(b, &tools); err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []bool{true, false} {
+		req := &ollama.ChatRequest{Model: "tiny", Messages: []ollama.Message{{Role: "user", Content: "What is the weather in Paris?"}}, Tools: tools,
+			Stream: &stream, Options: map[string]any{"temperature": 0, "num_predict": 300, "thinking_budget": 4}}
+		var calls []ollama.ToolCall
+		var done string
+		err := client.Chat(t.Context(), req, func(r ollama.ChatResponse) error {
+			m.checkNoMarkers(t, "content", r.Message.Content)
+			calls = append(calls, r.Message.ToolCalls...)
+			if r.Done {
+				done = r.DoneReason
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("stream %v: %v", stream, err)
+		}
+		if len(calls) != 1 || calls[0].Function.Name != "get_weather" || done != "stop" {
+			t.Fatalf("stream %v: calls %+v, done %q; want one call of get_weather", stream, calls, done)
+		}
+		if city, _ := calls[0].Function.Arguments.ToMap()["city"].(string); !slices.Contains([]string{"Paris", "Tokyo", "Lima"}, city) {
+			t.Errorf("stream %v: arguments %v break the schema", stream, calls[0].Function.Arguments)
+		}
+	}
 }
 
 // citySchema is the answer's schema under response_format: its text is

@@ -174,9 +174,19 @@ func (f fnV32Scanner) scan(marker, s string, end, cut bool) callScan {
 		return r
 	}
 	name := s[:e]
-	if !isName(name) || marker == "" && len(f.names) > 0 && !f.names[name] {
-		// The answer's first message, when it is not to a tool, is text.
+	if !isName(name) {
 		r.bad = true
+		return r
+	}
+	if marker == "" && len(f.names) > 0 && !f.names[name] {
+		// The answer's first message, when it is not to a tool, is text;
+		// but one to a name that is not a tool, with a JSON object after
+		// it, is a call of a function the request did not offer.
+		i := skipSpace(s, e+1)
+		if i == len(s) && !end {
+			return r // what follows decides
+		}
+		r.bad, r.broken = true, i < len(s) && s[i] == '{'
 		return r
 	}
 	i := skipSpace(s, e+1)

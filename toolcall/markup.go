@@ -58,6 +58,10 @@ type callScan struct {
 	// bad: the region is not a call; the marker and its first end bytes
 	// are content, and the text after them is read again.
 	bad bool
+	// broken, with bad: a region without a marker (a bare one) was a
+	// call that failed all the same, to be repaired as a marked one is
+	// (see Regions.Failed); a bare region that is bad is otherwise text.
+	broken bool
 	// next, when the region closed with a complete call, opens another
 	// region right after it (end), whose marker is next: the next call
 	// of a list the region's call began. The scanner alone reads such a
@@ -195,6 +199,9 @@ func (p *markupParser) content(out []wire.Delta, upto int, flush bool) []wire.De
 func (p *markupParser) stepCall(out []wire.Delta, end bool) ([]wire.Delta, bool) {
 	r := p.sc.scan(p.marker, p.text[p.pos:], end, p.cut)
 	if r.bad {
+		if r.broken && p.failed < 0 {
+			p.failed = p.from
+		}
 		return p.fail(out, r.end), true
 	}
 	if end && !r.closed {

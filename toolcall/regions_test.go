@@ -3,6 +3,8 @@ package toolcall
 import (
 	"strings"
 	"testing"
+
+	"github.com/corral-llm/corral/wire"
 )
 
 // ParseRegions finds where each call's markup and the first markup that
@@ -57,6 +59,16 @@ func TestParseRegions(t *testing.T) {
 				t.Errorf("content %q: the broken markup is not given back", r.Content)
 			}
 		})
+	}
+	// functionary-v3.2's first message to a name that is no tool is text,
+	// unless a JSON object follows the name: a call of a function the
+	// request did not offer, which failed.
+	tools := []wire.Tool{{Type: "function", Function: wire.FunctionDef{Name: "f"}}}
+	for text, failed := range map[string]int{"get_news\n{\"a\": 1}": 0, "Paris\nis lovely.": -1} {
+		r, ok := ParseRegions(FunctionaryV32, tools, text, 0, false)
+		if !ok || r.Failed != failed || len(r.Calls) != 0 || r.Content != text {
+			t.Errorf("functionary-v3.2 %q: regions %+v, want failed at %d and the text as content", text, r, failed)
+		}
 	}
 	// Every format's parser knows where its calls lie, so that every
 	// format's calls can be repaired.

@@ -63,6 +63,10 @@ type Options struct {
 	Server server.Config
 	// Wrap, when set, wraps the loopback listener the server accepts on.
 	Wrap func(net.Listener) net.Listener
+	// WrapEngine, when set, serves what it returns in place of the
+	// engine: a test's stand-in that steers it. The engine is closed
+	// when the test ends, as without it.
+	WrapEngine func(*engine.Engine) model.Engine
 }
 
 // Start loads model (a test model's name, see testmodel, or an absolute
@@ -89,7 +93,11 @@ func Start(t *testing.T, modelName string, opt Options) *Server {
 	}
 	mopt := opt.Model
 	mopt.Logger = log
-	api, err := serving.ForEngine(eng, mopt)
+	var served model.Engine = eng
+	if opt.WrapEngine != nil {
+		served = opt.WrapEngine(eng)
+	}
+	api, err := serving.ForEngine(served, mopt)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
