@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/bits"
+	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -165,16 +167,26 @@ type StoreOptions struct {
 	TTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Dir, when set, is the directory (created 0700 if need be) where
+	// the store keeps its entries across restarts, one file each, within
+	// the same budgets and TTL; a new store over it loads what it holds
+	// (see disk.go). "": memory only.
+	Dir string
+	// Logger logs what the disk tier does (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Store is a bounded in-memory store of responses, per owner (an opaque
 // string: the API key's name). Entries expire TTL after they are stored;
 // past a byte budget (all owners', or one owner's) the least recently
 // used entries are evicted. An owner sees only its own entries: another
-// owner's id is not found. It is safe for concurrent use.
+// owner's id is not found. With StoreOptions.Dir, each entry is also
+// written to a file there, removed with the entry, so that the store
+// survives a restart. It is safe for concurrent use.
 type Store struct {
 	opt    StoreOptions
 	mu     sync.Mutex
+	disk   *disk      // nil: memory only
 	lru    *list.List // of *entry, most recently used first
 	byKey  map[key]*entry
 	items  map[key]*entry // item id (with owner) → the entry holding it
@@ -193,13 +205,30 @@ type entry struct {
 	key     key
 	stored  *Stored
 	size    int64
+	created time.Time // when it was stored
 	expires time.Time
+	// touched is when its file's modification time was last set to its
+	// use (with a Dir).
+	touched time.Time
 	all     *list.Element // in Store.lru
 	own     *list.Element // in owner.lru
 }
 
-// NewStore returns an empty store.
+// NewStore returns a store: empty, or with opt.Dir what the directory
+// holds. When the directory cannot be used, the store keeps its entries
+// in memory only and says so in opt.Logger's log (OpenStore returns the
+// error).
 func NewStore(opt StoreOptions) *Store {
+	st, err := OpenStore(opt)
+	if err != nil {
+		st.opt.Logger.Error("responses store: kept in memory only, lost at a restart", "dir", opt.Dir, "err", err)
+	}
+	return st
+}
+
+// OpenStore returns a store, as NewStore, and the error that made it
+// keep its entries in memory only, if any.
+func OpenStore(opt StoreOptions) (*Store, error) {
 	if opt.MaxBytes <= 0 {
 		opt.MaxBytes = DefaultStoreBytes
 	}
@@ -212,17 +241,83 @@ func NewStore(opt StoreOptions) *Store {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Store{opt: opt, lru: list.New(), byKey: map[key]*entry{}, items: map[key]*entry{}, owners: map[string]*owner{}}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	st := &Store{opt: opt, lru: list.New(), byKey: map[key]*entry{}, items: map[key]*entry{}, owners: map[string]*owner{}}
+	if opt.Dir == "" {
+		return st, nil
+	}
+	d, err := openDisk(opt.Dir)
+	if err != nil {
+		return st, fmt.Errorf("responses store %s: %w", opt.Dir, err)
+	}
+	start := time.Now()
+	ls, err := st.load(d)
+	if err != nil {
+		d.close()
+		return st, fmt.Errorf("responses store %s: %w", opt.Dir, err)
+	}
+	st.disk = d
+	opt.Logger.Info("responses store", "dir", opt.Dir, "entries", ls.loaded, "bytes", st.bytes, "expired", ls.expired,
+		"evicted", ls.evicted, "corrupt", ls.corrupt, "temporary", ls.temporary, "took", time.Since(start).Round(time.Millisecond))
+	return st, nil
+}
+
+// Close stops writing to the directory and lets another store open it;
+// the store keeps what it holds in memory. Every entry Put has returned
+// is in the directory already.
+func (st *Store) Close() error {
+	st.mu.Lock()
+	d := st.disk
+	st.disk = nil
+	st.mu.Unlock()
+	if d != nil {
+		d.close()
+	}
+	return nil
 }
 
 // Put stores s as response id of owner, replacing an entry of the same
 // id, and evicts the least recently used entries past the budgets. An
-// entry larger than an owner's budget is not stored: ErrTooLarge.
+// entry larger than an owner's budget is not stored: ErrTooLarge. With a
+// Dir, the entry is found in memory at once and written to its file
+// before Put returns (a write that fails is logged: the entry is then
+// kept in memory only).
 func (st *Store) Put(ownerName, id string, s *Stored) error {
 	size := s.size() + entrySize(id)
 	if size > st.opt.MaxOwnerBytes {
 		return fmt.Errorf("response %s: %d bytes, more than the store's %d per owner: %w", id, size, st.opt.MaxOwnerBytes, ErrTooLarge)
 	}
+	e, d := st.put(ownerName, id, s, size)
+	if d != nil {
+		st.persist(d, e)
+	}
+	return nil
+}
+
+// persist writes e's file in d, and renames it into place only if e is
+// still stored (not deleted, evicted or replaced meanwhile), under st.mu,
+// as every removal of a file is: the directory holds the files of the
+// entries held, no other.
+func (st *Store) persist(d *disk, e *entry) {
+	err := d.write(e, e.created, func(tmp string) (bool, error) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.disk != d || st.byKey[e.key] != e {
+			return false, nil
+		}
+		err := os.Rename(tmp, d.path(e.key.owner, e.key.id))
+		return err == nil, err
+	})
+	if err != nil {
+		st.opt.Logger.Warn("responses store: not written, kept in memory only", "id", e.key.id, "err", err)
+	}
+}
+
+// put is Put in memory: it returns the entry and the disk to write it
+// to (nil: none).
+func (st *Store) put(ownerName, id string, s *Stored, size int64) (*entry, *disk) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	k := key{ownerName, id}
@@ -234,7 +329,8 @@ func (st *Store) Put(ownerName, id string, s *Stored) error {
 		o = &owner{lru: list.New()}
 		st.owners[ownerName] = o
 	}
-	e := &entry{key: k, stored: s, size: size, expires: st.opt.Now().Add(st.opt.TTL)}
+	now := st.opt.Now()
+	e := &entry{key: k, stored: s, size: size, created: now, expires: now.Add(st.opt.TTL), touched: now}
 	e.all, e.own = st.lru.PushFront(e), o.lru.PushFront(e)
 	st.byKey[k] = e
 	for itemID := range s.Items {
@@ -249,15 +345,17 @@ func (st *Store) Put(ownerName, id string, s *Stored) error {
 		st.remove(st.lru.Back().Value.(*entry))
 	}
 	// Drop the expired entries at the cold end.
-	now := st.opt.Now()
 	for b := st.lru.Back(); b != nil && now.After(b.Value.(*entry).expires); b = st.lru.Back() {
 		st.remove(b.Value.(*entry))
 	}
-	return nil
+	return e, st.disk
 }
 
-// remove drops e; st.mu is held.
+// remove drops e, and its file; st.mu is held.
 func (st *Store) remove(e *entry) {
+	if st.disk != nil {
+		os.Remove(st.disk.path(e.key.owner, e.key.id))
+	}
 	delete(st.byKey, e.key)
 	for itemID := range e.stored.Items {
 		k := key{e.key.owner, itemID}
@@ -275,25 +373,39 @@ func (st *Store) remove(e *entry) {
 	}
 }
 
-// live returns the unexpired entry, marking it used; st.mu is held.
-func (st *Store) live(e *entry) *entry {
+// live returns the unexpired entry, marking it used, and a function to
+// call once st.mu is released that records the use in its file; st.mu is
+// held.
+func (st *Store) live(e *entry) (*entry, func()) {
 	if e == nil {
-		return nil
+		return nil, noTouch
 	}
-	if st.opt.Now().After(e.expires) {
+	now := st.opt.Now()
+	if now.After(e.expires) {
 		st.remove(e)
-		return nil
+		return nil, noTouch
 	}
 	st.lru.MoveToFront(e.all)
 	st.owners[e.key.owner].lru.MoveToFront(e.own)
-	return e
+	if st.disk == nil || now.Sub(e.touched) < time.Second {
+		return e, noTouch
+	}
+	// The file's modification time is its last use, to the second: the
+	// order a restart loads the entries in. The file may not be there
+	// (being written, or removed meanwhile): nothing to record then.
+	e.touched = now
+	path := st.disk.path(e.key.owner, e.key.id)
+	return e, func() { os.Chtimes(path, now, now) }
 }
+
+func noTouch() {}
 
 // Get returns owner's response id, or an error wrapping ErrNotFound.
 func (st *Store) Get(ownerName, id string) (*Stored, error) {
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	e := st.live(st.byKey[key{ownerName, id}])
+	e, touch := st.live(st.byKey[key{ownerName, id}])
+	st.mu.Unlock()
+	touch()
 	if e == nil {
 		return nil, errNotFound("response", id)
 	}
@@ -305,7 +417,7 @@ func (st *Store) Get(ownerName, id string) (*Stored, error) {
 func (st *Store) Delete(ownerName, id string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	e := st.live(st.byKey[key{ownerName, id}])
+	e, _ := st.live(st.byKey[key{ownerName, id}])
 	if e == nil {
 		return errNotFound("response", id)
 	}
@@ -340,10 +452,15 @@ func (p ownerPrior) Conversation(id string) ([]chat.Message, error) {
 // Item returns the owner's stored item id.
 func (p ownerPrior) Item(id string) (json.RawMessage, error) {
 	p.st.mu.Lock()
-	defer p.st.mu.Unlock()
-	e := p.st.live(p.st.items[key{p.owner, id}])
+	e, touch := p.st.live(p.st.items[key{p.owner, id}])
+	var it json.RawMessage
+	if e != nil {
+		it = e.stored.Items[id]
+	}
+	p.st.mu.Unlock()
+	touch()
 	if e == nil {
 		return nil, errNotFound("item", id)
 	}
-	return e.stored.Items[id], nil
+	return it, nil
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -109,6 +110,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Int64Var(&scfg.ResponsesStore.MaxBytes, "responses-store-bytes", responses.DefaultStoreBytes, "most `bytes` of responses the Responses API keeps (store: true) for previous_response_id and GET /v1/responses/{id}; past it the least recently used are forgotten")
 	fs.Int64Var(&scfg.ResponsesStore.MaxOwnerBytes, "responses-store-key-bytes", 0, "most `bytes` of stored responses one API key keeps (0: --responses-store-bytes)")
 	fs.DurationVar(&scfg.ResponsesStore.TTL, "responses-ttl", responses.DefaultStoreTTL, "how long a stored response is kept")
+	responsesDir := fs.String("responses-dir", "", "`dir` where the stored responses are kept too, one file each, so that they survive a restart (default: responses/ under --cache-disk when it is set; --responses-dir= (empty): memory only)")
 	lim := addLimitFlags(fs)
 	offFlags := addOffloadFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +155,10 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("--responses-store-key-bytes %d: want 0 or more", scfg.ResponsesStore.MaxOwnerBytes)
 	case scfg.ResponsesStore.TTL <= 0:
 		return fmt.Errorf("--responses-ttl %v: want a positive duration", scfg.ResponsesStore.TTL)
+	}
+	scfg.ResponsesStore.Dir = responsesStoreDir(fs, *responsesDir, cfg.DiskCacheDir)
+	if err := checkResponsesDir(scfg.ResponsesStore.Dir); err != nil {
+		return fmt.Errorf("--responses-dir: %w", err)
 	}
 	if aopt.MaxPause <= 0 {
 		return fmt.Errorf("--max-pause %v: want a positive duration", aopt.MaxPause)
@@ -285,6 +291,7 @@ func runServe(ctx context.Context, args []string) error {
 	waitHUP := reloadKeysOnHUP(hup, access.policy.Keys, log)
 	defer func() { stopHUP(); waitHUP() }()
 	scfg.MaxBody, scfg.LogRequests, scfg.Logger = *maxBody, *logRequests, log
+	scfg.ResponsesStore.Logger = log
 	scfg.Policy, scfg.TLS, scfg.PublicMetrics = access.policy, access.tls, aopt.MetricsPublic
 	aopt.Limits = *lim
 	return serveModels(ctx, ln, specs, rcfg, scfg, aopt, nil)
@@ -491,6 +498,29 @@ func checkCacheDisk(dir string) error {
 		return nil
 	}
 	return os.MkdirAll(dir, 0o700)
+}
+
+// responsesStoreDir is where the Responses API's store keeps its
+// entries: --responses-dir when given (empty: nowhere), else responses/
+// under --cache-disk when that is set (the engine's directories there
+// are named MODEL-DIGEST: none is responses).
+func responsesStoreDir(fs *flag.FlagSet, dir, cacheDisk string) string {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "responses-dir" })
+	if given || cacheDisk == "" {
+		return dir
+	}
+	return filepath.Join(cacheDisk, "responses")
+}
+
+// checkResponsesDir creates the store's directory (if any) and checks
+// that it can be used (writable, not held by another server), so that it
+// fails at start, not at the first stored response.
+func checkResponsesDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	return responses.CheckDir(dir)
 }
 
 // checkReasoningFormat checks a --reasoning-format value (see
