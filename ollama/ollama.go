@@ -22,6 +22,12 @@
 //     is none. The deprecated "context" is ignored: no "context" is
 //     returned either, since the engine keeps the tokens of a
 //     conversation only for paced requests.
+//   - A tool's function name is 1 to 128 letters, digits, '_' or '-'
+//     (toolName), else 400. Ollama checks no name; corral takes the
+//     widest rule of the dialects it speaks (Anthropic's), which every
+//     tool-call format it reads writes and parses back, rather than
+//     accept a name whose calls the model's format cannot carry (a
+//     space, a quote or an angle bracket ends a name in most of them).
 //   - A request without "model" is served by the default model, as on the
 //     other endpoints.
 //   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
@@ -37,6 +43,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -256,6 +263,10 @@ func (body *ollamaGenerateRequest) check(lim *serving.Limits) *serving.Error {
 	return nil
 }
 
+// toolName is the rule for a tool's function name on /api/chat (see the
+// package doc): Anthropic's, the widest of the dialects corral speaks.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
 // check refuses what corral does not serve, whatever the model.
 func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 	if len(body.Messages) > lim.MaxMessages {
@@ -263,6 +274,11 @@ func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 	}
 	if e := lim.CheckTools(body.Tools); e != nil {
 		return e
+	}
+	for i, t := range body.Tools {
+		if !toolName.MatchString(t.Function.Name) {
+			return serving.Invalid("tools", "tool %d: the function's name must be 1 to 128 letters, digits, '_' or '-', got %q", i, t.Function.Name)
+		}
 	}
 	for i, om := range body.Messages {
 		if len(om.Images) > 0 {

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
 
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -16,11 +18,22 @@ type ToolFields struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
-// Parse reads f, its tool_choice parsed, within lim's counts.
+// functionName is OpenAI's rule for a function's name: 1 to 64 letters,
+// digits, underscores and dashes (Chat Completions and Responses).
+var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Parse reads f, its tool_choice parsed, within lim's counts; each
+// function's name follows OpenAI's rule (functionName).
 func (f *ToolFields) Parse(lim *serving.Limits) (serving.Tools, *serving.Error) {
 	t := serving.Tools{Defined: f.Tools}
 	if e := lim.CheckTools(f.Tools); e != nil {
 		return t, e
+	}
+	for i, tool := range f.Tools {
+		if !functionName.MatchString(tool.Function.Name) {
+			param := fmt.Sprintf("tools[%d].function.name", i)
+			return t, serving.Invalid(param, "'%s' must be 1 to 64 letters, digits, '_' or '-', got %q", param, tool.Function.Name)
+		}
 	}
 	var e *serving.Error
 	t.Choice, e = parseToolChoice(f.ToolChoice, lim)
