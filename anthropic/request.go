@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -66,8 +67,8 @@ type Request struct {
 	// OmitThinking is thinking.display "omitted": the answer's thinking
 	// is not sent (see Meta.OmitThinking).
 	OmitThinking bool
-	// Effort is output_config.effort ("low" ... "max"), "" when absent.
-	// corral does not act on it.
+	// Effort is output_config.effort (one of Efforts), "" when absent:
+	// the template's reasoning_effort, where the template reads one.
 	Effort string
 	// Format is the JSON schema of output_config.format, nil when absent.
 	Format json.RawMessage
@@ -320,6 +321,9 @@ func (r *Request) thinking(raw json.RawMessage) *Error {
 	return nil
 }
 
+// Efforts are the values of output_config.effort.
+var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
+
 // outputConfig reads output_config: its effort, and the JSON schema of
 // its format.
 func (r *Request) outputConfig(raw json.RawMessage) *Error {
@@ -335,6 +339,9 @@ func (r *Request) outputConfig(raw json.RawMessage) *Error {
 	}
 	if err := json.Unmarshal(raw, &oc); err != nil {
 		return invalid("output_config", "output_config: must be an object with effort and format: %v", err)
+	}
+	if oc.Effort != "" && !slices.Contains(Efforts, oc.Effort) {
+		return invalid("output_config.effort", "output_config.effort: must be one of %s, got %q", strings.Join(Efforts, ", "), oc.Effort)
 	}
 	r.Effort = oc.Effort
 	if f := oc.Format; f != nil {
@@ -589,7 +596,8 @@ func toolUse(param string, b *block) (wire.ToolCall, *Error) {
 	return wire.ToolCall{ID: b.ID, Type: "function", Function: wire.FunctionCall{Name: b.Name, Arguments: args}}, nil
 }
 
-// toolName is Anthropic's rule for tool names.
+// toolName is Anthropic's rule for tool names (wider than OpenAI's 64
+// characters, which the core does not apply).
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
 // tools converts the custom tools into function tools. A tool with
@@ -599,6 +607,7 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 // refused: corral runs no tools itself.
 func tools(raw []rawTool, loaded map[string]bool) ([]wire.Tool, *Error) {
 	var out []wire.Tool
+	seen := make(map[string]bool, len(raw))
 	for i, t := range raw {
 		p := fmt.Sprintf("tools.%d", i)
 		switch {
@@ -606,7 +615,10 @@ func tools(raw []rawTool, loaded map[string]bool) ([]wire.Tool, *Error) {
 			return nil, invalid(p+".type", "%s.type: %q is one of Anthropic's own tools, which corral does not run: define a custom tool with name, description and input_schema", p, t.Type)
 		case !toolName.MatchString(t.Name):
 			return nil, invalid(p+".name", "%s.name: must be 1 to 128 letters, digits, '_' or '-', got %q", p, t.Name)
+		case seen[t.Name]:
+			return nil, invalid(p+".name", "%s.name: tool names must be unique: %q is defined twice", p, t.Name)
 		}
+		seen[t.Name] = true
 		if s := bytes.TrimSpace(t.InputSchema); len(s) == 0 || s[0] != '{' {
 			return nil, invalid(p+".input_schema", "%s.input_schema: must be a JSON schema object", p)
 		}

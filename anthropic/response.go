@@ -41,6 +41,7 @@ type Usage struct {
 	PromptTokens     int // the whole prompt
 	CachedTokens     int // of which found in the cache
 	CompletionTokens int
+	ReasoningTokens  int // of CompletionTokens, the thinking's
 }
 
 // End is how an answer ended, as the core reports it.
@@ -57,17 +58,26 @@ type End struct {
 // MessageUsage is a message's usage in Anthropic's terms: input_tokens
 // are the prompt tokens not read from the cache, cache_read_input_tokens
 // those that were; corral writes no cache entries that it bills apart, so
-// cache_creation_input_tokens is 0.
+// cache_creation_input_tokens is 0. output_tokens_details.thinking_tokens
+// are the output tokens of the thinking, counted by the engine as it
+// generated them (engine.Usage.ReasoningTokens).
 type MessageUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
+	InputTokens              int                 `json:"input_tokens"`
+	CacheCreationInputTokens int                 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int                 `json:"cache_read_input_tokens"`
+	OutputTokens             int                 `json:"output_tokens"`
+	OutputTokensDetails      OutputTokensDetails `json:"output_tokens_details"`
+}
+
+// OutputTokensDetails break the output tokens down.
+type OutputTokensDetails struct {
+	ThinkingTokens int `json:"thinking_tokens"`
 }
 
 // usage converts u.
 func (u Usage) usage() MessageUsage {
-	return MessageUsage{InputTokens: u.PromptTokens - u.CachedTokens, CacheReadInputTokens: u.CachedTokens, OutputTokens: u.CompletionTokens}
+	return MessageUsage{InputTokens: u.PromptTokens - u.CachedTokens, CacheReadInputTokens: u.CachedTokens, OutputTokens: u.CompletionTokens,
+		OutputTokensDetails: OutputTokensDetails{ThinkingTokens: u.ReasoningTokens}}
 }
 
 // Message is Anthropic's Message object, a whole answer.

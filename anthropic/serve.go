@@ -2,7 +2,10 @@ package anthropic
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/serving"
@@ -30,19 +33,54 @@ func CountTokens(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 	serving.Handle(c, w, r, WriteError, false, serveCountTokens)
 }
 
+// StatusOverloaded is the status of Anthropic's overloaded_error, which
+// its clients retry (as they retry every 5xx, 408, 409 and 429).
+const StatusOverloaded = 529
+
+// overloadCodes are the codes of the errors that say the server is too
+// busy for the request now (its queue is full, the request waited its
+// longest for a slot, its model could not get memory while the models
+// holding it were in use), which
+// Anthropic's API answers 529 overloaded_error; the other dialects answer
+// them 503.
+var overloadCodes = []string{"queue_full", "queue_timeout", "model_busy"}
+
 // WriteError writes e in Anthropic's error envelope, with the status that
-// picks its type (see NewError). A 503 carries Retry-After: 1, as the
-// other dialects' do.
+// picks its type (see NewError): an overload (overloadCodes) is a 529,
+// and it and any 503 carry Retry-After: 1, as the other dialects' 503s
+// do.
 func WriteError(w http.ResponseWriter, e *serving.Error) {
-	if e.Status == http.StatusServiceUnavailable {
+	status := statusOf(e)
+	if status == http.StatusServiceUnavailable || status == StatusOverloaded {
 		w.Header().Set("Retry-After", "1")
 	}
-	serving.WriteJSON(w, e.Status, errorEnvelope(e))
+	serving.WriteJSON(w, status, errorEnvelope(e))
 }
 
-// errorEnvelope is e as Anthropic's error envelope.
+// statusOf is the status Anthropic's API answers e with.
+func statusOf(e *serving.Error) int {
+	if slices.Contains(overloadCodes, e.Code) {
+		return StatusOverloaded
+	}
+	return e.Status
+}
+
+// errorEnvelope is e as Anthropic's error envelope. A prompt longer than
+// the context is told in Anthropic's words, "prompt is too long: N
+// tokens > M maximum", which Claude Code reads to compact its
+// conversation by the difference.
 func errorEnvelope(e *serving.Error) ErrorEnvelope {
-	return NewError(e.Status, e.Code, e.Message, e.Param, "")
+	var pt *engine.PromptTooLongError
+	if errors.As(e, &pt) {
+		return NewError(e.Status, e.Code, PromptTooLong(pt.Tokens, pt.Max), "", "")
+	}
+	return NewError(statusOf(e), e.Code, e.Message, e.Param, "")
+}
+
+// PromptTooLong is Anthropic's message for a prompt of tokens tokens,
+// more than max.
+func PromptTooLong(tokens, max int) string {
+	return fmt.Sprintf("prompt is too long: %d tokens > %d maximum", tokens, max)
 }
 
 // messagesRequest is the body of POST /v1/messages, translated as it is
@@ -152,7 +190,7 @@ func coreRequest(r *Request, lim *serving.Limits) (serving.Request, *serving.Err
 	c := serving.Request{
 		Messages:        r.Messages,
 		Tools:           serving.Tools{Defined: r.Tools, Choice: r.ToolChoice},
-		Vars:            serving.TemplateVars{Thinking: r.Thinking},
+		Vars:            serving.TemplateVars{Thinking: r.Thinking, ReasoningEffort: r.Effort},
 		ReasoningBudget: r.Budget,
 		Sampling:        serving.Sampling{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK},
 		MaxTokens:       r.MaxTokens,
@@ -229,7 +267,7 @@ func (f *encoder) Ping() any {
 
 // usageOf is the engine's usage in the encoder's terms.
 func usageOf(u engine.Usage) Usage {
-	return Usage{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens}
+	return Usage{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens, ReasoningTokens: u.ReasoningTokens}
 }
 
 // sseEvents collects what a Stream writes: each Write is one event.

@@ -23,7 +23,9 @@ var (
 	ErrQueueTimeout = errors.New("engine: queue timeout")
 	// ErrClosed means the engine is shutting down or closed.
 	ErrClosed = errors.New("engine: closed")
-	// ErrPromptTooLong means the prompt does not fit in a slot's context.
+	// ErrPromptTooLong means the prompt does not fit in a slot's context
+	// (the error is a *PromptTooLongError, with the counts, but for a
+	// text over 1 GiB, which is not tokenized).
 	ErrPromptTooLong = errors.New("engine: prompt longer than the context")
 	// ErrEmptyPrompt means the request has no prompt tokens at all.
 	ErrEmptyPrompt = errors.New("engine: empty prompt")
@@ -63,6 +65,24 @@ var (
 	// out of bounds (see MaxMarker).
 	ErrBadReasoning = errors.New("engine: invalid reasoning budget")
 )
+
+// PromptTooLongError is the error of a prompt (or an embedding input)
+// longer than a request may be: Tokens, its exact count, more than Max,
+// the most it may have. A generation's prompt may have the context per
+// request (ModelInfo.CtxPerRequest) less one token, the cell of the
+// first generated token; an embedding input EmbedMaxTokens. It wraps
+// ErrPromptTooLong.
+type PromptTooLongError struct {
+	Tokens, Max int
+}
+
+// Error names the counts.
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("%v: %d tokens, at most %d", ErrPromptTooLong, e.Tokens, e.Max)
+}
+
+// Unwrap returns ErrPromptTooLong, for errors.Is.
+func (e *PromptTooLongError) Unwrap() error { return ErrPromptTooLong }
 
 // MaxMarker bounds the markup a request names: the bytes of
 // Reasoning.Start and Reasoning.End, the tokens of Reasoning.Close, and
@@ -390,8 +410,9 @@ type Request struct {
 	// model writes as control tokens ([TOOL_CALLS], <|channel|>), which
 	// the caller's parsers read. Other special tokens output nothing.
 	ShowTokens []int32
-	// Reasoning bounds the tokens of the model's reasoning apart from
-	// MaxTokens; nil: no bound.
+	// Reasoning says where the model's reasoning is, to count its tokens
+	// (Usage.ReasoningTokens) and to bound them apart from MaxTokens;
+	// nil: none is counted or bounded.
 	Reasoning *Reasoning
 	// CacheSalt partitions the prefix cache: a request reuses cached KV
 	// (a slot's, another slot's cells, the host cache's) only of requests
@@ -423,20 +444,24 @@ type Chunking struct {
 	MaxChars int
 }
 
-// Reasoning is a budget of reasoning tokens (Request.Reasoning). The
-// reasoning opens at once when the prompt opened it (Open), else where
-// the output writes Start; it closes where the output writes End. Once
-// Budget tokens were generated inside it and it is still open, the
-// engine writes Close for the model: its tokens are output and evaluated
-// one per step as if sampled (the grammar, when there is one, must allow
+// Reasoning is where a request's reasoning is, and its budget of tokens
+// (Request.Reasoning). The reasoning opens at once when the prompt
+// opened it (Open), else where the output writes Start; it closes where
+// the output writes End, and may open again. The tokens generated from
+// the one whose output completes Start (or from the first, when the
+// prompt opened it) through the one that completes End are its tokens,
+// counted in Usage.ReasoningTokens. With a Budget (>= 0), once Budget
+// tokens were generated inside it and it is still open, the engine
+// writes Close for the model: its tokens are output and evaluated one
+// per step as if sampled (the grammar, when there is one, must allow
 // them; one that does not ends the budget), Close's text closes the
 // reasoning (it holds End), and the answer goes on from there. The
 // tokens count toward MaxTokens like any other.
 type Reasoning struct {
-	Budget     int // tokens; >= 0
+	Budget     int // tokens; negative: none (the tokens are only counted)
 	Open       bool
 	Start, End string
-	Close      []int32
+	Close      []int32 // needed with a Budget
 }
 
 // Span is a byte range [Start, End) of a prompt.
@@ -533,6 +558,9 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens reused from a KV cache of the request's CacheSalt
 	CompletionTokens int
+	// ReasoningTokens counts the completion tokens of the reasoning
+	// (see Reasoning), 0 without Request.Reasoning.
+	ReasoningTokens int
 	// EvaluatedTokens counts the tokens the request put through the model:
 	// the uncached prompt, then one per generated token but the last
 	// (plus a preempted request's history, when it had to be evaluated

@@ -219,7 +219,10 @@ func (e *Engine) embedTokens(ctx context.Context, inputs []EmbedInput) ([][]int3
 			}
 			var err error
 			toks, err = e.model.TokenizeText(in.Text, llama.TokenizeOptions{AddSpecial: true, MaxTokens: limit})
+			var many *llama.TooManyTokensError
 			switch {
+			case errors.As(err, &many):
+				return nil, &EmbedInputError{i, &PromptTooLongError{Tokens: many.Tokens, Max: limit}}
 			case errors.Is(err, llama.ErrTooManyTokens):
 				return nil, &EmbedInputError{i, fmt.Errorf("%w: %v; an input may have %d tokens", ErrPromptTooLong, err, limit)}
 			case err != nil:
@@ -230,7 +233,7 @@ func (e *Engine) embedTokens(ctx context.Context, inputs []EmbedInput) ([][]int3
 			return nil, &EmbedInputError{i, ErrEmptyPrompt}
 		}
 		if len(toks) > limit {
-			return nil, &EmbedInputError{i, fmt.Errorf("%w: %d tokens, an input may have %d", ErrPromptTooLong, len(toks), limit)}
+			return nil, &EmbedInputError{i, &PromptTooLongError{Tokens: len(toks), Max: limit}}
 		}
 		out[i] = toks
 	}

@@ -378,17 +378,21 @@ func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 	// A prompt needs one free cell for the first generated token.
 	maxPrompt := e.info.CtxPerRequest - 1
 	toks := req.Tokens
-	if len(toks) == 0 && len(req.Prefix) >= maxPrompt {
-		return nil, fmt.Errorf("%w: a prefix of %d tokens, %d per request", ErrPromptTooLong, len(req.Prefix), e.info.CtxPerRequest)
-	}
 	if len(toks) == 0 {
+		// A prefix that fills the context still has its text counted
+		// (one token at most is kept), for the error's exact count.
+		room := max(1, maxPrompt-len(req.Prefix))
 		var err error
 		toks, err = e.model.TokenizeText(req.Prompt, llama.TokenizeOptions{
 			AddSpecial: req.AddSpecial && len(req.Prefix) == 0, ParseSpecial: req.ParseSpecial, Plain: req.Plain,
-			MaxTokens: maxPrompt - len(req.Prefix),
+			MaxTokens: room,
 		})
+		var many *llama.TooManyTokensError
 		switch {
+		case errors.As(err, &many):
+			return nil, &PromptTooLongError{Tokens: len(req.Prefix) + many.Tokens, Max: maxPrompt}
 		case errors.Is(err, llama.ErrTooManyTokens):
+			// Over 1 GiB of text: not counted.
 			return nil, fmt.Errorf("%w: %v; %d tokens per request", ErrPromptTooLong, err, e.info.CtxPerRequest)
 		case err != nil:
 			return nil, fmt.Errorf("%w: %v", ErrTokenize, err)
@@ -408,7 +412,7 @@ func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 		return nil, ErrEmptyPrompt
 	}
 	if len(toks) > maxPrompt {
-		return nil, fmt.Errorf("%w: %d prompt tokens, %d per request", ErrPromptTooLong, len(toks), e.info.CtxPerRequest)
+		return nil, &PromptTooLongError{Tokens: len(toks), Max: maxPrompt}
 	}
 	return toks, nil
 }

@@ -551,6 +551,53 @@ func TestBadRequests(t *testing.T) {
 	waitIdle(t, e)
 }
 
+// TestPromptTooLongCounts: a prompt over the context is a
+// *PromptTooLongError with its exact count of tokens and the most a
+// prompt may have (the context per request less the first generated
+// token's cell), whichever way it was tokenized: llama.cpp's own path,
+// the path that keeps client text plain, token ids, after a prefix.
+func TestPromptTooLongCounts(t *testing.T) {
+	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, CtxSize: 256})
+	max := e.Info().CtxPerRequest - 1
+	long := strings.Repeat("Once upon a time there was a dog. ", 200)
+	count := func(text string, bos bool) int {
+		toks, err := e.Tokenize(text, bos, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(toks)
+	}
+	// Client text that spells a special token, kept plain: the tokenizer
+	// splits the prompt itself.
+	special := long + e.TokenPiece(e.Info().EOS) + long
+	ids := make([]int32, max+1)
+	for i := range ids {
+		ids[i] = 100
+	}
+	for _, c := range []struct {
+		name string
+		req  engine.Request
+		want int
+	}{
+		{"text", engine.Request{Prompt: long, AddSpecial: true}, count(long, true)},
+		{"plain spans", engine.Request{Prompt: special, AddSpecial: true, ParseSpecial: true, Plain: []engine.Span{{Start: 0, End: len(special)}}}, count(special, true)},
+		{"token ids, one too many", engine.Request{Tokens: ids}, max + 1},
+		{"a prefix", engine.Request{Prefix: ids[:100], Prompt: long}, 100 + count(long, false)},
+		{"a prefix that fills the context", engine.Request{Prefix: ids[:max], Prompt: "Once upon a time"}, max + count("Once upon a time", false)},
+	} {
+		_, err := e.Submit(context.Background(), c.req)
+		var pt *engine.PromptTooLongError
+		if !errors.As(err, &pt) || !errors.Is(err, engine.ErrPromptTooLong) || pt.Tokens != c.want || pt.Max != max {
+			t.Errorf("%s: %v (%+v), want %d tokens, at most %d", c.name, err, pt, c.want, max)
+		}
+	}
+	// The most a prompt may have is served.
+	if _, res := collect(t, submit(t, e, engine.Request{Tokens: ids[:max], MaxTokens: 4})); res.FinishReason != engine.FinishLength || res.Usage.PromptTokens != max {
+		t.Errorf("a prompt of %d tokens: %+v", max, res)
+	}
+	waitIdle(t, e)
+}
+
 func TestGrammarConstrainsOutput(t *testing.T) {
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1})
 	req := greedy("Once upon a time", 40)

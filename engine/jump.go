@@ -154,7 +154,7 @@ func (s *scheduler) requeue(sl *slot, hist []int32) {
 // forces written for it (JumpForce), rather than sampled.
 func (s *scheduler) forces(sl *slot) bool {
 	r := sl.req
-	return s.e.jump == JumpForce && r.gen.pace == nil && !r.params.Logprobs && r.gen.think == nil && r.sampler.HasGrammar()
+	return s.e.jump == JumpForce && r.gen.pace == nil && !r.params.Logprobs && !r.gen.think.bounds() && r.sampler.HasGrammar()
 }
 
 // forcedToken is the token that starts the text the slot's grammar

@@ -33,13 +33,13 @@ func checkMarkup(req *Request, n int) error {
 		return nil
 	}
 	switch {
-	case r.Budget < 0:
-		return fmt.Errorf("%w: budget %d", ErrBadReasoning, r.Budget)
 	case r.End == "" || len(r.End) > MaxMarker || len(r.Start) > MaxMarker:
 		return fmt.Errorf("%w: markers of %d and %d bytes, want 1 to %d", ErrBadReasoning, len(r.Start), len(r.End), MaxMarker)
 	case !r.Open && r.Start == "":
 		return fmt.Errorf("%w: no start marker", ErrBadReasoning)
-	case len(r.Close) == 0 || len(r.Close) > MaxMarker:
+	case r.Budget < 0 && len(r.Close) > MaxMarker:
+		return fmt.Errorf("%w: %d closing tokens, want at most %d", ErrBadReasoning, len(r.Close), MaxMarker)
+	case r.Budget >= 0 && (len(r.Close) == 0 || len(r.Close) > MaxMarker):
 		return fmt.Errorf("%w: %d closing tokens, want 1 to %d", ErrBadReasoning, len(r.Close), MaxMarker)
 	}
 	return inVocab(r.Close)
@@ -52,9 +52,22 @@ type budget struct {
 	r       *Reasoning
 	open    bool
 	used    int     // tokens generated while it was open
+	counted int     // the reasoning's tokens, its markers' included (Usage.ReasoningTokens)
 	tail    []byte  // the end of the output, where a marker may be arriving
 	forcing []int32 // Close's tokens still to write
 	refused bool    // the grammar refused Close: the budget no longer applies
+}
+
+// bounds reports whether b bounds the reasoning (a Budget), rather than
+// only counting it; false for nil.
+func (b *budget) bounds() bool { return b != nil && b.r.Budget >= 0 }
+
+// tokens is the count of the reasoning's tokens; 0 for nil.
+func (b *budget) tokens() int {
+	if b == nil {
+		return 0
+	}
+	return b.counted
 }
 
 func newBudget(r *Reasoning) *budget { return &budget{r: r, open: r.Open} }
@@ -64,7 +77,7 @@ func newBudget(r *Reasoning) *budget { return &budget{r: r, open: r.Open} }
 // reasoning open. sm accepts it as if sampled. A grammar that does not
 // allow it ends the forcing, and the step samples.
 func (b *budget) next(sm *llama.Sampler) (llama.Token, bool, error) {
-	if b == nil || b.refused {
+	if !b.bounds() || b.refused {
 		return 0, false, nil
 	}
 	if len(b.forcing) == 0 {
@@ -103,6 +116,7 @@ func (b *budget) see(piece []byte) {
 	if b == nil {
 		return
 	}
+	in := b.open // the token is the reasoning's: written inside it, or opening it
 	if b.open {
 		b.used++
 	}
@@ -117,7 +131,11 @@ func (b *budget) see(piece []byte) {
 			break
 		}
 		b.open = !b.open
+		in = in || b.open
 		b.tail = b.tail[i+len(marker):]
+	}
+	if in {
+		b.counted++
 	}
 	// Keep what may be the first bytes of a marker.
 	if keep := max(len(b.r.Start), len(b.r.End)) - 1; len(b.tail) > keep {

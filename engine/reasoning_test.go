@@ -118,11 +118,10 @@ func TestBadReasoning(t *testing.T) {
 	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 1})
 	ok := engine.Reasoning{Budget: 1, Start: "<think>", End: "</think>", Close: []int32{5}}
 	for name, mod := range map[string]func(r *engine.Request){
-		"negative budget":    func(r *engine.Request) { r.Reasoning.Budget = -1 },
+		"budget, no close":   func(r *engine.Request) { r.Reasoning.Close = nil },
 		"no end":             func(r *engine.Request) { r.Reasoning.End = "" },
 		"no start":           func(r *engine.Request) { r.Reasoning.Start = "" },
 		"long marker":        func(r *engine.Request) { r.Reasoning.Start = strings.Repeat("x", engine.MaxMarker+1) },
-		"no close":           func(r *engine.Request) { r.Reasoning.Close = nil },
 		"close out of range": func(r *engine.Request) { r.Reasoning.Close = []int32{1 << 20} },
 		"show out of range":  func(r *engine.Request) { r.ShowTokens = []int32{-1} },
 		"too many to show":   func(r *engine.Request) { r.ShowTokens = make([]int32, engine.MaxMarker+1) },
@@ -134,6 +133,94 @@ func TestBadReasoning(t *testing.T) {
 		if _, err := e.Submit(context.Background(), req); !errors.Is(err, engine.ErrBadReasoning) {
 			t.Errorf("%s: %v, want ErrBadReasoning", name, err)
 		}
+	}
+	// Without a budget (only counted), no closing tokens are needed.
+	req := greedy("Hi", 2)
+	req.Reasoning = &engine.Reasoning{Budget: -1, Start: "<think>", End: "</think>"}
+	if _, res := collect(t, submit(t, e, req)); res.FinishReason != engine.FinishLength {
+		t.Errorf("a reasoning counted without a budget: %s %v", res.FinishReason, res.Err)
+	}
+	waitIdle(t, e)
+}
+
+// TestReasoningTokens: the engine counts the reasoning's tokens exactly
+// (Usage.ReasoningTokens): those from the one whose text completes
+// <think> (the first, when the prompt opened it) through the one that
+// completes </think>, the markers' tokens included; with a budget and
+// without one (Budget -1 only counts), closed by the model or never;
+// none without Reasoning. stories260K writes what the grammars make it.
+func TestReasoningTokens(t *testing.T) {
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 2})
+	closeToks, err := e.Tokenize("</think>", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// want is the count from the tokens' texts: the span from the token
+	// that completes <think> to the one that completes </think>.
+	want := func(lps []engine.TokenLogprobs, opened bool) int {
+		first, last := -1, len(lps)-1
+		if opened {
+			first = 0
+		}
+		var text strings.Builder
+		for i, lp := range lps {
+			text.WriteString(lp.Text)
+			if first < 0 && strings.Contains(text.String(), "<think>") {
+				first = i
+			}
+			if strings.Contains(text.String(), "</think>") {
+				last = i
+				break
+			}
+		}
+		if first < 0 {
+			return 0
+		}
+		return last - first + 1
+	}
+	for _, tc := range []struct {
+		name    string
+		r       *engine.Reasoning
+		grammar string
+	}{
+		{"counted, closed by the model", &engine.Reasoning{Budget: -1}, `root ::= [a-z ]{2,4} "<think>" [a-z ]{3,12} "</think>" [a-z ]+`},
+		{"counted, never closed", &engine.Reasoning{Budget: -1}, `root ::= [a-z ]{2,4} "<think>" [a-z ]+`},
+		{"counted, opened by the prompt", &engine.Reasoning{Budget: -1, Open: true}, `root ::= [a-z ]{3,12} "</think>" [a-z ]+`},
+		{"a budget closes it", &engine.Reasoning{Budget: 5, Close: closeToks}, `root ::= [a-z ]{2,4} "<think>" [a-z ]+ "</think>" [a-z ]+`},
+		{"a budget, opened by the prompt", &engine.Reasoning{Budget: 4, Open: true, Close: closeToks}, `root ::= [a-z ]+ "</think>" [a-z ]+`},
+	} {
+		req := greedy("Once upon a time", 40)
+		req.Grammar, req.Logprobs = tc.grammar, true
+		tc.r.Start, tc.r.End = "<think>", "</think>"
+		req.Reasoning = tc.r
+		out, lps, res := collectLogprobs(t, submit(t, e, req))
+		n := want(lps, tc.r.Open)
+		if n == 0 || n == res.Usage.CompletionTokens && !strings.Contains(tc.name, "never") && !tc.r.Open {
+			t.Fatalf("%s: %q: the test's reasoning is not a part of the answer", tc.name, out)
+		}
+		if res.Usage.ReasoningTokens != n {
+			t.Errorf("%s: %q: %d reasoning tokens of %d, want %d", tc.name, out, res.Usage.ReasoningTokens, res.Usage.CompletionTokens, n)
+		}
+		// Without a reasoning, nothing is counted.
+		req.Reasoning = nil
+		if _, res := collect(t, submit(t, e, req)); res.Usage.ReasoningTokens != 0 {
+			t.Errorf("%s, without Reasoning: %d reasoning tokens", tc.name, res.Usage.ReasoningTokens)
+		}
+	}
+	// Without logprobs the grammar's markers are written by jump-forward
+	// decoding (its tokens counted as any other's); counting, unlike a
+	// budget, does not keep a request from it: the answer is the same
+	// as without Reasoning, in as many forward passes.
+	req := greedy("Once upon a time", 40)
+	req.Grammar = `root ::= "ab <think>" [a-z ]{3,12} "</think>" [a-z ]+`
+	plain, plainRes := collect(t, submit(t, e, req))
+	req.Reasoning = &engine.Reasoning{Budget: -1, Start: "<think>", End: "</think>"}
+	out, res := collect(t, submit(t, e, req))
+	if res.Usage.ReasoningTokens < 2 || res.Usage.ReasoningTokens >= res.Usage.CompletionTokens {
+		t.Errorf("jump-forward: %q: %d reasoning tokens of %d", out, res.Usage.ReasoningTokens, res.Usage.CompletionTokens)
+	}
+	if out != plain || res.Usage.CompletionTokens != plainRes.Usage.CompletionTokens || res.Usage.EvaluatedTokens != plainRes.Usage.EvaluatedTokens {
+		t.Errorf("jump-forward: counted %q (%+v), not %q (%+v)", out, res.Usage, plain, plainRes.Usage)
 	}
 	waitIdle(t, e)
 }

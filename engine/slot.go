@@ -200,7 +200,7 @@ func (r *request) result(slotID int, reason FinishReason, err error, now time.Ti
 		FinishReason: reason, StopWord: g.stopWord, Err: err, Slot: slotID, Timings: t, Preemptions: g.preemptions,
 		Chunks: chunks,
 		Usage: Usage{
-			PromptTokens: len(r.tokens), CachedTokens: g.cached, CompletionTokens: g.decoded,
+			PromptTokens: len(r.tokens), CachedTokens: g.cached, CompletionTokens: g.decoded, ReasoningTokens: g.think.tokens(),
 			EvaluatedTokens:   g.evalPrompt + g.evalDecode,
 			ReevaluatedTokens: g.reevaluated(len(r.tokens)),
 		},

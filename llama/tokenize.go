@@ -21,9 +21,26 @@ var (
 	// ErrTokenize: the text has a character the vocabulary cannot encode
 	// and the vocabulary has no unknown token to stand for it.
 	ErrTokenize = errors.New("llama: tokenize failed")
-	// ErrTooManyTokens: the text needs more than TokenizeOptions.MaxTokens.
+	// ErrTooManyTokens: the text needs more than TokenizeOptions.MaxTokens
+	// (a *TooManyTokensError, which has the counts, but for a text over
+	// 1 GiB, which is not tokenized at all).
 	ErrTooManyTokens = errors.New("llama: too many tokens")
 )
+
+// TooManyTokensError is the error of a text that needs more tokens than
+// TokenizeOptions.MaxTokens: Tokens, its exact count, more than Max. It
+// wraps ErrTooManyTokens.
+type TooManyTokensError struct {
+	Tokens, Max int
+}
+
+// Error names the counts.
+func (e *TooManyTokensError) Error() string {
+	return fmt.Sprintf("%v: %d tokens, at most %d", ErrTooManyTokens, e.Tokens, e.Max)
+}
+
+// Unwrap returns ErrTooManyTokens, for errors.Is.
+func (e *TooManyTokensError) Unwrap() error { return ErrTooManyTokens }
 
 // Span is a byte range [Start, End) of a text.
 type Span struct{ Start, End int }
@@ -39,8 +56,9 @@ type TokenizeOptions struct {
 	// even when ParseSpecial is set: text a client wrote, inside a prompt
 	// whose template markers must stay special.
 	Plain []Span
-	// MaxTokens bounds the result (0: no bound); more is ErrTooManyTokens,
-	// found without allocating for the whole text.
+	// MaxTokens bounds the result (0: no bound); more is a
+	// *TooManyTokensError with the text's exact count, found without
+	// allocating for all of its tokens.
 	MaxTokens int
 }
 
@@ -85,7 +103,8 @@ func (m *Model) tokenizeRaw(text string, addSpecial, parseSpecial bool, maxToken
 	}
 	if n < 0 {
 		if maxTokens > 0 && -n > maxTokens {
-			return nil, fmt.Errorf("%w: %d tokens, at most %d", ErrTooManyTokens, -n, maxTokens)
+			// llama_tokenize counted them all: -n is the exact count.
+			return nil, &TooManyTokensError{Tokens: -n, Max: maxTokens}
 		}
 		toks = make([]Token, -n)
 		if n, err = m.tokenize(text, toks, addSpecial, parseSpecial); err != nil {
@@ -96,7 +115,7 @@ func (m *Model) tokenizeRaw(text string, addSpecial, parseSpecial bool, maxToken
 		}
 	}
 	if maxTokens > 0 && n > maxTokens {
-		return nil, fmt.Errorf("%w: %d tokens, at most %d", ErrTooManyTokens, n, maxTokens)
+		return nil, &TooManyTokensError{Tokens: n, Max: maxTokens}
 	}
 	return toks[:n], nil
 }
@@ -146,13 +165,22 @@ func (m *Model) tokenizeFragments(text string, o TokenizeOptions) ([]Token, erro
 		}
 		stripAround(frags)
 	}
+	// Past MaxTokens the tokens are only counted, for the error's exact
+	// count: memory stays within MaxTokens and one run of text.
 	var out []Token
+	n := 0
+	add := func(toks ...Token) {
+		n += len(toks)
+		if o.MaxTokens <= 0 || n <= o.MaxTokens {
+			out = append(out, toks...)
+		}
+	}
 	if o.AddSpecial {
-		out = append(out, m.first...)
+		add(m.first...)
 	}
 	for i := 0; i < len(frags); {
 		if frags[i].tok >= 0 {
-			out = append(out, frags[i].tok)
+			add(frags[i].tok)
 			i++
 			continue
 		}
@@ -165,16 +193,13 @@ func (m *Model) tokenizeFragments(text string, o TokenizeOptions) ([]Token, erro
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, toks...)
-		if o.MaxTokens > 0 && len(out) > o.MaxTokens {
-			return nil, fmt.Errorf("%w: more than %d", ErrTooManyTokens, o.MaxTokens)
-		}
+		add(toks...)
 	}
 	if o.AddSpecial {
-		out = append(out, m.last...)
+		add(m.last...)
 	}
-	if o.MaxTokens > 0 && len(out) > o.MaxTokens {
-		return nil, fmt.Errorf("%w: %d tokens, at most %d", ErrTooManyTokens, len(out), o.MaxTokens)
+	if o.MaxTokens > 0 && n > o.MaxTokens {
+		return nil, &TooManyTokensError{Tokens: n, Max: o.MaxTokens}
 	}
 	return out, nil
 }

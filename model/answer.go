@@ -147,8 +147,9 @@ func Merge(ds []wire.Delta) wire.Delta {
 // both formats is output as text (engine.Request.ShowTokens). A prompt
 // that opened the reasoning is noted, and a grammar that forces the
 // answer (tool_choice, response_format) then lets the reasoning go on
-// and close before what it forces; a budget becomes the engine's
-// (engine.Request.Reasoning), which closes the reasoning in time.
+// and close before what it forces. The reasoning's markers go to the
+// engine (engine.Request.Reasoning), which counts its tokens, and with a
+// budget closes it in time.
 func (m *Model) AnswerPlan(req *engine.Request, tools []wire.Tool, readCalls bool, max int, budget *int) Plan {
 	plan := Plan{}
 	if readCalls {
@@ -167,12 +168,19 @@ func (m *Model) AnswerPlan(req *engine.Request, tools []wire.Tool, readCalls boo
 	if req.Grammar != "" && opened {
 		req.Grammar = grammar.WithPrefix(req.Grammar, f.End(), f.Close())
 	}
+	// The engine counts the reasoning's tokens (Usage.ReasoningTokens),
+	// and closes it once a budget is spent.
+	start, end := f.Start(), f.End()
+	if end == "" || len(end) > engine.MaxMarker || len(start) > engine.MaxMarker || start == "" && !opened {
+		return plan
+	}
+	req.Reasoning = &engine.Reasoning{Budget: -1, Open: opened, Start: start, End: end}
 	n := m.budget
 	if budget != nil {
 		n = *budget
 	}
 	if n >= 0 && len(m.closeToks) > 0 {
-		req.Reasoning = &engine.Reasoning{Budget: n, Open: opened, Start: f.Start(), End: f.End(), Close: m.closeToks}
+		req.Reasoning.Budget, req.Reasoning.Close = n, m.closeToks
 	}
 	return plan
 }

@@ -25,6 +25,12 @@
 //   - /api/chat takes corral's "tool_choice" and "parallel_tool_calls"
 //     (OpenAI's shapes: "none", "auto", "required", a named function),
 //     since Ollama's API has no way to force a call.
+//   - A tool's function name is 1 to 128 letters, digits, '_' or '-'
+//     (toolName), else 400. Ollama checks no name; corral takes the
+//     widest rule of the dialects it speaks (Anthropic's), which every
+//     tool-call format it reads writes and parses back, rather than
+//     accept a name whose calls the model's format cannot carry (a
+//     space, a quote or an angle bracket ends a name in most of them).
 //   - A request without "model" is served by the default model, as on the
 //     other endpoints.
 //   - prompt_eval_count counts the whole prompt, cached or not, as Ollama
@@ -40,6 +46,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -261,10 +268,22 @@ func (body *ollamaGenerateRequest) check(lim *serving.Limits) *serving.Error {
 	return nil
 }
 
+// toolName is the rule for a tool's function name on /api/chat (see the
+// package doc): Anthropic's, the widest of the dialects corral speaks.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
 // check refuses what corral does not serve, whatever the model.
 func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 	if len(body.Messages) > lim.MaxMessages {
 		return serving.OverLimit("messages", "max-messages", lim.MaxMessages, "messages", "'messages' has %d messages", len(body.Messages))
+	}
+	if e := lim.CheckTools(body.Tools); e != nil {
+		return e
+	}
+	for i, t := range body.Tools {
+		if !toolName.MatchString(t.Function.Name) {
+			return serving.Invalid("tools", "tool %d: the function's name must be 1 to 128 letters, digits, '_' or '-', got %q", i, t.Function.Name)
+		}
 	}
 	for i, om := range body.Messages {
 		if len(om.Images) > 0 {
@@ -302,7 +321,8 @@ func (body *ollamaChatRequest) translate(lim *serving.Limits) (serving.Request, 
 	if e != nil {
 		return r, e
 	}
-	if r.Tools, e = body.ToolFields.Parse(lim); e != nil {
+	r.Tools.Defined = body.Tools
+	if r.Tools.Choice, e = body.ToolFields.Choice(lim); e != nil {
 		return r, e
 	}
 	r.Messages = make([]chat.Message, len(body.Messages))

@@ -600,6 +600,8 @@ func TestOllamaBadRequests(t *testing.T) {
 		{"tool_choice", chat, `{` + msgs + `,"tool_choice":"sometimes"}`, 400, "'tool_choice' must be"},
 		{"tool_choice without tools", chat, `{` + msgs + `,"tool_choice":"required"}`, 400, "needs 'tools'"},
 		{"tool_choice of no tool", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, 400, "not among 'tools'"},
+		{"tool name, 129", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"` + strings.Repeat("f", 129) + `"}}]}`, 400, "tool 0: the function's name must be 1 to 128 letters"},
+		{"tool name, a dot", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"a.b"}}]}`, 400, "tool 1: the function's name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -617,6 +619,19 @@ func TestOllamaBadRequests(t *testing.T) {
 				t.Errorf("submitted %+v", fake.Submitted)
 			}
 		})
+	}
+}
+
+// TestOllamaToolNames: /api/chat takes a tool name of Anthropic's 128
+// characters, past OpenAI's 64 (the rule the core applied to every
+// dialect), and renders it.
+func TestOllamaToolNames(t *testing.T) {
+	name := strings.Repeat("a", 64) + strings.Repeat("B-_9", 16)
+	fake := servetest.NewEngine()
+	fake.Model.ChatTemplate = `{% for t in tools or [] %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`
+	w := servetest.Serve(t, fake, Chat, `{"messages":[{"role":"user","content":"hi"}],"stream":false,"tools":[{"type":"function","function":{"name":"`+name+`"}}]}`)
+	if len(fake.Submitted) != 1 || fake.Submitted[0].Prompt != "["+name+"]hi" {
+		t.Fatalf("%d %s: submitted %+v", w.Code, w.Body, fake.Submitted)
 	}
 }
 

@@ -38,7 +38,7 @@ func TestChatEncoding(t *testing.T) {
 		`{` + h + `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
 		`{` + h + `,"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}`,
 		`{` + h + `,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}`,
-		`{` + h + `,"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":4}}}`,
+		`{` + h + `,"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":0}}}`,
 	}
 	for i := range want {
 		if i >= len(events) || events[i] != want[i] {
@@ -49,7 +49,7 @@ func TestChatEncoding(t *testing.T) {
 		t.Errorf("%d events, want %d", len(events), len(want))
 	}
 	b, _ := json.Marshal(f.Whole(servetest.Whole("Hello", "stop"), engine.Result{FinishReason: engine.FinishStop, Usage: engine.Usage{PromptTokens: 2, CompletionTokens: 1}}))
-	wantWhole := `{"id":"chatcmpl-X","object":"chat.completion","created":0,"model":"tiny","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`
+	wantWhole := `{"id":"chatcmpl-X","object":"chat.completion","created":0,"model":"tiny","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`
 	if got := normalize(b); got != wantWhole {
 		t.Errorf("whole:\n got %s\nwant %s", got, wantWhole)
 	}
@@ -79,7 +79,7 @@ func TestTextEncoding(t *testing.T) {
 	} else {
 		check(evs[0], `{`+h+`,"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}]}`)
 	}
-	check(f.Whole(servetest.Whole("ab", "stop"), res), `{`+h+`,"choices":[{"text":"ab","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`)
+	check(f.Whole(servetest.Whole("ab", "stop"), res), `{`+h+`,"choices":[{"text":"ab","index":0,"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`)
 }
 
 func TestWriteError(t *testing.T) {

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
 
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -16,16 +18,34 @@ type ToolFields struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
-// Parse reads f, its tool_choice parsed, within lim's counts.
+// functionName is OpenAI's rule for a function's name: 1 to 64 letters,
+// digits, underscores and dashes (Chat Completions and Responses).
+var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Parse reads f, its tool_choice parsed, within lim's counts; each
+// function's name follows OpenAI's rule (functionName).
 func (f *ToolFields) Parse(lim *serving.Limits) (serving.Tools, *serving.Error) {
 	t := serving.Tools{Defined: f.Tools}
 	if e := lim.CheckTools(f.Tools); e != nil {
 		return t, e
 	}
+	for i, tool := range f.Tools {
+		if !functionName.MatchString(tool.Function.Name) {
+			param := fmt.Sprintf("tools[%d].function.name", i)
+			return t, serving.Invalid(param, "'%s' must be 1 to 64 letters, digits, '_' or '-', got %q", param, tool.Function.Name)
+		}
+	}
 	var e *serving.Error
-	t.Choice, e = parseToolChoice(f.ToolChoice, lim)
-	t.Choice.Single = f.ParallelToolCalls != nil && !*f.ParallelToolCalls
+	t.Choice, e = f.Choice(lim)
 	return t, e
+}
+
+// Choice reads f's tool_choice and parallel_tool_calls alone, for a
+// dialect with its own rule for the tools' names (Ollama's).
+func (f *ToolFields) Choice(lim *serving.Limits) (serving.ToolChoice, *serving.Error) {
+	c, e := parseToolChoice(f.ToolChoice, lim)
+	c.Single = f.ParallelToolCalls != nil && !*f.ParallelToolCalls
+	return c, e
 }
 
 // toolChoiceForms is what a tool_choice that cannot be read is told.

@@ -159,6 +159,11 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 		return e
 	}
 	g.Framing = serving.SSE
+	// A prompt over the context fails the response in its stream, as
+	// OpenAI's does: Codex compacts its conversation on a response.failed
+	// of code context_length_exceeded, and takes a 400 for a broken
+	// request.
+	g.InStream = func(e *serving.Error) bool { return e.Code == "context_length_exceeded" }
 	resp := NewResponse(NewID("resp"), r.Model, time.Now().Unix(), r, t)
 	enc := &encoder{s: NewStream(resp, t.Namespaces)}
 	if e := x.Core.Generate(x, req, g, enc); e != nil {
@@ -205,7 +210,10 @@ func coreRequest(r *Request, t *Translation, lim *serving.Limits) (serving.Reque
 }
 
 // encoder frames the core's answer through a Stream.
-type encoder struct{ s *Stream }
+type encoder struct {
+	s       *Stream
+	started bool // Start's events were sent
+}
 
 // events are a Stream's events as the core writes them: each frames
 // itself (serving.SSEAppender).
@@ -218,7 +226,10 @@ func events(evs []Event) []any {
 }
 
 // Start is response.created and response.in_progress.
-func (f *encoder) Start() []any { return events(f.s.Start()) }
+func (f *encoder) Start() []any {
+	f.started = true
+	return events(f.s.Start())
+}
 
 // Deltas are the events of each piece of the answer.
 func (f *encoder) Deltas(ds []wire.Delta, _ []wire.ToolCall, _ engine.Chunk) []any {
@@ -252,9 +263,35 @@ func (f *encoder) Whole(a serving.Answer, res engine.Result) any {
 	return f.s.Response()
 }
 
-// Error is the error event of a stream already begun.
+// Error fails the response of a stream already begun: the open item
+// closes, and response.failed carries the error's code (its type's name
+// when it has none: server_error, invalid_request_error) and message,
+// after response.created and response.in_progress when the stream had
+// sent only pings. Codex reads a response's failure there (and no
+// "error" event): code context_length_exceeded makes it compact its
+// conversation, any other retry.
 func (f *encoder) Error(e *serving.Error) any {
-	return f.s.ErrorEvent(&Error{Status: e.Status, Param: e.Param, Code: e.Code, Message: e.Message})
+	var evs eventList
+	if !f.started {
+		f.started = true
+		evs = f.s.Start()
+	}
+	code := e.Code
+	if code == "" {
+		code = wire.ErrorType(e.Status)
+	}
+	return append(evs, f.s.Fail(code, e.Message)...)
+}
+
+// eventList is events the core writes as one (serving.SSEAppender).
+type eventList []Event
+
+// AppendSSE appends each event.
+func (l eventList) AppendSSE(dst []byte) []byte {
+	for _, e := range l {
+		dst = e.AppendSSE(dst)
+	}
+	return dst
 }
 
 // Ping keeps the stream alive with an SSE comment.
@@ -262,7 +299,7 @@ func (f *encoder) Ping() any { return nil }
 
 // usageOf is the engine's usage in the stream's terms.
 func usageOf(u engine.Usage) TokenUsage {
-	return TokenUsage{PromptTokens: u.PromptTokens, CachedPromptTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens}
+	return TokenUsage{PromptTokens: u.PromptTokens, CachedPromptTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens, ReasoningTokens: u.ReasoningTokens}
 }
 
 // Ensure the adapters fit the core.
@@ -270,4 +307,5 @@ var (
 	_ serving.Body        = (*createRequest)(nil)
 	_ serving.Encoder     = (*encoder)(nil)
 	_ serving.SSEAppender = Event{}
+	_ serving.SSEAppender = eventList{}
 )

@@ -161,7 +161,7 @@ type TokenUsage struct {
 	PromptTokens       int
 	CachedPromptTokens int // of PromptTokens, found in the cache
 	CompletionTokens   int
-	ReasoningTokens    int // of CompletionTokens; 0 when not known
+	ReasoningTokens    int // of CompletionTokens, the reasoning's (engine.Usage.ReasoningTokens)
 }
 
 // NewID returns a new random identifier with prefix ("resp", "msg", "fc",

@@ -60,7 +60,7 @@ func EmbedError(err error, info engine.ModelInfo) *Error {
 		switch {
 		case errors.Is(err, engine.ErrPromptTooLong):
 			e := Invalid("input", "%s is too long: %v", where, ie.Err)
-			e.Code = "context_length_exceeded"
+			e.Code, e.Cause = "context_length_exceeded", err
 			return e
 		case errors.Is(err, engine.ErrTokenize):
 			return Invalid("input", "%s has text this model's vocabulary cannot encode: %v", where, ie.Err)

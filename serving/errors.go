@@ -19,10 +19,17 @@ type Error struct {
 	Message string
 	Param   string // the request field at fault, "" when none
 	Code    string // a machine-readable code, "" when none
+	// Cause is the error reported, for a dialect that words it in its
+	// own way (errors.As: an *engine.PromptTooLongError, whose counts
+	// Anthropic's message gives); nil when none.
+	Cause error
 }
 
 // Error returns the message.
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the Cause, for errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Invalid returns a 400 invalid_request_error about param.
 func Invalid(param, format string, args ...any) *Error {
@@ -43,9 +50,7 @@ func SubmitError(err error, param string) *Error {
 	case errors.Is(err, engine.ErrClosed):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the server is shutting down"}
 	case errors.Is(err, engine.ErrPromptTooLong):
-		e := Invalid(param, "%v", err)
-		e.Code = "context_length_exceeded"
-		return e
+		return promptTooLong(err, param)
 	case errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrBadToken):
 		return Invalid(param, "%v", err)
 	case errors.Is(err, engine.ErrTokenize):
@@ -63,6 +68,19 @@ func SubmitError(err error, param string) *Error {
 		return &Error{Status: 499, Message: err.Error()}
 	}
 	return &Error{Status: http.StatusInternalServerError, Message: err.Error()}
+}
+
+// promptTooLong is the 400 of a prompt longer than the context
+// (engine.ErrPromptTooLong), code context_length_exceeded, about param,
+// err its Cause.
+func promptTooLong(err error, param string) *Error {
+	e := Invalid(param, "%v", err)
+	var pt *engine.PromptTooLongError
+	if errors.As(err, &pt) {
+		e.Message = fmt.Sprintf("the prompt has %d tokens, over the maximum context length: a prompt may have %d tokens (%d per request, one of them for the answer)", pt.Tokens, pt.Max, pt.Max+1)
+	}
+	e.Code, e.Cause = "context_length_exceeded", err
+	return e
 }
 
 // ResultError reports a generation that did not finish normally, or nil,

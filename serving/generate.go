@@ -106,6 +106,14 @@ type Generation struct {
 	// PacedID is a paced stream's response id, by which continue and
 	// cancel find it (see Core.Paced); "" when not paced.
 	PacedID string
+	// InStream, when set, picks the errors of a stream's submission
+	// (the engine refused the request before its first event) that the
+	// stream reports all the same, as a failure its client reads there:
+	// the headers (200), the encoder's Start, then its Error. Others are
+	// an HTTP status, as always. OpenAI's Responses fails a response
+	// whose prompt is over the context in its stream (response.failed,
+	// code context_length_exceeded), where Codex looks for it.
+	InStream func(e *Error) bool
 }
 
 // Generate admits req, submits it on the request's context and answers
@@ -118,8 +126,9 @@ type Generation struct {
 // StreamConfig.KeepAlive has passed without any, whichever comes first,
 // and then enc's ping whenever KeepAlive passes without an event. A
 // request that fails before the headers (admission, queue full, queue
-// timeout, engine error) returns its error, for the handler to write; one
-// that fails after them gets enc's error event, then [DONE] with SSEDone.
+// timeout, engine error) returns its error, for the handler to write
+// (but for the errors g.InStream picks); one that fails after them gets
+// enc's error event, then [DONE] with SSEDone.
 // An answer whose tool call failed is repaired (see Options.ToolRepair):
 // a whole one before it is sent, a streamed one from the failed call on
 // (see streamrepair.go).
@@ -137,6 +146,13 @@ func (c *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 			e = g.unsatisfiable(err)
 		case errors.Is(err, engine.ErrGrammar) && g.GrammarParam != "":
 			e.Param = g.GrammarParam
+		}
+		if g.Stream && g.InStream != nil && g.InStream(e) {
+			st := &stream{x: x, g: g, enc: enc, cfg: StreamConfigOf(ctx)}
+			if st.begin() == nil && st.sw.event(enc.Error(e)) == nil && g.Framing == SSEDone {
+				st.sw.done()
+			}
+			return nil
 		}
 		return e
 	}

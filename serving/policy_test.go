@@ -101,6 +101,7 @@ func keyServer(t testing.TB, a *serving.Core, keys []string) *httptest.Server {
 		"POST /api/show":                          servetest.Bind(a, ollama.Show),
 		"POST /api/chat":                          servetest.Bind(a, ollama.Chat),
 		"POST /v1/messages":                       servetest.Bind(a, anthropic.Messages),
+		"POST /v1/messages/count_tokens":          servetest.Bind(a, anthropic.CountTokens),
 	} {
 		mux.Handle(pattern, h)
 	}

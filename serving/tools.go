@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/model"
@@ -74,9 +73,6 @@ type ToolPlan struct {
 	Grammar string
 }
 
-// functionName is OpenAI's rule for function names.
-var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
 // ToolPlan checks the tool fields and decides how to answer them.
 //
 // tool_choice "none" hides the tools from the template and reads no
@@ -89,8 +85,12 @@ var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // grammar writes one, and in "auto" only the first call the model writes
 // is kept.
 //
-// A function defined twice in tools is refused; one named twice in
-// allowed_tools is shown once. Counts are bounded by lim, and every
+// What a function's name may be is each dialect's rule (OpenAI's 64
+// characters, Anthropic's 128), checked as it translates its body: the
+// plan checks only what every dialect shares. A tool that is not a
+// function, or whose parameters are not an object, is refused, and so is
+// a function defined twice in tools; one named twice in allowed_tools is
+// shown once. Counts are bounded by lim, and every
 // lookup is by name in a map: the plan takes time linear in the request.
 func PlanTools(m *model.Model, f *Tools, lim *Limits) (ToolPlan, *Error) {
 	plan := ToolPlan{Format: m.ToolFormat()}
@@ -100,11 +100,8 @@ func PlanTools(m *model.Model, f *Tools, lim *Limits) (ToolPlan, *Error) {
 	names := make(map[string]int, len(f.Defined)) // index in f.Defined by name
 	for i, t := range f.Defined {
 		param := fmt.Sprintf("tools[%d]", i)
-		switch {
-		case t.Type != "function":
+		if t.Type != "function" {
 			return plan, Invalid(param+".type", "'%s.type' must be \"function\", got %q", param, t.Type)
-		case !functionName.MatchString(t.Function.Name):
-			return plan, Invalid(param+".function.name", "'%s.function.name' must be 1 to 64 letters, digits, '_' or '-', got %q", param, t.Function.Name)
 		}
 		if _, ok := names[t.Function.Name]; ok {
 			return plan, Invalid(param+".function.name", "tool %q is defined twice", t.Function.Name)

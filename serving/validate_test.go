@@ -172,6 +172,7 @@ func TestSubmitErrors(t *testing.T) {
 		{engine.ErrQueueTimeout, 503, wire.TypeServer, "queue_timeout", "", "1"},
 		{engine.ErrClosed, 503, wire.TypeServer, "unavailable", "", "1"},
 		{fmt.Errorf("%w: 900 prompt tokens, 512 per slot", engine.ErrPromptTooLong), 400, wire.TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
+		{&engine.PromptTooLongError{Tokens: 900, Max: 511}, 400, wire.TypeInvalidRequest, "context_length_exceeded", "prompt", ""},
 		{engine.ErrEmptyPrompt, 400, wire.TypeInvalidRequest, "", "prompt", ""},
 		{fmt.Errorf("engine: token 5: %w", engine.ErrBadToken), 400, wire.TypeInvalidRequest, "", "prompt", ""},
 		{fmt.Errorf("%w: 5 bytes of text", engine.ErrTokenize), 400, wire.TypeInvalidRequest, "", "prompt", ""},

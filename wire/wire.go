@@ -40,6 +40,9 @@ type Usage struct {
 	CompletionTokens    int                 `json:"completion_tokens"`
 	TotalTokens         int                 `json:"total_tokens"`
 	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	// CompletionTokensDetails break the completion tokens down; nil
+	// when not known.
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
 	// Paced are a paced response's measurements (corral's extension).
 	Paced *PacedMetrics `json:"paced,omitempty"`
 }
@@ -48,6 +51,12 @@ type Usage struct {
 type PromptTokensDetails struct {
 	// CachedTokens were found in the cache, not evaluated again.
 	CachedTokens int `json:"cached_tokens"`
+}
+
+// CompletionTokensDetails break the completion tokens down.
+type CompletionTokensDetails struct {
+	// ReasoningTokens are the tokens of the model's reasoning.
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 // PacedMetrics are one paced response's measurements (corral's
