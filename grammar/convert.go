@@ -95,7 +95,7 @@ func (c *converter) body(s *schema, name string) (*expr, error) {
 		return c.anyOf(s, name)
 	}
 	if s.konst != nil {
-		return seq(literal(s.konst), ref("space")), nil
+		return seq(literal(s.konst), c.g.space()), nil
 	}
 	if s.enum != nil {
 		if err := c.spend(len(s.enum), s); err != nil {
@@ -105,7 +105,7 @@ func (c *converter) body(s *schema, name string) (*expr, error) {
 		for i, v := range s.enum {
 			alts[i] = literal(v)
 		}
-		return seq(alt(alts...), ref("space")), nil
+		return seq(alt(alts...), c.g.space()), nil
 	}
 	types := s.types
 	if types == nil {
@@ -165,7 +165,7 @@ func (c *converter) typed(s *schema, t, name string) (*expr, error) {
 	case "string":
 		return c.str(s)
 	case "integer":
-		return integer(s)
+		return c.integer(s)
 	}
 	return ref(t), nil // null, boolean, number
 }

@@ -37,8 +37,12 @@
 //     multipleOf, ...) are ignored, so the grammar accepts more than the
 //     schema does.
 //
-// Between tokens the grammar allows nothing, one space, or a line break and
-// up to 20 spaces or tabs, so models can write indented JSON.
+// By default the grammar allows no whitespace between the tokens of the
+// JSON (compact JSON, {"a":1,"b":[2,3]}: a value in the fewest tokens);
+// with SchemaLimits.Whitespace WhitespaceFree it allows, after each token,
+// nothing, one space, or a line break and up to 20 spaces or tabs, so
+// models can write indented JSON. The text inside strings is the schema's
+// either way.
 package grammar
 
 import (
@@ -52,10 +56,24 @@ import (
 // message names the JSON pointer (#/...) of the fault.
 var ErrInvalidSchema = errors.New("invalid JSON schema")
 
-// JSONObject is a GBNF grammar accepting any JSON object (response_format
-// {"type":"json_object"}). It is what FromSchema returns for
-// {"type":"object"}.
+// JSONObject is a GBNF grammar accepting any JSON object, written compact
+// (response_format {"type":"json_object"}). It is what FromSchema returns
+// for {"type":"object"}.
 const JSONObject = `root ::= object
+object ::= "{" (string ":" value ("," string ":" value)*)? "}"
+string ::= "\"" char* "\""
+value ::= object | array | string | number | boolean | null
+char ::= [^"\\\x7F\x00-\x1F] | escape
+array ::= "[" (value ("," value)*)? "]"
+number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?
+boolean ::= "true" | "false"
+null ::= "null"
+escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+`
+
+// JSONObjectFree is JSONObject with whitespace between the tokens
+// (WhitespaceFree).
+const JSONObjectFree = `root ::= object
 object ::= "{" space (string ":" space value ("," space string ":" space value)*)? "}" space
 space ::= "" | " " | "\n" [ \t]{0,20}
 string ::= "\"" char* "\"" space
@@ -68,6 +86,54 @@ null ::= "null" space
 escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 `
 
+// JSONObjectGrammar is the grammar of any JSON object with the
+// whitespace lim allows: JSONObject or JSONObjectFree.
+func JSONObjectGrammar(lim SchemaLimits) string {
+	if lim.Whitespace == WhitespaceFree {
+		return JSONObjectFree
+	}
+	return JSONObject
+}
+
+// Whitespace is the whitespace a grammar of JSON lets a model write
+// between the JSON's tokens (keys, values, ':', ',', brackets and
+// braces). The text inside strings is the schema's either way.
+type Whitespace uint8
+
+const (
+	// WhitespaceCompact allows none: compact JSON, {"a":1,"b":[2,3]},
+	// the fewest tokens a value takes. It is the zero value, the
+	// default.
+	WhitespaceCompact Whitespace = iota
+	// WhitespaceFree allows, after each token, nothing, one space, or a
+	// line break and up to 20 spaces or tabs (the rule of llama.cpp's
+	// converter), so a model may indent. A model that lays out its JSON
+	// on its own can then spend many tokens on it: a small one may
+	// write a line break and 20 spaces after every value.
+	WhitespaceFree
+)
+
+// whitespaceNames are the names String gives and ParseWhitespace reads.
+var whitespaceNames = [...]string{WhitespaceCompact: "compact", WhitespaceFree: "free"}
+
+// String is w's name: compact or free.
+func (w Whitespace) String() string {
+	if int(w) < len(whitespaceNames) {
+		return whitespaceNames[w]
+	}
+	return fmt.Sprintf("Whitespace(%d)", w)
+}
+
+// ParseWhitespace reads a Whitespace's name, compact or free.
+func ParseWhitespace(name string) (Whitespace, error) {
+	for w, n := range whitespaceNames {
+		if n == name {
+			return Whitespace(w), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: want compact or free", name)
+}
+
 // SchemaLimits bound the schema documents FromSchemaLimits converts. They
 // are checked while the document is read, before any conversion, and the
 // conversion takes time and memory linear in the document within them.
@@ -79,6 +145,11 @@ type SchemaLimits struct {
 	// MaxProperties bounds the members of "properties" objects, all of
 	// them together.
 	MaxProperties int
+	// Whitespace is not a bound but the one choice every conversion
+	// takes, carried with the bounds to each of them: the whitespace the
+	// grammar allows between the JSON's tokens. The zero value is
+	// DefaultSchemaLimits', WhitespaceCompact.
+	Whitespace Whitespace
 }
 
 // DefaultSchemaLimits are the limits of FromSchema and FromSchemaFramed,
@@ -150,8 +221,9 @@ type Frame struct {
 }
 
 // FromSchemaFramed converts a JSON Schema like FromSchema, for one or more
-// documents inside the literal text of f. The documents' trailing
-// whitespace rule stays, so a model may write a line break before After.
+// documents inside the literal text of f. With WhitespaceFree
+// (FromSchemaFramedLimits) the documents' trailing whitespace rule stays,
+// so a model may write a line break before After.
 func FromSchemaFramed(data json.RawMessage, f Frame) (string, error) {
 	return convert(data, &f, DefaultSchemaLimits)
 }
@@ -177,7 +249,7 @@ func conversion(data json.RawMessage, f *Frame, lim SchemaLimits) (string, *conv
 		}
 		return "", nil, fmt.Errorf("%w: not JSON: %v", ErrInvalidSchema, err)
 	}
-	c := &converter{doc: doc, dec: newDecoder(), g: newRuleSet(), refs: map[*schema]string{}, defs: map[string]*schema{}, where: map[string]*path{}}
+	c := &converter{doc: doc, dec: newDecoder(), g: newRuleSet(lim.Whitespace), refs: map[*schema]string{}, defs: map[string]*schema{}, where: map[string]*path{}}
 	g, err := c.convert(f)
 	return g, c, err
 }

@@ -188,13 +188,18 @@ func TestLimitErrorMessages(t *testing.T) {
 // schemaGrammars returns grammars FromSchema makes: for this package's
 // schema test cases and for realistic nested and large schemas.
 func schemaGrammars(t testing.TB) map[string]string {
-	out := map[string]string{"JSONObject": JSONObject}
+	out := map[string]string{"JSONObject": JSONObject, "JSONObjectFree": JSONObjectFree}
+	free := SchemaLimits{Whitespace: WhitespaceFree}
 	add := func(name, schema string) {
 		g, err := FromSchema([]byte(schema))
 		if err != nil {
 			t.Fatalf("FromSchema(%s): %v", name, err)
 		}
 		out[name] = g
+		if g, err = FromSchemaLimits([]byte(schema), free); err != nil {
+			t.Fatalf("FromSchemaLimits(%s, free whitespace): %v", name, err)
+		}
+		out[name+", free whitespace"] = g
 	}
 	for _, tc := range schemaCases {
 		add(tc.name, tc.schema)

@@ -997,7 +997,7 @@ func TestFamilyGrammars(t *testing.T) {
 		{Apertus, []string{`"<|tools_prefix|>["`, `"{\"get_weather\": "`, `"]<|tools_suffix|>"`}},
 		{NemotronV2, []string{`"<TOOLCALL>["`, `"]</TOOLCALL>"`}},
 		{Granite, []string{`"<|tool_call|>["`}},
-		{Llama3, []string{`"\"parameters\""`, `"\"get_weather\""`}},
+		{Llama3, []string{`",\"parameters\":"`, `"\"get_weather\""`}},
 		{Pythonic, []string{`"get_weather(city="`, `", days="`, `"get_time()"`}},
 		{LFM2, []string{`"<|tool_call_start|>["`, `"]<|tool_call_end|>"`, `"get_time()"`}},
 		{FunctionaryV31, []string{`"<function=get_weather>"`, `"</function>"`}},
@@ -1198,5 +1198,33 @@ func TestFamiliesReadTheirTemplates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every format's grammar writes the calls' JSON compact by default (no
+// rule "space", which allows whitespace between JSON's tokens), and with
+// grammar.WhitespaceFree allows whitespace there, as before.
+func TestGrammarsCompactJSON(t *testing.T) {
+	for _, f := range all() {
+		for _, parallel := range []bool{false, true} {
+			g, err := f.Grammar(testTools, parallel, grammar.SchemaLimits{})
+			if err != nil {
+				t.Fatalf("%s: %v", f.Name(), err)
+			}
+			if strings.Contains(g, "space") {
+				t.Errorf("%s: the default grammar allows whitespace in JSON:\n%s", f.Name(), g)
+			}
+			free, err := f.Grammar(testTools, parallel, grammar.SchemaLimits{Whitespace: grammar.WhitespaceFree})
+			if err != nil {
+				t.Fatalf("%s, free whitespace: %v", f.Name(), err)
+			}
+			if err := grammar.Validate(free, grammar.DefaultLimits); err != nil {
+				t.Fatalf("%s, free whitespace: %v\n%s", f.Name(), err, free)
+			}
+			// Every format writes some value of testTools as JSON.
+			if !strings.Contains(free, "\nspace ::= ") {
+				t.Errorf("%s: the grammar with free whitespace has no rule space:\n%s", f.Name(), free)
+			}
+		}
 	}
 }
