@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
@@ -966,6 +967,51 @@ func TestFamilyParsersCut(t *testing.T) {
 		}
 		if content, _ := Parse(f, testTools, cutMarker, 0, false); content != cutMarker {
 			t.Errorf("%s: natural end: content %q, want %q", f.Name(), content, cutMarker)
+		}
+	}
+}
+
+// An answer cut off inside a character of a marker ends with U+FFFD (the
+// engine's stand-in for the character's first bytes): the marker cut
+// off is dropped all the same, after text and after a call. A >>> cut off
+// in functionary v3.2's recipient is dropped too.
+func TestFamilyParsersCutInsideCharacter(t *testing.T) {
+	n := 0
+	for _, f := range all() {
+		if len(f.Markers()) == 0 {
+			continue
+		}
+		m := f.Markers()[0]
+		for i := 1; i < len(m); i++ {
+			if m[i] < utf8.RuneSelf || !utf8.RuneStart(m[i]) {
+				continue
+			}
+			n++
+			text := "Hi " + m[:i] + "\uFFFD"
+			if content, _ := Parse(f, testTools, text, 0, true); content != "Hi " {
+				t.Errorf("%s: %q cut off: content %q, want %q", f.Name(), text, content, "Hi ")
+			}
+			if content, _ := Parse(f, testTools, text, 0, false); content != text {
+				t.Errorf("%s: %q at its natural end: content %q", f.Name(), text, content)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no marker with a character of several bytes")
+	}
+	call := "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"zone\":\"UTC\"}\n```<｜tool▁call▁end｜>"
+	for _, tc := range []struct {
+		f    Format
+		text string
+	}{
+		{DeepSeekR1, "<｜tool▁calls▁begin｜>" + call + "<｜tool\uFFFD"},
+		{DeepSeekR1, "<｜tool▁calls▁begin｜>" + call + call + "<｜tool▁call\uFFFD"},
+		{FunctionaryV32, ">>>get_time\n{\"zone\":\"UTC\"}>>>get"},
+		{FunctionaryV32, ">>>get_time\n{\"zone\":\"UTC\"}>>>"},
+	} {
+		content, calls := Parse(tc.f, testTools, tc.text, 0, true)
+		if content != "" || len(calls) == 0 {
+			t.Errorf("%s: %q cut off: content %q, %d calls", tc.f.Name(), tc.text, content, len(calls))
 		}
 	}
 }
