@@ -50,9 +50,8 @@ func Opt(e Expr) Expr { return Expr{opt(e.e)} }
 func Repeat(e Expr, min, max int) Expr { return Expr{rep(e.e, min, max)} }
 
 // Space matches the whitespace a JSON value of b's grammar may end with:
-// nothing with WhitespaceCompact (an empty expression), or with
-// WhitespaceFree nothing, a space, or a line break with up to 20 spaces
-// or tabs.
+// with WhitespaceFree nothing, a space, or a line break with up to 20
+// spaces or tabs; else nothing (an empty expression).
 func (b *Builder) Space() Expr { return Expr{b.g.space()} }
 
 func unwrap(es []Expr) []*expr {

@@ -1,9 +1,9 @@
 package grammar
 
 // Builtin rules. Every rule for a JSON value ends by consuming the
-// whitespace the grammar allows (g.space(): the rule "space", or nothing
-// for compact JSON), so sequences of values need no whitespace of their
-// own; only the text after '{', '[', ':' and ',' adds a space.
+// whitespace the grammar allows (g.space(): the rule "space", or nothing),
+// so sequences of values need no whitespace of their own; only the text
+// after '{' and '[' adds g.space(), and after ':' and ',' g.sep().
 
 var (
 	digit    = class(runeRange{'0', '9'})
@@ -37,7 +37,7 @@ var builtins = map[string]func(g *ruleSet) *expr{
 		return alt(ref("object"), ref("array"), ref("string"), ref("number"), ref("boolean"), ref("null"))
 	},
 	"object": func(g *ruleSet) *expr {
-		member := seq(ref("string"), lit(":"), g.space(), ref("value"))
+		member := seq(ref("string"), lit(":"), g.sep(), ref("value"))
 		return g.commaList("{", member, 0, -1, "}")
 	},
 	"array": func(g *ruleSet) *expr {
@@ -92,7 +92,7 @@ var builtins = map[string]func(g *ruleSet) *expr{
 func (g *ruleSet) commaList(open string, item *expr, lo, hi int, close string) *expr {
 	items := empty()
 	if hi != 0 {
-		tail := seq(lit(","), g.space(), item)
+		tail := seq(lit(","), g.sep(), item)
 		items = seq(item, rep(tail, max(lo-1, 0), decrement(hi)))
 		if lo == 0 {
 			items = opt(items)

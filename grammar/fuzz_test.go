@@ -6,9 +6,8 @@ import (
 )
 
 // FuzzFromSchema checks that no input panics, that every failure wraps
-// ErrInvalidSchema, and that every grammar, compact or with free
-// whitespace, parses, has no left recursion and passes Validate unless it
-// is too big.
+// ErrInvalidSchema, and that every grammar, under each Whitespace,
+// parses, has no left recursion and passes Validate unless it is too big.
 func FuzzFromSchema(f *testing.F) {
 	for _, tc := range schemaCases {
 		f.Add(tc.schema)
@@ -22,7 +21,7 @@ func FuzzFromSchema(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, schema string) {
-		for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree} {
+		for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree, WhitespaceSpaced} {
 			fuzzSchema(t, schema, SchemaLimits{Whitespace: ws})
 		}
 	})

@@ -19,7 +19,8 @@
 //     properties is closed and one without properties is open.
 //   - Additional property names cannot repeat declared ones, unless a
 //     declared name needs escapes in JSON.
-//   - enum and const values must be written as compact JSON.
+//   - enum and const values must be written as compact JSON (with
+//     WhitespaceSpaced, with a space after each ':' and ',').
 //   - The formats time and date-time need a time zone offset (RFC 3339).
 //   - prefixItems are all required; without items, no further items may
 //     follow them.
@@ -38,11 +39,12 @@
 //     schema does.
 //
 // By default the grammar allows no whitespace between the tokens of the
-// JSON (compact JSON, {"a":1,"b":[2,3]}: a value in the fewest tokens);
-// with SchemaLimits.Whitespace WhitespaceFree it allows, after each token,
-// nothing, one space, or a line break and up to 20 spaces or tabs, so
-// models can write indented JSON. The text inside strings is the schema's
-// either way.
+// JSON (compact JSON, {"a":1,"b":[2,3]}: a value in the fewest tokens).
+// SchemaLimits.Whitespace may ask for WhitespaceFree instead: after each
+// token nothing, one space, or a line break and up to 20 spaces or tabs,
+// so models can write indented JSON; or for WhitespaceSpaced: one space
+// after each ':' and ',', {"a": 1, "b": [2, 3]}. The text inside strings
+// is the schema's in every case.
 package grammar
 
 import (
@@ -86,11 +88,28 @@ null ::= "null" space
 escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 `
 
+// JSONObjectSpaced is JSONObject with a space after each ':' and ','
+// (WhitespaceSpaced).
+const JSONObjectSpaced = `root ::= object
+object ::= "{" (string ": " value (", " string ": " value)*)? "}"
+string ::= "\"" char* "\""
+value ::= object | array | string | number | boolean | null
+char ::= [^"\\\x7F\x00-\x1F] | escape
+array ::= "[" (value (", " value)*)? "]"
+number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?
+boolean ::= "true" | "false"
+null ::= "null"
+escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+`
+
 // JSONObjectGrammar is the grammar of any JSON object with the
-// whitespace lim allows: JSONObject or JSONObjectFree.
+// whitespace lim allows: JSONObject, JSONObjectFree or JSONObjectSpaced.
 func JSONObjectGrammar(lim SchemaLimits) string {
-	if lim.Whitespace == WhitespaceFree {
+	switch lim.Whitespace {
+	case WhitespaceFree:
 		return JSONObjectFree
+	case WhitespaceSpaced:
+		return JSONObjectSpaced
 	}
 	return JSONObject
 }
@@ -111,12 +130,17 @@ const (
 	// on its own can then spend many tokens on it: a small one may
 	// write a line break and 20 spaces after every value.
 	WhitespaceFree
+	// WhitespaceSpaced has one space after each ':' and ',' and none
+	// elsewhere, {"a": 1, "b": [2, 3]}: JSON as Python's json.dumps and
+	// chat templates' tojson write it, so the calls in a model's prompt
+	// look the same. The spaces are forced text, not the model's choice.
+	WhitespaceSpaced
 )
 
 // whitespaceNames are the names String gives and ParseWhitespace reads.
-var whitespaceNames = [...]string{WhitespaceCompact: "compact", WhitespaceFree: "free"}
+var whitespaceNames = [...]string{WhitespaceCompact: "compact", WhitespaceFree: "free", WhitespaceSpaced: "spaced"}
 
-// String is w's name: compact or free.
+// String is w's name: compact, free or spaced.
 func (w Whitespace) String() string {
 	if int(w) < len(whitespaceNames) {
 		return whitespaceNames[w]
@@ -124,14 +148,14 @@ func (w Whitespace) String() string {
 	return fmt.Sprintf("Whitespace(%d)", w)
 }
 
-// ParseWhitespace reads a Whitespace's name, compact or free.
+// ParseWhitespace reads a Whitespace's name: compact, free or spaced.
 func ParseWhitespace(name string) (Whitespace, error) {
 	for w, n := range whitespaceNames {
 		if n == name {
 			return Whitespace(w), nil
 		}
 	}
-	return 0, fmt.Errorf("%q: want compact or free", name)
+	return 0, fmt.Errorf("%q: want compact, free or spaced", name)
 }
 
 // SchemaLimits bound the schema documents FromSchemaLimits converts. They

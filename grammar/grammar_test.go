@@ -309,13 +309,16 @@ var schemaCases = []struct {
 // TestSchemas: each case's grammar with WhitespaceFree accepts its texts
 // as written, and with a trailing space; the default grammar, compact,
 // accepts them compacted and refuses them as written where they have
-// whitespace between tokens. Both refuse the texts to reject, and on
-// compact JSON (each text compacted, where it is JSON) the two agree.
+// whitespace between tokens; WhitespaceSpaced accepts them compacted with
+// a space after each ':' and ',', and refuses them compacted. All three
+// refuse the texts to reject, and on each one's form of them (where they
+// are JSON) compact and spaced agree with free.
 func TestSchemas(t *testing.T) {
 	for _, tc := range schemaCases {
 		t.Run(tc.name, func(t *testing.T) {
 			free := compileLimits(t, tc.schema, SchemaLimits{Whitespace: WhitespaceFree})
 			compact := compile(t, tc.schema)
+			spaced := compileLimits(t, tc.schema, SchemaLimits{Whitespace: WhitespaceSpaced})
 			for _, in := range tc.accept {
 				if !matches(t, free, in) {
 					t.Errorf("free: rejects %s", in)
@@ -337,20 +340,56 @@ func TestSchemas(t *testing.T) {
 				if matches(t, compact, c+" ") {
 					t.Errorf("compact: accepts %q with a trailing space", c)
 				}
+				sp := spacedJSON(c)
+				if !matches(t, spaced, sp) {
+					t.Errorf("spaced: rejects %s", sp)
+				}
+				if sp != c && matches(t, spaced, c) {
+					t.Errorf("spaced: accepts %s, compact", c)
+				}
+				if matches(t, spaced, sp+" ") {
+					t.Errorf("spaced: accepts %q with a trailing space", sp)
+				}
 			}
 			for _, in := range tc.reject {
-				if matches(t, free, in) {
-					t.Errorf("free: accepts %s", in)
+				for name, g := range map[string]*gbnf{"free": free, "compact": compact, "spaced": spaced} {
+					if matches(t, g, in) {
+						t.Errorf("%s: accepts %s", name, in)
+					}
 				}
-				if matches(t, compact, in) {
-					t.Errorf("compact: accepts %s", in)
-				}
-				if c, ok := compactJSON(in); ok && matches(t, compact, c) != matches(t, free, c) {
-					t.Errorf("compact and free grammars differ on %s", c)
+				if c, ok := compactJSON(in); ok {
+					if matches(t, compact, c) != matches(t, free, c) {
+						t.Errorf("compact and free grammars differ on %s", c)
+					}
+					if sp := spacedJSON(c); matches(t, spaced, sp) != matches(t, free, sp) {
+						t.Errorf("spaced and free grammars differ on %s", sp)
+					}
 				}
 			}
 		})
 	}
+}
+
+// spacedJSON is compact JSON c with a space after each ':' and ',' outside
+// its strings.
+func spacedJSON(c string) string {
+	var b strings.Builder
+	inString, escaped := false, false
+	for i := 0; i < len(c); i++ {
+		ch := c[i]
+		b.WriteByte(ch)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && ch == '\\':
+			escaped = true
+		case ch == '"':
+			inString = !inString
+		case !inString && (ch == ':' || ch == ','):
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
 
 // compactJSON is in without whitespace between its tokens, false when in
@@ -364,12 +403,14 @@ func compactJSON(in string) (string, bool) {
 }
 
 // TestWhitespace: the default grammar of JSON (FromSchema, JSONObject, a
-// Builder's schema) allows no whitespace between the tokens, and
-// WhitespaceFree allows it, as the rule "space".
+// Builder's schema) allows no whitespace between the tokens,
+// WhitespaceFree allows it, as the rule "space", and WhitespaceSpaced
+// has one space after each ':' and ',' and none elsewhere.
 func TestWhitespace(t *testing.T) {
 	const schema = `{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}}}}`
-	compactText := []string{`{"a":1}`, `{"a":1,"b":["x y","z"]}`, `{}`, `{"b":[]}`}
-	spaced := []string{`{ "a" : 1 }`, `{"a": 1}`, `{"a":1, "b":["x y"]}`, "{\n  \"a\":1\n}", `{"a":1} `, `{"b":[ ]}`, "{\"a\":1}\n"}
+	compactText := []string{`{"a":1}`, `{"a":1,"b":["x y","z"]}`, `{"b":[]}`}
+	spacedText := []string{`{"a": 1}`, `{"a": 1, "b": ["x y", "z"]}`, `{"b": []}`}
+	other := []string{`{ "a" : 1 }`, `{"a":1, "b":["x y"]}`, "{\n  \"a\":1\n}", `{"a": 1} `, `{"b":[ ]}`, "{\"a\": 1}\n"}
 	builder := func(lim SchemaLimits) string {
 		b := NewBuilder(lim)
 		doc, err := b.Schema([]byte(schema), "#")
@@ -399,7 +440,7 @@ func TestWhitespace(t *testing.T) {
 		{"JSONObjectGrammar", JSONObjectGrammar, same},
 		{"Builder", builder, func(s string) string { return "<" + s + ">" }},
 	} {
-		for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree} {
+		for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree, WhitespaceSpaced} {
 			text := tc.grammar(SchemaLimits{Whitespace: ws})
 			g, err := parseGBNF(text)
 			if err != nil {
@@ -408,14 +449,19 @@ func TestWhitespace(t *testing.T) {
 			if got, want := strings.Contains(text, "space"), ws == WhitespaceFree; got != want {
 				t.Errorf("%s %v: the grammar refers to the rule space: %v, want %v\n%s", tc.name, ws, got, want, text)
 			}
-			for _, in := range compactText {
-				if !matches(t, g, tc.frame(in)) {
-					t.Errorf("%s %v: rejects %s\n%s", tc.name, ws, in, text)
-				}
-			}
-			for _, in := range spaced {
-				if got, want := matches(t, g, tc.frame(in)), ws == WhitespaceFree; got != want {
-					t.Errorf("%s %v: match(%q) = %v, want %v\n%s", tc.name, ws, in, got, want, text)
+			for _, set := range []struct {
+				texts []string
+				want  bool
+			}{
+				{[]string{`{}`}, true},
+				{compactText, ws != WhitespaceSpaced},
+				{spacedText, ws != WhitespaceCompact},
+				{other, ws == WhitespaceFree},
+			} {
+				for _, in := range set.texts {
+					if got := matches(t, g, tc.frame(in)); got != set.want {
+						t.Errorf("%s %v: match(%q) = %v, want %v\n%s", tc.name, ws, in, got, set.want, text)
+					}
 				}
 			}
 		}
@@ -424,7 +470,7 @@ func TestWhitespace(t *testing.T) {
 	if text, _ := FromSchema([]byte(schema)); text != fromSchema(SchemaLimits{}) || strings.Contains(text, "space") {
 		t.Errorf("FromSchema allows whitespace:\n%s", text)
 	}
-	for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree} {
+	for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree, WhitespaceSpaced} {
 		if got, err := ParseWhitespace(ws.String()); got != ws || err != nil {
 			t.Errorf("ParseWhitespace(%q) = %v, %v", ws.String(), got, err)
 		}
@@ -438,7 +484,7 @@ func TestJSONObject(t *testing.T) {
 	for _, tc := range []struct {
 		ws   Whitespace
 		want string
-	}{{WhitespaceCompact, JSONObject}, {WhitespaceFree, JSONObjectFree}} {
+	}{{WhitespaceCompact, JSONObject}, {WhitespaceFree, JSONObjectFree}, {WhitespaceSpaced, JSONObjectSpaced}} {
 		lim := SchemaLimits{Whitespace: tc.ws}
 		got, err := FromSchemaLimits([]byte(`{"type": "object"}`), lim)
 		if err != nil {
@@ -451,8 +497,8 @@ func TestJSONObject(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		free := tc.ws == WhitespaceFree
-		for in, want := range map[string]bool{`{}`: true, `{"a":{"b":[1,"x"]}}`: true, `{"a": {"b": [1, "x"]}}`: free, `[]`: false, `1`: false, `{"a"}`: false} {
+		free, spaced := tc.ws == WhitespaceFree, tc.ws == WhitespaceSpaced
+		for in, want := range map[string]bool{`{}`: true, `{"a":{"b":[1,"x"]}}`: !spaced, `{"a": {"b": [1, "x"]}}`: free || spaced, `{ "a": 1 }`: free, `[]`: false, `1`: false, `{"a"}`: false} {
 			if matches(t, g, in) != want {
 				t.Errorf("%v: JSONObject match(%s) = %v, want %v", tc.ws, in, !want, want)
 			}
@@ -614,6 +660,13 @@ func TestFromSchemaFramed(t *testing.T) {
 			frame:  Frame{Open: "[X][", Close: "]", Sep: ", "},
 			accept: []string{`[X][{"a": 1}]`, `[X][{"a": 1}, {"a": 2}, {"a": 3}]`},
 			reject: []string{`[X][]`, `[{"a": 1}]`, `[X][{"a": 1},{"a": 2}]`},
+		},
+		{
+			name:   "many documents in a list, spaced",
+			ws:     WhitespaceSpaced,
+			frame:  Frame{Open: "[X][", Close: "]", Sep: ", "},
+			accept: []string{`[X][{"a": 1}]`, `[X][{"a": 1}, {"a": 2}, {"a": 3}]`},
+			reject: []string{`[X][{"a":1}]`, `[X][{"a": 1} ]`, `[X][{"a":  1}]`},
 		},
 		{
 			name:   "root refers to itself",

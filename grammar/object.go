@@ -40,7 +40,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 		if err != nil {
 			return err
 		}
-		kv := seq(lit(quoteJSON(p.name)), c.g.space(), lit(":"), c.g.space(), v)
+		kv := seq(lit(quoteJSON(p.name)), c.g.space(), lit(":"), c.g.sep(), v)
 		if req {
 			required = append(required, kv)
 		} else {
@@ -74,7 +74,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 				return nil, err
 			}
 		}
-		additional = seq(c.keyExcluding(declared, name+"-additional-key"), lit(":"), c.g.space(), v)
+		additional = seq(c.keyExcluding(declared, name+"-additional-key"), lit(":"), c.g.sep(), v)
 	}
 	body := c.members(required, optional, additional, name)
 	return seq(lit("{"), c.g.space(), body, lit("}"), c.g.space()), nil
@@ -84,7 +84,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 // required, then any of optional in order, then additional (if not nil) any
 // number of times. Rules it needs are named after name.
 func (c *converter) members(required, optional []*expr, additional *expr, name string) *expr {
-	comma := func(kv *expr) *expr { return seq(lit(","), c.g.space(), kv) }
+	comma := func(kv *expr) *expr { return seq(lit(","), c.g.sep(), kv) }
 	more := empty() // additional members after the first member
 	if additional != nil {
 		more = star(comma(additional))
@@ -224,7 +224,7 @@ func (c *converter) array(s *schema, name string) (*expr, error) {
 			return nil, err
 		}
 		if i > 0 {
-			parts = append(parts, lit(","), c.g.space())
+			parts = append(parts, lit(","), c.g.sep())
 		}
 		parts = append(parts, e)
 	}
@@ -233,7 +233,7 @@ func (c *converter) array(s *schema, name string) (*expr, error) {
 		if hi >= 0 {
 			hi -= n
 		}
-		parts = append(parts, rep(seq(lit(","), c.g.space(), rest), max(0, s.minItems-n), hi))
+		parts = append(parts, rep(seq(lit(","), c.g.sep(), rest), max(0, s.minItems-n), hi))
 	}
 	return seq(append(parts, lit("]"), c.g.space())...), nil
 }

@@ -25,13 +25,22 @@ func newRuleSet(ws Whitespace) *ruleSet {
 }
 
 // space is the whitespace g's JSON allows after a token: a reference to
-// the builtin rule "space" with WhitespaceFree, nothing (which seq drops)
-// with WhitespaceCompact.
+// the builtin rule "space" with WhitespaceFree, else nothing (which seq
+// drops).
 func (g *ruleSet) space() *expr {
 	if g.ws == WhitespaceFree {
 		return ref("space")
 	}
 	return empty()
+}
+
+// sep is the whitespace g's JSON has after ':' and ',': one space with
+// WhitespaceSpaced, else space.
+func (g *ruleSet) sep() *expr {
+	if g.ws == WhitespaceSpaced {
+		return lit(" ")
+	}
+	return g.space()
 }
 
 // maxNameBase is the longest base of a rule name: rules are named after

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Tokens per forced JSON output, compact grammars against free whitespace
-# (corral serve --grammar-whitespace compact|free): completion_tokens of a
-# tool_choice forcing get_weather(city), of tool_choice "required" with two
-# tools (parallel_tool_calls false: one call), and of a response_format
-# json_schema of 3 properties, for 8 prompts, each greedy (temperature 0)
-# and with SEEDS seeds (temperature 0.8, the default), on each model.
-# Prints, per model, kind, mode and sampling, the median and range of
-# completion_tokens (max_tokens MAX: a rambling answer is cut off there and
-# counts MAX), how many finished (with the call, or stop), and how many
-# finished within 64 tokens.
+# Tokens per forced JSON output under each rule of corral serve
+# --grammar-whitespace (free, the old one; compact, the default; spaced):
+# completion_tokens of a tool_choice forcing get_weather(city), of
+# tool_choice "required" with two tools (parallel_tool_calls false: one
+# call), and of a response_format json_schema of 3 properties, for 8
+# prompts, each greedy (temperature 0) and with SEEDS seeds (temperature
+# 0.8, the default), on each model. Prints, per model, kind, sampling and
+# rule, the median and range of completion_tokens (max_tokens MAX: an
+# answer that rambles on is cut off there and counts MAX), how many
+# finished (with the call, or stop), and how many finished within 64
+# tokens. A model whose vocabulary cannot write the JSON (no token writes
+# "{") gets the 400 instead.
 #
 # usage: scripts/grammar-whitespace.sh [MODEL.gguf...]
 # env:   SEEDS (default 5) MAX (default 300: tinystories-656k's context is
-#        512) THREADS (default 1) PORT (default 18437); the models default
-#        to the two test models in $CORRAL_TEST_MODELS or ../shared/models
+#        512) THREADS (default 1) PORT (default 18437) CORRAL (the binary,
+#        default bin/corral) MODES (the rules, default "free compact
+#        spaced"); the models default to the two test models in
+#        $CORRAL_TEST_MODELS or ../shared/models
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -21,8 +25,9 @@ seeds=${SEEDS:-5}
 max=${MAX:-300}
 threads=${THREADS:-1}
 port=${PORT:-18437}
-corral=./bin/corral
+corral=${CORRAL:-./bin/corral}
 [ -x "$corral" ] || make build >/dev/null
+modes=${MODES:-free compact spaced}
 models=("$@")
 if [ ${#models[@]} = 0 ]; then
   dir=${CORRAL_TEST_MODELS:-../shared/models}
@@ -33,7 +38,7 @@ server=
 trap 'stop' EXIT
 
 for m in "${models[@]}"; do
-  for ws in free compact; do
+  for ws in $modes; do
     log="$out/$(basename "$m" .gguf)-$ws.log"
     "$corral" serve -m "$m" -np 1 -t "$threads" --port "$port" --grammar-whitespace "$ws" >"$log" 2>&1 &
     server=$!
@@ -95,7 +100,8 @@ groups = collections.defaultdict(list)
 for r in rows:
     groups[(r["model"], r["kind"], r["sampling"], r["ws"])].append(r)
 print(f"{'model':<22} {'kind':<21} {'sampling':<8} {'grammar':<8} {'median':>6} {'min-max':>9} {'finished':>8} {'in 64':>6}")
-for (model, kind, sampling, ws), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "greedy", kv[0][3] != "free")):
+modes = list(dict.fromkeys(r["ws"] for r in rows))
+for (model, kind, sampling, ws), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "greedy", modes.index(kv[0][3]))):
     if rs[0]["finish"] == "unsatisfiable":
         print(f"{model:<22} {kind:<21} {'-':<8} {ws:<8} 400: {rs[0]['output']}")
         continue

@@ -58,7 +58,8 @@ type Limits struct {
 	// json_schema, Ollama's format, Anthropic's output_config.format and
 	// the Responses API's text.format may have between its tokens
 	// (--grammar-whitespace). The zero value, grammar.WhitespaceCompact,
-	// allows none.
+	// allows none; grammar.WhitespaceFree allows llama.cpp's, and
+	// grammar.WhitespaceSpaced writes ": " and ", ".
 	GrammarWhitespace grammar.Whitespace
 }
 

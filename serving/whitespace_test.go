@@ -21,8 +21,9 @@ import (
 
 // TestGrammarWhitespaceInEveryField: every field that asks for JSON under
 // a grammar, in every dialect, gets compact JSON by default (the grammar
-// has no rule "space") and whitespace between the tokens with
-// Limits.GrammarWhitespace free (corral serve --grammar-whitespace free).
+// has no rule "space"), whitespace between the tokens with
+// Limits.GrammarWhitespace free (corral serve --grammar-whitespace free),
+// and ": " with spaced.
 func TestGrammarWhitespaceInEveryField(t *testing.T) {
 	const schema = `{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
@@ -50,7 +51,7 @@ func TestGrammarWhitespaceInEveryField(t *testing.T) {
 		{"responses text.format json_object", createResponse, `{"input":"hi","text":{"format":{"type":"json_object"}}}`},
 		{"responses text.format json_schema", createResponse, `{"input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":` + schema + `}}}`},
 	} {
-		for _, ws := range []grammar.Whitespace{grammar.WhitespaceCompact, grammar.WhitespaceFree} {
+		for _, ws := range []grammar.Whitespace{grammar.WhitespaceCompact, grammar.WhitespaceFree, grammar.WhitespaceSpaced} {
 			fake := servetest.NewEngine()
 			w := post(limitedAPI(t, fake, serving.Limits{GrammarWhitespace: ws}), tc.h, tc.body)
 			if len(fake.Submitted) != 1 {
@@ -64,6 +65,9 @@ func TestGrammarWhitespaceInEveryField(t *testing.T) {
 			}
 			if got, want := strings.Contains(g, "\nspace ::= "), ws == grammar.WhitespaceFree; got != want || strings.Contains(g, "space") != want {
 				t.Errorf("%s, %v: the grammar allows whitespace: %v, want %v\n%s", tc.name, ws, got, want, g)
+			}
+			if got, want := strings.Contains(g, ": "), ws == grammar.WhitespaceSpaced; got != want {
+				t.Errorf("%s, %v: the grammar writes \": \": %v, want %v\n%s", tc.name, ws, got, want, g)
 			}
 		}
 	}

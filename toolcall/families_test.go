@@ -1248,8 +1248,9 @@ func TestFamiliesReadTheirTemplates(t *testing.T) {
 }
 
 // Every format's grammar writes the calls' JSON compact by default (no
-// rule "space", which allows whitespace between JSON's tokens), and with
-// grammar.WhitespaceFree allows whitespace there, as before.
+// rule "space", which allows whitespace between JSON's tokens), with
+// grammar.WhitespaceFree allows whitespace there, as before, and with
+// grammar.WhitespaceSpaced writes ": " (and no rule space).
 func TestGrammarsCompactJSON(t *testing.T) {
 	for _, f := range all() {
 		for _, parallel := range []bool{false, true} {
@@ -1270,6 +1271,16 @@ func TestGrammarsCompactJSON(t *testing.T) {
 			// Every format writes some value of testTools as JSON.
 			if !strings.Contains(free, "\nspace ::= ") {
 				t.Errorf("%s: the grammar with free whitespace has no rule space:\n%s", f.Name(), free)
+			}
+			spaced, err := f.Grammar(testTools, parallel, grammar.SchemaLimits{Whitespace: grammar.WhitespaceSpaced})
+			if err != nil {
+				t.Fatalf("%s, spaced: %v", f.Name(), err)
+			}
+			if err := grammar.Validate(spaced, grammar.DefaultLimits); err != nil {
+				t.Fatalf("%s, spaced: %v\n%s", f.Name(), err, spaced)
+			}
+			if strings.Contains(spaced, "space") || !strings.Contains(spaced, ": ") {
+				t.Errorf("%s: the spaced grammar has a rule space, or no \": \":\n%s", f.Name(), spaced)
 			}
 		}
 	}

@@ -340,11 +340,11 @@ func addLimitFlags(fs *flag.FlagSet) *serving.Limits {
 	} {
 		fs.IntVar(f.v, f.name, *f.v, f.help+" (0: the default)")
 	}
-	fs.Var(whitespaceFlag{&lim.GrammarWhitespace}, "grammar-whitespace", "whitespace the grammars of JSON (forced tool calls' arguments, response_format, json_schema, format) allow between its tokens, `compact|free`; compact allows none (a value in the fewest tokens), free a space, or a line break and up to 20 spaces or tabs, after each token (llama.cpp's rule)")
+	fs.Var(whitespaceFlag{&lim.GrammarWhitespace}, "grammar-whitespace", "whitespace the grammars of JSON (forced tool calls' arguments, response_format, json_schema, format) allow between its tokens, `compact|free|spaced`; compact allows none (a value in the fewest tokens), free a space, or a line break and up to 20 spaces or tabs, after each token (llama.cpp's rule), spaced has one space after each ':' and ',' (as chat templates' tojson writes JSON)")
 	return &lim
 }
 
-// whitespaceFlag is --grammar-whitespace: compact or free.
+// whitespaceFlag is --grammar-whitespace: compact, free or spaced.
 type whitespaceFlag struct{ dst *grammar.Whitespace }
 
 // String is the setting's name (flag.Value); the zero flag's is "", so

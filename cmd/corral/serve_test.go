@@ -223,7 +223,8 @@ func TestGrammarWhitespaceFlag(t *testing.T) {
 		{nil, grammar.WhitespaceCompact, ""},
 		{[]string{"--grammar-whitespace=free"}, grammar.WhitespaceFree, ""},
 		{[]string{"--grammar-whitespace", "compact"}, grammar.WhitespaceCompact, ""},
-		{[]string{"--grammar-whitespace=indented"}, 0, `"indented": want compact or free`},
+		{[]string{"--grammar-whitespace=spaced"}, grammar.WhitespaceSpaced, ""},
+		{[]string{"--grammar-whitespace=indented"}, 0, `"indented": want compact, free or spaced`},
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
