@@ -26,9 +26,10 @@ type Builder struct {
 type Expr struct{ e *expr }
 
 // NewBuilder returns an empty Builder whose schema documents are each
-// within lim (see FromSchemaLimits).
+// within lim, their JSON with the whitespace lim allows (see
+// FromSchemaLimits).
 func NewBuilder(lim SchemaLimits) *Builder {
-	b := &Builder{g: newRuleSet(), lim: lim.withDefaults(), convs: map[string]*converter{}, where: map[string]*path{}}
+	b := &Builder{g: newRuleSet(lim.Whitespace), lim: lim.withDefaults(), convs: map[string]*converter{}, where: map[string]*path{}}
 	b.g.reserve("root")
 	return b
 }
@@ -48,9 +49,10 @@ func Opt(e Expr) Expr { return Expr{opt(e.e)} }
 // Repeat matches e from min to max times (max < 0: without bound).
 func Repeat(e Expr, min, max int) Expr { return Expr{rep(e.e, min, max)} }
 
-// Space matches the whitespace a JSON value of the grammar may end with:
-// nothing, a space, or a line break with up to 20 spaces or tabs.
-func Space() Expr { return Expr{ref("space")} }
+// Space matches the whitespace a JSON value of b's grammar may end with:
+// with WhitespaceFree nothing, a space, or a line break with up to 20
+// spaces or tabs; else nothing (an empty expression).
+func (b *Builder) Space() Expr { return Expr{b.g.space()} }
 
 func unwrap(es []Expr) []*expr {
 	out := make([]*expr, len(es))
@@ -71,7 +73,7 @@ func (b *Builder) Rule(base string, e Expr) Expr {
 // Schema returns a JSON value that follows the subschema of doc at the
 // JSON pointer at ("#" for doc itself, "#/properties/city" for one of its
 // properties). References ("$ref": "#/...") resolve within doc. The value
-// ends with optional whitespace (see Space). An invalid or unsupported
+// ends with the whitespace b allows (see Space). An invalid or unsupported
 // schema is an error wrapping ErrInvalidSchema; so is a pointer to
 // nothing.
 func (b *Builder) Schema(doc json.RawMessage, at string) (Expr, error) {

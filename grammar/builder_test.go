@@ -40,7 +40,7 @@ func TestBuilder(t *testing.T) {
 	}
 	for _, in := range []string{
 		"<function=f>\n<parameter=days>\n3\n</parameter>\n</function>",
-		"<function=f>\n<parameter=days>\n7\n</parameter>\n<parameter=where>\n{\"x\": 1.5}\n</parameter>\n</function>",
+		"<function=f>\n<parameter=days>\n7\n</parameter>\n<parameter=where>\n{\"x\":1.5}\n</parameter>\n</function>",
 		"<function=f>\n<parameter=days>\n1\n</parameter>\n<parameter=note>\na <b> </param\n</parameter>\n</function>\n<function=f>\n<parameter=days>\n2\n</parameter>\n</function>",
 		"<function=f>\n<parameter=days>\n1\n</parameter>\n<parameter=note>\n\n</parameter>\n</function>",
 		"<function=f>\n<parameter=days>\n1\n</parameter>\n<parameter=note>\n<\n</param\n</parameter>\n</function>",
@@ -119,8 +119,8 @@ func TestWithPrefix(t *testing.T) {
 		gbnf           string
 		accept, reject []string
 	}{
-		{rec, []string{`</think>{"next": {"next": {}}}`, `</think>{}`}, []string{`{}`, `</think>{"next": </think>{}}`}},
-		{JSONObject, []string{`</think>{"a": [1]}`}, []string{`{"a": 1}`}},
+		{rec, []string{`</think>{"next":{"next":{}}}`, `</think>{}`}, []string{`{}`, `</think>{"next":</think>{}}`}},
+		{JSONObject, []string{`</think>{"a":[1]}`}, []string{`{"a":1}`}},
 		{"# root comment\nroot ::= \"root\" [root] x\nx ::= \"[\\\"root\" root?\n", []string{`</think>rootr["root`, `</think>rooto["rootroott["root`}, []string{`rootr["root`, `</think>rootr["root</think>roots["root`}},
 	} {
 		text := WithPrefix(tc.gbnf, "", "</think>")
@@ -155,7 +155,7 @@ func TestWithPrefixText(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	for _, in := range []string{"</think>\n\n{}", "a < b </thin\n</think>\n\n{\"a\": 1}"} {
+	for _, in := range []string{"</think>\n\n{}", "a < b </thin\n</think>\n\n{\"a\":1}"} {
 		if !matches(t, g, in) {
 			t.Errorf("rejects %q\n%s", in, text)
 		}

@@ -95,7 +95,7 @@ func (c *converter) body(s *schema, name string) (*expr, error) {
 		return c.anyOf(s, name)
 	}
 	if s.konst != nil {
-		return seq(literal(s.konst), ref("space")), nil
+		return seq(c.literal(s.konst), c.g.space()), nil
 	}
 	if s.enum != nil {
 		if err := c.spend(len(s.enum), s); err != nil {
@@ -103,9 +103,9 @@ func (c *converter) body(s *schema, name string) (*expr, error) {
 		}
 		alts := make([]*expr, len(s.enum))
 		for i, v := range s.enum {
-			alts[i] = literal(v)
+			alts[i] = c.literal(v)
 		}
-		return seq(alt(alts...), ref("space")), nil
+		return seq(alt(alts...), c.g.space()), nil
 	}
 	types := s.types
 	if types == nil {
@@ -129,10 +129,15 @@ func (c *converter) body(s *schema, name string) (*expr, error) {
 	return alt(alts...), nil
 }
 
-// literal matches exactly the compact JSON text of v.
-func literal(v *value) *expr {
+// literal matches exactly the JSON text of v: compact, or with
+// WhitespaceSpaced a space after each ':' and ','.
+func (c *converter) literal(v *value) *expr {
+	comma, colon := ",", ":"
+	if c.g.ws == WhitespaceSpaced {
+		comma, colon = ", ", ": "
+	}
 	var b strings.Builder
-	v.encode(&b)
+	v.encode(&b, comma, colon)
 	return lit(b.String())
 }
 
@@ -165,7 +170,7 @@ func (c *converter) typed(s *schema, t, name string) (*expr, error) {
 	case "string":
 		return c.str(s)
 	case "integer":
-		return integer(s)
+		return c.integer(s)
 	}
 	return ref(t), nil // null, boolean, number
 }

@@ -19,7 +19,8 @@
 //     properties is closed and one without properties is open.
 //   - Additional property names cannot repeat declared ones, unless a
 //     declared name needs escapes in JSON.
-//   - enum and const values must be written as compact JSON.
+//   - enum and const values must be written as compact JSON (with
+//     WhitespaceSpaced, with a space after each ':' and ',').
 //   - The formats time and date-time need a time zone offset (RFC 3339).
 //   - prefixItems are all required; without items, no further items may
 //     follow them.
@@ -37,8 +38,13 @@
 //     multipleOf, ...) are ignored, so the grammar accepts more than the
 //     schema does.
 //
-// Between tokens the grammar allows nothing, one space, or a line break and
-// up to 20 spaces or tabs, so models can write indented JSON.
+// By default the grammar allows no whitespace between the tokens of the
+// JSON (compact JSON, {"a":1,"b":[2,3]}: a value in the fewest tokens).
+// SchemaLimits.Whitespace may ask for WhitespaceFree instead: after each
+// token nothing, one space, or a line break and up to 20 spaces or tabs,
+// so models can write indented JSON; or for WhitespaceSpaced: one space
+// after each ':' and ',', {"a": 1, "b": [2, 3]}. The text inside strings
+// is the schema's in every case.
 package grammar
 
 import (
@@ -52,10 +58,24 @@ import (
 // message names the JSON pointer (#/...) of the fault.
 var ErrInvalidSchema = errors.New("invalid JSON schema")
 
-// JSONObject is a GBNF grammar accepting any JSON object (response_format
-// {"type":"json_object"}). It is what FromSchema returns for
-// {"type":"object"}.
+// JSONObject is a GBNF grammar accepting any JSON object, written compact
+// (response_format {"type":"json_object"}). It is what FromSchema returns
+// for {"type":"object"}.
 const JSONObject = `root ::= object
+object ::= "{" (string ":" value ("," string ":" value)*)? "}"
+string ::= "\"" char* "\""
+value ::= object | array | string | number | boolean | null
+char ::= [^"\\\x7F\x00-\x1F] | escape
+array ::= "[" (value ("," value)*)? "]"
+number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?
+boolean ::= "true" | "false"
+null ::= "null"
+escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+`
+
+// JSONObjectFree is JSONObject with whitespace between the tokens
+// (WhitespaceFree).
+const JSONObjectFree = `root ::= object
 object ::= "{" space (string ":" space value ("," space string ":" space value)*)? "}" space
 space ::= "" | " " | "\n" [ \t]{0,20}
 string ::= "\"" char* "\"" space
@@ -68,6 +88,76 @@ null ::= "null" space
 escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 `
 
+// JSONObjectSpaced is JSONObject with a space after each ':' and ','
+// (WhitespaceSpaced).
+const JSONObjectSpaced = `root ::= object
+object ::= "{" (string ": " value (", " string ": " value)*)? "}"
+string ::= "\"" char* "\""
+value ::= object | array | string | number | boolean | null
+char ::= [^"\\\x7F\x00-\x1F] | escape
+array ::= "[" (value (", " value)*)? "]"
+number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+-]? [0-9]{1,3})?
+boolean ::= "true" | "false"
+null ::= "null"
+escape ::= "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+`
+
+// JSONObjectGrammar is the grammar of any JSON object with the
+// whitespace lim allows: JSONObject, JSONObjectFree or JSONObjectSpaced.
+func JSONObjectGrammar(lim SchemaLimits) string {
+	switch lim.Whitespace {
+	case WhitespaceFree:
+		return JSONObjectFree
+	case WhitespaceSpaced:
+		return JSONObjectSpaced
+	}
+	return JSONObject
+}
+
+// Whitespace is the whitespace a grammar of JSON lets a model write
+// between the JSON's tokens (keys, values, ':', ',', brackets and
+// braces). The text inside strings is the schema's either way.
+type Whitespace uint8
+
+const (
+	// WhitespaceCompact allows none: compact JSON, {"a":1,"b":[2,3]},
+	// the fewest tokens a value takes. It is the zero value, the
+	// default.
+	WhitespaceCompact Whitespace = iota
+	// WhitespaceFree allows, after each token, nothing, one space, or a
+	// line break and up to 20 spaces or tabs (the rule of llama.cpp's
+	// converter), so a model may indent. A model that lays out its JSON
+	// on its own can then spend many tokens on it: a small one may
+	// write a line break and 20 spaces after every value.
+	WhitespaceFree
+	// WhitespaceSpaced has one space after each ':' and ',' and none
+	// elsewhere, {"a": 1, "b": [2, 3]}: JSON as Python's json.dumps and
+	// chat templates' tojson write it, so the calls in a model's prompt
+	// look the same. The spaces are forced text, not the model's choice.
+	WhitespaceSpaced
+)
+
+// whitespaceNames are the names String gives and ParseWhitespace reads.
+var whitespaceNames = [...]string{WhitespaceCompact: "compact", WhitespaceFree: "free", WhitespaceSpaced: "spaced"}
+
+// String is w's name: compact, free or spaced.
+func (w Whitespace) String() string {
+	if int(w) < len(whitespaceNames) {
+		return whitespaceNames[w]
+	}
+	return fmt.Sprintf("Whitespace(%d)", w)
+}
+
+// ParseWhitespace reads a Whitespace's name: compact, free or spaced.
+func ParseWhitespace(name string) (Whitespace, error) {
+	for w, n := range whitespaceNames {
+		if n == name {
+			return Whitespace(w), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: want compact, free or spaced", name)
+}
+
 // SchemaLimits bound the schema documents FromSchemaLimits converts. They
 // are checked while the document is read, before any conversion, and the
 // conversion takes time and memory linear in the document within them.
@@ -79,6 +169,11 @@ type SchemaLimits struct {
 	// MaxProperties bounds the members of "properties" objects, all of
 	// them together.
 	MaxProperties int
+	// Whitespace is not a bound but the one choice every conversion
+	// takes, carried with the bounds to each of them: the whitespace the
+	// grammar allows between the JSON's tokens. The zero value is
+	// DefaultSchemaLimits', WhitespaceCompact.
+	Whitespace Whitespace
 }
 
 // DefaultSchemaLimits are the limits of FromSchema and FromSchemaFramed,
@@ -150,8 +245,9 @@ type Frame struct {
 }
 
 // FromSchemaFramed converts a JSON Schema like FromSchema, for one or more
-// documents inside the literal text of f. The documents' trailing
-// whitespace rule stays, so a model may write a line break before After.
+// documents inside the literal text of f. With WhitespaceFree
+// (FromSchemaFramedLimits) the documents' trailing whitespace rule stays,
+// so a model may write a line break before After.
 func FromSchemaFramed(data json.RawMessage, f Frame) (string, error) {
 	return convert(data, &f, DefaultSchemaLimits)
 }
@@ -177,7 +273,7 @@ func conversion(data json.RawMessage, f *Frame, lim SchemaLimits) (string, *conv
 		}
 		return "", nil, fmt.Errorf("%w: not JSON: %v", ErrInvalidSchema, err)
 	}
-	c := &converter{doc: doc, dec: newDecoder(), g: newRuleSet(), refs: map[*schema]string{}, defs: map[string]*schema{}, where: map[string]*path{}}
+	c := &converter{doc: doc, dec: newDecoder(), g: newRuleSet(lim.Whitespace), refs: map[*schema]string{}, defs: map[string]*schema{}, where: map[string]*path{}}
 	g, err := c.convert(f)
 	return g, c, err
 }

@@ -1,6 +1,8 @@
 package grammar
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -304,43 +306,202 @@ var schemaCases = []struct {
 	},
 }
 
+// TestSchemas: each case's grammar with WhitespaceFree accepts its texts
+// as written, and with a trailing space; the default grammar, compact,
+// accepts them compacted and refuses them as written where they have
+// whitespace between tokens; WhitespaceSpaced accepts them compacted with
+// a space after each ':' and ',', and refuses them compacted. All three
+// refuse the texts to reject, and on each one's form of them (where they
+// are JSON) compact and spaced agree with free.
 func TestSchemas(t *testing.T) {
 	for _, tc := range schemaCases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := compile(t, tc.schema)
+			free := compileLimits(t, tc.schema, SchemaLimits{Whitespace: WhitespaceFree})
+			compact := compile(t, tc.schema)
+			spaced := compileLimits(t, tc.schema, SchemaLimits{Whitespace: WhitespaceSpaced})
 			for _, in := range tc.accept {
-				if !matches(t, g, in) {
-					t.Errorf("rejects %s", in)
+				if !matches(t, free, in) {
+					t.Errorf("free: rejects %s", in)
 				}
-				// The grammar lets the model end with whitespace.
-				if !matches(t, g, in+" ") {
-					t.Errorf("rejects %q with a trailing space", in)
+				// The free grammar lets the model end with whitespace.
+				if !matches(t, free, in+" ") {
+					t.Errorf("free: rejects %q with a trailing space", in)
+				}
+				c, ok := compactJSON(in)
+				if !ok {
+					t.Fatalf("accepted text %q is not JSON", in)
+				}
+				if !matches(t, compact, c) {
+					t.Errorf("compact: rejects %s", c)
+				}
+				if c != in && matches(t, compact, in) {
+					t.Errorf("compact: accepts %q, with whitespace between tokens", in)
+				}
+				if matches(t, compact, c+" ") {
+					t.Errorf("compact: accepts %q with a trailing space", c)
+				}
+				sp := spacedJSON(c)
+				if !matches(t, spaced, sp) {
+					t.Errorf("spaced: rejects %s", sp)
+				}
+				if sp != c && matches(t, spaced, c) {
+					t.Errorf("spaced: accepts %s, compact", c)
+				}
+				if matches(t, spaced, sp+" ") {
+					t.Errorf("spaced: accepts %q with a trailing space", sp)
 				}
 			}
 			for _, in := range tc.reject {
-				if matches(t, g, in) {
-					t.Errorf("accepts %s", in)
+				for name, g := range map[string]*gbnf{"free": free, "compact": compact, "spaced": spaced} {
+					if matches(t, g, in) {
+						t.Errorf("%s: accepts %s", name, in)
+					}
+				}
+				if c, ok := compactJSON(in); ok {
+					if matches(t, compact, c) != matches(t, free, c) {
+						t.Errorf("compact and free grammars differ on %s", c)
+					}
+					if sp := spacedJSON(c); matches(t, spaced, sp) != matches(t, free, sp) {
+						t.Errorf("spaced and free grammars differ on %s", sp)
+					}
 				}
 			}
 		})
 	}
 }
 
+// spacedJSON is compact JSON c with a space after each ':' and ',' outside
+// its strings.
+func spacedJSON(c string) string {
+	var b strings.Builder
+	inString, escaped := false, false
+	for i := 0; i < len(c); i++ {
+		ch := c[i]
+		b.WriteByte(ch)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && ch == '\\':
+			escaped = true
+		case ch == '"':
+			inString = !inString
+		case !inString && (ch == ':' || ch == ','):
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+// compactJSON is in without whitespace between its tokens, false when in
+// is not JSON.
+func compactJSON(in string) (string, bool) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(in)); err != nil {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// TestWhitespace: the default grammar of JSON (FromSchema, JSONObject, a
+// Builder's schema) allows no whitespace between the tokens,
+// WhitespaceFree allows it, as the rule "space", and WhitespaceSpaced
+// has one space after each ':' and ',' and none elsewhere.
+func TestWhitespace(t *testing.T) {
+	const schema = `{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}}}}`
+	compactText := []string{`{"a":1}`, `{"a":1,"b":["x y","z"]}`, `{"b":[]}`}
+	spacedText := []string{`{"a": 1}`, `{"a": 1, "b": ["x y", "z"]}`, `{"b": []}`}
+	other := []string{`{ "a" : 1 }`, `{"a":1, "b":["x y"]}`, "{\n  \"a\":1\n}", `{"a": 1} `, `{"b":[ ]}`, "{\"a\": 1}\n"}
+	builder := func(lim SchemaLimits) string {
+		b := NewBuilder(lim)
+		doc, err := b.Schema([]byte(schema), "#")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := b.Grammar(Seq(Lit("<"), doc, Lit(">")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	fromSchema := func(lim SchemaLimits) string {
+		text, err := FromSchemaLimits([]byte(schema), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	same := func(s string) string { return s }
+	for _, tc := range []struct {
+		name    string
+		grammar func(lim SchemaLimits) string
+		frame   func(string) string
+	}{
+		{"FromSchema", fromSchema, same},
+		{"JSONObjectGrammar", JSONObjectGrammar, same},
+		{"Builder", builder, func(s string) string { return "<" + s + ">" }},
+	} {
+		for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree, WhitespaceSpaced} {
+			text := tc.grammar(SchemaLimits{Whitespace: ws})
+			g, err := parseGBNF(text)
+			if err != nil {
+				t.Fatalf("%s %v: %v\n%s", tc.name, ws, err, text)
+			}
+			if got, want := strings.Contains(text, "space"), ws == WhitespaceFree; got != want {
+				t.Errorf("%s %v: the grammar refers to the rule space: %v, want %v\n%s", tc.name, ws, got, want, text)
+			}
+			for _, set := range []struct {
+				texts []string
+				want  bool
+			}{
+				{[]string{`{}`}, true},
+				{compactText, ws != WhitespaceSpaced},
+				{spacedText, ws != WhitespaceCompact},
+				{other, ws == WhitespaceFree},
+			} {
+				for _, in := range set.texts {
+					if got := matches(t, g, tc.frame(in)); got != set.want {
+						t.Errorf("%s %v: match(%q) = %v, want %v\n%s", tc.name, ws, in, got, set.want, text)
+					}
+				}
+			}
+		}
+	}
+	// The default is compact.
+	if text, _ := FromSchema([]byte(schema)); text != fromSchema(SchemaLimits{}) || strings.Contains(text, "space") {
+		t.Errorf("FromSchema allows whitespace:\n%s", text)
+	}
+	for _, ws := range []Whitespace{WhitespaceCompact, WhitespaceFree, WhitespaceSpaced} {
+		if got, err := ParseWhitespace(ws.String()); got != ws || err != nil {
+			t.Errorf("ParseWhitespace(%q) = %v, %v", ws.String(), got, err)
+		}
+	}
+	if _, err := ParseWhitespace("indented"); err == nil {
+		t.Error("ParseWhitespace(indented): no error")
+	}
+}
+
 func TestJSONObject(t *testing.T) {
-	got, err := FromSchema([]byte(`{"type": "object"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != JSONObject {
-		t.Errorf("JSONObject differs from FromSchema({\"type\":\"object\"}):\n%s", got)
-	}
-	g, err := parseGBNF(JSONObject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for in, want := range map[string]bool{`{}`: true, `{"a": {"b": [1, "x"]}}`: true, `[]`: false, `1`: false, `{"a"}`: false} {
-		if matches(t, g, in) != want {
-			t.Errorf("JSONObject match(%s) = %v, want %v", in, !want, want)
+	for _, tc := range []struct {
+		ws   Whitespace
+		want string
+	}{{WhitespaceCompact, JSONObject}, {WhitespaceFree, JSONObjectFree}, {WhitespaceSpaced, JSONObjectSpaced}} {
+		lim := SchemaLimits{Whitespace: tc.ws}
+		got, err := FromSchemaLimits([]byte(`{"type": "object"}`), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want || JSONObjectGrammar(lim) != tc.want {
+			t.Errorf("%v: JSONObjectGrammar differs from FromSchemaLimits({\"type\":\"object\"}):\n%s", tc.ws, got)
+		}
+		g, err := parseGBNF(tc.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, spaced := tc.ws == WhitespaceFree, tc.ws == WhitespaceSpaced
+		for in, want := range map[string]bool{`{}`: true, `{"a":{"b":[1,"x"]}}`: !spaced, `{"a": {"b": [1, "x"]}}`: free || spaced, `{ "a": 1 }`: free, `[]`: false, `1`: false, `{"a"}`: false} {
+			if matches(t, g, in) != want {
+				t.Errorf("%v: JSONObject match(%s) = %v, want %v", tc.ws, in, !want, want)
+			}
 		}
 	}
 }
@@ -469,6 +630,7 @@ func TestFromSchemaFramed(t *testing.T) {
 	schema := []byte(`{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}`)
 	cases := []struct {
 		name   string
+		ws     Whitespace
 		frame  Frame
 		accept []string
 		reject []string
@@ -476,25 +638,46 @@ func TestFromSchemaFramed(t *testing.T) {
 		{
 			name:   "one document in tags",
 			frame:  Frame{Before: "<t>\n", After: "\n</t>", Sep: "\n", Max: 1},
+			accept: []string{"<t>\n{\"a\":1}\n</t>"},
+			reject: []string{"{\"a\":1}", "<t>\n{\"a\":1}\n</t>\n<t>\n{\"a\":2}\n</t>", "<t>\n{\"b\":1}\n</t>", "<t>\n{\"a\": 1}\n</t>", "<t>\n{\"a\":2} \n</t>"},
+		},
+		{
+			name:   "one document in tags, free whitespace",
+			ws:     WhitespaceFree,
+			frame:  Frame{Before: "<t>\n", After: "\n</t>", Sep: "\n", Max: 1},
 			accept: []string{"<t>\n{\"a\": 1}\n</t>", "<t>\n{\"a\":2} \n</t>"},
 			reject: []string{"{\"a\": 1}", "<t>\n{\"a\": 1}\n</t>\n<t>\n{\"a\": 2}\n</t>", "<t>\n{\"b\": 1}\n</t>"},
 		},
 		{
 			name:   "many documents in a list",
 			frame:  Frame{Open: "[X][", Close: "]", Sep: ", "},
+			accept: []string{`[X][{"a":1}]`, `[X][{"a":1}, {"a":2}, {"a":3}]`},
+			reject: []string{`[X][]`, `[{"a":1}]`, `[X][{"a":1},{"a":2}]`, `[X][{"a": 1}]`},
+		},
+		{
+			name:   "many documents in a list, free whitespace",
+			ws:     WhitespaceFree,
+			frame:  Frame{Open: "[X][", Close: "]", Sep: ", "},
 			accept: []string{`[X][{"a": 1}]`, `[X][{"a": 1}, {"a": 2}, {"a": 3}]`},
 			reject: []string{`[X][]`, `[{"a": 1}]`, `[X][{"a": 1},{"a": 2}]`},
 		},
 		{
+			name:   "many documents in a list, spaced",
+			ws:     WhitespaceSpaced,
+			frame:  Frame{Open: "[X][", Close: "]", Sep: ", "},
+			accept: []string{`[X][{"a": 1}]`, `[X][{"a": 1}, {"a": 2}, {"a": 3}]`},
+			reject: []string{`[X][{"a":1}]`, `[X][{"a": 1} ]`, `[X][{"a":  1}]`},
+		},
+		{
 			name:   "root refers to itself",
 			frame:  Frame{Before: "<", After: ">", Max: 1},
-			accept: []string{`<{"a": 1}>`},
-			reject: []string{`<{"a": 1}><{"a": 1}>`},
+			accept: []string{`<{"a":1}>`},
+			reject: []string{`<{"a":1}><{"a":1}>`},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			text, err := FromSchemaFramed(schema, tc.frame)
+			text, err := FromSchemaFramedLimits(schema, tc.frame, SchemaLimits{Whitespace: tc.ws})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -524,7 +707,7 @@ func TestFromSchemaFramed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !matches(t, g, `<{"next": {"next": {}}}>`) {
+	if !matches(t, g, `<{"next":{"next":{}}}>`) {
 		t.Errorf("rejects a nested document\n%s", text)
 	}
 }

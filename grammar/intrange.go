@@ -11,7 +11,7 @@ const maxInt = 9999999999999999
 
 // integer returns an expression for JSON integers matching the minimum and
 // maximum of s, written without leading zeros.
-func integer(s *schema) (*expr, error) {
+func (c *converter) integer(s *schema) (*expr, error) {
 	if s.minimum == nil && s.maximum == nil {
 		return ref("integer"), nil
 	}
@@ -33,7 +33,7 @@ func integer(s *schema) (*expr, error) {
 	if lo > hi {
 		return nil, invalid(s.ptr, "no integer with at most 16 digits lies between minimum and maximum")
 	}
-	return seq(intRange(lo, hi), ref("space")), nil
+	return seq(intRange(lo, hi), c.g.space()), nil
 }
 
 // intRange matches the integers from lo to hi.

@@ -193,9 +193,10 @@ func (v *value) unique() {
 	v.index = last
 }
 
-// encode writes v as compact JSON, the text a literal in the grammar must
-// match.
-func (v *value) encode(b *strings.Builder) {
+// encode writes v as JSON with comma between items and members and colon
+// between a key and its value, no other whitespace: the text a literal in
+// the grammar must match.
+func (v *value) encode(b *strings.Builder, comma, colon string) {
 	switch v.kind {
 	case kindNull:
 		b.WriteString("null")
@@ -209,20 +210,20 @@ func (v *value) encode(b *strings.Builder) {
 		b.WriteByte('[')
 		for i, e := range v.arr {
 			if i > 0 {
-				b.WriteByte(',')
+				b.WriteString(comma)
 			}
-			e.encode(b)
+			e.encode(b, comma, colon)
 		}
 		b.WriteByte(']')
 	case kindObject:
 		b.WriteByte('{')
 		for i, m := range v.obj {
 			if i > 0 {
-				b.WriteByte(',')
+				b.WriteString(comma)
 			}
 			b.WriteString(quoteJSON(m.key))
-			b.WriteByte(':')
-			m.val.encode(b)
+			b.WriteString(colon)
+			m.val.encode(b, comma, colon)
 		}
 		b.WriteByte('}')
 	}

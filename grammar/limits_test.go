@@ -188,13 +188,19 @@ func TestLimitErrorMessages(t *testing.T) {
 // schemaGrammars returns grammars FromSchema makes: for this package's
 // schema test cases and for realistic nested and large schemas.
 func schemaGrammars(t testing.TB) map[string]string {
-	out := map[string]string{"JSONObject": JSONObject}
+	out := map[string]string{"JSONObject": JSONObject, "JSONObjectFree": JSONObjectFree, "JSONObjectSpaced": JSONObjectSpaced}
 	add := func(name, schema string) {
 		g, err := FromSchema([]byte(schema))
 		if err != nil {
 			t.Fatalf("FromSchema(%s): %v", name, err)
 		}
 		out[name] = g
+		for _, ws := range []Whitespace{WhitespaceFree, WhitespaceSpaced} {
+			if g, err = FromSchemaLimits([]byte(schema), SchemaLimits{Whitespace: ws}); err != nil {
+				t.Fatalf("FromSchemaLimits(%s, %v): %v", name, ws, err)
+			}
+			out[name+", "+ws.String()] = g
+		}
 	}
 	for _, tc := range schemaCases {
 		add(tc.name, tc.schema)

@@ -40,7 +40,7 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 		if err != nil {
 			return err
 		}
-		kv := seq(lit(quoteJSON(p.name)), ref("space"), lit(":"), ref("space"), v)
+		kv := seq(lit(quoteJSON(p.name)), c.g.space(), lit(":"), c.g.sep(), v)
 		if req {
 			required = append(required, kv)
 		} else {
@@ -74,17 +74,17 @@ func (c *converter) object(s *schema, name string) (*expr, error) {
 				return nil, err
 			}
 		}
-		additional = seq(c.keyExcluding(declared, name+"-additional-key"), lit(":"), ref("space"), v)
+		additional = seq(c.keyExcluding(declared, name+"-additional-key"), lit(":"), c.g.sep(), v)
 	}
 	body := c.members(required, optional, additional, name)
-	return seq(lit("{"), ref("space"), body, lit("}"), ref("space")), nil
+	return seq(lit("{"), c.g.space(), body, lit("}"), c.g.space()), nil
 }
 
 // members matches the members of an object, separated by commas: all of
 // required, then any of optional in order, then additional (if not nil) any
 // number of times. Rules it needs are named after name.
 func (c *converter) members(required, optional []*expr, additional *expr, name string) *expr {
-	comma := func(kv *expr) *expr { return seq(lit(","), ref("space"), kv) }
+	comma := func(kv *expr) *expr { return seq(lit(","), c.g.sep(), kv) }
 	more := empty() // additional members after the first member
 	if additional != nil {
 		more = star(comma(additional))
@@ -150,7 +150,7 @@ func (c *converter) keyExcluding(names []string, base string) *expr {
 		root.insert(n)
 	}
 	name := c.g.name(base)
-	c.g.define(name, seq(quote, root.excluding(), ref("space")))
+	c.g.define(name, seq(quote, root.excluding(), c.g.space()))
 	return ref(name)
 }
 
@@ -213,18 +213,18 @@ func (c *converter) array(s *schema, name string) (*expr, error) {
 	}
 	if n == 0 {
 		if rest == nil {
-			return commaList("[", nil, 0, 0, "]"), nil
+			return c.g.commaList("[", nil, 0, 0, "]"), nil
 		}
-		return commaList("[", rest, s.minItems, s.maxItems, "]"), nil
+		return c.g.commaList("[", rest, s.minItems, s.maxItems, "]"), nil
 	}
-	parts := []*expr{lit("["), ref("space")}
+	parts := []*expr{lit("["), c.g.space()}
 	for i, p := range s.prefixItems {
 		e, err := c.child(p, name+"-"+strconv.Itoa(i))
 		if err != nil {
 			return nil, err
 		}
 		if i > 0 {
-			parts = append(parts, lit(","), ref("space"))
+			parts = append(parts, lit(","), c.g.sep())
 		}
 		parts = append(parts, e)
 	}
@@ -233,7 +233,7 @@ func (c *converter) array(s *schema, name string) (*expr, error) {
 		if hi >= 0 {
 			hi -= n
 		}
-		parts = append(parts, rep(seq(lit(","), ref("space"), rest), max(0, s.minItems-n), hi))
+		parts = append(parts, rep(seq(lit(","), c.g.sep(), rest), max(0, s.minItems-n), hi))
 	}
-	return seq(append(parts, lit("]"), ref("space"))...), nil
+	return seq(append(parts, lit("]"), c.g.space())...), nil
 }

@@ -458,7 +458,13 @@ func sortedSet(s []int) []int {
 // error.
 func compile(t *testing.T, schema string) *gbnf {
 	t.Helper()
-	text, err := FromSchema([]byte(schema))
+	return compileLimits(t, schema, DefaultSchemaLimits)
+}
+
+// compileLimits is compile with FromSchemaLimits.
+func compileLimits(t *testing.T, schema string, lim SchemaLimits) *gbnf {
+	t.Helper()
+	text, err := FromSchemaLimits([]byte(schema), lim)
 	if err != nil {
 		t.Fatalf("FromSchema(%s): %v", schema, err)
 	}

@@ -15,10 +15,32 @@ type ruleSet struct {
 	// so that many rules named after one base take linear time.
 	suffix map[string]int
 	probes int // names tried, for converter.ops
+	ws     Whitespace
 }
 
-func newRuleSet() *ruleSet {
-	return &ruleSet{body: map[string]*expr{}, used: map[string]bool{}, suffix: map[string]int{}}
+// newRuleSet returns an empty grammar whose JSON allows ws between its
+// tokens.
+func newRuleSet(ws Whitespace) *ruleSet {
+	return &ruleSet{body: map[string]*expr{}, used: map[string]bool{}, suffix: map[string]int{}, ws: ws}
+}
+
+// space is the whitespace g's JSON allows after a token: a reference to
+// the builtin rule "space" with WhitespaceFree, else nothing (which seq
+// drops).
+func (g *ruleSet) space() *expr {
+	if g.ws == WhitespaceFree {
+		return ref("space")
+	}
+	return empty()
+}
+
+// sep is the whitespace g's JSON has after ':' and ',': one space with
+// WhitespaceSpaced, else space.
+func (g *ruleSet) sep() *expr {
+	if g.ws == WhitespaceSpaced {
+		return lit(" ")
+	}
+	return g.space()
 }
 
 // maxNameBase is the longest base of a rule name: rules are named after

@@ -12,7 +12,7 @@ func (c *converter) str(s *schema) (*expr, error) {
 		if err != nil {
 			return nil, invalid(s.ptr.child("pattern"), "%v", err)
 		}
-		return seq(quote, e, quote, ref("space")), nil
+		return seq(quote, e, quote, c.g.space()), nil
 	}
 	if formats[s.format] {
 		return ref(s.format), nil
@@ -20,5 +20,5 @@ func (c *converter) str(s *schema) (*expr, error) {
 	if s.minLength == 0 && s.maxLength < 0 {
 		return ref("string"), nil
 	}
-	return seq(quote, rep(ref("char"), s.minLength, s.maxLength), quote, ref("space")), nil
+	return seq(quote, rep(ref("char"), s.minLength, s.maxLength), quote, c.g.space()), nil
 }

@@ -52,7 +52,6 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/chat"
-	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
@@ -399,7 +398,7 @@ func formatGrammar(raw json.RawMessage, lim *serving.Limits) (string, *serving.E
 		case "":
 			return "", nil
 		case "json":
-			return grammar.JSONObject, nil
+			return lim.JSONObjectGrammar(), nil
 		}
 		return "", serving.Invalid("format", "'format' must be \"json\" or a JSON schema, got %q", s)
 	}

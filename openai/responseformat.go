@@ -3,7 +3,6 @@ package openai
 import (
 	"encoding/json"
 
-	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -30,7 +29,7 @@ func (f *ResponseFormat) Grammar(lim *serving.Limits) (string, *serving.Error) {
 		return "", nil
 	case "json_object":
 		if serving.IsNull(f.Schema) {
-			return grammar.JSONObject, nil
+			return lim.JSONObjectGrammar(), nil
 		}
 		return serving.SchemaGrammar(f.Schema, "response_format", lim)
 	case "json_schema":

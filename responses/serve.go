@@ -9,7 +9,6 @@ import (
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gate"
-	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -198,7 +197,7 @@ func coreRequest(r *Request, t *Translation, lim *serving.Limits) (serving.Reque
 		Params:    serving.Params{Prompt: "input", Logprobs: "top_logprobs"},
 	}
 	if t.Format.JSON {
-		c.Grammar, c.Params.Grammar = grammar.JSONObject, "text.format"
+		c.Grammar, c.Params.Grammar = lim.JSONObjectGrammar(), "text.format"
 		if t.Format.Schema != nil {
 			var e *serving.Error
 			if c.Grammar, e = serving.SchemaGrammar(t.Format.Schema, "text.format", lim); e != nil {

@@ -52,6 +52,15 @@ type Limits struct {
 	// MaxVoiceHistory bounds, in bytes, the conversation a voice socket
 	// keeps (--max-voice-history; see package voice).
 	MaxVoiceHistory int
+	// GrammarWhitespace is no bound but rides with the schema bounds to
+	// every grammar made from a JSON schema (SchemaLimits): the
+	// whitespace the JSON of a forced tool call, response_format,
+	// json_schema, Ollama's format, Anthropic's output_config.format and
+	// the Responses API's text.format may have between its tokens
+	// (--grammar-whitespace). The zero value, grammar.WhitespaceCompact,
+	// allows none; grammar.WhitespaceFree allows llama.cpp's, and
+	// grammar.WhitespaceSpaced writes ": " and ", ".
+	GrammarWhitespace grammar.Whitespace
 }
 
 // DefaultLimits are the limits in place of zero Limits fields. They are
@@ -95,10 +104,15 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// SchemaLimits are l's bounds on JSON schemas.
+// SchemaLimits are l's bounds on JSON schemas, with the whitespace their
+// grammars allow.
 func (l *Limits) SchemaLimits() grammar.SchemaLimits {
-	return grammar.SchemaLimits{MaxNodes: l.MaxSchemaNodes, MaxProperties: l.MaxSchemaProperties}
+	return grammar.SchemaLimits{MaxNodes: l.MaxSchemaNodes, MaxProperties: l.MaxSchemaProperties, Whitespace: l.GrammarWhitespace}
 }
+
+// JSONObjectGrammar is the grammar of any JSON object (response_format
+// json_object, Ollama's format "json"), with the whitespace l allows.
+func (l *Limits) JSONObjectGrammar() string { return grammar.JSONObjectGrammar(l.SchemaLimits()) }
 
 // Limits are the limits the Core applies (Options.Limits, defaults
 // filled in); the caller does not change them.

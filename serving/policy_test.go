@@ -49,7 +49,14 @@ var testKeys = []string{
 // the one model "tiny", with opt.
 func realAPI(t testing.TB, cfg engine.Config, opt serving.Options) (*serving.Core, *engine.Engine) {
 	t.Helper()
-	cfg.ModelPath = testmodel.Path(t, testmodel.TinyStories656K)
+	return realModelAPI(t, testmodel.TinyStories656K, cfg, opt)
+}
+
+// realModelAPI is realAPI with the test model name (testmodel.Stories260K,
+// whose vocabulary writes JSON, where TinyStories656K's has no '{').
+func realModelAPI(t testing.TB, name string, cfg engine.Config, opt serving.Options) (*serving.Core, *engine.Engine) {
+	t.Helper()
+	cfg.ModelPath = testmodel.Path(t, name)
 	cfg.Threads = 1
 	eng, err := engine.New(context.Background(), cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/grammar"
@@ -970,6 +971,51 @@ func TestFamilyParsersCut(t *testing.T) {
 	}
 }
 
+// An answer cut off inside a character of a marker ends with U+FFFD (the
+// engine's stand-in for the character's first bytes): the marker cut
+// off is dropped all the same, after text and after a call. A >>> cut off
+// in functionary v3.2's recipient is dropped too.
+func TestFamilyParsersCutInsideCharacter(t *testing.T) {
+	n := 0
+	for _, f := range all() {
+		if len(f.Markers()) == 0 {
+			continue
+		}
+		m := f.Markers()[0]
+		for i := 1; i < len(m); i++ {
+			if m[i] < utf8.RuneSelf || !utf8.RuneStart(m[i]) {
+				continue
+			}
+			n++
+			text := "Hi " + m[:i] + "\uFFFD"
+			if content, _ := Parse(f, testTools, text, 0, true); content != "Hi " {
+				t.Errorf("%s: %q cut off: content %q, want %q", f.Name(), text, content, "Hi ")
+			}
+			if content, _ := Parse(f, testTools, text, 0, false); content != text {
+				t.Errorf("%s: %q at its natural end: content %q", f.Name(), text, content)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no marker with a character of several bytes")
+	}
+	call := "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"zone\":\"UTC\"}\n```<｜tool▁call▁end｜>"
+	for _, tc := range []struct {
+		f    Format
+		text string
+	}{
+		{DeepSeekR1, "<｜tool▁calls▁begin｜>" + call + "<｜tool\uFFFD"},
+		{DeepSeekR1, "<｜tool▁calls▁begin｜>" + call + call + "<｜tool▁call\uFFFD"},
+		{FunctionaryV32, ">>>get_time\n{\"zone\":\"UTC\"}>>>get"},
+		{FunctionaryV32, ">>>get_time\n{\"zone\":\"UTC\"}>>>"},
+	} {
+		content, calls := Parse(tc.f, testTools, tc.text, 0, true)
+		if content != "" || len(calls) == 0 {
+			t.Errorf("%s: %q cut off: content %q, %d calls", tc.f.Name(), tc.text, content, len(calls))
+		}
+	}
+}
+
 // The families' grammars are valid GBNF in the family's own markup; a
 // schema the converter cannot express names its tool.
 func TestFamilyGrammars(t *testing.T) {
@@ -997,7 +1043,7 @@ func TestFamilyGrammars(t *testing.T) {
 		{Apertus, []string{`"<|tools_prefix|>["`, `"{\"get_weather\": "`, `"]<|tools_suffix|>"`}},
 		{NemotronV2, []string{`"<TOOLCALL>["`, `"]</TOOLCALL>"`}},
 		{Granite, []string{`"<|tool_call|>["`}},
-		{Llama3, []string{`"\"parameters\""`, `"\"get_weather\""`}},
+		{Llama3, []string{`",\"parameters\":"`, `"\"get_weather\""`}},
 		{Pythonic, []string{`"get_weather(city="`, `", days="`, `"get_time()"`}},
 		{LFM2, []string{`"<|tool_call_start|>["`, `"]<|tool_call_end|>"`, `"get_time()"`}},
 		{FunctionaryV31, []string{`"<function=get_weather>"`, `"</function>"`}},
@@ -1198,5 +1244,44 @@ func TestFamiliesReadTheirTemplates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every format's grammar writes the calls' JSON compact by default (no
+// rule "space", which allows whitespace between JSON's tokens), with
+// grammar.WhitespaceFree allows whitespace there, as before, and with
+// grammar.WhitespaceSpaced writes ": " (and no rule space).
+func TestGrammarsCompactJSON(t *testing.T) {
+	for _, f := range all() {
+		for _, parallel := range []bool{false, true} {
+			g, err := f.Grammar(testTools, parallel, grammar.SchemaLimits{})
+			if err != nil {
+				t.Fatalf("%s: %v", f.Name(), err)
+			}
+			if strings.Contains(g, "space") {
+				t.Errorf("%s: the default grammar allows whitespace in JSON:\n%s", f.Name(), g)
+			}
+			free, err := f.Grammar(testTools, parallel, grammar.SchemaLimits{Whitespace: grammar.WhitespaceFree})
+			if err != nil {
+				t.Fatalf("%s, free whitespace: %v", f.Name(), err)
+			}
+			if err := grammar.Validate(free, grammar.DefaultLimits); err != nil {
+				t.Fatalf("%s, free whitespace: %v\n%s", f.Name(), err, free)
+			}
+			// Every format writes some value of testTools as JSON.
+			if !strings.Contains(free, "\nspace ::= ") {
+				t.Errorf("%s: the grammar with free whitespace has no rule space:\n%s", f.Name(), free)
+			}
+			spaced, err := f.Grammar(testTools, parallel, grammar.SchemaLimits{Whitespace: grammar.WhitespaceSpaced})
+			if err != nil {
+				t.Fatalf("%s, spaced: %v", f.Name(), err)
+			}
+			if err := grammar.Validate(spaced, grammar.DefaultLimits); err != nil {
+				t.Fatalf("%s, spaced: %v\n%s", f.Name(), err, spaced)
+			}
+			if strings.Contains(spaced, "space") || !strings.Contains(spaced, ": ") {
+				t.Errorf("%s: the spaced grammar has a rule space, or no \": \":\n%s", f.Name(), spaced)
+			}
+		}
 	}
 }

@@ -166,7 +166,8 @@ func (f fnV32Scanner) scan(marker, s string, end, cut bool) callScan {
 	var r callScan
 	e := strings.IndexByte(s, '\n')
 	switch {
-	case e < 0 && len(s) <= maxNameLen && !end:
+	case e < 0 && len(s) <= maxNameLen && (!end || cut && marker != ""):
+		// The name may be arriving, or a >>> cut off in it.
 		r.bad = !isName(s)
 		return r
 	case e <= 0 || e > maxNameLen:

@@ -142,10 +142,7 @@ func (p *jsonParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bool
 		p.open(from, p.pos+len(marker), marker)
 		return out, true
 	}
-	upto := len(p.text)
-	if !end || p.cut {
-		upto -= heldPrefix(rest, p.sx.start)
-	}
+	upto := len(p.text) - heldBack(rest, p.sx.start, end, p.cut)
 	// Whitespace after the last call is not content.
 	return p.content(out, upto, end && len(p.done) == 0), false
 }

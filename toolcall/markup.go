@@ -158,10 +158,7 @@ func (p *markupParser) stepContent(out []wire.Delta, end bool) ([]wire.Delta, bo
 		p.inCall, p.marker, p.sent = true, marker, sentCall{}
 		return out, true
 	}
-	upto := len(p.text)
-	if !end || p.cut {
-		upto -= heldPrefix(rest, p.start)
-	}
+	upto := len(p.text) - heldBack(rest, p.start, end, p.cut)
 	// Whitespace after the last call is not content.
 	return p.content(out, upto, end && len(p.done) == 0), false
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"github.com/corral-llm/corral/grammar"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/corral-llm/corral/wire"
 )
@@ -232,6 +233,29 @@ func newCallID() string {
 		b[i] = chars[int(b[i])%len(chars)]
 	}
 	return "call_" + string(b)
+}
+
+// heldBack is how much of rest, the end of the answer so far, a parser
+// holds back as the start of one of markers: before the answer's end,
+// what may begin a marker as more arrives; at the end of an answer cut
+// off, the marker it cut, which is dropped; at an answer's natural end,
+// nothing. A cut that split one of the marker's characters ends the text
+// with U+FFFD, which the engine writes in place of the character's first
+// bytes: held back too, until the end says whether it was that.
+func heldBack(rest string, markers []string, end, cut bool) int {
+	if end && !cut {
+		return 0
+	}
+	if s, ok := strings.CutSuffix(rest, "\uFFFD"); ok {
+		for _, m := range markers {
+			for n := min(len(m)-1, len(s)); n > 0; n-- {
+				if m[n] >= utf8.RuneSelf && strings.HasSuffix(s, m[:n]) {
+					return n + len("\uFFFD")
+				}
+			}
+		}
+	}
+	return heldPrefix(rest, markers)
 }
 
 // heldPrefix is the length of the longest suffix of s that begins one of

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/kvevents"
 	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/model"
@@ -346,7 +347,30 @@ func addLimitFlags(fs *flag.FlagSet) *serving.Limits {
 	} {
 		fs.IntVar(f.v, f.name, *f.v, f.help+" (0: the default)")
 	}
+	fs.Var(whitespaceFlag{&lim.GrammarWhitespace}, "grammar-whitespace", "whitespace the grammars of JSON (forced tool calls' arguments, response_format, json_schema, format) allow between its tokens, `compact|free|spaced`; compact allows none (a value in the fewest tokens), free a space, or a line break and up to 20 spaces or tabs, after each token (llama.cpp's rule), spaced has one space after each ':' and ',' (as chat templates' tojson writes JSON)")
 	return &lim
+}
+
+// whitespaceFlag is --grammar-whitespace: compact, free or spaced.
+type whitespaceFlag struct{ dst *grammar.Whitespace }
+
+// String is the setting's name (flag.Value); the zero flag's is "", so
+// that -h shows the default.
+func (f whitespaceFlag) String() string {
+	if f.dst == nil {
+		return ""
+	}
+	return f.dst.String()
+}
+
+// Set reads a setting's name (flag.Value).
+func (f whitespaceFlag) Set(s string) error {
+	w, err := grammar.ParseWhitespace(s)
+	if err != nil {
+		return err
+	}
+	*f.dst = w
+	return nil
 }
 
 // serveModel serves the one model cfg describes on ln until ctx ends (see

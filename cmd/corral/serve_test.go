@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/internal/testmodel"
 )
 
@@ -207,5 +209,34 @@ func TestServeCacheTypes(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("/v1/models: %+v", models.Data)
+	}
+}
+
+// TestGrammarWhitespaceFlag: --grammar-whitespace sets the whitespace the
+// API's JSON grammars allow, compact by default, and refuses other names.
+func TestGrammarWhitespaceFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want grammar.Whitespace
+		err  string
+	}{
+		{nil, grammar.WhitespaceCompact, ""},
+		{[]string{"--grammar-whitespace=free"}, grammar.WhitespaceFree, ""},
+		{[]string{"--grammar-whitespace", "compact"}, grammar.WhitespaceCompact, ""},
+		{[]string{"--grammar-whitespace=spaced"}, grammar.WhitespaceSpaced, ""},
+		{[]string{"--grammar-whitespace=indented"}, 0, `"indented": want compact, free or spaced`},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		lim := addLimitFlags(fs)
+		err := fs.Parse(tt.args)
+		switch {
+		case tt.err != "":
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: %v, want an error with %q", tt.args, err, tt.err)
+			}
+		case err != nil || lim.GrammarWhitespace != tt.want || lim.SchemaLimits().Whitespace != tt.want:
+			t.Errorf("%q: %v, %v; want %v", tt.args, lim.GrammarWhitespace, err, tt.want)
+		}
 	}
 }
