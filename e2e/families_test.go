@@ -137,6 +137,21 @@ func opensReasoning(t *testing.T, src string, f reasoning.Format) (map[string]an
 	return nil, false
 }
 
+// synth writes a synthetic model that carries m's template, and gives
+// the model options it is served with (templateOptions).
+func (m *familyModel) synth(t *testing.T) (string, servedmodel.Options) {
+	t.Helper()
+	path := testsynth.Template(t, m.src, m.specialMarkers())
+	var opt servedmodel.Options
+	if o := templateOptions[m.file]; o != nil {
+		var err error
+		if opt, err = o(m.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path, opt
+}
+
 // specialMarkers are the markers of m's formats shaped like one token,
 // <…> or […]: real models write those as special tokens. The others
 // ("Action:", "functools[", "<function=" and the like) are text.
@@ -202,14 +217,7 @@ func TestFamiliesEndToEnd(t *testing.T) {
 	for _, m := range models {
 		t.Run(strings.TrimSuffix(m.file, ".jinja"), func(t *testing.T) {
 			t.Parallel()
-			path := testsynth.Template(t, m.src, m.specialMarkers())
-			var opt servedmodel.Options
-			if o := templateOptions[m.file]; o != nil {
-				var err error
-				if opt, err = o(m.src); err != nil {
-					t.Fatal(err)
-				}
-			}
+			path, opt := m.synth(t)
 			ts := e2etest.Start(t, path, e2etest.Options{Engine: engine.Config{Parallel: 1, CtxSize: 16384}, Model: opt})
 			if m.tools != nil {
 				t.Run("tools "+m.tools.Name(), func(t *testing.T) { familyCalls(t, ts, m) })

@@ -16,7 +16,6 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/internal/e2etest"
-	"github.com/corral-llm/corral/internal/testsynth"
 	servedmodel "github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/toolcall"
@@ -81,14 +80,7 @@ func TestFamiliesRepairStreamed(t *testing.T) {
 		}
 		t.Run(m.tools.Name(), func(t *testing.T) {
 			t.Parallel()
-			path := testsynth.Template(t, m.src, m.specialMarkers())
-			var opt servedmodel.Options
-			if o := templateOptions[m.file]; o != nil {
-				var err error
-				if opt, err = o(m.src); err != nil {
-					t.Fatal(err)
-				}
-			}
+			path, opt := m.synth(t)
 			for kind, bad := range failingTools {
 				fe := &failingEngine{f: m.tools, think: reasoning.Detect(m.src), bad: bad}
 				ts := e2etest.Start(t, path, e2etest.Options{Engine: engine.Config{Parallel: 1, CtxSize: 16384}, Model: opt,

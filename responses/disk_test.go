@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -610,31 +609,7 @@ func TestStoreDiskConcurrent(t *testing.T) {
 	unit := sizeOf(200, "resp_10")
 	opt := StoreOptions{MaxBytes: 10 * unit, MaxOwnerBytes: 4 * unit}
 	st := openAt(t, t.TempDir(), opt)
-	var wg sync.WaitGroup
-	for g := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			owner := fmt.Sprint("owner", g%3)
-			p := st.Prior(owner)
-			for i := range 40 {
-				id := fmt.Sprint("resp_", i%17)
-				e := blob(100 + i%5*50)
-				e.Items = map[string]json.RawMessage{fmt.Sprint("item_", i%7): []byte(`{"type":"message","role":"user","content":"x"}`)}
-				if err := st.Put(owner, id, e); err != nil {
-					t.Error(err)
-					return
-				}
-				st.Get(owner, fmt.Sprint("resp_", (i+3)%17))
-				p.Item(fmt.Sprint("item_", i%5))
-				p.Conversation(id)
-				if i%11 == 0 {
-					st.Delete(owner, id)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	churn(t, st, 6, 40)
 	st.checkDisk(t)
 	held := map[key]*Stored{}
 	for k, e := range st.byKey {

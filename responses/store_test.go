@@ -245,19 +245,17 @@ func TestStoreRecordReferences(t *testing.T) {
 	st.check(t)
 }
 
-// TestStoreConcurrent runs owners that store, read, continue and delete
-// at once, past the budgets; run it under -race -count=20.
-func TestStoreConcurrent(t *testing.T) {
-	unit := sizeOf(200, "resp_10") // with an item: about 1.5 units
-	st := NewStore(StoreOptions{MaxBytes: 10 * unit, MaxOwnerBytes: 4 * unit})
+// churn runs n goroutines of three owners that each store, read,
+// continue and delete rounds times at once on st.
+func churn(t *testing.T, st *Store, n, rounds int) {
 	var wg sync.WaitGroup
-	for g := range 8 {
+	for g := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			owner := fmt.Sprint("owner", g%3)
 			p := st.Prior(owner)
-			for i := range 200 {
+			for i := range rounds {
 				id := fmt.Sprint("resp_", i%17)
 				e := blob(100 + i%5*50)
 				e.Items = map[string]json.RawMessage{fmt.Sprint("item_", i%7): []byte(`{"type":"message","role":"user","content":"x"}`)}
@@ -275,6 +273,14 @@ func TestStoreConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestStoreConcurrent runs owners that store, read, continue and delete
+// at once, past the budgets; run it under -race -count=20.
+func TestStoreConcurrent(t *testing.T) {
+	unit := sizeOf(200, "resp_10") // with an item: about 1.5 units
+	st := NewStore(StoreOptions{MaxBytes: 10 * unit, MaxOwnerBytes: 4 * unit})
+	churn(t, st, 8, 200)
 	st.check(t)
 	if _, b := st.Usage(); b > 10*unit {
 		t.Errorf("%d bytes past the budget", b)

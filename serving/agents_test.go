@@ -20,7 +20,6 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/model"
-	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -123,23 +122,7 @@ func stories260K(t *testing.T, opt model.Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.New(eng, opt)
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: path}, Pinned: true}
-	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		reg.Close()
-		eng.Close()
-	})
-	return keyServer(t, serving.New(reg, serving.Options{}), nil).URL
+	return keyServer(t, serveModel(t, eng, eng, path, opt, serving.Options{}), nil).URL
 }
 
 // TestLongToolNames: a tool name of Anthropic's 128 characters is

@@ -62,12 +62,21 @@ func realModelAPI(t testing.TB, name string, cfg engine.Config, opt serving.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.New(eng, model.Options{})
+	return serveModel(t, eng, eng, cfg.ModelPath, model.Options{}, opt), eng
+}
+
+// serveModel serves served (eng, or a stand-in over it), the model at
+// path, with mopt as the one pinned model "tiny" of a Core with opt;
+// the registry and eng close when t ends, and eng at once when this
+// fails.
+func serveModel(t testing.TB, eng *engine.Engine, served model.Engine, path string, mopt model.Options, opt serving.Options) *serving.Core {
+	t.Helper()
+	m, err := model.New(served, mopt)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)
 	}
-	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: cfg.ModelPath}, Pinned: true}
+	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: path}, Pinned: true}
 	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
 		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
 	if err != nil {
@@ -78,7 +87,7 @@ func realModelAPI(t testing.TB, name string, cfg engine.Config, opt serving.Opti
 		reg.Close()
 		eng.Close()
 	})
-	return serving.New(reg, opt), eng
+	return serving.New(reg, opt)
 }
 
 // keyServer serves a's routes on loopback HTTP behind a stand-in for the

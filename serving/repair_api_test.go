@@ -14,7 +14,6 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/model"
-	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/toolcall"
 	"github.com/corral-llm/corral/wire"
@@ -61,23 +60,7 @@ func repairServer(t *testing.T, opt serving.Options, script func(n int) string) 
 		t.Fatal(err)
 	}
 	se := &scriptEngine{Engine: eng, script: script}
-	m, err := model.New(se, model.Options{})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	spec := registry.Spec{ID: "tiny", Engine: engine.Config{ModelPath: path}, Pinned: true}
-	reg, err := registry.New(registry.Config{KeepAlive: -1}, []registry.Spec{spec},
-		func(context.Context, registry.Spec) (*model.Model, error) { return m, nil })
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		reg.Close()
-		eng.Close()
-	})
-	a := serving.New(reg, opt)
+	a := serveModel(t, eng, se, path, model.Options{}, opt)
 	return a, se, keyServer(t, a, nil)
 }
 
