@@ -150,6 +150,10 @@ type ollamaBody interface {
 	params() *ollamaParams
 	// empty reports a request with nothing to generate (load or unload).
 	empty() bool
+	// check refuses what corral does not serve, whatever the model;
+	// translate makes the request of a body check passed.
+	check(lim *serving.Limits) *serving.Error
+	translate(lim *serving.Limits) (serving.Request, *serving.Error)
 }
 
 // serveOllama answers body, its refusals checked and translated (so that
@@ -222,22 +226,18 @@ func ollamaLoad(x *serving.Exchange, p *ollamaParams, isChat bool) *serving.Erro
 }
 
 // Check refuses what corral does not serve, whatever the model, and
-// translates the request; nothing when there is nothing to generate.
+// translates the request (checkBody).
 func (body *ollamaGenerateRequest) Check(lim *serving.Limits) *serving.Error {
-	if body.empty() {
-		return nil
-	}
-	if e := body.check(lim); e != nil {
-		return e
-	}
-	var e *serving.Error
-	body.req, e = body.translate(lim)
-	return e
+	return checkBody(body, lim)
 }
 
 // Check refuses what corral does not serve, whatever the model, and
-// translates the request; nothing when there is nothing to generate.
-func (body *ollamaChatRequest) Check(lim *serving.Limits) *serving.Error {
+// translates the request (checkBody).
+func (body *ollamaChatRequest) Check(lim *serving.Limits) *serving.Error { return checkBody(body, lim) }
+
+// checkBody refuses what corral does not serve in body, whatever the
+// model, and translates it; nothing when there is nothing to generate.
+func checkBody(body ollamaBody, lim *serving.Limits) *serving.Error {
 	if body.empty() {
 		return nil
 	}
@@ -245,7 +245,7 @@ func (body *ollamaChatRequest) Check(lim *serving.Limits) *serving.Error {
 		return e
 	}
 	var e *serving.Error
-	body.req, e = body.translate(lim)
+	body.params().req, e = body.translate(lim)
 	return e
 }
 
