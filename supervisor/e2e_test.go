@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/supervisor/agent"
@@ -377,7 +378,8 @@ func TestE2ENativeToolLoop(t *testing.T) {
 			t.Fatalf("runner called %d times, want 2: %+v", len(calls), calls)
 		}
 		for _, c := range calls {
-			if q, ok := c.Arguments["q"].(string); c.Name != "lookup" || !ok || len(q) > 8 || c.RequestID != id {
+			// maxLength counts characters, not bytes.
+			if q, ok := c.Arguments["q"].(string); c.Name != "lookup" || !ok || utf8.RuneCountInString(q) > 8 || c.RequestID != id {
 				t.Errorf("tool call %+v", c)
 			}
 		}
@@ -443,7 +445,9 @@ func TestE2EToolFailures(t *testing.T) {
 }
 
 func TestE2ERepeatedLine(t *testing.T) {
-	w := tinyWorker(t, 1, nil, func(c *WorkerConfig) {
+	// --grammar-whitespace free: the grammar allows a line break between
+	// JSON's tokens (compact JSON, the default, allows none).
+	w := tinyWorker(t, 1, []string{"--grammar-whitespace", "free"}, func(c *WorkerConfig) {
 		c.RepeatedLine = agent.RepeatedLineGuard{MinChars: 16, Repeats: 4}
 	})
 	// An array of one long constant string, many times: the grammar allows
