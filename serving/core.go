@@ -62,10 +62,10 @@ type Options struct {
 	// Limits bound what a request may ask; zero fields mean
 	// DefaultLimits.
 	Limits Limits
-	// ToolRepair is how many times a whole answer's tool call that does
-	// not parse or breaks its schema is written again (corral serve's
-	// --tool-repair; see repair.go): 0 means DefaultToolRepair, a
-	// negative value none.
+	// ToolRepair is how many times an answer's tool call (whole or
+	// streamed) that does not parse or breaks its schema is written
+	// again (corral serve's --tool-repair; see repair.go and
+	// streamrepair.go): 0 means DefaultToolRepair, a negative value none.
 	ToolRepair int
 	// KVEvents, when set, is the publisher of the engines' KV events,
 	// whose counters /metrics shows.

@@ -94,7 +94,7 @@ func runServe(ctx context.Context, args []string) error {
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
 	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies ("+strings.Join(toolcall.Names(), ", ")+")")
-	toolRepair := fs.Int("tool-repair", serving.DefaultToolRepair, "times a tool call that does not parse or breaks its schema, in a whole answer with tool_choice auto, is written again under the tool-call grammar (0: never)")
+	toolRepair := fs.Int("tool-repair", serving.DefaultToolRepair, "times a tool call that does not parse, calls a function not offered or breaks its schema, in an answer (whole or streamed) with tool_choice auto, is written again under the tool-call grammar (0: never; streams then send calls in fragments, unchecked)")
 	reasoningFormat := fs.String("reasoning-format", "auto", "how answers' reasoning is returned: auto or deepseek (apart, in reasoning_content, in the format the chat template implies), none (inline in the content), or a format's `name` ("+strings.Join(reasoning.Names(), ", ")+")")
 	reasoningBudget := fs.Int("reasoning-budget", -1, "most `tokens` a model may reason before its reasoning is closed for it, for requests that set no thinking_budget (-1: no limit)")
 	alias := fs.String("alias", "", "model id in the API when one model is given with -m (default: the file name without .gguf)")
