@@ -31,7 +31,7 @@ func (e *Error) Error() string { return e.Message }
 // Unwrap returns the Cause, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Cause }
 
-// Invalid returns a 400 invalid_request_error about param.
+// Invalid returns a 400 about param, the client's fault.
 func Invalid(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Param: param, Message: fmt.Sprintf(format, args...)}
 }
