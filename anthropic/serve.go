@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/serving"
@@ -37,16 +36,9 @@ func CountTokens(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 // its clients retry (as they retry every 5xx, 408, 409 and 429).
 const StatusOverloaded = 529
 
-// overloadCodes are the codes of the errors that say the server is too
-// busy for the request now (its queue is full, the request waited its
-// longest for a slot, its model could not get memory while the models
-// holding it were in use), which
-// Anthropic's API answers 529 overloaded_error; the other dialects answer
-// them 503.
-var overloadCodes = []string{"queue_full", "queue_timeout", "model_busy"}
-
 // WriteError writes e in Anthropic's error envelope, with the status that
-// picks its type (see NewError): an overload (overloadCodes) is a 529,
+// picks its type (see NewError): an overload (serving.Error.Overloaded)
+// is a 529 (the other dialects answer it 503),
 // and it and any 503 carry Retry-After: 1, as the other dialects' 503s
 // do.
 func WriteError(w http.ResponseWriter, e *serving.Error) {
@@ -59,7 +51,7 @@ func WriteError(w http.ResponseWriter, e *serving.Error) {
 
 // statusOf is the status Anthropic's API answers e with.
 func statusOf(e *serving.Error) int {
-	if slices.Contains(overloadCodes, e.Code) {
+	if e.Overloaded() {
 		return StatusOverloaded
 	}
 	return e.Status

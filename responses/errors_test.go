@@ -76,8 +76,9 @@ func TestPromptTooLong(t *testing.T) {
 	for s.Next() {
 		t.Errorf("queue full: event %s", s.Current().Type)
 	}
-	if !errors.As(s.Err(), &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "queue_full" {
-		t.Errorf("queue full, streamed: %v, want a 503 queue_full", s.Err())
+	// An overload is OpenAI's server_is_overloaded, which Codex retries.
+	if !errors.As(s.Err(), &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "server_is_overloaded" {
+		t.Errorf("queue full, streamed: %v, want a 503 server_is_overloaded", s.Err())
 	}
 	s.Close()
 }
@@ -85,7 +86,8 @@ func TestPromptTooLong(t *testing.T) {
 // TestErrorFailsResponse: an error after the stream's headers fails the
 // response (response.failed, which Codex reads; it ignores "error"
 // events), after response.created and response.in_progress when only
-// pings went before; its code is the error's, else its type's.
+// pings went before; its code is the error's (an overload's OpenAI's
+// server_is_overloaded, which Codex retries), else its type's.
 func TestErrorFailsResponse(t *testing.T) {
 	r, _ := Decode([]byte(`{"input":"hi"}`))
 	tr, _ := Translate(r, nil, Limits{})
@@ -115,7 +117,7 @@ func TestErrorFailsResponse(t *testing.T) {
 			t.Fatalf("begun %v: events %q, want %q", begun, got, want)
 		}
 		last := evs[len(evs)-1].AsResponseFailed().Response
-		if last.Error.Code != "queue_timeout" || last.Error.Message != "waited too long" {
+		if last.Error.Code != "server_is_overloaded" || last.Error.Message != "waited too long" {
 			t.Errorf("begun %v: %s", begun, evs[len(evs)-1].RawJSON())
 		}
 	}

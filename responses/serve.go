@@ -31,9 +31,29 @@ type handlers struct{ st *Store }
 // create serves POST /v1/responses: the Response object, or with
 // "stream": true its server-sent events.
 func (h handlers) create(c *serving.Core, w http.ResponseWriter, r *http.Request) {
-	serving.Handle(c, w, r, openai.WriteError, false, func(x *serving.Exchange, body *createRequest) *serving.Error {
+	serving.Handle(c, w, r, writeError, false, func(x *serving.Exchange, body *createRequest) *serving.Error {
 		return h.serve(x, body)
 	})
+}
+
+// overloadCode is OpenAI's code for a server too busy for the request
+// now, which Codex retries (it reads a 503 with another code, or a
+// response.failed with another code, as a failure of the request).
+const overloadCode = "server_is_overloaded"
+
+// writeError writes e in OpenAI's envelope, an overload
+// (serving.Error.Overloaded) with code server_is_overloaded.
+func writeError(w http.ResponseWriter, e *serving.Error) { openai.WriteError(w, words(e)) }
+
+// words is e as the Responses API says it: an overload's code is
+// server_is_overloaded.
+func words(e *serving.Error) *serving.Error {
+	if !e.Overloaded() {
+		return e
+	}
+	c := *e
+	c.Code = overloadCode
+	return &c
 }
 
 // get serves GET /v1/responses/{id}: a response stored by the caller.
@@ -275,7 +295,7 @@ func (f *encoder) Error(e *serving.Error) any {
 		f.started = true
 		evs = f.s.Start()
 	}
-	code := e.Code
+	code := words(e).Code
 	if code == "" {
 		code = wire.ErrorType(e.Status)
 	}

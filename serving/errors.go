@@ -28,6 +28,20 @@ type Error struct {
 // Error returns the message.
 func (e *Error) Error() string { return e.Message }
 
+// Overloaded reports whether e says the server is too busy for the
+// request now, so that a retry later may succeed: its queue is full, the
+// request waited its longest for a slot, or its model could not get
+// memory while the models holding it were in use. Dialects whose clients
+// retry on their own sign of it say so in their words (Anthropic's 529
+// overloaded_error, Responses' server_is_overloaded).
+func (e *Error) Overloaded() bool {
+	switch e.Code {
+	case "queue_full", "queue_timeout", "model_busy":
+		return true
+	}
+	return false
+}
+
 // Unwrap returns the Cause, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Cause }
 
