@@ -56,30 +56,50 @@ func (st *stream) push(text string, ch engine.Chunk) error {
 	if fix.held {
 		return nil
 	}
-	if st.reader.Failed() {
+	out, done, ok := fix.decide(st, ds)
+	if !ok {
 		fix.held = true
 		return nil
-	}
-	out := plainPieces(ds)
-	var done []wire.ToolCall
-	for _, call := range st.reader.Calls()[fix.calls:] {
-		t := findTool(st.g.Plan.Defs, call.Function.Name)
-		if t == nil || !fix.v.valid(t, call.Function.Arguments) {
-			fix.held = true
-			return nil
-		}
-		out = append(out, wholeCall(fix.calls+len(done), call))
-		done = append(done, call)
 	}
 	return fix.send(st, out, done, ch)
 }
 
-// finish ends a stream whose calls may be repaired: the answer, repaired
-// when a call failed, is read afresh and the client gets what it has not
-// been sent of it, then the encoder's last events.
+// decide reads ds, the pieces the reader decided: their reasoning and
+// content, and each call the reader completed, whole; ok is false when a
+// call failed (markup that was no call, a call of a function not
+// offered, arguments that break its schema).
+func (fix *streamRepair) decide(st *stream, ds []wire.Delta) (out []wire.Delta, done []wire.ToolCall, ok bool) {
+	if st.reader.Failed() {
+		return nil, nil, false
+	}
+	out = plainPieces(ds)
+	done = st.reader.Calls()[fix.calls:]
+	for i, call := range done {
+		t := findTool(st.g.Plan.Defs, call.Function.Name)
+		if t == nil || !fix.v.valid(t, call.Function.Arguments) {
+			return nil, nil, false
+		}
+		out = append(out, wholeCall(fix.calls+i, call))
+	}
+	return out, done, true
+}
+
+// finish ends a stream whose calls may be repaired. An answer sound to
+// its end ends as a stream that reads calls does. Else the answer,
+// repaired, is read afresh and the client gets what it has not been sent
+// of it; then the encoder's last events.
 func (st *stream) finish(res engine.Result) error {
 	fix := st.fix
 	x := st.x
+	if !fix.held {
+		out, done, ok := fix.decide(st, st.reader.Finish(res.FinishReason == engine.FinishLength))
+		if ok {
+			if err := fix.send(st, out, done, engine.Chunk{}); err != nil {
+				return err
+			}
+			return st.events(st.enc.End(res, st.g.finish(res, st.reader.Calls())))
+		}
+	}
 	text, res := x.Core.repairCalls(x.Context(), x.Model, fix.req, st.g.Plan, fix.all.String(), res)
 	r := st.g.Plan.Reader()
 	ds := append(r.Push(text), r.Finish(res.FinishReason == engine.FinishLength)...)
