@@ -399,8 +399,20 @@ func TestKVEventsLateSubscriber(t *testing.T) {
 	pub := publisher(t)
 	x := newKVIndex()
 	e := newEngine(t, testmodel.TinyStories656K, engine.Config{Parallel: 1, HostCacheBytes: 64 << 20, KVEvents: teeSink{pub.Topic("kv@pod@m"), x}})
+	// An early subscriber, there from the first batch, shows when the
+	// publisher has sent every batch the engine gave it: Publish only
+	// queues a batch, so one still queued when the late subscriber
+	// joins would reach it live, before its restatement.
+	early, _ := join(t, pub)
+	defer early.Close()
 	runIdle(t, e, strings.Repeat("Once upon a time Tom went to the park to play with a red ball. ", 6), 8)
 	runIdle(t, e, strings.Repeat("Lily liked to sing songs with her friends in the garden. ", 6), 8)
+	early.SetReadDeadline(time.Now().Add(kvPatience))
+	for n := pub.Published(); n > 0; n-- {
+		if _, err := early.Recv(); err != nil {
+			t.Fatalf("the early subscriber waiting for %d more batches: %v", n, err)
+		}
+	}
 	sub, msgs := join(t, pub)
 	defer sub.Close()
 	if len(msgs) == 0 {
