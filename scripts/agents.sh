@@ -11,6 +11,8 @@
 #                                                 unless both exit 0
 #        scripts/agents.sh claude URL [PROMPT]    Claude Code only
 #        scripts/agents.sh codex URL [PROMPT]     Codex only
+#        scripts/agents.sh session                a 3-turn tool session of each against corral serve,
+#                                                 restarted between turns 2 and 3 (see session)
 #        scripts/agents.sh capture [OUT]          record every request both send with
 #                                                 internal/tools/agentcapture into OUT (default
 #                                                 testdata/agents), once plainly and once
@@ -47,19 +49,24 @@ need() {
   [ -x "$claude_bin" ] && [ -x "$codex_bin" ] || install >/dev/null
 }
 
-# sandbox NAME: a fresh HOME and an empty working folder for one CLI run,
-# printed as "HOME WORK".
+# sandbox NAME: a fresh folder for one CLI's runs, holding its HOME and an
+# empty working folder; printed.
 sandbox() {
   local d
   d=$(mktemp -d "$scratch/$1.XXXXXX")
   mkdir -p "$d/home" "$d/work"
-  echo "$d/home $d/work"
+  echo "$d"
 }
 
-# claude URL PROMPT: Claude Code in print mode against URL.
-claude() {
-  local url=$1 prompt=$2 home work
-  read -r home work < <(sandbox claude)
+# claude URL PROMPT: Claude Code in print mode against URL, in a fresh sandbox.
+claude() { claude_in "$(sandbox claude)" "$@"; }
+
+# claude_in DIR URL PROMPT [continue]: Claude Code in print mode against URL
+# with DIR's HOME and working folder; with "continue", continuing DIR's last
+# conversation.
+claude_in() {
+  local dir=$1 url=$2 prompt=$3 more=()
+  [ "${4:-}" = continue ] && more=(--continue)
   local model_env=() model_arg=()
   if [ -n "${MODEL:-}" ] && [ "$MODEL" != default ]; then
     model_env=(ANTHROPIC_MODEL="$MODEL" ANTHROPIC_SMALL_FAST_MODEL="$MODEL"
@@ -67,22 +74,27 @@ claude() {
       ANTHROPIC_DEFAULT_OPUS_MODEL="$MODEL")
     model_arg=(--model "$MODEL")
   fi
-  (cd "$work" && env -i PATH="$PATH" HOME="$home" TERM=dumb LANG=C.UTF-8 \
+  (cd "$dir/work" && env -i PATH="$PATH" HOME="$dir/home" TERM=dumb LANG=C.UTF-8 \
     ANTHROPIC_BASE_URL="$url" ANTHROPIC_API_KEY=dummy \
     DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 \
     DISABLE_BUG_COMMAND=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     "${model_env[@]}" \
-    timeout "$timeout" "$claude_bin" -p "${model_arg[@]}" "$prompt" </dev/null)
+    timeout "$timeout" "$claude_bin" -p "${model_arg[@]}" "${more[@]}" "$prompt" </dev/null)
 }
 
-# codex URL PROMPT: codex exec against URL, as a custom Responses provider.
-codex() {
-  local url=$1 prompt=$2 home work
-  read -r home work < <(sandbox codex)
-  mkdir -p "$home/.codex"
+# codex URL PROMPT: codex exec against URL, as a custom Responses provider,
+# in a fresh sandbox.
+codex() { codex_in "$(sandbox codex)" "$@"; }
+
+# codex_in DIR URL PROMPT [continue]: codex exec against URL with DIR's HOME
+# and working folder; with "continue", resuming DIR's last session.
+codex_in() {
+  local dir=$1 url=$2 prompt=$3 more=()
+  [ "${4:-}" = continue ] && more=(resume --last)
+  mkdir -p "$dir/home/.codex"
   local model_arg=(-c "model=\"${MODEL:-corral}\"")
   [ "${MODEL:-}" = default ] && model_arg=()
-  (cd "$work" && env -i PATH="$PATH" HOME="$home" CODEX_HOME="$home/.codex" TERM=dumb \
+  (cd "$dir/work" && env -i PATH="$PATH" HOME="$dir/home" CODEX_HOME="$dir/home/.codex" TERM=dumb \
     LANG=C.UTF-8 CORRAL_API_KEY=dummy \
     timeout "$timeout" "$codex_bin" exec --skip-git-repo-check \
     -c model_provider=corral \
@@ -91,7 +103,7 @@ codex() {
     -c 'model_providers.corral.env_key="CORRAL_API_KEY"' \
     -c 'model_providers.corral.wire_api="responses"' \
     "${model_arg[@]}" \
-    "$prompt" </dev/null)
+    "${more[@]}" "$prompt" </dev/null)
 }
 
 # both URL PROMPT: each CLI in turn; fails if either fails.
@@ -144,11 +156,89 @@ capture() {
   done
 }
 
+# serve_corral LOG [PORT]: corral serve in the background on PORT (default:
+# a free one), on the session model with the session's disk tier, logging
+# JSON to LOG; sets corral_pid and corral_url once it listens.
+serve_corral() {
+  local log=$1 addr=
+  CORRAL_CPU_VARIANT=${CORRAL_CPU_VARIANT:-haswell} "$corral" serve -m "$scratch/session.gguf" \
+    --alias corral -c 65536 -np 2 --port "${2:-0}" --cache-disk "$scratch/disk" --log-format json >"$log" 2>&1 &
+  corral_pid=$!
+  for _ in $(seq 300); do
+    addr=$(sed -n 's/.*"msg":"listening","addr":"\([^"]*\)".*/\1/p' "$log")
+    [ -n "$addr" ] && break
+    kill -0 "$corral_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$addr" ] || { cat "$log" >&2; echo "corral serve did not start" >&2; exit 1; }
+  corral_url=http://$addr
+}
+
+# stop_corral: SIGTERM, as an operator restarts it; corral writes what it
+# has cached to the disk tier before it exits.
+stop_corral() {
+  kill -TERM "$corral_pid"
+  wait "$corral_pid" || true
+}
+
+# session: each CLI takes a 3-turn tool session against corral serve on a
+# synthetic 64k-context model (random weights, GPT-2's vocabulary, Qwen2.5's
+# chat template), across a restart of the server between turns 2 and 3.
+# agentcapture -upstream -tool sits between and steers each request (the
+# model's weights could not): turn 1 is answered with a shell call running
+# "echo hello", which the CLI runs; turn 2, with its output, and turn 3 (the
+# session continued with a new prompt after the restart) with a short fixed
+# answer. Fails unless every CLI run exits 0 and turn 3 of each CLI finds at
+# least 90% of its prompt cached, with a disk-tier hit each. The requests are
+# kept in $OUT (default: a temporary folder).
+session() {
+  local out=${OUT:-$scratch/requests} proxy_log=$scratch/proxy.log
+  corral=${CORRAL:-bin/corral}
+  [ -x "$corral" ] || make build >&2
+  "$corral" synth -shape tiny,ctx=65536 -vocab ../shared/vocab/ggml-vocab-gpt-2.gguf \
+    -chat-template ../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja -o "$scratch/session.gguf" >&2
+  go build -o "$scratch/agentcapture" ./internal/tools/agentcapture
+  serve_corral "$scratch/corral-1.log"
+  "$scratch/agentcapture" -out "$out" -prefix session -tool -upstream "$corral_url" >"$proxy_log" 2>&1 &
+  proxy_pid=$!
+  local url=
+  for _ in $(seq 100); do
+    url=$(sed -n 's/^listening on //p' "$proxy_log")
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$proxy_log" >&2; exit 1; }
+  trap 'kill "${proxy_pid:-}" "${corral_pid:-}" 2>/dev/null; rm -rf "$scratch"' EXIT
+  local c x
+  c=$(sandbox claude)
+  x=$(sandbox codex)
+  echo "== turns 1 and 2: Run echo hello" >&2
+  MODEL=corral claude_in "$c" "$url" "Run echo hello"
+  MODEL=corral codex_in "$x" "$url" "Run echo hello"
+  echo "== restart" >&2
+  stop_corral
+  serve_corral "$scratch/corral-2.log" "${corral_url##*:}"
+  echo "== turn 3: Now say goodbye" >&2
+  MODEL=corral claude_in "$c" "$url" "Now say goodbye" continue
+  MODEL=corral codex_in "$x" "$url" "Now say goodbye" continue
+  local hits
+  hits=$(curl -sf "$corral_url/metrics" | sed -n 's/^corral_disk_cache_hits_total{.*} //p')
+  echo "== after the restart (corral-2.log): disk-tier hits $hits" >&2
+  grep '"msg":"request".*"path":"/v1/\(messages\|responses\)"' "$scratch/corral-2.log" |
+    sed 's/.*"path":"\([^"]*\)".*"prompt_tokens":\([0-9]*\),"cached_tokens":\([0-9]*\).*/  \1: \2 prompt tokens, \3 cached/' >&2
+  [ "${hits:-0}" -ge 2 ] || { echo "want a disk-tier hit for each CLI's turn 3" >&2; exit 1; }
+  grep '"msg":"request".*"path":"/v1/\(messages\|responses\)"' "$scratch/corral-2.log" |
+    sed 's/.*"prompt_tokens":\([0-9]*\),"cached_tokens":\([0-9]*\).*/\1 \2/' |
+    awk '$2 * 10 < $1 * 9 { bad = 1 } END { exit bad }' ||
+    { echo "want at least 90% of each turn 3 prompt cached" >&2; exit 1; }
+}
+
 case ${1:-} in
 install) install ;;
 run) need; both "${2:?usage: scripts/agents.sh run URL [PROMPT]}" "${3:-Say hello}" ;;
 claude) need; claude "${2:?usage: scripts/agents.sh claude URL [PROMPT]}" "${3:-Say hello}" ;;
 codex) need; codex "${2:?usage: scripts/agents.sh codex URL [PROMPT]}" "${3:-Say hello}" ;;
 capture) need; capture "${2:-testdata/agents}" ;;
+session) need; session ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -8,12 +8,19 @@
 //
 // Usage:
 //
-//	agentcapture -out DIR [-addr 127.0.0.1:0] [-prefix NAME] [-reply TEXT] [-tool]
+//	agentcapture -out DIR [-addr 127.0.0.1:0] [-prefix NAME] [-reply TEXT] [-tool] [-upstream URL]
 //
 // With -tool, a request that carries no tool result yet is answered with one
 // shell tool call (Claude Code's Bash, Codex's exec_command, running
 // "echo hello") when the request offers that tool, so that the client's
 // follow-up request, with the tool's result, is captured too.
+//
+// With -upstream, it answers nothing itself: it records each request and
+// passes it on to the server at URL (corral), streaming the answer back.
+// With -tool too, requests are steered before they go on (see steer): one
+// that carries no tool result yet must be answered with that same shell
+// call, any other with a short fixed answer, so that an agent session
+// against a model of random weights takes a tool round trip and ends.
 //
 // It prints "listening on http://ADDR" on stdout once it accepts requests and
 // runs until interrupted. The prefix can be changed while it runs with
@@ -35,6 +42,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -55,26 +64,35 @@ func main() {
 	prefix := flag.String("prefix", "capture", "file name prefix of the captured requests")
 	reply := flag.String("reply", "Hello from agentcapture.", "the assistant text of every answer")
 	tool := flag.Bool("tool", false, "answer a request without tool results with a shell tool call")
+	upstream := flag.String("upstream", "", "pass requests on to the server at this URL instead of answering them")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "agentcapture: -out is required")
 		os.Exit(2)
 	}
-	if err := run(*addr, *out, *prefix, *reply, *tool); err != nil {
+	rec := &recorder{out: *out, prefix: *prefix, reply: *reply, tool: *tool}
+	if *upstream != "" {
+		u, err := url.Parse(*upstream)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			fmt.Fprintf(os.Stderr, "agentcapture: -upstream %q: want a URL such as http://127.0.0.1:8080\n", *upstream)
+			os.Exit(2)
+		}
+		rec.upstream = newForwarder(u)
+	}
+	if err := run(*addr, rec); err != nil {
 		fmt.Fprintln(os.Stderr, "agentcapture:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, out, prefix, reply string, tool bool) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+func run(addr string, rec *recorder) error {
+	if err := os.MkdirAll(rec.out, 0o755); err != nil {
 		return fmt.Errorf("create output folder: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	rec := &recorder{out: out, prefix: prefix, reply: reply, tool: tool}
 	srv := &http.Server{Handler: rec, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("listening on http://%s\n", ln.Addr())
 
@@ -102,6 +120,7 @@ func run(addr, out, prefix, reply string, tool bool) error {
 type recorder struct {
 	out, reply string
 	tool       bool
+	upstream   *httputil.ReverseProxy // nil: answer requests here
 
 	mu     sync.Mutex
 	prefix string
@@ -138,9 +157,15 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var req map[string]any
-	_ = json.Unmarshal(body, &req)
-	status := rc.answer(w, r, req)
+	var status int
+	if rc.upstream != nil {
+		body = rc.steered(r.URL.Path, body)
+		status = rc.forward(w, r, body)
+	} else {
+		var req map[string]any
+		_ = json.Unmarshal(body, &req)
+		status = rc.answer(w, r, req)
+	}
 	if err := rc.save(r, body, status); err != nil {
 		slog.Error("save capture", "path", r.URL.Path, "err", err)
 	}
