@@ -13,6 +13,8 @@
 #        scripts/agents.sh codex URL [PROMPT]     Codex only
 #        scripts/agents.sh session                a 3-turn tool session of each against corral serve,
 #                                                 restarted between turns 2 and 3 (see session)
+#        scripts/agents.sh compact                Claude Code's session, its turn 3 too long for the
+#                                                 restarted server: it must compact (see compact)
 #        scripts/agents.sh capture [OUT]          record every request both send with
 #                                                 internal/tools/agentcapture into OUT (default
 #                                                 testdata/agents), once plainly and once
@@ -156,13 +158,15 @@ capture() {
   done
 }
 
-# serve_corral LOG [PORT]: corral serve in the background on PORT (default:
-# a free one), on the session model with the session's disk tier, logging
-# JSON to LOG; sets corral_pid and corral_url once it listens.
+# serve_corral LOG [PORT [FLAGS...]]: corral serve in the background on PORT
+# (default: a free one), on the session model with the session's disk tier
+# and FLAGS, logging JSON to LOG; sets corral_pid and corral_url once it
+# listens.
 serve_corral() {
   local log=$1 addr=
   CORRAL_CPU_VARIANT=${CORRAL_CPU_VARIANT:-haswell} "$corral" serve -m "$scratch/session.gguf" \
-    --alias corral -c 65536 -np 2 --port "${2:-0}" --cache-disk "$scratch/disk" --log-format json >"$log" 2>&1 &
+    --alias corral -c 65536 -np 2 --port "${2:-0}" --cache-disk "$scratch/disk" --log-format json \
+    "${@:3}" >"$log" 2>&1 &
   corral_pid=$!
   for _ in $(seq 300); do
     addr=$(sed -n 's/.*"msg":"listening","addr":"\([^"]*\)".*/\1/p' "$log")
@@ -181,6 +185,38 @@ stop_corral() {
   wait "$corral_pid" || true
 }
 
+# requests LOG: the generating requests of a corral log, one per line:
+# path, status, prompt tokens, cached tokens.
+requests() {
+  grep '"msg":"request".*"path":"/v1/\(messages\|responses\)"' "$1" |
+    sed -e 's/.*"path":"\([^"]*\)","status":\([0-9]*\).*"prompt_tokens":\([0-9]*\),"cached_tokens":\([0-9]*\).*/\1 \2 \3 \4/' \
+      -e 's/.*"path":"\([^"]*\)","status":\([0-9]*\).*/\1 \2 - -/'
+}
+
+# start_session [COMMAND]: the session model, corral serve on it, and
+# agentcapture -upstream -tool in front, steering to COMMAND (default: echo
+# hello), its URL in url; the requests are kept in $OUT.
+start_session() {
+  local out=${OUT:-$scratch/requests} proxy_log=$scratch/proxy.log
+  corral=${CORRAL:-bin/corral}
+  [ -x "$corral" ] || make build >&2
+  "$corral" synth -shape tiny,ctx=65536 -vocab ../shared/vocab/ggml-vocab-gpt-2.gguf \
+    -chat-template ../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja -o "$scratch/session.gguf" >&2
+  go build -o "$scratch/agentcapture" ./internal/tools/agentcapture
+  serve_corral "$scratch/corral-1.log"
+  "$scratch/agentcapture" -out "$out" -prefix session -tool -command "${1:-echo hello}" \
+    -upstream "$corral_url" >"$proxy_log" 2>&1 &
+  proxy_pid=$!
+  trap 'kill "${proxy_pid:-}" "${corral_pid:-}" 2>/dev/null; rm -rf "$scratch"' EXIT
+  url=
+  for _ in $(seq 100); do
+    url=$(sed -n 's/^listening on //p' "$proxy_log")
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$proxy_log" >&2; exit 1; }
+}
+
 # session: each CLI takes a 3-turn tool session against corral serve on a
 # synthetic 64k-context model (random weights, GPT-2's vocabulary, Qwen2.5's
 # chat template), across a restart of the server between turns 2 and 3.
@@ -192,24 +228,8 @@ stop_corral() {
 # least 90% of its prompt cached, with a disk-tier hit each. The requests are
 # kept in $OUT (default: a temporary folder).
 session() {
-  local out=${OUT:-$scratch/requests} proxy_log=$scratch/proxy.log
-  corral=${CORRAL:-bin/corral}
-  [ -x "$corral" ] || make build >&2
-  "$corral" synth -shape tiny,ctx=65536 -vocab ../shared/vocab/ggml-vocab-gpt-2.gguf \
-    -chat-template ../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja -o "$scratch/session.gguf" >&2
-  go build -o "$scratch/agentcapture" ./internal/tools/agentcapture
-  serve_corral "$scratch/corral-1.log"
-  "$scratch/agentcapture" -out "$out" -prefix session -tool -upstream "$corral_url" >"$proxy_log" 2>&1 &
-  proxy_pid=$!
-  local url=
-  for _ in $(seq 100); do
-    url=$(sed -n 's/^listening on //p' "$proxy_log")
-    [ -n "$url" ] && break
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$proxy_log" >&2; exit 1; }
-  trap 'kill "${proxy_pid:-}" "${corral_pid:-}" 2>/dev/null; rm -rf "$scratch"' EXIT
-  local c x
+  start_session
+  local c x hits
   c=$(sandbox claude)
   x=$(sandbox codex)
   echo "== turns 1 and 2: Run echo hello" >&2
@@ -221,16 +241,39 @@ session() {
   echo "== turn 3: Now say goodbye" >&2
   MODEL=corral claude_in "$c" "$url" "Now say goodbye" continue
   MODEL=corral codex_in "$x" "$url" "Now say goodbye" continue
-  local hits
   hits=$(curl -sf "$corral_url/metrics" | sed -n 's/^corral_disk_cache_hits_total{.*} //p')
-  echo "== after the restart (corral-2.log): disk-tier hits $hits" >&2
-  grep '"msg":"request".*"path":"/v1/\(messages\|responses\)"' "$scratch/corral-2.log" |
-    sed 's/.*"path":"\([^"]*\)".*"prompt_tokens":\([0-9]*\),"cached_tokens":\([0-9]*\).*/  \1: \2 prompt tokens, \3 cached/' >&2
+  echo "== after the restart: disk-tier hits $hits; path, status, prompt tokens, cached" >&2
+  requests "$scratch/corral-2.log" | sed 's/^/  /' >&2
   [ "${hits:-0}" -ge 2 ] || { echo "want a disk-tier hit for each CLI's turn 3" >&2; exit 1; }
-  grep '"msg":"request".*"path":"/v1/\(messages\|responses\)"' "$scratch/corral-2.log" |
-    sed 's/.*"prompt_tokens":\([0-9]*\),"cached_tokens":\([0-9]*\).*/\1 \2/' |
-    awk '$2 * 10 < $1 * 9 { bad = 1 } END { exit bad }' ||
-    { echo "want at least 90% of each turn 3 prompt cached" >&2; exit 1; }
+  requests "$scratch/corral-2.log" | awk '$2 != 200 || $4 * 10 < $3 * 9 { bad = 1 } END { exit bad }' ||
+    { echo "want every turn 3 answered, with at least 90% of its prompt cached" >&2; exit 1; }
+}
+
+# compact: Claude Code's session as in session, its command printing 3,000
+# lines (about 4,000 tokens), but the server comes back from its restart
+# with a per-request context a few tokens longer than turn 2's prompt, so
+# that turn 3 does not fit: corral answers Anthropic's "prompt is too long"
+# and Claude Code must compact its conversation and go on. Fails unless it
+# exits 0 and a request after the refusal is answered.
+compact() {
+  start_session "seq 1 3000"
+  local c limit
+  c=$(sandbox claude)
+  echo "== turns 1 and 2: Run seq 1 3000" >&2
+  MODEL=corral claude_in "$c" "$url" "Run seq 1 3000"
+  limit=$(($(requests "$scratch/corral-1.log" | tail -1 | cut -d' ' -f3) + 24))
+  echo "== restart with --ctx-per-request $limit" >&2
+  stop_corral
+  serve_corral "$scratch/corral-2.log" "${corral_url##*:}" --ctx-per-request "$limit"
+  echo "== turn 3: Now say goodbye" >&2
+  local rc=0
+  MODEL=corral claude_in "$c" "$url" "Now say goodbye" continue || rc=$?
+  echo "== after the restart: path, status, prompt tokens, cached" >&2
+  requests "$scratch/corral-2.log" | sed 's/^/  /' >&2
+  grep '"level":"\(WARN\|ERROR\)"' "$scratch/corral-2.log" | sed 's/^/  /' >&2 || true
+  [ "$rc" = 0 ] || { echo "claude exited $rc" >&2; exit 1; }
+  requests "$scratch/corral-2.log" | awk '$2 == 400 { refused = 1 } refused && $2 == 200 { ok = 1 } END { exit !ok }' ||
+    { echo "want a prompt refused as too long, then a request answered" >&2; exit 1; }
 }
 
 case ${1:-} in
@@ -240,5 +283,6 @@ claude) need; claude "${2:?usage: scripts/agents.sh claude URL [PROMPT]}" "${3:-
 codex) need; codex "${2:?usage: scripts/agents.sh codex URL [PROMPT]}" "${3:-Say hello}" ;;
 capture) need; capture "${2:-testdata/agents}" ;;
 session) need; session ;;
+compact) need; compact ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

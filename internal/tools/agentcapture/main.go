@@ -12,7 +12,7 @@
 //
 // With -tool, a request that carries no tool result yet is answered with one
 // shell tool call (Claude Code's Bash, Codex's exec_command, running
-// "echo hello") when the request offers that tool, so that the client's
+// "echo hello", or the -command given) when the request offers that tool, so that the client's
 // follow-up request, with the tool's result, is captured too.
 //
 // With -upstream, it answers nothing itself: it records each request and
@@ -64,13 +64,14 @@ func main() {
 	prefix := flag.String("prefix", "capture", "file name prefix of the captured requests")
 	reply := flag.String("reply", "Hello from agentcapture.", "the assistant text of every answer")
 	tool := flag.Bool("tool", false, "answer a request without tool results with a shell tool call")
+	command := flag.String("command", shellCommand, "the command of that shell tool call")
 	upstream := flag.String("upstream", "", "pass requests on to the server at this URL instead of answering them")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "agentcapture: -out is required")
 		os.Exit(2)
 	}
-	rec := &recorder{out: *out, prefix: *prefix, reply: *reply, tool: *tool}
+	rec := &recorder{out: *out, prefix: *prefix, reply: *reply, tool: *tool, command: *command}
 	if *upstream != "" {
 		u, err := url.Parse(*upstream)
 		if err != nil || u.Scheme == "" || u.Host == "" {
@@ -120,11 +121,13 @@ func run(addr string, rec *recorder) error {
 type recorder struct {
 	out, reply string
 	tool       bool
+	command    string                 // of the shell tool call; "": shellCommand
 	upstream   *httputil.ReverseProxy // nil: answer requests here
 
 	mu     sync.Mutex
 	prefix string
 	seq    int
+	called map[string]bool // agent sessions steered to a call (-upstream -tool)
 }
 
 // capture is one recorded request as written to disk.
@@ -159,7 +162,7 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var status int
 	if rc.upstream != nil {
-		body = rc.steered(r.URL.Path, body)
+		body = rc.steered(r, body)
 		status = rc.forward(w, r, body)
 	} else {
 		var req map[string]any
@@ -259,8 +262,17 @@ func str(req map[string]any, key, def string) string {
 	return def
 }
 
-// shellCommand is the command of the tool call answered in -tool mode.
+// shellCommand is the command of the tool call answered in -tool mode,
+// unless -command names another.
 const shellCommand = "echo hello"
+
+// shell is the command of the tool calls answered or steered to.
+func (rc *recorder) shell() string {
+	if rc.command != "" {
+		return rc.command
+	}
+	return shellCommand
+}
 
 // offersTool reports whether the request's tools include one named name.
 func offersTool(req map[string]any, name string) bool {
@@ -303,7 +315,7 @@ func (rc *recorder) anthropic(w http.ResponseWriter, req map[string]any) {
 	in := approxTokens(req)
 	out := len(strings.Fields(rc.reply))
 	call := rc.tool && offersTool(req, "Bash") && !hasBlock(req["messages"], "tool_result")
-	input := map[string]any{"command": shellCommand, "description": "Print hello"}
+	input := map[string]any{"command": rc.shell(), "description": "Run a command"}
 	args, _ := json.Marshal(input)
 	block := map[string]any{"type": "text", "text": rc.reply}
 	stop := "end_turn"
@@ -424,7 +436,7 @@ func (rc *recorder) responses(w http.ResponseWriter, req map[string]any) {
 		"total_tokens":          in + out,
 	}
 	call := rc.tool && offersTool(req, "exec_command") && !hasBlock(req["input"], "function_call_output")
-	args, _ := json.Marshal(map[string]any{"cmd": shellCommand})
+	args, _ := json.Marshal(map[string]any{"cmd": rc.shell()})
 	fc := func(status, arguments string) map[string]any {
 		return map[string]any{
 			"id": itemID, "type": "function_call", "status": status, "call_id": callID,

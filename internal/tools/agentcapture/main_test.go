@@ -183,7 +183,7 @@ func TestMessagesStream(t *testing.T) {
 		if !tool && (text != testReply || stop != "end_turn") {
 			t.Errorf("text %q stop %v", text, stop)
 		}
-		if tool && (args != `{"command":"echo hello","description":"Print hello"}` || stop != "tool_use") {
+		if tool && (args != `{"command":"echo hello","description":"Run a command"}` || stop != "tool_use") {
 			t.Errorf("tool input %q stop %v", args, stop)
 		}
 		b, err := os.ReadFile(filepath.Join(out, "t-01-v1-messages.json"))

@@ -55,19 +55,20 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // steer rewrites a request so that the server it goes to, whatever its
 // model's weights, answers as an agent's model would in a short session:
 // a request that offers the shell tool and carries no tool result yet
-// must be answered with one call of that tool running shellCommand, as
-// the recorder itself answers in -tool mode (tool_choice names the tool,
-// and its schema allows that command alone); any other with the JSON
-// object finalAnswer (a structured-output schema that allows it alone),
-// after which the model can only end its answer. It reports whether it
-// rewrote req.
-func steer(path string, req map[string]any) bool {
+// must be answered with one call of that tool running command, as the
+// recorder itself answers in -tool mode (tool_choice names the tool, and
+// its schema allows that command alone), unless command is ""; any
+// other with the JSON object finalAnswer (a structured-output schema that
+// allows it alone), after which the model can only end its answer. It
+// reports whether it rewrote req, and whether to a call.
+func steer(path string, req map[string]any, command string) (steered, called bool) {
 	path = strings.TrimSuffix(path, "/")
 	switch {
-	case strings.HasSuffix(path, "/messages") && offersTool(req, "Bash") && !hasBlock(req["messages"], "tool_result"):
-		pin(req, "Bash", "input_schema", "command")
+	case command != "" && strings.HasSuffix(path, "/messages") && offersTool(req, "Bash") && !hasBlock(req["messages"], "tool_result"):
+		pin(req, "Bash", "input_schema", "command", command)
 		req["tool_choice"] = map[string]any{"type": "tool", "name": "Bash"}
 		delete(req, "thinking") // Anthropic's API refuses thinking with a forced tool
+		return true, true
 	case strings.HasSuffix(path, "/messages"):
 		oc, _ := req["output_config"].(map[string]any)
 		if oc == nil {
@@ -75,9 +76,10 @@ func steer(path string, req map[string]any) bool {
 		}
 		oc["format"] = map[string]any{"type": "json_schema", "schema": finalSchema()}
 		req["output_config"] = oc
-	case strings.HasSuffix(path, "/responses") && offersTool(req, "exec_command") && !hasBlock(req["input"], "function_call_output"):
-		pin(req, "exec_command", "parameters", "cmd")
+	case command != "" && strings.HasSuffix(path, "/responses") && offersTool(req, "exec_command") && !hasBlock(req["input"], "function_call_output"):
+		pin(req, "exec_command", "parameters", "cmd", command)
 		req["tool_choice"] = map[string]any{"type": "function", "name": "exec_command"}
+		return true, true
 	case strings.HasSuffix(path, "/responses"):
 		text, _ := req["text"].(map[string]any)
 		if text == nil {
@@ -86,9 +88,9 @@ func steer(path string, req map[string]any) bool {
 		text["format"] = map[string]any{"type": "json_schema", "name": "final", "strict": true, "schema": finalSchema()}
 		req["text"] = text
 	default:
-		return false
+		return false, false
 	}
-	return true
+	return true, false
 }
 
 // finalAnswer is the answer steer pins a request to when it does not pin
@@ -106,14 +108,14 @@ func finalSchema() map[string]any {
 }
 
 // pin replaces the schema (under key) of the request's tool name with one
-// whose only argument, arg, must be shellCommand.
-func pin(req map[string]any, name, key, arg string) {
+// whose only argument, arg, must be command.
+func pin(req map[string]any, name, key, arg, command string) {
 	tools, _ := req["tools"].([]any)
 	for _, t := range tools {
 		if m, ok := t.(map[string]any); ok && m["name"] == name {
 			m[key] = map[string]any{
 				"type":                 "object",
-				"properties":           map[string]any{arg: map[string]any{"type": "string", "enum": []any{shellCommand}}},
+				"properties":           map[string]any{arg: map[string]any{"type": "string", "enum": []any{command}}},
 				"required":             []any{arg},
 				"additionalProperties": false,
 			}
@@ -122,16 +124,35 @@ func pin(req map[string]any, name, key, arg string) {
 }
 
 // steered returns body as it goes upstream: steered in -tool mode (see
-// steer).
-func (rc *recorder) steered(path string, body []byte) []byte {
+// steer), to a call at most once per agent session (named by the header
+// each CLI sends), so that a session whose context was compacted, and
+// whose tool results were summarised away, is not made to call again.
+func (rc *recorder) steered(r *http.Request, body []byte) []byte {
 	var req map[string]any
-	if !rc.tool || json.Unmarshal(body, &req) != nil || !steer(path, req) {
+	if !rc.tool || json.Unmarshal(body, &req) != nil {
 		return body
+	}
+	session := r.Header.Get("X-Claude-Code-Session-Id") + r.Header.Get("Session-Id")
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	command := rc.shell()
+	if session != "" && rc.called[session] {
+		command = ""
+	}
+	did, called := steer(r.URL.Path, req, command)
+	if !did {
+		return body
+	}
+	if called && session != "" {
+		if rc.called == nil {
+			rc.called = map[string]bool{}
+		}
+		rc.called[session] = true
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
 		return body
 	}
-	slog.Info("steered", "path", path)
+	slog.Info("steered", "path", r.URL.Path, "call", called)
 	return b
 }

@@ -134,3 +134,28 @@ func TestSteerAgentTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestSteerOneCallPerSession: a session's request without tool results is
+// steered to the call once; after that (a compacted conversation, whose
+// tool results were summarised away) to the final answer.
+func TestSteerOneCallPerSession(t *testing.T) {
+	rc := &recorder{tool: true}
+	body := fixture(t, "claude-code-tool-01-v1-messages.json")
+	for i, want := range []string{"tool_choice", "output_config", "tool_choice"} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+		session := "s1"
+		if i == 2 {
+			session = "s2"
+		}
+		r.Header.Set("X-Claude-Code-Session-Id", session)
+		var got map[string]any
+		if err := json.Unmarshal(rc.steered(r, body), &got); err != nil {
+			t.Fatal(err)
+		}
+		oc, _ := got["output_config"].(map[string]any)
+		switch is := got["tool_choice"] != nil; {
+		case want == "tool_choice" && !is, want == "output_config" && (is || oc["format"] == nil):
+			t.Errorf("request %d of session %s: tool_choice %v, output_config %v; want it steered by %s", i+1, session, got["tool_choice"], oc, want)
+		}
+	}
+}
