@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/model"
@@ -198,16 +199,18 @@ func (c *Core) Generate(x *Exchange, req engine.Request, g Generation, enc Encod
 		}
 		ntok += ch.Tokens
 		lps = append(lps, ch.Logprobs...)
-		text := carry.next(ch.Text)
-		if text == "" {
-			continue
+		if text := carry.next(ch.Text); text != "" {
+			ch.Tokens, ntok = ntok, 0
+			ch.Logprobs, lps = lps, nil
+			if paced != nil {
+				paced.sent(ch) // before the client can see it and continue
+			}
+			if st.text(text, ch) != nil {
+				out.gone = true
+				return nil
+			}
 		}
-		ch.Tokens, ntok = ntok, 0
-		ch.Logprobs, lps = lps, nil
-		if paced != nil {
-			paced.sent(ch) // before the client can see it and continue
-		}
-		if st.text(text, ch) != nil {
+		if st.alive() != nil {
 			out.gone = true
 			return nil
 		}
@@ -260,7 +263,7 @@ func (c *Core) whole(x *Exchange, out *outcome, req engine.Request, g Generation
 	res := out.s.Result()
 	out.final(res)
 	ans := Answer{Text: text.String(), Logprobs: lps}
-	ans.Text, res = c.repairCalls(ctx, x.Model, req, g.Plan, ans.Text, res)
+	ans.Text, res = c.repairCalls(ctx, x.Model, req, g.Plan, ans.Text, res, nil)
 	if setWriteDeadline(http.NewResponseController(x.W), StreamConfigOf(ctx).WriteTimeout) != nil {
 		out.gone = true
 		return nil
@@ -288,6 +291,7 @@ type stream struct {
 	sw      streamWriter  // non-nil once the headers are sent
 	started bool          // enc.Start was sent
 	sent    int           // the reader's complete calls already sent
+	wrote   time.Time     // when the client was last written to (by now)
 }
 
 // headers sends the stream's headers, once.
@@ -301,6 +305,7 @@ func (st *stream) headers() error {
 	} else {
 		st.sw, err = startSSETimeout(st.x.W, st.cfg.WriteTimeout, st.enc.Ping)
 	}
+	st.wrote = now()
 	return err
 }
 
@@ -309,7 +314,20 @@ func (st *stream) ping() error {
 	if err := st.headers(); err != nil {
 		return err
 	}
+	st.wrote = now()
 	return st.sw.ping()
+}
+
+// alive pings the client once KeepAlive has passed since it was last
+// written to: tokens may come for a long time with nothing to send, while
+// a stream holds back what may be a broken call, and while the call is
+// repaired (see streamrepair.go), and a proxy's idle timeout must not end
+// the request meanwhile.
+func (st *stream) alive() error {
+	if st.sw == nil || now().Sub(st.wrote) < st.cfg.KeepAlive {
+		return nil
+	}
+	return st.ping()
 }
 
 // begin sends the headers and the encoder's first events, once.
@@ -364,6 +382,9 @@ func (st *stream) events(evs []any) error {
 		if err := st.sw.event(ev); err != nil {
 			return err
 		}
+	}
+	if len(evs) > 0 {
+		st.wrote = now()
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -159,7 +160,7 @@ func compileSchema(params json.RawMessage) *jsonschema.Schema {
 // returns the answer to give: the repaired one, or text and res as they
 // were. res's usage then counts every token generated, repairs included.
 // It gives up early when ctx ends.
-func (c *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result) (string, engine.Result) {
+func (c *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Request, plan model.Plan, text string, res engine.Result, alive func() error) (string, engine.Result) {
 	if c.toolRepair <= 0 || plan.Tools == nil || req.Logprobs || res.FinishReason != engine.FinishStop {
 		return text, res
 	}
@@ -178,6 +179,15 @@ func (c *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 		c.log.Debug("tool call not repaired", "model", m.Info().Name, "err", err)
 		return text, res
 	}
+	lost := false // alive failed
+	check := alive
+	if alive != nil {
+		check = func() error {
+			err := alive()
+			lost = lost || err != nil
+			return err
+		}
+	}
 	total := res.Usage
 	prefix := text[:at]
 	repaired := false
@@ -189,7 +199,10 @@ func (c *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 				break
 			}
 		}
-		out, r, ok := c.generateOnce(ctx, m, next)
+		out, r, ok := c.generateOnce(ctx, m, next, check)
+		if lost {
+			break // the client is gone, or does not read
+		}
 		total.CompletionTokens += r.Usage.CompletionTokens
 		total.EvaluatedTokens += r.Usage.EvaluatedTokens
 		total.ReevaluatedTokens += r.Usage.ReevaluatedTokens
@@ -211,10 +224,13 @@ func (c *Core) repairCalls(ctx context.Context, m *model.Model, req engine.Reque
 }
 
 // generateOnce submits req and waits for its whole answer: its text and
-// final result, ok false when it was not submitted or ctx ended first.
-// The engine request is recorded in the metrics like any other, but not
-// in the request log (which is the client's request's).
-func (c *Core) generateOnce(ctx context.Context, m *model.Model, req engine.Request) (string, engine.Result, bool) {
+// final result, ok false when it was not submitted, ctx ended first or
+// alive failed. alive, when not nil, is called as each piece of the answer
+// comes and whenever the stream's KeepAlive passes without one: a stream
+// waiting for this answer pings its client (stream.alive). The engine
+// request is recorded in the metrics like any other, but not in the
+// request log (which is the client's request's).
+func (c *Core) generateOnce(ctx context.Context, m *model.Model, req engine.Request, alive func() error) (string, engine.Result, bool) {
 	s, err := m.Engine().Submit(ctx, req)
 	if err != nil {
 		return "", engine.Result{}, false
@@ -222,12 +238,21 @@ func (c *Core) generateOnce(ctx context.Context, m *model.Model, req engine.Requ
 	out := &outcome{core: c, ctx: ctx, m: m, s: s, unlogged: true}
 	defer out.end()
 	var text strings.Builder
-	if receive(ctx, s, func(ch engine.Chunk) error {
+	keepAlive := StreamConfigOf(ctx).KeepAlive
+	for {
+		ch, err := recvWithin(ctx, s, keepAlive)
+		if err == io.EOF {
+			break
+		}
+		if err != nil && err != errIdle {
+			out.gone = true
+			return "", engine.Result{}, false
+		}
 		text.WriteString(ch.Text)
-		return nil
-	}) != nil {
-		out.gone = true
-		return "", engine.Result{}, false
+		if alive != nil && alive() != nil {
+			out.gone = true
+			return "", engine.Result{}, false
+		}
 	}
 	res := s.Result()
 	out.final(res)

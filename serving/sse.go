@@ -269,6 +269,10 @@ func receive(ctx context.Context, s *engine.Stream, emit func(engine.Chunk) erro
 	}
 }
 
+// now is the clock of the streams' keep-alive (stream.alive); tests
+// replace it.
+var now = time.Now
+
 // errIdle is recvWithin's "nothing arrived in time".
 var errIdle = errors.New("no text within the keep-alive interval")
 

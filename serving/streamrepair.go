@@ -21,7 +21,9 @@ import (
 // back, and no dialect can take back what it sent.
 //
 // Once a region of markup turns out not to be a call, or a complete call
-// fails its checks, nothing more is sent until the answer ends: then the
+// fails its checks, nothing more is sent until the answer ends (but the
+// keep-alive pings of stream.alive, as tokens come and as the repair
+// runs): then the
 // answer is repaired as a whole one is (see repair.go: from where the
 // failed call's markup began, under the grammar of one call, with what is
 // left of max_tokens, the prefix cache serving the retry), and what the
@@ -100,7 +102,7 @@ func (st *stream) finish(res engine.Result) error {
 			return st.events(st.enc.End(res, st.g.finish(res, st.reader.Calls())))
 		}
 	}
-	text, res := x.Core.repairCalls(x.Context(), x.Model, fix.req, st.g.Plan, fix.all.String(), res)
+	text, res := x.Core.repairCalls(x.Context(), x.Model, fix.req, st.g.Plan, fix.all.String(), res, st.alive)
 	r := st.g.Plan.Reader()
 	ds := append(r.Push(text), r.Finish(res.FinishReason == engine.FinishLength)...)
 	var reasoning, content strings.Builder

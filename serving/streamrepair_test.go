@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,4 +301,50 @@ func median(xs []float64) float64 {
 	}
 	slices.Sort(xs)
 	return xs[len(xs)/2]
+}
+
+// TestHeldStreamKeepsAlive: a stream that holds back a failed call pings
+// its client whenever the keep-alive interval passes without a write,
+// both while the held call's tokens come and while its repair runs; and
+// the repaired call still comes whole. The keep-alive clock is the test's:
+// it stands still but for the phase under test, where every reading is
+// an hour after the last.
+func TestHeldStreamKeepsAlive(t *testing.T) {
+	const first = "Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 2}}\n</tool_call> And more."
+	for _, phase := range []string{"held", "repair"} {
+		t.Run(phase, func(t *testing.T) {
+			var hours atomic.Int64
+			var ticking atomic.Bool
+			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			t.Cleanup(serving.SetClock(func() time.Time {
+				if ticking.Load() {
+					return base.Add(time.Duration(hours.Add(1)) * time.Hour)
+				}
+				return base.Add(time.Duration(hours.Load()) * time.Hour)
+			}))
+			ticking.Store(phase == "held")
+			_, se, ts := repairServer(t, serving.Options{}, func(n int) string {
+				if n == 1 { // the repair: the phase under test changes
+					ticking.Store(phase == "repair")
+				}
+				if n == 0 {
+					return gbnfLiteral(first)
+				}
+				return ""
+			})
+			status, b := keyed(t, ts, "", "/v1/chat/completions", repairBody(true))
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, b)
+			}
+			if n := len(se.requests()); n != 2 {
+				t.Fatalf("%d requests, want the answer and one repair", n)
+			}
+			if n := strings.Count(string(b), ": ping\n"); n == 0 {
+				t.Errorf("no ping while the %s phase ran with nothing else written:\n%s", phase, b)
+			}
+			if !bytes.Contains(b, []byte(`"name":"get_weather"`)) || bytes.Contains(b, []byte("Oslo")) {
+				t.Errorf("the stream did not end with the repaired call alone:\n%s", b)
+			}
+		})
+	}
 }
