@@ -70,7 +70,8 @@ type Config struct {
 	// ResponsesStore bounds the responses the Responses API keeps
 	// (store: true) for previous_response_id and GET /v1/responses/{id}:
 	// bytes in all, bytes per API key, how long each is kept (zero
-	// fields: responses.NewStore's defaults, 256 MiB and an hour).
+	// fields: responses.OpenStore's defaults, 256 MiB and an hour), and
+	// the directory that keeps them across restarts, if any.
 	ResponsesStore responses.StoreOptions
 }
 
@@ -93,8 +94,9 @@ type Server struct {
 	idle    chan struct{} // capacity 1: "running fell to 0"
 
 	// responses keeps the Responses API's stored responses (store:
-	// true), per API key, bounded in bytes and time.
+	// true), per API key, bounded in bytes and time; Serve closes it.
 	responses *responses.Store
+	storeErr  error // why responses could not open its directory: Serve fails
 }
 
 // New returns a loading server.
@@ -114,8 +116,9 @@ func New(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	st, err := responses.OpenStore(cfg.ResponsesStore)
 	s := &Server{cfg: cfg, log: cfg.Logger, idle: make(chan struct{}, 1), drained: make(chan struct{}),
-		responses: responses.NewStore(cfg.ResponsesStore)}
+		responses: st, storeErr: err}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -226,8 +229,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // /health reports draining and new requests get a 503 rather than a
 // refused connection. Then it stops accepting and closes the connections
 // left, which cancels their requests. It returns nil after a shutdown
-// caused by ctx.
+// caused by ctx. A Config.ResponsesStore directory that New could not
+// open fails it at once; it closes the store when it returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.responses.Close()
+	if s.storeErr != nil {
+		ln.Close()
+		return s.storeErr
+	}
 	// Requests' contexts end with base at the end of the grace period:
 	// http.Server.Close does not reach hijacked connections (voice
 	// WebSockets), whose handlers end with their context.

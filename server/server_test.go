@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/responses"
 	"github.com/corral-llm/corral/server"
 )
 
@@ -250,4 +251,46 @@ func TestServeShutdown(t *testing.T) {
 	if _, err := client.Get("http://" + ln.Addr().String() + "/health"); err == nil {
 		t.Error("server still answers after shutdown")
 	}
+}
+
+// TestServeResponsesDir: a stored-responses directory that the server
+// cannot open (another store holds it) fails Serve at once, naming it,
+// rather than keeping the responses in memory only; a server that could
+// open it lets it go when Serve returns, for the next one.
+func TestServeResponsesDir(t *testing.T) {
+	log, _ := e2etest.NewLogger()
+	dir := t.TempDir()
+	held, err := responses.OpenStore(responses.StoreOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, end := context.WithCancel(context.Background())
+	end() // Serve returns at once either way
+	err = server.New(server.Config{Logger: log, ResponsesStore: responses.StoreOptions{Dir: dir}}).Serve(ended, ln)
+	if err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Serve with a directory another store holds: %v; want an error naming it", err)
+	}
+	held.Close()
+
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.New(server.Config{Logger: log, ResponsesStore: responses.StoreOptions{Dir: dir}}).Serve(ctx, ln)
+	}()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	next, err := responses.OpenStore(responses.StoreOptions{Dir: dir})
+	if err != nil {
+		t.Fatalf("the directory after Serve returned: %v", err)
+	}
+	next.Close()
 }
