@@ -102,6 +102,8 @@ func (p *pyJSON) value(v any, depth int) error {
 		p.str(string(v))
 	case []any:
 		return p.array(v, depth)
+	case *listRef:
+		return p.array(v.items, depth)
 	case tuple:
 		return p.array(v, depth)
 	case *Dict:
