@@ -54,6 +54,11 @@ type Options struct {
 	// encoding/json decodes into an any. They may not replace the
 	// variables above (see ErrReservedKwarg).
 	Kwargs map[string]any
+	// Mutable lets the template change lists and dicts in place
+	// (list.append and the others: Kimi K2's template appends), which
+	// transformers' sandbox refuses and so, without it, does Render
+	// (see jinja.Options.Mutable).
+	Mutable bool
 }
 
 // ErrReservedKwarg is wrapped by the error Render returns for an
@@ -107,20 +112,51 @@ func Parse(src string) (*Template, error) {
 	return &Template{tpl: tpl, stops: markersIn(src), source: src}, nil
 }
 
+// ErrMutates is wrapped by the error Check returns for a template that
+// changes a list or dict in place, unless Options.Mutable allows it.
+var ErrMutates = errors.New("the template changes a list or dict in place, which transformers' sandbox refuses")
+
+// ErrNeedsTools is what a template that renders only requests offering
+// tools (see Check) fails with given none; the caller wraps it around the
+// render's error.
+var ErrNeedsTools = errors.New("the chat template renders only requests that offer tools")
+
+// sampleTools are the tools Check offers a template that cannot render a
+// conversation without tools: one function with one string parameter,
+// which any template that renders tools can render.
+var sampleTools = []wire.Tool{{Type: "function", Function: wire.FunctionDef{
+	Name: "get_weather", Description: "Get the current weather in a city.",
+	Parameters: json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string", "description": "The city, e.g. Paris"}}, "required": ["city"]}`),
+}}}
+
 // Check renders a one-message conversation with opt and the generation
 // prompt, as a chat completion would, to find a template that cannot
 // serve any request (it reads a variable nobody gives it, say): its error
 // names the template line. A template rejecting the conversation
-// (raise_exception) is not an error.
-func (t *Template) Check(opt Options) error {
+// (raise_exception) is not an error. A template that fails on the
+// conversation but renders it with a sample tool offered renders only
+// requests that offer tools (the Hermes 2 Pro and 3 tool_use templates
+// iterate over tools): it passes, with needsTools true. A template that
+// names a method changing a list or dict in place fails with an error
+// wrapping ErrMutates, naming the method and its line, unless
+// opt.Mutable allows it.
+func (t *Template) Check(opt Options) (needsTools bool, err error) {
+	if name, line := t.tpl.Mutates(); name != "" && !opt.Mutable {
+		return false, fmt.Errorf("line %d: .%s(): %w", line, name, ErrMutates)
+	}
 	msgs := []Message{{Role: "user", Content: json.RawMessage(`"Hello"`)}}
 	opt.AddGenerationPrompt = true
-	_, err := t.Render(msgs, opt)
+	opt.Tools = nil
+	_, err = t.Render(msgs, opt)
 	var raised *RaiseError
-	if err != nil && !errors.As(err, &raised) {
-		return err
+	if err == nil || errors.As(err, &raised) {
+		return false, nil
 	}
-	return nil
+	opt.Tools = sampleTools
+	if _, toolsErr := t.Render(msgs, opt); toolsErr == nil || errors.As(toolsErr, &raised) {
+		return true, nil
+	}
+	return false, err
 }
 
 // Reads reports whether the template reads a variable called name, such
@@ -181,7 +217,7 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 		}
 		vars[k] = val
 	}
-	out, err := t.tpl.RenderLimit(vars, opt.MaxBytes)
+	out, err := t.tpl.RenderOptions(vars, jinja.Options{Limit: opt.MaxBytes, Mutable: opt.Mutable})
 	if err != nil {
 		var raised *RaiseError
 		if errors.As(err, &raised) {

@@ -214,7 +214,7 @@ func checkedTemplate(src string, kwargs map[string]json.RawMessage) (*chat.Templ
 	for k, v := range kwargs {
 		kw[k] = v
 	}
-	if err := tmpl.Check(chat.Options{Kwargs: kw}); err != nil {
+	if _, err := tmpl.Check(chat.Options{Kwargs: kw}); err != nil {
 		return nil, err
 	}
 	return tmpl, nil

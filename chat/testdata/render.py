@@ -50,6 +50,12 @@ Output, for template T and conversation C:
     (the template rejects the conversation);
   * expected/T/C.error: the exception, "Type: message", when rendering
     fails any other way (a bug of the template for that input).
+
+Where a mutable sandbox (Jinja2's SandboxedEnvironment, which lets a
+template change lists and dicts in place: corral's --chat-template-mutable)
+renders a pair otherwise, what it gives is written the same way under
+expected-mutable/ (Kimi K2's templates append to a list as they render
+tool calls).
 """
 
 import datetime
@@ -61,7 +67,7 @@ import sys
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOW = datetime.datetime(2026, 11, 21, 9, 30, 0)
@@ -97,8 +103,8 @@ def strftime_now(fmt):
     return NOW.strftime(fmt)
 
 
-def environment():
-    env = ImmutableSandboxedEnvironment(
+def environment(cls=ImmutableSandboxedEnvironment):
+    env = cls(
         trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, "jinja2.ext.loopcontrols"]
     )
     env.filters["tojson"] = tojson
@@ -158,32 +164,51 @@ def render(template, conv, tokens):
     )
 
 
+def outcome(template, conv, tokens):
+    """The render of one pair: (text, extension)."""
+    try:
+        return render(template, conv, tokens), "txt"
+    except Raised as e:
+        return str(e), "raise"
+    except Exception as e:  # a template's own bug for this input
+        return "%s: %s" % (type(e).__name__, e), "error"
+
+
+def write(out_dir, name, conv, body, ext):
+    os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+    with open(os.path.join(out_dir, name, conv["name"] + "." + ext), "w", encoding="utf-8", newline="") as f:
+        f.write(body)
+
+
 def main():
     with open(os.path.join(HERE, "conversations.json"), encoding="utf-8") as f:
         convs = json.load(f)
     with open(os.path.join(HERE, "special_tokens.json"), encoding="utf-8") as f:
         special = json.load(f)
     out_dir = os.path.join(HERE, "expected")
+    mutable_dir = os.path.join(HERE, "expected-mutable")
     shutil.rmtree(out_dir, ignore_errors=True)
-    env = environment()
+    shutil.rmtree(mutable_dir, ignore_errors=True)
+    env, mutable_env = environment(), environment(SandboxedEnvironment)
     names = sorted(f[: -len(".jinja")] for f in os.listdir(os.path.join(HERE, "templates")) if f.endswith(".jinja"))
     counts = {"txt": 0, "raise": 0, "error": 0}
+    differ = 0
     for name in names:
         with open(os.path.join(HERE, "templates", name + ".jinja"), encoding="utf-8") as f:
-            template = env.from_string(f.read())
+            src = f.read()
+        template, mutable_template = env.from_string(src), mutable_env.from_string(src)
         os.makedirs(os.path.join(out_dir, name))
         for conv in convs:
-            try:
-                body, ext = render(template, conv, special.get(name, {})), "txt"
-            except Raised as e:
-                body, ext = str(e), "raise"
-            except Exception as e:  # a template's own bug for this input
-                body, ext = "%s: %s" % (type(e).__name__, e), "error"
+            tokens = special.get(name, {})
+            body, ext = outcome(template, conv, tokens)
             counts[ext] += 1
-            with open(os.path.join(out_dir, name, conv["name"] + "." + ext), "w", encoding="utf-8", newline="") as f:
-                f.write(body)
-    print("%d templates x %d conversations: %d rendered, %d raised, %d failed" % (
-        len(names), len(convs), counts["txt"], counts["raise"], counts["error"]), file=sys.stderr)
+            write(out_dir, name, conv, body, ext)
+            mutable = outcome(mutable_template, conv, tokens)
+            if mutable != (body, ext):
+                differ += 1
+                write(mutable_dir, name, conv, *mutable)
+    print("%d templates x %d conversations: %d rendered, %d raised, %d failed; %d otherwise in a mutable sandbox" % (
+        len(names), len(convs), counts["txt"], counts["raise"], counts["error"], differ), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -366,7 +366,7 @@ func checkTemplateFile(path string, kwargs json.RawMessage) error {
 	}
 	tmpl, err := chat.Parse(string(src))
 	if err == nil {
-		err = tmpl.Check(opt)
+		_, err = tmpl.Check(opt)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
