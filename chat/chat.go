@@ -5,7 +5,10 @@
 // them (package chat/jinja), with the variables it gives them: messages,
 // tools (None when there are none), documents (None),
 // add_generation_prompt, bos_token, eos_token, raise_exception and
-// strftime_now, and the caller's template arguments (Options.Kwargs).
+// strftime_now, and the caller's template arguments (Options.Kwargs). A
+// template that reads functions and not tools (FireFunction v2's) gets
+// what its callers pass it: functions, the tools as JSON text, and
+// datetime.
 package chat
 
 import (
@@ -87,6 +90,14 @@ type Template struct {
 	bos, eos string // defaults for empty Options.BOSToken/EOSToken
 	stops    []string
 	source   string
+	// functions: the template reads the tools as functions, JSON text,
+	// and the time as datetime, FireFunction v2's convention.
+	functions bool
+}
+
+// newTemplate is a parsed template with what Render needs to know of it.
+func newTemplate(tpl *jinja.Template, src string) *Template {
+	return &Template{tpl: tpl, source: src, functions: tpl.Reads("functions") && !tpl.Reads("tools")}
 }
 
 // Lookup returns a built-in template by name ("chatml", "llama3", ...).
@@ -99,7 +110,9 @@ func Lookup(name string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
-	return &Template{tpl: tpl, bos: b.bos, eos: b.eos, stops: b.stops, source: b.source}, nil
+	t := newTemplate(tpl, b.source)
+	t.bos, t.eos, t.stops = b.bos, b.eos, b.stops
+	return t, nil
 }
 
 // Parse parses a Jinja chat template source (tokenizer.chat_template).
@@ -109,7 +122,9 @@ func Parse(src string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse chat template: %w", err)
 	}
-	return &Template{tpl: tpl, stops: markersIn(src), source: src}, nil
+	t := newTemplate(tpl, src)
+	t.stops = markersIn(src)
+	return t, nil
 }
 
 // ErrMutates is wrapped by the error Check returns for a template that
@@ -206,6 +221,19 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 			return "", fmt.Errorf("render chat template: tools: %w", err)
 		}
 		vars["tools"] = tools
+	}
+	if t.functions {
+		// FireFunction v2's template reads no tools: its callers pass
+		// them as functions, JSON text, and the time as datetime, as
+		// llama-server did ("" without tools).
+		functions := ""
+		if vars["tools"] != nil {
+			if functions, err = jinja.ToJSON(vars["tools"], 2); err != nil {
+				return "", fmt.Errorf("render chat template: tools: %w", err)
+			}
+		}
+		vars["functions"] = functions
+		vars["datetime"] = strftime("%b %d %Y %H:%M:%S GMT", now.UTC())
 	}
 	for k, v := range opt.Kwargs {
 		if err := CheckKwarg(k); err != nil {

@@ -19,7 +19,11 @@ How transformers renders, reproduced here:
   * raise_exception(message) and strftime_now(format) as globals;
   * the variables messages, tools (None when the request has none),
     documents (None), add_generation_prompt, bos_token and eos_token, and
-    the request's chat_template_kwargs.
+    the request's chat_template_kwargs;
+  * for a template that reads functions and not tools (FireFunction v2's),
+    what its callers pass as keyword arguments, and llama-server passed:
+    functions, the tools as JSON text (json.dumps with indent 2, "" when
+    there are none), and datetime, the time as "%b %d %Y %H:%M:%S GMT".
 
 What the template is given, as an OpenAI-compatible server (corral, vLLM)
 converts a chat completion request:
@@ -65,7 +69,7 @@ import shutil
 import sys
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
@@ -152,22 +156,34 @@ def template_message(m):
     return out
 
 
-def render(template, conv, tokens):
+def reads_functions(env, src):
+    """The template reads functions and not tools (FireFunction v2's)."""
+    names = meta.find_undeclared_variables(env.parse(src))
+    return "functions" in names and "tools" not in names
+
+
+def render(template, conv, tokens, functions=False):
+    tools = conv.get("tools") or None
+    extra = {}
+    if functions:
+        extra["functions"] = json.dumps(tools, ensure_ascii=False, indent=2) if tools else ""
+        extra["datetime"] = NOW.strftime("%b %d %Y %H:%M:%S GMT")
+    extra.update(conv.get("chat_template_kwargs", {}))
     return template.render(
         messages=[template_message(m) for m in conv["messages"]],
-        tools=conv.get("tools") or None,
+        tools=tools,
         documents=None,
         add_generation_prompt=conv["add_generation_prompt"],
         bos_token=tokens.get("bos_token", ""),
         eos_token=tokens.get("eos_token", ""),
-        **conv.get("chat_template_kwargs", {}),
+        **extra,
     )
 
 
-def outcome(template, conv, tokens):
+def outcome(template, conv, tokens, functions):
     """The render of one pair: (text, extension)."""
     try:
-        return render(template, conv, tokens), "txt"
+        return render(template, conv, tokens, functions), "txt"
     except Raised as e:
         return str(e), "raise"
     except Exception as e:  # a template's own bug for this input
@@ -197,13 +213,14 @@ def main():
         with open(os.path.join(HERE, "templates", name + ".jinja"), encoding="utf-8") as f:
             src = f.read()
         template, mutable_template = env.from_string(src), mutable_env.from_string(src)
+        functions = reads_functions(env, src)
         os.makedirs(os.path.join(out_dir, name))
         for conv in convs:
             tokens = special.get(name, {})
-            body, ext = outcome(template, conv, tokens)
+            body, ext = outcome(template, conv, tokens, functions)
             counts[ext] += 1
             write(out_dir, name, conv, body, ext)
-            mutable = outcome(mutable_template, conv, tokens)
+            mutable = outcome(mutable_template, conv, tokens, functions)
             if mutable != (body, ext):
                 differ += 1
                 write(mutable_dir, name, conv, *mutable)
