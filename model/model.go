@@ -123,7 +123,7 @@ type Model struct {
 // template line: corral never serves a model with a template it did not
 // ask for. One that renders only with tools offered (a tools-only
 // template: the Hermes 2 Pro and 3 tool_use templates) serves requests
-// without tools if it renders them, else refuses them (ErrNeedsTools).
+// without tools if it renders them, else refuses them (chat.ErrNeedsTools).
 func New(eng Engine, opt Options) (*Model, error) {
 	log := opt.Logger
 	if log == nil {
