@@ -70,7 +70,6 @@ var templateOptions = map[string]func(src string) (servedmodel.Options, error){
 	},
 }
 
-
 // thinkKwargs are the template variables tried, in order, to make a
 // template's generation prompt open the reasoning.
 var thinkKwargs = []map[string]any{nil, {"enable_thinking": true}, {"thinking": true}, {"reasoning_effort": "high"}}
