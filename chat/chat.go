@@ -5,7 +5,10 @@
 // them (package chat/jinja), with the variables it gives them: messages,
 // tools (None when there are none), documents (None),
 // add_generation_prompt, bos_token, eos_token, raise_exception and
-// strftime_now, and the caller's template arguments (Options.Kwargs).
+// strftime_now, and the caller's template arguments (Options.Kwargs). A
+// template that reads functions and not tools (FireFunction v2's) gets
+// what its callers pass it: functions, the tools as JSON text, and
+// datetime.
 package chat
 
 import (
@@ -54,6 +57,11 @@ type Options struct {
 	// encoding/json decodes into an any. They may not replace the
 	// variables above (see ErrReservedKwarg).
 	Kwargs map[string]any
+	// Mutable lets the template change lists and dicts in place
+	// (list.append and the others: Kimi K2's template appends), which
+	// transformers' sandbox refuses and so, without it, does Render
+	// (see jinja.Options.Mutable).
+	Mutable bool
 }
 
 // ErrReservedKwarg is wrapped by the error Render returns for an
@@ -82,6 +90,14 @@ type Template struct {
 	bos, eos string // defaults for empty Options.BOSToken/EOSToken
 	stops    []string
 	source   string
+	// functions: the template reads the tools as functions, JSON text,
+	// and the time as datetime, FireFunction v2's convention.
+	functions bool
+}
+
+// newTemplate is a parsed template with what Render needs to know of it.
+func newTemplate(tpl *jinja.Template, src string) *Template {
+	return &Template{tpl: tpl, source: src, functions: tpl.Reads("functions") && !tpl.Reads("tools")}
 }
 
 // Lookup returns a built-in template by name ("chatml", "llama3", ...).
@@ -94,7 +110,9 @@ func Lookup(name string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
-	return &Template{tpl: tpl, bos: b.bos, eos: b.eos, stops: b.stops, source: b.source}, nil
+	t := newTemplate(tpl, b.source)
+	t.bos, t.eos, t.stops = b.bos, b.eos, b.stops
+	return t, nil
 }
 
 // Parse parses a Jinja chat template source (tokenizer.chat_template).
@@ -104,23 +122,56 @@ func Parse(src string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse chat template: %w", err)
 	}
-	return &Template{tpl: tpl, stops: markersIn(src), source: src}, nil
+	t := newTemplate(tpl, src)
+	t.stops = markersIn(src)
+	return t, nil
 }
+
+// ErrMutates is wrapped by the error Check returns for a template that
+// changes a list or dict in place, unless Options.Mutable allows it.
+var ErrMutates = errors.New("the template changes a list or dict in place, which transformers' sandbox refuses")
+
+// ErrNeedsTools is what a template that renders only requests offering
+// tools (see Check) fails with given none; the caller wraps it around the
+// render's error.
+var ErrNeedsTools = errors.New("the chat template renders only requests that offer tools")
+
+// sampleTools are the tools Check offers a template that cannot render a
+// conversation without tools: one function with one string parameter,
+// which any template that renders tools can render.
+var sampleTools = []wire.Tool{{Type: "function", Function: wire.FunctionDef{
+	Name: "get_weather", Description: "Get the current weather in a city.",
+	Parameters: json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string", "description": "The city, e.g. Paris"}}, "required": ["city"]}`),
+}}}
 
 // Check renders a one-message conversation with opt and the generation
 // prompt, as a chat completion would, to find a template that cannot
 // serve any request (it reads a variable nobody gives it, say): its error
 // names the template line. A template rejecting the conversation
-// (raise_exception) is not an error.
-func (t *Template) Check(opt Options) error {
+// (raise_exception) is not an error. A template that fails on the
+// conversation but renders it with a sample tool offered renders only
+// requests that offer tools (the Hermes 2 Pro and 3 tool_use templates
+// iterate over tools): it passes, with needsTools true. A template that
+// names a method changing a list or dict in place fails with an error
+// wrapping ErrMutates, naming the method and its line, unless
+// opt.Mutable allows it.
+func (t *Template) Check(opt Options) (needsTools bool, err error) {
+	if name, line := t.tpl.Mutates(); name != "" && !opt.Mutable {
+		return false, fmt.Errorf("line %d: .%s(): %w", line, name, ErrMutates)
+	}
 	msgs := []Message{{Role: "user", Content: json.RawMessage(`"Hello"`)}}
 	opt.AddGenerationPrompt = true
-	_, err := t.Render(msgs, opt)
+	opt.Tools = nil
+	_, err = t.Render(msgs, opt)
 	var raised *RaiseError
-	if err != nil && !errors.As(err, &raised) {
-		return err
+	if err == nil || errors.As(err, &raised) {
+		return false, nil
 	}
-	return nil
+	opt.Tools = sampleTools
+	if _, toolsErr := t.Render(msgs, opt); toolsErr == nil || errors.As(toolsErr, &raised) {
+		return true, nil
+	}
+	return false, err
 }
 
 // Reads reports whether the template reads a variable called name, such
@@ -171,6 +222,19 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 		}
 		vars["tools"] = tools
 	}
+	if t.functions {
+		// FireFunction v2's template reads no tools: its callers pass
+		// them as functions, JSON text, and the time as datetime, as
+		// llama-server did ("" without tools).
+		functions := ""
+		if vars["tools"] != nil {
+			if functions, err = jinja.ToJSON(vars["tools"], 2); err != nil {
+				return "", fmt.Errorf("render chat template: tools: %w", err)
+			}
+		}
+		vars["functions"] = functions
+		vars["datetime"] = strftime("%b %d %Y %H:%M:%S GMT", now.UTC())
+	}
 	for k, v := range opt.Kwargs {
 		if err := CheckKwarg(k); err != nil {
 			return "", fmt.Errorf("render chat template: %w", err)
@@ -181,7 +245,7 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 		}
 		vars[k] = val
 	}
-	out, err := t.tpl.RenderLimit(vars, opt.MaxBytes)
+	out, err := t.tpl.RenderOptions(vars, jinja.Options{Limit: opt.MaxBytes, Mutable: opt.Mutable})
 	if err != nil {
 		var raised *RaiseError
 		if errors.As(err, &raised) {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,4 +274,86 @@ func FuzzParseRender(f *testing.F) {
 		}
 		_, _ = tpl.Render(conversation, Options{AddGenerationPrompt: true})
 	})
+}
+
+// TestCheck checks every real template: most render a plain
+// conversation; the tool_use templates of Hermes 2 Pro and 3 and Command
+// R+ render only with tools offered (Check offers a sample tool); Kimi
+// K2's templates append to a list, which needs Options.Mutable.
+func TestCheck(t *testing.T) {
+	needsTools := []string{
+		"CohereForAI-c4ai-command-r-plus-tool_use",
+		"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use",
+		"NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+	}
+	mutates := map[string]string{
+		"Kimi-K2-Instruct": "line 41: .append()",
+		"Kimi-K2-Thinking": "line 35: .append()",
+	}
+	_, _, names := loadCorpus(t)
+	for _, name := range names {
+		src, err := os.ReadFile(filepath.Join("testdata", "templates", name+".jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := Parse(string(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mutable := range []bool{false, true} {
+			got, err := tpl.Check(Options{Mutable: mutable})
+			switch want, mut := mutates[name]; {
+			case mut && !mutable:
+				if !errors.Is(err, ErrMutates) || !strings.HasPrefix(err.Error(), want) {
+					t.Errorf("%s: Check: %v, want %s: %v", name, err, want, ErrMutates)
+				}
+			case err != nil:
+				t.Errorf("%s: Check (mutable %v): %v", name, mutable, err)
+			case got != slices.Contains(needsTools, name):
+				t.Errorf("%s: Check says needs tools %v", name, got)
+			}
+		}
+	}
+	// A template that fails with and without tools fails as it does
+	// without.
+	tpl, err := Parse("{% for t in tools %}{{ t.function.name }}{% endfor %}{{ nobody.gives }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tpl.Check(Options{}); err == nil || !strings.Contains(err.Error(), "'NoneType' object is not iterable") {
+		t.Errorf("broken either way: %v", err)
+	}
+}
+
+// TestFunctionsConvention checks FireFunction v2's template, which reads
+// the tools as functions (JSON text) and the time as datetime: Render
+// gives them (the conformance test compares the renders), and a
+// request's template arguments override them.
+func TestFunctionsConvention(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "templates", "fireworks-ai-llama-3-firefunction-v2.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 21, 10, 30, 0, 0, time.FixedZone("CET", 3600))
+	out, err := tpl.Render([]Message{msg("user", "Hi")}, Options{Now: now})
+	if err != nil || !strings.Contains(out, "Available functions as JSON spec:\n\nToday is Nov 21 2026 09:30:00 GMT.<|eot_id|>") {
+		t.Errorf("no tools: %q, %v", out, err)
+	}
+	out, err = tpl.Render([]Message{msg("user", "Hi")}, Options{Now: now, Tools: sampleTools,
+		Kwargs: map[string]any{"functions": "[my functions]", "datetime": "today"}})
+	if err != nil || !strings.Contains(out, "JSON spec:\n[my functions]\nToday is today.") {
+		t.Errorf("functions and datetime as template arguments: %q, %v", out, err)
+	}
+	// A template that reads tools gets no functions.
+	tpl, err = Parse("{{ tools | length }}{{ functions is defined }}{{ datetime is defined }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tpl.Render([]Message{msg("user", "Hi")}, Options{Tools: sampleTools}); err != nil || out != "1FalseFalse" {
+		t.Errorf("a template reading tools: %q, %v", out, err)
+	}
 }

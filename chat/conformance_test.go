@@ -19,6 +19,9 @@ import (
 // testdata/conversations.json and compares the prompts byte for byte with
 // what transformers' apply_chat_template gives (testdata/expected, written
 // by testdata/render.py, which documents how the inputs are set up).
+// TestConformanceMutable renders them all again with Options.Mutable and
+// compares them with what a mutable sandbox gives (the same, but where
+// testdata/expected-mutable says otherwise).
 
 // conformanceTarget is the share of renders that must be identical.
 const conformanceTarget = 0.99
@@ -131,11 +134,18 @@ func loadCorpus(t *testing.T) ([]corpusConversation, map[string]map[string]strin
 	return convs, tokens, names
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, false) }
+
+func TestConformanceMutable(t *testing.T) { conformance(t, true) }
+
+func conformance(t *testing.T, mutable bool) {
 	convs, tokens, names := loadCorpus(t)
 	// CHAT_CONFORMANCE_OUT=dir writes corral's renders there, laid out as
 	// testdata/expected, to diff them.
 	outDir := os.Getenv("CHAT_CONFORMANCE_OUT")
+	if mutable {
+		outDir = ""
+	}
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-52s %9s %9s %6s\n", "template", "identical", "different", "error")
 	var total [3]int
@@ -156,6 +166,11 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if mutable {
+				if w, err := readExpectation(filepath.Join("testdata", "expected-mutable", name), conv.Name); err == nil {
+					want = w
+				}
+			}
 			if parseErr != nil {
 				counts[failed]++
 				continue
@@ -171,6 +186,7 @@ func TestConformance(t *testing.T) {
 				EOSToken:            tokens[name]["eos_token"],
 				Now:                 conformanceNow,
 				Kwargs:              kwargs,
+				Mutable:             mutable,
 			})
 			v := judge(want, out, err)
 			counts[v]++

@@ -58,24 +58,16 @@ type familyModel struct {
 	kwargs map[string]any   // chat_template_kwargs that open the reasoning
 }
 
-// templateOptions are the model options of the templates that do not
-// render a plain conversation, which the model's load check (a plain
-// conversation) refuses: Command R+'s tool_use template iterates over the
-// tools, and firefunction-v2's prints the variables functions and
-// datetime that its callers set. These come in as the model's template
-// without that check.
+// templateOptions are the model options of the templates that need
+// more than the defaults: Kimi K2-Instruct's appends to a list as it
+// renders calls, which --chat-template-mutable allows. (Command R+'s
+// tool_use template, which renders only with tools offered, and
+// FireFunction v2's, which reads the tools as functions, load as they
+// are.)
 var templateOptions = map[string]func(src string) (servedmodel.Options, error){
-	"CohereForAI-c4ai-command-r-plus-tool_use.jinja": uncheckedTemplate,
-	"fireworks-ai-llama-3-firefunction-v2.jinja": func(src string) (servedmodel.Options, error) {
-		o, err := uncheckedTemplate(src)
-		o.ChatTemplateKwargs = map[string]json.RawMessage{"functions": json.RawMessage(`""`), "datetime": json.RawMessage(`"2026-01-01"`)}
-		return o, err
+	"Kimi-K2-Instruct.jinja": func(string) (servedmodel.Options, error) {
+		return servedmodel.Options{ChatTemplateMutable: true}, nil
 	},
-}
-
-func uncheckedTemplate(src string) (servedmodel.Options, error) {
-	tpl, err := chat.Parse(src)
-	return servedmodel.Options{Template: tpl}, err
 }
 
 // thinkKwargs are the template variables tried, in order, to make a

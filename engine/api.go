@@ -726,6 +726,10 @@ type ModelInfo struct {
 	KVCells       int // the cells of the KV cache the slots share
 	VocabSize     int
 	ChatTemplate  string // tokenizer.chat_template, "" when absent
+	// ChatTemplateToolUse is tokenizer.chat_template.tool_use, the
+	// template for requests that offer tools (Command R+, FireFunction
+	// v2), "" when absent.
+	ChatTemplateToolUse string
 	// Pooling is the pooling Embed applies ("none", "mean", "cls",
 	// "last", or "rank" for a reranker, which cannot embed).
 	Pooling string

@@ -237,6 +237,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	tmpl, _ := model.Meta("tokenizer.chat_template")
+	toolUse, _ := model.Meta("tokenizer.chat_template.tool_use")
 	arch, _ := model.Meta("general.architecture")
 	e := &Engine{
 		cfg:   cfg,
@@ -245,7 +246,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
 			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
-			ChatTemplate: tmpl, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
+			ChatTemplate: tmpl, ChatTemplateToolUse: toolUse, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
 			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
 			Created: time.Now(),

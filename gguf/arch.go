@@ -289,8 +289,8 @@ func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, 
 			return fmt.Errorf("gguf: write %s: %w", path, err)
 		}
 	}
-	if len(o.ChatTemplate) > maxStringLen {
-		return fmt.Errorf("gguf: write %s: chat template of %d bytes, more than %d", path, len(o.ChatTemplate), maxStringLen)
+	if err := o.checkTemplates(); err != nil {
+		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
 	if err := s.validateArch(o.Tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
@@ -314,10 +314,7 @@ func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, 
 	if o.Tokenizer != nil && o.Tokenizer.Name != "" {
 		name = o.Tokenizer.Name + " (" + name + ")"
 	}
-	kvs := append(archKVs(arch, s, name), tokenizer...)
-	if o.ChatTemplate != "" {
-		kvs = setKV(kvs, chatTemplateKey, o.ChatTemplate)
-	}
+	kvs := o.setTemplates(append(archKVs(arch, s, name), tokenizer...))
 	if s.tensorType() != TypeF32 {
 		kvs = append(kvs, kv{"general.quantization_version", uint32(2)})
 	}

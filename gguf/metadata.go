@@ -40,6 +40,10 @@ type Metadata struct {
 	AddBOS bool
 	// ChatTemplate is tokenizer.chat_template, empty when absent.
 	ChatTemplate string
+	// ChatTemplateToolUse is tokenizer.chat_template.tool_use, the
+	// template for requests that offer tools (Command R+, FireFunction
+	// v2), empty when absent.
+	ChatTemplateToolUse string
 	// FileType is general.file_type (a llama_ftype, 7 = mostly Q8_0), or -1
 	// when absent.
 	FileType int
@@ -126,7 +130,8 @@ func (m *Metadata) fillTyped() {
 		tok, _ := m.String("tokenizer.ggml.model")
 		m.AddBOS = tok == "llama" || tok == "bert"
 	}
-	m.ChatTemplate, _ = m.String("tokenizer.chat_template")
+	m.ChatTemplate, _ = m.String(chatTemplateKey)
+	m.ChatTemplateToolUse, _ = m.String(chatTemplateToolUseKey)
 	m.FileType = m.id("general.file_type")
 }
 

@@ -41,6 +41,11 @@ type SynthOptions struct {
 	// ChatTemplate, when not empty, is written as tokenizer.chat_template,
 	// replacing the Tokenizer's.
 	ChatTemplate string
+	// ChatTemplateToolUse, when not empty, is written as
+	// tokenizer.chat_template.tool_use: the template for requests that
+	// offer tools (Command R+'s, Hermes 2 Pro's), replacing the
+	// Tokenizer's.
+	ChatTemplateToolUse string
 	// Special are control tokens added at the end of the synthetic
 	// vocabulary (after ChatML's), which grows by their number: a chat
 	// template's markup that real models write as one token. The
@@ -63,8 +68,8 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 			return fmt.Errorf("gguf: write %s: shape %v: chatml adds tokens to the synthetic vocabulary and cannot go with a vocabulary from a file", path, shape)
 		}
 	}
-	if len(o.ChatTemplate) > maxStringLen {
-		return fmt.Errorf("gguf: write %s: chat template of %d bytes, more than %d", path, len(o.ChatTemplate), maxStringLen)
+	if err := o.checkTemplates(); err != nil {
+		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
 	if err := shape.validate(tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
@@ -88,15 +93,37 @@ func WriteSyntheticOptions(path string, shape Shape, seed int64, o SynthOptions)
 	if o.Tokenizer != nil && o.Tokenizer.Name != "" {
 		name = o.Tokenizer.Name + " (" + name + ")"
 	}
-	kvs := synthKVs(shape, name, tokenizer)
-	if o.ChatTemplate != "" {
-		kvs = setKV(kvs, chatTemplateKey, o.ChatTemplate)
-	}
+	kvs := o.setTemplates(synthKVs(shape, name, tokenizer))
 	return writeFile(path, func(w *bufio.Writer) error { return writeSynthetic(w, shape, kvs, seed) })
 }
 
-// chatTemplateKey holds a model's Jinja chat template.
-const chatTemplateKey = "tokenizer.chat_template"
+// chatTemplateKey holds a model's Jinja chat template;
+// chatTemplateToolUseKey the one for requests that offer tools.
+const (
+	chatTemplateKey        = "tokenizer.chat_template"
+	chatTemplateToolUseKey = "tokenizer.chat_template.tool_use"
+)
+
+// checkTemplates refuses chat templates too long for a GGUF string.
+func (o SynthOptions) checkTemplates() error {
+	for _, t := range []string{o.ChatTemplate, o.ChatTemplateToolUse} {
+		if len(t) > maxStringLen {
+			return fmt.Errorf("chat template of %d bytes, more than %d", len(t), maxStringLen)
+		}
+	}
+	return nil
+}
+
+// setTemplates sets the chat templates o gives in kvs.
+func (o SynthOptions) setTemplates(kvs []kv) []kv {
+	if o.ChatTemplate != "" {
+		kvs = setKV(kvs, chatTemplateKey, o.ChatTemplate)
+	}
+	if o.ChatTemplateToolUse != "" {
+		kvs = setKV(kvs, chatTemplateToolUseKey, o.ChatTemplateToolUse)
+	}
+	return kvs
+}
 
 // tokenizerKVs returns the tokenizer.* pairs of m, sorted by key, and the
 // number of tokens, after checking that they name a tokenizer model and

@@ -127,15 +127,16 @@ func TestWriteSyntheticTokenizer(t *testing.T) {
 	}{{"vocabulary", vocab}, {"synthetic", nil}} {
 		p := filepath.Join(t.TempDir(), "t.gguf")
 		const tmpl = "{% for m in messages %}{{ m.content }}{% endfor %}"
-		if err := WriteSyntheticOptions(p, Shapes["tiny"], 1, SynthOptions{Tokenizer: tc.vocab, ChatTemplate: tmpl}); err != nil {
+		const toolUse = "{{ tools | tojson }}" + tmpl
+		if err := WriteSyntheticOptions(p, Shapes["tiny"], 1, SynthOptions{Tokenizer: tc.vocab, ChatTemplate: tmpl, ChatTemplateToolUse: toolUse}); err != nil {
 			t.Fatal(err)
 		}
 		m, err := ReadMetadata(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.ChatTemplate != tmpl {
-			t.Errorf("%s: chat template %q, want %q", tc.name, m.ChatTemplate, tmpl)
+		if m.ChatTemplate != tmpl || m.ChatTemplateToolUse != toolUse {
+			t.Errorf("%s: chat templates %q and %q, want %q and %q", tc.name, m.ChatTemplate, m.ChatTemplateToolUse, tmpl, toolUse)
 		}
 	}
 }
@@ -157,6 +158,7 @@ func TestWriteSyntheticTokenizerErrors(t *testing.T) {
 		{"no tokens", Shapes["tiny"], SynthOptions{Tokenizer: noTokens}, "no tokenizer.ggml.tokens"},
 		{"chatml", chatml, SynthOptions{Tokenizer: testTokenizer()}, "chatml"},
 		{"huge template", Shapes["tiny"], SynthOptions{ChatTemplate: strings.Repeat("x", maxStringLen+1)}, "chat template of"},
+		{"huge tool_use template", Shapes["tiny"], SynthOptions{ChatTemplateToolUse: strings.Repeat("x", maxStringLen+1)}, "chat template of"},
 		{"special with a tokenizer", Shapes["tiny"], SynthOptions{Tokenizer: testTokenizer(), Special: []string{"<x>"}}, "special tokens"},
 		{"special repeated", Shapes["tiny"], SynthOptions{Special: []string{"<x>", "<x>"}}, `"<x>"`},
 		{"special in the vocabulary", Shapes["tiny"], SynthOptions{Special: []string{"</s>"}}, `"</s>"`},

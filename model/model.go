@@ -71,6 +71,11 @@ type Options struct {
 	// (see ParseKwargs); a request's own chat_template_kwargs override
 	// them one by one.
 	ChatTemplateKwargs map[string]json.RawMessage
+	// ChatTemplateMutable lets the chat template change lists and dicts
+	// in place (Kimi K2's appends to a list), which transformers'
+	// sandbox refuses: without it a template that names such a method
+	// is refused at load (see chat.Options.Mutable).
+	ChatTemplateMutable bool
 	// Logger receives warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -82,10 +87,17 @@ var ReasoningFormats = []string{"auto", "deepseek", "none"}
 // Model is one loaded model as corral serves it: its engine, its chat
 // template and the text of its special tokens.
 type Model struct {
-	eng   Engine
-	info  engine.ModelInfo
-	tmpl  *chat.Template
-	tools toolcall.Format // how the model writes tool calls
+	eng  Engine
+	info engine.ModelInfo
+	// tmpl renders requests, but those that offer tools when toolTmpl,
+	// the GGUF's tool_use template, is set. needsTools: tmpl renders only
+	// requests that offer tools (see chat.Template.Check); mutable: the
+	// templates may change lists in place.
+	tmpl       *chat.Template
+	toolTmpl   *chat.Template
+	needsTools bool
+	mutable    bool
+	tools      toolcall.Format // how the model writes tool calls
 	// think is how the model writes its reasoning (nil: it writes none
 	// corral knows); split says the reasoning is split off the content.
 	think     reasoning.Format
@@ -100,17 +112,26 @@ type Model struct {
 }
 
 // New prepares eng for serving, resolving its chat template: the one
-// opt names (a built-in or a file), else the model's, else ChatML. A
-// template that does not parse, or cannot render a plain conversation, is
-// an error naming the model and the template line: corral never serves a
-// model with a template it did not ask for.
+// opt names (a built-in or a file), else the model's, else ChatML. The
+// model's own may come with a tool_use template (the GGUF's
+// tokenizer.chat_template.tool_use), which renders the requests that
+// offer tools, as transformers and llama-server pick it; a model with
+// only that one renders every request with it. A template that does not
+// parse, or renders neither a plain conversation nor one offering a
+// sample tool, or changes lists in place without
+// Options.ChatTemplateMutable, is an error naming the model and the
+// template line: corral never serves a model with a template it did not
+// ask for. One that renders only with tools offered (a tools-only
+// template: the Hermes 2 Pro and 3 tool_use templates) serves requests
+// without tools if it renders them, else refuses them (chat.ErrNeedsTools).
 func New(eng Engine, opt Options) (*Model, error) {
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	info := eng.Info()
-	m := &Model{eng: eng, info: info, kwargs: opt.ChatTemplateKwargs, bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
+	m := &Model{eng: eng, info: info, kwargs: opt.ChatTemplateKwargs, mutable: opt.ChatTemplateMutable,
+		bos: eng.TokenPiece(info.BOS), eos: eng.TokenPiece(info.EOS)}
 	var err error
 	switch {
 	case opt.Template != nil:
@@ -126,12 +147,21 @@ func New(eng Engine, opt Options) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model %s: chat template file: %w", info.Name, err)
 		}
-		if m.tmpl, err = checkedTemplate(string(src), opt.ChatTemplateKwargs); err != nil {
+		if m.tmpl, m.needsTools, err = checkedTemplate(string(src), opt); err != nil {
 			return nil, fmt.Errorf("model %s: chat template file %s: %w", info.Name, opt.ChatTemplateFile, err)
 		}
-	case info.ChatTemplate != "":
-		if m.tmpl, err = checkedTemplate(info.ChatTemplate, opt.ChatTemplateKwargs); err != nil {
-			return nil, fmt.Errorf("model %s: its chat template does not work (replace it with --chat-template NAME or --chat-template-file FILE): %w", info.Name, err)
+	case info.ChatTemplate != "" || info.ChatTemplateToolUse != "":
+		src, what := info.ChatTemplate, "chat template"
+		if src == "" {
+			src, what = info.ChatTemplateToolUse, "tool_use chat template (its only one)"
+		}
+		if m.tmpl, m.needsTools, err = checkedTemplate(src, opt); err != nil {
+			return nil, ownTemplateError(info.Name, what, err)
+		}
+		if info.ChatTemplate != "" && info.ChatTemplateToolUse != "" {
+			if m.toolTmpl, _, err = checkedTemplate(info.ChatTemplateToolUse, opt); err != nil {
+				return nil, ownTemplateError(info.Name, "tool_use chat template", err)
+			}
 		}
 	default:
 		log.Info("model has no chat template; using chatml", "model", info.Name)
@@ -145,12 +175,33 @@ func New(eng Engine, opt Options) (*Model, error) {
 	return m, nil
 }
 
+// mutableHint is how the error of a template that changes lists in place
+// tells its way out.
+const mutableHint = "allow it with --chat-template-mutable (chat_template_mutable: true in --config)"
+
+// ownTemplateError is the error of a model whose own chat template (what:
+// which one) fails checkedTemplate.
+func ownTemplateError(model, what string, err error) error {
+	if errors.Is(err, chat.ErrMutates) {
+		return fmt.Errorf("model %s: its %s: %w, or replace it with --chat-template NAME or --chat-template-file FILE", model, what, err)
+	}
+	return fmt.Errorf("model %s: its %s does not work (replace it with --chat-template NAME or --chat-template-file FILE): %w", model, what, err)
+}
+
 // formats resolves the model's tool-call and reasoning formats and what
 // the engine needs of them: the special tokens of their markup, and the
-// tokens that close a reasoning.
+// tokens that close a reasoning. A tool_use template, which renders the
+// requests that offer tools, tells the calls' format, unless it writes
+// none corral knows; the default template tells the reasoning's, unless
+// it writes none.
 func (m *Model) formats(opt Options, log *slog.Logger) error {
 	src := m.tmpl.Source()
 	m.tools = toolcall.Detect(src)
+	if m.toolTmpl != nil {
+		if f := toolcall.Detect(m.toolTmpl.Source()); f != toolcall.JSON {
+			m.tools = f
+		}
+	}
 	if opt.ToolFormat != "" {
 		f, err := toolcall.Lookup(opt.ToolFormat)
 		if err != nil {
@@ -159,6 +210,9 @@ func (m *Model) formats(opt Options, log *slog.Logger) error {
 		m.tools = f
 	}
 	m.think, m.split = reasoning.Detect(src), true
+	if m.think == nil && m.toolTmpl != nil {
+		m.think = reasoning.Detect(m.toolTmpl.Source())
+	}
 	switch name := opt.ReasoningFormat; name {
 	case "", "auto", "deepseek":
 	case "none":
@@ -187,8 +241,12 @@ func (m *Model) formats(opt Options, log *slog.Logger) error {
 	}
 	// The template's end-of-turn stops, but the formats' own markup:
 	// gpt-oss ends its analysis with <|end|>, and its answer goes on.
-	for _, stop := range m.tmpl.Stops() {
-		if !slices.Contains(markers, stop) {
+	stops := m.tmpl.Stops()
+	if m.toolTmpl != nil {
+		stops = append(stops, m.toolTmpl.Stops()...)
+	}
+	for _, stop := range stops {
+		if !slices.Contains(markers, stop) && !slices.Contains(m.stops, stop) {
 			m.stops = append(m.stops, stop)
 		}
 	}
@@ -203,21 +261,27 @@ func (m *Model) formats(opt Options, log *slog.Logger) error {
 }
 
 // checkedTemplate parses a chat template and renders a plain
-// conversation with it and the model's template variables, so that a
-// broken one fails when its model loads rather than at every request.
-func checkedTemplate(src string, kwargs map[string]json.RawMessage) (*chat.Template, error) {
-	tmpl, err := chat.Parse(src)
-	if err != nil {
-		return nil, err
+// conversation with it and the model's template variables (see
+// chat.Template.Check), so that a broken one fails when its model loads
+// rather than at every request; needsTools says it renders only requests
+// that offer tools. One that changes lists in place without
+// opt.ChatTemplateMutable fails, wrapping chat.ErrMutates and saying how
+// to allow it.
+func checkedTemplate(src string, opt Options) (tmpl *chat.Template, needsTools bool, err error) {
+	if tmpl, err = chat.Parse(src); err != nil {
+		return nil, false, err
 	}
-	kw := make(map[string]any, len(kwargs))
-	for k, v := range kwargs {
+	kw := make(map[string]any, len(opt.ChatTemplateKwargs))
+	for k, v := range opt.ChatTemplateKwargs {
 		kw[k] = v
 	}
-	if err := tmpl.Check(chat.Options{Kwargs: kw}); err != nil {
-		return nil, err
+	if needsTools, err = tmpl.Check(chat.Options{Kwargs: kw, Mutable: opt.ChatTemplateMutable}); err != nil {
+		if errors.Is(err, chat.ErrMutates) {
+			err = fmt.Errorf("%w: %s", err, mutableHint)
+		}
+		return nil, false, err
 	}
-	return tmpl, nil
+	return tmpl, needsTools, nil
 }
 
 // Loader returns the registry loader of Models: an engine for the spec,
@@ -237,7 +301,7 @@ func Loader(log *slog.Logger) registry.Loader[*Model] {
 			return nil, err
 		}
 		m, err := New(eng, Options{ChatTemplate: spec.ChatTemplate, ChatTemplateFile: spec.ChatTemplateFile,
-			ChatTemplateKwargs: kwargs, ToolFormat: spec.ToolFormat,
+			ChatTemplateKwargs: kwargs, ChatTemplateMutable: spec.ChatTemplateMutable, ToolFormat: spec.ToolFormat,
 			ReasoningFormat: spec.ReasoningFormat, ReasoningBudget: spec.ReasoningBudget, Logger: log})
 		if err != nil {
 			eng.Close()
@@ -263,8 +327,28 @@ func (m *Model) Close() error { return m.eng.Close() }
 // the markup of its formats.
 func (m *Model) Stops() []string { return m.stops }
 
-// Template is the model's chat template.
+// Template is the model's chat template: the one for requests without
+// tools (see ToolTemplate).
 func (m *Model) Template() *chat.Template { return m.tmpl }
+
+// ToolTemplate is the template for the requests that offer tools, when
+// the model's own chat template came with one (the GGUF's
+// tokenizer.chat_template.tool_use); nil when Template renders them.
+func (m *Model) ToolTemplate() *chat.Template { return m.toolTmpl }
+
+// template is the chat template of a request that offers tools or not.
+func (m *Model) template(tools bool) *chat.Template {
+	if tools && m.toolTmpl != nil {
+		return m.toolTmpl
+	}
+	return m.tmpl
+}
+
+// TemplateReads reports whether a chat template of the model reads a
+// variable called name, such as enable_thinking or reasoning_effort.
+func (m *Model) TemplateReads(name string) bool {
+	return m.tmpl.Reads(name) || m.toolTmpl != nil && m.toolTmpl.Reads(name)
+}
 
 // ToolFormat is how the model writes tool calls.
 func (m *Model) ToolFormat() toolcall.Format { return m.tools }
@@ -284,13 +368,20 @@ func (m *Model) Kwargs() map[string]any {
 }
 
 // Render applies the chat template to msgs with opt, the model's BOS and
-// EOS text filled in. Templates often start with the BOS text; the
+// EOS text filled in: the tool_use template when opt offers tools and
+// the model has one. Templates often start with the BOS text; the
 // tokenizer adds BOS itself, so the rendered prompt lacks it when the
-// model adds one.
+// model adds one. A template that renders only requests that offer tools
+// failing on a request without them is an error wrapping
+// chat.ErrNeedsTools.
 func (m *Model) Render(msgs []chat.Message, opt chat.Options) (string, error) {
-	opt.BOSToken, opt.EOSToken = m.bos, m.eos
-	prompt, err := m.tmpl.Render(msgs, opt)
+	opt.BOSToken, opt.EOSToken, opt.Mutable = m.bos, m.eos, m.mutable
+	tools := len(opt.Tools) > 0
+	prompt, err := m.template(tools).Render(msgs, opt)
 	if err != nil {
+		if !tools && m.needsTools && !errors.Is(err, chat.ErrTooLong) && !errors.Is(err, chat.ErrInvalidMessages) && !errors.Is(err, chat.ErrReservedKwarg) {
+			return "", fmt.Errorf("%w: %w", chat.ErrNeedsTools, err)
+		}
 		return "", err
 	}
 	if m.info.AddBOS && m.bos != "" {

@@ -61,6 +61,9 @@ type Spec struct {
 	// ChatTemplateKwargs is a JSON object of chat template variables
 	// every request to the model gets (nil for none).
 	ChatTemplateKwargs json.RawMessage
+	// ChatTemplateMutable lets the chat template change lists and dicts
+	// in place (see model.Options).
+	ChatTemplateMutable bool
 	// ToolFormat names the tool-call format (see toolcall.Names) to read
 	// instead of the one the chat template implies ("" for that one).
 	ToolFormat string

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
@@ -194,6 +195,12 @@ func RenderError(err error, l *Limits) *Error {
 		return Invalid("messages", "%v", err)
 	case errors.Is(err, chat.ErrReservedKwarg):
 		return Invalid("chat_template_kwargs", "%v", err)
+	case errors.Is(err, chat.ErrNeedsTools):
+		// A tools-only template (a tool_use one as the model's only
+		// template) given a chat without tools.
+		return &Error{Status: http.StatusBadRequest, Param: "tools", Code: "chat_template_error",
+			Message: "the model's chat template renders only requests that offer 'tools' ('tool_choice' \"none\" hides them): " +
+				strings.TrimPrefix(err.Error(), chat.ErrNeedsTools.Error()+": ")}
 	}
 	// A template that fails on the messages is the request's error:
 	// retrying cannot help.

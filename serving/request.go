@@ -89,12 +89,12 @@ func TemplateKwargs(m *model.Model, v TemplateVars) map[string]any {
 	kw := m.Kwargs()
 	if v.Thinking != nil {
 		for _, name := range []string{"enable_thinking", "thinking"} {
-			if m.Template().Reads(name) {
+			if m.TemplateReads(name) {
 				kw[name] = *v.Thinking
 			}
 		}
 	}
-	if v.ReasoningEffort != "" && m.Template().Reads("reasoning_effort") {
+	if v.ReasoningEffort != "" && m.TemplateReads("reasoning_effort") {
 		kw["reasoning_effort"] = v.ReasoningEffort
 	}
 	maps.Copy(kw, v.Kwargs)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-llm/corral/anthropic"
 	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/llamacpp"
 	"github.com/corral-llm/corral/model"
@@ -249,27 +250,28 @@ func TestModelTemplateErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "broken-model") || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("unparsable template: %v, want an error naming the model and line 2", err)
 	}
-	// firefunction-v2's template reads a variable nobody gives it.
-	fire := realTemplate(t, "fireworks-ai-llama-3-firefunction-v2")
-	fire.Model.Name = "firefunction"
-	_, err = model.New(fire, model.Options{})
-	if err == nil || !strings.Contains(err.Error(), "firefunction") || !strings.Contains(err.Error(), "'functions' is undefined") || !strings.Contains(err.Error(), "line ") {
+	// A template that reads a variable nobody gives it.
+	plugged := servetest.NewEngine()
+	plugged.Model.Name = "plugged"
+	plugged.Model.ChatTemplate = "{{ messages[0].content }}\n{{ 'Plugins: ' + plugins }}"
+	_, err = model.New(plugged, model.Options{})
+	if err == nil || !strings.Contains(err.Error(), "plugged") || !strings.Contains(err.Error(), "'plugins' is undefined") || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("template that cannot render: %v", err)
 	}
 	// Replacing the template makes it load, and so does giving the
 	// variable it reads.
-	if _, err := model.New(fire, model.Options{ChatTemplate: "llama3"}); err != nil {
+	if _, err := model.New(plugged, model.Options{ChatTemplate: "llama3"}); err != nil {
 		t.Errorf("--chat-template over a broken template: %v", err)
 	}
-	withFunctions := model.Options{ChatTemplateKwargs: map[string]json.RawMessage{"functions": json.RawMessage(`"[]"`), "datetime": json.RawMessage(`"2026-11-21"`)}}
-	if got := applyTemplate(t, fire, withFunctions, `{"messages": [{"role": "user", "content": "hi"}]}`); !strings.Contains(got, "hi<|eot_id|>") {
-		t.Errorf("firefunction with --chat-template-kwargs functions: %q", got)
+	withPlugins := model.Options{ChatTemplateKwargs: map[string]json.RawMessage{"plugins": json.RawMessage(`"none"`)}}
+	if got := applyTemplate(t, plugged, withPlugins, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "hi\nPlugins: none" {
+		t.Errorf("a template with --chat-template-kwargs plugins: %q", got)
 	}
 	file := filepath.Join(t.TempDir(), "t.jinja")
 	if err := os.WriteFile(file, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := applyTemplate(t, fire, model.Options{ChatTemplateFile: file}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "[user]hi" {
+	if got := applyTemplate(t, plugged, model.Options{ChatTemplateFile: file}, `{"messages": [{"role": "user", "content": "hi"}]}`); got != "[user]hi" {
 		t.Errorf("--chat-template-file: %q", got)
 	}
 	if err := os.WriteFile(file, []byte("ok\n{{ x + }}"), 0o644); err != nil {
@@ -303,5 +305,58 @@ func TestTemplateRenderError(t *testing.T) {
 	e := decodeEnvelope(t, w)
 	if e.Code == nil || *e.Code != "chat_template_error" || !strings.Contains(e.Message, "line ") || !strings.Contains(e.Message, "can only concatenate str") {
 		t.Errorf("error %+v", e)
+	}
+}
+
+// TestToolsOnlyTemplate checks a model whose only chat template renders
+// only requests that offer tools (a tool_use template: Hermes 3's): a
+// chat with tools renders, one without is a 400 naming tools in each
+// dialect's shape, never a 500.
+func TestToolsOnlyTemplate(t *testing.T) {
+	const tools = `"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Get the weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]`
+	const msgs = `"messages": [{"role": "user", "content": "Weather in Paris?"}]`
+	fake := realTemplate(t, "NousResearch-Hermes-3-Llama-3.1-8B-tool_use")
+	if w := serveWith(t, fake, model.Options{}, openai.ChatCompletions, `{`+tools+`, `+msgs+`}`); len(fake.Submitted) != 1 || !strings.Contains(fake.Submitted[0].Prompt, "<tools>") {
+		t.Fatalf("with tools: nothing submitted: %d %s", w.Code, w.Body)
+	}
+	for _, body := range []string{`{` + msgs + `}`, `{"tool_choice": "none", ` + tools + `, ` + msgs + `}`} {
+		fake.Submitted = nil
+		w := serveWith(t, fake, model.Options{}, openai.ChatCompletions, body)
+		if w.Code != http.StatusBadRequest || len(fake.Submitted) != 0 {
+			t.Errorf("%.60s: %d %s, want 400", body, w.Code, w.Body)
+			continue
+		}
+		e := decodeEnvelope(t, w)
+		if deref(e.Param) != "tools" || deref(e.Code) != "chat_template_error" || !strings.Contains(e.Message, "renders only requests that offer 'tools'") || !strings.Contains(e.Message, "line ") {
+			t.Errorf("%.60s: error %+v", body, e)
+		}
+	}
+	w := serveWith(t, fake, model.Options{}, anthropic.Messages, `{"model": "tiny", "max_tokens": 8, `+msgs+`}`)
+	var ae struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	if w.Code != http.StatusBadRequest || json.Unmarshal(w.Body.Bytes(), &ae) != nil || ae.Type != "error" || ae.Error.Type != "invalid_request_error" || !strings.Contains(ae.Error.Message, "offer 'tools'") {
+		t.Errorf("anthropic without tools: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestToolUseTemplateKwargs checks that the variables a request sets
+// through Ollama's think reach a GGUF's tool_use template, which renders
+// the chats that offer tools, when it reads them and the default
+// template does not.
+func TestToolUseTemplateKwargs(t *testing.T) {
+	fake := realTemplate(t, "google-gemma-2-2b-it")
+	qwen, err := os.ReadFile(filepath.Join(templatesDir, "Qwen-Qwen3-0.6B.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Model.ChatTemplateToolUse = string(qwen)
+	serveWith(t, fake, model.Options{}, ollama.Chat, `{"think": false, "stream": false, "messages": [{"role": "user", "content": "Weather?"}],
+		"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]}`)
+	if len(fake.Submitted) != 1 || !strings.HasSuffix(fake.Submitted[0].Prompt, "<|im_start|>assistant\n<think>\n\n</think>\n\n") {
+		t.Errorf("think false with tools: %v", fake.Submitted)
 	}
 }

@@ -3,6 +3,7 @@ package toolcall
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -1099,7 +1100,7 @@ func TestDetectRealTemplates(t *testing.T) {
 		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": CommandR7B,
 		"GigaChat3-10B-A1.8B":                           GigaChat3,
 		"GigaChat3.1-10B-A1.8B":                         GigaChat31,
-		"HuggingFaceTB-SmolLM3-3B":                      JSON,
+		"HuggingFaceTB-SmolLM3-3B":                      Hermes,
 		"LFM2-8B-A1B":                                   LFM2,
 		"LFM2.5-8B-A1B":                                 LFM2,
 		"LFM2.5-Instruct":                               LFM2,
@@ -1174,6 +1175,32 @@ func TestDetectRealTemplates(t *testing.T) {
 	}
 }
 
+// SmolLM3's template, which lists no tools and writes no calls, is
+// Hermes's by its reasoning-mode header; SmolLM2's, whose default system
+// prompt SmolLM3's shares, and a template that only mentions a reasoning
+// mode, are not. SmolLM3's answers read as Hermes's.
+func TestDetectSmolLM3(t *testing.T) {
+	smol2, err := os.ReadFile("../chat/testdata/smollm2-instruct.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src, want := range map[string]Format{
+		testmodel.Template(t, "HuggingFaceTB-SmolLM3-3B"): Hermes,
+		string(smol2): JSON,
+		"{{ 'Reasoning Mode: ' + mode }}{% for m in messages %}{{ m.content }}{% endfor %}": JSON,
+		"{{ '/think and /no_think' }}{% for m in messages %}{{ m.content }}{% endfor %}":    JSON,
+	} {
+		if got := Detect(src); got != want {
+			t.Errorf("%.60q: %s, want %s", src, got.Name(), want.Name())
+		}
+	}
+	content, calls := Parse(Detect(testmodel.Template(t, "HuggingFaceTB-SmolLM3-3B")), testTools,
+		"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 0, false)
+	if strings.TrimSpace(content) != "Let me check." || len(calls) != 1 || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city": "Paris"}` {
+		t.Errorf("SmolLM3's call: content %q, calls %+v", content, calls)
+	}
+}
+
 func TestLookup(t *testing.T) {
 	for _, name := range Names() {
 		f, err := Lookup(name)
@@ -1208,15 +1235,17 @@ func TestFamiliesReadTheirTemplates(t *testing.T) {
 		"poolside-Laguna-XS.2":  GLM,
 		"google-gemma-4-31B-it": Gemma4,
 		// Kimi-K2-Instruct's and -Thinking's templates append to a list
-		// when they render a call, which transformers' sandbox refuses
-		// (and so chat's, as it renders as transformers does).
+		// when they render a call, which transformers' sandbox refuses:
+		// rendered with the mutable one (--chat-template-mutable).
+		"Kimi-K2-Instruct": KimiK2,
+		"Kimi-K2-Thinking": KimiK2,
 	} {
 		t.Run(name, func(t *testing.T) {
 			tpl, err := chat.Parse(testmodel.Template(t, name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			text, err := tpl.Render(msgs, chat.Options{BOSToken: "<s>", EOSToken: "</s>"})
+			text, err := tpl.Render(msgs, chat.Options{BOSToken: "<s>", EOSToken: "</s>", Mutable: strings.HasPrefix(name, "Kimi-K2-")})
 			if err != nil {
 				t.Fatal(err)
 			}

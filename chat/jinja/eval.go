@@ -117,6 +117,10 @@ type renderer struct {
 	written int
 	steps   int
 	depth   int
+	// mutable lets the template change lists and dicts in place
+	// (Options.Mutable); grown counts the items its changes added.
+	mutable bool
+	grown   int
 }
 
 // step counts n units of work against maxSteps.
@@ -337,7 +341,7 @@ func (r *renderer) assign(t target, v any, s *scope) error {
 		if !ok {
 			return &runtimeError{kind: "TemplateRuntimeError", msg: "cannot assign attribute on non-namespace object"}
 		}
-		ns.attrs.Set(t.attr, v)
+		ns.attrs.Set(t.attr, r.hold(v))
 		return nil
 	case t.names != nil:
 		items, err := iterate(v)
@@ -357,7 +361,7 @@ func (r *renderer) assign(t target, v any, s *scope) error {
 		}
 		return nil
 	}
-	s.set(t.name, v)
+	s.set(t.name, r.hold(v))
 	return nil
 }
 
@@ -366,6 +370,8 @@ func iterate(v any) ([]any, error) {
 	switch v := v.(type) {
 	case []any:
 		return v, nil
+	case *listRef:
+		return v.items, nil
 	case tuple:
 		return v, nil
 	case string:
@@ -508,7 +514,7 @@ func (r *renderer) callMacro(m *macro, args []any, kw kwargs, caller *macro) (an
 			if err != nil {
 				return nil, err
 			}
-			s.set(p, v)
+			s.set(p, r.hold(v))
 			continue
 		}
 		s.set(p, &Undefined{name: p, hint: fmt.Sprintf("parameter '%s' was not provided", p)})
@@ -563,7 +569,14 @@ func (r *renderer) call(fn any, args []any, kw kwargs) (any, error) {
 	case Func:
 		m := make(map[string]any, len(kw))
 		for _, k := range kw {
-			m[k.name] = k.v
+			m[k.name] = plainList(k.v)
+		}
+		if r.mutable {
+			plain := make([]any, len(args))
+			for i, a := range args {
+				plain[i] = plainList(a)
+			}
+			args = plain
 		}
 		return f(args, m)
 	case *Undefined:
@@ -603,10 +616,13 @@ func (r *renderer) evalExpr(x expr, s *scope) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			items[i] = v
+			items[i] = r.hold(v)
 		}
 		if x.tuple {
 			return tuple(items), nil
+		}
+		if r.mutable {
+			return &listRef{items: items}, nil
 		}
 		return items, nil
 	case *dictExpr:
@@ -620,7 +636,7 @@ func (r *renderer) evalExpr(x expr, s *scope) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := d.set(k, v); err != nil {
+			if err := d.set(k, r.hold(v)); err != nil {
 				return nil, err
 			}
 		}
@@ -630,7 +646,7 @@ func (r *renderer) evalExpr(x expr, s *scope) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return getattr(obj, x.name)
+		return getattr(obj, x.name, r.mutable)
 	case *getitemExpr:
 		obj, err := r.eval(x.x, s)
 		if err != nil {
@@ -640,7 +656,7 @@ func (r *renderer) evalExpr(x expr, s *scope) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return getitem(obj, key)
+		return getitem(obj, key, r.mutable)
 	case *sliceExpr:
 		return r.evalSlice(x, s)
 	case *callExpr:
@@ -721,7 +737,7 @@ func (r *renderer) evalArgs(args []expr, kws []kwarg, s *scope) ([]any, kwargs, 
 		if err != nil {
 			return nil, nil, err
 		}
-		vals[i] = v
+		vals[i] = r.hold(v)
 	}
 	var kw kwargs
 	for _, k := range kws {
@@ -729,7 +745,7 @@ func (r *renderer) evalArgs(args []expr, kws []kwarg, s *scope) ([]any, kwargs, 
 		if err != nil {
 			return nil, nil, err
 		}
-		kw = append(kw, kwval{name: k.name, v: v})
+		kw = append(kw, kwval{name: k.name, v: r.hold(v)})
 	}
 	return vals, kw, nil
 }
@@ -776,6 +792,8 @@ func slice(obj, start, stop, step any) (any, error) {
 	switch o := obj.(type) {
 	case []any:
 		items = o
+	case *listRef:
+		items = o.items
 	case tuple:
 		items = o
 	case string:
@@ -859,8 +877,9 @@ func slice(obj, start, stop, step any) (any, error) {
 }
 
 // getattr is the sandbox's obj.name: a Python attribute (a method of a
-// str, dict or list) first, else the item called name.
-func getattr(obj any, name string) (any, error) {
+// str, dict or list) first, else the item called name. mut allows the
+// methods that change a list or dict (see method).
+func getattr(obj any, name string, mut bool) (any, error) {
 	switch o := obj.(type) {
 	case *Undefined:
 		return nil, o.err()
@@ -875,7 +894,7 @@ func getattr(obj any, name string) (any, error) {
 		}
 		return undefinedAttr(obj, name), nil
 	}
-	if m, ok := method(obj, name); ok {
+	if m, ok := method(obj, name, mut); ok {
 		return m, nil
 	}
 	if d, ok := obj.(*Dict); ok {
@@ -887,8 +906,8 @@ func getattr(obj any, name string) (any, error) {
 }
 
 // getitem is the sandbox's obj[key]: the item, else the attribute named
-// key.
-func getitem(obj, key any) (any, error) {
+// key (mut as getattr's).
+func getitem(obj, key any, mut bool) (any, error) {
 	switch o := obj.(type) {
 	case *Undefined:
 		return nil, o.err()
@@ -896,11 +915,13 @@ func getitem(obj, key any) (any, error) {
 		if v, ok := o.get(key); ok {
 			return v, nil
 		}
-	case []any, tuple, string, markup:
+	case []any, *listRef, tuple, string, markup:
 		var items []any
 		switch o := obj.(type) {
 		case []any:
 			items = o
+		case *listRef:
+			items = o.items
 		case tuple:
 			items = o
 		}
@@ -918,11 +939,11 @@ func getitem(obj, key any) (any, error) {
 		}
 	case *Namespace, *loopContext:
 		if name, ok := key.(string); ok {
-			return getattr(obj, name)
+			return getattr(obj, name, mut)
 		}
 	}
 	if name, ok := key.(string); ok {
-		if m, ok := method(obj, name); ok {
+		if m, ok := method(obj, name, mut); ok {
 			return m, nil
 		}
 	}
@@ -1025,15 +1046,16 @@ func add(a, b any) (any, error) {
 		return nil, typeErrorf("can only concatenate str (not \"%s\") to str", typeName(b))
 	}
 	switch x := a.(type) {
-	case []any:
-		y, ok := b.([]any)
+	case []any, *listRef:
+		l, _ := asList(x)
+		y, ok := asList(b)
 		if !ok {
 			return nil, typeErrorf("can only concatenate list (not \"%s\") to list", typeName(b))
 		}
-		if len(x)+len(y) > maxOutput {
+		if len(l)+len(y) > maxOutput {
 			return nil, tooLong()
 		}
-		return append(append(make([]any, 0, len(x)+len(y)), x...), y...), nil
+		return append(append(make([]any, 0, len(l)+len(y)), l...), y...), nil
 	case tuple:
 		y, ok := b.(tuple)
 		if !ok {
@@ -1065,7 +1087,7 @@ func multiply(a, b any) (any, error) {
 			return markup(out), nil
 		}
 		return out, nil
-	case []any, tuple:
+	case []any, *listRef, tuple:
 		items, _ := iterate(s)
 		if times > 0 && len(items) > maxOutput/times {
 			return nil, tooLong()

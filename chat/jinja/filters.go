@@ -188,14 +188,14 @@ func init() {
 		}),
 		"sequence": typeTest(func(v any) bool {
 			switch v.(type) {
-			case string, markup, []any, tuple, *Dict:
+			case string, markup, []any, *listRef, tuple, *Dict:
 				return true
 			}
 			return false
 		}),
 		"iterable": typeTest(func(v any) bool {
 			switch v.(type) {
-			case string, markup, []any, tuple, *Dict, *dictView, *iterator, *Undefined, *loopContext:
+			case string, markup, []any, *listRef, tuple, *Dict, *dictView, *iterator, *Undefined, *loopContext:
 				return true
 			}
 			return false
@@ -260,7 +260,7 @@ func same(a, b any) bool {
 	case string:
 		y, ok := b.(string)
 		return ok && x == y
-	case *Dict, *Namespace, *macro, *loopContext, *iterator:
+	case *Dict, *Namespace, *macro, *loopContext, *iterator, *listRef:
 		return a == b
 	}
 	return false
@@ -372,7 +372,7 @@ func filterAbs(_ *renderer, v any, args []any, kw kwargs) (any, error) {
 	return nil, typeErrorf("bad operand type for abs(): '%s'", typeName(v))
 }
 
-func filterAttr(_ *renderer, v any, args []any, kw kwargs) (any, error) {
+func filterAttr(r *renderer, v any, args []any, kw kwargs) (any, error) {
 	a, _, err := bind("attr", []string{"name"}, 1, args, kw)
 	if err != nil {
 		return nil, err
@@ -385,9 +385,9 @@ func filterAttr(_ *renderer, v any, args []any, kw kwargs) (any, error) {
 	case *Undefined:
 		return nil, o.err()
 	case *Namespace, *loopContext:
-		return getattr(v, name)
+		return getattr(v, name, r.mutable)
 	}
-	if m, ok := method(v, name); ok {
+	if m, ok := method(v, name, r.mutable); ok {
 		return m, nil
 	}
 	return undefinedAttr(v, name), nil
@@ -438,6 +438,8 @@ func length(v any) (int, error) {
 		return utf8.RuneCountInString(string(x)), nil
 	case []any:
 		return len(x), nil
+	case *listRef:
+		return len(x.items), nil
 	case tuple:
 		return len(x), nil
 	case *Dict:
@@ -780,7 +782,7 @@ func attrGet(item, attribute, def any) (any, error) {
 	}
 	for _, p := range parts {
 		var err error
-		if item, err = getitem(item, p); err != nil {
+		if item, err = getitem(item, p, false); err != nil {
 			return nil, err
 		}
 		if _, undef := item.(*Undefined); undef && def != nil {

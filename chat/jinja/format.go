@@ -86,7 +86,7 @@ func strFormat(f string, args []any, kw kwargs) (string, error) {
 				if k < 0 {
 					k = len(rest) - 1
 				}
-				if v, err = getattr(v, rest[1:1+k]); err != nil {
+				if v, err = getattr(v, rest[1:1+k], false); err != nil {
 					return "", err
 				}
 				rest = rest[1+k:]
@@ -100,7 +100,7 @@ func strFormat(f string, args []any, kw kwargs) (string, error) {
 			if n, err := strconv.Atoi(rest[1:k]); err == nil {
 				key = n
 			}
-			if v, err = getitem(v, key); err != nil {
+			if v, err = getitem(v, key, false); err != nil {
 				return "", err
 			}
 			rest = rest[k+1:]

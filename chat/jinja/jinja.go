@@ -2,7 +2,8 @@
 // renders chat templates: Jinja2 3.x semantics and Python's values (str,
 // repr, dict order, truthiness, arithmetic), in the environment
 // apply_chat_template sets up: an immutable sandbox (methods that change a
-// list or dict are refused), trim_blocks and lstrip_blocks, the
+// list or dict are refused, unless Options.Mutable allows them, as
+// Jinja2's mutable sandbox does), trim_blocks and lstrip_blocks, the
 // loopcontrols extension ({% break %}, {% continue %}), the
 // {% generation %} block tag and a tojson filter that calls Python's
 // json.dumps with ensure_ascii off.
@@ -25,6 +26,10 @@ import (
 type Template struct {
 	body  []stmt
 	names map[string]bool
+	// mutates is the first method that changes a list or dict in place
+	// the template names, and its line ("" when none).
+	mutates     string
+	mutatesLine int
 }
 
 // Error is an error in a template: a syntax error from Parse, or a failure
@@ -55,11 +60,11 @@ func Parse(src string) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, names, err := parse(toks)
+	p, err := parse(toks)
 	if err != nil {
 		return nil, err
 	}
-	return &Template{body: body, names: names}, nil
+	return &Template{body: p.body, names: p.names, mutates: p.mutates, mutatesLine: p.mutatesLine}, nil
 }
 
 // Reads reports whether the template reads a variable called name
@@ -81,12 +86,39 @@ var ErrOutputLimit = errors.New("template output over the limit")
 // bound beyond the package's own): the render stops as soon as it would
 // write more, with an error wrapping ErrOutputLimit.
 func (t *Template) RenderLimit(vars map[string]any, limit int) (out string, err error) {
+	return t.RenderOptions(vars, Options{Limit: limit})
+}
+
+// Options control a render.
+type Options struct {
+	// Limit bounds the output to so many bytes (0: no bound beyond the
+	// package's own): the render stops as soon as it would write more,
+	// with an error wrapping ErrOutputLimit.
+	Limit int
+	// Mutable lets the template change lists and dicts in place
+	// (list.append, extend, insert, pop, remove, clear, reverse, sort;
+	// dict.update, setdefault, pop, popitem, clear), as Jinja2's
+	// SandboxedEnvironment does; without it they are refused, as
+	// transformers' ImmutableSandboxedEnvironment refuses them. A list
+	// is then a reference, as in Python: a change shows through every
+	// name and container holding it. The items a render's changes add
+	// count against a bound (16 Mi), as well as against its steps of
+	// work. The variables are copied first: the caller's values are
+	// never changed.
+	Mutable bool
+}
+
+// RenderOptions is Render with opt.
+func (t *Template) RenderOptions(vars map[string]any, opt Options) (out string, err error) {
+	var b strings.Builder
+	r := &renderer{out: &b, root: &b, limit: opt.Limit, mutable: opt.Mutable}
 	root := newScope(nil)
 	for k, v := range vars {
+		if r.mutable {
+			v = mutableCopy(v, 0)
+		}
 		root.set(k, v)
 	}
-	var b strings.Builder
-	r := &renderer{out: &b, root: &b, limit: limit}
 	if err := r.execBody(t.body, root); err != nil {
 		if errors.Is(err, errBreak) || errors.Is(err, errContinue) {
 			return "", &Error{Line: 1, Msg: "break or continue outside a loop"}
@@ -95,6 +127,13 @@ func (t *Template) RenderLimit(vars map[string]any, limit int) (out string, err 
 	}
 	return b.String(), nil
 }
+
+// Mutates reports where the template changes a list or dict in place,
+// which a render refuses unless Options.Mutable allows it: the first
+// such method it names (append, pop, update...) and its line; "" when
+// it names none. It is judged from the source: the method may sit in a
+// branch that a conversation never takes.
+func (t *Template) Mutates() (method string, line int) { return t.mutates, t.mutatesLine }
 
 // globals are the functions every template sees (Jinja2's default
 // namespace).

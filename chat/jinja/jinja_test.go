@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +15,19 @@ import (
 // (testdata/cases.json, written by testdata/python.py): the same text, or
 // an error where Python raises one.
 func TestPython(t *testing.T) {
-	b, err := os.ReadFile("testdata/cases.json")
+	testPython(t, "testdata/cases.json", Options{}, 200)
+}
+
+// TestPythonMutable renders the cases of testdata/cases.txt and
+// testdata/mutable.txt with Options.Mutable and compares them with what
+// Jinja2's SandboxedEnvironment, which lets a template change lists and
+// dicts, renders (testdata/cases_mutable.json).
+func TestPythonMutable(t *testing.T) {
+	testPython(t, "testdata/cases_mutable.json", Options{Mutable: true}, 230)
+}
+
+func testPython(t *testing.T, file string, opt Options, least int) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +40,8 @@ func TestPython(t *testing.T) {
 	if err := json.Unmarshal(b, &cases); err != nil {
 		t.Fatal(err)
 	}
-	if len(cases) < 200 {
-		t.Fatalf("only %d cases in testdata/cases.json", len(cases))
+	if len(cases) < least {
+		t.Fatalf("only %d cases in %s", len(cases), file)
 	}
 	for _, c := range cases {
 		v, err := FromJSON(c.Vars)
@@ -40,10 +53,11 @@ func TestPython(t *testing.T) {
 		for i, k := range d.keys {
 			vars[k.(string)] = d.vals[i]
 		}
+		before := repr(v)
 		tpl, err := Parse(c.Src)
 		var out string
 		if err == nil {
-			out, err = tpl.Render(vars)
+			out, err = tpl.RenderOptions(vars, opt)
 		}
 		switch {
 		case c.Out != nil && err != nil:
@@ -52,6 +66,9 @@ func TestPython(t *testing.T) {
 			t.Errorf("%q:\n  python: %q\n  got:    %q", c.Src, *c.Out, out)
 		case c.Out == nil && err == nil:
 			t.Errorf("%q:\n  python raised %s\n  got: %q", c.Src, c.Err, out)
+		}
+		if after := repr(v); after != before {
+			t.Errorf("%q changed the caller's variables: %s, then %s", c.Src, before, after)
 		}
 	}
 }
@@ -252,4 +269,65 @@ func FuzzParseRender(f *testing.F) {
 		d.Set("content", "hi")
 		_, _ = tpl.Render(map[string]any{"messages": []any{d}, "x": 1})
 	})
+}
+
+// TestMutableLimits checks that the items a render's changes in place add
+// count against a bound of their own and against the steps of work: a
+// template that appends or extends in a loop stops instead of holding
+// memory without bound.
+func TestMutableLimits(t *testing.T) {
+	defer func(n, g int) { maxSteps, maxGrowth = n, g }(maxSteps, maxGrowth)
+	maxSteps, maxGrowth = 1_000_000, 10_000
+	for _, tt := range []struct{ src, want string }{
+		// Doubling a list: few steps, many items.
+		{"{% set l = [1] %}{% for i in range(40) %}{% set _ = l.extend(l) %}{% endfor %}", "added more than 10000 items"},
+		{"{% set l = [] %}{% for i in range(20000) %}{% set _ = l.append(i) %}{% endfor %}", "added more than 10000 items"},
+		{"{% set d = {} %}{% for i in range(20000) %}{% set _ = d.update({i: i}) %}{% endfor %}", "added more than 10000 items"},
+		{"{% set d = {} %}{% for i in range(20000) %}{% set _ = d.setdefault(i, i) %}{% endfor %}", "added more than 10000 items"},
+		{"{% set l = [] %}{% for i in range(20000) %}{% set _ = l.insert(0, i) %}{% endfor %}", "added more than 10000 items"},
+	} {
+		out, err := mustParse(t, tt.src).RenderOptions(nil, Options{Mutable: true})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%.60q: %d bytes, error %v; want an error with %q", tt.src, len(out), err, tt.want)
+		}
+	}
+	// Appending and popping keeps a list small: only what is added counts
+	// against the bound, every change against the steps.
+	maxGrowth = 1 << 30
+	out, err := mustParse(t, "{% set l = [] %}{% for i in range(100000) %}{% set _ = l.append(i) %}{% set _ = l.pop() %}{% endfor %}{{ l }}").RenderOptions(nil, Options{Mutable: true})
+	if err == nil || !strings.Contains(err.Error(), "steps of work") {
+		t.Errorf("100000 appends and pops under 1000000 steps: %q, %v", out, err)
+	}
+	out, err = mustParse(t, "{% set l = [] %}{% for i in range(5000) %}{% set _ = l.append(i) %}{% endfor %}{{ l | length }}").RenderOptions(nil, Options{Mutable: true})
+	if err != nil || out != "5000" {
+		t.Errorf("5000 appends: %q, %v", out, err)
+	}
+}
+
+// TestMutates checks that a template naming a method that changes a list
+// or dict in place is found, with the line, and that without
+// Options.Mutable calling it is the sandbox's SecurityError.
+func TestMutates(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ x }}":                                   "",
+		"{{ x.get('a') }}{{ 'a b'.split() }}":       "",
+		"a\n{% set _ = ns.ids.append(1) %}":         "append:2",
+		"\n\n{{ d.update({'a': 1}) }}{{ l.pop() }}": "update:3",
+		"{{ l['pop'](0) }}":                         "pop:1",
+		"{{ x.items() | list }}{{ x.popitem }}":     "popitem:1",
+	} {
+		tpl := mustParse(t, src)
+		name, line := tpl.Mutates()
+		got := ""
+		if name != "" {
+			got = name + ":" + strconv.Itoa(line)
+		}
+		if got != want {
+			t.Errorf("%q: Mutates() = %q, want %q", src, got, want)
+		}
+	}
+	_, err := mustParse(t, "{% set l = [] %}{% set _ = l.append(1) %}").Render(nil)
+	if err == nil || !strings.Contains(err.Error(), "SecurityError") {
+		t.Errorf("append without Options.Mutable: %v", err)
+	}
 }

@@ -66,6 +66,21 @@ func toJSON(v any, args []any, kw kwargs) (any, error) {
 	return p.b.String(), nil
 }
 
+// ToJSON is v (a template value) as JSON text, as Python's
+// json.dumps(v, ensure_ascii=False, indent=indent) writes it (indent 0:
+// one line): what a template's tojson filter would write.
+func ToJSON(v any, indent int) (string, error) {
+	var kw kwargs
+	if indent > 0 {
+		kw = kwargs{{name: "indent", v: indent}}
+	}
+	out, err := toJSON(v, nil, kw)
+	if err != nil {
+		return "", err
+	}
+	return out.(string), nil
+}
+
 func (p *pyJSON) newline(depth int) {
 	if p.indent == nil {
 		return
@@ -102,6 +117,8 @@ func (p *pyJSON) value(v any, depth int) error {
 		p.str(string(v))
 	case []any:
 		return p.array(v, depth)
+	case *listRef:
+		return p.array(v.items, depth)
 	case tuple:
 		return p.array(v, depth)
 	case *Dict:

@@ -27,11 +27,13 @@ func (m *boundMethod) call(r *renderer, args []any, kw kwargs) (any, error) {
 	return m.fn(r, m.self, args, kw)
 }
 
-// method looks up the Python method name of obj.
-func method(obj any, name string) (any, bool) {
+// method looks up the Python method name of obj; mut allows the methods
+// that change a list or dict in place (a render with Options.Mutable),
+// which are otherwise refused as the immutable sandbox refuses them.
+func method(obj any, name string, mut bool) (any, bool) {
 	var fn methodFunc
 	kind := ""
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case string, markup:
 		fn, kind = strMethods[name], "str"
 	case *Dict:
@@ -40,15 +42,25 @@ func method(obj any, name string) (any, bool) {
 			fn = dictMethods[name]
 		case "clear", "pop", "popitem", "setdefault", "update":
 			kind = "dict"
+			if mut {
+				fn = dictMutators[name]
+			}
 		default:
 			return nil, false
 		}
-	case []any:
+	case []any, *listRef:
 		switch name {
 		case "index", "count", "copy":
 			fn = listMethods[name]
 		case "append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort":
 			kind = "list"
+			if mut {
+				fn = listMutators[name]
+				if l, ok := o.([]any); ok {
+					// A list no name holds: the change is to a copy.
+					obj = &listRef{items: append([]any{}, l...)}
+				}
+			}
 		default:
 			return nil, false
 		}
@@ -795,7 +807,8 @@ var listMethods = map[string]methodFunc{
 		if _, _, err := bind("copy", nil, 0, args, kw); err != nil {
 			return nil, err
 		}
-		return append([]any{}, recv.([]any)...), nil
+		items, _ := asList(recv)
+		return append([]any{}, items...), nil
 	},
 }
 

@@ -15,20 +15,34 @@ type parser struct {
 	depth     int // expression and block nesting
 	loopDepth int // enclosing {% for %} loops in the current macro
 	names     map[string]bool
+	// mutates is the first method named that changes a list or dict in
+	// place, mutatesLine its line.
+	mutates     string
+	mutatesLine int
+	body        []stmt
 }
 
-// parse parses a token stream into statements, and returns them with
-// the names the template reads.
-func parse(toks []token) ([]stmt, map[string]bool, error) {
+// parse parses a token stream into statements: the parser's body, with
+// the names the template reads and the first method it names that
+// changes a list or dict.
+func parse(toks []token) (*parser, error) {
 	p := &parser{toks: toks, names: map[string]bool{}}
 	body, _, err := p.subparse()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := checkNames(body, false); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return body, p.names, nil
+	p.body = body
+	return p, nil
+}
+
+// mutators are the methods of Python's list and dict that change them in
+// place, which only a render with Options.Mutable lets a template call.
+var mutators = map[string]bool{
+	"append": true, "extend": true, "insert": true, "pop": true, "remove": true, "clear": true,
+	"reverse": true, "sort": true, "update": true, "setdefault": true, "popitem": true,
 }
 
 func (p *parser) cur() token  { return p.toks[p.pos] }
@@ -962,6 +976,9 @@ func (p *parser) parseSubscript(x expr) (expr, error) {
 		a := p.next()
 		switch a.kind {
 		case tokName:
+			if mutators[a.val] && p.mutates == "" {
+				p.mutates, p.mutatesLine = a.val, t.line
+			}
 			return &getattrExpr{line: t.line, x: x, name: a.val}, nil
 		case tokInt:
 			return &getitemExpr{line: t.line, x: x, index: &constExpr{line: a.line, v: a.num}}, nil
@@ -991,6 +1008,11 @@ func (p *parser) parseSubscript(x expr) (expr, error) {
 		return nil, p.failf(t.line, "expected subscript expression")
 	case len(args) > 1:
 		return &getitemExpr{line: t.line, x: x, index: &listExpr{line: t.line, items: args, tuple: true}}, nil
+	}
+	if c, ok := args[0].(*constExpr); ok {
+		if name, ok := c.v.(string); ok && mutators[name] && p.mutates == "" {
+			p.mutates, p.mutatesLine = name, t.line
+		}
 	}
 	if s, ok := args[0].(*sliceExpr); ok {
 		return s, nil

@@ -23,6 +23,7 @@ import (
 //	string         str
 //	markup         markupsafe.Markup (the safe and escape filters)
 //	[]any          list
+//	*listRef       list (a render with Options.Mutable: one a template may change)
 //	tuple          tuple
 //	*Dict          dict (insertion-ordered, as Python's)
 //	*Namespace     namespace()
@@ -41,6 +42,23 @@ type Func func(args []any, kwargs map[string]any) (any, error)
 type markup string
 
 type tuple []any
+
+// listRef is a list a template may change in place (list.append and the
+// others, in a render with Options.Mutable): a reference, as Python's
+// list is, so that every name and container holding it sees the change.
+// Without Options.Mutable lists are []any, which nothing changes.
+type listRef struct{ items []any }
+
+// asList returns the items of a list, plain or changeable.
+func asList(v any) ([]any, bool) {
+	switch l := v.(type) {
+	case []any:
+		return l, true
+	case *listRef:
+		return l.items, true
+	}
+	return nil, false
+}
 
 // Undefined is the value of a missing variable, attribute or item. Like
 // Jinja2's default Undefined it prints as "" and is false, but most other
@@ -378,7 +396,7 @@ func typeName(v any) string {
 		return "str"
 	case markup:
 		return "Markup"
-	case []any:
+	case []any, *listRef:
 		return "list"
 	case tuple:
 		return "tuple"
@@ -463,6 +481,8 @@ func writeRepr(b *strings.Builder, v any, depth int) {
 		b.WriteString(")")
 	case []any:
 		writeSeqRepr(b, "[", "]", v, depth)
+	case *listRef:
+		writeSeqRepr(b, "[", "]", v.items, depth)
 	case tuple:
 		if len(v) == 1 {
 			b.WriteString("(")
@@ -592,6 +612,8 @@ func truthy(v any) bool {
 		return v != ""
 	case []any:
 		return len(v) > 0
+	case *listRef:
+		return len(v.items) > 0
 	case tuple:
 		return len(v) > 0
 	case *Dict:
@@ -672,9 +694,10 @@ func equalDepth(a, b any, depth int) bool {
 		s, _ := asString(a)
 		t, ok := asString(b)
 		return ok && s == t
-	case []any:
-		c, ok := b.([]any)
-		return ok && seqEqual(a, c, depth)
+	case []any, *listRef:
+		x, _ := asList(a)
+		c, ok := asList(b)
+		return ok && seqEqual(x, c, depth)
 	case tuple:
 		c, ok := b.(tuple)
 		return ok && seqEqual(a, c, depth)
@@ -730,6 +753,8 @@ func less(a, b any) (bool, error) {
 		switch v := v.(type) {
 		case []any:
 			return v, true
+		case *listRef:
+			return v.items, true
 		case tuple:
 			return v, true
 		}

@@ -19,7 +19,11 @@ How transformers renders, reproduced here:
   * raise_exception(message) and strftime_now(format) as globals;
   * the variables messages, tools (None when the request has none),
     documents (None), add_generation_prompt, bos_token and eos_token, and
-    the request's chat_template_kwargs.
+    the request's chat_template_kwargs;
+  * for a template that reads functions and not tools (FireFunction v2's),
+    what its callers pass as keyword arguments, and llama-server passed:
+    functions, the tools as JSON text (json.dumps with indent 2, "" when
+    there are none), and datetime, the time as "%b %d %Y %H:%M:%S GMT".
 
 What the template is given, as an OpenAI-compatible server (corral, vLLM)
 converts a chat completion request:
@@ -50,6 +54,12 @@ Output, for template T and conversation C:
     (the template rejects the conversation);
   * expected/T/C.error: the exception, "Type: message", when rendering
     fails any other way (a bug of the template for that input).
+
+Where a mutable sandbox (Jinja2's SandboxedEnvironment, which lets a
+template change lists and dicts in place: corral's --chat-template-mutable)
+renders a pair otherwise, what it gives is written the same way under
+expected-mutable/ (Kimi K2's templates append to a list as they render
+tool calls).
 """
 
 import datetime
@@ -59,9 +69,9 @@ import shutil
 import sys
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.ext import Extension
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOW = datetime.datetime(2026, 11, 21, 9, 30, 0)
@@ -97,8 +107,8 @@ def strftime_now(fmt):
     return NOW.strftime(fmt)
 
 
-def environment():
-    env = ImmutableSandboxedEnvironment(
+def environment(cls=ImmutableSandboxedEnvironment):
+    env = cls(
         trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, "jinja2.ext.loopcontrols"]
     )
     env.filters["tojson"] = tojson
@@ -146,16 +156,44 @@ def template_message(m):
     return out
 
 
-def render(template, conv, tokens):
+def reads_functions(env, src):
+    """The template reads functions and not tools (FireFunction v2's)."""
+    names = meta.find_undeclared_variables(env.parse(src))
+    return "functions" in names and "tools" not in names
+
+
+def render(template, conv, tokens, functions=False):
+    tools = conv.get("tools") or None
+    extra = {}
+    if functions:
+        extra["functions"] = json.dumps(tools, ensure_ascii=False, indent=2) if tools else ""
+        extra["datetime"] = NOW.strftime("%b %d %Y %H:%M:%S GMT")
+    extra.update(conv.get("chat_template_kwargs", {}))
     return template.render(
         messages=[template_message(m) for m in conv["messages"]],
-        tools=conv.get("tools") or None,
+        tools=tools,
         documents=None,
         add_generation_prompt=conv["add_generation_prompt"],
         bos_token=tokens.get("bos_token", ""),
         eos_token=tokens.get("eos_token", ""),
-        **conv.get("chat_template_kwargs", {}),
+        **extra,
     )
+
+
+def outcome(template, conv, tokens, functions):
+    """The render of one pair: (text, extension)."""
+    try:
+        return render(template, conv, tokens, functions), "txt"
+    except Raised as e:
+        return str(e), "raise"
+    except Exception as e:  # a template's own bug for this input
+        return "%s: %s" % (type(e).__name__, e), "error"
+
+
+def write(out_dir, name, conv, body, ext):
+    os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+    with open(os.path.join(out_dir, name, conv["name"] + "." + ext), "w", encoding="utf-8", newline="") as f:
+        f.write(body)
 
 
 def main():
@@ -164,26 +202,30 @@ def main():
     with open(os.path.join(HERE, "special_tokens.json"), encoding="utf-8") as f:
         special = json.load(f)
     out_dir = os.path.join(HERE, "expected")
+    mutable_dir = os.path.join(HERE, "expected-mutable")
     shutil.rmtree(out_dir, ignore_errors=True)
-    env = environment()
+    shutil.rmtree(mutable_dir, ignore_errors=True)
+    env, mutable_env = environment(), environment(SandboxedEnvironment)
     names = sorted(f[: -len(".jinja")] for f in os.listdir(os.path.join(HERE, "templates")) if f.endswith(".jinja"))
     counts = {"txt": 0, "raise": 0, "error": 0}
+    differ = 0
     for name in names:
         with open(os.path.join(HERE, "templates", name + ".jinja"), encoding="utf-8") as f:
-            template = env.from_string(f.read())
+            src = f.read()
+        template, mutable_template = env.from_string(src), mutable_env.from_string(src)
+        functions = reads_functions(env, src)
         os.makedirs(os.path.join(out_dir, name))
         for conv in convs:
-            try:
-                body, ext = render(template, conv, special.get(name, {})), "txt"
-            except Raised as e:
-                body, ext = str(e), "raise"
-            except Exception as e:  # a template's own bug for this input
-                body, ext = "%s: %s" % (type(e).__name__, e), "error"
+            tokens = special.get(name, {})
+            body, ext = outcome(template, conv, tokens, functions)
             counts[ext] += 1
-            with open(os.path.join(out_dir, name, conv["name"] + "." + ext), "w", encoding="utf-8", newline="") as f:
-                f.write(body)
-    print("%d templates x %d conversations: %d rendered, %d raised, %d failed" % (
-        len(names), len(convs), counts["txt"], counts["raise"], counts["error"]), file=sys.stderr)
+            write(out_dir, name, conv, body, ext)
+            mutable = outcome(mutable_template, conv, tokens, functions)
+            if mutable != (body, ext):
+                differ += 1
+                write(mutable_dir, name, conv, *mutable)
+    print("%d templates x %d conversations: %d rendered, %d raised, %d failed; %d otherwise in a mutable sandbox" % (
+        len(names), len(convs), counts["txt"], counts["raise"], counts["error"], differ), file=sys.stderr)
 
 
 if __name__ == "__main__":

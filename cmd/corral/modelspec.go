@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,6 +120,7 @@ func fileID(path string) string {
 //	    chat_template: chatml
 //	    chat_template_file: qwen3.jinja  # or this, like --chat-template-file
 //	    chat_template_kwargs: {enable_thinking: false}  # like --chat-template-kwargs
+//	    chat_template_mutable: true  # optional, like --chat-template-mutable
 //	    tool_format: hermes  # optional, like --tool-format
 //	    reasoning_format: none # optional, like --reasoning-format
 //	    reasoning_budget: 512  # optional, like --reasoning-budget
@@ -130,30 +132,31 @@ func fileID(path string) string {
 //	    main_gpu: 0          # optional, like --main-gpu
 type modelConfig struct {
 	Models []struct {
-		ID                 string         `yaml:"id"`
-		Path               string         `yaml:"path"`
-		CtxSize            *int           `yaml:"ctx_size"`
-		CtxPerRequest      *int           `yaml:"ctx_per_request"`
-		Parallel           *int           `yaml:"parallel"`
-		KVPerSlot          *bool          `yaml:"kv_per_slot"`
-		CacheRAM           *int64         `yaml:"cache_ram"`
-		CacheDisk          *string        `yaml:"cache_disk"`
-		CacheDiskSize      string         `yaml:"cache_disk_size"`
-		Pooling            string         `yaml:"pooling"`
-		CacheTypeK         string         `yaml:"cache_type_k"`
-		CacheTypeV         string         `yaml:"cache_type_v"`
-		ChatTemplate       string         `yaml:"chat_template"`
-		ChatTemplateFile   string         `yaml:"chat_template_file"`
-		ChatTemplateKwargs map[string]any `yaml:"chat_template_kwargs"`
-		ToolFormat         string         `yaml:"tool_format"`
-		Reasoning          string         `yaml:"reasoning_format"`
-		Budget             *int           `yaml:"reasoning_budget"`
-		KeepAlive          string         `yaml:"keep_alive"`
-		GPULayers          string         `yaml:"n_gpu_layers"`
-		Device             string         `yaml:"device"`
-		SplitMode          string         `yaml:"split_mode"`
-		TensorSplit        string         `yaml:"tensor_split"`
-		MainGPU            *int           `yaml:"main_gpu"`
+		ID                  string         `yaml:"id"`
+		Path                string         `yaml:"path"`
+		CtxSize             *int           `yaml:"ctx_size"`
+		CtxPerRequest       *int           `yaml:"ctx_per_request"`
+		Parallel            *int           `yaml:"parallel"`
+		KVPerSlot           *bool          `yaml:"kv_per_slot"`
+		CacheRAM            *int64         `yaml:"cache_ram"`
+		CacheDisk           *string        `yaml:"cache_disk"`
+		CacheDiskSize       string         `yaml:"cache_disk_size"`
+		Pooling             string         `yaml:"pooling"`
+		CacheTypeK          string         `yaml:"cache_type_k"`
+		CacheTypeV          string         `yaml:"cache_type_v"`
+		ChatTemplate        string         `yaml:"chat_template"`
+		ChatTemplateFile    string         `yaml:"chat_template_file"`
+		ChatTemplateKwargs  map[string]any `yaml:"chat_template_kwargs"`
+		ChatTemplateMutable *bool          `yaml:"chat_template_mutable"`
+		ToolFormat          string         `yaml:"tool_format"`
+		Reasoning           string         `yaml:"reasoning_format"`
+		Budget              *int           `yaml:"reasoning_budget"`
+		KeepAlive           string         `yaml:"keep_alive"`
+		GPULayers           string         `yaml:"n_gpu_layers"`
+		Device              string         `yaml:"device"`
+		SplitMode           string         `yaml:"split_mode"`
+		TensorSplit         string         `yaml:"tensor_split"`
+		MainGPU             *int           `yaml:"main_gpu"`
 	} `yaml:"models"`
 }
 
@@ -284,6 +287,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				}
 				s.ChatTemplateKwargs = kw
 			}
+			if m.ChatTemplateMutable != nil {
+				s.ChatTemplateMutable = *m.ChatTemplateMutable
+			}
 			switch {
 			case m.ChatTemplate != "" && m.ChatTemplateFile != "":
 				return nil, fmt.Errorf("%s: give chat_template or chat_template_file, not both", where)
@@ -296,7 +302,7 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 				if !filepath.IsAbs(m.ChatTemplateFile) {
 					m.ChatTemplateFile = filepath.Join(filepath.Dir(configPath), m.ChatTemplateFile)
 				}
-				if err := checkTemplateFile(m.ChatTemplateFile, s.ChatTemplateKwargs); err != nil {
+				if err := checkTemplateFile(m.ChatTemplateFile, s.ChatTemplateKwargs, s.ChatTemplateMutable); err != nil {
 					return nil, fmt.Errorf("%s: chat_template_file %w", where, err)
 				}
 				s.ChatTemplate, s.ChatTemplateFile = "", m.ChatTemplateFile
@@ -349,9 +355,13 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 
 // checkTemplateFile reads and parses a chat template file and renders a
 // plain conversation with it and the template variables kwargs (a JSON
-// object), so that a broken one is refused before any model loads; the
-// error names the file and the template line.
-func checkTemplateFile(path string, kwargs json.RawMessage) error {
+// object), or, for a template that renders only requests that offer
+// tools, one offering a sample tool (see chat.Template.Check), so that a
+// broken one is refused before any model loads; the error names the file
+// and the template line. mutable lets the template change lists in
+// place; without it one that does is refused, the error naming
+// --chat-template-mutable.
+func checkTemplateFile(path string, kwargs json.RawMessage, mutable bool) error {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -360,13 +370,16 @@ func checkTemplateFile(path string, kwargs json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	opt := chat.Options{Kwargs: map[string]any{}}
+	opt := chat.Options{Kwargs: map[string]any{}, Mutable: mutable}
 	for k, v := range kw {
 		opt.Kwargs[k] = v
 	}
 	tmpl, err := chat.Parse(string(src))
 	if err == nil {
-		err = tmpl.Check(opt)
+		_, err = tmpl.Check(opt)
+	}
+	if errors.Is(err, chat.ErrMutates) {
+		return fmt.Errorf("%s: %w: allow it with --chat-template-mutable (chat_template_mutable: true in --config)", path, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

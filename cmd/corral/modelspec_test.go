@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/registry"
 )
 
@@ -192,6 +193,23 @@ models:
 		if _, err := modelSpecs(registry.Spec{}, nil, "", bad); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// Kimi K2's template appends to a list: chat_template_mutable allows
+	// it, for its model.
+	kimi := filepath.Join(testmodel.TemplatesDir(), "Kimi-K2-Instruct.jinja")
+	mutable := filepath.Join(dir, "mutable.yaml")
+	if err := os.WriteFile(mutable, []byte("models:\n  - path: a.gguf\n    chat_template_file: "+kimi+"\n    chat_template_mutable: true\n  - path: a.gguf\n    id: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, err = modelSpecs(registry.Spec{}, nil, "", mutable)
+	if err != nil || !specs[0].ChatTemplateMutable || specs[1].ChatTemplateMutable {
+		t.Errorf("chat_template_mutable: %v, %+v", err, specs)
+	}
+	if err := os.WriteFile(mutable, []byte("models:\n  - path: a.gguf\n    chat_template_file: "+kimi+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := modelSpecs(registry.Spec{}, nil, "", mutable); err == nil || !strings.Contains(err.Error(), "--chat-template-mutable (chat_template_mutable: true in --config)") {
+		t.Errorf("Kimi K2's template without chat_template_mutable: %v", err)
 	}
 }
 

@@ -93,6 +93,7 @@ func runServe(ctx context.Context, args []string) error {
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
 	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
+	mutable := fs.Bool("chat-template-mutable", false, "let chat templates change lists and dicts in place (list.append, pop, dict.update...: Kimi K2's templates append), which transformers' sandbox refuses; without it such a template is refused at load")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies ("+strings.Join(toolcall.Names(), ", ")+")")
 	toolRepair := fs.Int("tool-repair", serving.DefaultToolRepair, "times a tool call that does not parse, calls a function not offered or breaks its schema, in an answer (whole or streamed) with tool_choice auto, is written again under the tool-call grammar (0: never; streams then send calls in fragments, unchecked)")
 	reasoningFormat := fs.String("reasoning-format", "auto", "how answers' reasoning is returned: auto or deepseek (apart, in reasoning_content, in the format the chat template implies), none (inline in the content), or a format's `name` ("+strings.Join(reasoning.Names(), ", ")+")")
@@ -214,7 +215,7 @@ func runServe(ctx context.Context, args []string) error {
 		kwargs = json.RawMessage(*kwargsFlag)
 	}
 	if *tmplFile != "" {
-		if err := checkTemplateFile(*tmplFile, kwargs); err != nil {
+		if err := checkTemplateFile(*tmplFile, kwargs, *mutable); err != nil {
 			return fmt.Errorf("--chat-template-file %w", err)
 		}
 	}
@@ -235,7 +236,8 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		models[0].id = *alias
 	}
-	base := registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ChatTemplateFile: *tmplFile, ChatTemplateKwargs: kwargs, ToolFormat: *toolFormat, ReasoningFormat: *reasoningFormat}
+	base := registry.Spec{Engine: cfg, ChatTemplate: *tmpl, ChatTemplateFile: *tmplFile, ChatTemplateKwargs: kwargs, ChatTemplateMutable: *mutable,
+		ToolFormat: *toolFormat, ReasoningFormat: *reasoningFormat}
 	if *reasoningBudget >= 0 {
 		base.ReasoningBudget = reasoningBudget
 	}

@@ -66,15 +66,25 @@ func TestServeTemplateFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	undefined := filepath.Join(dir, "undefined.jinja")
-	if err := os.WriteFile(undefined, []byte("{{ messages[0].content }}\n{{ functions.name }}"), 0o644); err != nil {
+	if err := os.WriteFile(undefined, []byte("{{ messages[0].content }}\n{{ plugins.name }}"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	kimi := filepath.Join(testmodel.TemplatesDir(), "Kimi-K2-Instruct.jinja")
+	// The templates that render only with tools offered (or read them
+	// as functions) pass.
+	for _, name := range []string{"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+		"CohereForAI-c4ai-command-r-plus-tool_use", "fireworks-ai-llama-3-firefunction-v2"} {
+		file := filepath.Join(testmodel.TemplatesDir(), name+".jinja")
+		if err := runServe(context.Background(), []string{"--chat-template-file", file, "--models-dir", dir}); err == nil || !strings.Contains(err.Error(), "no .gguf files") {
+			t.Errorf("--chat-template-file %s: %v, want the template accepted", name, err)
+		}
 	}
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--chat-template-file", bad}, bad + ": parse chat template: line 2: no filter named 'nosuchfilter'"},
-		{[]string{"--chat-template-file", undefined}, undefined + ": render chat template: line 2: UndefinedError: 'functions' is undefined"},
+		{[]string{"--chat-template-file", undefined}, undefined + ": render chat template: line 2: UndefinedError: 'plugins' is undefined"},
 		{[]string{"--chat-template-file", filepath.Join(dir, "none.jinja")}, "no such file"},
 		{[]string{"--chat-template", "chatml", "--chat-template-file", bad}, "--chat-template and --chat-template-file: give one"},
 		{[]string{"--chat-template-kwargs", "[1]"}, "--chat-template-kwargs: want a JSON object"},
@@ -82,7 +92,10 @@ func TestServeTemplateFlags(t *testing.T) {
 		{[]string{"--chat-template-kwargs", `{"messages": []}`}, `--chat-template-kwargs: template argument is reserved: "messages"`},
 		// With the variable it reads, the template passes, and serve goes
 		// on to the models.
-		{[]string{"--chat-template-file", undefined, "--chat-template-kwargs", `{"functions": {"name": "f"}}`, "--models-dir", dir}, "--models-dir " + dir + ": no .gguf files"},
+		{[]string{"--chat-template-file", undefined, "--chat-template-kwargs", `{"plugins": {"name": "f"}}`, "--models-dir", dir}, "--models-dir " + dir + ": no .gguf files"},
+		// Kimi K2's template appends to a list: it needs the opt-in.
+		{[]string{"--chat-template-file", kimi}, kimi + ": line 41: .append(): the template changes a list or dict in place, which transformers' sandbox refuses: allow it with --chat-template-mutable"},
+		{[]string{"--chat-template-file", kimi, "--chat-template-mutable", "--models-dir", dir}, "--models-dir " + dir + ": no .gguf files"},
 	} {
 		err := runServe(context.Background(), tt.args)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
