@@ -8,7 +8,7 @@ package llama
 #cgo CPPFLAGS: -I${SRCDIR}/lib/include
 #cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64
 #cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64
-#cgo LDFLAGS: -lcorral-common -lllama -lggml -lggml-base -lstdc++ -lm -lpthread -ldl
+#cgo LDFLAGS: -lcorral-common -lmtmd -lvendor-hash -lllama -lggml -lggml-base -lstdc++ -lm -lpthread -ldl
 */
 import "C"
 

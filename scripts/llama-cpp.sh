@@ -247,14 +247,15 @@ build() {
 start=$(date +%s)
 if [ ! -f "$core/.done" ]; then
 	configure core "$core" "" "${core_opts[@]}"
-	build core "$core" llama ggml ggml-base corral-common
-	for t in llama ggml ggml-base corral-common; do
+	build core "$core" llama ggml ggml-base corral-common mtmd vendor-hash
+	for t in llama ggml ggml-base corral-common mtmd vendor-hash; do
 		find "$core.build" -name "lib$t.a" -exec cp {} "$core/lib/" \;
 		[ -f "$core/lib/lib$t.a" ] || die "the build made no lib$t.a (log: $core.log)"
 	done
 	src=$(source_tree)
 	mkdir -p "$core/include"
 	cp "$src"/include/llama.h "$src"/ggml/include/*.h "$src"/src/llama-grammar.h "$src"/common/fit.h \
+		"$src"/tools/mtmd/mtmd.h "$src"/tools/mtmd/mtmd-helper.h \
 		"$here/llama/upstream/corral-arch.h" "$core/include/"
 	echo "$tag $commit" >"$core/build.txt"
 	rm -rf "$core.build"
