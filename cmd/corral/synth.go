@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,7 +21,10 @@ import (
 // tests that need a real tokenizer (--vocab) or chat template
 // (--chat-template) on a model small enough to load anywhere. The model is
 // a llama of --shape, or of the architecture --arch names, whose tensors
-// llama.cpp then lays out (llama.Layout).
+// llama.cpp then lays out (llama.Layout). --mmproj KIND writes a
+// multimodal projector with random weights beside it (see
+// projectorPath), and makes the model the architecture that projector
+// goes with.
 func runSynth(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	shapeFlag := fs.String("shape", "135m", "model `shape`: one of "+strings.Join(slices.Sorted(maps.Keys(gguf.Shapes)), ", ")+
@@ -32,6 +36,8 @@ func runSynth(ctx context.Context, args []string) error {
 	seed := fs.Int64("seed", 1, "random seed; the same shape and seed give the same file")
 	vocab := fs.String("vocab", "", "GGUF `file` whose tokenizer the model takes (every tokenizer.* key, such as\nllama.cpp's ggml-vocab-*.gguf); its vocabulary size replaces the shape's")
 	template := fs.String("chat-template", "", "Jinja `file` to write as tokenizer.chat_template")
+	mmproj := fs.String("mmproj", "", "also write a multimodal projector of this `kind` beside the model, as\nNAME.mmproj.gguf for -o NAME.gguf: "+strings.Join(gguf.ProjectorKinds, " or ")+
+		";\nthe model is then the architecture it goes with (gemma3, qwen2), with its\nmedia tokens and a chat template")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,6 +55,24 @@ func runSynth(ctx context.Context, args []string) error {
 	}
 	shapeSet := false
 	fs.Visit(func(f *flag.Flag) { shapeSet = shapeSet || f.Name == "shape" })
+	var opts gguf.SynthOptions
+	var proj projectorModel
+	if *mmproj != "" {
+		projArch, media, ok := gguf.ProjectorArch(*mmproj)
+		if !ok {
+			return fmt.Errorf("unknown --mmproj kind %q; known: %s", *mmproj, strings.Join(gguf.ProjectorKinds, ", "))
+		}
+		if *arch != "" && *arch != projArch {
+			return fmt.Errorf("--mmproj %s goes with a %s model, not --arch %s", *mmproj, projArch, *arch)
+		}
+		if *vocab != "" {
+			return errors.New("--mmproj adds its media tokens to the synthetic vocabulary and cannot go with --vocab")
+		}
+		proj = projectorModels[*mmproj]
+		*arch = projArch
+		opts.Special = append(slices.Clone(proj.special), media...)
+		opts.ChatTemplate = proj.template
+	}
 	var shape gguf.Shape
 	var err error
 	if *arch == "" {
@@ -58,6 +82,9 @@ func runSynth(ctx context.Context, args []string) error {
 			return fmt.Errorf("unknown architecture %q; llama.cpp %s knows %s", *arch, llama.Release(), strings.Join(llama.Architectures(), " "))
 		}
 		shape = gguf.ArchShape(*arch)
+		if *mmproj != "" {
+			shape.Ctx, shape.ChatML = max(shape.Ctx, proj.ctx), proj.chatML
+		}
 		if shapeSet {
 			shape, err = gguf.ParseShapeFrom(shape, *shapeFlag)
 		}
@@ -65,7 +92,6 @@ func runSynth(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var opts gguf.SynthOptions
 	if *vocab != "" {
 		if opts.Tokenizer, err = gguf.ReadMetadata(*vocab); err != nil {
 			return err
@@ -108,7 +134,62 @@ func runSynth(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("wrote %s\nshape %v\n%d parameters (%.1fM), %d bytes (%.1f MiB)\n",
 		out, shape, params, float64(params)/1e6, st.Size(), float64(st.Size())/(1<<20))
+	if *mmproj == "" {
+		return nil
+	}
+	pp := projectorPath(out)
+	if err := gguf.WriteSyntheticProjector(pp, *mmproj, shape.Embd, *seed); err != nil {
+		return err
+	}
+	if st, err = os.Stat(pp); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n%s projector for a %d-wide model, %d bytes (%.1f MiB)\n",
+		pp, *mmproj, shape.Embd, st.Size(), float64(st.Size())/(1<<20))
 	return nil
+}
+
+// projectorPath is where synth --mmproj writes the projector of the model
+// at path: NAME.mmproj.gguf beside NAME.gguf, the first name the plan's
+// discovery beside a model tries (then mmproj-NAME.gguf, the name
+// llama.cpp's and Ollama's Hugging Face repositories use, which pull
+// already leaves out of the model files).
+func projectorPath(path string) string {
+	return strings.TrimSuffix(path, ".gguf") + ".mmproj.gguf"
+}
+
+// A projectorModel is what synth --mmproj gives the text model of a kind
+// of projector, besides its architecture and media tokens
+// (gguf.ProjectorArch).
+type projectorModel struct {
+	special  []string // the chat template's control tokens
+	chatML   bool     // ChatML's <|im_start|> and <|im_end|>
+	ctx      int      // the least context: room for the media tokens and a prompt
+	template string
+}
+
+// The chat templates of synth --mmproj, from ../shared/templates. No
+// Gemma 3 template is at hand: Gemma 2's has the same turns, and takes
+// text content only (mtmd's media markers are text).
+var (
+	//go:embed templates/google-gemma-2-2b-it.jinja
+	gemma2Template string
+	//go:embed templates/Qwen-Qwen2.5-7B-Instruct.jinja
+	qwen25Template string
+)
+
+// projectorModels are the text models of synth --mmproj, by projector kind.
+var projectorModels = map[string]projectorModel{
+	"gemma3": {
+		special:  []string{"<start_of_turn>", "<end_of_turn>"},
+		ctx:      2048, // as qwen2a's, so that one command line runs both
+		template: gemma2Template,
+	},
+	"qwen2a": {
+		chatML:   true,
+		ctx:      2048, // an audio clip is 750 tokens
+		template: qwen25Template,
+	},
 }
 
 // maxChatTemplate bounds a chat template file; real ones are a few KiB.

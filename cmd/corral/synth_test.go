@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,5 +148,75 @@ func TestSynthArch(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--arch %s: %v, want an error saying %q", tc.arch, err, tc.want)
 		}
+	}
+}
+
+// TestSynthMMProj writes each kind of projector with its text model: the
+// model is the projector's architecture, with its media tokens as control
+// tokens, its chat template and room for the media; the projector lies
+// beside it as NAME.mmproj.gguf, as wide as the model. Conflicting flags
+// are refused before anything is written.
+func TestSynthMMProj(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		kind, arch string
+		tokens     []string
+		template   string
+		projKey    string
+	}{
+		{"gemma3", "gemma3", []string{"<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"}, gemma2Template, "mm.input_projection.weight"},
+		{"qwen2a", "qwen2", []string{"<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>"}, qwen25Template, "mm.a.fc.weight"},
+	} {
+		out := filepath.Join(dir, tc.kind+".gguf")
+		if err := runSynth(context.Background(), []string{"--mmproj", tc.kind, "--shape", "embd=128", "-o", out}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := gguf.ReadMetadata(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Architecture != tc.arch || m.EmbeddingLength != 128 || m.ContextLength < 2048 || m.ChatTemplate != tc.template {
+			t.Errorf("%s: architecture %q, embedding %d, context %d, template %.20q...; want %s, 128, 2048+, its own",
+				tc.kind, m.Architecture, m.EmbeddingLength, m.ContextLength, m.ChatTemplate, tc.arch)
+		}
+		toks, _ := m.KV["tokenizer.ggml.tokens"].([]string)
+		types, _ := m.KV["tokenizer.ggml.token_type"].([]int32)
+		for _, want := range tc.tokens {
+			i := slices.Index(toks, want)
+			if i < 0 || i >= len(types) || types[i] != 3 { // LLAMA_TOKEN_TYPE_CONTROL
+				t.Errorf("%s: token %s at %d is not a control token", tc.kind, want, i)
+			}
+		}
+		p, err := gguf.ReadMetadata(filepath.Join(dir, tc.kind+".mmproj.gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, _ := p.String("clip.projector_type")
+		i := slices.IndexFunc(p.Tensors, func(ti gguf.TensorInfo) bool { return ti.Name == tc.projKey })
+		if p.Architecture != "clip" || kind != tc.kind || i < 0 || !slices.Contains(p.Tensors[i].Dims, 128) {
+			t.Errorf("%s: projector architecture %q, type %q, %s %v", tc.kind, p.Architecture, kind, tc.projKey, p.Tensors)
+		}
+	}
+	out := filepath.Join(dir, "x.gguf")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mmproj", "llava"}, `unknown --mmproj kind "llava"`},
+		{[]string{"--mmproj", "gemma3", "--arch", "llama"}, "goes with a gemma3 model"},
+		{[]string{"--mmproj", "qwen2a", "--vocab", filepath.Join(testsynth.VocabDir(), "ggml-vocab-phi-3.gguf")}, "cannot go with --vocab"},
+	} {
+		err := runSynth(context.Background(), append(tc.args, "-o", out))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("synth %q: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+		for _, p := range []string{out, projectorPath(out)} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("synth %q left %s behind", tc.args, p)
+			}
+		}
+	}
+	if got := projectorPath("/m/x.gguf"); got != "/m/x.mmproj.gguf" {
+		t.Errorf("projectorPath: %s", got)
 	}
 }

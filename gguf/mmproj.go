@@ -1,0 +1,207 @@
+package gguf
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// ProjectorKinds are the multimodal projectors WriteSyntheticProjector
+// writes, by clip.projector_type: "gemma3", Gemma 3's SigLIP vision
+// encoder (an image becomes 16 tokens), and "qwen2a", Qwen2-Audio's
+// Whisper encoder (any audio under 30 s becomes 750 tokens).
+var ProjectorKinds = []string{"gemma3", "qwen2a"}
+
+// ProjectorArch returns the text architecture a projector kind goes with,
+// and the special tokens llama.cpp's mtmd puts around its embeddings
+// (which the text model's vocabulary should hold), or false for a kind
+// WriteSyntheticProjector does not know.
+func ProjectorArch(kind string) (arch string, special []string, ok bool) {
+	switch kind {
+	case "gemma3":
+		return "gemma3", []string{"<start_of_image>", "<end_of_image>"}, true
+	case "qwen2a":
+		return "qwen2", []string{"<|audio_bos|>", "<|audio_eos|>"}, true
+	}
+	return "", nil, false
+}
+
+// The synthetic encoders' sizes: small, and with a feed-forward width
+// unlike the embedding width (clip.cpp swaps ffn_up and ffn_down of a
+// Gemma 3 projector whose ffn_down rows are n_embd long).
+const (
+	projEmbd   = 64
+	projFF     = 128
+	projHeads  = 2
+	projLayers = 2
+	// gemma3: a 64×64 image in 8×8 patches, average-pooled 2×2: 16 tokens.
+	projImageSize   = 64
+	projPatchSize   = 8
+	projScaleFactor = 2
+	// qwen2a: 80 mel bins; 3000 frames (30 s) halve to 1500 positions.
+	projMelBins   = 80
+	projAudioPos  = 1500
+	projConvWidth = 3
+)
+
+// WriteSyntheticProjector writes to path a multimodal projector (a
+// general.architecture "clip" file, as llama.cpp's mtmd loads with
+// --mmproj) of the given kind (see ProjectorKinds) with random weights,
+// whose embeddings are textEmbd wide: the embedding width of the text
+// model it goes with. Layer norm weights are 1; matrices and convolution
+// kernels are drawn from N(0, 1/fan-in), biases and the rest from
+// N(0, 0.02²). The metadata has the value types clip.cpp insists on (u32,
+// f32, bool, string, f32 arrays). The same kind, width and seed give the
+// same file.
+func WriteSyntheticProjector(path, kind string, textEmbd int, seed int64) error {
+	kvs, tensors, err := projector(kind, textEmbd)
+	if err != nil {
+		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	return writeFile(path, func(w *bufio.Writer) error {
+		e := &encoder{w: w}
+		e.header(kvs, tensors, defaultAlignment)
+		rng := rand.New(rand.NewPCG(uint64(seed), 0x636f7272616c)) // "corral"
+		for _, t := range tensors {
+			if e.err != nil {
+				break
+			}
+			if projectorOnes(t.Name) {
+				writeOnes(e, t)
+			} else {
+				writeTensor(e, t, rng, projectorStdDev(t))
+			}
+			e.pad(defaultAlignment)
+		}
+		return e.err
+	})
+}
+
+// projector returns the metadata and the tensors, laid out back to back,
+// of a synthetic projector of kind for a text model textEmbd wide.
+func projector(kind string, textEmbd int) ([]kv, []TensorInfo, error) {
+	if _, _, ok := ProjectorArch(kind); !ok {
+		return nil, nil, fmt.Errorf("unknown projector kind %q; known: %s", kind, strings.Join(ProjectorKinds, ", "))
+	}
+	if textEmbd <= 0 || textEmbd > maxProjectorEmbd {
+		return nil, nil, fmt.Errorf("projector for a text model %d wide: want 1 to %d", textEmbd, maxProjectorEmbd)
+	}
+	modality, prefix, eps := "vision", "v", float32(1e-6)
+	if kind == "qwen2a" {
+		modality, prefix, eps = "audio", "a", 1e-5
+	}
+	u := func(n int) uint32 { return uint32(n) }
+	kvs := []kv{
+		{"general.architecture", "clip"},
+		{"general.name", "corral synthetic " + kind + " projector"},
+		{"general.alignment", uint32(defaultAlignment)},
+		{"general.file_type", uint32(0)}, // LLAMA_FTYPE_ALL_F32
+		{"clip.has_vision_encoder", modality == "vision"},
+		{"clip.has_audio_encoder", modality == "audio"},
+		{"clip.projector_type", kind},
+	}
+	add := func(key string, v any) { kvs = append(kvs, kv{"clip." + modality + "." + key, v}) }
+	add("embedding_length", u(projEmbd))
+	add("feed_forward_length", u(projFF))
+	add("block_count", u(projLayers))
+	add("attention.head_count", u(projHeads))
+	add("projection_dim", u(textEmbd)) // required, though neither kind uses it
+	add("attention.layer_norm_epsilon", eps)
+
+	e, ff, n := uint64(projEmbd), uint64(projFF), uint64(textEmbd)
+	var ts []TensorInfo
+	t := func(name string, dims ...uint64) { ts = append(ts, TensorInfo{Name: name, Dims: dims, Type: TypeF32}) }
+	if kind == "gemma3" {
+		add("image_size", u(projImageSize))
+		add("patch_size", u(projPatchSize))
+		add("projector.scale_factor", u(projScaleFactor))
+		add("image_mean", []float32{0.5, 0.5, 0.5})
+		add("image_std", []float32{0.5, 0.5, 0.5})
+		kvs = append(kvs, kv{"clip.use_gelu", true})
+		p := uint64(projPatchSize)
+		patches := uint64(projImageSize/projPatchSize) * uint64(projImageSize/projPatchSize)
+		t("v.patch_embd.weight", p, p, 3, e)
+		t("v.patch_embd.bias", e)
+		t("v.position_embd.weight", e, patches)
+	} else {
+		add("num_mel_bins", u(projMelBins))
+		t("a.conv1d.1.weight", projConvWidth, projMelBins, e)
+		t("a.conv1d.1.bias", 1, e)
+		t("a.conv1d.2.weight", projConvWidth, e, e)
+		t("a.conv1d.2.bias", 1, e)
+		t("a.position_embd.weight", e, projAudioPos)
+	}
+	for il := range projLayers {
+		b := fmt.Sprintf("%s.blk.%d.", prefix, il)
+		t(b+"ln1.weight", e)
+		t(b+"ln1.bias", e)
+		for _, m := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
+			t(b+m+".weight", e, e)
+			if kind != "qwen2a" || m != "attn_k" { // whisper's keys have no bias (asserted)
+				t(b+m+".bias", e)
+			}
+		}
+		t(b+"ln2.weight", e)
+		t(b+"ln2.bias", e)
+		t(b+"ffn_up.weight", e, ff)
+		t(b+"ffn_up.bias", ff)
+		t(b+"ffn_down.weight", ff, e)
+		t(b+"ffn_down.bias", e)
+	}
+	t(prefix+".post_ln.weight", e)
+	t(prefix+".post_ln.bias", e)
+	if kind == "gemma3" {
+		t("mm.soft_emb_norm.weight", e)
+		t("mm.input_projection.weight", n, e) // applied transposed: ne[0] is the text width
+	} else {
+		t("mm.a.fc.weight", e, n)
+		t("mm.a.fc.bias", n)
+	}
+	var off uint64
+	for i := range ts {
+		ts[i].Offset = off
+		size, _ := ts[i].Size()
+		off += alignUp(size, defaultAlignment)
+	}
+	return kvs, ts, nil
+}
+
+// maxProjectorEmbd bounds the text width of a synthetic projector.
+const maxProjectorEmbd = 1 << 16
+
+// projectorOnes reports whether the tensor named name is a norm weight,
+// which is 1.
+func projectorOnes(name string) bool {
+	base, ok := strings.CutSuffix(name, ".weight")
+	if !ok {
+		return false
+	}
+	last := base[strings.LastIndexByte(base, '.')+1:]
+	return slices.Contains([]string{"ln1", "ln2", "post_ln", "soft_emb_norm"}, last) || strings.HasPrefix(last, "norm_")
+}
+
+// projectorStdDev is the standard deviation of the values of t: 1/√fan-in
+// for a weight of two or more dimensions (a row, or a convolution kernel
+// across its input channels), weightStdDev for the rest.
+func projectorStdDev(t TensorInfo) float64 {
+	if len(t.Dims) < 2 || !strings.HasSuffix(t.Name, ".weight") {
+		return weightStdDev
+	}
+	n, _ := t.Elements()
+	return 1 / math.Sqrt(float64(n/t.Dims[len(t.Dims)-1]))
+}
+
+// writeOnes writes the data of t, an F32 tensor, as ones.
+func writeOnes(e *encoder, t TensorInfo) {
+	n, _ := t.Elements()
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = 1
+	}
+	out := make([]byte, 4*n)
+	putF32(out, vals)
+	e.write(out)
+}
