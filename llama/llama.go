@@ -16,6 +16,7 @@ package llama
 #include <stdio.h>
 #include "shim.h"
 #include "corral-arch.h"
+#include "mtmd-helper.h"
 
 static int corral_log_verbose = 0;
 
@@ -29,6 +30,7 @@ static void corral_log(enum ggml_log_level level, const char * text, void * user
 static void corral_log_init(int verbose) {
 	corral_log_verbose = verbose;
 	llama_log_set(corral_log, NULL);
+	mtmd_helper_log_set(corral_log, NULL);
 }
 
 // corral_load_progress continues a model load while *stop is 0.
@@ -240,6 +242,10 @@ func (m *Model) SlidingWindow() int { return int(C.llama_model_n_swa(m.m)) }
 
 // NEmbd is the model's embedding size: the length of a pooled embedding.
 func (m *Model) NEmbd() int { return int(C.llama_model_n_embd(m.m)) }
+
+// NEmbdInput is the width of the embeddings the model reads (those of its
+// tokens, and those a Projector gives in place of media).
+func (m *Model) NEmbdInput() int { return int(C.llama_model_n_embd_inp(m.m)) }
 
 // HeadSizes are the widths of an attention head's key and value, as
 // llama.cpp reads them (n_embd_head_k and n_embd_head_v): the model's
