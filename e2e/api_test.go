@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/server"
@@ -304,5 +306,30 @@ func TestApplyTemplate(t *testing.T) {
 		if resp, b := ts.Post(t, "/apply-template", bad); resp.StatusCode != 400 {
 			t.Errorf("%v: %d %s, want 400", bad, resp.StatusCode, b)
 		}
+	}
+}
+
+// TestPropsChatTemplates: /props tells the chat template in use and,
+// for a GGUF that has one, its tool_use template, as llama-server does;
+// a model without one has no chat_template_tool_use.
+func TestPropsChatTemplates(t *testing.T) {
+	vocab, err := gguf.ReadMetadata(testmodel.Path(t, testmodel.Stories260K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, tools := testmodel.Template(t, "Qwen-Qwen2.5-7B-Instruct"), testmodel.Template(t, "NousResearch-Hermes-3-Llama-3.1-8B-tool_use")
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := gguf.WriteSyntheticOptions(p, gguf.Shapes["tiny"], 1, gguf.SynthOptions{Tokenizer: vocab, ChatTemplate: chat, ChatTemplateToolUse: tools}); err != nil {
+		t.Fatal(err)
+	}
+	var props map[string]any
+	e2etest.Start(t, p, e2etest.Options{}).Get(t, "/props", &props)
+	if props["chat_template"] != chat || props["chat_template_tool_use"] != tools {
+		t.Errorf("/props chat_template %.40q…, chat_template_tool_use %.40q…: want the model's two", props["chat_template"], props["chat_template_tool_use"])
+	}
+	props = nil
+	e2etest.Start(t, testmodel.Stories260K, e2etest.Options{}).Get(t, "/props", &props)
+	if _, ok := props["chat_template_tool_use"]; ok || props["chat_template"] == "" {
+		t.Errorf("/props of a model with one template: %v", props)
 	}
 }

@@ -184,16 +184,24 @@ func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 		if used == nil {
 			used = []string{}
 		}
-		serving.WriteJSON(w, http.StatusOK, map[string]any{
+		props := map[string]any{
 			"default_generation_settings": map[string]any{"n_ctx": info.CtxPerRequest, "model": info.Name},
 			"total_slots":                 m.Engine().Stats().SlotsTotal,
 			"model_path":                  path,
-			"chat_template":               info.ChatTemplate,
+			// The templates that render requests, as llama-server tells
+			// them: the one in use (the model's, or the one the server
+			// was given), and the model's tool_use one, which renders
+			// the requests that offer tools, when it has one.
+			"chat_template": m.Template().Source(),
 			// The GPUs the backend libraries found, and where the
 			// model's layers are (its output layer counted).
 			"devices": devices,
 			"offload": map[string]any{"n_gpu_layers": info.GPULayers, "n_layers": info.Layers, "devices": used},
-		})
+		}
+		if tt := m.ToolTemplate(); tt != nil {
+			props["chat_template_tool_use"] = tt.Source()
+		}
+		serving.WriteJSON(w, http.StatusOK, props)
 		return nil
 	})
 }
