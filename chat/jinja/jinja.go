@@ -115,7 +115,7 @@ func (t *Template) RenderOptions(vars map[string]any, opt Options) (out string, 
 	root := newScope(nil)
 	for k, v := range vars {
 		if r.mutable {
-			v = mutableCopy(v, 0)
+			v = mutableCopy(v)
 		}
 		root.set(k, v)
 	}

@@ -35,10 +35,13 @@ func (r *renderer) hold(v any) any {
 	if !r.mutable {
 		return v
 	}
-	return holdLists(v, 0)
+	return withListRefs(v, false, 0)
 }
 
-func holdLists(v any, depth int) any {
+// withListRefs is v with its lists, at any depth (in tuples too), made
+// new listRefs of their items; with dicts, its dicts are copied too, the
+// values in them likewise. Past maxNesting v stays as it is.
+func withListRefs(v any, dicts bool, depth int) any {
 	if depth > maxNesting {
 		return v
 	}
@@ -46,18 +49,25 @@ func holdLists(v any, depth int) any {
 	case []any:
 		items := make([]any, len(x))
 		for i, it := range x {
-			items[i] = holdLists(it, depth+1)
+			items[i] = withListRefs(it, dicts, depth+1)
 		}
 		return &listRef{items: items}
 	case tuple:
-		if !slices.ContainsFunc(x, func(it any) bool { _, ok := it.([]any); return ok }) {
-			return v
-		}
 		out := make(tuple, len(x))
 		for i, it := range x {
-			out[i] = holdLists(it, depth+1)
+			out[i] = withListRefs(it, dicts, depth+1)
 		}
 		return out
+	case *Dict:
+		if !dicts {
+			return v
+		}
+		d := &Dict{keys: slices.Clone(x.keys), vals: make([]any, len(x.vals))}
+		for i, it := range x.vals {
+			d.vals[i] = withListRefs(it, dicts, depth+1)
+		}
+		d.reindex()
+		return d
 	}
 	return v
 }
@@ -65,33 +75,7 @@ func holdLists(v any, depth int) any {
 // mutableCopy copies a variable given to a render with Options.Mutable:
 // its lists, at any depth, become listRefs and its dicts new Dicts, so
 // that the template may change them without changing the caller's.
-func mutableCopy(v any, depth int) any {
-	if depth > maxNesting {
-		return v
-	}
-	switch x := v.(type) {
-	case []any:
-		items := make([]any, len(x))
-		for i, it := range x {
-			items[i] = mutableCopy(it, depth+1)
-		}
-		return &listRef{items: items}
-	case tuple:
-		out := make(tuple, len(x))
-		for i, it := range x {
-			out[i] = mutableCopy(it, depth+1)
-		}
-		return out
-	case *Dict:
-		d := &Dict{keys: slices.Clone(x.keys), vals: make([]any, len(x.vals))}
-		for i, it := range x.vals {
-			d.vals[i] = mutableCopy(it, depth+1)
-		}
-		d.reindex()
-		return d
-	}
-	return v
-}
+func mutableCopy(v any) any { return withListRefs(v, true, 0) }
 
 // plainList is v with a changeable list made a plain copy, for a Func,
 // which knows only []any.
