@@ -13,7 +13,6 @@ import (
 	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/server"
-	"github.com/corral-llm/corral/wire"
 )
 
 // TestChat runs a chat completion whole and streamed: the model has no
@@ -255,16 +254,8 @@ func TestEndpoints(t *testing.T) {
 	}
 	for _, tc := range errorCases {
 		resp, b := ts.Post(t, tc.path, tc.body)
-		var env wire.Envelope
-		unmarshal(t, string(b), &env)
-		param, code := "", ""
-		if env.Error.Param != nil {
-			param = *env.Error.Param
-		}
-		if env.Error.Code != nil {
-			code = *env.Error.Code
-		}
-		if resp.StatusCode != tc.status || param != tc.param || code != tc.code || env.Error.Type != "invalid_request_error" {
+		e, param, code := openAIError(t, b)
+		if resp.StatusCode != tc.status || param != tc.param || code != tc.code || e.Type != "invalid_request_error" {
 			t.Errorf("%s: %d %.300s; want %d param %q code %q", tc.path, resp.StatusCode, b, tc.status, tc.param, tc.code)
 		}
 	}

@@ -154,3 +154,18 @@ func busySlots(t *testing.T, ts *e2etest.Server) int {
 	}
 	return n
 }
+
+// openAIError reads an OpenAI error envelope: the error, and its param
+// and code ("" when null).
+func openAIError(t *testing.T, b []byte) (e wire.ErrorObject, param, code string) {
+	t.Helper()
+	var env wire.Envelope
+	unmarshal(t, string(b), &env)
+	if env.Error.Param != nil {
+		param = *env.Error.Param
+	}
+	if env.Error.Code != nil {
+		code = *env.Error.Code
+	}
+	return env.Error, param, code
+}

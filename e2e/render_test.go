@@ -8,7 +8,6 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/e2etest"
 	"github.com/corral-llm/corral/server"
-	"github.com/corral-llm/corral/wire"
 )
 
 // renderAnswer is one prompt of a render endpoint's answer.
@@ -96,16 +95,8 @@ func TestRenderErrors(t *testing.T) {
 		{"/v1/completions/render", map[string]any{"prompt": strings.Repeat("x", server.DefaultMaxBody)}, 413, "", "request_too_large"},
 	} {
 		resp, b := ts.Post(t, tc.path, tc.body)
-		var env wire.Envelope
-		unmarshal(t, string(b), &env)
-		param, code := "", ""
-		if env.Error.Param != nil {
-			param = *env.Error.Param
-		}
-		if env.Error.Code != nil {
-			code = *env.Error.Code
-		}
-		if resp.StatusCode != tc.status || param != tc.param || (tc.code != "" && code != tc.code) || env.Error.Message == "" {
+		e, param, code := openAIError(t, b)
+		if resp.StatusCode != tc.status || param != tc.param || (tc.code != "" && code != tc.code) || e.Message == "" {
 			t.Errorf("%s %.80v: %d %.300s; want %d param %q code %q", tc.path, tc.body, resp.StatusCode, b, tc.status, tc.param, tc.code)
 		}
 	}
