@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/internal/e2etest"
+	"github.com/corral-llm/corral/internal/servetest"
 	"github.com/corral-llm/corral/internal/testmodel"
 )
 
@@ -394,7 +395,7 @@ func chaosCases() []chaosCase {
 			// minutes of CPU, outside the tokenization semaphore.
 			name: "json_schema of 300000 properties",
 			path: "/completion",
-			body: completion(map[string]any{"json_schema": json.RawMessage(manyProperties(300000))}),
+			body: completion(map[string]any{"json_schema": json.RawMessage(servetest.ManyProperties(300000))}),
 			want: bad, check: names("max-schema-properties"),
 		},
 		{
@@ -403,7 +404,7 @@ func chaosCases() []chaosCase {
 			body: func(t *testing.T) []byte {
 				return e2etest.Marshal(t, map[string]any{
 					"messages":        []map[string]string{{"role": "user", "content": "hi"}},
-					"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(manyProperties(300000))}},
+					"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(servetest.ManyProperties(300000))}},
 				})
 			},
 			want: bad, check: names("max-schema-properties"),
@@ -412,7 +413,7 @@ func chaosCases() []chaosCase {
 			name: "Ollama format of 300000 properties",
 			path: "/api/chat",
 			body: func(t *testing.T) []byte {
-				return e2etest.Marshal(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "format": json.RawMessage(manyProperties(300000))})
+				return e2etest.Marshal(t, map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "format": json.RawMessage(servetest.ManyProperties(300000))})
 			},
 			want: bad, ollama: true, check: names("max-schema-properties"),
 		},
@@ -523,28 +524,6 @@ func allowedToolsFinding() []byte {
 	}
 	b.WriteString(`]}}}`)
 	return b.Bytes()
-}
-
-// manyProperties is a JSON schema of n properties, all required: 300,000
-// of them are 4.5 MB.
-func manyProperties(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"p%d":{}`, i)
-	}
-	b.WriteString(`},"required":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"p%d"`, i)
-	}
-	b.WriteString(`]}`)
-	return b.String()
 }
 
 // stalledStream opens a long stream with a tiny receive buffer, reads the

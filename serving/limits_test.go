@@ -134,33 +134,11 @@ func TestAllowedToolsFinding(t *testing.T) {
 	}
 }
 
-// manyProperties is a JSON schema of n properties, all required:
-// the 300,000-property schema that took minutes of CPU to decode.
-func manyProperties(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"type":"object","properties":{`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"p%d":{}`, i)
-	}
-	b.WriteString(`},"required":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"p%d"`, i)
-	}
-	b.WriteString(`]}`)
-	return b.String()
-}
-
 // TestSchemaFinding: the schema of 300,000 properties, through each field
 // that takes a schema, is refused while it is read with a 400 naming the
 // limit, in each API's shape.
 func TestSchemaFinding(t *testing.T) {
-	schema := manyProperties(300000)
+	schema := servetest.ManyProperties(300000)
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
 		name   string

@@ -6,6 +6,7 @@ package servetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -133,4 +134,27 @@ func Content(text string) []wire.Delta { return []wire.Delta{{Content: &text}} }
 // Whole is the whole answer text, read by a plan that reads nothing.
 func Whole(text, finish string) serving.Answer {
 	return serving.Answer{Text: text, Content: text, Finish: finish}
+}
+
+// ManyProperties is a JSON schema of n properties, all required: the
+// 300,000-property schema (4.5 MB) that once took minutes of CPU to
+// decode, for the tests of schema bounds.
+func ManyProperties(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{}`, i)
+	}
+	b.WriteString(`},"required":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d"`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
 }
