@@ -322,6 +322,19 @@ func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, 
 	if err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
+	return writeRandom(path, kvs, tensors, seed, func(e *encoder, t TensorInfo, rng *rand.Rand) {
+		std := weightStdDev
+		if len(t.Dims) > 1 && strings.HasSuffix(t.Name, ".weight") {
+			std = 1 / math.Sqrt(float64(t.Dims[0]))
+		}
+		writeTensor(e, t, rng, std)
+	})
+}
+
+// writeRandom writes the GGUF file of kvs and tensors to path, each
+// tensor's data written by fill, which draws from one generator seeded
+// with seed, tensor after tensor: the same arguments, the same file.
+func writeRandom(path string, kvs []kv, tensors []TensorInfo, seed int64, fill func(e *encoder, t TensorInfo, rng *rand.Rand)) error {
 	return writeFile(path, func(w *bufio.Writer) error {
 		e := &encoder{w: w}
 		e.header(kvs, tensors, defaultAlignment)
@@ -330,11 +343,7 @@ func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, 
 			if e.err != nil {
 				break
 			}
-			std := weightStdDev
-			if len(t.Dims) > 1 && strings.HasSuffix(t.Name, ".weight") {
-				std = 1 / math.Sqrt(float64(t.Dims[0]))
-			}
-			writeTensor(e, t, rng, std)
+			fill(e, t, rng)
 			e.pad(defaultAlignment)
 		}
 		return e.err

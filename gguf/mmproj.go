@@ -1,7 +1,6 @@
 package gguf
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -61,22 +60,12 @@ func WriteSyntheticProjector(path, kind string, textEmbd int, seed int64) error 
 	if err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
-	return writeFile(path, func(w *bufio.Writer) error {
-		e := &encoder{w: w}
-		e.header(kvs, tensors, defaultAlignment)
-		rng := rand.New(rand.NewPCG(uint64(seed), 0x636f7272616c)) // "corral"
-		for _, t := range tensors {
-			if e.err != nil {
-				break
-			}
-			if projectorOnes(t.Name) {
-				writeOnes(e, t)
-			} else {
-				writeTensor(e, t, rng, projectorStdDev(t))
-			}
-			e.pad(defaultAlignment)
+	return writeRandom(path, kvs, tensors, seed, func(e *encoder, t TensorInfo, rng *rand.Rand) {
+		if projectorOnes(t.Name) {
+			writeOnes(e, t)
+		} else {
+			writeTensor(e, t, rng, projectorStdDev(t))
 		}
-		return e.err
 	})
 }
 
