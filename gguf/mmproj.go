@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	_ "embed"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,19 +15,42 @@ import (
 // Whisper encoder (any audio under 30 s becomes 750 tokens).
 var ProjectorKinds = []string{"gemma3", "qwen2a"}
 
-// ProjectorArch returns the text architecture a projector kind goes with,
-// and the special tokens llama.cpp's mtmd puts around its embeddings
-// (which the text model's vocabulary should hold), or false for a kind
-// WriteSyntheticProjector does not know.
-func ProjectorArch(kind string) (arch string, special []string, ok bool) {
+// ProjectorText returns the synthetic text model a projector of kind
+// goes with, as corral synth --mmproj writes it: its architecture; its
+// shape, ArchShape's with a context of at least 2,048 (room for an audio
+// clip's 750 tokens and a prompt); and its options, the chat template's
+// control tokens and then the tokens llama.cpp's mtmd puts around a
+// medium's embeddings in its vocabulary, and a chat template. It returns
+// false for a kind WriteSyntheticProjector does not know.
+//
+// No Gemma 3 template is at hand: the gemma3 model takes Gemma 2's, whose
+// turns are the same (it takes text content only; mtmd's media markers
+// are text).
+func ProjectorText(kind string) (arch string, shape Shape, opts SynthOptions, ok bool) {
 	switch kind {
 	case "gemma3":
-		return "gemma3", []string{"<start_of_image>", "<end_of_image>"}, true
+		arch = "gemma3"
+		opts = SynthOptions{Special: []string{"<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"}, ChatTemplate: gemma2Template}
 	case "qwen2a":
-		return "qwen2", []string{"<|audio_bos|>", "<|audio_eos|>"}, true
+		arch = "qwen2"
+		opts = SynthOptions{Special: []string{"<|audio_bos|>", "<|audio_eos|>"}, ChatTemplate: qwen25Template}
+		shape.ChatML = true
+	default:
+		return "", Shape{}, SynthOptions{}, false
 	}
-	return "", nil, false
+	chatML := shape.ChatML
+	shape = ArchShape(arch)
+	shape.Ctx, shape.ChatML = max(shape.Ctx, 2048), chatML
+	return arch, shape, opts, true
 }
+
+// The chat templates of ProjectorText's models, from ../shared/templates.
+var (
+	//go:embed templates/google-gemma-2-2b-it.jinja
+	gemma2Template string
+	//go:embed templates/Qwen-Qwen2.5-7B-Instruct.jinja
+	qwen25Template string
+)
 
 // The synthetic encoders' sizes: small, and with a feed-forward width
 // unlike the embedding width (clip.cpp swaps ffn_up and ffn_down of a
@@ -72,7 +96,7 @@ func WriteSyntheticProjector(path, kind string, textEmbd int, seed int64) error 
 // projector returns the metadata and the tensors, laid out back to back,
 // of a synthetic projector of kind for a text model textEmbd wide.
 func projector(kind string, textEmbd int) ([]kv, []TensorInfo, error) {
-	if _, _, ok := ProjectorArch(kind); !ok {
+	if !slices.Contains(ProjectorKinds, kind) {
 		return nil, nil, fmt.Errorf("unknown projector kind %q; known: %s", kind, strings.Join(ProjectorKinds, ", "))
 	}
 	if textEmbd <= 0 || textEmbd > maxProjectorEmbd {

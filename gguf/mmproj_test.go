@@ -224,12 +224,12 @@ func TestWriteSyntheticProjectorInvalid(t *testing.T) {
 			t.Errorf("%q: file left behind: %v", tc.kind, err)
 		}
 	}
-	if _, _, ok := ProjectorArch("llava"); ok {
-		t.Error("ProjectorArch knows llava")
+	if _, _, _, ok := ProjectorText("llava"); ok {
+		t.Error("ProjectorText knows llava")
 	}
 	for _, kind := range ProjectorKinds {
-		if _, special, ok := ProjectorArch(kind); !ok || len(special) != 2 {
-			t.Errorf("ProjectorArch(%q): %v %v", kind, special, ok)
+		if arch, shape, opts, ok := ProjectorText(kind); !ok || arch == "" || shape.Ctx < 2048 || len(opts.Special) < 2 || opts.ChatTemplate == "" {
+			t.Errorf("ProjectorText(%q): %q %v %v %v", kind, arch, shape, opts.Special, ok)
 		}
 	}
 }

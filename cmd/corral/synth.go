@@ -56,9 +56,9 @@ func runSynth(ctx context.Context, args []string) error {
 	shapeSet := false
 	fs.Visit(func(f *flag.Flag) { shapeSet = shapeSet || f.Name == "shape" })
 	var opts gguf.SynthOptions
-	var proj projectorModel
+	var projShape gguf.Shape
 	if *mmproj != "" {
-		projArch, media, ok := gguf.ProjectorArch(*mmproj)
+		projArch, pshape, popts, ok := gguf.ProjectorText(*mmproj)
 		if !ok {
 			return fmt.Errorf("unknown --mmproj kind %q; known: %s", *mmproj, strings.Join(gguf.ProjectorKinds, ", "))
 		}
@@ -68,10 +68,7 @@ func runSynth(ctx context.Context, args []string) error {
 		if *vocab != "" {
 			return errors.New("--mmproj adds its media tokens to the synthetic vocabulary and cannot go with --vocab")
 		}
-		proj = projectorModels[*mmproj]
-		*arch = projArch
-		opts.Special = append(slices.Clone(proj.special), media...)
-		opts.ChatTemplate = proj.template
+		*arch, projShape, opts = projArch, pshape, popts
 	}
 	var shape gguf.Shape
 	var err error
@@ -83,7 +80,7 @@ func runSynth(ctx context.Context, args []string) error {
 		}
 		shape = gguf.ArchShape(*arch)
 		if *mmproj != "" {
-			shape.Ctx, shape.ChatML = max(shape.Ctx, proj.ctx), proj.chatML
+			shape = projShape
 		}
 		if shapeSet {
 			shape, err = gguf.ParseShapeFrom(shape, *shapeFlag)
@@ -156,40 +153,6 @@ func runSynth(ctx context.Context, args []string) error {
 // already leaves out of the model files).
 func projectorPath(path string) string {
 	return strings.TrimSuffix(path, ".gguf") + ".mmproj.gguf"
-}
-
-// A projectorModel is what synth --mmproj gives the text model of a kind
-// of projector, besides its architecture and media tokens
-// (gguf.ProjectorArch).
-type projectorModel struct {
-	special  []string // the chat template's control tokens
-	chatML   bool     // ChatML's <|im_start|> and <|im_end|>
-	ctx      int      // the least context: room for the media tokens and a prompt
-	template string
-}
-
-// The chat templates of synth --mmproj, from ../shared/templates. No
-// Gemma 3 template is at hand: Gemma 2's has the same turns, and takes
-// text content only (mtmd's media markers are text).
-var (
-	//go:embed templates/google-gemma-2-2b-it.jinja
-	gemma2Template string
-	//go:embed templates/Qwen-Qwen2.5-7B-Instruct.jinja
-	qwen25Template string
-)
-
-// projectorModels are the text models of synth --mmproj, by projector kind.
-var projectorModels = map[string]projectorModel{
-	"gemma3": {
-		special:  []string{"<start_of_turn>", "<end_of_turn>"},
-		ctx:      2048, // as qwen2a's, so that one command line runs both
-		template: gemma2Template,
-	},
-	"qwen2a": {
-		chatML:   true,
-		ctx:      2048, // an audio clip is 750 tokens
-		template: qwen25Template,
-	},
 }
 
 // maxChatTemplate bounds a chat template file; real ones are a few KiB.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
+	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/llama"
 )
@@ -164,9 +165,13 @@ func TestSynthMMProj(t *testing.T) {
 		template   string
 		projKey    string
 	}{
-		{"gemma3", "gemma3", []string{"<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"}, gemma2Template, "mm.input_projection.weight"},
-		{"qwen2a", "qwen2", []string{"<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>"}, qwen25Template, "mm.a.fc.weight"},
+		{"gemma3", "gemma3", []string{"<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"}, "google-gemma-2-2b-it", "mm.input_projection.weight"},
+		{"qwen2a", "qwen2", []string{"<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>"}, "Qwen-Qwen2.5-7B-Instruct", "mm.a.fc.weight"},
 	} {
+		template, err := os.ReadFile(filepath.Join(testmodel.TemplatesDir(), tc.template+".jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		out := filepath.Join(dir, tc.kind+".gguf")
 		if err := runSynth(context.Background(), []string{"--mmproj", tc.kind, "--shape", "embd=128", "-o", out}); err != nil {
 			t.Fatal(err)
@@ -175,7 +180,7 @@ func TestSynthMMProj(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Architecture != tc.arch || m.EmbeddingLength != 128 || m.ContextLength < 2048 || m.ChatTemplate != tc.template {
+		if m.Architecture != tc.arch || m.EmbeddingLength != 128 || m.ContextLength < 2048 || m.ChatTemplate != string(template) {
 			t.Errorf("%s: architecture %q, embedding %d, context %d, template %.20q...; want %s, 128, 2048+, its own",
 				tc.kind, m.Architecture, m.EmbeddingLength, m.ContextLength, m.ChatTemplate, tc.arch)
 		}

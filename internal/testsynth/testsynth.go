@@ -114,21 +114,18 @@ func Arch(t testing.TB, dir, arch string) string {
 	return p
 }
 
-// Projector writes a synthetic text model of the architecture a projector
-// kind goes with (gguf.ProjectorArch: its media tokens in the vocabulary,
-// a context of 2,048) and the projector of that kind sized to it, seed 1,
-// into dir, and returns their paths.
+// Projector writes the synthetic text model of a projector kind and the
+// projector sized to it, seed 1, into dir, as corral synth --mmproj KIND
+// writes them (gguf.ProjectorText), and returns their paths.
 func Projector(t testing.TB, dir, kind string) (model, projector string) {
 	t.Helper()
-	arch, special, ok := gguf.ProjectorArch(kind)
+	arch, shape, opts, ok := gguf.ProjectorText(kind)
 	if !ok {
 		t.Fatalf("testsynth: no projector kind %q", kind)
 	}
-	shape := gguf.ArchShape(arch)
-	shape.Ctx = max(shape.Ctx, 2048)
 	model = filepath.Join(dir, kind+".gguf")
 	projector = filepath.Join(dir, kind+".mmproj.gguf")
-	if err := gguf.WriteSyntheticArch(model, arch, shape, 1, gguf.SynthOptions{Special: special}, llama.Layout); err != nil {
+	if err := gguf.WriteSyntheticArch(model, arch, shape, 1, opts, llama.Layout); err != nil {
 		t.Fatalf("testsynth: %v", err)
 	}
 	if err := gguf.WriteSyntheticProjector(projector, kind, shape.Embd, 1); err != nil {
