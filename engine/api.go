@@ -172,6 +172,10 @@ type Config struct {
 	ModelPath string
 	// Name is the model id reported by the API; defaults to the file name.
 	Name string
+	// MMProj is a multimodal projector for the model (an "mmproj" GGUF),
+	// loaded with llama.cpp's libmtmd on the CPU: the model then takes the
+	// images or sounds it encodes (Request.Media). "" for none.
+	MMProj string
 	// CtxSize is the total KV cache size in tokens, one pool the slots
 	// share (llama-server's -c). 0 means the model's training context (at
 	// most 4,096) per slot.
@@ -351,6 +355,9 @@ type Request struct {
 	Prompt string
 	// Tokens is the prompt as token ids, used as given.
 	Tokens []int32
+	// Media are images and sounds in Prompt, each at its byte offset,
+	// for a model with a projector (Config.MMProj). Not with Tokens.
+	Media []Media
 	// Prefix are token ids that come before Prompt, which is then
 	// tokenized without BOS (AddSpecial applies to nothing): a
 	// conversation continued from a Result.History. Ignored when Tokens
@@ -681,6 +688,10 @@ type Stats struct {
 	// the model then wrote or, with JumpForce, that were written for it
 	// (each a step saved).
 	DraftTokens, DraftAccepted uint64
+	// MediaEncoded counts the media chunks the projector encoded (a
+	// chunk found in a cache is not encoded), in MediaEncodeTime.
+	MediaEncoded    uint64
+	MediaEncodeTime time.Duration
 	// Queue lists the requests waiting for a slot by priority class, the
 	// best (lowest) class first, classes with none left out. Requests
 	// still in the submission channel are counted at the scheduler's
@@ -726,6 +737,11 @@ type ModelInfo struct {
 	KVCells       int // the cells of the KV cache the slots share
 	VocabSize     int
 	ChatTemplate  string // tokenizer.chat_template, "" when absent
+	// Vision and Audio say which media the model takes (Request.Media),
+	// through its projector (Config.MMProj); AudioSampleRate is the rate
+	// in Hz of the sounds it takes.
+	Vision, Audio   bool
+	AudioSampleRate int
 	// ChatTemplateToolUse is tokenizer.chat_template.tool_use, the
 	// template for requests that offer tools (Command R+, FireFunction
 	// v2), "" when absent.

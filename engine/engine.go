@@ -33,8 +33,9 @@ type Engine struct {
 	cfg   Config
 	info  ModelInfo
 	model *llama.Model
-	eog   []int32  // end-of-generation tokens, banned when IgnoreEOS
-	jump  JumpMode // jump-forward decoding (Config.JumpForward; jump.go); "" when off
+	eog   []int32          // end-of-generation tokens, banned when IgnoreEOS
+	proj  *llama.Projector // Config.MMProj's; nil when none (media.go)
+	jump  JumpMode         // jump-forward decoding (Config.JumpForward; jump.go); "" when off
 
 	nextID   atomic.Uint64
 	queued   atomic.Int64 // requests submitted but not yet admitted or dropped
@@ -68,6 +69,7 @@ type request struct {
 	ctx       context.Context
 	params    Request
 	tokens    []int32
+	media     []*mediaChunk // the chunks of its media, by start (media.go)
 	sampler   *llama.Sampler
 	stream    *Stream
 	submitted time.Time
@@ -236,6 +238,14 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		model.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	var proj *llama.Projector
+	if cfg.MMProj != "" {
+		if proj, err = llama.LoadProjector(cfg.MMProj, model, cfg.Threads); err != nil {
+			lctx.Close()
+			model.Close()
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	}
 	tmpl, _ := model.Meta("tokenizer.chat_template")
 	toolUse, _ := model.Meta("tokenizer.chat_template.tool_use")
 	arch, _ := model.Meta("general.architecture")
@@ -243,6 +253,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg:   cfg,
 		model: model,
 		jump:  jumpMode(cfg.JumpForward),
+		proj:  proj,
 		info: ModelInfo{
 			Name: name, Path: cfg.ModelPath, Architecture: arch,
 			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
@@ -259,6 +270,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
+	}
+	if proj != nil {
+		e.info.Vision, e.info.Audio, e.info.AudioSampleRate = proj.Vision(), proj.Audio(), proj.AudioSampleRate()
 	}
 	e.life, e.endLife = context.WithCancel(context.Background())
 	for tok := range int32(model.NVocab()) {
@@ -361,23 +375,48 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 			return nil, fmt.Errorf("%w: %w", ErrGrammar, err)
 		}
 	}
-	toks, err := e.promptTokens(&req)
+	toks, media, err := e.promptTokens(&req)
 	if err != nil {
 		return nil, err
 	}
 	sampler, err := e.newSampler(req, toks)
 	if err != nil {
+		freeMedia(media)
 		return nil, err
 	}
-	return &request{params: req, tokens: toks, sampler: sampler}, nil
+	return &request{params: req, tokens: toks, media: media, sampler: sampler}, nil
 }
 
 // promptTokens tokenizes req's prompt as Submit evaluates it (its Prefix
-// first, BOS only without one, Plain spans as text) and checks it against
-// the slot's context and the vocabulary. The caller holds a prep token.
-func (e *Engine) promptTokens(req *Request) ([]int32, error) {
+// first, BOS only without one, Plain spans as text, media as media.go
+// says) and checks it against the slot's context and the vocabulary. It
+// returns the media's chunks too, which the caller frees. The caller
+// holds a prep token.
+func (e *Engine) promptTokens(req *Request) ([]int32, []*mediaChunk, error) {
 	// A prompt needs one free cell for the first generated token.
 	maxPrompt := e.info.CtxPerRequest - 1
+	if len(req.Media) > 0 {
+		if err := e.checkIDs(req.Prefix); err != nil {
+			return nil, nil, err
+		}
+		return e.mediaTokens(req, maxPrompt)
+	}
+	toks, err := e.textPrompt(req, maxPrompt)
+	return toks, nil, err
+}
+
+// checkIDs checks that toks are ids of the vocabulary.
+func (e *Engine) checkIDs(toks []int32) error {
+	for _, t := range toks {
+		if t < 0 || int(t) >= e.info.VocabSize {
+			return fmt.Errorf("engine: token id %d out of range [0,%d): %w", t, e.info.VocabSize, ErrBadToken)
+		}
+	}
+	return nil
+}
+
+// textPrompt is promptTokens for a prompt without media.
+func (e *Engine) textPrompt(req *Request, maxPrompt int) ([]int32, error) {
 	toks := req.Tokens
 	if len(toks) == 0 {
 		// A prefix that fills the context still has its text counted
@@ -403,10 +442,8 @@ func (e *Engine) promptTokens(req *Request) ([]int32, error) {
 		toks = slices.Clone(toks)
 	}
 	if len(req.Prefix) > 0 || len(req.Tokens) > 0 {
-		for _, t := range toks {
-			if t < 0 || int(t) >= e.info.VocabSize {
-				return nil, fmt.Errorf("engine: token id %d out of range [0,%d): %w", t, e.info.VocabSize, ErrBadToken)
-			}
+		if err := e.checkIDs(toks); err != nil {
+			return nil, err
 		}
 	}
 	if len(toks) == 0 {
@@ -465,7 +502,9 @@ func (e *Engine) newSampler(req Request, prompt []int32) (*llama.Sampler, error)
 		e.model.Pieces()
 	}
 	if penalized(sp) && lastN > 0 {
-		if err := s.AcceptPrompt(prompt[max(0, len(prompt)-lastN):]); err != nil {
+		// A medium's cells are no tokens to penalise.
+		window := slices.DeleteFunc(slices.Clone(prompt[max(0, len(prompt)-lastN):]), isPlaceholder)
+		if err := s.AcceptPrompt(window); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("engine: %w", err)
 		}
@@ -574,6 +613,9 @@ func (e *Engine) Close() error {
 		e.endLife()
 		close(e.quit)
 		<-e.done
+		if e.proj != nil {
+			e.proj.Close()
+		}
 		e.model.Close()
 	})
 	return nil

@@ -36,8 +36,9 @@ type scheduler struct {
 	nPrefill             int  // prompt tokens in the current batch
 	freed                bool // a slot went idle since the last admission
 	batch                llama.Batch
-	prefilling           []*slot // scratch for buildBatch
-	prefixes             []int   // scratch for place: each slot's common prefix with a prompt
+	media                mediaJob // the step's media embeddings, evaluated before batch (media.go)
+	prefilling           []*slot  // scratch for buildBatch
+	prefixes             []int    // scratch for place: each slot's common prefix with a prompt
 	// partial: part of the model's memory cannot be cut back to any
 	// position (a recurrent state, a sliding window; see checkpoint.go).
 	// window is the sliding window in tokens (0: none). recurrent: the
@@ -72,6 +73,8 @@ type scheduler struct {
 	ttftSum                                 time.Duration
 	ttftCount                               uint64
 	embedRequests, embedInputs, embedPasses uint64
+	mediaEncoded                            uint64
+	mediaEncodeTime                         time.Duration
 }
 
 func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *scheduler {
@@ -106,10 +109,12 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 //	           arrival, with the longest cached prefix found (admit.go)
 //	embed    — one forward pass of pending Embed inputs, if any, with
 //	           embeddings on (embed.go)
+//	encode   — the encoder on one medium a prompt has reached (media.go)
 //	batch    — one token per decoding slot (and the tokens its grammar
-//	           forces after it: jump.go) + prefill chunks up to the budget
-//	decode   — one llama_decode for all of it: one forward pass, since the
-//	           KV cache is unified
+//	           forces after it: jump.go) + prefill chunks up to the budget,
+//	           a medium's embeddings among them
+//	decode   — the medium's embeddings, then one llama_decode for all the
+//	           tokens: one forward pass, since the KV cache is unified
 //	sample   — sample, detokenize, check stops, deliver (never blocking)
 func (s *scheduler) run() {
 	runtime.LockOSThread()
@@ -124,6 +129,7 @@ func (s *scheduler) run() {
 		s.retire()
 		s.admit()
 		s.embedPass()
+		s.encodePass()
 		if !s.buildBatch() {
 			s.publish()
 			continue
@@ -133,7 +139,9 @@ func (s *scheduler) run() {
 			continue // closing: receive returns false
 		}
 		start := time.Now()
-		err = s.lctx.Decode(&s.batch)
+		if err = s.decodeMedia(); err == nil {
+			err = s.lctx.Decode(&s.batch)
+		}
 		s.budget.observe(s.nDecode, s.nPrefill, time.Since(start))
 		release()
 		s.steps++
@@ -329,7 +337,7 @@ func (s *scheduler) buildBatch() bool {
 	s.cellsForDecode()
 	for {
 		if s.fillBatch() || !s.stalled() {
-			return s.batch.Len() > 0
+			return s.batch.Len() > 0 || s.media.sl != nil
 		}
 	}
 }
@@ -387,6 +395,7 @@ func (s *scheduler) stalled() bool {
 // pool has, and reports whether it has anything to decode.
 func (s *scheduler) fillBatch() bool {
 	s.batch.Reset()
+	s.media = mediaJob{}
 	decoding := math.MaxInt // the best class among decoding slots
 	decodes := s.decoding()
 	spare := s.e.cfg.BatchSize - decodes
@@ -457,11 +466,18 @@ func (s *scheduler) fillBatch() bool {
 		if limit <= 0 {
 			continue
 		}
-		n := min(len(sl.pending), limit)
+		// A medium's embeddings first, then the text up to the next one.
+		m := s.addMedia(sl, limit)
+		n := min(len(sl.pending), limit-m)
 		if at := sl.checkpointAt - len(sl.cache); at > 0 {
 			n = min(n, at) // stop where the shared prefix ends, for its checkpoint
 		}
-		sl.inBatch = true
+		if k := slices.IndexFunc(sl.pending[:n], isPlaceholder); k >= 0 {
+			n = k
+		}
+		if n > 0 {
+			sl.inBatch = true
+		}
 		for i, tok := range sl.pending[:n] {
 			last := i == n-1 && n == len(sl.pending)
 			if last {
@@ -471,11 +487,12 @@ func (s *scheduler) fillBatch() bool {
 			s.appendToken(sl, tok)
 		}
 		sl.pending = sl.pending[n:]
+		n += m
 		sl.req.gen.evalPrompt += n
 		room -= n
 		shared = max(0, min(shared-n, room))
 	}
-	s.nPrefill = s.batch.Len() - (s.nDecode - drafts)
+	s.nPrefill = s.batch.Len() - (s.nDecode - drafts) + s.media.n
 	for _, sl := range s.slots {
 		if sl.state != stateDecode || len(sl.req.gen.draft) == 0 {
 			continue
@@ -488,7 +505,7 @@ func (s *scheduler) fillBatch() bool {
 		}
 		g.evalDecode += len(g.draft)
 	}
-	return s.batch.Len() > 0
+	return s.batch.Len() > 0 || s.media.sl != nil
 }
 
 // sample reads the outputs of the decoded batch: each slot that produced
@@ -714,6 +731,7 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	}
 	r.stream.finish(res)
 	r.sampler.Close()
+	freeMedia(r.media)
 	s.requests++
 }
 
@@ -804,6 +822,7 @@ func (s *scheduler) publish() {
 		Queue: s.queueByClass(), TTFTSum: s.ttftSum, TTFTCount: s.ttftCount,
 		DraftTokens: s.draftTokens, DraftAccepted: s.draftAccepted,
 		CheckpointsSaved: s.checkpointsSaved, CheckpointHits: s.checkpointsUsed,
+		MediaEncoded: s.mediaEncoded, MediaEncodeTime: s.mediaEncodeTime,
 	}
 	for _, sl := range s.slots {
 		st.Checkpoints += len(sl.checkpoints)

@@ -95,15 +95,17 @@ func partialSuffix(s, stop string) int {
 	return 0
 }
 
-// commonPrefix is the number of leading tokens a and b share.
+// commonPrefix is the number of leading tokens a and b share, short of
+// a medium's chunk that only one of them holds whole (see snapMedia).
 func commonPrefix(a, b []int32) int {
 	n := min(len(a), len(b))
 	for i := 0; i < n; i++ {
 		if a[i] != b[i] {
-			return i
+			n = i
+			break
 		}
 	}
-	return n
+	return snapMedia(a, snapMedia(b, n))
 }
 
 // logprobQueue holds the logprobs entries of the tokens pushed into a

@@ -393,3 +393,23 @@ func (c *Context) SeqStateSet(seq int, state []byte) bool {
 	got := C.llama_state_seq_set_data(c.c, (*C.uint8_t)(unsafe.Pointer(&state[0])), C.size_t(len(state)), C.llama_seq_id(seq))
 	return got != 0
 }
+
+// DecodeEmbd evaluates n input embeddings, rows of the model's input
+// width in embd (a medium's, from Projector.Encode), as the tokens at
+// positions pos0 to pos0+n-1 of sequence seq. Nothing is output. At most
+// NBatch at once.
+func (c *Context) DecodeEmbd(embd []float32, n, pos0, seq int) error {
+	width := int(C.llama_model_n_embd_inp(C.llama_get_model(c.c)))
+	if n <= 0 || n > c.cap || len(embd) != n*width {
+		return fmt.Errorf("llama: decode embeddings: %d floats for %d of width %d (at most %d)", len(embd), n, width, c.cap)
+	}
+	if rc := C.corral_decode_embd(c.c, (*C.float)(unsafe.Pointer(&embd[0])), C.int32_t(n), C.int32_t(pos0), C.int32_t(seq)); rc != 0 {
+		return &DecodeError{Code: int(rc)}
+	}
+	return nil
+}
+
+// SetCausalAttn turns causal attention on or off for the next Decode
+// calls: off for a medium whose tokens attend to each other both ways
+// (MediaChunk.NonCausal).
+func (c *Context) SetCausalAttn(on bool) { C.llama_set_causal_attn(c.c, C.bool(on)) }

@@ -281,6 +281,9 @@ func (m *Model) EOS() Token { return Token(C.llama_vocab_eos(m.vocab)) }
 // AddBOS reports whether tokenization with addSpecial prepends BOS.
 func (m *Model) AddBOS() bool { return bool(C.llama_vocab_get_add_bos(m.vocab)) }
 
+// AddEOS reports whether tokenization with addSpecial appends EOS.
+func (m *Model) AddEOS() bool { return bool(C.llama_vocab_get_add_eos(m.vocab)) }
+
 // IsEOG reports whether tok ends generation (EOS, EOT, ...).
 func (m *Model) IsEOG(tok Token) bool { return bool(C.llama_vocab_is_eog(m.vocab, C.llama_token(tok))) }
 

@@ -2,10 +2,8 @@ package llama_test
 
 import (
 	"context"
-	"encoding/binary"
-	"image/png"
+	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,53 +12,11 @@ import (
 	"github.com/corral-llm/corral/llama"
 )
 
-// media is the folder of the test image and sound.
-var media = filepath.Join("..", "testdata", "media")
-
-// rgbOf reads a PNG as 3 bytes per pixel, row by row.
-func rgbOf(t *testing.T, name string) (rgb []byte, nx, ny int) {
-	t.Helper()
-	f, err := os.Open(filepath.Join(media, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			rgb = append(rgb, byte(r>>8), byte(g>>8), byte(bl>>8))
-		}
-	}
-	return rgb, b.Dx(), b.Dy()
-}
-
-// pcmOf reads a canonical 16-bit mono WAV (a 44-byte header) as samples
-// in [-1, 1].
-func pcmOf(t *testing.T, name string) []float32 {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(media, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) < 44 || string(b[:4]) != "RIFF" || string(b[8:12]) != "WAVE" || binary.LittleEndian.Uint16(b[22:]) != 1 || binary.LittleEndian.Uint16(b[34:]) != 16 {
-		t.Fatalf("%s: not a 16-bit mono WAV", name)
-	}
-	pcm := make([]float32, 0, (len(b)-44)/2)
-	for i := 44; i+1 < len(b); i += 2 {
-		pcm = append(pcm, float32(int16(binary.LittleEndian.Uint16(b[i:])))/32768)
-	}
-	return pcm
-}
-
 // TestProjectors: the synthetic projectors load with libmtmd for their
 // text models, say which media they take, and encode the test image into
 // 16 embeddings and the test sound into 750, of the model's width and
-// finite; a projector does not load for a model of another width, nor a
+// finite, between their markers; an encode whose context ends stops
+// after a layer; a projector does not load for a model of another width, nor a
 // text model as a projector.
 func TestProjectors(t *testing.T) {
 	dir := t.TempDir()
@@ -82,13 +38,33 @@ func TestProjectors(t *testing.T) {
 		t.Cleanup(p.Close)
 		return loaded{m, p}
 	}
-	finite := func(t *testing.T, e llama.Encoded, m *llama.Model, tokens int) {
+	// encode tokenizes a medium and encodes its one chunk, checking the
+	// embeddings are tokens rows of the model's width, finite and not all 0,
+	// and that the chunk has text pieces (its markers) around it.
+	encode := func(t *testing.T, l loaded, pieces []llama.MediaPiece, err error, tokens int) *llama.MediaChunk {
 		t.Helper()
-		if e.Tokens != tokens || len(e.Embd) != tokens*m.NEmbdInput() {
-			t.Fatalf("%d tokens, %d floats; want %d tokens of %d", e.Tokens, len(e.Embd), tokens, m.NEmbdInput())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { llama.FreePieces(pieces) })
+		var c *llama.MediaChunk
+		for _, pc := range pieces {
+			if pc.Chunk != nil {
+				c = pc.Chunk
+			}
+		}
+		if len(pieces) != 3 || pieces[0].Tokens == nil || pieces[2].Tokens == nil || c != pieces[1].Chunk || c.Tokens != tokens {
+			t.Fatalf("pieces %+v; want markers around one chunk of %d tokens", pieces, tokens)
+		}
+		e, err := l.p.Encode(context.Background(), c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e) != tokens*l.m.NEmbdInput() {
+			t.Fatalf("%d floats; want %d tokens of %d", len(e), tokens, l.m.NEmbdInput())
 		}
 		zero := true
-		for _, v := range e.Embd {
+		for _, v := range e {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				t.Fatalf("a non-finite embedding: %v", v)
 			}
@@ -97,34 +73,55 @@ func TestProjectors(t *testing.T) {
 		if zero {
 			t.Fatal("every embedding is 0")
 		}
+		return c
 	}
 
 	vision := load("gemma3")
 	if !vision.p.Vision() || vision.p.Audio() {
 		t.Errorf("gemma3: vision %v, audio %v", vision.p.Vision(), vision.p.Audio())
 	}
-	rgb, nx, ny := rgbOf(t, "gradient-64.png")
-	e, err := vision.p.EncodeImage(rgb, nx, ny)
-	if err != nil {
-		t.Fatal(err)
+	rgb, nx, ny := testsynth.RGB(t, "gradient-64.png")
+	pieces, err := vision.p.TokenizeImage(rgb, nx, ny)
+	img := encode(t, vision, pieces, err, 16)
+	if !img.NonCausal || img.Audio || img.Positions != 16 {
+		t.Errorf("gemma3's image chunk: %+v; want non-causal, 16 positions", *img)
 	}
-	finite(t, e, vision.m, 16)
-	if _, err := vision.p.EncodeAudio(make([]float32, 160)); err == nil {
-		t.Error("gemma3 encoded audio")
+	if _, err := vision.p.TokenizeAudio(make([]float32, 160)); err == nil {
+		t.Error("gemma3 took audio")
 	}
-	if _, err := vision.p.EncodeImage(rgb[:len(rgb)-1], nx, ny); err == nil {
-		t.Error("an image of the wrong size encoded")
+	if _, err := vision.p.TokenizeImage(rgb[:len(rgb)-1], nx, ny); err == nil {
+		t.Error("an image of the wrong size was taken")
 	}
 
 	audio := load("qwen2a")
 	if vision.p.Vision() == audio.p.Vision() || !audio.p.Audio() || audio.p.AudioSampleRate() != 16000 {
 		t.Errorf("qwen2a: vision %v, audio %v at %d Hz", audio.p.Vision(), audio.p.Audio(), audio.p.AudioSampleRate())
 	}
-	e, err = audio.p.EncodeAudio(pcmOf(t, "sine-440-1s.wav"))
-	if err != nil {
-		t.Fatal(err)
+	pieces, err = audio.p.TokenizeAudio(testsynth.PCM(t, "sine-440-1s.wav"))
+	snd := encode(t, audio, pieces, err, 750)
+	if snd.NonCausal || !snd.Audio {
+		t.Errorf("qwen2a's chunk: %+v; want causal audio", *snd)
 	}
-	finite(t, e, audio.m, 750)
+	if layers := audio.p.EncodedLayers(); layers != 2 {
+		t.Errorf("the encode computed %d layers; the synthetic encoder has 2", layers)
+	}
+
+	// An encode aborted (its context ended) stops after its first layer.
+	audio.p.AbortNextEncode()
+	if _, err := audio.p.Encode(context.Background(), snd, nil); !errors.Is(err, llama.ErrEncodeCancelled) {
+		t.Errorf("an aborted encode: %v", err)
+	}
+	if layers := audio.p.EncodedLayers(); layers != 1 {
+		t.Errorf("an aborted encode computed %d layers; want 1", layers)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := audio.p.Encode(ctx, snd, nil); !errors.Is(err, llama.ErrEncodeCancelled) {
+		t.Errorf("an encode with its context ended: %v", err)
+	}
+	if _, err := audio.p.Encode(context.Background(), snd, nil); err != nil {
+		t.Errorf("an encode after aborted ones: %v", err)
+	}
 
 	wide := filepath.Join(dir, "wide.mmproj.gguf")
 	if err := gguf.WriteSyntheticProjector(wide, "gemma3", 2*vision.m.NEmbdInput(), 1); err != nil {

@@ -508,6 +508,49 @@ int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch) {
     }
 }
 
+int32_t corral_decode_embd(struct llama_context * ctx, const float * embd, int32_t n, int32_t pos0, int32_t seq) {
+    try {
+        std::vector<llama_pos>      pos(n);
+        std::vector<int32_t>        n_seq(n, 1);
+        std::vector<llama_seq_id>   ids(n, seq);
+        std::vector<llama_seq_id *> seqs(n);
+        std::vector<int8_t>         logits(n, 0);
+        for (int32_t i = 0; i < n; i++) {
+            pos[i]  = pos0 + i;
+            seqs[i] = &ids[i];
+        }
+        llama_batch batch = {};
+        batch.n_tokens = n;
+        batch.embd     = const_cast<float *>(embd);
+        batch.pos      = pos.data();
+        batch.n_seq_id = n_seq.data();
+        batch.seq_id   = seqs.data();
+        batch.logits   = logits.data();
+        return llama_decode(ctx, batch);
+    } catch (const std::exception &) {
+        return -100;
+    }
+}
+
+bool corral_encoder_abort(struct ggml_tensor * t, bool ask, void * user_data) {
+    int64_t * gen = static_cast<int64_t *>(user_data);
+    if (ask) {
+        // "layer_out-3", not the views ggml names after it ("layer_out-3 (transposed)").
+        const char * name = ggml_get_name(t);
+        if (std::strncmp(name, "layer_out-", 10) != 0 || name[10] == '\0') {
+            return false;
+        }
+        for (const char * c = name + 10; *c != '\0'; c++) {
+            if (*c < '0' || *c > '9') {
+                return false;
+            }
+        }
+        return true;
+    }
+    __atomic_fetch_add(&gen[2], 1, __ATOMIC_RELAXED);
+    return __atomic_load_n(&gen[1], __ATOMIC_RELAXED) != __atomic_load_n(&gen[0], __ATOMIC_RELAXED);
+}
+
 bool corral_count_pass(struct ggml_tensor * t, bool ask, void * user_data) {
     uint64_t * n = static_cast<uint64_t *>(user_data);
     if (ask && t->op == GGML_OP_GET_ROWS && t->src[0] != nullptr &&

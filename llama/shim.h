@@ -118,6 +118,19 @@ bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t
 
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
+// corral_decode_embd evaluates n input embeddings (n rows of the model's
+// input width) as the tokens at positions pos0..pos0+n-1 of sequence seq,
+// with no outputs: a medium's embeddings, as mtmd's helper decodes them.
+int32_t corral_decode_embd(struct llama_context * ctx, const float * embd, int32_t n, int32_t pos0, int32_t seq);
+
+// corral_encoder_abort is an eval callback for a projector's encoder
+// (mtmd_context_params.cb_eval): user_data points to three int64s, the
+// number of the encode running, the number of the last one aborted, and
+// a count of the layers computed, which it adds to at the end of each
+// (the nodes clip names "layer_out-N"). When the first two are equal the
+// graph stops there, so an abort waits one layer at most.
+bool corral_encoder_abort(struct ggml_tensor * t, bool ask, void * user_data);
+
 // corral_count_pass is an eval callback (llama_context_params.cb_eval) that
 // counts forward passes: it adds one to ((uint64_t *)user_data)[0] each
 // time ggml is about to compute a graph's token-embedding lookup (the rows of
