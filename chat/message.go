@@ -42,8 +42,10 @@ func (m Message) hasContent() bool {
 }
 
 // Text flattens the content: a string as it is, an array of text parts
-// joined by newlines, absent or null content as "". Non-text parts (images,
-// audio) and other JSON types are an error wrapping ErrInvalidMessages.
+// joined by newlines (media parts, MediaPart's, as their markers, with no
+// newline on either side, as llama.cpp joins them), absent or null
+// content as "". Other parts (an image a dialect did not take) and other
+// JSON types are an error wrapping ErrInvalidMessages.
 func (m Message) Text() (string, error) {
 	if !m.hasContent() {
 		return "", nil
@@ -56,7 +58,8 @@ func (m Message) Text() (string, error) {
 	if err := json.Unmarshal(m.Content, &parts); err != nil {
 		return "", fmt.Errorf("%w: content must be a string or an array of content parts", ErrInvalidMessages)
 	}
-	texts := make([]string, 0, len(parts))
+	var b strings.Builder
+	afterMedia := false
 	for i, raw := range parts {
 		var part struct {
 			Type string  `json:"type"`
@@ -65,15 +68,20 @@ func (m Message) Text() (string, error) {
 		if err := json.Unmarshal(raw, &part); err != nil {
 			return "", fmt.Errorf("%w: content part %d is not an object", ErrInvalidMessages, i)
 		}
-		if part.Type != "text" {
+		media := part.Type == "media_marker" && part.Text != nil && isMediaMarker(*part.Text)
+		if part.Type != "text" && !media {
 			return "", fmt.Errorf("%w: content part %d has type %q; only text parts are supported", ErrInvalidMessages, i, part.Type)
 		}
 		if part.Text == nil {
 			return "", fmt.Errorf("%w: content part %d has no text", ErrInvalidMessages, i)
 		}
-		texts = append(texts, *part.Text)
+		if !media && !afterMedia && i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(*part.Text)
+		afterMedia = media
 	}
-	return strings.Join(texts, "\n"), nil
+	return b.String(), nil
 }
 
 // templateMessages checks msgs and converts them to what HF templates

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 )
 
@@ -28,13 +30,13 @@ func mediaEngine(t *testing.T, kind string, cfg engine.Config) *engine.Engine {
 	return e
 }
 
-// withImage is a greedy request for prompt with the test image where
-// marker is (removed).
+// withMedia is a greedy request, with logprobs, for prompt with media
+// where its markers (testmodel.MediaMarker) are.
 func withMedia(t *testing.T, prompt string, n int, media ...engine.Media) engine.Request {
 	t.Helper()
 	req := greedy("", n)
 	req.Logprobs = true
-	parts := strings.Split(prompt, "<__media__>")
+	parts := strings.Split(prompt, testmodel.MediaMarker)
 	if len(parts) != len(media)+1 {
 		t.Fatalf("%q: %d markers for %d media", prompt, len(parts)-1, len(media))
 	}
@@ -59,63 +61,81 @@ func testSound(t *testing.T) engine.Media {
 	return engine.Media{PCM: testsynth.PCM(t, "sine-440-1s.wav")}
 }
 
-// placeholders counts a token list's media cells.
-func placeholders(toks []int32) int {
-	n := 0
-	for _, t := range toks {
-		if t < 0 {
-			n++
+// goldenMedia is the media of a golden, read from testdata/media.
+func goldenMedia(t *testing.T, g testmodel.MediaGolden) []engine.Media {
+	var out []engine.Media
+	for _, name := range g.Media {
+		if strings.HasSuffix(name, ".wav") {
+			out = append(out, engine.Media{PCM: testsynth.PCM(t, name)})
+		} else {
+			rgb, w, h := testsynth.RGB(t, name)
+			out = append(out, engine.Media{RGB: rgb, W: w, H: h})
 		}
 	}
-	return n
+	return out
 }
 
-// TestMediaInPrompts: an image (Gemma 3's non-causal 16-token chunk) and
+// TestMediaGoldens: the engine generates llama-server's tokens
+// (testmodel.MediaGoldens) for prompts with images (Gemma 3's
+// non-causal 16-token chunks, one prompt with the same image twice) and
 // a sound (Qwen2-Audio's causal 750-token chunk, evaluated over two
-// steps of a 512-token batch) go into prompts as many cells as the
-// projector makes, between their markers; the same prompt again finds
-// them in the cache, encodes nothing and gives the same tokens.
-func TestMediaInPrompts(t *testing.T) {
-	for _, c := range []struct {
-		kind, prompt string
-		medium       func(*testing.T) engine.Media
-		cells        int
-	}{
-		{"gemma3", "Describe<__media__> the image.", testImage, 16},
-		{"qwen2a", "Listen:<__media__> What is it?", testSound, 750},
-	} {
-		t.Run(c.kind, func(t *testing.T) {
+// steps of a 512-token batch), counting their cells as prompt tokens:
+// alone, then again from the cache (nothing encoded twice), and batched
+// with text-only prompts, whose tokens stay llama-server's too.
+func TestMediaGoldens(t *testing.T) {
+	for _, g := range testmodel.MediaGoldens {
+		t.Run(g.Kind+" "+g.Prompt, func(t *testing.T) {
 			// One slot: a sliding-window model (gemma3) reuses only its own
 			// slot's cache, and a new request takes an empty slot first.
-			e := mediaEngine(t, c.kind, engine.Config{Parallel: 1, BatchSize: 512})
-			req := withMedia(t, c.prompt, 12, c.medium(t))
+			e := mediaEngine(t, g.Kind, engine.Config{Parallel: 1, BatchSize: 512})
+			req := withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)
 			toks, err := e.Render(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := placeholders(toks); got != c.cells {
-				t.Fatalf("%d media cells in %v; want %d", got, toks, c.cells)
+			if len(toks) != g.PromptTokens {
+				t.Fatalf("%d prompt tokens %v; llama-server counts %d", len(toks), toks, g.PromptTokens)
 			}
 			_, lps, res := collectLogprobs(t, submit(t, e, req))
-			if res.FinishReason != engine.FinishLength || res.Usage.PromptTokens != len(toks) {
-				t.Fatalf("finish %s (%v), %d prompt tokens; want length, %d", res.FinishReason, res.Err, res.Usage.PromptTokens, len(toks))
+			if got := tokensOf(lps); !slices.Equal(got, g.Alone) || res.Usage.PromptTokens != g.PromptTokens {
+				t.Errorf("alone: %v from %d prompt tokens (%v); want %v", got, res.Usage.PromptTokens, res.Err, g.Alone)
 			}
-			first := tokensOf(lps)
-			t.Logf("%s: %d prompt tokens, generated %v", c.kind, len(toks), first)
-			if st := e.Stats(); st.MediaEncoded != 1 {
-				t.Errorf("%d chunks encoded; want 1", st.MediaEncoded)
+			encoded := e.Stats().MediaEncoded
+			if encoded != uint64(len(g.Media)) {
+				t.Errorf("%d chunks encoded; want %d", encoded, len(g.Media))
 			}
 
 			_, lps, res = collectLogprobs(t, submit(t, e, req))
-			if again := tokensOf(lps); !slices.Equal(again, first) {
-				t.Errorf("again: %v; want %v", again, first)
+			if got := tokensOf(lps); !slices.Equal(got, g.Alone) {
+				t.Errorf("again: %v; want %v", got, g.Alone)
 			}
-			if res.Usage.CachedTokens != len(toks)-1 {
-				t.Errorf("again: %d tokens cached; want %d", res.Usage.CachedTokens, len(toks)-1)
+			if res.Usage.CachedTokens != g.PromptTokens-1 {
+				t.Errorf("again: %d tokens cached; want %d", res.Usage.CachedTokens, g.PromptTokens-1)
 			}
-			if st := e.Stats(); st.MediaEncoded != 1 {
-				t.Errorf("again: %d chunks encoded; want 1 (the first)", st.MediaEncoded)
+			if st := e.Stats(); st.MediaEncoded != encoded {
+				t.Errorf("again: %d chunks encoded; want %d (the first time's)", st.MediaEncoded, encoded)
 			}
+			e.Close()
+
+			e = mediaEngine(t, g.Kind, engine.Config{Parallel: 4, BatchSize: 512})
+			var wg sync.WaitGroup
+			wg.Add(1 + len(testmodel.ArchPrompts))
+			go func() {
+				defer wg.Done()
+				_, lps, _ := collectLogprobs(t, submit(t, e, req))
+				if got := tokensOf(lps); !slices.Equal(got, g.Batched) {
+					t.Errorf("batched: %v; want %v", got, g.Batched)
+				}
+			}()
+			for i, p := range testmodel.ArchPrompts {
+				go func() {
+					defer wg.Done()
+					if got := archTokens(t, e, p.Prompt, p.N); !slices.Equal(got, g.TextBatched[i]) {
+						t.Errorf("%q batched: %v; want %v", p.Prompt, got, g.TextBatched[i])
+					}
+				}()
+			}
+			wg.Wait()
 		})
 	}
 }

@@ -113,6 +113,11 @@ type Request struct {
 	// Prompt is set: then Prompt is the prompt as it is.
 	Messages []chat.Message
 	Prompt   *Prompt
+	// Media are the request's images and sounds, decoded (package media)
+	// and bounded by the dialect; Media[k] goes where chat.MediaMarker(k)
+	// is in the rendered prompt or in Prompt.Text (a message's content
+	// part chat.MediaPart(k)). At is set by Build.
+	Media []engine.Media
 	// Tools are the chat's tools and how the model may call them.
 	Tools Tools
 	// Vars are the chat's template variables (see TemplateKwargs).
@@ -216,10 +221,19 @@ func (c *Core) Build(m *model.Model, r *Request) (engine.Request, Generation, *E
 	if e := lim.CheckLogprobs(&req, info.CtxPerRequest, r.Params.Logprobs); e != nil {
 		return req, g, e
 	}
+	if e := checkModalities(info, r.Media, r.Params.Prompt); e != nil {
+		return req, g, e
+	}
 	if r.Prompt != nil {
 		req.Prompt = r.Prompt.Text
 		if req.Tokens, e = ParseTokens(r.Prompt.Tokens, info.VocabSize, r.Params.Prompt); e != nil {
 			return req, g, e
+		}
+		if len(r.Media) > 0 {
+			if len(req.Tokens) > 0 {
+				return req, g, Invalid(r.Params.Prompt, "media go with a text prompt, not token ids")
+			}
+			req.Prompt, req.Media, req.Plain = placeMedia(req.Prompt, nil, r.Media)
 		}
 		if r.ReadPrompt {
 			g.Plan = m.AnswerPlan(&req, nil, false, 0, r.ReasoningBudget)
@@ -246,6 +260,9 @@ func (c *Core) Build(m *model.Model, r *Request) (engine.Request, Generation, *E
 		return req, g, e
 	}
 	req.Plain = ClientSpans(req.Prompt, r.Messages)
+	if len(r.Media) > 0 {
+		req.Prompt, req.Media, req.Plain = placeMedia(req.Prompt, req.Plain, r.Media)
+	}
 	req.Stop = append(req.Stop, m.Stops()...)
 	g.Plan = m.AnswerPlan(&req, plan.Render, plan.Parse, plan.Max, r.ReasoningBudget)
 	return req, g, nil

@@ -104,3 +104,28 @@ var ArchNotGenerative = map[string]string{
 	"llada-moe":       "a diffusion model: it denoises a whole answer at once",
 	"rnd1":            "a diffusion model: it denoises a whole answer at once",
 }
+
+// MediaMarker is where a prompt of MediaGoldens puts each of its media:
+// llama-server's LLAMA_MEDIA_MARKER when they were made (libmtmd's default
+// marker, which llama-server otherwise draws at random).
+const MediaMarker = "<__media__>"
+
+// MediaGolden is what llama-server b10573, with the CPU kernels of
+// ArchGoldensVariant, generates for a prompt with media on a synthetic
+// multimodal model: the text model and projector of a kind
+// (testsynth.Projector, corral synth --mmproj KIND), the prompt as plain
+// text (no chat template) sent to /completion with its media, at
+// temperature 0, end of generation ignored (scripts/mtmd-goldens.sh).
+type MediaGolden struct {
+	Kind         string   // the projector kind (gguf.ProjectorKinds)
+	Prompt       string   // MediaMarker where each medium goes
+	Media        []string // files under testdata/media, in the markers' order
+	N            int      // tokens generated
+	PromptTokens int      // the prompt tokens llama-server counted: BOS, text, media tokens and their delimiters
+	// Alone is what it generates one request at a time (-np 1), Batched
+	// at the same time as ArchPrompts (-np 4, 2,048 tokens a slot).
+	Alone, Batched []int32
+	// TextAlone and TextBatched are what the same model generates for
+	// ArchPrompts (no media), one at a time and batched with Prompt.
+	TextAlone, TextBatched [][]int32
+}
