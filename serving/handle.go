@@ -19,6 +19,13 @@ type Body interface {
 	Lease() (name string, keep *KeepAlive, ok bool)
 }
 
+// MediaBody is a Body with images or sounds, which CheckMedia decodes
+// within lim (after Check, before the model is leased), into the
+// translated request's Media.
+type MediaBody interface {
+	CheckMedia(ctx context.Context, lim *Limits) *Error
+}
+
 // QueryBody is a Body read from the URL's query (a GET's) rather
 // than from a body: Handle calls ReadQuery in place of decoding one.
 type QueryBody interface {
@@ -87,6 +94,11 @@ func handle[T any, P interface {
 	}
 	if e := body.Check(x.Core.Limits()); e != nil {
 		return e
+	}
+	if mb, ok := any(body).(MediaBody); ok {
+		if e := mb.CheckMedia(x.R.Context(), x.Core.Limits()); e != nil {
+			return e
+		}
 	}
 	if name, keep, ok := body.Lease(); ok {
 		start := time.Now()

@@ -9,6 +9,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -62,6 +63,12 @@ type Limits struct {
 	// allows none; grammar.WhitespaceFree allows llama.cpp's, and
 	// grammar.WhitespaceSpaced writes ": " and ", ".
 	GrammarWhitespace grammar.Whitespace
+	// MaxMedia bounds the images and sounds of one request
+	// (--max-media); Media bounds each (--max-image-bytes,
+	// --max-image-pixels, --max-audio-bytes, --max-audio-seconds; see
+	// package media).
+	MaxMedia int
+	Media    media.Limits
 }
 
 // DefaultLimits are the limits in place of zero Limits fields. They are
@@ -80,6 +87,8 @@ var DefaultLimits = Limits{
 	MaxEmbedBytes:       4 << 20,
 	MaxDetokenizeBytes:  8 << 20,
 	MaxVoiceHistory:     4 << 20,
+	MaxMedia:            16,
+	Media:               media.DefaultLimits(),
 }
 
 // WithDefaults returns l with zero fields replaced by DefaultLimits, and
@@ -101,6 +110,8 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxEmbedBytes, DefaultLimits.MaxEmbedBytes)
 	def(&l.MaxDetokenizeBytes, DefaultLimits.MaxDetokenizeBytes)
 	def(&l.MaxVoiceHistory, DefaultLimits.MaxVoiceHistory)
+	def(&l.MaxMedia, DefaultLimits.MaxMedia)
+	l.Media = l.Media.WithDefaults()
 	l.MaxEmbedInputs = min(l.MaxEmbedInputs, engine.MaxEmbedInputs)
 	return l
 }

@@ -1,18 +1,164 @@
 package serving
 
 import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/media"
 )
+
+// Decoding the media clients send, for every dialect: within the
+// Limits, in the handler's goroutine before a model is leased, into the
+// engine's media (RGB pixels, 16 kHz mono samples), each named by the
+// SHA-256 of its bytes as llama-server names them, so that a repeated
+// image is found in the prefix cache.
+
+// AudioRate is the sample rate sounds are decoded at: that of every
+// audio encoder llama.cpp has (the Whisper family's). Build refuses a
+// model that wants another.
+const AudioRate = 16000
+
+// CheckMedia refuses more media than l allows in one request.
+func (l *Limits) CheckMedia(n int, param string) *Error {
+	if n > l.MaxMedia {
+		return OverLimit(param, "max-media", l.MaxMedia, "images and sounds", "the request has %d images and sounds", n)
+	}
+	return nil
+}
+
+// Image decodes the bytes of an image a client sent (PNG, JPEG, GIF or
+// WebP); param names its field.
+func (l *Limits) Image(ctx context.Context, data []byte, param string) (engine.Media, *Error) {
+	img, err := media.DecodeImage(ctx, data, l.Media)
+	if err != nil {
+		return engine.Media{}, mediaError(err, param)
+	}
+	return engine.Media{RGB: img.RGB, W: img.W, H: img.H, ID: mediaID(data)}, nil
+}
+
+// ImageURL decodes an image given by URL: a base64 data URL, whose MIME
+// type, when it names one, must be the bytes'. corral fetches nothing:
+// an http(s) URL is refused.
+func (l *Limits) ImageURL(ctx context.Context, url, param string) (engine.Media, *Error) {
+	if u := strings.ToLower(url); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+		return engine.Media{}, &Error{Status: http.StatusBadRequest, Param: param, Code: "invalid_image_url",
+			Message: "'" + param + "' is an http(s) URL; this server fetches no URLs: send the image inline as a base64 data URL (data:image/png;base64,...)"}
+	}
+	mime, data, err := media.ParseDataURL(url, media.KindImage, l.Media)
+	if err != nil {
+		return engine.Media{}, mediaError(err, param)
+	}
+	if e := checkMIME(mime, data, param); e != nil {
+		return engine.Media{}, e
+	}
+	return l.Image(ctx, data, param)
+}
+
+// ImageBase64 decodes an image given as base64 text of the MIME type
+// mime ("" for any).
+func (l *Limits) ImageBase64(ctx context.Context, b64, mime, param string) (engine.Media, *Error) {
+	data, err := media.DecodeBase64(b64, media.KindImage, l.Media)
+	if err != nil {
+		return engine.Media{}, mediaError(err, param)
+	}
+	if e := checkMIME(mime, data, param); e != nil {
+		return engine.Media{}, e
+	}
+	return l.Image(ctx, data, param)
+}
+
+// checkMIME refuses bytes that are not what their MIME type says.
+func checkMIME(mime string, data []byte, param string) *Error {
+	if mime == "" {
+		return nil
+	}
+	kind, format := media.Sniff(data)
+	want := strings.TrimPrefix(strings.TrimPrefix(mime, "image/"), "audio/")
+	if want == "jpg" {
+		want = media.FormatJPEG
+	}
+	if want == "x-wav" || want == "wave" {
+		want = media.FormatWAV
+	}
+	if want == "mpeg" {
+		want = media.FormatMP3
+	}
+	if kind == media.KindUnknown || format != want {
+		got := format
+		if got == "" {
+			got = "not a format this server reads"
+		}
+		return Invalid(param, "'%s' says %s but its bytes are %s", param, mime, got)
+	}
+	return nil
+}
+
+// AudioBase64 decodes a sound given as base64 text in format ("wav",
+// "mp3"; "" for any), at AudioRate.
+func (l *Limits) AudioBase64(b64, format, param string) (engine.Media, *Error) {
+	data, err := media.DecodeBase64(b64, media.KindAudio, l.Media)
+	if err != nil {
+		return engine.Media{}, mediaError(err, param)
+	}
+	return l.Audio(data, format, param)
+}
+
+// Audio decodes the bytes of a sound in format ("" for any), at
+// AudioRate.
+func (l *Limits) Audio(data []byte, format, param string) (engine.Media, *Error) {
+	if format != "" {
+		if _, got := media.Sniff(data); got != strings.ToLower(format) {
+			return engine.Media{}, Invalid(param, "'%s' says format %q but its bytes are %s", param, format, orUnknown(got))
+		}
+	}
+	pcm, err := media.DecodeAudio(data, AudioRate, l.Media)
+	if err != nil {
+		return engine.Media{}, mediaError(err, param)
+	}
+	return engine.Media{PCM: pcm, ID: mediaID(data)}, nil
+}
+
+func orUnknown(format string) string {
+	if format == "" {
+		return "not a format this server reads"
+	}
+	return format
+}
+
+// mediaID names a medium by its bytes, as llama-server does.
+func mediaID(data []byte) string {
+	h := media.Hash(data)
+	return hex.EncodeToString(h[:])
+}
+
+// mediaError is the 400 for a medium package media refused.
+func mediaError(err error, param string) *Error {
+	var me *media.Error
+	switch {
+	case errors.As(err, &me) && me.Limit != "":
+		return &Error{Status: http.StatusBadRequest, Param: param, Code: "limit_exceeded", Message: "'" + param + "': " + me.Msg}
+	case errors.As(err, &me):
+		return &Error{Status: http.StatusBadRequest, Param: param, Code: "invalid_" + me.Kind.String(), Message: "'" + param + "': " + me.Msg}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: 499, Message: err.Error()}
+	}
+	return &Error{Status: http.StatusInternalServerError, Message: err.Error()}
+}
 
 // checkModalities refuses media the model cannot take: a model without
 // a projector, or without the encoder for that kind (param names the
 // field of the prompt or messages).
-func checkModalities(info engine.ModelInfo, media []engine.Media, param string) *Error {
-	for _, m := range media {
+func checkModalities(info engine.ModelInfo, ms []engine.Media, param string) *Error {
+	for _, m := range ms {
 		switch {
+		case m.PCM != nil && info.Audio && info.AudioSampleRate != AudioRate:
+			return &Error{Status: 400, Param: param, Code: "unsupported_modality", Message: "model " + info.Name + " takes audio at " + strconv.Itoa(info.AudioSampleRate) + " Hz, which this server does not resample to"}
 		case m.PCM != nil && !info.Audio:
 			return &Error{Status: 400, Param: param, Code: "unsupported_modality", Message: "model " + info.Name + " does not take audio" + projectorHint(info)}
 		case m.PCM == nil && !info.Vision:
@@ -36,18 +182,18 @@ func projectorHint(info engine.ModelInfo) string {
 // left out; one it repeated goes in twice), and the plain spans moved
 // to the prompt without markers (a marker inside one splits nothing: the
 // span shrinks by its length).
-func placeMedia(prompt string, plain []engine.Span, media []engine.Media) (string, []engine.Media, []engine.Span) {
+func placeMedia(prompt string, plain []engine.Span, ms []engine.Media) (string, []engine.Media, []engine.Span) {
 	marks := chat.FindMediaMarkers(prompt)
 	var b strings.Builder
 	b.Grow(len(prompt))
 	var out []engine.Media
 	prev := 0
 	for _, mk := range marks {
-		if mk.Index >= len(media) {
+		if mk.Index >= len(ms) {
 			continue // no medium of that number: the marker stays text
 		}
 		b.WriteString(prompt[prev:mk.Start])
-		m := media[mk.Index]
+		m := ms[mk.Index]
 		m.At = b.Len()
 		out = append(out, m)
 		prev = mk.End
@@ -57,7 +203,7 @@ func placeMedia(prompt string, plain []engine.Span, media []engine.Media) (strin
 	shift := func(o int) int {
 		cut := 0
 		for _, mk := range marks {
-			if mk.Index >= len(media) || mk.Start >= o {
+			if mk.Index >= len(ms) || mk.Start >= o {
 				break
 			}
 			cut += min(o, mk.End) - mk.Start

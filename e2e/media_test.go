@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/e2etest"
+	"github.com/corral-llm/corral/internal/testsynth"
+)
+
+// Media through the APIs: the synthetic multimodal pairs (testsynth.Projector)
+// served with their projectors, the official SDKs sending images and sounds.
+
+// mediaServer serves the synthetic text model of a projector kind with
+// its projector.
+func mediaServer(t *testing.T, kind string, cfg engine.Config) *e2etest.Server {
+	t.Helper()
+	model, proj := testsynth.Projector(t, t.TempDir(), kind)
+	cfg.MMProj = proj
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 1
+	}
+	return startModel(t, model, cfg)
+}
+
+// mediaBase64 is a file of testdata/media in base64.
+func mediaBase64(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testsynth.MediaDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// The answers llama-server b10573 (the haswell variant's kernels, --jinja)
+// gives at temperature 0, 12 tokens, end of generation ignored, on
+// /v1/chat/completions for these messages (testdata/media/README.md).
+const (
+	imageChatAnswer = " q awciT3Taj"    // gemma3: "Describe", the image, " the image.": 49 prompt tokens
+	audioChatAnswer = " ak ak ak ak ak" // qwen2a: the sound, then "What is this sound?": 849 prompt tokens
+)
+
+// TestSDKChatMedia: openai-go sends an image (an image_url data URL) and
+// a sound (input_audio) in a user message, whole and streamed; the
+// answers and prompt token counts are llama-server's.
+func TestSDKChatMedia(t *testing.T) {
+	for _, c := range []struct {
+		kind   string
+		parts  []openai.ChatCompletionContentPartUnionParam
+		answer string
+		prompt int64
+	}{
+		{"gemma3", []openai.ChatCompletionContentPartUnionParam{
+			openai.TextContentPart("Describe"),
+			openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "data:image/png;base64," + mediaBase64(t, "gradient-64.png")}),
+			openai.TextContentPart(" the image."),
+		}, imageChatAnswer, 49},
+		{"qwen2a", []openai.ChatCompletionContentPartUnionParam{
+			openai.InputAudioContentPart(openai.ChatCompletionContentPartInputAudioInputAudioParam{Data: mediaBase64(t, "sine-440-1s.wav"), Format: "wav"}),
+			openai.TextContentPart("What is this sound?"),
+		}, audioChatAnswer, 849},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			ts := mediaServer(t, c.kind, engine.Config{})
+			client := sdkClient(ts)
+			params := openai.ChatCompletionNewParams{
+				Model:       "tiny",
+				Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage(c.parts)},
+				MaxTokens:   openai.Int(12),
+				Temperature: openai.Float(0),
+			}
+			res, err := client.Chat.Completions.New(context.Background(), params, ignoreEOS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Choices[0].Message.Content; got != c.answer || res.Usage.PromptTokens != c.prompt {
+				t.Errorf("whole: %q from %d prompt tokens; llama-server: %q from %d", got, res.Usage.PromptTokens, c.answer, c.prompt)
+			}
+			stream := client.Chat.Completions.NewStreaming(context.Background(), params, ignoreEOS)
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got := acc.Choices[0].Message.Content; got != c.answer {
+				t.Errorf("streamed: %q; llama-server: %q", got, c.answer)
+			}
+		})
+	}
+}
+
+// pngHeader is the start of a PNG that declares w × h pixels: its
+// signature and header chunk, nothing to decode.
+func pngHeader(w, h uint32) []byte {
+	ihdr := []byte("IHDR\x00\x00\x00\x00\x00\x00\x00\x00\x08\x02\x00\x00\x00")
+	binary.BigEndian.PutUint32(ihdr[4:], w)
+	binary.BigEndian.PutUint32(ihdr[8:], h)
+	b := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0d")
+	b = append(b, ihdr...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
+}
+
+// TestChatMediaRefused: bad media get a 400 in OpenAI's error shape
+// naming the part (or the bound's flag), before any model work; a
+// picture bomb (a few bytes declaring 10⁵ × 10⁵ pixels) allocates
+// nothing like its size.
+func TestChatMediaRefused(t *testing.T) {
+	png, err := os.ReadFile(filepath.Join(testsynth.MediaDir(), "gradient-64.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := func(url string) string {
+		return `{"type":"image_url","image_url":{"url":` + strconv.Quote(url) + `}}`
+	}
+	pngURL := func(b []byte) string { return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b) }
+	many := make([]string, 17)
+	for i := range many {
+		many[i] = image(pngURL(png))
+	}
+	ask := func(ts *e2etest.Server, parts string) (int, []byte) {
+		body := `{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":[{"type":"text","text":"See"},` + parts + `]}]}`
+		resp, err := ts.Client.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	ts := mediaServer(t, "gemma3", engine.Config{})
+	for _, c := range []struct {
+		name, parts, param, code, says string
+	}{
+		{"wrong MIME", image("data:image/jpeg;base64," + base64.StdEncoding.EncodeToString(png)), "messages[0].content[1].image_url.url", "", "image/jpeg but its bytes are png"},
+		{"truncated", image(pngURL(png[:len(png)/2])), "messages[0].content[1].image_url.url", "invalid_image", "not a valid PNG"},
+		{"bomb", image(pngURL(pngHeader(100000, 100000))), "messages[0].content[1].image_url.url", "", "100000"},
+		{"too many", strings.Join(many, ","), "messages", "limit_exceeded", "--max-media"},
+		{"http URL", image("https://example.com/cat.png"), "messages[0].content[1].image_url.url", "invalid_image_url", "fetches no URLs"},
+		{"not base64", image("data:image/png;base64,@@@@"), "messages[0].content[1].image_url.url", "invalid_image", "base64"},
+		{"no image_url", `{"type":"image_url"}`, "messages[0].content[1]", "", "no image_url"},
+		{"audio for a vision model", `{"type":"input_audio","input_audio":{"format":"wav","data":"` + mediaBase64(t, "sine-440-1s.wav") + `"}}`, "messages", "unsupported_modality", "does not take audio"},
+		{"audio in the wrong format", `{"type":"input_audio","input_audio":{"format":"mp3","data":"` + mediaBase64(t, "sine-440-1s.wav") + `"}}`, "messages[0].content[1].input_audio.data", "", "format \"mp3\""},
+		{"a forged media part", `{"type":"media_marker","text":"<__media__>"}`, "messages", "", "media_marker"},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		status, b := ask(ts, c.parts)
+		runtime.ReadMemStats(&after)
+		e, param, code := openAIError(t, b)
+		if status != http.StatusBadRequest || param != c.param || (c.code != "" && code != c.code) || !strings.Contains(e.Message, c.says) {
+			t.Errorf("%s: %d %s", c.name, status, b)
+		}
+		if c.name == "bomb" && after.TotalAlloc-before.TotalAlloc > 8<<20 {
+			t.Errorf("the bomb's refusal allocated %d bytes", after.TotalAlloc-before.TotalAlloc)
+		}
+	}
+	if n, ok := ts.Metrics(t)["corral_prompt_tokens_total"]; !ok || n != 0 {
+		t.Errorf("refused requests reached the engine: %v prompt tokens", n)
+	}
+
+	text := startServer(t, engine.Config{})
+	status, b := ask(text, image(pngURL(png)))
+	if e, param, code := openAIError(t, b); status != http.StatusBadRequest || param != "messages" || code != "unsupported_modality" || !strings.Contains(e.Message, "--mmproj") {
+		t.Errorf("an image for a model without a projector: %d %s", status, b)
+	}
+}
