@@ -154,7 +154,8 @@ func positions(cps []checkpoint) []checkpoint {
 type diskCache struct {
 	dir    string   // the model's directory, under Config.DiskCacheDir
 	budget int64    // bytes of files at most
-	ident  [32]byte // the model file's identity (modelIdentity)
+	ident  [32]byte // the model file's identity (modelIdentity), and its projector's
+	media  bool     // the model has a projector: states may hold media (placeholder ids)
 	layout [32]byte // SHA-256 of the KV layout (kvLayout)
 	nVocab int
 	lock   *os.File // flock'd while the engine runs
@@ -244,8 +245,9 @@ func modelIdentity(path string) ([32]byte, error) {
 // digests name and layout: a model served under another name, or with
 // another cache layout, has its own; the files' headers tell a model
 // file replaced under the same name. Another engine, in this process or
-// another, holding the directory is an error.
-func openDiskCache(root, name string, budget int64, ident [32]byte, layout string, nVocab int) (*diskCache, error) {
+// another, holding the directory is an error. media says the model has a
+// projector: token lists may hold media's placeholder ids.
+func openDiskCache(root, name string, budget int64, ident [32]byte, layout string, nVocab int, media bool) (*diskCache, error) {
 	key := sha256.Sum256([]byte(name + "\x00" + layout))
 	safe := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
@@ -269,7 +271,7 @@ func openDiskCache(root, name string, budget int64, ident [32]byte, layout strin
 		return nil, fmt.Errorf("cache disk %s: held by another engine (another server, or the same model under another id with the same cache dir): %w", dir, err)
 	}
 	d := &diskCache{
-		dir: dir, budget: budget, ident: ident, layout: sha256.Sum256([]byte(layout)), nVocab: nVocab, lock: lock,
+		dir: dir, budget: budget, ident: ident, layout: sha256.Sum256([]byte(layout)), nVocab: nVocab, media: media, lock: lock,
 		queue: make(chan diskJob, diskQueue), done: make(chan struct{}),
 	}
 	if err := d.scan(); err != nil {
@@ -412,7 +414,7 @@ func (d *diskCache) decodeIndex(h header, raw []byte) ([]int32, []checkpoint, []
 	toks := make([]int32, h.tokens)
 	for i := range toks {
 		t := int32(binary.LittleEndian.Uint32(raw[4*i:]))
-		if t < 0 || int(t) >= d.nVocab {
+		if (t < 0 && !d.media) || int(t) >= d.nVocab {
 			return nil, nil, nil, fmt.Errorf("token id %d out of range [0,%d)", t, d.nVocab)
 		}
 		toks[i] = t
@@ -1089,5 +1091,14 @@ func openDisk(cfg Config, name string, nVocab int, kind MemoryKind) (*diskCache,
 	if err != nil {
 		return nil, fmt.Errorf("cache disk: model identity: %w", err)
 	}
-	return openDiskCache(cfg.DiskCacheDir, name, budget, ident, kvLayout(cfg, kind), nVocab)
+	if cfg.MMProj != "" {
+		// A medium's cells hold what the projector made of it: states
+		// with media are the model's and the projector's.
+		proj, err := modelIdentity(cfg.MMProj)
+		if err != nil {
+			return nil, fmt.Errorf("cache disk: projector identity: %w", err)
+		}
+		ident = sha256.Sum256(append(ident[:], proj[:]...))
+	}
+	return openDiskCache(cfg.DiskCacheDir, name, budget, ident, kvLayout(cfg, kind), nVocab, cfg.MMProj != "")
 }

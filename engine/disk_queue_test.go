@@ -112,7 +112,7 @@ func TestWriteTempGivesUp(t *testing.T) {
 func TestDiskCacheRejectsAnotherLayout(t *testing.T) {
 	root := t.TempDir()
 	var ident [32]byte
-	a, err := openDiskCache(root, "m", 1<<30, ident, "type_k f16", 100)
+	a, err := openDiskCache(root, "m", 1<<30, ident, "type_k f16", 100, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestDiskCacheRejectsAnotherLayout(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("files %v, want one", files)
 	}
-	b, err := openDiskCache(root, "m", 1<<30, ident, "type_k q8_0", 100)
+	b, err := openDiskCache(root, "m", 1<<30, ident, "type_k q8_0", 100, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 	const tokens, perToken = 4000, 30 * 2 * 192 * 2
 	var ident [32]byte
 	root := b.TempDir()
-	w, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000)
+	w, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func BenchmarkDiskCacheRead(b *testing.B) {
 	}
 	w.putWait(b.Context(), toks, "", make([]byte, tokens*perToken), nil)
 	w.close()
-	d, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000)
+	d, err := openDiskCache(root, "m", 1<<30, ident, "layout", 1000, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestDiskFileKeepsCheckpoints(t *testing.T) {
 	root := t.TempDir()
 	var ident [32]byte
 	cps := []checkpoint{{pos: 2, state: []byte("two")}, {pos: 4, state: []byte("four!")}}
-	a, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100)
+	a, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestDiskFileKeepsCheckpoints(t *testing.T) {
 		t.Errorf("file of %d bytes, want %d", len(good), want)
 	}
 
-	b, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100)
+	b, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestDiskFileKeepsCheckpoints(t *testing.T) {
 			if err := os.WriteFile(files[0], f, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			c, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100)
+			c, err := openDiskCache(root, "m", 1<<30, ident, "layout", 100, false)
 			if err != nil {
 				t.Fatal(err)
 			}

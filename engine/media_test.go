@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
 	"github.com/corral-llm/corral/internal/testsynth"
 )
@@ -177,4 +179,70 @@ func mediaEngineless(t *testing.T) *engine.Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// TestMediaPreempted: a request with an image, preempted while it
+// decodes by one of a better class, resumes with its image encoded again
+// (its cells were lost with the slot) and gives llama-server's tokens;
+// the preempting text request too.
+func TestMediaPreempted(t *testing.T) {
+	g := testmodel.MediaGoldens[0]
+	cpu := engine.NewCPU(1)
+	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 1, BatchSize: 512, CPU: cpu})
+	low := withMedia(t, g.Prompt, 200, goldenMedia(t, g)...)
+	low.Priority = 1
+	l := submit(t, e, low)
+	waitState(t, e, l, "decode")
+	hold := engine.HoldCPU(cpu)
+	p := testmodel.ArchPrompts[1]
+	h := submit(t, e, greedy(p.Prompt, p.N))
+	hold()
+	if _, res := collect(t, h); res.FinishReason != engine.FinishLength {
+		t.Errorf("the preempting request: %s (%v)", res.FinishReason, res.Err)
+	}
+	_, lps, res := collectLogprobs(t, l)
+	if got := tokensOf(lps); len(got) != 200 || !slices.Equal(got[:g.N], g.Alone) {
+		t.Errorf("preempted and resumed: %d tokens, starting %v; want 200 starting %v", len(got), got[:min(len(got), g.N)], g.Alone)
+	}
+	if res.Preemptions != 1 {
+		t.Errorf("preempted %d times; want 1", res.Preemptions)
+	}
+	if st := e.Stats(); st.MediaEncoded != 2 {
+		t.Errorf("%d chunks encoded; want 2 (again after the preemption)", st.MediaEncoded)
+	}
+}
+
+// TestMediaDiskCache: a prompt with a sound, cached on disk by one engine,
+// is found whole by the next on the same directory, with no encode; an
+// engine with another projector for the same model finds nothing, since
+// the cells of a medium are the projector's.
+func TestMediaDiskCache(t *testing.T) {
+	g := testmodel.MediaGoldens[2]
+	dir, cache := t.TempDir(), t.TempDir()
+	model, proj := testsynth.Projector(t, dir, g.Kind)
+	cfg := engine.Config{ModelPath: model, MMProj: proj, Parallel: 1, BatchSize: 512, Threads: testThreads, DiskCacheDir: cache}
+	run := func(cfg engine.Config) ([]int32, engine.Result, engine.Stats) {
+		e, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		_, lps, res := collectLogprobs(t, submit(t, e, withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)))
+		return tokensOf(lps), res, e.Stats()
+	}
+	if got, res, _ := run(cfg); !slices.Equal(got, g.Alone) || res.Usage.CachedTokens != 0 {
+		t.Fatalf("cold: %v with %d cached; want %v with none", got, res.Usage.CachedTokens, g.Alone)
+	}
+	got, res, st := run(cfg)
+	if !slices.Equal(got, g.Alone) || res.Usage.CachedTokens != g.PromptTokens-1 || st.MediaEncoded != 0 || st.DiskCacheHits != 1 {
+		t.Errorf("after a restart: %v with %d cached, %d encodes, %d disk hits; want %v with %d, none, 1", got, res.Usage.CachedTokens, st.MediaEncoded, st.DiskCacheHits, g.Alone, g.PromptTokens-1)
+	}
+	other := filepath.Join(dir, "other.mmproj.gguf")
+	if err := gguf.WriteSyntheticProjector(other, g.Kind, 256, 2); err != nil {
+		t.Fatal(err)
+	}
+	cfg.MMProj = other
+	if _, res, st := run(cfg); res.Usage.CachedTokens != 0 || st.MediaEncoded != 1 {
+		t.Errorf("another projector: %d cached, %d encodes; want none cached, 1 encode", res.Usage.CachedTokens, st.MediaEncoded)
+	}
 }
