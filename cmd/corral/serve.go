@@ -346,9 +346,14 @@ func addLimitFlags(fs *flag.FlagSet) *serving.Limits {
 		{&lim.MaxEmbedBytes, "max-embed-bytes", "largest inputs of an embeddings request together, in `bytes` of text (a token id counts 4); larger → 400"},
 		{&lim.MaxDetokenizeBytes, "max-detokenize-bytes", "longest text /detokenize answers, in `bytes`; longer → 400"},
 		{&lim.MaxVoiceHistory, "max-voice-history", "most `bytes` of conversation a voice socket keeps: a turn forgets the oldest messages to stay within it"},
+		{&lim.MaxMedia, "max-media", "most images and sounds one request may send; more → 400"},
 	} {
 		fs.IntVar(f.v, f.name, *f.v, f.help+" (0: the default)")
 	}
+	fs.Int64Var(&lim.Media.MaxImageBytes, "max-image-bytes", lim.Media.MaxImageBytes, "largest image a request may send, in encoded `bytes` (checked on the base64 before decoding); larger → 400 (0: the default)")
+	fs.Int64Var(&lim.Media.MaxImagePixels, "max-image-pixels", lim.Media.MaxImagePixels, "most `pixels` (width × height, read from the header before decoding; a side is at most 16384) of an image a request may send; more → 400 (0: the default)")
+	fs.Int64Var(&lim.Media.MaxAudioBytes, "max-audio-bytes", lim.Media.MaxAudioBytes, "largest sound a request may send, in encoded `bytes`; larger → 400 (0: the default)")
+	fs.Float64Var(&lim.Media.MaxAudioSeconds, "max-audio-seconds", lim.Media.MaxAudioSeconds, "longest sound a request may send, in `seconds` (read from the header before decoding); longer → 400 (0: the default)")
 	fs.Var(whitespaceFlag{&lim.GrammarWhitespace}, "grammar-whitespace", "whitespace the grammars of JSON (forced tool calls' arguments, response_format, json_schema, format) allow between its tokens, `compact|free|spaced`; compact allows none (a value in the fewest tokens), free a space, or a line break and up to 20 spaces or tabs, after each token (llama.cpp's rule), spaced has one space after each ':' and ',' (as chat templates' tojson writes JSON)")
 	return &lim
 }
