@@ -689,7 +689,9 @@ type Stats struct {
 	// (each a step saved).
 	DraftTokens, DraftAccepted uint64
 	// MediaEncoded counts the media chunks the projector encoded (a
-	// chunk found in a cache is not encoded), in MediaEncodeTime.
+	// chunk found in a cache is not encoded); MediaEncodeTime is the
+	// encoder's time, aborted encodes included. The encoder runs beside
+	// the steps, one chunk at a time.
 	MediaEncoded    uint64
 	MediaEncodeTime time.Duration
 	// Queue lists the requests waiting for a slot by priority class, the

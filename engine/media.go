@@ -55,6 +55,10 @@ type mediaChunk struct {
 	// embd are the chunk's embeddings once encoded, until all of them
 	// are evaluated (a causal chunk may take several steps).
 	embd []float32
+	// encoding: the encoder is at it (the scheduler's to know); orphan:
+	// its request ended meanwhile, and the chunk is freed when the
+	// encoder is done with it.
+	encoding, orphan bool
 }
 
 // Placeholder ids: a chunk's first cell is in [MinInt32, -2^30), the
@@ -239,11 +243,16 @@ func (e *Engine) tokenizeMedium(m *Media) ([]llama.MediaPiece, error) {
 	return nil, errors.New("neither an image nor a sound")
 }
 
-// freeMedia frees the chunks' preprocessed data.
+// freeMedia frees the chunks' preprocessed data; one the encoder is at
+// is freed when it is done (see encodedChunk).
 func freeMedia(chunks []*mediaChunk) {
 	for _, c := range chunks {
-		c.chunk.Free()
 		c.embd = nil
+		if c.encoding {
+			c.orphan = true
+			continue
+		}
+		c.chunk.Free()
 	}
 }
 
@@ -267,43 +276,96 @@ type mediaJob struct {
 	causalNo bool
 }
 
-// encodePass encodes, before the step's batch, the chunk the first
-// prefilling slot in service order has reached, if it is not encoded
-// yet: one chunk a step. An encode is one graph, not split across steps;
-// its time counts in the step's.
+// The encoder runs beside the scheduler, on its own goroutine: an encode
+// is one graph that cannot be split across steps, and a vision encoder
+// takes seconds on a CPU, so the slots that do not wait for it go on
+// decoding meanwhile (the two share the cores) rather than stall. One
+// chunk is encoded at a time, the first in service order that an
+// admitted prompt has not evaluated yet, possibly ahead of the prompt's
+// text before it. The scheduler owns the goroutine: it starts one per
+// encode, which ends by sending its result on s.encoded, and it waits for
+// the last at shutdown.
+
+// encodeResult is an encode's outcome.
+type encodeResult struct {
+	c    *mediaChunk
+	embd []float32
+	err  error
+	took time.Duration
+}
+
+// encodePass starts the encode of the next chunk, if none is running.
 func (s *scheduler) encodePass() {
+	if s.encoding != nil {
+		return
+	}
 	var target *slot
 	var c *mediaChunk
 	for _, sl := range s.slots {
-		if sl.state != statePrefill || sl.leader != nil || len(sl.pending) == 0 || !isPlaceholder(sl.pending[0]) {
+		if sl.state != statePrefill || (target != nil && before(sl.req, target.req) >= 0) {
 			continue
 		}
-		mc := sl.req.chunkHolding(len(sl.cache))
-		if mc == nil || mc.embd != nil || (target != nil && before(sl.req, target.req) >= 0) {
-			continue
+		if mc := sl.req.nextChunk(len(sl.cache)); mc != nil {
+			target, c = sl, mc
 		}
-		target, c = sl, mc
 	}
 	if target == nil {
 		return
 	}
-	release, err := s.cores()
-	if err != nil {
+	s.encoding, c.encoding = c, true
+	ctx, proj := target.req.ctx, s.e.proj
+	go func() {
+		start := time.Now()
+		embd, err := proj.Encode(ctx, c.chunk, nil)
+		s.encoded <- encodeResult{c: c, embd: embd, err: err, took: time.Since(start)}
+	}()
+}
+
+// nextChunk is the first of r's chunks at or after cell i that is not
+// encoded nor being encoded; nil when none is.
+func (r *request) nextChunk(i int) *mediaChunk {
+	for _, c := range r.media {
+		if c.start+c.chunk.Tokens > i && c.embd == nil && !c.encoding {
+			return c
+		}
+	}
+	return nil
+}
+
+// encodedChunk takes an encode's result: the chunk's embeddings, or the
+// end of the request whose chunk the encoder could not encode. A chunk
+// of a request that ended meanwhile is freed now.
+func (s *scheduler) encodedChunk(res encodeResult) {
+	c := res.c
+	s.encoding, c.encoding = nil, false
+	s.mediaEncodeTime += res.took
+	if c.orphan {
+		c.chunk.Free()
 		return
 	}
-	start := time.Now()
-	embd, err := s.e.proj.Encode(target.req.ctx, c.chunk, nil)
-	release()
-	s.mediaEncoded++
-	s.mediaEncodeTime += time.Since(start)
 	switch {
-	case errors.Is(err, llama.ErrEncodeCancelled):
-		// retire ends the request at the next step.
-	case err != nil:
-		s.finish(target, FinishError, fmt.Errorf("%w: %w", ErrMedia, err))
+	case errors.Is(res.err, llama.ErrEncodeCancelled):
+		// retire ends the request.
+	case res.err != nil:
+		for _, sl := range s.slots {
+			if sl.active() && slices.Contains(sl.req.media, c) {
+				s.finish(sl, FinishError, fmt.Errorf("%w: %w", ErrMedia, res.err))
+			}
+		}
 	default:
-		c.embd = embd
+		c.embd = res.embd
+		s.mediaEncoded++
 	}
+}
+
+// waitsForEncoder reports whether the slot's prompt has reached a chunk
+// not encoded yet: it has nothing to evaluate until the encoder is done.
+func (s *scheduler) waitsForEncoder(sl *slot) bool {
+	if sl.state != statePrefill || len(sl.pending) == 0 || !isPlaceholder(sl.pending[0]) {
+		return false
+	}
+	c := sl.req.chunkHolding(len(sl.cache))
+	return c != nil && c.embd == nil
 }
 
 // addMedia puts the chunk the slot's pending cells start in into the

@@ -3,11 +3,13 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
@@ -244,5 +246,48 @@ func TestMediaDiskCache(t *testing.T) {
 	cfg.MMProj = other
 	if _, res, st := run(cfg); res.Usage.CachedTokens != 0 || st.MediaEncoded != 1 {
 		t.Errorf("another projector: %d cached, %d encodes; want none cached, 1 encode", res.Usage.CachedTokens, st.MediaEncoded)
+	}
+}
+
+// TestMediaCancels: requests with a sound, cancelled at random points
+// (before, while and after the encoder runs beside the steps) among
+// others that run to the end, all finish, those left with llama-server's
+// tokens; the engine is then idle, encodes anew and answers right.
+func TestMediaCancels(t *testing.T) {
+	g := testmodel.MediaGoldens[2]
+	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 2, BatchSize: 512})
+	req := withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := e.Submit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			time.AfterFunc(time.Duration(rng.IntN(400))*time.Millisecond, cancel)
+		}
+		go func() {
+			defer wg.Done()
+			_, lps, res := collectLogprobs(t, s)
+			switch res.FinishReason {
+			case engine.FinishCancelled:
+			case engine.FinishLength:
+				if got := tokensOf(lps); !slices.Equal(got, g.Alone) {
+					t.Errorf("request %d: %v; want %v", i, got, g.Alone)
+				}
+			default:
+				t.Errorf("request %d: %s (%v)", i, res.FinishReason, res.Err)
+			}
+			cancel()
+		}()
+	}
+	wg.Wait()
+	waitIdle(t, e)
+	_, lps, _ := collectLogprobs(t, submit(t, e, req))
+	if got := tokensOf(lps); !slices.Equal(got, g.Alone) {
+		t.Errorf("after the cancels: %v; want %v", got, g.Alone)
 	}
 }

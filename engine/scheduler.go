@@ -36,9 +36,11 @@ type scheduler struct {
 	nPrefill             int  // prompt tokens in the current batch
 	freed                bool // a slot went idle since the last admission
 	batch                llama.Batch
-	media                mediaJob // the step's media embeddings, evaluated before batch (media.go)
-	prefilling           []*slot  // scratch for buildBatch
-	prefixes             []int    // scratch for place: each slot's common prefix with a prompt
+	media                mediaJob          // the step's media embeddings, evaluated before batch (media.go)
+	encoding             *mediaChunk       // the chunk the encoder is at, nil when idle (media.go)
+	encoded              chan encodeResult // the encoder's result, capacity 1
+	prefilling           []*slot           // scratch for buildBatch
+	prefixes             []int             // scratch for place: each slot's common prefix with a prompt
 	// partial: part of the model's memory cannot be cut back to any
 	// position (a recurrent state, a sliding window; see checkpoint.go).
 	// window is the sliding window in tokens (0: none). recurrent: the
@@ -81,12 +83,13 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 	kv := newKVBlocks(e.cfg.KVEvents)
 	s := &scheduler{
 		e: e, lctx: lctx,
-		pool:   newCellPool(poolCells),
-		kv:     kv,
-		host:   hostCache{budget: e.cfg.HostCacheBytes, kv: kv},
-		budget: prefillBudget{max: e.cfg.PrefillBudget},
-		timer:  time.NewTimer(time.Hour),
-		lanes:  e.cfg.lanes(lctx.Pooling()),
+		pool:    newCellPool(poolCells),
+		kv:      kv,
+		host:    hostCache{budget: e.cfg.HostCacheBytes, kv: kv},
+		budget:  prefillBudget{max: e.cfg.PrefillBudget},
+		timer:   time.NewTimer(time.Hour),
+		encoded: make(chan encodeResult, 1),
+		lanes:   e.cfg.lanes(lctx.Pooling()),
 
 		partial:   e.model.Recurrent() || e.model.SlidingWindow() > 0,
 		recurrent: e.model.Recurrent(),
@@ -109,7 +112,9 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 //	           arrival, with the longest cached prefix found (admit.go)
 //	embed    — one forward pass of pending Embed inputs, if any, with
 //	           embeddings on (embed.go)
-//	encode   — the encoder on one medium a prompt has reached (media.go)
+//	encode   — start the encoder on a medium an admitted prompt has not
+//	           evaluated, unless it is busy: it runs beside the steps
+//	           (media.go)
 //	batch    — one token per decoding slot (and the tokens its grammar
 //	           forces after it: jump.go) + prefill chunks up to the budget,
 //	           a medium's embeddings among them
@@ -181,7 +186,7 @@ func (s *scheduler) busy(now time.Time) bool {
 		return true
 	}
 	for _, sl := range s.slots {
-		if sl.computing() {
+		if sl.computing() && !s.waitsForEncoder(sl) {
 			return true
 		}
 	}
@@ -227,6 +232,8 @@ func (s *scheduler) receive() bool {
 				s.waiting = append(s.waiting, r)
 			case j := <-s.e.embedq:
 				s.embeds = append(s.embeds, j)
+			case res := <-s.encoded:
+				s.encodedChunk(res)
 			case <-s.e.wake:
 				s.retire()
 			case <-expire:
@@ -245,6 +252,9 @@ func (s *scheduler) receive() bool {
 				continue
 			case j := <-s.e.embedq:
 				s.embeds = append(s.embeds, j)
+				continue
+			case res := <-s.encoded:
+				s.encodedChunk(res)
 				continue
 			case <-s.e.wake:
 				continue
@@ -380,7 +390,7 @@ func (s *scheduler) decoding() int {
 func (s *scheduler) stalled() bool {
 	var first *slot
 	for _, sl := range s.slots {
-		if sl.state == statePrefill && sl.leader == nil && len(sl.pending) > 0 && (first == nil || before(sl.req, first.req) < 0) {
+		if sl.state == statePrefill && sl.leader == nil && len(sl.pending) > 0 && !s.waitsForEncoder(sl) && (first == nil || before(sl.req, first.req) < 0) {
 			first = sl
 		}
 	}
@@ -746,6 +756,11 @@ func (s *scheduler) shutdown() {
 		s.drop(r, FinishCancelled, ErrClosed)
 	}
 	s.waiting = nil
+	if s.encoding != nil {
+		// Its request's context ended with it: the encoder stops at the
+		// end of a layer.
+		s.encodedChunk(<-s.encoded)
+	}
 	for _, j := range s.embeds {
 		s.endEmbed(j, ErrClosed)
 	}
