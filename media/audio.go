@@ -28,7 +28,7 @@ import (
 // refused. Every error is an *Error but for a rate outside 1 to 384000 Hz,
 // which is the caller's mistake.
 func DecodeAudio(data []byte, rate int, lim Limits) ([]float32, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if n := int64(len(data)); n > lim.MaxAudioBytes {
 		return nil, overLimit(KindAudio, "max-audio-bytes", "audio is %d bytes, over --max-audio-bytes %d", n, lim.MaxAudioBytes)
 	}

@@ -43,7 +43,7 @@ var decodeSlots = make(chan struct{}, min(runtime.GOMAXPROCS(0), 4))
 // the process's decode slots (see decodeSlots) until ctx is done, when it
 // returns ctx's error. Every other error is an *Error.
 func DecodeImage(ctx context.Context, data []byte, lim Limits) (Image, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if n := int64(len(data)); n > lim.MaxImageBytes {
 		return Image{}, overLimit(KindImage, "max-image-bytes", "image is %d bytes, over --max-image-bytes %d", n, lim.MaxImageBytes)
 	}
@@ -79,7 +79,7 @@ func DecodeImage(ctx context.Context, data []byte, lim Limits) (Image, error) {
 // are errors (*Error). It allocates little whatever the header says;
 // dialects use it to count a placeholder image's tokens.
 func ImageSize(data []byte, lim Limits) (w, h int, format string, err error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	kind, format := Sniff(data)
 	if kind != KindImage {
 		return 0, 0, "", invalid(KindImage, nil, "image format not recognised: want PNG, JPEG, GIF or WebP")

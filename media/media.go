@@ -60,8 +60,8 @@ func DefaultLimits() Limits {
 	}
 }
 
-// withDefaults returns l with its zero fields set from DefaultLimits.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with its zero fields set from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxImageBytes <= 0 {
 		l.MaxImageBytes = d.MaxImageBytes
@@ -81,7 +81,7 @@ func (l Limits) withDefaults() Limits {
 // maxBytes is l's bound on the encoded bytes of a medium of kind k, and
 // the flag that sets it.
 func (l Limits) maxBytes(k Kind) (int64, string) {
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	if k == KindAudio {
 		return l.MaxAudioBytes, "max-audio-bytes"
 	}

@@ -133,7 +133,7 @@ func TestDefaultLimits(t *testing.T) {
 	if d.MaxImageBytes != 20<<20 || d.MaxImagePixels != 16777216 || d.MaxAudioBytes != 25<<20 || d.MaxAudioSeconds != 300 {
 		t.Errorf("%+v", d)
 	}
-	if (Limits{MaxImageBytes: -1}).withDefaults() != d {
+	if (Limits{MaxImageBytes: -1}).WithDefaults() != d {
 		t.Error("zero and negative fields are not the defaults")
 	}
 	if MaxImageSide*MaxImageSide < d.MaxImagePixels {
