@@ -40,6 +40,7 @@ func FuzzDecodeImage(f *testing.F) {
 		}
 	}
 	f.Add(vp8x(16, 16, nil))
+	f.Add(progressiveJPEG(64, 12))
 	f.Add([]byte("GIF89a"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var before, after runtime.MemStats

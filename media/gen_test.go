@@ -410,3 +410,51 @@ func refWAVs() map[string]refWAV {
 		"s16-stereo-16k-claims": {wavSpec{tag: 1, channels: 2, rate: 16000, bits: 16, frames: f(16000), claim: 1 << 31}, 16000},
 	}
 }
+
+// progressiveJPEG is an n × n grey progressive JPEG of the given number of
+// AC scans, each one end-of-band run over every block: a few dozen bytes
+// a scan, each of which Go's decoder spends a pass over the image on.
+func progressiveJPEG(n, scans int) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0xff, 0xd8})
+	b.Write([]byte{0xff, 0xdb, 0, 67, 0}) // DQT 0: all ones
+	for range 64 {
+		b.WriteByte(1)
+	}
+	// SOF2: 8 bits, n × n, one component (id 1, 1 × 1, table 0).
+	b.Write([]byte{0xff, 0xc2, 0, 11, 8, byte(n >> 8), byte(n), byte(n >> 8), byte(n), 1, 1, 0x11, 0})
+	// DHT AC 0: one 1-bit code, for 0xE0: an end-of-band run of 2^14 + 14 bits.
+	b.Write([]byte{0xff, 0xc4, 0, 2 + 1 + 16 + 1, 0x10, 1})
+	b.Write(make([]byte, 15))
+	b.WriteByte(0xe0)
+	blocks := (n + 7) / 8 * ((n + 7) / 8)
+	for range scans {
+		b.Write([]byte{0xff, 0xda, 0, 8, 1, 1, 0x00, 1, 63, 0}) // SOS: AC 1..63
+		var bits []byte
+		for left := blocks; left > 0; {
+			// 0xE0's runs are 2^14 to 2^15 - 1 blocks: one past the
+			// last block ends the scan just the same.
+			run := max(min(left, 1<<15-1), 1<<14)
+			bits = append(bits, 0)
+			for k := 13; k >= 0; k-- {
+				bits = append(bits, byte((run-1<<14)>>k&1))
+			}
+			left -= run
+		}
+		for len(bits)%8 != 0 {
+			bits = append(bits, 1)
+		}
+		for i := 0; i < len(bits); i += 8 {
+			var c byte
+			for k := range 8 {
+				c = c<<1 | bits[i+k]
+			}
+			b.WriteByte(c)
+			if c == 0xff {
+				b.WriteByte(0)
+			}
+		}
+	}
+	b.Write([]byte{0xff, 0xd9})
+	return b.Bytes()
+}

@@ -439,3 +439,39 @@ func TestImageSize(t *testing.T) {
 		t.Errorf("%d × %d %q %v", w, h, format, err)
 	}
 }
+
+// A JPEG of many tiny scans, each of which costs Go's decoder a pass over
+// the image, is refused before it is decoded; one of as many scans as
+// taken decodes.
+func TestJPEGScanBomb(t *testing.T) {
+	small := progressiveJPEG(64, maxJPEGScans)
+	if _, err := decode(t, small, Limits{}); err != nil {
+		t.Fatalf("%d scans: %v", maxJPEGScans, err)
+	}
+	bomb := progressiveJPEG(4096, 2000) // 70 KB, about 20 s of decoding
+	var err error
+	a := allocated(func() { _, err = decode(t, bomb, Limits{}) })
+	var e *Error
+	if !errors.As(err, &e) || !strings.Contains(e.Msg, "more than 100 scans") {
+		t.Errorf("%d-byte JPEG of 2000 scans: %v", len(bomb), err)
+	}
+	if a > 64<<10 {
+		t.Errorf("%d bytes allocated", a)
+	}
+	if _, err := decode(t, progressiveJPEG(64, maxJPEGScans+1), Limits{}); err == nil {
+		t.Errorf("%d scans taken", maxJPEGScans+1)
+	}
+	// Scans are counted as the decoder meets them: not inside other
+	// segments (an EXIF thumbnail's), nor in entropy-coded data.
+	app1 := append([]byte{0xff, 0xe1, 0, 8}, 0xff, 0xda, 0, 2, 0xff, 0xda)
+	withApp := append(append(bytes.Clone(small[:2]), app1...), small[2:]...)
+	if n := jpegScans(withApp, 1000); n != maxJPEGScans {
+		t.Errorf("with an APP1 holding SOS markers: %d scans counted, want %d", n, maxJPEGScans)
+	}
+	if _, err := decode(t, withApp, Limits{}); err != nil {
+		t.Errorf("with an APP1 holding SOS markers: %v", err)
+	}
+	if n := jpegScans([]byte{0xff, 0xd8, 0xff, 0xda, 0, 2, 0x12, 0xff, 0x00, 0xff, 0xd0, 0x34, 0xff, 0xff, 0xda, 0, 2, 0xff, 0xd9, 0xff, 0xda}, 1000); n != 2 {
+		t.Errorf("%d scans counted, want 2", n)
+	}
+}
