@@ -302,6 +302,9 @@ type Config struct {
 	// drafted token at index i is taken, as if the model had not
 	// confirmed the next: a rejection whose output is unchanged.
 	cutDraft func(i int) bool
+	// inlineEncode, set by benchmarks (export_test.go), has the
+	// scheduler wait for each encode, as llama-server's loop does.
+	inlineEncode bool
 }
 
 // JumpMode is how the engine evaluates the text a grammar forces

@@ -240,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	var proj *llama.Projector
 	if cfg.MMProj != "" {
-		if proj, err = llama.LoadProjector(cfg.MMProj, model, cfg.Threads); err != nil {
+		if proj, err = llama.LoadProjector(cfg.MMProj, model, cfg.encoderThreads()); err != nil {
 			lctx.Close()
 			model.Close()
 			return nil, fmt.Errorf("engine: %w", err)

@@ -30,3 +30,11 @@ func CutDrafts(c Config, at int) Config {
 	c.cutDraft = func(i int) bool { return i > at }
 	return c
 }
+
+// InlineEncoder returns c with the scheduler waiting for every encode, as
+// llama-server's loop does, instead of stepping beside it: the baseline
+// of BenchmarkStreamsWhileImagesArrive.
+func InlineEncoder(c Config) Config {
+	c.inlineEncode = true
+	return c
+}

@@ -286,6 +286,18 @@ type mediaJob struct {
 // encode, which ends by sending its result on s.encoded, and it waits for
 // the last at shutdown.
 
+// encoderThreads are the threads the projector's encoder computes with:
+// half the engine's, since it runs beside the steps, which compute with
+// the other half meanwhile (two sets of ggml's spinning threads on the
+// same cores slow each other down many times over); all of them when the
+// scheduler waits for it (InlineEncoder).
+func (cfg Config) encoderThreads() int {
+	if cfg.inlineEncode {
+		return cfg.Threads
+	}
+	return max(1, cfg.Threads/2)
+}
+
 // encodeResult is an encode's outcome.
 type encodeResult struct {
 	c    *mediaChunk
@@ -313,12 +325,18 @@ func (s *scheduler) encodePass() {
 		return
 	}
 	s.encoding, c.encoding = c, true
+	if t := s.e.cfg.Threads - s.e.cfg.encoderThreads(); t > 0 && !s.e.cfg.inlineEncode {
+		s.lctx.SetThreads(t) // the encoder has the others
+	}
 	ctx, proj := target.req.ctx, s.e.proj
 	go func() {
 		start := time.Now()
 		embd, err := proj.Encode(ctx, c.chunk, nil)
 		s.encoded <- encodeResult{c: c, embd: embd, err: err, took: time.Since(start)}
 	}()
+	if s.e.cfg.inlineEncode {
+		s.encodedChunk(<-s.encoded)
+	}
 }
 
 // nextChunk is the first of r's chunks at or after cell i that is not
@@ -338,6 +356,7 @@ func (r *request) nextChunk(i int) *mediaChunk {
 func (s *scheduler) encodedChunk(res encodeResult) {
 	c := res.c
 	s.encoding, c.encoding = nil, false
+	s.lctx.SetThreads(s.e.cfg.Threads)
 	s.mediaEncodeTime += res.took
 	if c.orphan {
 		c.chunk.Free()

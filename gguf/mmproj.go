@@ -80,7 +80,28 @@ const (
 // f32, bool, string, f32 arrays). The same kind, width and seed give the
 // same file.
 func WriteSyntheticProjector(path, kind string, textEmbd int, seed int64) error {
-	kvs, tensors, err := projector(kind, textEmbd)
+	return WriteSyntheticProjectorShape(path, kind, textEmbd, seed, DefaultProjectorShape)
+}
+
+// ProjectorShape sizes a synthetic projector's encoder: its width, its
+// feed-forward width, heads and layers, and for an image encoder the
+// side of the square image it takes and of its patches (a gemma3
+// projector pools the patches 2 × 2: (ImageSize/PatchSize/2)² tokens).
+type ProjectorShape struct {
+	Embd, FF, Heads, Layers int
+	ImageSize, PatchSize    int
+}
+
+// DefaultProjectorShape is WriteSyntheticProjector's: small, with a
+// feed-forward width unlike the embedding width, a 64 × 64 image in 8 × 8
+// patches (16 tokens).
+var DefaultProjectorShape = ProjectorShape{Embd: projEmbd, FF: projFF, Heads: projHeads, Layers: projLayers, ImageSize: projImageSize, PatchSize: projPatchSize}
+
+// WriteSyntheticProjectorShape is WriteSyntheticProjector with the
+// encoder's shape: a larger one times the encoder (ViT-B is Embd 768, FF
+// 3072, 12 heads, 12 layers).
+func WriteSyntheticProjectorShape(path, kind string, textEmbd int, seed int64, shape ProjectorShape) error {
+	kvs, tensors, err := projector(kind, textEmbd, shape)
 	if err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
@@ -95,12 +116,17 @@ func WriteSyntheticProjector(path, kind string, textEmbd int, seed int64) error 
 
 // projector returns the metadata and the tensors, laid out back to back,
 // of a synthetic projector of kind for a text model textEmbd wide.
-func projector(kind string, textEmbd int) ([]kv, []TensorInfo, error) {
+func projector(kind string, textEmbd int, shape ProjectorShape) ([]kv, []TensorInfo, error) {
 	if !slices.Contains(ProjectorKinds, kind) {
 		return nil, nil, fmt.Errorf("unknown projector kind %q; known: %s", kind, strings.Join(ProjectorKinds, ", "))
 	}
 	if textEmbd <= 0 || textEmbd > maxProjectorEmbd {
 		return nil, nil, fmt.Errorf("projector for a text model %d wide: want 1 to %d", textEmbd, maxProjectorEmbd)
+	}
+	sh := shape
+	if sh.Embd <= 0 || sh.Embd > maxProjectorEmbd || sh.FF <= 0 || sh.FF > maxProjectorEmbd || sh.Heads <= 0 || sh.Embd%sh.Heads != 0 ||
+		sh.Layers <= 0 || sh.Layers > 256 || sh.PatchSize <= 0 || sh.ImageSize < 2*sh.PatchSize || sh.ImageSize > 4096 || sh.ImageSize%(2*sh.PatchSize) != 0 {
+		return nil, nil, fmt.Errorf("projector shape %+v: want widths of 1 to %d, heads dividing the width, 1 to 256 layers, and an image side of 2 to 4096 patches' worth, a multiple of 2 patches", sh, maxProjectorEmbd)
 	}
 	modality, prefix, eps := "vision", "v", float32(1e-6)
 	if kind == "qwen2a" {
@@ -117,25 +143,25 @@ func projector(kind string, textEmbd int) ([]kv, []TensorInfo, error) {
 		{"clip.projector_type", kind},
 	}
 	add := func(key string, v any) { kvs = append(kvs, kv{"clip." + modality + "." + key, v}) }
-	add("embedding_length", u(projEmbd))
-	add("feed_forward_length", u(projFF))
-	add("block_count", u(projLayers))
-	add("attention.head_count", u(projHeads))
+	add("embedding_length", u(sh.Embd))
+	add("feed_forward_length", u(sh.FF))
+	add("block_count", u(sh.Layers))
+	add("attention.head_count", u(sh.Heads))
 	add("projection_dim", u(textEmbd)) // required, though neither kind uses it
 	add("attention.layer_norm_epsilon", eps)
 
-	e, ff, n := uint64(projEmbd), uint64(projFF), uint64(textEmbd)
+	e, ff, n := uint64(sh.Embd), uint64(sh.FF), uint64(textEmbd)
 	var ts []TensorInfo
 	t := func(name string, dims ...uint64) { ts = append(ts, TensorInfo{Name: name, Dims: dims, Type: TypeF32}) }
 	if kind == "gemma3" {
-		add("image_size", u(projImageSize))
-		add("patch_size", u(projPatchSize))
+		add("image_size", u(sh.ImageSize))
+		add("patch_size", u(sh.PatchSize))
 		add("projector.scale_factor", u(projScaleFactor))
 		add("image_mean", []float32{0.5, 0.5, 0.5})
 		add("image_std", []float32{0.5, 0.5, 0.5})
 		kvs = append(kvs, kv{"clip.use_gelu", true})
-		p := uint64(projPatchSize)
-		patches := uint64(projImageSize/projPatchSize) * uint64(projImageSize/projPatchSize)
+		p := uint64(sh.PatchSize)
+		patches := uint64(sh.ImageSize/sh.PatchSize) * uint64(sh.ImageSize/sh.PatchSize)
 		t("v.patch_embd.weight", p, p, 3, e)
 		t("v.patch_embd.bias", e)
 		t("v.position_embd.weight", e, patches)
@@ -147,7 +173,7 @@ func projector(kind string, textEmbd int) ([]kv, []TensorInfo, error) {
 		t("a.conv1d.2.bias", 1, e)
 		t("a.position_embd.weight", e, projAudioPos)
 	}
-	for il := range projLayers {
+	for il := range sh.Layers {
 		b := fmt.Sprintf("%s.blk.%d.", prefix, il)
 		t(b+"ln1.weight", e)
 		t(b+"ln1.bias", e)

@@ -413,3 +413,7 @@ func (c *Context) DecodeEmbd(embd []float32, n, pos0, seq int) error {
 // calls: off for a medium whose tokens attend to each other both ways
 // (MediaChunk.NonCausal).
 func (c *Context) SetCausalAttn(on bool) { C.llama_set_causal_attn(c.c, C.bool(on)) }
+
+// SetThreads sets the threads the next Decode calls compute with, at
+// most ContextParams.Threads when the context has a thread pool.
+func (c *Context) SetThreads(n int) { C.llama_set_n_threads(c.c, C.int32_t(n), C.int32_t(n)) }
