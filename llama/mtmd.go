@@ -87,6 +87,11 @@ func (p *Projector) Vision() bool { return bool(C.mtmd_support_vision(p.p)) }
 // Audio reports whether the projector takes audio.
 func (p *Projector) Audio() bool { return bool(C.mtmd_support_audio(p.p)) }
 
+// MRoPE reports whether the model places a medium's embeddings with
+// M-RoPE's positions (the Qwen2-VL family: an image's are 2-D, and it
+// takes fewer positions than cells).
+func (p *Projector) MRoPE() bool { return bool(C.mtmd_decode_use_mrope(p.p)) }
+
 // AudioSampleRate is the rate in Hz of the mono samples TokenizeAudio
 // takes; 0 when the projector takes no audio.
 func (p *Projector) AudioSampleRate() int { return max(0, int(C.mtmd_get_audio_sample_rate(p.p))) }
