@@ -35,11 +35,16 @@ type Footprint struct {
 	// HostCache is Config.HostCacheBytes: the most the cache of evicted
 	// prefixes holds, filled over time.
 	HostCache int64
+	// Projector is Config.MMProj's multimodal projector, on the host: its
+	// weights, which clip.cpp reads into memory of its own at load (not
+	// a mapping), and its encoders' compute buffers and graph metadata
+	// (see EstimateProjector). 0 without one.
+	Projector int64
 }
 
 // Total is the sum of the parts.
 func (f Footprint) Total() int64 {
-	return f.Weights + f.KV + f.Compute + f.Overhead + f.HostCache
+	return f.Weights + f.KV + f.Compute + f.Overhead + f.HostCache + f.Projector
 }
 
 // ErrEstimate means EstimateMemory cannot estimate the model: a key it
@@ -127,6 +132,7 @@ const (
 //   - Overhead: 1 MiB, 1 KiB a graph node, 180 B a vocabulary token and
 //     150 B a BPE merge (see the constants).
 //   - HostCache: cfg.HostCacheBytes.
+//   - Projector: cfg.MMProj's, from its header (see EstimateProjector).
 //
 // Weights and KV match what llama.cpp reports allocating to the byte. On
 // llama.cpp b10573 (its flash-attention graph keeps only an F16 mask) the
@@ -207,13 +213,131 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 		pool := (h.embd*tokens + tokens*lanes + h.embd*lanes) * 4
 		compute = graph + out + pool
 	}
+	var proj int64
+	if cfg.MMProj != "" {
+		pmd, err := gguf.ReadMetadata(cfg.MMProj)
+		if err != nil {
+			return Footprint{}, fmt.Errorf("%w: projector: %w", ErrEstimate, err)
+		}
+		if proj, err = EstimateProjector(pmd); err != nil {
+			return Footprint{}, err
+		}
+	}
 	return Footprint{
 		Weights:   weights,
 		KV:        kv,
 		Compute:   compute,
 		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges,
 		HostCache: max(cfg.HostCacheBytes, 0),
+		Projector: proj,
 	}, nil
+}
+
+// The projector estimate's terms.
+const (
+	// projectorMeta is the graph metadata clip.cpp allocates for each
+	// encoder: 8,192 nodes (its max_nodes) of ggml_tensor_overhead(),
+	// 368 bytes, and the graph's own.
+	projectorMeta = 3 << 20
+	// whisperPositions is the positions of a Whisper-style audio
+	// encoder: clip.cpp's warmup takes 3,000 mel frames (30 s), which
+	// its stride-2 convolution halves.
+	whisperPositions = 1500
+	// whisperFrames is those mel frames.
+	whisperFrames = 3000
+)
+
+// EstimateProjector estimates the host memory of the multimodal
+// projector md describes (an mmproj GGUF, general.architecture "clip")
+// once libmtmd has loaded it on the CPU (Config.MMProj):
+//
+//   - its weights: the span of tensor data in the file, as for a model
+//     (clip.cpp reads them into a buffer of their own);
+//   - for each encoder (vision, audio), its compute buffer as clip.cpp's
+//     warmup sizes it, with flash attention (on for the CPU): for T
+//     positions through its E-wide layers with F-wide feed-forwards,
+//     (F + 3E)×T F32 activations, plus its input (3×S² values for an
+//     S×S image, mel bins × 3,000 frames for audio);
+//   - 3 MiB of graph metadata per encoder.
+//
+// T is the rows of the encoder's position embeddings
+// ({v,a}.position_embd.weight), else (image_size/patch_size)² for vision
+// and 1,500 for audio. The (F + 3E)×T term is what libmtmd b10573
+// reported to the byte for Gemma 3 SigLIP encoders (896 px in 14 px
+// patches, E 1152, F 4304: 121.25 MiB; 448 px, E 768, F 3072: 21.00 MiB)
+// and Whisper encoders (E 1280, F 5120: 51.27 MiB; E 512, F 2048: 20.51
+// MiB), whatever their layer count; the input term is a margin for the
+// convolutions, pooling and projection around the layers, which outweigh
+// them in tiny encoders: for corral synth --mmproj's (E 64, F 128)
+// libmtmd reported 0.14 MiB (gemma3; 0.125 estimated, short by the
+// projection to the text model's width) and 2.29 MiB (qwen2a; 2.75
+// estimated), the metadata allowance covering the difference.
+// Projectors whose images grow past image_size (dynamic resolution:
+// Qwen2-VL, Pixtral) warm up at a fixed size and take more when a larger
+// image comes: the estimate is their warmup's.
+//
+// A file that is no projector, or whose encoder lacks a width, gets
+// ErrEstimate.
+func EstimateProjector(md *gguf.Metadata) (int64, error) {
+	if !md.IsProjector() {
+		return 0, fmt.Errorf("%w: projector: general.architecture %q, not %q", ErrEstimate, md.Architecture, gguf.ProjectorArchitecture)
+	}
+	total, err := weightBytes(md)
+	if err != nil {
+		return 0, err
+	}
+	vision, audio := md.ProjectorInputs()
+	for _, enc := range []struct {
+		on            bool
+		modality, pfx string
+	}{{vision, "vision", "v"}, {audio, "audio", "a"}} {
+		if !enc.on {
+			continue
+		}
+		key := func(k string) string { return "clip." + enc.modality + "." + k }
+		e, err := count(md, key("embedding_length"), 0)
+		if err != nil {
+			return 0, err
+		}
+		if e <= 0 {
+			return 0, fmt.Errorf("%w: projector: no %s", ErrEstimate, key("embedding_length"))
+		}
+		ff, err := count(md, key("feed_forward_length"), 4*e)
+		if err != nil {
+			return 0, err
+		}
+		var positions, input int64
+		if i := slices.IndexFunc(md.Tensors, func(t gguf.TensorInfo) bool { return t.Name == enc.pfx+".position_embd.weight" }); i >= 0 {
+			if d := md.Tensors[i].Dims; len(d) >= 2 && d[1] <= maxCount {
+				positions = int64(d[1])
+			}
+		}
+		if enc.modality == "vision" {
+			size, err := count(md, key("image_size"), 0)
+			if err != nil {
+				return 0, err
+			}
+			patch, err := count(md, key("patch_size"), 0)
+			if err != nil {
+				return 0, err
+			}
+			if positions == 0 && size > 0 && patch > 0 {
+				positions = (size / patch) * (size / patch)
+			}
+			input = 3 * size * size * 4
+		} else {
+			mels, err := count(md, key("num_mel_bins"), 128)
+			if err != nil {
+				return 0, err
+			}
+			if positions == 0 {
+				positions = whisperPositions
+			}
+			input = mels * whisperFrames * 4
+		}
+		total += (ff+3*e)*positions*4 + input + projectorMeta
+	}
+	return total, nil
 }
 
 // hparams are the dimensions the estimate needs, as llama.cpp reads them.

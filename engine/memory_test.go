@@ -21,6 +21,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -715,3 +716,113 @@ func memTable(ms []memMeasurement) string {
 
 // mibs formats n bytes in MiB.
 func mibs(n int64) string { return fmt.Sprintf("%.2f", float64(n)/mib) }
+
+// projectorSpan is the span of md's tensor data: the weights of a
+// projector as EstimateProjector counts them.
+func projectorSpan(t *testing.T, md *gguf.Metadata) int64 {
+	t.Helper()
+	var lo, hi uint64 = math.MaxUint64, 0
+	for _, ti := range md.Tensors {
+		size, ok := ti.Size()
+		if !ok {
+			t.Fatalf("%s: no size", ti.Name)
+		}
+		lo, hi = min(lo, ti.Offset), max(hi, ti.Offset+size)
+	}
+	return int64(hi - lo)
+}
+
+// TestEstimateProjector: a projector's estimate is its weights, and for
+// each encoder (F + 3E) × T F32 activations (T its position embeddings'
+// rows), its input and 3 MiB of graph metadata; EstimateMemory adds it
+// to a model's footprint as Footprint.Projector. Without position
+// embeddings T is (image_size/patch_size)², or 1,500 for audio: for the
+// SigLIP encoder of Gemma 3 (896 px, 14 px patches, E 1152, F 4304) the
+// activations are the 121.25 MiB libmtmd b10573 reports.
+func TestEstimateProjector(t *testing.T) {
+	dir := t.TempDir()
+	const meta = 3 << 20
+	for _, tc := range []struct {
+		kind    string
+		compute int64
+	}{
+		// E 64, F 128: 64 patches of a 64×64 RGB image; 1,500 positions
+		// of 80 mel bins × 3,000 frames.
+		{"gemma3", (128+3*64)*64*4 + 3*64*64*4 + meta},
+		{"qwen2a", (128+3*64)*1500*4 + 80*3000*4 + meta},
+	} {
+		model, proj := testsynth.Projector(t, dir, tc.kind)
+		pmd, err := gguf.ReadMetadata(proj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := engine.EstimateProjector(pmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := projectorSpan(t, pmd) + tc.compute; got != want {
+			t.Errorf("%s projector: %d bytes, want %d (weights %d)", tc.kind, got, want, projectorSpan(t, pmd))
+		}
+		md, err := gguf.ReadMetadata(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := engine.Config{ModelPath: model}
+		without, err := engine.EstimateMemory(md, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MMProj = proj
+		with, err := engine.EstimateMemory(md, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if with.Projector != got || without.Projector != 0 || with.Total()-without.Total() != got {
+			t.Errorf("%s: footprint with the projector %+v (total %d), without %+v (total %d); want %d more, in Projector", tc.kind, with, with.Total(), without, without.Total(), got)
+		}
+	}
+
+	// Gemma 3's SigLIP encoder, and a Whisper encoder beside it in one
+	// file (Qwen2.5-Omni's layout), without position embeddings.
+	weights := []gguf.TensorInfo{{Name: "v.patch_embd.weight", Dims: []uint64{1000}, Type: gguf.TypeF32}}
+	md := &gguf.Metadata{Architecture: "clip", Tensors: weights, KV: map[string]any{
+		"clip.has_vision_encoder":         true,
+		"clip.vision.embedding_length":    uint32(1152),
+		"clip.vision.feed_forward_length": uint32(4304),
+		"clip.vision.image_size":          uint32(896),
+		"clip.vision.patch_size":          uint32(14),
+	}}
+	siglip := int64(4000) + 121.25*mib + 3*896*896*4 + meta
+	if got, err := engine.EstimateProjector(md); err != nil || got != siglip {
+		t.Errorf("SigLIP: %d, %v; want %d", got, err, siglip)
+	}
+	md.KV["clip.has_audio_encoder"] = true
+	md.KV["clip.audio.embedding_length"] = uint32(1280)
+	md.KV["clip.audio.feed_forward_length"] = uint32(5120)
+	md.KV["clip.audio.num_mel_bins"] = uint32(128)
+	whisper := int64((5120+3*1280)*1500*4 + 128*3000*4 + meta) // 51.27 MiB reported
+	if got, err := engine.EstimateProjector(md); err != nil || got != siglip+whisper {
+		t.Errorf("SigLIP and Whisper: %d, %v; want %d", got, err, siglip+whisper)
+	}
+
+	for _, tc := range []struct {
+		name, want string
+		md         *gguf.Metadata
+	}{
+		{"a model", `general.architecture "llama"`, &gguf.Metadata{Architecture: "llama", Tensors: weights}},
+		{"no width", "clip.vision.embedding_length", &gguf.Metadata{Architecture: "clip", Tensors: weights, KV: map[string]any{"clip.has_vision_encoder": true}}},
+		{"no tensors", "no tensors", &gguf.Metadata{Architecture: "clip"}},
+	} {
+		if _, err := engine.EstimateProjector(tc.md); !errors.Is(err, engine.ErrEstimate) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrEstimate naming %q", tc.name, err, tc.want)
+		}
+	}
+	model, _ := testsynth.Projector(t, dir, "gemma3")
+	mmd, err := gguf.ReadMetadata(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.EstimateMemory(mmd, engine.Config{ModelPath: model, MMProj: filepath.Join(dir, "none.gguf")}); !errors.Is(err, engine.ErrEstimate) || !strings.Contains(err.Error(), "projector") {
+		t.Errorf("a missing projector: %v, want ErrEstimate naming it", err)
+	}
+}

@@ -81,9 +81,10 @@ func (s Split) Device(name string) (DeviceFootprint, bool) {
 // device's compute buffer for the graph nodes it runs, which are at most
 // the whole graph, and the largest nodes (the attention over the cache,
 // the logits) run where the layers are. The host keeps the rest of the
-// weights and the KV, and all of Compute, Overhead and HostCache: the CPU
-// backend computes the input layer and the layers not offloaded, and the
-// logits are copied back to host memory. So Host.Weights + Σ Weights and
+// weights and the KV, and all of Compute, Overhead, HostCache and
+// Projector (libmtmd runs it on the CPU): the CPU backend computes the
+// input layer and the layers not offloaded, and the logits are copied
+// back to host memory. So Host.Weights + Σ Weights and
 // Host.KV + Σ KV are EstimateMemory's Weights and KV (plus the copy of a
 // tied output matrix), and compute is counted once per device and once
 // on the host: conservative, never short.

@@ -197,6 +197,10 @@ func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 			// model's layers are (its output layer counted).
 			"devices": devices,
 			"offload": map[string]any{"n_gpu_layers": info.GPULayers, "n_layers": info.Layers, "devices": used},
+			// The media its projector (--mmproj) takes, as
+			// llama-server tells them; never video (libmtmd's video
+			// needs ffmpeg, which corral's build leaves out).
+			"modalities": map[string]bool{"vision": info.Vision, "video": false, "audio": info.Audio},
 		}
 		if tt := m.ToolTemplate(); tt != nil {
 			props["chat_template_tool_use"] = tt.Source()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-llm/corral/gate"
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -31,8 +32,55 @@ type modelEntry struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	// Error is why its last load failed.
 	Error string `json:"error,omitempty"`
+	// Architecture is what the model takes and gives, in the fields
+	// llama-server's router lists for each model (loaded or not): text,
+	// and the media its projector takes.
+	Architecture modelArchitecture `json:"architecture"`
+	// Capabilities are llama-server's: "completion", and "multimodal"
+	// for a model with a projector.
+	Capabilities []string `json:"capabilities"`
 	// Meta describes a loaded model in llama-server's fields.
 	Meta *modelMeta `json:"meta,omitempty"`
+}
+
+// modelArchitecture is llama-server's router's architecture of a model:
+// input_modalities "text", then "image" and "audio" as its projector
+// takes them; output_modalities "text".
+type modelArchitecture struct {
+	InputModalities  []string `json:"input_modalities"`
+	OutputModalities []string `json:"output_modalities"`
+}
+
+// newModelArchitecture describes a model that takes images (vision)
+// and audio as told, and whether it has a projector at all.
+func newModelArchitecture(projector, vision, audio bool) (modelArchitecture, []string) {
+	a := modelArchitecture{InputModalities: []string{"text"}, OutputModalities: []string{"text"}}
+	if vision {
+		a.InputModalities = append(a.InputModalities, "image")
+	}
+	if audio {
+		a.InputModalities = append(a.InputModalities, "audio")
+	}
+	caps := []string{"completion"}
+	if projector {
+		caps = append(caps, "multimodal")
+	}
+	return a, caps
+}
+
+// projectorInputs reads which media the projector at path takes from its
+// header, as llama-server's router does for a model it has not loaded;
+// none when there is no projector or its header cannot be read.
+func projectorInputs(path string) (projector, vision, audio bool) {
+	if path == "" {
+		return false, false, false
+	}
+	md, err := gguf.ReadMetadata(path)
+	if err != nil || !md.IsProjector() {
+		return false, false, false
+	}
+	vision, audio = md.ProjectorInputs()
+	return true, vision, audio
 }
 
 type modelMeta struct {
@@ -108,6 +156,14 @@ func Models(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 				m.Error = serving.LoadFailed(st.ID)
 			}
 		}
+		var projector, vision, audio bool
+		if st.Model != nil {
+			info := st.Model.Info()
+			projector, vision, audio = info.Vision || info.Audio, info.Vision, info.Audio
+		} else if spec, err := c.Registry().Spec(st.ID); err == nil {
+			projector, vision, audio = projectorInputs(spec.Engine.MMProj)
+		}
+		m.Architecture, m.Capabilities = newModelArchitecture(projector, vision, audio)
 		if st.Model != nil {
 			info := st.Model.Info()
 			m.Created = info.Created.Unix()

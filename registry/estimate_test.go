@@ -10,6 +10,7 @@ import (
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -125,5 +126,45 @@ func TestPlaceFromFile(t *testing.T) {
 	cfg.Offload = llama.Offload{GPULayers: llama.GPULayersAll, Devices: []string{"GPU7"}}
 	if _, err = PlaceFromFile(Spec{ID: "m", Engine: cfg}, devs); err == nil || !strings.Contains(err.Error(), "GPU7") {
 		t.Errorf("an unknown device: %v", err)
+	}
+}
+
+// TestEstimateFromFileProjector: the budget's need of a model with a
+// projector (Engine.MMProj) counts the projector's estimate on top of
+// the model's, and on the host in every placement (libmtmd runs it on
+// the CPU).
+func TestEstimateFromFileProjector(t *testing.T) {
+	model, proj := testsynth.Projector(t, t.TempDir(), "gemma3")
+	cfg := engine.Config{ModelPath: model}
+	without, err := EstimateFromFile(Spec{ID: "m", Engine: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MMProj = proj
+	with, err := EstimateFromFile(Spec{ID: "m", Engine: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pmd, err := gguf.ReadMetadata(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := engine.EstimateProjector(pmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with-without != want || want <= 0 {
+		t.Errorf("need with the projector %d, without %d: %d more, want the projector's %d", with, without, with-without, want)
+	}
+	md, err := gguf.ReadMetadata(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := engine.EstimateSplit(md, cfg, llama.GPULayersAll, []string{"GPU0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Host.Projector != want {
+		t.Errorf("all layers offloaded: the host keeps %d of the projector, want %d", s.Host.Projector, want)
 	}
 }

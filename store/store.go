@@ -87,7 +87,9 @@ func Inspect(path string) (Model, *gguf.Metadata, error) {
 
 // List returns the models in dir, most recently modified first. A file
 // whose header cannot be read is listed with the error in its Err. A
-// directory that does not exist holds no models.
+// directory that does not exist holds no models. Multimodal projectors
+// are not models and are left out: files named as projectors are (see
+// gguf.IsProjectorName), and files whose general.architecture is "clip".
 func List(dir string) ([]Model, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -99,12 +101,15 @@ func List(dir string) ([]Model, error) {
 	var models []Model
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasSuffix(name, ext) || strings.HasPrefix(name, ".") {
+		if !strings.HasSuffix(name, ext) || strings.HasPrefix(name, ".") || gguf.IsProjectorName(name) {
 			continue
 		}
-		m, _, err := Inspect(filepath.Join(dir, name))
+		m, md, err := Inspect(filepath.Join(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since ReadDir, or a dangling link
+		}
+		if md != nil && md.IsProjector() {
+			continue
 		}
 		models = append(models, m)
 	}

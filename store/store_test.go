@@ -86,6 +86,34 @@ func TestList(t *testing.T) {
 	}
 }
 
+// TestListSkipsProjectors: multimodal projectors beside the models are
+// not models: not those named as projectors (whatever they hold), nor a
+// "clip" file named like a model.
+func TestListSkipsProjectors(t *testing.T) {
+	dir := t.TempDir()
+	writeModel(t, dir, "tiny", "tiny", time.Now())
+	for _, name := range []string{"tiny.mmproj.gguf", "mmproj-tiny-f16.gguf", "vision-encoder.gguf"} {
+		if err := gguf.WriteSyntheticProjector(filepath.Join(dir, name), "gemma3", 64, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Named as a projector, though its header cannot be read.
+	if err := os.WriteFile(filepath.Join(dir, "MMPROJ-Other.gguf"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	models, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range models {
+		ids = append(ids, m.ID)
+	}
+	if got := strings.Join(ids, " "); got != "tiny" {
+		t.Errorf("models %q, want tiny alone", got)
+	}
+}
+
 // The shared test models: one without general.file_type, whose
 // quantization is guessed from its tensors.
 func TestInspectSharedModels(t *testing.T) {

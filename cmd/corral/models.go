@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -194,11 +195,20 @@ func runShow(_ context.Context, args []string) error {
 	}
 	row("vocab size", md.VocabSize)
 	row("file", fmt.Sprintf("%s (%s)", path, registry.FormatBytes(m.Size)))
+	// The projector corral serve would find beside it.
+	mmproj := findProjector(path, slog.New(slog.DiscardHandler))
+	if mmproj != "" {
+		row("projector", mmproj)
+	}
 	// What corral serve reserves for it with its defaults, less --cache-ram.
-	if fp, err := engine.EstimateMemory(md, engine.Config{ModelPath: path}); err == nil {
-		row("memory (serve defaults)", fmt.Sprintf("%s: weights %s, KV %s, compute %s, other %s; plus --cache-ram",
+	if fp, err := engine.EstimateMemory(md, engine.Config{ModelPath: path, MMProj: mmproj}); err == nil {
+		proj := ""
+		if fp.Projector > 0 {
+			proj = ", projector " + registry.FormatBytes(fp.Projector)
+		}
+		row("memory (serve defaults)", fmt.Sprintf("%s: weights %s, KV %s, compute %s, other %s%s; plus --cache-ram",
 			registry.FormatBytes(fp.Total()), registry.FormatBytes(fp.Weights), registry.FormatBytes(fp.KV),
-			registry.FormatBytes(fp.Compute), registry.FormatBytes(fp.Overhead)))
+			registry.FormatBytes(fp.Compute), registry.FormatBytes(fp.Overhead), proj))
 	} else {
 		row("memory (serve defaults)", err)
 	}

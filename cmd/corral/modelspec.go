@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/llama"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/registry"
@@ -130,6 +133,7 @@ func fileID(path string) string {
 //	    split_mode: layer    # optional, like --split-mode
 //	    tensor_split: 3,1    # optional, like --tensor-split
 //	    main_gpu: 0          # optional, like --main-gpu
+//	    mmproj: gemma3.mmproj.gguf  # optional, like --mmproj ("": none, no discovery)
 type modelConfig struct {
 	Models []struct {
 		ID                  string         `yaml:"id"`
@@ -157,21 +161,50 @@ type modelConfig struct {
 		SplitMode           string         `yaml:"split_mode"`
 		TensorSplit         string         `yaml:"tensor_split"`
 		MainGPU             *int           `yaml:"main_gpu"`
+		MMProj              *string        `yaml:"mmproj"`
 	} `yaml:"models"`
+}
+
+// projectorFlags are --mmproj and --no-mmproj.
+type projectorFlags struct {
+	// file is --mmproj: the projector of the one model given with -m.
+	file string
+	// off is --no-mmproj: no projector is looked for beside the models
+	// (findProjector); a model's mmproj in --config still loads.
+	off bool
+	// log is where a projector found beside a model is told (nil:
+	// slog.Default).
+	log *slog.Logger
 }
 
 // modelSpecs gathers the models to serve from -m flags, a models
 // directory and a config file, in that order; base (its engine, chat
 // template, template variables and tool-call format) configures each
 // unless the config file says otherwise (a model's chat_template_kwargs
-// override base's one by one).
-func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([]registry.Spec, error) {
+// override base's one by one). Each model's multimodal projector is
+// proj.file for the -m model, its mmproj in the config file, or else
+// (unless proj.off) the one findProjector finds beside it; each is
+// checked to be a projector (checkProjector).
+func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string, proj projectorFlags) ([]registry.Spec, error) {
+	if proj.log == nil {
+		proj.log = slog.Default()
+	}
 	var specs []registry.Spec
+	// chosen: the specs whose projector was given (or refused), by index.
+	chosen := map[int]bool{}
 	add := func(id, path string) *registry.Spec {
 		s := base
 		s.ID, s.Engine.ModelPath, s.Engine.Name = id, path, id
 		specs = append(specs, s)
 		return &specs[len(specs)-1]
+	}
+	if proj.file != "" {
+		if len(flags) != 1 || dir != "" || configPath != "" {
+			return nil, errors.New("--mmproj is the projector of the one model given with -m; give each model of --config its mmproj")
+		}
+		if err := checkProjector(proj.file); err != nil {
+			return nil, fmt.Errorf("--mmproj %w", err)
+		}
 	}
 	for _, f := range flags {
 		// A file, or the id of a model in the model directory.
@@ -183,25 +216,27 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 		if id == "" {
 			id = fileID(path)
 		}
-		add(id, path)
+		if err := notProjector(path); err != nil {
+			return nil, fmt.Errorf("-m %w", err)
+		}
+		add(id, path).Engine.MMProj = proj.file
+		chosen[len(specs)-1] = proj.file != ""
 	}
 	if len(flags) == 0 && dir == "" && configPath == "" {
 		// No model named: every model pulled into the model directory.
 		dir = store.DefaultDir()
-		if paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(paths) == 0 {
+		if paths, _ := modelFiles(dir); len(paths) == 0 {
 			return nil, fmt.Errorf("no model: give -m FILE, --models-dir DIR or --config FILE, or corral pull one into %s", dir)
 		}
 	}
 	if dir != "" {
-		paths, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
+		paths, err := modelFiles(dir)
 		if err != nil {
 			return nil, fmt.Errorf("--models-dir: %w", err)
 		}
-		paths = slices.DeleteFunc(paths, func(p string) bool { return strings.HasPrefix(filepath.Base(p), ".") })
 		if len(paths) == 0 {
-			return nil, fmt.Errorf("--models-dir %s: no .gguf files", dir)
+			return nil, fmt.Errorf("--models-dir %s: no .gguf files (projectors are not models)", dir)
 		}
-		slices.Sort(paths)
 		for _, p := range paths {
 			add(fileID(p), p)
 		}
@@ -229,7 +264,23 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 			if id == "" {
 				id = fileID(m.Path)
 			}
+			if err := notProjector(m.Path); err != nil {
+				return nil, fmt.Errorf("%s: path %w", where, err)
+			}
 			s := add(id, m.Path)
+			if m.MMProj != nil {
+				p := *m.MMProj
+				if p != "" && !filepath.IsAbs(p) {
+					p = filepath.Join(filepath.Dir(configPath), p)
+				}
+				if p != "" {
+					if err := checkProjector(p); err != nil {
+						return nil, fmt.Errorf("%s: mmproj %w", where, err)
+					}
+				}
+				s.Engine.MMProj = p
+				chosen[len(specs)-1] = true
+			}
 			if m.CtxSize != nil {
 				s.Engine.CtxSize = *m.CtxSize
 			}
@@ -342,15 +393,149 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string) ([
 			}
 		}
 	}
-	for _, s := range specs {
+	for i := range specs {
+		s := &specs[i]
 		if _, err := os.Stat(s.Engine.ModelPath); err != nil {
 			return nil, fmt.Errorf("model %s: %w", s.ID, err)
 		}
 		if err := checkCacheTypes(s.Engine); err != nil {
 			return nil, fmt.Errorf("model %s: %w", s.ID, err)
 		}
+		if !chosen[i] && !proj.off {
+			s.Engine.MMProj = findProjector(s.Engine.ModelPath, proj.log.With("model", s.ID))
+		}
 	}
 	return specs, nil
+}
+
+// modelFiles are the models of dir (--models-dir): its .gguf files, not
+// hidden, that are not multimodal projectors (isProjectorFile), sorted.
+func modelFiles(dir string) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
+	if err != nil {
+		return nil, err
+	}
+	paths = slices.DeleteFunc(paths, func(p string) bool { return strings.HasPrefix(filepath.Base(p), ".") || isProjectorFile(p) })
+	slices.Sort(paths)
+	return paths, nil
+}
+
+// isProjectorFile reports whether the GGUF file at path is a multimodal
+// projector, not a model: named as one (gguf.IsProjectorName), or with a
+// header whose general.architecture is "clip". A file whose header cannot
+// be read is not one (loading it as a model says what is wrong).
+func isProjectorFile(path string) bool {
+	if gguf.IsProjectorName(filepath.Base(path)) {
+		return true
+	}
+	md, err := gguf.ReadMetadata(path)
+	return err == nil && md.IsProjector()
+}
+
+// notProjector refuses a model file (-m, a path in --config) that is a
+// multimodal projector by its header, naming --mmproj. A file whose
+// header cannot be read passes: its load says what is wrong.
+func notProjector(path string) error {
+	if md, err := gguf.ReadMetadata(path); err == nil && md.IsProjector() {
+		return fmt.Errorf("%s is a multimodal projector (general.architecture %q), not a model: give it with --mmproj (mmproj in --config)", path, md.Architecture)
+	}
+	return nil
+}
+
+// checkProjector checks that path is a multimodal projector: an existing
+// GGUF file whose general.architecture is "clip" (the error starts with
+// the path, for the caller to prefix with its flag).
+func checkProjector(path string) error {
+	md, err := gguf.ReadMetadata(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: no such file", path)
+		}
+		return fmt.Errorf("%s: not a GGUF file corral can read: %w", path, err)
+	}
+	if !md.IsProjector() {
+		return fmt.Errorf("%s: not a multimodal projector: its general.architecture is %q, not %q", path, md.Architecture, gguf.ProjectorArchitecture)
+	}
+	return nil
+}
+
+// findProjector returns the multimodal projector beside the model at
+// path, or "" when there is none it can be sure of. It tries, in the
+// model's folder, for MODEL.gguf:
+//
+//  1. MODEL.mmproj.gguf (what corral synth --mmproj writes);
+//  2. mmproj-MODEL.gguf;
+//  3. the one file named mmproj*.gguf, only when the folder holds no
+//     other model than this one (a Hugging Face repository's layout:
+//     one model, one projector). With several models beside it, or
+//     several projectors (F16 and F32, say), none is taken: a projector
+//     made for another model would fail to load with this one, or worse,
+//     load and mislead it.
+//
+// A candidate must be a projector by its header (checkProjector); one
+// that is not is passed over with a warning. What it finds, or why it
+// takes none of several, it logs.
+func findProjector(path string, log *slog.Logger) string {
+	dir, stem := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".gguf")
+	take := func(p, rule string) bool {
+		if _, err := os.Stat(p); err != nil {
+			return false
+		}
+		if err := checkProjector(p); err != nil {
+			log.Warn("projector beside the model passed over", "err", err)
+			return false
+		}
+		log.Info("projector found beside the model", "mmproj", p, "rule", rule)
+		return true
+	}
+	for _, c := range []struct{ name, rule string }{
+		{stem + gguf.ProjectorSuffix, "MODEL" + gguf.ProjectorSuffix},
+		{"mmproj-" + stem + ".gguf", "mmproj-MODEL.gguf"},
+	} {
+		if p := filepath.Join(dir, c.name); take(p, c.rule) {
+			return p
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	self, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	var projectors []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(strings.ToLower(name), ".gguf") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if strings.HasPrefix(strings.ToLower(name), "mmproj") {
+			projectors = append(projectors, p)
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && os.SameFile(fi, self) {
+			continue
+		}
+		if !isProjectorFile(p) {
+			return "" // another model: the projector may be its
+		}
+	}
+	switch len(projectors) {
+	case 0:
+		return ""
+	case 1:
+		if take(projectors[0], "the one mmproj*.gguf beside the one model") {
+			return projectors[0]
+		}
+		return ""
+	}
+	for i, p := range projectors {
+		projectors[i] = filepath.Base(p)
+	}
+	log.Info("several projectors beside the model, none taken: give one with --mmproj (mmproj in --config)", "dir", dir, "projectors", strings.Join(projectors, ","))
+	return ""
 }
 
 // checkTemplateFile reads and parses a chat template file and renders a

@@ -64,7 +64,7 @@ models:
 		}
 	}
 	base := engine.Config{Parallel: 4, CtxSize: 0, HostCacheBytes: 1 << 30}
-	specs, err := modelSpecs(registry.Spec{Engine: base}, flags, dir, config)
+	specs, err := modelSpecs(registry.Spec{Engine: base}, flags, dir, config, projectorFlags{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,20 +116,20 @@ models:
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad); err == nil {
+		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad, projectorFlags{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// A quantized V needs flash attention, whoever asks for it.
 	noFA := base
 	noFA.NoFlashAttn = true
-	if _, err := modelSpecs(registry.Spec{Engine: noFA}, nil, "", config); err == nil || !strings.Contains(err.Error(), "model c: unsupported KV cache type: --cache-type-v q4_0 needs flash attention") {
+	if _, err := modelSpecs(registry.Spec{Engine: noFA}, nil, "", config, projectorFlags{}); err == nil || !strings.Contains(err.Error(), "model c: unsupported KV cache type: --cache-type-v q4_0 needs flash attention") {
 		t.Errorf("q4_0 V without flash attention: %v", err)
 	}
 	if err := flags.Set("=x.gguf"); err == nil {
 		t.Error("-m =x.gguf accepted")
 	}
-	if _, err := modelSpecs(registry.Spec{Engine: base}, nil, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "no .gguf") {
+	if _, err := modelSpecs(registry.Spec{Engine: base}, nil, t.TempDir(), "", projectorFlags{}); err == nil || !strings.Contains(err.Error(), "no .gguf") {
 		t.Errorf("empty models dir: %v", err)
 	}
 }
@@ -159,7 +159,7 @@ models:
 		t.Fatal(err)
 	}
 	base := registry.Spec{ChatTemplateFile: "/server.jinja", ChatTemplateKwargs: json.RawMessage(`{"enable_thinking": false, "reasoning_effort": "low"}`)}
-	specs, err := modelSpecs(base, nil, "", config)
+	specs, err := modelSpecs(base, nil, "", config, projectorFlags{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ models:
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := modelSpecs(registry.Spec{}, nil, "", bad); err == nil {
+		if _, err := modelSpecs(registry.Spec{}, nil, "", bad, projectorFlags{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -201,14 +201,14 @@ models:
 	if err := os.WriteFile(mutable, []byte("models:\n  - path: a.gguf\n    chat_template_file: "+kimi+"\n    chat_template_mutable: true\n  - path: a.gguf\n    id: b\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	specs, err = modelSpecs(registry.Spec{}, nil, "", mutable)
+	specs, err = modelSpecs(registry.Spec{}, nil, "", mutable, projectorFlags{})
 	if err != nil || !specs[0].ChatTemplateMutable || specs[1].ChatTemplateMutable {
 		t.Errorf("chat_template_mutable: %v, %+v", err, specs)
 	}
 	if err := os.WriteFile(mutable, []byte("models:\n  - path: a.gguf\n    chat_template_file: "+kimi+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := modelSpecs(registry.Spec{}, nil, "", mutable); err == nil || !strings.Contains(err.Error(), "--chat-template-mutable (chat_template_mutable: true in --config)") {
+	if _, err := modelSpecs(registry.Spec{}, nil, "", mutable, projectorFlags{}); err == nil || !strings.Contains(err.Error(), "--chat-template-mutable (chat_template_mutable: true in --config)") {
 		t.Errorf("Kimi K2's template without chat_template_mutable: %v", err)
 	}
 }

@@ -72,7 +72,7 @@ models:
 		t.Fatal(err)
 	}
 	base := engine.Config{Offload: llama.Offload{GPULayers: llama.GPULayersAll, Devices: []string{"Vulkan0"}, SplitMode: llama.SplitRow, MainGPU: 1}}
-	specs, err := modelSpecs(registry.Spec{Engine: base}, nil, "", config)
+	specs, err := modelSpecs(registry.Spec{Engine: base}, nil, "", config, projectorFlags{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ models:
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad); err == nil {
+		if _, err := modelSpecs(registry.Spec{Engine: base}, nil, "", bad, projectorFlags{}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

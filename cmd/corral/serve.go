@@ -92,6 +92,9 @@ func runServe(ctx context.Context, args []string) error {
 	kvPod := fs.String("kv-events-pod", "", "the pod in the KV events' topics, kv@POD@MODEL: the address a router sends this server's requests to (default: the listen address, HOST:PORT)")
 	tmpl := fs.String("chat-template", "", "built-in chat template `name` to use instead of the model's ("+strings.Join(chat.Names(), ", ")+")")
 	tmplFile := fs.String("chat-template-file", "", "Jinja chat template `file` to use instead of the model's")
+	var proj projectorFlags
+	fs.StringVar(&proj.file, "mmproj", "", "multimodal projector `file` (an mmproj GGUF, general.architecture clip) of the model given with -m: the model then takes images or audio (default: one found beside the model: MODEL.mmproj.gguf, mmproj-MODEL.gguf, or the one mmproj*.gguf beside a model alone in its folder)")
+	fs.BoolVar(&proj.off, "no-mmproj", false, "look for no multimodal projector beside the models (a model's mmproj in --config still loads)")
 	kwargsFlag := fs.String("chat-template-kwargs", "", "chat template variables every request gets, a JSON `object` such as '{\"enable_thinking\":false}'; a request's chat_template_kwargs override them")
 	mutable := fs.Bool("chat-template-mutable", false, "let chat templates change lists and dicts in place (list.append, pop, dict.update...: Kimi K2's templates append), which transformers' sandbox refuses; without it such a template is refused at load")
 	toolFormat := fs.String("tool-format", "", "tool-call `format` to read from answers instead of the one the chat template implies ("+strings.Join(toolcall.Names(), ", ")+")")
@@ -214,6 +217,9 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		kwargs = json.RawMessage(*kwargsFlag)
 	}
+	if proj.file != "" && proj.off {
+		return errors.New("--mmproj and --no-mmproj: give one")
+	}
 	if *tmplFile != "" {
 		if err := checkTemplateFile(*tmplFile, kwargs, *mutable); err != nil {
 			return fmt.Errorf("--chat-template-file %w", err)
@@ -241,7 +247,8 @@ func runServe(ctx context.Context, args []string) error {
 	if *reasoningBudget >= 0 {
 		base.ReasoningBudget = reasoningBudget
 	}
-	specs, err := modelSpecs(base, models, *modelsDir, *configPath)
+	proj.log = log
+	specs, err := modelSpecs(base, models, *modelsDir, *configPath, proj)
 	if err != nil {
 		return err
 	}
@@ -431,7 +438,11 @@ func serveModels(ctx context.Context, ln net.Listener, specs []registry.Spec, rc
 	logCPU(log)
 	logDevices(log)
 	for _, s := range reg.Status() {
-		log.Info("model", "id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need), "device_need", deviceNeedText(s.Devices))
+		args := []any{"id", s.ID, "path", s.Path, "need", registry.FormatBytes(s.Need), "device_need", deviceNeedText(s.Devices)}
+		if spec, err := reg.Spec(s.ID); err == nil && spec.Engine.MMProj != "" {
+			args = append(args, "mmproj", spec.Engine.MMProj)
+		}
+		log.Info("model", args...)
 	}
 	if len(specs) == 1 {
 		l, err := reg.Acquire(sctx, "")
