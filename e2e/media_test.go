@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -179,4 +181,102 @@ func TestChatMediaRefused(t *testing.T) {
 	if e, param, code := openAIError(t, b); status != http.StatusBadRequest || param != "messages" || code != "unsupported_modality" || !strings.Contains(e.Message, "--mmproj") {
 		t.Errorf("an image for a model without a projector: %d %s", status, b)
 	}
+}
+
+// TestSDKTranscription: openai-go's transcription client sends a WAV file
+// to /v1/audio/transcriptions, whole and streamed, with and without a
+// language; the text and the input tokens are llama-server's (greedy, 12
+// tokens: the server's default cap here). Other formats and models are
+// refused in OpenAI's error shape.
+func TestSDKTranscription(t *testing.T) {
+	wav, err := os.ReadFile(filepath.Join(testsynth.MediaDir(), "sine-440-1s.wav"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := mediaServer(t, "qwen2a", engine.Config{MaxTokensDefault: 12})
+	client := sdkClient(ts)
+	for _, c := range []struct {
+		language string
+		input    int64
+	}{{"", 852}, {"en", 864}} {
+		params := openai.AudioTranscriptionNewParams{File: openai.File(bytes.NewReader(wav), "sine.wav", "audio/wav"), Model: "tiny"}
+		if c.language != "" {
+			params.Language = openai.String(c.language)
+		}
+		res, err := client.Audio.Transcriptions.New(context.Background(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Text != audioChatAnswer || res.Usage.InputTokens != c.input || res.Usage.OutputTokens != 12 {
+			t.Errorf("language %q: %q, usage %+v; llama-server: %q from %d input tokens", c.language, res.Text, res.Usage, audioChatAnswer, c.input)
+		}
+	}
+	params := openai.AudioTranscriptionNewParams{File: openai.File(bytes.NewReader(wav), "sine.wav", "audio/wav"), Model: "tiny"}
+	stream := client.Audio.Transcriptions.NewStreaming(context.Background(), params)
+	var deltas, done string
+	for stream.Next() {
+		switch ev := stream.Current(); ev.Type {
+		case "transcript.text.delta":
+			deltas += ev.Delta
+		case "transcript.text.done":
+			done = ev.Text
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if deltas != audioChatAnswer || done != audioChatAnswer {
+		t.Errorf("streamed: deltas %q, done %q; want %q", deltas, done, audioChatAnswer)
+	}
+
+	post := func(ts *e2etest.Server, fields map[string]string, file []byte) (int, []byte) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for k, v := range fields {
+			mw.WriteField(k, v)
+		}
+		if file != nil {
+			fw, _ := mw.CreateFormFile("file", "clip")
+			fw.Write(file)
+		}
+		mw.Close()
+		resp, err := ts.Client.Post(ts.URL+"/v1/audio/transcriptions", mw.FormDataContentType(), &body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if status, b := post(ts, map[string]string{"model": "tiny", "response_format": "text"}, wav); status != http.StatusOK || string(b) != audioChatAnswer {
+		t.Errorf("response_format text: %d %q", status, b)
+	}
+	vision := mediaServer(t, "gemma3", engine.Config{})
+	for _, c := range []struct {
+		name   string
+		ts     *e2etest.Server
+		fields map[string]string
+		file   []byte
+		param  string
+	}{
+		{"no file", ts, map[string]string{"model": "tiny"}, nil, "file"},
+		{"an image", ts, nil, mustRead(t, "gradient-64.png"), "file"},
+		{"srt", ts, map[string]string{"response_format": "srt"}, wav, "response_format"},
+		{"a model without audio", vision, nil, wav, "file"},
+	} {
+		status, b := post(c.ts, c.fields, c.file)
+		if _, param, _ := openAIError(t, b); status != http.StatusBadRequest || param != c.param {
+			t.Errorf("%s: %d %s", c.name, status, b)
+		}
+	}
+}
+
+// mustRead reads a file of testdata/media.
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testsynth.MediaDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,5 +1,5 @@
 // Package openai serves OpenAI's API (/v1/chat/completions,
-// /v1/completions, /v1/embeddings, /v1/models, with llama-server's aliases
+// /v1/completions, /v1/embeddings, /v1/audio/transcriptions, /v1/models, with llama-server's aliases
 // without /v1; vLLM's render endpoints) and corral's paced chat completions on package serving's
 // core: it decodes OpenAI's request shapes into the core's, and encodes
 // answers (server-sent events or whole) and errors in OpenAI's shapes.
@@ -20,6 +20,7 @@ func Routes() []serving.Route {
 		{Method: http.MethodPost, Paths: []string{"/v1/chat/completions/render"}, Handler: ChatCompletionsRender},
 		{Method: http.MethodPost, Paths: []string{"/v1/completions/render"}, Handler: CompletionsRender},
 		{Method: http.MethodPost, Paths: []string{"/v1/embeddings", "/embeddings"}, Handler: Embeddings},
+		{Method: http.MethodPost, Paths: []string{"/v1/audio/transcriptions", "/audio/transcriptions"}, Handler: Transcriptions},
 		{Method: http.MethodGet, Paths: []string{"/v1/models", "/models"}, Handler: Models},
 		{Method: http.MethodPost, Paths: []string{"/v1/chat/completions/{id}/continue", "/chat/completions/{id}/continue"}, Handler: ContinueChat},
 		{Method: http.MethodPost, Paths: []string{"/v1/chat/completions/{id}/cancel", "/chat/completions/{id}/cancel"}, Handler: CancelChat},

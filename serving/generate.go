@@ -276,9 +276,20 @@ func (c *Core) whole(x *Exchange, out *outcome, req engine.Request, g Generation
 		ans.Reasoning, ans.Content, ans.Calls = g.Plan.Parse(ans.Text, res.FinishReason == engine.FinishLength)
 	}
 	ans.Finish = g.finish(res, ans.Calls)
-	WriteJSON(x.W, http.StatusOK, enc.Whole(ans, res))
+	switch body := enc.Whole(ans, res).(type) {
+	case PlainText:
+		x.W.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		x.W.WriteHeader(http.StatusOK)
+		io.WriteString(x.W, string(body))
+	default:
+		WriteJSON(x.W, http.StatusOK, body)
+	}
 	return nil
 }
+
+// PlainText is a whole answer's body sent as text/plain, not JSON (a
+// transcription's with response_format text).
+type PlainText string
 
 // stream is one streamed answer being written.
 type stream struct {

@@ -443,3 +443,35 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Transcription is the body of a whole answer of POST
+// /v1/audio/transcriptions (response_format json).
+type Transcription struct {
+	Text  string             `json:"text"`
+	Usage TranscriptionUsage `json:"usage"`
+}
+
+// TranscriptionUsage is a transcription's token accounting (type
+// "tokens").
+type TranscriptionUsage struct {
+	Type         string `json:"type"`
+	InputTokens  int    `json:"input_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	TotalTokens  int    `json:"total_tokens"`
+}
+
+// TranscriptEvent is an event of a streamed transcription: a
+// "transcript.text.delta" with Delta, then a "transcript.text.done" with
+// the whole Text and the Usage.
+type TranscriptEvent struct {
+	Type  string              `json:"type"`
+	Delta string              `json:"delta,omitempty"`
+	Text  *string             `json:"text,omitempty"`
+	Usage *TranscriptionUsage `json:"usage,omitempty"`
+}
+
+// The types of TranscriptEvent.
+const (
+	TranscriptTextDelta = "transcript.text.delta"
+	TranscriptTextDone  = "transcript.text.done"
+)
