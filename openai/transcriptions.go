@@ -163,7 +163,9 @@ func (body *transcriptionRequest) CheckMedia(_ context.Context, lim *serving.Lim
 }
 
 // Lease names the model.
-func (body *transcriptionRequest) Lease() (string, *serving.KeepAlive, bool) { return body.model, nil, true }
+func (body *transcriptionRequest) Lease() (string, *serving.KeepAlive, bool) {
+	return body.model, nil, true
+}
 
 // Transcriptions serves POST /v1/audio/transcriptions.
 func Transcriptions(c *serving.Core, w http.ResponseWriter, r *http.Request) {
