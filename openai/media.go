@@ -21,6 +21,9 @@ func (body *chatRequest) CheckMedia(ctx context.Context, lim *serving.Limits) *s
 	return e
 }
 
+// Media returns the request's media, decoded by CheckMedia.
+func (body *chatRequest) Media() []engine.Media { return body.req.Media }
+
 // mediaPart is what an OpenAI content part may hold of a medium.
 type mediaPart struct {
 	Type     string `json:"type"`

@@ -162,6 +162,9 @@ func (body *transcriptionRequest) CheckMedia(_ context.Context, lim *serving.Lim
 	return nil
 }
 
+// Media returns the decoded sound.
+func (body *transcriptionRequest) Media() []engine.Media { return body.req.Media }
+
 // Lease names the model.
 func (body *transcriptionRequest) Lease() (string, *serving.KeepAlive, bool) {
 	return body.model, nil, true

@@ -94,6 +94,7 @@ type Core struct {
 	isolation      CacheIsolation
 	metricsPublic  bool
 	toolRepair     int // repairs of a failed tool call at most; 0: none
+	media          mediaBudget
 }
 
 // New returns a Core serving models.
@@ -111,6 +112,7 @@ func New(models *Registry, opt Options) *Core {
 	if a.maxPause <= 0 {
 		a.maxPause = DefaultMaxPause
 	}
+	a.media = newMediaBudget(a.limits.MaxMediaMemory)
 	if a.isolation == "" {
 		a.isolation = CacheIsolationNone
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/model"
 )
 
@@ -21,9 +22,10 @@ type Body interface {
 
 // MediaBody is a Body with images or sounds, which CheckMedia decodes
 // within lim (after Check, before the model is leased), into the
-// translated request's Media.
+// translated request's Media, which Media returns.
 type MediaBody interface {
 	CheckMedia(ctx context.Context, lim *Limits) *Error
+	Media() []engine.Media
 }
 
 // QueryBody is a Body read from the URL's query (a GET's) rather
@@ -96,9 +98,11 @@ func handle[T any, P interface {
 		return e
 	}
 	if mb, ok := any(body).(MediaBody); ok {
-		if e := mb.CheckMedia(x.R.Context(), x.Core.Limits()); e != nil {
+		release, e := x.Core.media.decode(x.R.Context(), mb, x.Core.Limits())
+		if e != nil {
 			return e
 		}
+		defer release()
 	}
 	if name, keep, ok := body.Lease(); ok {
 		start := time.Now()

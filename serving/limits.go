@@ -69,6 +69,10 @@ type Limits struct {
 	// package media).
 	MaxMedia int
 	Media    media.Limits
+	// MaxMediaMemory bounds, in bytes, the decoded media (pixels, samples)
+	// the requests being served hold together (--max-media-memory); a
+	// request waits for its share, or gets a 400 when it alone is over.
+	MaxMediaMemory int64
 }
 
 // DefaultLimits are the limits in place of zero Limits fields. They are
@@ -89,6 +93,7 @@ var DefaultLimits = Limits{
 	MaxVoiceHistory:     4 << 20,
 	MaxMedia:            16,
 	Media:               media.DefaultLimits(),
+	MaxMediaMemory:      1 << 30,
 }
 
 // WithDefaults returns l with zero fields replaced by DefaultLimits, and
@@ -111,6 +116,9 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxDetokenizeBytes, DefaultLimits.MaxDetokenizeBytes)
 	def(&l.MaxVoiceHistory, DefaultLimits.MaxVoiceHistory)
 	def(&l.MaxMedia, DefaultLimits.MaxMedia)
+	if l.MaxMediaMemory <= 0 {
+		l.MaxMediaMemory = DefaultLimits.MaxMediaMemory
+	}
 	l.Media = l.Media.WithDefaults()
 	l.MaxEmbedInputs = min(l.MaxEmbedInputs, engine.MaxEmbedInputs)
 	return l

@@ -11,6 +11,7 @@ import (
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/media"
+	"golang.org/x/sync/semaphore"
 )
 
 // Decoding the media clients send, for every dialect: within the
@@ -18,6 +19,53 @@ import (
 // engine's media (RGB pixels, 16 kHz mono samples), each named by the
 // SHA-256 of its bytes as llama-server names them, so that a repeated
 // image is found in the prefix cache.
+
+// mediaBudget bounds the decoded media the requests being served hold:
+// at most mediaDecoders requests decode at once (each within the
+// Limits), and a decoded request holds its bytes of the budget until it
+// is answered, waiting for them if need be. So decoded media never
+// exceed the budget plus mediaDecoders requests' worth, however many
+// requests queue.
+type mediaBudget struct {
+	gate  chan struct{}
+	bytes *semaphore.Weighted
+	max   int64
+}
+
+// mediaDecoders is how many requests decode their media at once.
+const mediaDecoders = 4
+
+func newMediaBudget(max int64) mediaBudget {
+	return mediaBudget{gate: make(chan struct{}, mediaDecoders), bytes: semaphore.NewWeighted(max), max: max}
+}
+
+// decode decodes the body's media and takes their bytes from the
+// budget, returning what gives them back.
+func (b *mediaBudget) decode(ctx context.Context, body MediaBody, lim *Limits) (release func(), e *Error) {
+	select {
+	case b.gate <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &Error{Status: 499, Message: ctx.Err().Error()}
+	}
+	defer func() { <-b.gate }()
+	if e := body.CheckMedia(ctx, lim); e != nil {
+		return nil, e
+	}
+	var n int64
+	for _, m := range body.Media() {
+		n += int64(len(m.RGB)) + 4*int64(len(m.PCM))
+	}
+	if n == 0 {
+		return func() {}, nil
+	}
+	if n > b.max {
+		return nil, OverLimit("", "max-media-memory", int(b.max), "bytes of decoded images and sounds", "the request's media decode to %d bytes", n)
+	}
+	if err := b.bytes.Acquire(ctx, n); err != nil {
+		return nil, &Error{Status: 499, Message: err.Error()}
+	}
+	return func() { b.bytes.Release(n) }, nil
+}
 
 // AudioRate is the sample rate sounds are decoded at: that of every
 // audio encoder llama.cpp has (the Whisper family's). Build refuses a

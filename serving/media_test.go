@@ -1,7 +1,9 @@
 package serving
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
@@ -26,5 +28,54 @@ func TestPlaceMedia(t *testing.T) {
 	}
 	if want := []engine.Span{{Start: 3, End: 7}}; !slices.Equal(spans, want) {
 		t.Errorf("spans %v; want %v", spans, want)
+	}
+}
+
+// mediaBody is a MediaBody whose CheckMedia gives media of n bytes.
+type mediaBody struct {
+	n     int
+	media []engine.Media
+}
+
+func (b *mediaBody) CheckMedia(context.Context, *Limits) *Error {
+	b.media = []engine.Media{{RGB: make([]byte, b.n)}}
+	return nil
+}
+
+func (b *mediaBody) Media() []engine.Media { return b.media }
+
+// TestMediaBudget: a request's decoded media take their bytes from the
+// budget until it is answered; one that does not fit waits for them (and
+// gives up when its context ends), one larger than the budget is a 400
+// naming --max-media-memory.
+func TestMediaBudget(t *testing.T) {
+	b := newMediaBudget(100)
+	lim := DefaultLimits.WithDefaults()
+	first, e := b.decode(context.Background(), &mediaBody{n: 60}, &lim)
+	if e != nil {
+		t.Fatal(e)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan *Error)
+	go func() {
+		_, e := b.decode(ctx, &mediaBody{n: 60}, &lim)
+		waited <- e
+	}()
+	cancel()
+	if e := <-waited; e == nil || e.Status != 499 {
+		t.Errorf("a request over what is left, its context ended: %v; want it to give up", e)
+	}
+	got := make(chan func())
+	go func() {
+		release, e := b.decode(context.Background(), &mediaBody{n: 60}, &lim)
+		if e != nil {
+			t.Error(e)
+		}
+		got <- release
+	}()
+	first()
+	(<-got)()
+	if _, e := b.decode(context.Background(), &mediaBody{n: 101}, &lim); e == nil || e.Code != "limit_exceeded" || !strings.Contains(e.Message, "--max-media-memory") {
+		t.Errorf("a request over the budget: %v", e)
 	}
 }
