@@ -44,6 +44,11 @@ type Engine struct {
 	// prep bounds the Submit calls tokenizing and compiling grammars at
 	// once, so a burst of requests cannot take every core from decoding.
 	prep chan struct{}
+	// mediaReqs bounds the requests holding preprocessed media (a
+	// projector's input, up to megabytes an image however small the
+	// image sent), from their tokenization to their end: a Submit with
+	// media waits for a place.
+	mediaReqs chan struct{}
 
 	// mu guards closed and the model's lifetime: Submit and the vocab
 	// methods hold it for reading while they use the model (tokenizing, a
@@ -70,6 +75,7 @@ type request struct {
 	params    Request
 	tokens    []int32
 	media     []*mediaChunk // the chunks of its media, by start (media.go)
+	mediaHeld bool          // it holds a place of Engine.mediaReqs
 	sampler   *llama.Sampler
 	stream    *Stream
 	submitted time.Time
@@ -272,12 +278,13 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
 			MemoryKind: kind, Memory: lctx.Memory(),
 		},
-		prep:    make(chan struct{}, max(2, runtime.NumCPU())),
-		submitq: make(chan *request, cfg.MaxQueue),
-		embedq:  make(chan *embedJob, cfg.MaxQueue),
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
+		prep:      make(chan struct{}, max(2, runtime.NumCPU())),
+		mediaReqs: make(chan struct{}, 2*cfg.Parallel),
+		submitq:   make(chan *request, cfg.MaxQueue),
+		embedq:    make(chan *embedJob, cfg.MaxQueue),
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	if proj != nil {
 		e.info.Vision, e.info.Audio, e.info.AudioSampleRate = proj.Vision(), proj.Audio(), proj.AudioSampleRate()
@@ -370,6 +377,28 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*request, error) {
 	if err := checkMarkup(&req, e.info.VocabSize); err != nil {
 		return nil, err
 	}
+	held := false
+	if len(req.Media) > 0 {
+		select {
+		case e.mediaReqs <- struct{}{}:
+			held = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	r, err := e.prepareHeld(ctx, req)
+	if err != nil {
+		if held {
+			<-e.mediaReqs
+		}
+		return nil, err
+	}
+	r.mediaHeld = held
+	return r, nil
+}
+
+// prepareHeld is prepare once the request holds what its media need.
+func (e *Engine) prepareHeld(ctx context.Context, req Request) (*request, error) {
 	select {
 	case e.prep <- struct{}{}:
 		defer func() { <-e.prep }()

@@ -38,3 +38,7 @@ func InlineEncoder(c Config) Config {
 	c.inlineEncode = true
 	return c
 }
+
+// MediaRequests is how many requests hold preprocessed media, and how
+// many may (see Engine.mediaReqs).
+func MediaRequests(e *Engine) (held, most int) { return len(e.mediaReqs), cap(e.mediaReqs) }

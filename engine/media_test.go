@@ -291,3 +291,39 @@ func TestMediaCancels(t *testing.T) {
 		t.Errorf("after the cancels: %v; want %v", got, g.Alone)
 	}
 }
+
+// TestMediaRequestsBounded: at most twice as many requests as slots hold
+// preprocessed media at once; another Submit with media waits for a
+// place (here it gives up, its context ended), and the places come back
+// when the requests end.
+func TestMediaRequestsBounded(t *testing.T) {
+	g := testmodel.MediaGoldens[0]
+	cpu := engine.NewCPU(1)
+	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 1, BatchSize: 512, CPU: cpu})
+	hold := engine.HoldCPU(cpu)
+	req := withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)
+	a, b := submit(t, e, req), submit(t, e, req)
+	if held, most := engine.MediaRequests(e); held != 2 || most != 2 {
+		t.Fatalf("%d of %d places held; want 2 of 2", held, most)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Submit(ctx, req); !errors.Is(err, context.Canceled) {
+		t.Errorf("a third request with media: %v; want it to wait for a place", err)
+	}
+	text := submit(t, e, greedy("Hello", 2)) // a text request waits for no place
+	hold()
+	if _, res := collect(t, text); res.FinishReason != engine.FinishLength {
+		t.Errorf("the text request: %s (%v)", res.FinishReason, res.Err)
+	}
+	for _, s := range []*engine.Stream{a, b} {
+		_, lps, _ := collectLogprobs(t, s)
+		if got := tokensOf(lps); !slices.Equal(got, g.Alone) {
+			t.Errorf("%v; want %v", got, g.Alone)
+		}
+	}
+	waitIdle(t, e)
+	if held, _ := engine.MediaRequests(e); held != 0 {
+		t.Errorf("%d places held after the requests ended", held)
+	}
+}

@@ -21,6 +21,14 @@ func (e *Engine) Render(ctx context.Context, req Request) ([]int32, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if len(req.Media) > 0 {
+		select {
+		case e.mediaReqs <- struct{}{}:
+			defer func() { <-e.mediaReqs }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	toks, media, err := e.promptTokens(&req)
 	freeMedia(media)
 	return toks, err

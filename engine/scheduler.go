@@ -742,6 +742,9 @@ func (s *scheduler) end(r *request, slotID int, reason FinishReason, err error) 
 	r.stream.finish(res)
 	r.sampler.Close()
 	freeMedia(r.media)
+	if r.mediaHeld {
+		<-s.e.mediaReqs
+	}
 	s.requests++
 }
 
