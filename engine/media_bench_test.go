@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,4 +130,28 @@ func BenchmarkStreamsWhileImagesArrive(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkImageEncode: one request with an image at a time, nothing
+// else running, the encoder with all the engine's threads (as
+// llama-mtmd-cli's, to compare with its "mtmd batch encoding done in"):
+// the encode's time, and the request's end to end.
+func BenchmarkImageEncode(b *testing.B) {
+	model, proj := benchProjector(b, b.TempDir())
+	rgb, w, h := testsynth.RGB(b, "gradient-64.png")
+	cfg := engine.InlineEncoder(engine.Config{ModelPath: model, MMProj: proj, Parallel: 1, BatchSize: 512, Threads: benchThreads()})
+	e, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	b.ResetTimer()
+	for i := range b.N {
+		req := engine.Request{Prompt: "Describe the image.", AddSpecial: true, MaxTokens: 1, NoCachePrompt: true,
+			Media: []engine.Media{{At: 8, RGB: rgb, W: w, H: h, ID: strconv.Itoa(i)}}}
+		collect(b, submit(b, e, req))
+	}
+	b.StopTimer()
+	st := e.Stats()
+	b.ReportMetric(float64(st.MediaEncodeTime.Microseconds())/1000/float64(st.MediaEncoded), "encode-ms")
 }
