@@ -327,3 +327,22 @@ func TestMediaRequestsBounded(t *testing.T) {
 		t.Errorf("%d places held after the requests ended", held)
 	}
 }
+
+// TestMediaAcrossSlots: a prompt with a sound cached in one slot is
+// found by the same prompt in another slot (its cells shared, not
+// evaluated again), with no encode and llama-server's tokens.
+func TestMediaAcrossSlots(t *testing.T) {
+	g := testmodel.MediaGoldens[2]
+	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 2, BatchSize: 512})
+	req := withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)
+	req.PinSlot, req.SlotID = true, 0
+	collectLogprobs(t, submit(t, e, req))
+	req.SlotID = 1
+	_, lps, res := collectLogprobs(t, submit(t, e, req))
+	if got := tokensOf(lps); !slices.Equal(got, g.Alone) || res.Usage.CachedTokens != g.PromptTokens-1 {
+		t.Errorf("in the other slot: %v with %d cached; want %v with %d", got, res.Usage.CachedTokens, g.Alone, g.PromptTokens-1)
+	}
+	if st := e.Stats(); st.MediaEncoded != 1 {
+		t.Errorf("%d chunks encoded; want 1", st.MediaEncoded)
+	}
+}
