@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -81,6 +82,10 @@ type Request struct {
 	// Priority is priority (vLLM's field, corral's extension here): the
 	// request's class, lower served first. Nil when absent.
 	Priority *int
+	// Media are the images of image blocks (in user messages and
+	// tool_result contents), not yet decoded: Media[k] is the image of
+	// the content part chat.MediaPart(k) in Messages.
+	Media []serving.MediaSource
 }
 
 // body is the JSON of a Messages or count_tokens request. Fields that no
@@ -148,6 +153,7 @@ type block struct {
 	IsError   bool            `json:"is_error"`    // tool_result
 	Thinking  *string         `json:"thinking"`    // thinking
 	ToolName  string          `json:"tool_name"`   // tool_reference
+	Source    json.RawMessage `json:"source"`      // image
 }
 
 // ParseMessages translates the body of POST /v1/messages. A body that is
@@ -271,7 +277,7 @@ func translate(raw *body) (*Request, *Error) {
 			return nil, e
 		}
 	}
-	r.Messages = c.out
+	r.Messages, r.Media = c.out, c.media
 	if r.Tools, e = tools(raw.Tools, c.loaded); e != nil {
 		return nil, e
 	}
@@ -399,9 +405,9 @@ func textContent(raw json.RawMessage, param string) (string, *Error) {
 func unsupportedBlock(param, typ string) *Error {
 	switch typ {
 	case "image":
-		return invalid(param, "%s: image content is not supported: corral serves text models", param)
+		return invalid(param, "%s: image blocks are taken only in user messages and in tool_result contents", param)
 	case "document":
-		return invalid(param, "%s: document content is not supported: send its text as a text block", param)
+		return invalid(param, "%s: document blocks are not supported: send a document's text as a text block, its pages as image blocks", param)
 	case "":
 		return invalid(param+".type", "%s.type: field required", param)
 	}
@@ -413,6 +419,96 @@ type converter struct {
 	out    []chat.Message
 	names  map[string]string // tool_use id → tool name, for the results
 	loaded map[string]bool   // tools a tool_reference loaded
+	media  []serving.MediaSource
+}
+
+// part is a piece of a user message's or a tool result's content: text,
+// or the image medium (an index into converter.media; -1 for text).
+type part struct {
+	text   string
+	medium int
+}
+
+// contentOf is the content of parts: without an image, their texts
+// joined by newlines, as a string; with one, text parts and
+// chat.MediaPart's, which chat.Message.Text joins the same way, with
+// no newline on either side of an image, as llama.cpp joins them.
+func contentOf(parts []part) json.RawMessage {
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.medium >= 0 {
+			raw := make([]json.RawMessage, len(parts))
+			for i, p := range parts {
+				if p.medium >= 0 {
+					raw[i] = chat.MediaPart(p.medium)
+				} else {
+					raw[i], _ = json.Marshal(map[string]string{"type": "text", "text": p.text}) // strings: cannot fail
+				}
+			}
+			b, _ := json.Marshal(raw) // valid JSON parts: cannot fail
+			return b
+		}
+		texts = append(texts, p.text)
+	}
+	return jsonString(strings.Join(texts, "\n"))
+}
+
+// imageSource is an image block's source.
+type imageSource struct {
+	Type      string  `json:"type"`
+	MediaType string  `json:"media_type"`
+	Data      *string `json:"data"`
+	URL       string  `json:"url"`
+	FileID    string  `json:"file_id"`
+}
+
+// imageMediaTypes are the media types of Anthropic's base64 image
+// sources.
+var imageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+// image reads the source of an image block, the image of a content part
+// of its own: a base64 source, whose media_type must be its bytes'
+// (checked when it is decoded, serving.Limits.DecodeMedia). A URL
+// source is refused unless it is a data URL: corral fetches nothing. It
+// returns the image's number.
+func (c *converter) image(param string, b *block) (int, *Error) {
+	if isNull(b.Source) {
+		return 0, invalid(param+".source", "%s.source: field required", param)
+	}
+	var src imageSource
+	if err := json.Unmarshal(b.Source, &src); err != nil {
+		return 0, invalid(param+".source", "%s.source: must be an object with a type of \"base64\"", param)
+	}
+	p := param + ".source"
+	m := serving.MediaSource{Kind: media.KindImage}
+	switch src.Type {
+	case "base64":
+		switch {
+		case src.MediaType == "":
+			return 0, invalid(p+".media_type", "%s.media_type: field required", p)
+		case !slices.Contains(imageMediaTypes, src.MediaType):
+			return 0, invalid(p+".media_type", "%s.media_type: must be one of %s, got %q", p, strings.Join(imageMediaTypes, ", "), src.MediaType)
+		case src.Data == nil:
+			return 0, invalid(p+".data", "%s.data: field required", p)
+		}
+		m.Param, m.Base64, m.Type = p+".data", *src.Data, src.MediaType
+	case "url":
+		if u := strings.ToLower(src.URL); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			return 0, invalid(p+".url", "%s.url: this server fetches no URLs: send the image inline, as a base64 source ({\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...})", p)
+		}
+		if src.URL == "" {
+			return 0, invalid(p+".url", "%s.url: field required", p)
+		}
+		m.Param, m.URL = p+".url", src.URL
+	case "file":
+		return 0, invalid(p+".file_id", "%s.file_id: file sources are not supported (corral has no Files API): send the image inline, as a base64 source", p)
+	case "":
+		return 0, invalid(p+".type", "%s.type: field required", p)
+	default:
+		return 0, invalid(p+".type", "%s.type: must be \"base64\" or \"url\", got %q", p, src.Type)
+	}
+	c.media = append(c.media, m)
+	return len(c.media) - 1, nil
 }
 
 func (c *converter) message(i int, m *rawMessage) *Error {
@@ -451,14 +547,14 @@ func (c *converter) message(i int, m *rawMessage) *Error {
 	return c.user(param, blocks)
 }
 
-// user converts a user message's blocks: runs of text blocks become user
-// messages, each tool_result a tool message, in order.
+// user converts a user message's blocks: runs of text and image blocks
+// become user messages, each tool_result a tool message, in order.
 func (c *converter) user(param string, blocks []block) *Error {
-	var texts []string
+	var parts []part
 	flush := func() {
-		if texts != nil {
-			c.out = append(c.out, chat.Message{Role: "user", Content: jsonString(strings.Join(texts, "\n"))})
-			texts = nil
+		if parts != nil {
+			c.out = append(c.out, chat.Message{Role: "user", Content: contentOf(parts)})
+			parts = nil
 		}
 	}
 	for j := range blocks {
@@ -469,66 +565,85 @@ func (c *converter) user(param string, blocks []block) *Error {
 			if b.Text == nil {
 				return invalid(p+".text", "%s.text: field required", p)
 			}
-			texts = append(texts, *b.Text)
+			parts = append(parts, part{text: *b.Text, medium: -1})
+		case "image":
+			k, e := c.image(p, b)
+			if e != nil {
+				return e
+			}
+			parts = append(parts, part{medium: k})
 		case "tool_result":
 			if b.ToolUseID == "" {
 				return invalid(p+".tool_use_id", "%s.tool_use_id: field required", p)
 			}
-			text, e := c.toolResult(p, b)
+			content, e := c.toolResult(p, b)
 			if e != nil {
 				return e
 			}
 			flush()
-			c.out = append(c.out, chat.Message{Role: "tool", ToolCallID: b.ToolUseID, Name: c.names[b.ToolUseID], Content: jsonString(text)})
+			c.out = append(c.out, chat.Message{Role: "tool", ToolCallID: b.ToolUseID, Name: c.names[b.ToolUseID], Content: content})
 		default:
 			return unsupportedBlock(p, b.Type)
 		}
 	}
 	if len(blocks) == 0 {
-		texts = []string{}
+		parts = []part{}
 	}
 	flush()
 	return nil
 }
 
-// toolResult reads a tool_result's content: absent, a string, or text
-// and tool_reference blocks (a tool_reference gives its tool's name and
-// loads the tool). A result marked is_error starts "Error: ", since chat
-// templates have no place for the flag.
-func (c *converter) toolResult(param string, b *block) (string, *Error) {
+// toolResult reads a tool_result's content: absent, a string, or text,
+// image (a tool's screenshot) and tool_reference blocks (a
+// tool_reference gives its tool's name and loads the tool). A result
+// marked is_error starts "Error: ", since chat templates have no place
+// for the flag.
+func (c *converter) toolResult(param string, b *block) (json.RawMessage, *Error) {
 	var text string
+	parts := []part{}
 	if !isNull(b.Content) {
-		if err := json.Unmarshal(b.Content, &text); err != nil {
-			var parts []block
-			if err := json.Unmarshal(b.Content, &parts); err != nil {
-				return "", invalid(param+".content", "%s.content: must be a string or an array of content blocks", param)
+		if err := json.Unmarshal(b.Content, &text); err == nil {
+			parts = append(parts, part{text: text, medium: -1})
+		} else {
+			var blocks []block
+			if err := json.Unmarshal(b.Content, &blocks); err != nil {
+				return nil, invalid(param+".content", "%s.content: must be a string or an array of content blocks", param)
 			}
-			texts := make([]string, 0, len(parts))
-			for k, part := range parts {
+			for k := range blocks {
+				blk := &blocks[k]
 				p := fmt.Sprintf("%s.content.%d", param, k)
-				switch part.Type {
+				switch blk.Type {
 				case "text":
-					if part.Text == nil {
-						return "", invalid(p+".text", "%s.text: field required", p)
+					if blk.Text == nil {
+						return nil, invalid(p+".text", "%s.text: field required", p)
 					}
-					texts = append(texts, *part.Text)
+					parts = append(parts, part{text: *blk.Text, medium: -1})
+				case "image":
+					m, e := c.image(p, blk)
+					if e != nil {
+						return nil, e
+					}
+					parts = append(parts, part{medium: m})
 				case "tool_reference":
-					if part.ToolName == "" {
-						return "", invalid(p+".tool_name", "%s.tool_name: field required", p)
+					if blk.ToolName == "" {
+						return nil, invalid(p+".tool_name", "%s.tool_name: field required", p)
 					}
-					c.loaded[part.ToolName] = true
-					texts = append(texts, part.ToolName)
+					c.loaded[blk.ToolName] = true
+					parts = append(parts, part{text: blk.ToolName, medium: -1})
 				default:
-					return "", unsupportedBlock(p, part.Type)
+					return nil, unsupportedBlock(p, blk.Type)
 				}
 			}
-			text = strings.Join(texts, "\n")
 		}
 	}
 	if b.IsError {
-		text = "Error: " + text
+		if len(parts) > 0 && parts[0].medium < 0 {
+			parts[0].text = "Error: " + parts[0].text
+		} else {
+			parts = append([]part{{text: "Error: ", medium: -1}}, parts...)
+		}
 	}
-	return text, nil
+	return contentOf(parts), nil
 }
 
 // assistant converts an assistant message's blocks into one message:

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/serving"
 )
 
@@ -201,6 +202,14 @@ func TestTranslate(t *testing.T) {
 					string(r.Messages[4].Content) == `""` && r.Messages[4].ToolCallID == "toolu_2" && r.Messages[4].Name == "" &&
 					string(r.Messages[5].Content) == `"go on"`
 			}},
+		{"images", `{` + base + `,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"s","name":"shot","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"s","is_error":true,"content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}},{"type":"text","text":"t"}]},
+			{"type":"text","text":"a"},{"type":"image","source":{"type":"url","url":"data:image/gif;base64,AA=="}},{"type":"text","text":"b"},{"type":"text","text":"c"}]}]}`, func(r *Request) bool {
+			tool, user := text(t, r.Messages[1]), text(t, r.Messages[2])
+			return len(r.Media) == 2 && r.Media[0] == serving.MediaSource{Param: "messages.1.content.0.content.0.source.data", Kind: media.KindImage, Base64: "AA==", Type: "image/png"} &&
+				r.Media[1] == serving.MediaSource{Param: "messages.1.content.2.source.url", Kind: media.KindImage, URL: "data:image/gif;base64,AA=="} &&
+				tool == "Error: "+chat.MediaMarker(0)+"t" && user == "a"+chat.MediaMarker(1)+"b\nc"
+		}},
 		{"tool use without input", `{` + base + `,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"x","name":"f"}]}]}`, func(r *Request) bool {
 			return r.Messages[0].ToolCalls[0].Function.Arguments == "{}" && string(r.Messages[0].Content) == `""`
 		}},
@@ -267,9 +276,17 @@ func TestRefused(t *testing.T) {
 		{`{"model":"m","max_tokens":1,"messages":[]}`, "messages", "at least one"},
 		{`{"model":"m","max_tokens":1,"messages":[{"role":"tool","content":"x"}]}`, "messages.0.role", `"tool"`},
 		{`{"model":"m","max_tokens":1,"messages":[{"role":"user"}]}`, "messages.0.content", "required"},
-		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, "messages.0.content.0", "image content is not supported"},
-		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image"}]}]}]}`, "messages.0.content.0.content.0", "image"},
-		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document"}]}]}`, "messages.0.content.0", "document"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image"}]}]}`, "messages.0.content.0.source", "required"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"AA=="}}]}]}`, "messages.0.content.0.source.media_type", "required"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"AA=="}}]}]}`, "messages.0.content.0.source.media_type", "image/bmp"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png"}}]}]}`, "messages.0.content.0.source.data", "required"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}`, "messages.0.content.0.source.url", "fetches no URLs"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"file_1"}}]}]}`, "messages.0.content.0.source.file_id", "file sources are not supported"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"text"}}]}]}`, "messages.0.content.0.source.type", `"text"`},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image"}]}]}]}`, "messages.0.content.0.content.0.source", "required"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"document"}]}]}]}`, "messages.0.content.0.content.0", "document blocks are not supported"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, "messages.0.content.0", "only in user messages"},
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document"}]}]}`, "messages.0.content.0", "document blocks are not supported"},
 		{`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"server_tool_use","id":"a","name":"web_search"}]}]}`, "messages.0.content.0", `"server_tool_use"`},
 		{`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":[1]}]}]}`, "messages.0.content.0.input", "object"},
 		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result"}]}]}`, "messages.0.content.0.tool_use_id", "required"},

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -138,6 +139,17 @@ func (body *messagesRequest) Check(lim *serving.Limits) *serving.Error {
 	return e
 }
 
+// CheckMedia decodes the request's images (image blocks) within lim,
+// before the model is leased: the core's Media.
+func (body *messagesRequest) CheckMedia(ctx context.Context, lim *serving.Limits) *serving.Error {
+	var e *serving.Error
+	body.core.Media, e = lim.DecodeMedia(ctx, body.req.Media, "messages")
+	return e
+}
+
+// Media returns the images CheckMedia decoded.
+func (body *messagesRequest) Media() []engine.Media { return body.core.Media }
+
 // Lease names the model the request is for. With one model served, any
 // name is served by it (see registry.Registry.Acquire): Claude Code's
 // own model names reach the model corral serves.
@@ -159,11 +171,23 @@ func serveMessages(x *serving.Exchange, body *messagesRequest) *serving.Error {
 }
 
 // serveCountTokens renders the prompt a Messages request would have and
-// counts its tokens.
+// counts its tokens, an image's placeholder cells included.
 func serveCountTokens(x *serving.Exchange, body *countRequest) *serving.Error {
 	req, _, e := x.Core.Build(x.Model, &body.core)
 	if e != nil {
 		return e
+	}
+	if len(req.Media) > 0 {
+		// The tokens generation would evaluate: the text between images
+		// tokenized piece by piece, each image's cells as the projector
+		// makes them. A prompt over the context is refused, with its
+		// count so far, as a generation's would be.
+		toks, err := x.Model.Engine().Render(x.Context(), req)
+		if err != nil {
+			return serving.SubmitError(err, "messages")
+		}
+		serving.WriteJSON(x.W, http.StatusOK, TokenCount{InputTokens: len(toks)})
+		return nil
 	}
 	// The prompt as generation tokenizes it; client text that spells the
 	// model's special tokens counts here as those tokens, where a
@@ -298,6 +322,8 @@ func (e sseEvent) AppendSSE(dst []byte) []byte { return append(dst, e...) }
 var (
 	_ serving.Body        = (*messagesRequest)(nil)
 	_ serving.Body        = (*countRequest)(nil)
+	_ serving.MediaBody   = (*messagesRequest)(nil)
+	_ serving.MediaBody   = (*countRequest)(nil)
 	_ serving.Encoder     = (*encoder)(nil)
 	_ serving.SSEAppender = sseEvent(nil)
 )

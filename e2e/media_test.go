@@ -30,12 +30,19 @@ import (
 // its projector.
 func mediaServer(t *testing.T, kind string, cfg engine.Config) *e2etest.Server {
 	t.Helper()
+	return mediaServerWith(t, kind, e2etest.Options{Engine: cfg})
+}
+
+// mediaServerWith is mediaServer with the server's options (a chat
+// template, say); one slot unless opt says otherwise.
+func mediaServerWith(t *testing.T, kind string, opt e2etest.Options) *e2etest.Server {
+	t.Helper()
 	model, proj := testsynth.Projector(t, t.TempDir(), kind)
-	cfg.MMProj = proj
-	if cfg.Parallel == 0 {
-		cfg.Parallel = 1
+	opt.Engine.MMProj = proj
+	if opt.Engine.Parallel == 0 {
+		opt.Engine.Parallel = 1
 	}
-	return startModel(t, model, cfg)
+	return e2etest.Start(t, model, opt)
 }
 
 // mediaBase64 is a file of testdata/media in base64.

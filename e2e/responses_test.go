@@ -395,7 +395,7 @@ func TestResponsesErrors(t *testing.T) {
 		status int
 		param  string
 	}{
-		{"input_image", image, 400, "input[0].content[0].type"},
+		{"input_image without image_url", image, 400, "input[0].content[0].image_url"},
 		{"hosted tool_choice", hosted, 400, "tool_choice"},
 		{"background", background, 400, "background"},
 		{"temperature", temperature, 400, "temperature"},

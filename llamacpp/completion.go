@@ -5,11 +5,17 @@
 package llamacpp
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
@@ -29,8 +35,10 @@ type llamaRequest struct {
 	NProbs      *int            `json:"n_probs"`
 	CacheSalt   *string         `json:"cache_salt"` // as on /v1/completions
 	openai.SamplingParams
-	// req is the request translated by Check.
-	req serving.Request
+	// req is the request translated by Check; media are the prompt's
+	// multimodal_data (Check), which CheckMedia decodes into req.Media.
+	req   serving.Request
+	media []serving.MediaSource
 }
 
 // Check validates the request within lim and translates it, before the
@@ -41,7 +49,18 @@ func (body *llamaRequest) Check(lim *serving.Limits) *serving.Error {
 	return e
 }
 
+// CheckMedia decodes the prompt's multimodal_data within lim, before the
+// model is leased.
+func (body *llamaRequest) CheckMedia(ctx context.Context, lim *serving.Limits) *serving.Error {
+	var e *serving.Error
+	body.req.Media, e = lim.DecodeMedia(ctx, body.media, "prompt.multimodal_data")
+	return e
+}
+
 // Lease names the model and the keep_alive the request asks.
+// Media returns the media CheckMedia decoded.
+func (body *llamaRequest) Media() []engine.Media { return body.req.Media }
+
 func (body *llamaRequest) Lease() (string, *serving.KeepAlive, bool) {
 	return body.Model, body.KeepAlive, true
 }
@@ -76,7 +95,7 @@ func (body *llamaRequest) translate(lim *serving.Limits) (serving.Request, *serv
 		Params:        serving.Params{Prompt: "prompt", Grammar: "grammar", Logprobs: "n_probs"},
 	}
 	var e *serving.Error
-	if r.Prompt, e = serving.ParsePrompt(body.Prompt); e != nil {
+	if r.Prompt, body.media, e = parsePrompt(body.Prompt); e != nil {
 		return r, e
 	}
 	if e := lim.CheckPrompt(r.Prompt.Text, "prompt"); e != nil {
@@ -122,6 +141,79 @@ func (body *llamaRequest) translate(lim *serving.Limits) (serving.Request, *serv
 	}
 	return r, nil
 }
+
+// MediaMarker is where the prompt_string of a prompt with
+// multimodal_data puts each medium: libmtmd's default marker, which
+// llama-server takes when LLAMA_MEDIA_MARKER is set to it (it draws one
+// at random otherwise, and tells it in /props).
+const MediaMarker = "<__media__>"
+
+// mediaPrompt is llama-server's prompt object: the prompt's text, and
+// the media its markers stand for, in base64.
+type mediaPrompt struct {
+	PromptString   *string           `json:"prompt_string"`
+	MultimodalData []json.RawMessage `json:"multimodal_data"`
+}
+
+// parsePrompt reads the prompt: what serving.ParsePrompt reads, or
+// llama-server's prompt object (alone or the one element of an array),
+// {"prompt_string": text, "multimodal_data": [base64, ...]}, the k-th
+// MediaMarker of the text standing for the k-th medium (an image or a
+// sound, told by its bytes). Each marker becomes chat.MediaMarker(k),
+// which Build puts the medium in place of; markers and media that do not
+// pair up are a 400. Without multimodal_data the text is a plain prompt,
+// markers and all, as llama-server reads it.
+func parsePrompt(raw json.RawMessage) (*serving.Prompt, []serving.MediaSource, *serving.Error) {
+	var objs []mediaPrompt
+	switch b := bytes.TrimSpace(raw); {
+	case len(b) > 0 && b[0] == '{':
+		objs = make([]mediaPrompt, 1)
+		if err := json.Unmarshal(b, &objs[0]); err != nil {
+			return nil, nil, serving.Invalid("prompt", "'prompt' as an object must be {\"prompt_string\": text, \"multimodal_data\": [base64, ...]}: %v", err)
+		}
+	case len(b) > 1 && b[0] == '[' && bytes.HasPrefix(bytes.TrimSpace(b[1:]), []byte("{")):
+		if err := json.Unmarshal(b, &objs); err != nil || len(objs) != 1 {
+			return nil, nil, serving.Invalid("prompt", "'prompt' as an array of objects must hold one {\"prompt_string\": text, \"multimodal_data\": [base64, ...]}")
+		}
+	default:
+		p, e := serving.ParsePrompt(raw)
+		return p, nil, e
+	}
+	o := objs[0]
+	if o.PromptString == nil {
+		return nil, nil, serving.Invalid("prompt.prompt_string", "'prompt.prompt_string' is required")
+	}
+	text := *o.PromptString
+	if o.MultimodalData == nil {
+		return &serving.Prompt{Text: text}, nil, nil
+	}
+	if n := strings.Count(text, MediaMarker); n != len(o.MultimodalData) {
+		return nil, nil, serving.Invalid("prompt.multimodal_data", "'prompt.prompt_string' has %d media markers (%s) but 'prompt.multimodal_data' has %d media: each marker stands for the next medium", n, MediaMarker, len(o.MultimodalData))
+	}
+	srcs := make([]serving.MediaSource, len(o.MultimodalData))
+	for k, d := range o.MultimodalData {
+		p := fmt.Sprintf("prompt.multimodal_data[%d]", k)
+		var b64 string
+		if err := json.Unmarshal(d, &b64); err != nil {
+			return nil, nil, serving.Invalid(p, "'%s' must be a string: an image or a sound in base64", p)
+		}
+		srcs[k] = serving.MediaSource{Param: p, Kind: media.KindUnknown, Base64: b64}
+	}
+	var b strings.Builder
+	b.Grow(len(text))
+	for k := 0; ; k++ {
+		before, after, ok := strings.Cut(text, MediaMarker)
+		b.WriteString(before)
+		if !ok {
+			break
+		}
+		b.WriteString(chat.MediaMarker(k))
+		text = after
+	}
+	return &serving.Prompt{Text: b.String()}, srcs, nil
+}
+
+var _ serving.MediaBody = (*llamaRequest)(nil)
 
 // llamaEncoder shapes llama-server's /completion objects.
 type llamaEncoder struct {

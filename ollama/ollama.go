@@ -13,9 +13,14 @@
 //     num_gpu, num_thread, ...) are ignored: an engine is configured when
 //     its model loads. num_predict -1, -2 and 0 all mean "until the slot's
 //     context is full" (corral does not shift the context).
-//   - "images", "suffix" and "template" are refused (400): corral serves
-//     text models, has no fill-in-the-middle, and renders prompts with the
-//     model's Jinja chat template. "think" sets the chat template's
+//   - "images" (base64 strings) go where Ollama puts them: a message's (or
+//     /api/generate's prompt's) at its "[img]"s in turn, the others before
+//     its content; a raw prompt's at its "[img-N]" tags, an image no tag
+//     places at its start (Ollama leaves it out), a tag of no image a 400.
+//     A model without a projector answers 400.
+//   - "suffix" and "template" are refused (400): corral has no
+//     fill-in-the-middle, and renders prompts with the model's Jinja chat
+//     template. "think" sets the chat template's
 //     enable_thinking, thinking or reasoning_effort, whichever it reads;
 //     the reasoning of a model whose template has a reasoning format
 //     corral knows comes apart, in "thinking", unless --reasoning-format
@@ -44,19 +49,26 @@ package ollama
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/openai"
 	"github.com/corral-llm/corral/registry"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
+
+var _ serving.MediaBody = (*ollamaParams)(nil)
 
 // ollamaParams are the fields /api/generate and /api/chat share.
 type ollamaParams struct {
@@ -72,9 +84,25 @@ type ollamaParams struct {
 	// Think (true, false, "low", "medium" or "high") sets the template
 	// variables of thinking models (see thinkVars).
 	Think json.RawMessage `json:"think"`
-	// req is the request translated by Check.
-	req serving.Request
+	// req is the request translated by Check; media are its images
+	// (Check), which CheckMedia decodes into req.Media.
+	req   serving.Request
+	media []serving.MediaSource
+	// mediaParam names the field of all the images ("images",
+	// "messages").
+	mediaParam string
 }
+
+// CheckMedia decodes the request's images within lim, before the model
+// is leased.
+func (p *ollamaParams) CheckMedia(ctx context.Context, lim *serving.Limits) *serving.Error {
+	var e *serving.Error
+	p.req.Media, e = lim.DecodeMedia(ctx, p.media, p.mediaParam)
+	return e
+}
+
+// Media returns the images CheckMedia decoded.
+func (p *ollamaParams) Media() []engine.Media { return p.req.Media }
 
 func (p *ollamaParams) stream() bool { return p.Stream == nil || *p.Stream }
 
@@ -255,8 +283,6 @@ func (body *ollamaGenerateRequest) check(lim *serving.Limits) *serving.Error {
 		return e
 	}
 	switch {
-	case len(body.Images) > 0:
-		return serving.Invalid("images", "'images' are not supported: corral serves text models")
 	case body.Suffix != "":
 		return serving.Invalid("suffix", "'suffix' (fill-in-the-middle) is not supported")
 	case body.Template != "":
@@ -284,11 +310,6 @@ func (body *ollamaChatRequest) check(lim *serving.Limits) *serving.Error {
 			return serving.Invalid("tools", "tool %d: the function's name must be 1 to 128 letters, digits, '_' or '-', got %q", i, t.Function.Name)
 		}
 	}
-	for i, om := range body.Messages {
-		if len(om.Images) > 0 {
-			return serving.Invalid("messages", "message %d has 'images': images are not supported, corral serves text models", i)
-		}
-	}
 	return nil
 }
 
@@ -300,14 +321,22 @@ func (body *ollamaGenerateRequest) translate(lim *serving.Limits) (serving.Reque
 	if e != nil {
 		return r, e
 	}
+	body.mediaParam = "images"
+	if body.media, e = imageSources(nil, body.Images, "images"); e != nil {
+		return r, e
+	}
 	if body.Raw {
-		r.Prompt, r.ReadPrompt = &serving.Prompt{Text: body.Prompt}, true
+		text, e := rawImages(body.Prompt, len(body.Images))
+		if e != nil {
+			return r, e
+		}
+		r.Prompt, r.ReadPrompt = &serving.Prompt{Text: text}, true
 		return r, nil
 	}
 	if body.System != "" {
 		r.Messages = append(r.Messages, chat.Message{Role: "system", Content: jsonString(body.System)})
 	}
-	r.Messages = append(r.Messages, chat.Message{Role: "user", Content: jsonString(body.Prompt)})
+	r.Messages = append(r.Messages, chat.Message{Role: "user", Content: withImages(body.Prompt, 0, len(body.Images))})
 	return r, nil
 }
 
@@ -325,8 +354,13 @@ func (body *ollamaChatRequest) translate(lim *serving.Limits) (serving.Request, 
 		return r, e
 	}
 	r.Messages = make([]chat.Message, len(body.Messages))
+	body.mediaParam = "messages"
 	for i, om := range body.Messages {
-		r.Messages[i] = chat.Message{Role: strings.ToLower(om.Role), Content: jsonString(om.Content), Name: om.ToolName, ToolCallID: om.ToolCallID,
+		first := len(body.media)
+		if body.media, e = imageSources(body.media, om.Images, fmt.Sprintf("messages[%d].images", i)); e != nil {
+			return r, e
+		}
+		r.Messages[i] = chat.Message{Role: strings.ToLower(om.Role), Content: withImages(om.Content, first, len(om.Images)), Name: om.ToolName, ToolCallID: om.ToolCallID,
 			ReasoningContent: om.Thinking}
 		for _, tc := range om.ToolCalls {
 			var call wire.ToolCall
@@ -339,6 +373,103 @@ func (body *ollamaChatRequest) translate(lim *serving.Limits) (serving.Request, 
 		}
 	}
 	return r, nil
+}
+
+// imageSources appends to dst the images of "images" (param names it):
+// base64 strings, as Ollama's client sends them.
+func imageSources(dst []serving.MediaSource, images []json.RawMessage, param string) ([]serving.MediaSource, *serving.Error) {
+	for j, raw := range images {
+		p := fmt.Sprintf("%s[%d]", param, j)
+		var b64 string
+		if err := json.Unmarshal(raw, &b64); err != nil {
+			return dst, serving.Invalid(p, "'%s' must be a string: an image in base64", p)
+		}
+		if len(b64) > 5 && strings.EqualFold(b64[:5], "data:") {
+			return dst, serving.Invalid(p, "'%s' is a data URL: send the image's base64 alone, without the data:...;base64, prefix", p)
+		}
+		dst = append(dst, serving.MediaSource{Param: p, Kind: media.KindImage, Base64: b64})
+	}
+	return dst, nil
+}
+
+// imageTag is where Ollama's prompts put the next of a message's
+// images.
+const imageTag = "[img]"
+
+// withImages is a message's content with its n images, the request's
+// media first to first+n-1, where Ollama puts them (server/prompt.go,
+// chatPrompt): each at the next "[img]" of the content, those left before
+// the content. Ollama writes "[img-N]" tags that its runner finds in the
+// rendered prompt; corral puts the media's content parts
+// (chat.MediaPart), which no client text can spell. Without images it is
+// the content as it is.
+func withImages(content string, first, n int) json.RawMessage {
+	if n == 0 {
+		return jsonString(content)
+	}
+	var before, parts []json.RawMessage
+	rest := content
+	for k := first; k < first+n; k++ {
+		i := strings.Index(rest, imageTag)
+		if i < 0 {
+			before = append(before, chat.MediaPart(k))
+			continue
+		}
+		if i > 0 {
+			parts = append(parts, textPart(rest[:i]))
+		}
+		parts = append(parts, chat.MediaPart(k))
+		rest = rest[i+len(imageTag):]
+	}
+	if rest != "" {
+		parts = append(parts, textPart(rest))
+	}
+	b, _ := json.Marshal(append(before, parts...)) // valid JSON parts: cannot fail
+	return b
+}
+
+// textPart is a text content part.
+func textPart(s string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"type": "text", "text": s}) // strings: cannot fail
+	return b
+}
+
+// rawTag is an image's tag in a raw prompt, "[img-N]" for images[N], as
+// Ollama's runner reads them.
+var rawTag = regexp.MustCompile(`\[img-([0-9]+)\]`)
+
+// rawImages is a raw prompt with n images: each "[img-N]" tag of
+// images[N] replaced by its media marker (chat.MediaMarker(N)), as
+// Ollama's runner splits the prompt at the tags; a tag of no image is a
+// 400. An image no tag places goes at the start of the prompt (Ollama
+// leaves it out). Without images the prompt is as it is.
+func rawImages(prompt string, n int) (string, *serving.Error) {
+	if n == 0 {
+		return prompt, nil
+	}
+	placed := make([]bool, n)
+	var bad *serving.Error
+	text := rawTag.ReplaceAllStringFunc(prompt, func(tag string) string {
+		k, err := strconv.Atoi(tag[len("[img-") : len(tag)-1])
+		if err != nil || k >= n {
+			if bad == nil {
+				bad = serving.Invalid("prompt", "'prompt' has the tag %s, but 'images' has %d images ([img-0] to [img-%d])", tag, n, n-1)
+			}
+			return tag
+		}
+		placed[k] = true
+		return chat.MediaMarker(k)
+	})
+	if bad != nil {
+		return "", bad
+	}
+	var b strings.Builder
+	for k, ok := range placed {
+		if !ok {
+			b.WriteString(chat.MediaMarker(k))
+		}
+	}
+	return b.String() + text, nil
 }
 
 // translate validates the options, format and think of p within lim

@@ -20,6 +20,7 @@ import (
 
 	ollama "github.com/ollama/ollama/api"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/internal/servetest"
@@ -460,7 +461,7 @@ func TestOllamaRequests(t *testing.T) {
 				t.Errorf("grammar %q; want JSON", req.Grammar)
 			}
 		}},
-		{genSec + "Request", gen, 400, "", nil}, // with images
+		{genSec + "Request", gen, 400, "", nil}, // with an image: see says
 		{genSec + "Request (Raw Mode)", gen, 503, "", func(t *testing.T, req engine.Request) {
 			if req.Prompt != "[INST] why is the sky blue? [/INST]" || req.Plain != nil || req.Stop != nil {
 				t.Errorf("raw prompt %q, plain %v, stop %q", req.Prompt, req.Plain, req.Stop)
@@ -514,6 +515,9 @@ func TestOllamaRequests(t *testing.T) {
 		{chatSec + "Load a model", chat, 200, "load", nil},
 		{chatSec + "Unload a model", chat, 200, "unload", nil},
 	}
+	// What a 400 says: the documented image decodes, and the fake model
+	// has no projector.
+	says := map[string]string{genSec + "Request": "does not take images", chatSec + "Chat request (with images)": "does not take images"}
 	seen := 0
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -539,6 +543,9 @@ func TestOllamaRequests(t *testing.T) {
 			default:
 				if len(res) != 1 || res["error"] == nil || res["error"] == "" {
 					t.Errorf("error %v; want Ollama's {\"error\": message}", res)
+				}
+				if msg, _ := res["error"].(string); !strings.Contains(msg, says[tt.key]) {
+					t.Errorf("error %q; want it to say %q", msg, says[tt.key])
 				}
 				if tt.status == 503 && (len(fake.Submitted) != 1 || w.Header().Get("Retry-After") != "1") {
 					t.Fatalf("%d submitted, Retry-After %q", len(fake.Submitted), w.Header().Get("Retry-After"))
@@ -722,7 +729,7 @@ func TestOllamaName(t *testing.T) {
 	}
 }
 
-// A request refused whatever the model (images, suffix, …) is refused
+// A request refused whatever the model (an image that is not one, suffix, …) is refused
 // before its model loads: it must not evict others to be turned away.
 func TestOllamaRefusesBeforeLoading(t *testing.T) {
 	loads := 0
@@ -753,5 +760,53 @@ func TestOllamaRefusesBeforeLoading(t *testing.T) {
 	}
 	if loads != 0 {
 		t.Errorf("refused requests loaded the model %d times", loads)
+	}
+}
+
+// TestOllamaImagePlaces: images go where Ollama puts them: a message's
+// at its "[img]"s in turn, the others before its content; a raw
+// prompt's at their "[img-N]" tags, the others at its start, and a tag
+// of no image is a 400.
+func TestOllamaImagePlaces(t *testing.T) {
+	m := chat.MediaMarker
+	for _, tc := range []struct {
+		content string
+		first   int
+		n       int
+		want    string
+	}{
+		{"hi", 0, 0, "hi"},
+		{"Describe[img] the image.", 0, 1, "Describe" + m(0) + " the image."},
+		{"Describe the image.", 2, 1, m(2) + "Describe the image."},
+		{"[img][img] and [img]", 0, 2, m(0) + m(1) + " and [img]"},
+		{"a[img]b", 0, 3, m(1) + m(2) + "a" + m(0) + "b"},
+		{"", 0, 1, m(0)},
+	} {
+		msg := chat.Message{Role: "user", Content: withImages(tc.content, tc.first, tc.n)}
+		if got, err := msg.Text(); err != nil || got != tc.want {
+			t.Errorf("%q with %d images from %d: %q, %v; want %q", tc.content, tc.n, tc.first, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		prompt string
+		n      int
+		want   string
+	}{
+		{"[img-0] x", 0, "[img-0] x"},
+		{"a[img-1]b[img-0]c[img-1]", 2, "a" + m(1) + "b" + m(0) + "c" + m(1)},
+		{"a[img-1]b", 3, m(0) + m(2) + "a" + m(1) + "b"},
+		{"[img] x", 1, m(0) + "[img] x"},
+		{"[img-2]", 2, ""},
+	} {
+		got, e := rawImages(tc.prompt, tc.n)
+		if tc.want == "" {
+			if e == nil || e.Param != "prompt" || !strings.Contains(e.Message, "[img-2]") {
+				t.Errorf("%q with %d images: %q, %v; want a 400 naming the tag", tc.prompt, tc.n, got, e)
+			}
+			continue
+		}
+		if e != nil || got != tc.want {
+			t.Errorf("%q with %d images: %q, %v; want %q", tc.prompt, tc.n, got, e, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -29,12 +30,18 @@ func Routes(st *Store) []serving.Route {
 type handlers struct{ st *Store }
 
 // create serves POST /v1/responses: the Response object, or with
-// "stream": true its server-sent events.
+// "stream": true its server-sent events. The request's context carries
+// what the caller may refer to in the store, for the translation
+// (createRequest.CheckMedia).
 func (h handlers) create(c *serving.Core, w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(context.WithValue(r.Context(), priorKey{}, h.st.Prior(callerOwner(r))))
 	serving.Handle(c, w, r, writeError, false, func(x *serving.Exchange, body *createRequest) *serving.Error {
 		return h.serve(x, body)
 	})
 }
+
+// priorKey is the context key of the Prior a request's translation reads.
+type priorKey struct{}
 
 // overloadCode is OpenAI's code for a server too busy for the request
 // now, which Codex retries (it reads a 503 with another code, or a
@@ -101,6 +108,9 @@ func storeError(err error, id string) *serving.Error {
 type createRequest struct {
 	req *Request
 	err *Error
+	// t is req translated, media its media decoded (CheckMedia).
+	t     *Translation
+	media []engine.Media
 }
 
 // UnmarshalJSON decodes the body, one JSON value.
@@ -145,6 +155,29 @@ func (body *createRequest) Check(lim *serving.Limits) *serving.Error {
 	return nil
 }
 
+// CheckMedia translates the request (Translate), what it refers to in
+// the store resolved with the Prior in ctx, and decodes its images and
+// sounds within lim: both before the model is leased, so that a request
+// turned away whatever the model loads none (and evicts none). The
+// translation is here rather than in Check since only here is there a
+// context to carry the store.
+func (body *createRequest) CheckMedia(ctx context.Context, lim *serving.Limits) *serving.Error {
+	prior, _ := ctx.Value(priorKey{}).(Prior)
+	t, te := Translate(body.req, prior, Limits{MaxItems: lim.MaxMessages, MaxTools: lim.MaxTools, MaxBytes: lim.MaxPromptBytes})
+	if te != nil {
+		return neutral(te)
+	}
+	var e *serving.Error
+	if body.media, e = lim.DecodeMedia(ctx, t.Media, "input"); e != nil {
+		return e
+	}
+	body.t = t
+	return nil
+}
+
+// Media returns the images and sounds CheckMedia decoded.
+func (body *createRequest) Media() []engine.Media { return body.media }
+
 // Lease names the model the request is for.
 func (body *createRequest) Lease() (string, *serving.KeepAlive, bool) {
 	return body.req.Model, nil, true
@@ -155,17 +188,12 @@ func neutral(e *Error) *serving.Error {
 	return &serving.Error{Status: e.Status, Param: e.Param, Code: e.Code, Message: e.Message}
 }
 
-// serve translates the request (an earlier response's conversation from
-// the caller's stored ones), answers it through the core's generation
-// loop and stores the response when asked to.
+// serve answers the translated request (CheckMedia) through the core's
+// generation loop and stores the response when asked to.
 func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error {
-	r := body.req
+	r, t := body.req, body.t
 	lim := x.Core.Limits()
 	own := callerOwner(x.R)
-	t, te := Translate(r, h.st.Prior(own), Limits{MaxItems: lim.MaxMessages, MaxTools: lim.MaxTools, MaxBytes: lim.MaxPromptBytes})
-	if te != nil {
-		return neutral(te)
-	}
 	if len(t.Dropped) > 0 {
 		x.Core.Logger().Debug("responses: offered tools the model does not see", "types", t.Dropped)
 	}
@@ -173,6 +201,7 @@ func (h handlers) serve(x *serving.Exchange, body *createRequest) *serving.Error
 	if e != nil {
 		return e
 	}
+	c.Media = body.media
 	req, g, e := x.Core.Build(x.Model, &c)
 	if e != nil {
 		return e
@@ -324,6 +353,7 @@ func usageOf(u engine.Usage) TokenUsage {
 // Ensure the adapters fit the core.
 var (
 	_ serving.Body        = (*createRequest)(nil)
+	_ serving.MediaBody   = (*createRequest)(nil)
 	_ serving.Encoder     = (*encoder)(nil)
 	_ serving.SSEAppender = Event{}
 	_ serving.SSEAppender = eventList{}

@@ -99,7 +99,7 @@ func Record(r *Request, t *Translation, resp *Response) (*Stored, error) {
 	s := &Stored{Response: body, Items: map[string]json.RawMessage{}}
 	for i, m := range t.Messages {
 		if i+1 != t.instructions {
-			s.Messages = append(s.Messages, m)
+			s.Messages = append(s.Messages, storable(m, t.Media))
 		}
 	}
 	var items []json.RawMessage

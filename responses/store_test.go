@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/wire"
 )
 
@@ -334,4 +335,59 @@ func TestStoreMemory(t *testing.T) {
 		t.Errorf("the store holds %d MB of heap for a budget of %d MB: it counts %.1f times what it holds", live>>20, budget>>20, float64(counted)/float64(live))
 	}
 	runtime.KeepAlive(st)
+}
+
+// TestStoreRecordMedia: a stored conversation keeps its images and
+// sounds as the parts they came as (a medium's marker holds a nonce of
+// the process), and previous_response_id and item_reference read them
+// back as media of the next request, numbered after its own.
+func TestStoreRecordMedia(t *testing.T) {
+	const png, wav = "data:image/png;base64,iVBO", "UklG"
+	r, _ := Decode([]byte(`{"input":[{"type":"message","id":"msg_in","role":"user","content":[{"type":"input_text","text":"see"},{"type":"input_image","image_url":"` + png + `","detail":"high"},{"type":"input_audio","input_audio":{"data":"` + wav + `","format":"wav"}}]}]}`))
+	tr, e := Translate(r, nil, Limits{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	s := NewStream(NewResponse("resp_1", "corral", 1, r, tr), tr.Namespaces)
+	s.Start()
+	s.Delta(wire.Delta{Content: str("a gradient")})
+	s.End(End{FinishReason: "stop"}, 2)
+	rec, err := Record(r, tr, s.Response())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(rec.Messages); strings.Contains(string(b), "media_marker") || !strings.Contains(string(b), `"input_image"`) || !strings.Contains(string(b), `"input_audio"`) {
+		t.Errorf("stored messages %s; want the input_image and input_audio parts, no markers", b)
+	}
+	st := NewStore(StoreOptions{})
+	if err := st.Put("alice", "resp_1", rec); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := Decode([]byte(`{"previous_response_id":"resp_1","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/gif;base64,R0lG"}]},{"type":"item_reference","id":"msg_in"}]}`))
+	tr2, e := Translate(next, st.Prior("alice"), Limits{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	want := []msg{{Role: "user", Content: "see" + chat.MediaMarker(0) + chat.MediaMarker(1)}, {Role: "assistant", Content: "a gradient"},
+		{Role: "user", Content: chat.MediaMarker(2)}, {Role: "user", Content: "see" + chat.MediaMarker(3) + chat.MediaMarker(4)}}
+	if got := view(t, tr2.Messages); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("continued\n got %+v\nwant %+v", got, want)
+	}
+	var got []string
+	for _, m := range tr2.Media {
+		got = append(got, m.Param+" "+m.URL+m.Base64+" "+m.Type)
+	}
+	if want := []string{
+		"previous_response_id.messages[0].content[1].image_url " + png + " ",
+		"previous_response_id.messages[0].content[2].input_audio.data " + wav + " wav",
+		"input[0].content[0].image_url data:image/gif;base64,R0lG ",
+		"input[1].content[1].image_url " + png + " ",
+		"input[1].content[2].input_audio.data " + wav + " wav",
+	}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("media\n got %q\nwant %q", got, want)
+	}
+	// The stored conversation is as it was.
+	if b, _ := json.Marshal(rec.Messages); strings.Contains(string(b), "media_marker") {
+		t.Errorf("reading it back changed the stored messages: %s", b)
+	}
 }

@@ -328,7 +328,7 @@ func TestWhole(t *testing.T) {
 // TestErrorEnvelope: a refused request, before any stream, as the SDK
 // reports it.
 func TestErrorEnvelope(t *testing.T) {
-	_, e := translate(t, `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`)
+	_, e := translate(t, `{"input":[{"role":"user","content":[{"type":"input_file","file_id":"x"}]}]}`)
 	body, _ := json.Marshal(e.Envelope())
 	client := sdkServer(t, e.Status, "application/json", body)
 	_, err := client.Responses.New(context.Background(), sdk.ResponseNewParams{Model: "corral"})
@@ -336,7 +336,7 @@ func TestErrorEnvelope(t *testing.T) {
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("error %v", err)
 	}
-	if apiErr.StatusCode != 400 || apiErr.Param != "input[0].content[0].type" || apiErr.Type != "invalid_request_error" || !strings.Contains(apiErr.Message, "input_image") {
+	if apiErr.StatusCode != 400 || apiErr.Param != "input[0].content[0].type" || apiErr.Type != "invalid_request_error" || !strings.Contains(apiErr.Message, "input_file") {
 		t.Errorf("error %d %q %q %q", apiErr.StatusCode, apiErr.Param, apiErr.Type, apiErr.Message)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/corral-llm/corral/chat"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/serving"
 	"github.com/corral-llm/corral/wire"
 )
@@ -46,6 +47,12 @@ type Translation struct {
 	ReasoningEffort string
 	// Store says to keep the response (OpenAI's default: true).
 	Store bool
+	// Media are the conversation's images (input_image parts) and sounds
+	// (input_audio parts), not yet decoded: Media[k] is the medium of
+	// the content part chat.MediaPart(k) in Messages. A stored
+	// conversation keeps each as the part it came as (see Record), and
+	// previous_response_id reads it back.
+	Media []serving.MediaSource
 	// instructions is the index in Messages of the instructions' system
 	// message plus one, 0 when none: a stored response's conversation
 	// leaves them out (OpenAI does not carry instructions over).
@@ -202,16 +209,17 @@ var efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 //
 // Input: a string is one user message. message items (roles user,
 // assistant, system, developer; content a string or input_text,
-// output_text and refusal parts) become messages; input_image,
-// input_file and input_audio parts are refused naming the part type.
-// function_call items become the ToolCalls of an assistant message
-// (consecutive ones, and one right after an assistant message, join it);
-// function_call_output becomes a tool message; a reasoning item's text
-// becomes the ReasoningContent of the next assistant message
-// (encrypted_content is ignored); additional_tools items (Codex's
-// "responses lite" format) add their tools to the tools; item_reference
-// (its type may be left out: {"id": …}) is looked up in prior. Other item
-// types are refused naming the type.
+// output_text, refusal, input_image and input_audio parts) become
+// messages, each image or sound a medium of Media; input_file parts and
+// an input_image's file_id are refused naming them. function_call items
+// become the ToolCalls of an assistant message (consecutive ones, and
+// one right after an assistant message, join it); function_call_output
+// becomes a tool message (its output text, or parts with images); a
+// reasoning item's text becomes the ReasoningContent of the next
+// assistant message (encrypted_content is ignored); additional_tools
+// items (Codex's "responses lite" format) add their tools to the tools;
+// item_reference (its type may be left out: {"id": …}) is looked up in
+// prior. Other item types are refused naming the type.
 //
 // Limits: besides the tools and input items, lim bounds what the
 // request expands to (see Limits): the previous response's conversation,
@@ -242,6 +250,10 @@ func Translate(r *Request, prior Prior, lim Limits) (*Translation, *Error) {
 		msgs, err := prior.Conversation(r.PreviousResponseID)
 		if err != nil {
 			return nil, notFound("previous_response_id", "Previous response", r.PreviousResponseID)
+		}
+		var e *Error
+		if msgs, e = t.storedMedia(msgs); e != nil {
+			return nil, e
 		}
 		size := 0
 		for _, m := range msgs {
@@ -604,7 +616,7 @@ func (b *inputBuilder) read(raw json.RawMessage, param string, refs bool) (*piec
 		default:
 			return nil, invalid(param+".role", "'%s.role' must be user, assistant, system or developer, got %q", param, it.Role)
 		}
-		content, e := messageContent(it.Content, param+".content")
+		content, e := b.t.messageContent(it.Content, param+".content")
 		if e != nil {
 			return nil, e
 		}
@@ -623,11 +635,11 @@ func (b *inputBuilder) read(raw json.RawMessage, param string, refs bool) (*piec
 		if it.CallID == "" {
 			return nil, invalid(param+".call_id", "'%s.call_id' is missing", param)
 		}
-		text, e := callOutput(it.Output, param+".output")
+		content, e := b.t.callOutput(it.Output, param+".output")
 		if e != nil {
 			return nil, e
 		}
-		m := chat.Message{Role: "tool", ToolCallID: it.CallID, Content: jsonString(text)}
+		m := chat.Message{Role: "tool", ToolCallID: it.CallID, Content: content}
 		return &piece{kind: kindMessage, msg: m, size: textBytes(m)}, nil
 	case "reasoning":
 		var content []struct {
@@ -774,40 +786,113 @@ func (b *inputBuilder) add(m chat.Message, param string) *Error {
 // textParts are the content part types read as text.
 var textParts = []string{"input_text", "output_text", "text", "refusal"}
 
-// parts reads content parts as texts; param names the content.
-func parts(raw json.RawMessage, param string) ([]string, *Error) {
+// part is a piece of a content: text, or a medium (an index into
+// Translation.Media; -1 for text).
+type part struct {
+	text   string
+	medium int
+}
+
+// contentPart is the union of the content parts corral reads.
+type contentPart struct {
+	Type       string  `json:"type"`
+	Text       *string `json:"text"`
+	Refusal    *string `json:"refusal"`
+	ImageURL   *string `json:"image_url"`
+	FileID     *string `json:"file_id"`
+	InputAudio *struct {
+		Data   *string `json:"data"`
+		Format string  `json:"format"`
+	} `json:"input_audio"`
+}
+
+// parts reads content parts: text (input_text, output_text, refusal),
+// images (input_image, its image_url a base64 data URL; detail is
+// ignored) and sounds (input_audio), each medium added to t.Media;
+// param names the content. A file (input_file, an image's file_id) is
+// refused: corral has no Files API.
+func (t *Translation) parts(raw json.RawMessage, param string) ([]part, *Error) {
 	var ps []json.RawMessage
 	if err := json.Unmarshal(raw, &ps); err != nil {
 		return nil, invalid(param, "'%s' must be a string or an array of content parts", param)
 	}
-	texts := make([]string, 0, len(ps))
+	out := make([]part, 0, len(ps))
 	for i, raw := range ps {
-		var p struct {
-			Type    string  `json:"type"`
-			Text    *string `json:"text"`
-			Refusal *string `json:"refusal"`
-		}
+		pp := fmt.Sprintf("%s[%d]", param, i)
+		var p contentPart
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, invalid(fmt.Sprintf("%s[%d]", param, i), "'%s[%d]' must be a content part object", param, i)
+			return nil, invalid(pp, "'%s' must be a content part object", pp)
 		}
-		if !slices.Contains(textParts, p.Type) {
-			return nil, invalid(fmt.Sprintf("%s[%d].type", param, i), "content part type %q is not supported (corral reads text only: input_text and output_text)", p.Type)
+		switch {
+		case p.Type == "input_image":
+			switch {
+			case p.FileID != nil && *p.FileID != "":
+				return nil, invalid(pp+".file_id", "'%s.file_id': files are not supported (corral has no Files API): send the image in 'image_url' as a base64 data URL (data:image/png;base64,...)", pp)
+			case p.ImageURL == nil || *p.ImageURL == "":
+				return nil, invalid(pp+".image_url", "'%s.image_url' is missing", pp)
+			}
+			out = append(out, t.medium(serving.MediaSource{Param: pp + ".image_url", Kind: media.KindImage, URL: *p.ImageURL}))
+			continue
+		case p.Type == "input_audio":
+			if p.InputAudio == nil || p.InputAudio.Data == nil {
+				return nil, invalid(pp+".input_audio.data", "'%s.input_audio.data' is missing", pp)
+			}
+			out = append(out, t.medium(serving.MediaSource{Param: pp + ".input_audio.data", Kind: media.KindAudio, Base64: *p.InputAudio.Data, Type: p.InputAudio.Format}))
+			continue
+		case p.Type == "input_file":
+			return nil, invalid(pp+".type", "content part type \"input_file\" is not supported (corral reads no files): send a file's text as input_text, its pages as input_image")
+		case !slices.Contains(textParts, p.Type):
+			return nil, invalid(pp+".type", "content part type %q is not supported (corral reads input_text, output_text, input_image and input_audio)", p.Type)
 		}
 		switch {
 		case p.Text != nil:
-			texts = append(texts, *p.Text)
+			out = append(out, part{text: *p.Text, medium: -1})
 		case p.Refusal != nil:
-			texts = append(texts, *p.Refusal)
+			out = append(out, part{text: *p.Refusal, medium: -1})
 		default:
-			return nil, invalid(fmt.Sprintf("%s[%d].text", param, i), "'%s[%d].text' is missing", param, i)
+			return nil, invalid(pp+".text", "'%s.text' is missing", pp)
 		}
 	}
-	return texts, nil
+	return out, nil
+}
+
+// medium adds m to t.Media and returns its part.
+func (t *Translation) medium(m serving.MediaSource) part {
+	t.Media = append(t.Media, m)
+	return part{medium: len(t.Media) - 1}
+}
+
+// hasMedia reports whether ps has a medium.
+func hasMedia(ps []part) bool {
+	return slices.ContainsFunc(ps, func(p part) bool { return p.medium >= 0 })
+}
+
+// mediaContent is the content of parts with a medium: text parts and
+// chat.MediaPart's, which chat.Message.Text joins by newlines, with none
+// on either side of a medium, as llama.cpp joins them.
+func mediaContent(ps []part) json.RawMessage {
+	raw := make([]json.RawMessage, len(ps))
+	for i, p := range ps {
+		if p.medium >= 0 {
+			raw[i] = chat.MediaPart(p.medium)
+		} else {
+			raw[i] = textPart(p.text)
+		}
+	}
+	b, _ := json.Marshal(raw) // valid JSON parts: cannot fail
+	return b
+}
+
+// textPart is a text content part.
+func textPart(s string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"type": "text", "text": s}) // strings: cannot fail
+	return b
 }
 
 // messageContent reads a message's content into chat's shape: a string as
-// it is, one part as a string, several as text parts.
-func messageContent(raw json.RawMessage, param string) (json.RawMessage, *Error) {
+// it is, one text part as a string, several parts, or any with a medium,
+// as parts.
+func (t *Translation) messageContent(raw json.RawMessage, param string) (json.RawMessage, *Error) {
 	if isNull(raw) {
 		return nil, invalid(param, "'%s' is missing", param)
 	}
@@ -815,36 +900,112 @@ func messageContent(raw json.RawMessage, param string) (json.RawMessage, *Error)
 	if json.Unmarshal(raw, &s) == nil {
 		return jsonString(s), nil
 	}
-	texts, e := parts(raw, param)
+	ps, e := t.parts(raw, param)
 	if e != nil {
 		return nil, e
 	}
-	if len(texts) == 1 {
-		return jsonString(texts[0]), nil
+	switch {
+	case hasMedia(ps):
+		return mediaContent(ps), nil
+	case len(ps) == 1:
+		return jsonString(ps[0].text), nil
 	}
-	out := make([]map[string]string, len(texts))
-	for i, t := range texts {
-		out[i] = map[string]string{"type": "text", "text": t}
+	out := make([]map[string]string, len(ps))
+	for i, p := range ps {
+		out[i] = map[string]string{"type": "text", "text": p.text}
 	}
 	b, _ := json.Marshal(out) // strings only: cannot fail
 	return b, nil
 }
 
-// callOutput reads a function_call_output's output: a string, or text
-// parts joined by newlines.
-func callOutput(raw json.RawMessage, param string) (string, *Error) {
+// callOutput reads a function_call_output's output into chat's shape: a
+// string, or text parts joined by newlines; with an image (a tool's
+// screenshot), parts.
+func (t *Translation) callOutput(raw json.RawMessage, param string) (json.RawMessage, *Error) {
 	if isNull(raw) {
-		return "", invalid(param, "'%s' is missing", param)
+		return nil, invalid(param, "'%s' is missing", param)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return jsonString(s), nil
 	}
-	texts, e := parts(raw, param)
+	ps, e := t.parts(raw, param)
 	if e != nil {
-		return "", e
+		return nil, e
 	}
-	return strings.Join(texts, "\n"), nil
+	if hasMedia(ps) {
+		return mediaContent(ps), nil
+	}
+	texts := make([]string, len(ps))
+	for i, p := range ps {
+		texts[i] = p.text
+	}
+	return jsonString(strings.Join(texts, "\n")), nil
+}
+
+// storedMedia reads back the media of a stored conversation (Record
+// keeps each as the input_image or input_audio part it came as): each
+// becomes a medium of t.Media, and its part the medium's. The messages
+// without media are msgs' own; the others are copies.
+func (t *Translation) storedMedia(msgs []chat.Message) ([]chat.Message, *Error) {
+	var out []chat.Message
+	for i, m := range msgs {
+		c := bytes.TrimSpace(m.Content)
+		if len(c) == 0 || c[0] != '[' || !bytes.Contains(c, []byte(`"input_image"`)) && !bytes.Contains(c, []byte(`"input_audio"`)) {
+			continue
+		}
+		ps, e := t.parts(c, fmt.Sprintf("previous_response_id.messages[%d].content", i))
+		if e != nil {
+			return nil, e
+		}
+		if out == nil {
+			out = slices.Clone(msgs)
+		}
+		out[i].Content = mediaContent(ps)
+	}
+	if out == nil {
+		return msgs, nil
+	}
+	return out, nil
+}
+
+// storable is m as a stored conversation keeps it: each medium's part
+// (chat.MediaPart, whose marker holds a nonce of this process) back to
+// the input_image or input_audio part it came as (media are t.Media),
+// which storedMedia reads back.
+func storable(m chat.Message, media []serving.MediaSource) chat.Message {
+	c := bytes.TrimSpace(m.Content)
+	if len(c) == 0 || c[0] != '[' || !bytes.Contains(c, []byte(`"media_marker"`)) {
+		return m
+	}
+	var ps []json.RawMessage
+	if json.Unmarshal(c, &ps) != nil {
+		return m
+	}
+	for i, raw := range ps {
+		var p struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(raw, &p) != nil || p.Type != "media_marker" {
+			continue
+		}
+		marks := chat.FindMediaMarkers(p.Text)
+		if len(marks) != 1 || marks[0].Index >= len(media) {
+			continue
+		}
+		src := media[marks[0].Index]
+		var v any
+		if src.URL != "" {
+			v = map[string]string{"type": "input_image", "image_url": src.URL}
+		} else {
+			v = map[string]any{"type": "input_audio", "input_audio": map[string]string{"data": src.Base64, "format": src.Type}}
+		}
+		ps[i], _ = json.Marshal(v) // strings: cannot fail
+	}
+	b, _ := json.Marshal(ps) // valid JSON parts: cannot fail
+	m.Content = b
+	return m
 }
 
 // jsonString is s as a JSON string.

@@ -85,6 +85,12 @@ func TestTranslateInput(t *testing.T) {
 		{"consecutive reasoning joins", `{"input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"a"}]},
 			{"type":"reasoning","content":[{"type":"reasoning_text","text":"b"}],"summary":[]},{"role":"assistant","content":"c"}]}`,
 			[]msg{{Role: "user", Content: "q"}, {Role: "assistant", Content: "c", Reasoning: "a\nb"}}},
+		{"media", `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,AA==","detail":"low"},{"type":"input_text","text":"b"},{"type":"input_text","text":"c"}]},
+			{"type":"function_call","call_id":"c1","name":"shot","arguments":"{}"},
+			{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"data:image/png;base64,AA=="},{"type":"input_text","text":"t"}]},
+			{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklG","format":"wav"}}]}]}`,
+			[]msg{{Role: "user", Content: "a" + chat.MediaMarker(0) + "b\nc"}, {Role: "assistant", Calls: []string{"c1 shot {}"}},
+				{Role: "tool", Content: chat.MediaMarker(1) + "t", CallID: "c1"}, {Role: "user", Content: chat.MediaMarker(2)}}},
 		{"trailing reasoning", `{"input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}]}]}`,
 			[]msg{{Role: "user", Content: "q"}, {Role: "assistant", Reasoning: "t"}}},
 	}
@@ -108,9 +114,12 @@ func TestTranslateRefuses(t *testing.T) {
 		param      string
 		says       string // in the message
 	}{
-		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input[0].content[0].type", "input_image"},
+		{"image file", `{"input":[{"role":"user","content":[{"type":"input_image","file_id":"file_1","detail":"auto"}]}]}`, 400, "input[0].content[0].file_id", "Files API"},
+		{"image without URL", `{"input":[{"role":"user","content":[{"type":"input_image","detail":"low"}]}]}`, 400, "input[0].content[0].image_url", "missing"},
+		{"audio without data", `{"input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"format":"wav"}}]}]}`, 400, "input[0].content[0].input_audio.data", "missing"},
 		{"file part", `{"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_file","file_id":"f"}]}]}`, 400, "input[0].content[1].type", "input_file"},
-		{"image in output", `{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image"}]}]}`, 400, "input[0].output[0].type", "input_image"},
+		{"image without URL in output", `{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image"}]}]}`, 400, "input[0].output[0].image_url", "missing"},
+		{"file in output", `{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_file","file_data":"x"}]}]}`, 400, "input[0].output[0].type", "input_file"},
 		{"unknown item", `{"input":[{"type":"computer_call","call_id":"c"}]}`, 400, "input[0].type", "computer_call"},
 		{"bad role", `{"input":[{"type":"message","role":"tool","content":"x"}]}`, 400, "input[0].role", "tool"},
 		{"no input", `{}`, 400, "input", "missing"},

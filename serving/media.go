@@ -75,7 +75,7 @@ const AudioRate = 16000
 // CheckMedia refuses more media than l allows in one request.
 func (l *Limits) CheckMedia(n int, param string) *Error {
 	if n > l.MaxMedia {
-		return OverLimit(param, "max-media", l.MaxMedia, "images and sounds", "the request has %d images and sounds", n)
+		return OverLimit(param, "max-media", l.MaxMedia, "images and sounds", "'%s' holds %d images and sounds", param, n)
 	}
 	return nil
 }
@@ -119,6 +119,79 @@ func (l *Limits) ImageBase64(ctx context.Context, b64, mime, param string) (engi
 		return engine.Media{}, e
 	}
 	return l.Image(ctx, data, param)
+}
+
+// MediaSource is an image or a sound as a dialect read it from a
+// request, not yet decoded: the dialects that translate a request
+// before they decode its media (Anthropic, Responses, Ollama,
+// /completion) collect them in order, the k-th standing where
+// chat.MediaMarker(k) is, and decode them with Limits.DecodeMedia
+// before the model is leased.
+type MediaSource struct {
+	// Param names the field that holds it, for errors.
+	Param string
+	// Kind is what the field takes: media.KindImage, media.KindAudio,
+	// or media.KindUnknown for either, told by its bytes.
+	Kind media.Kind
+	// URL is an image's URL (a base64 data URL; an http(s) URL is
+	// refused, nothing is fetched); else Base64 is the medium's bytes
+	// in base64.
+	URL, Base64 string
+	// Type is what the client says it is: an image's MIME type
+	// ("image/png"), a sound's format ("wav"); "" says nothing.
+	Type string
+}
+
+// DecodeMedia decodes srcs in order within l; more than --max-media of
+// them are refused, naming param, before any is decoded.
+func (l *Limits) DecodeMedia(ctx context.Context, srcs []MediaSource, param string) ([]engine.Media, *Error) {
+	if len(srcs) == 0 {
+		return nil, nil
+	}
+	if e := l.CheckMedia(len(srcs), param); e != nil {
+		return nil, e
+	}
+	out := make([]engine.Media, len(srcs))
+	for i, s := range srcs {
+		var e *Error
+		switch {
+		case s.URL != "":
+			out[i], e = l.ImageURL(ctx, s.URL, s.Param)
+		case s.Kind == media.KindImage:
+			out[i], e = l.ImageBase64(ctx, s.Base64, s.Type, s.Param)
+		case s.Kind == media.KindAudio:
+			out[i], e = l.AudioBase64(s.Base64, s.Type, s.Param)
+		default:
+			out[i], e = l.sniffed(ctx, s.Base64, s.Param)
+		}
+		if e != nil {
+			return nil, e
+		}
+	}
+	return out, nil
+}
+
+// sniffed decodes base64 bytes of an image or a sound, whichever they
+// are.
+func (l *Limits) sniffed(ctx context.Context, b64, param string) (engine.Media, *Error) {
+	// Bounded by the larger of the two byte limits before decoding; the
+	// decoder of the kind found applies its own.
+	k := media.KindImage
+	if l.Media.MaxAudioBytes > l.Media.MaxImageBytes {
+		k = media.KindAudio
+	}
+	data, err := media.DecodeBase64(b64, k, l.Media)
+	if err != nil {
+		return engine.Media{}, mediaError(err, param)
+	}
+	switch kind, _ := media.Sniff(data); kind {
+	case media.KindImage:
+		return l.Image(ctx, data, param)
+	case media.KindAudio:
+		return l.Audio(data, "", param)
+	}
+	return engine.Media{}, &Error{Status: http.StatusBadRequest, Param: param, Code: "invalid_media",
+		Message: "'" + param + "' is neither an image nor a sound this server reads (PNG, JPEG, GIF, WebP; WAV)"}
 }
 
 // checkMIME refuses bytes that are not what their MIME type says.

@@ -2,12 +2,17 @@ package serving
 
 import (
 	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/chat"
 	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testsynth"
+	"github.com/corral-llm/corral/media"
 )
 
 // TestPlaceMedia: the markers leave the prompt, each medium goes where
@@ -77,5 +82,56 @@ func TestMediaBudget(t *testing.T) {
 	(<-got)()
 	if _, e := b.decode(context.Background(), &mediaBody{n: 101}, &lim); e == nil || e.Code != "limit_exceeded" || !strings.Contains(e.Message, "--max-media-memory") {
 		t.Errorf("a request over the budget: %v", e)
+	}
+}
+
+// TestDecodeMedia: more media than --max-media are refused before any
+// is decoded (the 17 here would not decode); each source is decoded as
+// its kind says, or as its bytes say when it does not, and a refusal
+// names the source's field.
+func TestDecodeMedia(t *testing.T) {
+	lim := DefaultLimits.WithDefaults()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(testsynth.MediaDir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	png, wav := read("gradient-64.png"), read("sine-440-1s.wav")
+	bad := make([]MediaSource, 17)
+	if _, e := lim.DecodeMedia(context.Background(), bad, "input"); e == nil || e.Param != "input" || !strings.Contains(e.Message, "--max-media") {
+		t.Errorf("17 media: %+v", e)
+	}
+	ms, e := lim.DecodeMedia(context.Background(), []MediaSource{
+		{Param: "a", Kind: media.KindImage, Base64: png, Type: "image/png"},
+		{Param: "b", URL: "data:image/png;base64," + png},
+		{Param: "c", Base64: png},
+		{Param: "d", Base64: wav},
+		{Param: "e", Kind: media.KindAudio, Base64: wav, Type: "wav"},
+	}, "input")
+	if e != nil {
+		t.Fatal(e)
+	}
+	for i, m := range ms {
+		if audio := i >= 3; (m.PCM != nil) != audio || (m.RGB != nil) == audio || m.ID == "" {
+			t.Errorf("medium %d: %d samples, %d×%d pixels, ID %q", i, len(m.PCM), m.W, m.H, m.ID)
+		}
+	}
+	if ms[0].ID != ms[1].ID || ms[0].ID != ms[2].ID || ms[3].ID != ms[4].ID {
+		t.Error("the same bytes have different IDs")
+	}
+	for _, tc := range []struct {
+		src  MediaSource
+		says string
+	}{
+		{MediaSource{Param: "x", Base64: base64.StdEncoding.EncodeToString([]byte("plain text"))}, "neither an image nor a sound"},
+		{MediaSource{Param: "x", Kind: media.KindImage, Base64: wav}, "not recognised"},
+		{MediaSource{Param: "x", Kind: media.KindImage, Base64: png, Type: "image/webp"}, "image/webp but its bytes are png"},
+		{MediaSource{Param: "x", URL: "https://example.com/a.png"}, "fetches no URLs"},
+	} {
+		if _, e := lim.DecodeMedia(context.Background(), []MediaSource{tc.src}, "input"); e == nil || e.Status != 400 || e.Param != "x" || !strings.Contains(e.Message, tc.says) {
+			t.Errorf("%+v: %+v; want a 400 naming x saying %q", tc.src, e, tc.says)
+		}
 	}
 }
