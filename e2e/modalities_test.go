@@ -86,11 +86,12 @@ func TestModalities(t *testing.T) {
 
 	for id, w := range want {
 		var props struct {
-			Modalities map[string]bool `json:"modalities"`
+			Modalities  map[string]bool `json:"modalities"`
+			MediaMarker string          `json:"media_marker"`
 		}
 		ms.Get(t, "/props?model="+id, &props)
-		if m := props.Modalities; len(m) != 3 || m["vision"] != w.vision || m["audio"] != w.audio || m["video"] {
-			t.Errorf("/props?model=%s: modalities %v, want vision %v, audio %v, video false", id, m, w.vision, w.audio)
+		if m := props.Modalities; len(m) != 3 || m["vision"] != w.vision || m["audio"] != w.audio || m["video"] || props.MediaMarker != "<__media__>" {
+			t.Errorf("/props?model=%s: modalities %v, media_marker %q; want vision %v, audio %v, video false, <__media__>", id, m, props.MediaMarker, w.vision, w.audio)
 		}
 		resp, b := ms.Post(t, "/api/show", map[string]string{"model": id})
 		var show struct {

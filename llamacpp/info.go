@@ -201,6 +201,8 @@ func Props(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 			// llama-server tells them; never video (libmtmd's video
 			// needs ffmpeg, which corral's build leaves out).
 			"modalities": map[string]bool{"vision": info.Vision, "video": false, "audio": info.Audio},
+			// What stands for a medium in /completion's prompt_string.
+			"media_marker": MediaMarker,
 		}
 		if tt := m.ToolTemplate(); tt != nil {
 			props["chat_template_tool_use"] = tt.Source()
