@@ -30,6 +30,13 @@ var goldens = testmodel.Goldens
 func newEngine(t *testing.T, model string, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	cfg.ModelPath = testmodel.Path(t, model)
+	return startEngine(t, cfg)
+}
+
+// startEngine starts an engine with cfg (testThreads threads unless it
+// says), closed when the test ends.
+func startEngine(t *testing.T, cfg engine.Config) *engine.Engine {
+	t.Helper()
 	if cfg.Threads == 0 {
 		cfg.Threads = testThreads
 	}

@@ -21,17 +21,8 @@ import (
 // kind (testsynth.Projector).
 func mediaEngine(t *testing.T, kind string, cfg engine.Config) *engine.Engine {
 	t.Helper()
-	model, proj := testsynth.Projector(t, t.TempDir(), kind)
-	cfg.ModelPath, cfg.MMProj = model, proj
-	if cfg.Threads == 0 {
-		cfg.Threads = testThreads
-	}
-	e, err := engine.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	cfg.ModelPath, cfg.MMProj = testsynth.Projector(t, t.TempDir(), kind)
+	return startEngine(t, cfg)
 }
 
 // withMedia is a greedy request, with logprobs, for prompt with media
@@ -175,12 +166,7 @@ func TestMediaRefused(t *testing.T) {
 // its projector.
 func mediaEngineless(t *testing.T) *engine.Engine {
 	model, _ := testsynth.Projector(t, t.TempDir(), "gemma3")
-	e, err := engine.New(context.Background(), engine.Config{ModelPath: model, Parallel: 1, Threads: testThreads})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return startEngine(t, engine.Config{ModelPath: model, Parallel: 1})
 }
 
 // TestMediaPreempted: a request with an image, preempted while it

@@ -297,6 +297,20 @@ func paletteRGBA(p color.Palette) *[256][4]byte {
 	return &t
 }
 
+// rgbRows appends the red, green and blue of h rows of w pixels of px
+// bytes each (4: 8-bit RGBA; 8: 16-bit RGBA, big-endian, of which the
+// high bytes), stride bytes apart in pix.
+func rgbRows(out, pix []byte, stride, w, h, px int) []byte {
+	c := px / 4
+	for y := range h {
+		row := pix[y*stride:][:px*w]
+		for i := 0; i < len(row); i += px {
+			out = append(out, row[i], row[i+c], row[i+2*c])
+		}
+	}
+	return out
+}
+
 // toRGB is m's pixels as stb_image gives them with 3 channels (stbi_load
 // with req_comp 3, stbi__convert_format): alpha is dropped without
 // premultiplying (stb keeps straight alpha, as PNG stores it), grey is
@@ -308,35 +322,15 @@ func toRGB(m image.Image) []byte {
 	out := make([]byte, 0, 3*w*h)
 	switch m := m.(type) {
 	case *image.NRGBA:
-		for y := b.Min.Y; y < b.Max.Y; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, y):][:4*w]
-			for i := 0; i < len(row); i += 4 {
-				out = append(out, row[i], row[i+1], row[i+2])
-			}
-		}
+		out = rgbRows(out, m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, w, h, 4)
 	case *image.RGBA:
 		// Only opaque images come as RGBA (PNG truecolour without
 		// tRNS; a GIF canvas), where premultiplied is straight.
-		for y := b.Min.Y; y < b.Max.Y; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, y):][:4*w]
-			for i := 0; i < len(row); i += 4 {
-				out = append(out, row[i], row[i+1], row[i+2])
-			}
-		}
+		out = rgbRows(out, m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, w, h, 4)
 	case *image.NRGBA64:
-		for y := b.Min.Y; y < b.Max.Y; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, y):][:8*w]
-			for i := 0; i < len(row); i += 8 {
-				out = append(out, row[i], row[i+2], row[i+4])
-			}
-		}
+		out = rgbRows(out, m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, w, h, 8)
 	case *image.RGBA64:
-		for y := b.Min.Y; y < b.Max.Y; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, y):][:8*w]
-			for i := 0; i < len(row); i += 8 {
-				out = append(out, row[i], row[i+2], row[i+4])
-			}
-		}
+		out = rgbRows(out, m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride, w, h, 8)
 	case *image.Gray:
 		for y := b.Min.Y; y < b.Max.Y; y++ {
 			for _, v := range m.Pix[m.PixOffset(b.Min.X, y):][:w] {
