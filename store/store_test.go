@@ -51,15 +51,8 @@ func TestList(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	models, err := List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, m := range models {
-		ids = append(ids, m.ID)
-	}
-	if got := strings.Join(ids, " "); got != "tiny-f32 tiny-q8 broken" {
+	models, got := listIDs(t, dir)
+	if got != "tiny-f32 tiny-q8 broken" {
 		t.Fatalf("models %q, want the newest first: tiny-f32 tiny-q8 broken", got)
 	}
 	for i, want := range []struct {
@@ -101,15 +94,7 @@ func TestListSkipsProjectors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "MMPROJ-Other.gguf"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	models, err := List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, m := range models {
-		ids = append(ids, m.ID)
-	}
-	if got := strings.Join(ids, " "); got != "tiny" {
+	if _, got := listIDs(t, dir); got != "tiny" {
 		t.Errorf("models %q, want tiny alone", got)
 	}
 }
@@ -204,4 +189,18 @@ func TestDefaultDir(t *testing.T) {
 			t.Errorf("DefaultDir() = %q, want %q", got, want)
 		}
 	}
+}
+
+// listIDs lists dir's models, and their ids joined by spaces.
+func listIDs(t *testing.T, dir string) ([]Model, string) {
+	t.Helper()
+	models, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range models {
+		ids = append(ids, m.ID)
+	}
+	return models, strings.Join(ids, " ")
 }
