@@ -388,10 +388,14 @@ func (s *scheduler) waitsForEncoder(sl *slot) bool {
 }
 
 // addMedia puts the chunk the slot's pending cells start in into the
-// step, limit cells at most (all of a non-causal chunk or none), if it
-// is encoded and the step has no other medium. It returns the cells
-// taken.
-func (s *scheduler) addMedia(sl *slot, limit int) int {
+// step, limit cells at most, if it is encoded and the step has no other
+// medium. A non-causal chunk goes whole or not at all: when it is over
+// limit (the prompts' share of a step while streams decode) it takes up
+// to room (what the step has left), else it would wait for every stream
+// to end; the step is then a prompt step's length, and the prefill
+// budget, which counts its cells, shortens the next ones. It returns the
+// cells taken.
+func (s *scheduler) addMedia(sl *slot, limit, room int) int {
 	if s.media.sl != nil || len(sl.pending) == 0 || !isPlaceholder(sl.pending[0]) {
 		return 0
 	}
@@ -400,6 +404,9 @@ func (s *scheduler) addMedia(sl *slot, limit int) int {
 		return 0
 	}
 	off := len(sl.cache) - c.start
+	if c.chunk.NonCausal && c.chunk.Tokens > limit {
+		limit = room
+	}
 	n := min(c.chunk.Tokens-off, limit, len(sl.pending))
 	if n <= 0 || (c.chunk.NonCausal && (off != 0 || n < c.chunk.Tokens)) {
 		return 0

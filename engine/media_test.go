@@ -332,3 +332,29 @@ func TestMediaAcrossSlots(t *testing.T) {
 		t.Errorf("%d chunks encoded; want 1", st.MediaEncoded)
 	}
 }
+
+// TestMediaWhileStreamsDecode: an image whose non-causal chunk (16
+// cells) is over the prompts' share of a step while another stream
+// decodes (PrefillBudget 8) goes in whole in one step, rather than
+// waiting for the stream to end: its request ends while the stream
+// still has most of its 1,500 tokens to go.
+func TestMediaWhileStreamsDecode(t *testing.T) {
+	g := testmodel.MediaGoldens[0]
+	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 2, BatchSize: 512, PrefillBudget: 8})
+	long := submit(t, e, greedy("Once upon a time", 1500))
+	waitState(t, e, long, "decode")
+	_, lps, res := collectLogprobs(t, submit(t, e, withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)))
+	if got := tokensOf(lps); !slices.Equal(got, g.Alone) {
+		t.Errorf("beside a stream: %v (%v); want %v", got, res.Err, g.Alone)
+	}
+	infos, err := e.Slots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(infos, func(in engine.SlotInfo) bool { return in.RequestID == long.ID() })
+	if i < 0 || infos[i].Decoded > 1000 {
+		t.Errorf("the image's request ended after most of the stream (%+v): it waited for it", infos)
+	}
+	long.Cancel()
+	collect(t, long)
+}

@@ -477,8 +477,8 @@ func (s *scheduler) fillBatch() bool {
 			continue
 		}
 		// A medium's embeddings first, then the text up to the next one.
-		m := s.addMedia(sl, limit)
-		n := min(len(sl.pending), limit-m)
+		m := s.addMedia(sl, limit, min(room, s.pool.avail()-claimed))
+		n := max(0, min(len(sl.pending), limit-m)) // a whole chunk may be over limit
 		if at := sl.checkpointAt - len(sl.cache); at > 0 {
 			n = min(n, at) // stop where the shared prefix ends, for its checkpoint
 		}
