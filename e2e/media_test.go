@@ -258,6 +258,9 @@ func TestSDKTranscription(t *testing.T) {
 	if status, b := post(ts, map[string]string{"model": "tiny", "response_format": "text"}, wav); status != http.StatusOK || string(b) != audioChatAnswer {
 		t.Errorf("response_format text: %d %q", status, b)
 	}
+	if status, b := post(ts, nil, make([]byte, 9<<20)); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a file over --max-body: %d %s", status, b)
+	}
 	vision := mediaServer(t, "gemma3", engine.Config{})
 	for _, c := range []struct {
 		name   string

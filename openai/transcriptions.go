@@ -59,18 +59,18 @@ func (body *transcriptionRequest) ReadQuery(r *http.Request) *serving.Error {
 			break
 		}
 		if err != nil {
-			return serving.Invalid("", "the multipart form: %v", err)
+			return serving.ReadError(err)
 		}
 		name := p.FormName()
 		if name == "file" {
 			if body.file, err = io.ReadAll(p); err != nil {
-				return serving.Invalid("file", "'file': %v", err)
+				return serving.ReadError(err)
 			}
 			continue
 		}
 		b, err := io.ReadAll(io.LimitReader(p, maxFormField+1))
 		if err != nil {
-			return serving.Invalid(name, "'%s': %v", name, err)
+			return serving.ReadError(err)
 		}
 		if len(b) > maxFormField {
 			return serving.Invalid(name, "'%s' is over %d bytes", name, maxFormField)

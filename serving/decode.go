@@ -23,7 +23,7 @@ import (
 func DecodeBody(r *http.Request, v any) *Error {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return readError(err)
+		return ReadError(err)
 	}
 	return DecodeJSON(b, v)
 }
@@ -72,7 +72,9 @@ func invalidUTF8(b []byte) int {
 // readError explains why the body could not be read: it is too large
 // (413), it did not arrive in time (408), or the connection failed (400;
 // nobody is likely to read it).
-func readError(err error) *Error {
+// ReadError is the error of a request body that could not be read: 413
+// past the body bound, 408 past its time, else 400.
+func ReadError(err error) *Error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
