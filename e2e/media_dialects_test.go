@@ -560,16 +560,22 @@ func TestDialectMediaRefused(t *testing.T) {
 		{"too many", "completion", "/completion", completion(strings.Repeat("<__media__>", 17)+"?", many(func(int) string { return b64 })...), []string{"prompt.multimodal_data", "--max-media"}, "prompt.multimodal_data"},
 		{"a sound for a vision model", "completion", "/completion", completion("Hear <__media__>.", wav), []string{"does not take audio"}, "prompt"},
 	}
-	for _, r := range refusals {
-		resp, b := ts.Post(t, r.path, r.body)
+	// refused checks that server refuses r with a 400 in its dialect's
+	// shape, saying what r says.
+	refused := func(server *e2etest.Server, r refusal) {
+		t.Helper()
+		resp, b := server.Post(t, r.path, r.body)
 		e := readError(t, r.dialect, resp.StatusCode, b)
 		ok := e.status == http.StatusBadRequest && (r.param == "" || e.param == r.param)
 		for _, s := range r.says {
 			ok = ok && strings.Contains(e.message, s)
 		}
 		if !ok {
-			t.Errorf("%s %s: %d %s; want 400 saying %q (param %q)", r.dialect, r.name, resp.StatusCode, b, r.says, r.param)
+			t.Errorf("%s %s %s: %d %s; want 400 saying %q (param %q)", r.dialect, r.path, r.name, resp.StatusCode, b, r.says, r.param)
 		}
+	}
+	for _, r := range refusals {
+		refused(ts, r)
 	}
 	if n, ok := ts.Metrics(t)["corral_prompt_tokens_total"]; !ok || n != 0 {
 		t.Errorf("refused requests reached the engine: %v prompt tokens", n)
@@ -584,14 +590,6 @@ func TestDialectMediaRefused(t *testing.T) {
 		{"no projector", "ollama", "/api/generate", ollamaGenerate(true, "[img-0] x", b64), []string{"does not take images"}, ""},
 		{"no projector", "completion", "/completion", completion("<__media__> x", b64), []string{"does not take images"}, "prompt"},
 	} {
-		resp, b := text.Post(t, r.path, r.body)
-		e := readError(t, r.dialect, resp.StatusCode, b)
-		ok := e.status == http.StatusBadRequest && (r.param == "" || e.param == r.param)
-		for _, s := range r.says {
-			ok = ok && strings.Contains(e.message, s)
-		}
-		if !ok {
-			t.Errorf("%s %s %s: %d %s; want 400 saying %q (param %q)", r.dialect, r.path, r.name, resp.StatusCode, b, r.says, r.param)
-		}
+		refused(text, r)
 	}
 }
