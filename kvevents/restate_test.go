@@ -115,7 +115,16 @@ func TestRestateRateLimited(t *testing.T) {
 	s := p.Topic("kv@pod@m")
 	p.Topic("kv@pod@other").Publish([]kvevents.Event{{Kind: kvevents.Stored, Hashes: []kvevents.Hash{hash(9)}, Tokens: tokens(kvevents.BlockSize, 0)}})
 	stored := []kvevents.Event{{Kind: kvevents.Stored, Hashes: []kvevents.Hash{hash(1)}, Tokens: tokens(kvevents.BlockSize, 0)}}
+	// A watcher there from the start gets batch 0 as a batch; once it
+	// has, the publisher has encoded it, and the first joiner is sure to
+	// join a topic with a state (had it joined first, it would have got
+	// batch 0 as a batch and the second joiner the first restatement).
+	w := dial(t, addr)
+	subscribe(t, w, "kv@pod@m")
 	s.Publish(stored)
+	if m := recv(t, w); m.Seq != 0 {
+		t.Fatalf("the watcher's first message is %d; want batch 0", m.Seq)
+	}
 	a := dial(t, addr)
 	msgs := subscribe(t, a, "kv@pod@m")
 	if len(msgs) == 0 {
