@@ -448,7 +448,7 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	if n >= len(sl.cache) {
 		return
 	}
-	if !s.rewind(sl, n) && (!s.cuttable(sl, n) || !s.lctx.SeqRemove(sl.id, n, -1)) {
+	if !s.rewind(sl, n) && (!s.cuttable(sl, n) || !s.lctx.SeqRemove(sl.id, sl.pos(n), -1)) {
 		// Back to the last checkpoint within n, or to nothing.
 		if k := lastCheckpoint(sl.checkpoints, n); s.rewind(sl, k) {
 			n = k
@@ -460,6 +460,7 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	s.dropCheckpoints(sl, n)
 	s.pool.release(sl.cells[n:])
 	s.kv.truncated(sl, n)
+	sl.shift -= shiftOf(sl.cache[n:])
 	sl.cache = sl.cache[:n]
 	sl.cells = sl.cells[:n]
 }
@@ -503,7 +504,7 @@ func (s *scheduler) save(sl *slot) {
 // the cells for the whole entry.
 func (s *scheduler) restore(sl *slot, e *hostEntry, n int) bool {
 	s.truncate(sl, 0)
-	if !s.lctx.SeqStateSet(sl.id, e.state) || s.lctx.SeqPosMax(sl.id) != len(e.tokens)-1 {
+	if !s.lctx.SeqStateSet(sl.id, e.state) || s.lctx.SeqPosMax(sl.id) != lastPos(e.tokens) {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		return false
 	}

@@ -66,7 +66,7 @@ func lastCheckpoint(cps []checkpoint, m int) int {
 func (s *scheduler) fromCheckpoint(src, dst *slot, n int) bool {
 	for i, c := range src.checkpoints {
 		if c.pos == n {
-			if !s.lctx.SetSeqStatePartial(dst.id, c.state) || !s.lctx.SeqRemove(dst.id, n, -1) {
+			if !s.lctx.SetSeqStatePartial(dst.id, c.state) || !s.lctx.SeqRemove(dst.id, src.pos(n), -1) {
 				return false
 			}
 			s.checkpointsUsed++
@@ -133,7 +133,7 @@ func (s *scheduler) cuttable(sl *slot, n int) bool {
 		return true
 	}
 	lo := s.lctx.SeqPosMin(sl.id)
-	return lo <= 0 && s.window > 0 || lo >= 0 && lo < n-s.window
+	return lo <= 0 && s.window > 0 || lo >= 0 && lo < sl.pos(n)-s.window
 }
 
 // dropCheckpoints forgets the slot's checkpoints past its first n tokens.

@@ -909,7 +909,7 @@ func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit
 		return false
 	}
 	s.truncate(sl, 0)
-	if !s.lctx.SeqStateSet(sl.id, state) || s.lctx.SeqPosMax(sl.id) != len(e.tokens)-1 {
+	if !s.lctx.SeqStateSet(sl.id, state) || s.lctx.SeqPosMax(sl.id) != lastPos(e.tokens) {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		return false
 	}

@@ -251,14 +251,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			model.Close()
 			return nil, fmt.Errorf("engine: %w", err)
 		}
-		if proj.MRoPE() {
-			// Its media take other positions than cells, which the
-			// scheduler does not place yet.
-			proj.Close()
-			lctx.Close()
-			model.Close()
-			return nil, fmt.Errorf("engine: projector %s: the model places media with M-RoPE positions (the Qwen2-VL family), which corral does not support yet", cfg.MMProj)
-		}
 	}
 	tmpl, _ := model.Meta("tokenizer.chat_template")
 	toolUse, _ := model.Meta("tokenizer.chat_template.tool_use")

@@ -65,11 +65,17 @@ type mediaChunk struct {
 // others in [-2^30, 0), each from a hash of the medium, the chunk's
 // index in it and the cell's. Two chunks match cell for cell only when
 // their media have one ID: a false match needs 30 bits per cell to
-// collide.
+// collide. The first cell gives 17 of its bits to how the chunk's cells
+// take positions (see chunkShift), so that a list of tokens alone tells
+// every cell's position: a model with M-RoPE (the Qwen2-VL family) puts
+// an image's cells on fewer positions than cells.
 const (
 	placeholderStart = math.MinInt32
 	placeholderNext  = -(1 << 30)
 	placeholderMask  = 1<<30 - 1
+	shiftBits        = 16
+	shiftMask        = 1<<shiftBits - 1
+	onePositionBit   = 1 << shiftBits
 )
 
 // isPlaceholder reports whether tok stands for a cell of a medium.
@@ -78,14 +84,18 @@ func isPlaceholder(tok int32) bool { return tok < 0 }
 // inChunk reports whether tok is a medium's cell after its chunk's first.
 func inChunk(tok int32) bool { return tok >= placeholderNext && tok < 0 }
 
-// placeholders appends the n placeholders of the chunk of medium key
-// numbered chunk.
-func placeholders(dst []int32, key [32]byte, chunk, n int) []int32 {
+// placeholders appends the placeholders of the chunk of medium key
+// numbered chunk: c.Tokens of them.
+func placeholders(dst []int32, key [32]byte, chunk int, c *llama.MediaChunk) []int32 {
 	h := binary.LittleEndian.Uint64(key[:8]) ^ uint64(chunk)*0x9e3779b97f4a7c15
-	for i := range n {
+	first := int32(c.Tokens - c.Positions) // <= shiftMask: mediaTokens checks
+	if c.OnePosition {
+		first |= onePositionBit
+	}
+	for i := range c.Tokens {
 		v := int32(splitmix(h+uint64(i)) & placeholderMask)
 		if i == 0 {
-			dst = append(dst, placeholderStart+v)
+			dst = append(dst, placeholderStart+(v&^(onePositionBit|shiftMask)|first))
 		} else {
 			dst = append(dst, placeholderNext+v)
 		}
@@ -100,6 +110,71 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ x>>27) * 0x94d049bb133111eb
 	return x ^ x>>31
 }
+
+// chunkShift is how many fewer positions than cells the chunk that tok
+// starts takes (an M-RoPE image's); 0 for any other token.
+func chunkShift(tok int32) int {
+	if tok >= placeholderNext {
+		return 0
+	}
+	return int((tok - placeholderStart) & shiftMask)
+}
+
+// onePosition reports whether every cell of the chunk that tok starts
+// takes the chunk's first position (on M-RoPE's first plane: an image's).
+func onePosition(tok int32) bool {
+	return tok < placeholderNext && (tok-placeholderStart)&onePositionBit != 0
+}
+
+// Positions. A cell's position is its index in its sequence less the
+// shifts of the chunks before it: the position of the cell after the
+// first n of toks (each chunk there whole) is posAfter(toks, n), and a
+// slot keeps the sum of its cache's shifts (slot.shift) so that its
+// next position is one subtraction. Without M-RoPE every shift is 0 and
+// a position is an index.
+
+// shiftOf sums the shifts of the chunks that start in toks.
+func shiftOf(toks []int32) int {
+	n := 0
+	for _, t := range toks {
+		n += chunkShift(t)
+	}
+	return n
+}
+
+// posAfter is the position of the cell after the first n of toks.
+func posAfter(toks []int32, n int) int { return n - shiftOf(toks[:n]) }
+
+// cellPos is the position of toks[i] (with M-RoPE, on the first plane):
+// the one llama.cpp's memory keeps for its cell.
+func cellPos(toks []int32, i int) int {
+	if !isPlaceholder(toks[i]) {
+		return posAfter(toks, i)
+	}
+	k := i
+	for k > 0 && inChunk(toks[k]) {
+		k--
+	}
+	if onePosition(toks[k]) {
+		return posAfter(toks, k)
+	}
+	return posAfter(toks, k) + i - k
+}
+
+// lastPos is the position of toks' last cell, -1 for none: what
+// llama.cpp's SeqPosMax says of a sequence holding toks.
+func lastPos(toks []int32) int {
+	if len(toks) == 0 {
+		return -1
+	}
+	return cellPos(toks, len(toks)-1)
+}
+
+// nextPos is the position of the slot's next cell.
+func (sl *slot) nextPos() int { return len(sl.cache) - sl.shift }
+
+// pos is the position of the cell after the first n of the slot's cache.
+func (sl *slot) pos(n int) int { return n - sl.shift + shiftOf(sl.cache[n:]) }
 
 // snapMedia moves n, a number of leading tokens of toks to keep, back to
 // the start of the chunk it would cut: a cache holds a medium's chunk
@@ -178,8 +253,12 @@ func (e *Engine) mediaTokens(req *Request, maxPrompt int) ([]int32, []*mediaChun
 				llama.FreePieces(pieces[k:])
 				return fail(fmt.Errorf("%w: medium %d takes %d tokens evaluated at once, more than the batch's %d", ErrMedia, i, pc.Chunk.Tokens, e.cfg.BatchSize))
 			}
+			if d := pc.Chunk.Tokens - pc.Chunk.Positions; d < 0 || d > shiftMask {
+				llama.FreePieces(pieces[k:])
+				return fail(fmt.Errorf("%w: medium %d takes %d cells over %d positions; at most %d fewer positions than cells", ErrMedia, i, pc.Chunk.Tokens, pc.Chunk.Positions, shiftMask))
+			}
 			chunks = append(chunks, &mediaChunk{start: len(toks), chunk: pc.Chunk})
-			toks = placeholders(toks, key, k, pc.Chunk.Tokens)
+			toks = placeholders(toks, key, k, pc.Chunk)
 		}
 		if len(toks) > maxPrompt {
 			return fail(&PromptTooLongError{Tokens: len(toks), Max: maxPrompt})
@@ -266,13 +345,13 @@ func (r *request) chunkHolding(i int) *mediaChunk {
 }
 
 // mediaJob is a step's evaluation of media embeddings: n cells of a
-// slot's chunk from cell off of it, at the slot's position pos. It runs
-// before the step's token batch.
+// slot's chunk from cell off of it, at positions pos
+// (llama.Projector.Positions). It runs before the step's token batch.
 type mediaJob struct {
 	sl       *slot
 	c        *mediaChunk
 	off, n   int
-	pos      int
+	pos      []int32
 	causalNo bool
 }
 
@@ -411,7 +490,8 @@ func (s *scheduler) addMedia(sl *slot, limit, room int) int {
 	if n <= 0 || (c.chunk.NonCausal && (off != 0 || n < c.chunk.Tokens)) {
 		return 0
 	}
-	s.media = mediaJob{sl: sl, c: c, off: off, n: n, pos: len(sl.cache), causalNo: c.chunk.NonCausal}
+	pos := s.e.proj.Positions(c.chunk, sl.pos(c.start), off, n)
+	s.media = mediaJob{sl: sl, c: c, off: off, n: n, pos: pos, causalNo: c.chunk.NonCausal}
 	for _, tok := range sl.pending[:n] {
 		s.appendToken(sl, tok)
 	}

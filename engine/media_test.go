@@ -74,7 +74,9 @@ func goldenMedia(t *testing.T, g testmodel.MediaGolden) []engine.Media {
 // (testmodel.MediaGoldens) for prompts with images (Gemma 3's
 // non-causal 16-token chunks, one prompt with the same image twice) and
 // a sound (Qwen2-Audio's causal 750-token chunk, evaluated over two
-// steps of a 512-token batch), counting their cells as prompt tokens:
+// steps of a 512-token batch), and Qwen2-VL's images, whose cells take
+// M-RoPE's 2-D positions, fewer than cells (in steps of a 16-token
+// batch too), counting their cells as prompt tokens:
 // alone, then again from the cache (nothing encoded twice), and batched
 // with text-only prompts, whose tokens stay llama-server's too.
 func TestMediaGoldens(t *testing.T) {
@@ -131,6 +133,18 @@ func TestMediaGoldens(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			e.Close()
+
+			if g.Kind != mropeGolden.Kind {
+				return
+			}
+			// M-RoPE images are causal: in 16-cell steps, each of the two
+			// images (24 and 16 cells) takes steps of its own, at the
+			// positions of the whole image's.
+			e = mediaEngine(t, g.Kind, engine.Config{Parallel: 1, BatchSize: 16})
+			if _, lps, res := collectLogprobs(t, submit(t, e, req)); !slices.Equal(tokensOf(lps), g.Alone) {
+				t.Errorf("in 16-cell steps: %v (%v); want %v", tokensOf(lps), res.Err, g.Alone)
+			}
 		})
 	}
 }
@@ -174,7 +188,12 @@ func mediaEngineless(t *testing.T) *engine.Engine {
 // (its cells were lost with the slot) and gives llama-server's tokens;
 // the preempting text request too.
 func TestMediaPreempted(t *testing.T) {
-	g := testmodel.MediaGoldens[0]
+	for _, g := range []testmodel.MediaGolden{testmodel.MediaGoldens[0], mropeGolden} {
+		t.Run(g.Kind, func(t *testing.T) { testMediaPreempted(t, g) })
+	}
+}
+
+func testMediaPreempted(t *testing.T, g testmodel.MediaGolden) {
 	cpu := engine.NewCPU(1)
 	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 1, BatchSize: 512, CPU: cpu})
 	low := withMedia(t, g.Prompt, 200, goldenMedia(t, g)...)
@@ -195,8 +214,8 @@ func TestMediaPreempted(t *testing.T) {
 	if res.Preemptions != 1 {
 		t.Errorf("preempted %d times; want 1", res.Preemptions)
 	}
-	if st := e.Stats(); st.MediaEncoded != 2 {
-		t.Errorf("%d chunks encoded; want 2 (again after the preemption)", st.MediaEncoded)
+	if st := e.Stats(); st.MediaEncoded != uint64(2*len(g.Media)) {
+		t.Errorf("%d chunks encoded; want %d (again after the preemption)", st.MediaEncoded, 2*len(g.Media))
 	}
 }
 
@@ -205,7 +224,12 @@ func TestMediaPreempted(t *testing.T) {
 // engine with another projector for the same model finds nothing, since
 // the cells of a medium are the projector's.
 func TestMediaDiskCache(t *testing.T) {
-	g := testmodel.MediaGoldens[2]
+	for _, g := range []testmodel.MediaGolden{testmodel.MediaGoldens[2], mropeGolden} {
+		t.Run(g.Kind, func(t *testing.T) { testMediaDiskCache(t, g) })
+	}
+}
+
+func testMediaDiskCache(t *testing.T, g testmodel.MediaGolden) {
 	dir, cache := t.TempDir(), t.TempDir()
 	model, proj := testsynth.Projector(t, dir, g.Kind)
 	cfg := engine.Config{ModelPath: model, MMProj: proj, Parallel: 1, BatchSize: 512, Threads: testThreads, DiskCacheDir: cache}
@@ -230,8 +254,8 @@ func TestMediaDiskCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.MMProj = other
-	if _, res, st := run(cfg); res.Usage.CachedTokens != 0 || st.MediaEncoded != 1 {
-		t.Errorf("another projector: %d cached, %d encodes; want none cached, 1 encode", res.Usage.CachedTokens, st.MediaEncoded)
+	if _, res, st := run(cfg); res.Usage.CachedTokens != 0 || st.MediaEncoded != uint64(len(g.Media)) {
+		t.Errorf("another projector: %d cached, %d encodes; want none cached, %d", res.Usage.CachedTokens, st.MediaEncoded, len(g.Media))
 	}
 }
 
@@ -318,7 +342,12 @@ func TestMediaRequestsBounded(t *testing.T) {
 // found by the same prompt in another slot (its cells shared, not
 // evaluated again), with no encode and llama-server's tokens.
 func TestMediaAcrossSlots(t *testing.T) {
-	g := testmodel.MediaGoldens[2]
+	for _, g := range []testmodel.MediaGolden{testmodel.MediaGoldens[2], mropeGolden} {
+		t.Run(g.Kind, func(t *testing.T) { testMediaAcrossSlots(t, g) })
+	}
+}
+
+func testMediaAcrossSlots(t *testing.T, g testmodel.MediaGolden) {
 	e := mediaEngine(t, g.Kind, engine.Config{Parallel: 2, BatchSize: 512})
 	req := withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)
 	req.PinSlot, req.SlotID = true, 0
@@ -328,10 +357,14 @@ func TestMediaAcrossSlots(t *testing.T) {
 	if got := tokensOf(lps); !slices.Equal(got, g.Alone) || res.Usage.CachedTokens != g.PromptTokens-1 {
 		t.Errorf("in the other slot: %v with %d cached; want %v with %d", got, res.Usage.CachedTokens, g.Alone, g.PromptTokens-1)
 	}
-	if st := e.Stats(); st.MediaEncoded != 1 {
-		t.Errorf("%d chunks encoded; want 1", st.MediaEncoded)
+	if st := e.Stats(); st.MediaEncoded != uint64(len(g.Media)) {
+		t.Errorf("%d chunks encoded; want %d", st.MediaEncoded, len(g.Media))
 	}
 }
+
+// mropeGolden is a golden of a model with M-RoPE (Qwen2-VL): two images
+// of 24 and 16 cells over 6 and 4 positions.
+var mropeGolden = testmodel.MediaGoldens[4]
 
 // TestMediaWhileStreamsDecode: an image whose non-causal chunk (16
 // cells) is over the prompts' share of a step while another stream

@@ -114,6 +114,7 @@ func (p *cellPool) distinct(keep, drop [][]int32) int {
 // checked that a cell is free.
 func (s *scheduler) appendToken(sl *slot, tok int32) {
 	sl.cache = append(sl.cache, tok)
+	sl.shift += chunkShift(tok)
 	sl.cells = append(sl.cells, s.pool.take())
 	s.kv.appended(sl)
 }
@@ -127,12 +128,13 @@ func (s *scheduler) share(src, dst *slot, n int) int {
 	if s.perSlot {
 		return s.copyPrefix(src, dst, n)
 	}
-	s.lctx.SeqCopy(src.id, dst.id, 0, n)
+	s.lctx.SeqCopy(src.id, dst.id, 0, src.pos(n))
 	if !s.cuttable(src, n) && !s.fromCheckpoint(src, dst, n) {
 		s.lctx.SeqRemove(dst.id, -1, -1)
 		return 0
 	}
 	dst.cache = append(dst.cache, src.cache[:n]...)
+	dst.shift = shiftOf(dst.cache)
 	dst.cells = append(dst.cells, src.cells[:n]...)
 	s.pool.hold(src.cells[:n])
 	s.kv.shared(src, dst, n)
@@ -150,8 +152,9 @@ func (s *scheduler) copyPrefix(src, dst *slot, n int) int {
 		return 0
 	}
 	s.lctx.SeqCopyBuffer(src.id, dst.id)
-	s.lctx.SeqRemove(dst.id, n, -1)
+	s.lctx.SeqRemove(dst.id, src.pos(n), -1)
 	dst.cache = append(dst.cache, src.cache[:n]...)
+	dst.shift = shiftOf(dst.cache)
 	for range n {
 		dst.cells = append(dst.cells, s.pool.take())
 	}

@@ -419,7 +419,7 @@ func (s *scheduler) fillBatch() bool {
 		if sl.state == stateDecode {
 			sl.inBatch = true
 			sl.outIdx = s.batch.Len()
-			s.batch.Add(sl.req.gen.last, len(sl.cache), sl.id, true)
+			s.batch.Add(sl.req.gen.last, sl.nextPos(), sl.id, true)
 			s.appendToken(sl, sl.req.gen.last)
 			claimed--
 			sl.req.gen.evalDecode++
@@ -493,7 +493,7 @@ func (s *scheduler) fillBatch() bool {
 			if last {
 				sl.outIdx = s.batch.Len()
 			}
-			s.batch.Add(tok, len(sl.cache), sl.id, last)
+			s.batch.Add(tok, sl.nextPos(), sl.id, last)
 			s.appendToken(sl, tok)
 		}
 		sl.pending = sl.pending[n:]
@@ -510,7 +510,7 @@ func (s *scheduler) fillBatch() bool {
 		g := &sl.req.gen
 		sl.draftIdx = s.batch.Len()
 		for _, tok := range g.draft {
-			s.batch.Add(tok, len(sl.cache), sl.id, true)
+			s.batch.Add(tok, sl.nextPos(), sl.id, true)
 			s.appendToken(sl, tok)
 		}
 		g.evalDecode += len(g.draft)

@@ -38,14 +38,17 @@ func (s slotState) String() string {
 // the engine, not llama.cpp, caps each slot at nctx.
 //
 // Invariant: cache lists exactly the tokens whose KV cells sequence id
-// holds, in position order, so len(cache) is the next position; cells
-// lists those cells (the pool's numbering, not llama.cpp's).
+// holds, in position order; cells lists those cells (the pool's
+// numbering, not llama.cpp's); shift is shiftOf(cache), so that
+// len(cache)-shift is the next position (see media.go: without M-RoPE
+// media shift is 0).
 type slot struct {
 	id    int
 	nctx  int // the most cells this sequence may hold (Config.CtxPerRequest)
 	state slotState
 	cache []int32
 	cells []int32
+	shift int
 	// blocks names the whole blocks of cache, when the engine publishes
 	// KV events (kvevents.go).
 	blocks []kvevents.Hash

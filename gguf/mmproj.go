@@ -11,9 +11,12 @@ import (
 
 // ProjectorKinds are the multimodal projectors WriteSyntheticProjector
 // writes, by clip.projector_type: "gemma3", Gemma 3's SigLIP vision
-// encoder (an image becomes 16 tokens), and "qwen2a", Qwen2-Audio's
-// Whisper encoder (any audio under 30 s becomes 750 tokens).
-var ProjectorKinds = []string{"gemma3", "qwen2a"}
+// encoder (an image becomes 16 tokens); "qwen2a", Qwen2-Audio's Whisper
+// encoder (any audio under 30 s becomes 750 tokens); and
+// "qwen2vl_merger", Qwen2-VL's vision encoder, whose model places an
+// image's tokens with M-RoPE's 2-D positions (a 64 × 64 image becomes
+// 4 × 4 tokens over 4 positions).
+var ProjectorKinds = []string{"gemma3", "qwen2a", "qwen2vl_merger"}
 
 // ProjectorText returns the synthetic text model a projector of kind
 // goes with, as corral synth --mmproj writes it: its architecture; its
@@ -34,6 +37,10 @@ func ProjectorText(kind string) (arch string, shape Shape, opts SynthOptions, ok
 	case "qwen2a":
 		arch = "qwen2"
 		opts = SynthOptions{Special: []string{"<|audio_bos|>", "<|audio_eos|>"}, ChatTemplate: qwen25Template}
+		shape.ChatML = true
+	case "qwen2vl_merger":
+		arch = "qwen2vl"
+		opts = SynthOptions{Special: []string{"<|vision_start|>", "<|vision_end|>"}, ChatTemplate: qwen25Template}
 		shape.ChatML = true
 	default:
 		return "", Shape{}, SynthOptions{}, false
@@ -153,7 +160,8 @@ func projector(kind string, textEmbd int, shape ProjectorShape) ([]kv, []TensorI
 	e, ff, n := uint64(sh.Embd), uint64(sh.FF), uint64(textEmbd)
 	var ts []TensorInfo
 	t := func(name string, dims ...uint64) { ts = append(ts, TensorInfo{Name: name, Dims: dims, Type: TypeF32}) }
-	if kind == "gemma3" {
+	switch kind {
+	case "gemma3":
 		add("image_size", u(sh.ImageSize))
 		add("patch_size", u(sh.PatchSize))
 		add("projector.scale_factor", u(projScaleFactor))
@@ -165,7 +173,19 @@ func projector(kind string, textEmbd int, shape ProjectorShape) ([]kv, []TensorI
 		t("v.patch_embd.weight", p, p, 3, e)
 		t("v.patch_embd.bias", e)
 		t("v.position_embd.weight", e, patches)
-	} else {
+	case "qwen2vl_merger":
+		// Patches merged 2 × 2 after the encoder; no patch bias nor
+		// position embedding (M-RoPE places the patches); two patch
+		// kernels (a video's two frames; an image takes both).
+		add("image_size", u(sh.ImageSize))
+		add("patch_size", u(sh.PatchSize))
+		add("image_mean", []float32{0.5, 0.5, 0.5})
+		add("image_std", []float32{0.5, 0.5, 0.5})
+		kvs = append(kvs, kv{"clip.use_gelu", true})
+		p := uint64(sh.PatchSize)
+		t("v.patch_embd.weight", p, p, 3, e)
+		t("v.patch_embd.weight.1", p, p, 3, e)
+	default:
 		add("num_mel_bins", u(projMelBins))
 		t("a.conv1d.1.weight", projConvWidth, projMelBins, e)
 		t("a.conv1d.1.bias", 1, e)
@@ -192,10 +212,16 @@ func projector(kind string, textEmbd int, shape ProjectorShape) ([]kv, []TensorI
 	}
 	t(prefix+".post_ln.weight", e)
 	t(prefix+".post_ln.bias", e)
-	if kind == "gemma3" {
+	switch kind {
+	case "gemma3":
 		t("mm.soft_emb_norm.weight", e)
 		t("mm.input_projection.weight", n, e) // applied transposed: ne[0] is the text width
-	} else {
+	case "qwen2vl_merger":
+		t("mm.0.weight", 4*e, 4*e) // over 2 × 2 merged patches
+		t("mm.0.bias", 4*e)
+		t("mm.2.weight", 4*e, n)
+		t("mm.2.bias", n)
+	default:
 		t("mm.a.fc.weight", e, n)
 		t("mm.a.fc.bias", n)
 	}

@@ -53,7 +53,13 @@ func TestWriteSyntheticProjectorKVs(t *testing.T) {
 	gemma3["clip.use_gelu"] = true
 	qwen2a := common("qwen2a", "audio", 1e-5)
 	qwen2a["clip.audio.num_mel_bins"] = uint32(80)
-	for kind, want := range map[string]map[string]any{"gemma3": gemma3, "qwen2a": qwen2a} {
+	qwen2vl := common("qwen2vl_merger", "vision", 1e-6)
+	qwen2vl["clip.vision.image_size"] = uint32(64)
+	qwen2vl["clip.vision.patch_size"] = uint32(8)
+	qwen2vl["clip.vision.image_mean"] = []float32{0.5, 0.5, 0.5}
+	qwen2vl["clip.vision.image_std"] = []float32{0.5, 0.5, 0.5}
+	qwen2vl["clip.use_gelu"] = true
+	for kind, want := range map[string]map[string]any{"gemma3": gemma3, "qwen2a": qwen2a, "qwen2vl_merger": qwen2vl} {
 		t.Run(kind, func(t *testing.T) {
 			m, err := ReadMetadata(writeProjector(t, kind, 320, 1))
 			if err != nil {
@@ -118,7 +124,14 @@ func TestWriteSyntheticProjectorTensors(t *testing.T) {
 	qwen2a["a.position_embd.weight"] = []uint64{64, 1500}
 	qwen2a["mm.a.fc.weight"] = []uint64{64, n}
 	qwen2a["mm.a.fc.bias"] = []uint64{n}
-	for kind, want := range map[string]map[string][]uint64{"gemma3": gemma3, "qwen2a": qwen2a} {
+	qwen2vl := block("v", true)
+	qwen2vl["v.patch_embd.weight"] = []uint64{8, 8, 3, 64}
+	qwen2vl["v.patch_embd.weight.1"] = []uint64{8, 8, 3, 64}
+	qwen2vl["mm.0.weight"] = []uint64{256, 256}
+	qwen2vl["mm.0.bias"] = []uint64{256}
+	qwen2vl["mm.2.weight"] = []uint64{256, n}
+	qwen2vl["mm.2.bias"] = []uint64{n}
+	for kind, want := range map[string]map[string][]uint64{"gemma3": gemma3, "qwen2a": qwen2a, "qwen2vl_merger": qwen2vl} {
 		t.Run(kind, func(t *testing.T) {
 			p := writeProjector(t, kind, n, 3)
 			m, err := ReadMetadata(p)

@@ -395,18 +395,32 @@ func (c *Context) SeqStateSet(seq int, state []byte) bool {
 }
 
 // DecodeEmbd evaluates n input embeddings, rows of the model's input
-// width in embd (a medium's, from Projector.Encode), as the tokens at
-// positions pos0 to pos0+n-1 of sequence seq. Nothing is output. At most
-// NBatch at once.
-func (c *Context) DecodeEmbd(embd []float32, n, pos0, seq int) error {
-	width := int(C.llama_model_n_embd_inp(C.llama_get_model(c.c)))
+// width in embd (a medium's, from Projector.Encode), as tokens of
+// sequence seq at positions pos (Projector.Positions): n of them, or
+// 4n for a model with M-RoPE. Nothing is output. At most NBatch at once.
+func (c *Context) DecodeEmbd(embd []float32, n int, pos []int32, seq int) error {
+	model := C.llama_get_model(c.c)
+	width := int(C.llama_model_n_embd_inp(model))
 	if n <= 0 || n > c.cap || len(embd) != n*width {
 		return fmt.Errorf("llama: decode embeddings: %d floats for %d of width %d (at most %d)", len(embd), n, width, c.cap)
 	}
-	if rc := C.corral_decode_embd(c.c, (*C.float)(unsafe.Pointer(&embd[0])), C.int32_t(n), C.int32_t(pos0), C.int32_t(seq)); rc != 0 {
+	if want := n * posPerEmbd(model); len(pos) != want {
+		return fmt.Errorf("llama: decode embeddings: %d positions for %d embeddings, want %d", len(pos), n, want)
+	}
+	if rc := C.corral_decode_embd(c.c, (*C.float)(unsafe.Pointer(&embd[0])), C.int32_t(n), (*C.int32_t)(unsafe.Pointer(&pos[0])), C.int32_t(seq)); rc != 0 {
 		return &DecodeError{Code: int(rc)}
 	}
 	return nil
+}
+
+// posPerEmbd is how many positions the model takes per embedding: 4
+// with M-RoPE (a position per section), else 1.
+func posPerEmbd(m *C.struct_llama_model) int {
+	switch C.llama_model_rope_type(m) {
+	case C.LLAMA_ROPE_TYPE_MROPE, C.LLAMA_ROPE_TYPE_IMROPE:
+		return 4
+	}
+	return 1
 }
 
 // SetCausalAttn turns causal attention on or off for the next Decode

@@ -92,6 +92,24 @@ func (p *Projector) Audio() bool { return bool(C.mtmd_support_audio(p.p)) }
 // takes fewer positions than cells).
 func (p *Projector) MRoPE() bool { return bool(C.mtmd_decode_use_mrope(p.p)) }
 
+// Positions returns the positions of n of the chunk's embeddings from
+// its off-th, the chunk starting at position pos0, for
+// Context.DecodeEmbd: pos0+off to pos0+off+n-1, or with M-RoPE four
+// planes of n (an image's 2-D positions: all of its embeddings at pos0
+// on the first plane, its rows and columns on the next two).
+func (p *Projector) Positions(c *MediaChunk, pos0, off, n int) []int32 {
+	if n <= 0 || off < 0 || off+n > c.Tokens {
+		return nil
+	}
+	mrope, planes := p.MRoPE(), 1
+	if mrope {
+		planes = 4
+	}
+	out := make([]int32, n*planes)
+	C.corral_chunk_positions(c.c, C.bool(mrope), C.int32_t(pos0), C.int32_t(off), C.int32_t(n), (*C.int32_t)(unsafe.Pointer(&out[0])))
+	return out
+}
+
 // AudioSampleRate is the rate in Hz of the mono samples TokenizeAudio
 // takes; 0 when the projector takes no audio.
 func (p *Projector) AudioSampleRate() int { return max(0, int(C.mtmd_get_audio_sample_rate(p.p))) }
@@ -109,10 +127,14 @@ type MediaPiece struct {
 // positions of a sequence. NonCausal chunks must be evaluated in one
 // Decode with causal attention off (Gemma 3's images); the others may be
 // split like text. Free it when done.
+//
+// With M-RoPE (Projector.MRoPE) an image's embeddings are OnePosition:
+// all of them take the chunk's first position on the first plane, and
+// it takes fewer Positions than Tokens.
 type MediaChunk struct {
-	c                 *C.mtmd_input_chunk
-	Tokens, Positions int
-	Audio, NonCausal  bool
+	c                             *C.mtmd_input_chunk
+	Tokens, Positions             int
+	Audio, NonCausal, OnePosition bool
 }
 
 // Free frees the chunk's preprocessed data.
@@ -195,13 +217,18 @@ func (p *Projector) tokenize(b *C.mtmd_bitmap) ([]MediaPiece, error) {
 				FreePieces(out)
 				return nil, errors.New("tokenize: llama.cpp could not copy a chunk")
 			}
-			out = append(out, MediaPiece{Chunk: &MediaChunk{
+			mc := &MediaChunk{
 				c:         own,
 				Tokens:    int(C.mtmd_input_chunk_get_n_tokens(own)),
 				Positions: int(C.mtmd_input_chunk_get_n_pos(own)),
 				Audio:     C.mtmd_input_chunk_get_type(own) == C.MTMD_INPUT_CHUNK_TYPE_AUDIO,
 				NonCausal: bool(C.mtmd_decode_use_non_causal(p.p, own)),
-			}})
+			}
+			if mc.Tokens > 1 && p.MRoPE() {
+				last := p.Positions(mc, 0, mc.Tokens-1, 1)
+				mc.OnePosition = last[0] == 0 // the first plane of the last embedding
+			}
+			out = append(out, MediaPiece{Chunk: mc})
 		}
 	}
 	if !hasChunk(out) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
@@ -121,6 +122,31 @@ func TestProjectors(t *testing.T) {
 	}
 	if _, err := audio.p.Encode(context.Background(), snd, nil); err != nil {
 		t.Errorf("an encode after aborted ones: %v", err)
+	}
+
+	// Qwen2-VL: a 96 × 64 image is 6 × 4 tokens (8-pixel patches merged
+	// 2 × 2) over 6 positions, placed in 2-D as llama.cpp's helpers do:
+	// every token at pos0 on the first plane, its row (y) on the second,
+	// its column (x) on the third, 0 on the fourth.
+	mrope := load("qwen2vl_merger")
+	if !mrope.p.MRoPE() || vision.p.MRoPE() || audio.p.MRoPE() {
+		t.Errorf("M-RoPE: qwen2vl %v, gemma3 %v, qwen2a %v; want only qwen2vl", mrope.p.MRoPE(), vision.p.MRoPE(), audio.p.MRoPE())
+	}
+	rgb, nx, ny = testsynth.RGB(t, "gradient-96x64.png")
+	pieces, err = mrope.p.TokenizeImage(rgb, nx, ny)
+	wideImg := encode(t, mrope, pieces, err, 24)
+	if wideImg.NonCausal || wideImg.Positions != 6 || !wideImg.OnePosition {
+		t.Errorf("qwen2vl's image chunk: %+v; want causal, 6 positions, one first-plane position", *wideImg)
+	}
+	if img.OnePosition || snd.OnePosition {
+		t.Error("a chunk of a model without M-RoPE takes one position")
+	}
+	pos := mrope.p.Positions(wideImg, 100, 7, 2) // tokens 7 and 8: row 1, columns 1 and 2
+	if want := []int32{100, 100, 101, 101, 101, 102, 0, 0}; !slices.Equal(pos, want) {
+		t.Errorf("positions of tokens 7 and 8 from 100: %v; want %v", pos, want)
+	}
+	if pos := vision.p.Positions(img, 100, 7, 2); !slices.Equal(pos, []int32{107, 108}) {
+		t.Errorf("gemma3: positions of tokens 7 and 8 from 100: %v; want 107 and 108", pos)
 	}
 
 	wide := filepath.Join(dir, "wide.mmproj.gguf")

@@ -13,6 +13,7 @@
 #include "ggml-cpu.h"
 #include "fit.h"
 #include "llama-grammar.h"
+#include "mtmd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -508,27 +509,48 @@ int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch) {
     }
 }
 
-int32_t corral_decode_embd(struct llama_context * ctx, const float * embd, int32_t n, int32_t pos0, int32_t seq) {
+int32_t corral_decode_embd(struct llama_context * ctx, const float * embd, int32_t n, const int32_t * pos, int32_t seq) {
     try {
-        std::vector<llama_pos>      pos(n);
         std::vector<int32_t>        n_seq(n, 1);
         std::vector<llama_seq_id>   ids(n, seq);
         std::vector<llama_seq_id *> seqs(n);
         std::vector<int8_t>         logits(n, 0);
         for (int32_t i = 0; i < n; i++) {
-            pos[i]  = pos0 + i;
             seqs[i] = &ids[i];
         }
         llama_batch batch = {};
         batch.n_tokens = n;
         batch.embd     = const_cast<float *>(embd);
-        batch.pos      = pos.data();
+        batch.pos      = const_cast<llama_pos *>(pos);
         batch.n_seq_id = n_seq.data();
         batch.seq_id   = seqs.data();
         batch.logits   = logits.data();
         return llama_decode(ctx, batch);
     } catch (const std::exception &) {
         return -100;
+    }
+}
+
+void corral_chunk_positions(const struct mtmd_input_chunk * chunk, bool mrope, int32_t pos0, int32_t off, int32_t n, int32_t * out) {
+    if (!mrope) {
+        for (int32_t i = 0; i < n; i++) {
+            out[i] = pos0 + off + i;
+        }
+        return;
+    }
+    const mtmd_image_tokens * img = mtmd_input_chunk_get_tokens_image(chunk);
+    for (int32_t i = 0; i < n; i++) {
+        mtmd_decoder_pos p;
+        if (img != nullptr) {
+            p = mtmd_image_tokens_get_decoder_pos(img, pos0, (size_t) (off + i));
+        } else {
+            const uint32_t v = (uint32_t) (pos0 + off + i);
+            p = {v, v, v, v};
+        }
+        out[i]         = (int32_t) p.t;
+        out[i + n]     = (int32_t) p.y;
+        out[i + 2 * n] = (int32_t) p.x;
+        out[i + 3 * n] = (int32_t) p.z;
     }
 }
 

@@ -119,9 +119,19 @@ bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t
 int32_t corral_decode(struct llama_context * ctx, struct llama_batch batch);
 
 // corral_decode_embd evaluates n input embeddings (n rows of the model's
-// input width) as the tokens at positions pos0..pos0+n-1 of sequence seq,
-// with no outputs: a medium's embeddings, as mtmd's helper decodes them.
-int32_t corral_decode_embd(struct llama_context * ctx, const float * embd, int32_t n, int32_t pos0, int32_t seq);
+// input width) of sequence seq at positions pos: n of them, or for a
+// model with M-RoPE 4 planes of n (llama_batch's layout). Nothing is
+// output. It returns llama_decode's code, or -100 when C++ threw.
+int32_t corral_decode_embd(struct llama_context * ctx, const float * embd, int32_t n, const int32_t * pos, int32_t seq);
+
+struct mtmd_input_chunk;
+
+// corral_chunk_positions writes to out the positions of n embeddings of
+// a media chunk from its off-th, the chunk starting at position pos0, as
+// llama.cpp's mtmd helpers place them: pos0+off+i, or with mrope 4
+// planes of n, t y x z (an image's 2-D positions from
+// mtmd_image_tokens_get_decoder_pos; a sound's pos0+off+i in each).
+void corral_chunk_positions(const struct mtmd_input_chunk * chunk, bool mrope, int32_t pos0, int32_t off, int32_t n, int32_t * out);
 
 // corral_encoder_abort is an eval callback for a projector's encoder
 // (mtmd_context_params.cb_eval): user_data points to three int64s, the

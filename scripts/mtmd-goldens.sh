@@ -33,6 +33,8 @@ cases=(
 	"gemma3|Describe${marker} the image.|12|gradient-64.png"
 	"gemma3|First${marker} then${marker} again.|8|gradient-64.png,gradient-64.png"
 	"qwen2a|Listen:${marker} What is it?|12|sine-440-1s.wav"
+	"qwen2vl_merger|Describe${marker} the image.|12|gradient-96x64.png"
+	"qwen2vl_merger|First${marker} then${marker} again.|8|gradient-96x64.png,gradient-64.png"
 )
 # The prompts and lengths of testmodel.ArchPrompts.
 texts=("Once upon a time|16" "Hello|8" "The little dog|12")
@@ -82,7 +84,7 @@ counted() { cut -d'|' -f2 "$1"; } # its prompt tokens
 	echo "// with ArchPrompts (-np 4, 2,048 tokens a slot)."
 	echo "var MediaGoldens = []MediaGolden{"
 } >"$tmp/goldens"
-for kind in gemma3 qwen2a; do
+for kind in gemma3 qwen2a qwen2vl_merger; do
 	"$corral" synth --mmproj "$kind" -o "$tmp/$kind.gguf" >"$tmp/synth.log"
 	for np in 1 4; do
 		LLAMA_MEDIA_MARKER=$marker "$peer" -m "$tmp/$kind.gguf" --mmproj "$tmp/$kind.mmproj.gguf" --no-mmproj-offload \
