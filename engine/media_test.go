@@ -106,11 +106,17 @@ func TestMediaGoldens(t *testing.T) {
 			if got := tokensOf(lps); !slices.Equal(got, g.Alone) {
 				t.Errorf("again: %v; want %v", got, g.Alone)
 			}
-			if res.Usage.CachedTokens != g.PromptTokens-1 {
-				t.Errorf("again: %d tokens cached; want %d", res.Usage.CachedTokens, g.PromptTokens-1)
-			}
-			if st := e.Stats(); st.MediaEncoded != encoded {
-				t.Errorf("again: %d chunks encoded; want %d (the first time's)", st.MediaEncoded, encoded)
+			// A whole prompt again is evaluated again on a recurrent state:
+			// its checkpoint is at the prompt's end, and the last token is
+			// evaluated again for its logits (TestMediaCheckpoints has a
+			// second turn).
+			if e.Info().MemoryKind != engine.MemoryHybrid {
+				if res.Usage.CachedTokens != g.PromptTokens-1 {
+					t.Errorf("again: %d tokens cached; want %d", res.Usage.CachedTokens, g.PromptTokens-1)
+				}
+				if st := e.Stats(); st.MediaEncoded != encoded {
+					t.Errorf("again: %d chunks encoded; want %d (the first time's)", st.MediaEncoded, encoded)
+				}
 			}
 			e.Close()
 
@@ -361,6 +367,43 @@ func testMediaAcrossSlots(t *testing.T, g testmodel.MediaGolden) {
 		t.Errorf("%d chunks encoded; want %d", st.MediaEncoded, len(g.Media))
 	}
 }
+
+// TestMediaCheckpoints: on a hybrid model with M-RoPE (Qwen3.5's
+// recurrent layers, Qwen2-VL's positions) and on a sliding-window one
+// (Gemma 3), a second turn that continues the first turn's prompt with
+// its images continues from the checkpoint at that prompt's end (its
+// images not encoded again), and generates what a fresh engine does.
+func TestMediaCheckpoints(t *testing.T) {
+	for _, g := range []testmodel.MediaGolden{testmodel.MediaGoldens[1], hybridGolden} {
+		t.Run(g.Kind, func(t *testing.T) {
+			cfg := engine.Config{Parallel: 1, BatchSize: 512, Threads: testThreads, HostCacheBytes: 64 << 20}
+			cfg.ModelPath, cfg.MMProj = testsynth.Projector(t, t.TempDir(), g.Kind)
+			first := withMedia(t, g.Prompt, g.N, goldenMedia(t, g)...)
+			second := withMedia(t, g.Prompt+" Once upon a time", g.N, goldenMedia(t, g)...)
+			fresh := startEngine(t, cfg)
+			_, lps, _ := collectLogprobs(t, submit(t, fresh, second))
+			want := tokensOf(lps)
+			fresh.Close()
+
+			e := startEngine(t, cfg)
+			if _, lps, _ := collectLogprobs(t, submit(t, e, first)); !slices.Equal(tokensOf(lps), g.Alone) {
+				t.Errorf("first turn: %v; want %v", tokensOf(lps), g.Alone)
+			}
+			_, lps, res := collectLogprobs(t, submit(t, e, second))
+			if got := tokensOf(lps); !slices.Equal(got, want) {
+				t.Errorf("second turn: %v; want %v (a fresh engine's)", got, want)
+			}
+			st := e.Stats()
+			if res.Usage.CachedTokens != g.PromptTokens || st.CheckpointHits != 1 || st.MediaEncoded != uint64(len(g.Media)) {
+				t.Errorf("second turn: %d cached, %d checkpoint hits, %d chunks encoded; want the first prompt's %d, 1, %d",
+					res.Usage.CachedTokens, st.CheckpointHits, st.MediaEncoded, g.PromptTokens, len(g.Media))
+			}
+		})
+	}
+}
+
+// hybridGolden is mropeGolden's prompt on Qwen3.5's hybrid model.
+var hybridGolden = testmodel.MediaGoldens[5]
 
 // mropeGolden is a golden of a model with M-RoPE (Qwen2-VL): two images
 // of 24 and 16 cells over 6 and 4 positions.

@@ -19,36 +19,55 @@ import (
 var ProjectorKinds = []string{"gemma3", "qwen2a", "qwen2vl_merger"}
 
 // ProjectorText returns the synthetic text model a projector of kind
-// goes with, as corral synth --mmproj writes it: its architecture; its
-// shape, ArchShape's with a context of at least 2,048 (room for an audio
-// clip's 750 tokens and a prompt); and its options, the chat template's
-// control tokens and then the tokens llama.cpp's mtmd puts around a
-// medium's embeddings in its vocabulary, and a chat template. It returns
-// false for a kind WriteSyntheticProjector does not know.
+// goes with, as corral synth --mmproj writes it: its architecture (arch,
+// one of ProjectorArchs(kind), or "" for the first); its shape,
+// ArchShape's with a context of at least 2,048 (room for an audio clip's
+// 750 tokens and a prompt); and its options, the chat template's control
+// tokens and then the tokens llama.cpp's mtmd puts around a medium's
+// embeddings in its vocabulary, and a chat template. It returns false
+// for a kind WriteSyntheticProjector does not know, or an architecture
+// the kind does not go with.
 //
 // No Gemma 3 template is at hand: the gemma3 model takes Gemma 2's, whose
 // turns are the same (it takes text content only; mtmd's media markers
 // are text).
-func ProjectorText(kind string) (arch string, shape Shape, opts SynthOptions, ok bool) {
+func ProjectorText(kind, arch string) (_ string, shape Shape, opts SynthOptions, ok bool) {
+	archs := ProjectorArchs(kind)
+	if arch == "" && len(archs) > 0 {
+		arch = archs[0]
+	}
+	if !slices.Contains(archs, arch) {
+		return "", Shape{}, SynthOptions{}, false
+	}
 	switch kind {
 	case "gemma3":
-		arch = "gemma3"
 		opts = SynthOptions{Special: []string{"<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"}, ChatTemplate: gemma2Template}
 	case "qwen2a":
-		arch = "qwen2"
 		opts = SynthOptions{Special: []string{"<|audio_bos|>", "<|audio_eos|>"}, ChatTemplate: qwen25Template}
 		shape.ChatML = true
 	case "qwen2vl_merger":
-		arch = "qwen2vl"
 		opts = SynthOptions{Special: []string{"<|vision_start|>", "<|vision_end|>"}, ChatTemplate: qwen25Template}
 		shape.ChatML = true
-	default:
-		return "", Shape{}, SynthOptions{}, false
 	}
 	chatML := shape.ChatML
 	shape = ArchShape(arch)
 	shape.Ctx, shape.ChatML = max(shape.Ctx, 2048), chatML
 	return arch, shape, opts, true
+}
+
+// ProjectorArchs are the text architectures a synthetic projector of
+// kind goes with, its own first: a qwen2vl_merger projector also goes
+// with Qwen3.5's hybrid model (recurrent layers, and M-RoPE as Qwen2-VL's).
+func ProjectorArchs(kind string) []string {
+	switch kind {
+	case "gemma3":
+		return []string{"gemma3"}
+	case "qwen2a":
+		return []string{"qwen2"}
+	case "qwen2vl_merger":
+		return []string{"qwen2vl", "qwen35"}
+	}
+	return nil
 }
 
 // The chat templates of ProjectorText's models, from ../shared/templates.

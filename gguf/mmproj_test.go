@@ -237,12 +237,17 @@ func TestWriteSyntheticProjectorInvalid(t *testing.T) {
 			t.Errorf("%q: file left behind: %v", tc.kind, err)
 		}
 	}
-	if _, _, _, ok := ProjectorText("llava"); ok {
+	if _, _, _, ok := ProjectorText("llava", ""); ok {
 		t.Error("ProjectorText knows llava")
 	}
+	if _, _, _, ok := ProjectorText("gemma3", "qwen35"); ok {
+		t.Error("ProjectorText pairs gemma3 with qwen35")
+	}
 	for _, kind := range ProjectorKinds {
-		if arch, shape, opts, ok := ProjectorText(kind); !ok || arch == "" || shape.Ctx < 2048 || len(opts.Special) < 2 || opts.ChatTemplate == "" {
-			t.Errorf("ProjectorText(%q): %q %v %v %v", kind, arch, shape, opts.Special, ok)
+		for _, a := range append([]string{""}, ProjectorArchs(kind)...) {
+			if arch, shape, opts, ok := ProjectorText(kind, a); !ok || arch == "" || (a != "" && arch != a) || shape.Ctx < 2048 || len(opts.Special) < 2 || opts.ChatTemplate == "" {
+				t.Errorf("ProjectorText(%q, %q): %q %v %v %v", kind, a, arch, shape, opts.Special, ok)
+			}
 		}
 	}
 }

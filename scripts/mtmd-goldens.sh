@@ -3,8 +3,9 @@
 # for prompts with media, as llama.cpp's own server gives them, built from
 # the same source as corral's engine. For each kind below: the text model
 # and projector `corral synth --mmproj KIND -o DIR/KIND.gguf` writes (seed
-# 1, as testsynth.Projector writes them), served by llama-server
-# --mmproj (the projector on the CPU) -np 1 and then -np 4, with
+# 1, as testsynth.Projector writes them; KIND@ARCH: with --arch ARCH),
+# served by llama-server --mmproj (the projector on the CPU) -np 1 and
+# then -np 4, with
 # LLAMA_MEDIA_MARKER pinned to testmodel.MediaMarker; each prompt below
 # is sent to /completion as {"prompt_string", "multimodal_data": the
 # files under testdata/media, base64} at temperature 0, end of generation
@@ -35,6 +36,7 @@ cases=(
 	"qwen2a|Listen:${marker} What is it?|12|sine-440-1s.wav"
 	"qwen2vl_merger|Describe${marker} the image.|12|gradient-96x64.png"
 	"qwen2vl_merger|First${marker} then${marker} again.|8|gradient-96x64.png,gradient-64.png"
+	"qwen2vl_merger@qwen35|First${marker} then${marker} again.|8|gradient-96x64.png,gradient-64.png"
 )
 # The prompts and lengths of testmodel.ArchPrompts.
 texts=("Once upon a time|16" "Hello|8" "The little dog|12")
@@ -84,8 +86,10 @@ counted() { cut -d'|' -f2 "$1"; } # its prompt tokens
 	echo "// with ArchPrompts (-np 4, 2,048 tokens a slot)."
 	echo "var MediaGoldens = []MediaGolden{"
 } >"$tmp/goldens"
-for kind in gemma3 qwen2a qwen2vl_merger; do
-	"$corral" synth --mmproj "$kind" -o "$tmp/$kind.gguf" >"$tmp/synth.log"
+for kind in gemma3 qwen2a qwen2vl_merger qwen2vl_merger@qwen35; do
+	arch=()
+	[ "${kind#*@}" = "$kind" ] || arch=(--arch "${kind#*@}") # KIND@ARCH: the text model's architecture too
+	"$corral" synth --mmproj "${kind%@*}" "${arch[@]}" -o "$tmp/$kind.gguf" >"$tmp/synth.log"
 	for np in 1 4; do
 		LLAMA_MEDIA_MARKER=$marker "$peer" -m "$tmp/$kind.gguf" --mmproj "$tmp/$kind.mmproj.gguf" --no-mmproj-offload \
 			-np "$np" -c $((np * slot)) -t 2 --port "$port" >"$tmp/server.log" 2>&1 &

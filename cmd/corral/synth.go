@@ -37,7 +37,7 @@ func runSynth(ctx context.Context, args []string) error {
 	vocab := fs.String("vocab", "", "GGUF `file` whose tokenizer the model takes (every tokenizer.* key, such as\nllama.cpp's ggml-vocab-*.gguf); its vocabulary size replaces the shape's")
 	template := fs.String("chat-template", "", "Jinja `file` to write as tokenizer.chat_template")
 	mmproj := fs.String("mmproj", "", "also write a multimodal projector of this `kind` beside the model, as\nNAME.mmproj.gguf for -o NAME.gguf: "+strings.Join(gguf.ProjectorKinds, " or ")+
-		";\nthe model is then the architecture it goes with (gemma3, qwen2), with its\nmedia tokens and a chat template")
+		";\nthe model is then the architecture it goes with (gemma3, qwen2, qwen2vl; or\n--arch qwen35 with qwen2vl_merger), with its media tokens and a chat template")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,12 +58,12 @@ func runSynth(ctx context.Context, args []string) error {
 	var opts gguf.SynthOptions
 	var projShape gguf.Shape
 	if *mmproj != "" {
-		projArch, pshape, popts, ok := gguf.ProjectorText(*mmproj)
-		if !ok {
+		if !slices.Contains(gguf.ProjectorKinds, *mmproj) {
 			return fmt.Errorf("unknown --mmproj kind %q; known: %s", *mmproj, strings.Join(gguf.ProjectorKinds, ", "))
 		}
-		if *arch != "" && *arch != projArch {
-			return fmt.Errorf("--mmproj %s goes with a %s model, not --arch %s", *mmproj, projArch, *arch)
+		projArch, pshape, popts, ok := gguf.ProjectorText(*mmproj, *arch)
+		if !ok {
+			return fmt.Errorf("--mmproj %s goes with a %s model, not --arch %s", *mmproj, strings.Join(gguf.ProjectorArchs(*mmproj), " or "), *arch)
 		}
 		if *vocab != "" {
 			return errors.New("--mmproj adds its media tokens to the synthetic vocabulary and cannot go with --vocab")

@@ -167,13 +167,19 @@ func TestSynthMMProj(t *testing.T) {
 	}{
 		{"gemma3", "gemma3", []string{"<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"}, "google-gemma-2-2b-it", "mm.input_projection.weight"},
 		{"qwen2a", "qwen2", []string{"<|im_start|>", "<|im_end|>", "<|audio_bos|>", "<|audio_eos|>"}, "Qwen-Qwen2.5-7B-Instruct", "mm.a.fc.weight"},
+		{"qwen2vl_merger", "qwen2vl", []string{"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>"}, "Qwen-Qwen2.5-7B-Instruct", "mm.2.weight"},
+		{"qwen2vl_merger", "qwen35", []string{"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>"}, "Qwen-Qwen2.5-7B-Instruct", "mm.2.weight"},
 	} {
 		template, err := os.ReadFile(filepath.Join(testmodel.TemplatesDir(), tc.template+".jinja"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := filepath.Join(dir, tc.kind+".gguf")
-		if err := runSynth(context.Background(), []string{"--mmproj", tc.kind, "--shape", "embd=128", "-o", out}); err != nil {
+		out := filepath.Join(dir, tc.arch+".gguf")
+		args := []string{"--mmproj", tc.kind, "--shape", "embd=128", "-o", out}
+		if tc.arch == "qwen35" { // not the kind's own
+			args = append(args, "--arch", tc.arch)
+		}
+		if err := runSynth(context.Background(), args); err != nil {
 			t.Fatal(err)
 		}
 		m, err := gguf.ReadMetadata(out)
@@ -192,7 +198,7 @@ func TestSynthMMProj(t *testing.T) {
 				t.Errorf("%s: token %s at %d is not a control token", tc.kind, want, i)
 			}
 		}
-		p, err := gguf.ReadMetadata(filepath.Join(dir, tc.kind+".mmproj.gguf"))
+		p, err := gguf.ReadMetadata(projectorPath(out))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,6 +215,7 @@ func TestSynthMMProj(t *testing.T) {
 	}{
 		{[]string{"--mmproj", "llava"}, `unknown --mmproj kind "llava"`},
 		{[]string{"--mmproj", "gemma3", "--arch", "llama"}, "goes with a gemma3 model"},
+		{[]string{"--mmproj", "qwen2vl_merger", "--arch", "llama"}, "goes with a qwen2vl or qwen35 model"},
 		{[]string{"--mmproj", "qwen2a", "--vocab", filepath.Join(testsynth.VocabDir(), "ggml-vocab-phi-3.gguf")}, "cannot go with --vocab"},
 	} {
 		err := runSynth(context.Background(), append(tc.args, "-o", out))

@@ -117,7 +117,7 @@ const MediaMarker = "<__media__>"
 // text (no chat template) sent to /completion with its media, at
 // temperature 0, end of generation ignored (scripts/mtmd-goldens.sh).
 type MediaGolden struct {
-	Kind         string   // the projector kind (gguf.ProjectorKinds)
+	Kind         string   // the projector kind (gguf.ProjectorKinds), or KIND@ARCH with the text model's architecture (testsynth.Projector)
 	Prompt       string   // MediaMarker where each medium goes
 	Media        []string // files under testdata/media, in the markers' order
 	N            int      // tokens generated

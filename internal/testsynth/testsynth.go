@@ -6,6 +6,7 @@ package testsynth
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corral-llm/corral/gguf"
@@ -116,15 +117,22 @@ func Arch(t testing.TB, dir, arch string) string {
 
 // Projector writes the synthetic text model of a projector kind and the
 // projector sized to it, seed 1, into dir, as corral synth --mmproj KIND
-// writes them (gguf.ProjectorText), and returns their paths.
+// writes them (gguf.ProjectorText), and returns their paths. kind may
+// name the text model's architecture too, as KIND@ARCH (corral synth
+// --mmproj KIND --arch ARCH): qwen2vl_merger@qwen35.
 func Projector(t testing.TB, dir, kind string) (model, projector string) {
 	t.Helper()
-	arch, shape, opts, ok := gguf.ProjectorText(kind)
+	kind, textArch, _ := strings.Cut(kind, "@")
+	arch, shape, opts, ok := gguf.ProjectorText(kind, textArch)
 	if !ok {
-		t.Fatalf("testsynth: no projector kind %q", kind)
+		t.Fatalf("testsynth: no projector kind %q for a text model %q", kind, textArch)
 	}
-	model = filepath.Join(dir, kind+".gguf")
-	projector = filepath.Join(dir, kind+".mmproj.gguf")
+	name := kind
+	if textArch != "" {
+		name += "@" + textArch
+	}
+	model = filepath.Join(dir, name+".gguf")
+	projector = filepath.Join(dir, name+".mmproj.gguf")
 	if err := gguf.WriteSyntheticArch(model, arch, shape, 1, opts, llama.Layout); err != nil {
 		t.Fatalf("testsynth: %v", err)
 	}
