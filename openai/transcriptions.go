@@ -335,3 +335,79 @@ func transcriptionUsage(u engine.Usage) wire.TranscriptionUsage {
 	return wire.TranscriptionUsage{Type: "tokens", InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 }
 
+// Transcribe transcribes the sound of a voice turn (package voice's
+// Generator): body is its response.create, whose "input_audio" ({"data":
+// base64, "format": "wav"}) is decoded within the Core's limits and media
+// budget before the model is leased (a sound over them takes no slot),
+// then transcribed as POST /v1/audio/transcriptions transcribes a file
+// with its defaults, on the model "model" names, through the same
+// scheduler as every other request.
+func (p Pacer) Transcribe(ctx context.Context, body []byte) (string, *serving.Error) {
+	var t struct {
+		Model      string             `json:"model"`
+		KeepAlive  *serving.KeepAlive `json:"keep_alive"`
+		InputAudio *struct {
+			Data   string `json:"data"`
+			Format string `json:"format"`
+		} `json:"input_audio"`
+	}
+	if e := serving.DecodeJSON(body, &t); e != nil {
+		return "", e
+	}
+	if t.InputAudio == nil || t.InputAudio.Data == "" {
+		return "", serving.Invalid("input_audio.data", "'input_audio.data' is required: the sound, base64 WAV")
+	}
+	req, e := transcriptionChat("", "", "input_audio", 0, p.Core.Limits())
+	if e != nil {
+		return "", e
+	}
+	sound := &turnSound{data: t.InputAudio.Data, format: t.InputAudio.Format}
+	release, e := p.Core.DecodeMediaBody(ctx, sound)
+	if e != nil {
+		return "", e
+	}
+	defer release()
+	req.Media = sound.media
+	s, done, e := p.Core.StartPaced(ctx, serving.PacedRequest{Model: t.Model, KeepAlive: t.KeepAlive, Request: &req})
+	if e != nil {
+		return "", e
+	}
+	defer done()
+	defer s.Cancel()
+	var text strings.Builder
+	for {
+		c, err := s.Recv(ctx) // io.EOF at the end, or ctx's error
+		if err != nil {
+			break
+		}
+		text.WriteString(c.Text)
+	}
+	// The engine may end the stream (cancelled) before Recv sees ctx end.
+	if err := ctx.Err(); err != nil {
+		return "", &serving.Error{Status: 499, Message: "the transcription was abandoned: " + err.Error()}
+	}
+	if e := serving.ResultError(s.Result()); e != nil {
+		return "", e
+	}
+	return text.String(), nil
+}
+
+// turnSound is a voice turn's sound, as serving.Core.DecodeMediaBody
+// decodes it.
+type turnSound struct {
+	data, format string
+	media        []engine.Media
+}
+
+// CheckMedia decodes the sound within lim.
+func (t *turnSound) CheckMedia(_ context.Context, lim *serving.Limits) *serving.Error {
+	m, e := lim.AudioBase64(t.data, t.format, "input_audio.data")
+	if e != nil {
+		return e
+	}
+	t.media, t.data = []engine.Media{m}, ""
+	return nil
+}
+
+// Media returns the decoded sound.
+func (t *turnSound) Media() []engine.Media { return t.media }
