@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"io"
 	"mime/multipart"
@@ -17,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/corral-llm/corral/engine"
 	"github.com/corral-llm/corral/internal/e2etest"
@@ -237,24 +239,7 @@ func TestSDKTranscription(t *testing.T) {
 	}
 
 	post := func(ts *e2etest.Server, fields map[string]string, file []byte) (int, []byte) {
-		var body bytes.Buffer
-		mw := multipart.NewWriter(&body)
-		for k, v := range fields {
-			mw.WriteField(k, v)
-		}
-		if file != nil {
-			fw, _ := mw.CreateFormFile("file", "clip")
-			fw.Write(file)
-		}
-		mw.Close()
-		// Chunked: no declared length for the gate to refuse up front.
-		resp, err := ts.Client.Post(ts.URL+"/v1/audio/transcriptions", mw.FormDataContentType(), io.MultiReader(&body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return postTranscription(t, ts, fields, file)
 	}
 	if status, b := post(ts, map[string]string{"model": "tiny", "response_format": "text"}, wav); status != http.StatusOK || string(b) != audioChatAnswer {
 		t.Errorf("response_format text: %d %q", status, b)
@@ -272,12 +257,105 @@ func TestSDKTranscription(t *testing.T) {
 	}{
 		{"no file", ts, map[string]string{"model": "tiny"}, nil, "file"},
 		{"an image", ts, nil, mustRead(t, "gradient-64.png"), "file"},
-		{"srt", ts, map[string]string{"response_format": "srt"}, wav, "response_format"},
+		{"diarized_json", ts, map[string]string{"response_format": "diarized_json"}, wav, "response_format"},
 		{"a model without audio", vision, nil, wav, "file"},
 	} {
 		status, b := post(c.ts, c.fields, c.file)
 		if _, param, _ := openAIError(t, b); status != http.StatusBadRequest || param != c.param {
 			t.Errorf("%s: %d %s", c.name, status, b)
+		}
+	}
+}
+
+// postTranscription posts a transcription form of fields and file (none
+// when nil) to ts, chunked (no declared length for the gate to refuse up
+// front), and returns the status and body.
+func postTranscription(t *testing.T, ts *e2etest.Server, fields map[string]string, file []byte) (int, []byte) {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for k, v := range fields {
+		mw.WriteField(k, v)
+	}
+	if file != nil {
+		fw, _ := mw.CreateFormFile("file", "clip")
+		fw.Write(file)
+	}
+	mw.Close()
+	resp, err := ts.Client.Post(ts.URL+"/v1/audio/transcriptions", mw.FormDataContentType(), io.MultiReader(&body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestTranscriptionFormats: verbose_json, decoded by openai-go, has one
+// segment spanning the sound (1 s), the answer's 12 tokens and their mean
+// log-probability, and the usage by duration; srt and vtt are one cue
+// spanning it. Word timestamps, a streamed verbose_json and OpenAI's
+// other formats are refused naming their field.
+func TestTranscriptionFormats(t *testing.T) {
+	wav := mustRead(t, "sine-440-1s.wav")
+	ts := mediaServer(t, "qwen2a", engine.Config{MaxTokensDefault: 12})
+	client := sdkClient(ts)
+	params := openai.AudioTranscriptionNewParams{File: openai.File(bytes.NewReader(wav), "sine.wav", "audio/wav"), Model: "tiny",
+		Language: openai.String("en"), ResponseFormat: openai.AudioResponseFormatVerboseJSON, TimestampGranularities: []string{"segment"}}
+	res, err := client.Audio.Transcriptions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.AsTranscriptionVerbose()
+	if v.Text != audioChatAnswer || v.Language != "en" || v.Duration != 1 || v.Usage.Seconds != 1 || v.Usage.Type != "duration" || !v.Usage.JSON.Seconds.Valid() {
+		t.Errorf("verbose_json: %s", v.RawJSON())
+	}
+	if task := v.JSON.ExtraFields["task"]; task.Raw() != `"transcribe"` {
+		t.Errorf("verbose_json's task: %s", task.Raw())
+	}
+	if len(v.Segments) != 1 {
+		t.Fatalf("verbose_json's segments: %s", v.RawJSON())
+	}
+	seg := v.Segments[0]
+	required := []respjson.Field{seg.JSON.ID, seg.JSON.AvgLogprob, seg.JSON.CompressionRatio, seg.JSON.End, seg.JSON.NoSpeechProb,
+		seg.JSON.Seek, seg.JSON.Start, seg.JSON.Temperature, seg.JSON.Text, seg.JSON.Tokens}
+	for i, f := range required {
+		if !f.Valid() {
+			t.Errorf("the segment lacks field %d: %s", i, seg.RawJSON())
+		}
+	}
+	if seg.ID != 0 || seg.Start != 0 || seg.End != 1 || seg.Text != audioChatAnswer || len(seg.Tokens) != 12 ||
+		seg.AvgLogprob >= 0 || seg.CompressionRatio <= 0 || seg.NoSpeechProb != 0 || seg.Temperature != 0 {
+		t.Errorf("the segment: %s", seg.RawJSON())
+	}
+
+	cue := strings.TrimSpace(audioChatAnswer)
+	for format, want := range map[string]string{
+		"srt": "1\n00:00:00,000 --> 00:00:01,000\n" + cue + "\n\n",
+		"vtt": "WEBVTT\n\n00:00:00.000 --> 00:00:01.000\n" + cue + "\n\n",
+	} {
+		if status, b := postTranscription(t, ts, map[string]string{"response_format": format}, wav); status != http.StatusOK || string(b) != want {
+			t.Errorf("%s: %d %q, want %q", format, status, b, want)
+		}
+	}
+
+	params.TimestampGranularities = []string{"segment", "word"}
+	_, err = client.Audio.Transcriptions.New(context.Background(), params)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "timestamp_granularities[]" || !strings.Contains(apiErr.Message, "word timestamps are not available") {
+		t.Errorf("word timestamps: %v", err)
+	}
+	for _, c := range []struct {
+		fields map[string]string
+		param  string
+	}{
+		{map[string]string{"response_format": "verbose_json", "stream": "true"}, "stream"},
+		{map[string]string{"response_format": "srt", "stream": "true"}, "stream"},
+		{map[string]string{"timestamp_granularities[]": "sentence"}, "timestamp_granularities[]"},
+	} {
+		status, b := postTranscription(t, ts, c.fields, wav)
+		if _, param, _ := openAIError(t, b); status != http.StatusBadRequest || param != c.param {
+			t.Errorf("%v: %d %s", c.fields, status, b)
 		}
 	}
 }

@@ -119,6 +119,14 @@ func handle[T any, P interface {
 	return serve(x, body)
 }
 
+// DecodeMediaBody decodes body's media within the Core's limits and takes
+// their bytes from its media budget, as Handle does for a MediaBody,
+// for a request that comes another way (a voice turn's sound); release
+// gives the bytes back once the request is answered.
+func (c *Core) DecodeMediaBody(ctx context.Context, body MediaBody) (release func(), e *Error) {
+	return c.media.decode(ctx, body, &c.limits)
+}
+
 // Route is one endpoint of a dialect: its method, its paths, its handler.
 type Route struct {
 	Method  string

@@ -156,7 +156,8 @@ type PacedRequest struct {
 	// asked (nil: none).
 	Model     string
 	KeepAlive *KeepAlive
-	// Request is what is asked, paced (its Chunking set).
+	// Request is what is asked: paced when its Chunking is set (a voice
+	// turn's sound is transcribed unpaced, its stream read to the end).
 	Request *Request
 	// Conv, when set, carries the conversation's tokens from one turn to
 	// the next (see Conversation).

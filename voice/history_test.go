@@ -25,6 +25,9 @@ type recorder struct {
 	api  *serving.Core
 	mu   sync.Mutex
 	last []chat.Message
+	// transcribed, when set, receives each transcription's error (nil
+	// when it gave a text).
+	transcribed chan *serving.Error
 }
 
 func (r *recorder) PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (*engine.Stream, func(), *serving.Error) {
@@ -32,6 +35,14 @@ func (r *recorder) PacedChat(ctx context.Context, body []byte, history []chat.Me
 	r.last = append([]chat.Message(nil), history...)
 	r.mu.Unlock()
 	return openai.Pacer{Core: r.api}.PacedChat(ctx, body, history, conv)
+}
+
+func (r *recorder) Transcribe(ctx context.Context, body []byte) (string, *serving.Error) {
+	text, e := openai.Pacer{Core: r.api}.Transcribe(ctx, body)
+	if r.transcribed != nil {
+		r.transcribed <- e
+	}
+	return text, e
 }
 
 // history is the conversation the last turn was given.

@@ -24,11 +24,17 @@ import (
 	"github.com/corral-llm/corral/wire"
 )
 
-// Generator starts paced chat answers (the server's is openai.Pacer
-// on its serving.Core). body is a chat completion request whose messages
-// follow history, the conversation so far.
+// Generator starts paced chat answers and transcribes what the user
+// said (the server's is openai.Pacer on its serving.Core).
 type Generator interface {
+	// PacedChat starts an answer: body is a chat completion request
+	// whose messages follow history, the conversation so far.
 	PacedChat(ctx context.Context, body []byte, history []chat.Message, conv *serving.Conversation) (s *engine.Stream, release func(), e *serving.Error)
+	// Transcribe returns the text of body's input_audio (see
+	// InputAudio) on the model body names (body is a response.create),
+	// decoding the sound within the server's media limits before it
+	// takes a slot.
+	Transcribe(ctx context.Context, body []byte) (string, *serving.Error)
 }
 
 // MaxMessage bounds one client message (a turn with its messages).
@@ -94,9 +100,13 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
 	}
+	// sock ends with the socket: a transcription stops when the client
+	// goes (an answer, once started, is interrupted instead; see turn).
+	sock, gone := context.WithCancel(ctx)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
+		defer gone()
 		s.read(ctx)
 	}()
 	pinged := make(chan struct{})
@@ -104,7 +114,7 @@ func Serve(w http.ResponseWriter, r *http.Request, g Generator, opt Options) {
 		defer close(pinged)
 		ping(ctx, conn, cmp.Or(opt.PingInterval, DefaultPingInterval))
 	}()
-	err = s.run(ctx)
+	err = s.run(ctx, sock)
 	switch {
 	case err == nil, errors.Is(err, errClosed):
 		conn.Close(websocket.StatusNormalClosure, "")
@@ -179,8 +189,8 @@ func (s *session) read(ctx context.Context) {
 	}
 }
 
-// run serves turns until the socket closes.
-func (s *session) run(ctx context.Context) error {
+// run serves turns until the socket closes; sock ends when it does.
+func (s *session) run(ctx, sock context.Context) error {
 	for {
 		b, ok := <-s.msgs
 		if !ok {
@@ -192,7 +202,7 @@ func (s *session) run(ctx context.Context) error {
 		case bad != nil:
 			err = s.send(ctx, errorEvent(bad))
 		case ev.Type == TypeCreate:
-			err = s.turn(ctx, b)
+			err = s.turn(ctx, sock, b)
 		case ev.Type == TypeContinue || ev.Type == TypeInterrupt:
 			err = s.send(ctx, errorEvent(invalid("type", "%q outside an answer: send response.create first", ev.Type)))
 		default:
@@ -204,21 +214,38 @@ func (s *session) run(ctx context.Context) error {
 	}
 }
 
-// turn runs one response.create: the answer is generated paced, each
-// chunk sent after the client continued the one before, and what the
-// listener heard joins the conversation.
+// turn runs one response.create: its input_audio, if any, is
+// transcribed into a user message (on sock, which ends with the socket),
+// the answer is generated paced, each chunk sent after the client
+// continued the one before, and what the listener heard joins the
+// conversation.
 //
 // A conversation that outgrew the context forgets its oldest messages
 // (system messages stay) until the turn fits: one, then twice as many at
 // each try, so that a turn takes a number of tries logarithmic in the
 // conversation.
-func (s *session) turn(ctx context.Context, b []byte) error {
+func (s *session) turn(ctx, sock context.Context, b []byte) error {
 	var (
 		stream  *engine.Stream
 		release func()
 	)
-	msgs, e := s.request(b)
+	msgs, reset, audio, e := s.request(b)
 	if e != nil {
+		return s.send(ctx, errorEvent(e))
+	}
+	if audio {
+		text, e := s.g.Transcribe(sock, b)
+		if e != nil {
+			return s.send(ctx, errorEvent(e))
+		}
+		m := chat.Message{Role: "user", Content: jsonText(text)}
+		msgs = append(msgs, m)
+		b = withMessage(b, m)
+		if err := s.send(ctx, ServerEvent{Type: TypeTranscript, Text: text}); err != nil {
+			return err
+		}
+	}
+	if e := s.admit(msgs, reset); e != nil {
 		return s.send(ctx, errorEvent(e))
 	}
 	for forget := 1; ; forget *= 2 {
@@ -443,44 +470,71 @@ func pump(ctx context.Context, s *engine.Stream, out chan<- engine.Chunk, pumped
 }
 
 // request reads a response.create's new messages, keeping of them what
-// the conversation needs (role, text, name, tool calls), and makes room
-// for them in the conversation (see fit); with reset, the conversation
-// starts anew. The message itself, with its other fields, is the turn's
+// the conversation needs (role, text, name, tool calls), whether it
+// resets the conversation, and whether it carries input_audio to
+// transcribe. The message itself, with its other fields, is the turn's
 // chat completion request.
-func (s *session) request(b []byte) ([]chat.Message, *serving.Error) {
+func (s *session) request(b []byte) (msgs []chat.Message, reset, audio bool, e *serving.Error) {
 	var c struct {
-		Messages []chat.Message `json:"messages"`
-		Reset    bool           `json:"reset"`
+		Messages   []chat.Message  `json:"messages"`
+		Reset      bool            `json:"reset"`
+		InputAudio json.RawMessage `json:"input_audio"`
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, invalid("", "invalid response.create: %v", err)
+		return nil, false, false, invalid("", "invalid response.create: %v", err)
 	}
-	if len(c.Messages) == 0 && (c.Reset || len(s.history) == 0) {
-		return nil, invalid("messages", "'messages' must add at least one message to the conversation")
+	audio = len(c.InputAudio) > 0 && string(c.InputAudio) != "null"
+	if len(c.Messages) == 0 && !audio && (c.Reset || len(s.history) == 0) {
+		return nil, false, false, invalid("messages", "'messages' (or 'input_audio') must add at least one message to the conversation")
 	}
-	msgs := make([]chat.Message, len(c.Messages))
-	size := 0
+	msgs = make([]chat.Message, len(c.Messages))
 	for i, m := range c.Messages {
 		text, err := m.Text()
 		if err != nil {
-			return nil, invalid("messages", "message %d: %v", i, err)
+			return nil, false, false, invalid("messages", "message %d: %v", i, err)
 		}
 		msgs[i] = chat.Message{Role: m.Role, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 		if c := bytes.TrimSpace(m.Content); len(c) > 0 && string(c) != "null" {
 			msgs[i].Content = jsonText(text)
 		}
-		size += historySize(msgs[i])
 	}
-	if c.Reset {
+	return msgs, c.Reset, audio, nil
+}
+
+// admit makes room for a turn's messages in the conversation (see fit),
+// which starts anew with reset.
+func (s *session) admit(msgs []chat.Message, reset bool) *serving.Error {
+	size := 0
+	for _, m := range msgs {
+		size += historySize(m)
+	}
+	if reset {
 		s.history, s.bytes, s.conv = nil, 0, serving.Conversation{}
 	}
 	if !s.fit(len(msgs), size) {
 		e := invalid("messages", "this turn's %d messages (%d bytes) and the conversation's system messages do not fit in what a conversation keeps: at most %d bytes (corral serve --max-voice-history) in %d messages (--max-messages)",
 			len(msgs), size, s.maxBytes, s.maxMessages)
 		e.Code = "limit_exceeded"
-		return nil, e
+		return e
 	}
-	return msgs, nil
+	return nil
+}
+
+// withMessage is the response.create b with m after its messages and
+// without its input_audio (transcribed into m). b has been read as a
+// response.create (request), so it reads again.
+func withMessage(b []byte, m chat.Message) []byte {
+	var c map[string]json.RawMessage
+	json.Unmarshal(b, &c)
+	var msgs []json.RawMessage
+	if raw := c["messages"]; raw != nil {
+		json.Unmarshal(raw, &msgs) // null leaves none
+	}
+	mb, _ := json.Marshal(m) // a message of strings always marshals
+	c["messages"], _ = json.Marshal(append(msgs, mb))
+	delete(c, "input_audio")
+	b, _ = json.Marshal(c)
+	return b
 }
 
 // jsonText is s as a JSON string, for chat.Message.Content.

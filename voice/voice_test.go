@@ -101,8 +101,15 @@ func answer(t *testing.T, c *voice.Client, turn map[string]any, interruptAt, ext
 	if err := c.Create(ctx, turn); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(t, c); ev.Type != voice.TypeCreated {
-		t.Fatalf("first event %+v, want response.created", ev)
+	return listen(t, c, next(t, c), interruptAt, extra)
+}
+
+// listen is answer from the turn's response.created, first, on.
+func listen(t *testing.T, c *voice.Client, first voice.ServerEvent, interruptAt, extra int) ([]string, voice.ServerEvent) {
+	t.Helper()
+	ctx := context.Background()
+	if first.Type != voice.TypeCreated {
+		t.Fatalf("first event %+v, want response.created", first)
 	}
 	var texts []string
 	heard := 0

@@ -14,9 +14,11 @@
 //
 //	client → server
 //	  {"type":"response.create", "messages":[…new messages…], "chunking":{…}, "reset":false, …chat completion fields…}
+//	  {"type":"response.create", "input_audio":{"data":base64 WAV, "format":"wav"}, …}   the user spoke: see below
 //	  {"type":"continue"}                       the client is done with the last chunk sent
 //	  {"type":"interrupt", "spoken_chars":N}    the user barged in after hearing N characters of this answer
 //	server → client
+//	  {"type":"transcript", "text":…}             what the turn's input_audio said
 //	  {"type":"response.created", "id":…}
 //	  {"type":"chunk", "id":…, "index":n, "text":…, "last":bool}   then nothing until continue or interrupt
 //	  {"type":"done", "id":…, "finish_reason":…, "message":{"role":"assistant","content":…}, "usage":{…}, "metrics":{…}}
@@ -25,6 +27,14 @@
 // "done" follows the continue (or interrupt) of the last chunk; its
 // message is what the conversation keeps. A closed socket interrupts the
 // answer after the chunks the client continued.
+//
+// A turn may carry the user's speech instead of (or after) text
+// messages: its input_audio is transcribed on the turn's model, which
+// must take audio, through the same scheduler (Generator.Transcribe),
+// and the transcript joins the conversation as a user message, after the
+// turn's messages; the client gets it as a "transcript" event before
+// response.created. The sound is bounded by the server's media limits and
+// by MaxMessage, and is decoded before any slot is taken.
 package voice
 
 import (
@@ -35,13 +45,14 @@ import (
 
 // Message types.
 const (
-	TypeCreate    = "response.create"
-	TypeContinue  = "continue"
-	TypeInterrupt = "interrupt"
-	TypeCreated   = "response.created"
-	TypeChunk     = "chunk"
-	TypeDone      = "done"
-	TypeError     = "error"
+	TypeCreate     = "response.create"
+	TypeContinue   = "continue"
+	TypeInterrupt  = "interrupt"
+	TypeCreated    = "response.created"
+	TypeTranscript = "transcript"
+	TypeChunk      = "chunk"
+	TypeDone       = "done"
+	TypeError      = "error"
 )
 
 // ClientEvent is a message from the client. A response.create carries
@@ -52,13 +63,22 @@ type ClientEvent struct {
 }
 
 // Create is the response.create message: chat completion fields, of
-// which Messages are added to the conversation (Reset empties it first).
-// Other fields (temperature, max_tokens, chunking, …) apply to this
-// answer only.
+// which Messages are added to the conversation (Reset empties it first),
+// then InputAudio's transcript as a user message. Other fields
+// (temperature, max_tokens, chunking, …) apply to this answer only.
 type Create struct {
-	Messages []json.RawMessage `json:"messages"`
-	Reset    bool              `json:"reset,omitempty"`
-	Chunking json.RawMessage   `json:"chunking,omitempty"`
+	Messages   []json.RawMessage `json:"messages"`
+	InputAudio *InputAudio       `json:"input_audio,omitempty"`
+	Reset      bool              `json:"reset,omitempty"`
+	Chunking   json.RawMessage   `json:"chunking,omitempty"`
+}
+
+// InputAudio is what the user said: a sound (WAV), in base64, as a chat
+// completion's input_audio part carries one. Format, when given, must be
+// what the bytes are ("wav").
+type InputAudio struct {
+	Data   string `json:"data"`
+	Format string `json:"format,omitempty"`
 }
 
 // ServerEvent is a message from the server; Type says which fields are set.

@@ -460,6 +460,41 @@ type TranscriptionUsage struct {
 	TotalTokens  int    `json:"total_tokens"`
 }
 
+// TranscriptionVerbose is the body of a whole answer of POST
+// /v1/audio/transcriptions with response_format verbose_json: OpenAI's
+// (Whisper's) fields, the audio's duration in seconds, and its usage by
+// duration.
+type TranscriptionVerbose struct {
+	Task     string                 `json:"task"` // "transcribe"
+	Language string                 `json:"language"`
+	Duration float64                `json:"duration"`
+	Text     string                 `json:"text"`
+	Segments []TranscriptionSegment `json:"segments"`
+	Usage    TranscriptionDuration  `json:"usage"`
+}
+
+// TranscriptionSegment is a stretch of a transcription's audio and its
+// text, as Whisper reports it.
+type TranscriptionSegment struct {
+	ID               int     `json:"id"`
+	Seek             int     `json:"seek"`
+	Start            float64 `json:"start"`
+	End              float64 `json:"end"`
+	Text             string  `json:"text"`
+	Tokens           []int32 `json:"tokens"`
+	Temperature      float64 `json:"temperature"`
+	AvgLogprob       float64 `json:"avg_logprob"`
+	CompressionRatio float64 `json:"compression_ratio"`
+	NoSpeechProb     float64 `json:"no_speech_prob"`
+}
+
+// TranscriptionDuration is a transcription's usage by the duration of
+// its audio (type "duration").
+type TranscriptionDuration struct {
+	Type    string  `json:"type"`
+	Seconds float64 `json:"seconds"`
+}
+
 // TranscriptEvent is an event of a streamed transcription: a
 // "transcript.text.delta" with Delta, then a "transcript.text.done" with
 // the whole Text and the Usage.
