@@ -468,9 +468,10 @@ var imageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/we
 
 // image reads the source of an image block, the image of a content part
 // of its own: a base64 source, whose media_type must be its bytes'
-// (checked when it is decoded, serving.Limits.DecodeMedia). A URL
-// source is refused unless it is a data URL: corral fetches nothing. It
-// returns the image's number.
+// (checked when it is decoded, serving.Limits.DecodeMedia), or a URL
+// source: a data URL, or an http(s) URL fetched only from a host
+// --allowed-media-domains lists (serving.Limits.ImageURL). It returns the
+// image's number.
 func (c *converter) image(param string, b *block) (int, *Error) {
 	if isNull(b.Source) {
 		return 0, invalid(param+".source", "%s.source: field required", param)
@@ -493,9 +494,6 @@ func (c *converter) image(param string, b *block) (int, *Error) {
 		}
 		m.Param, m.Base64, m.Type = p+".data", *src.Data, src.MediaType
 	case "url":
-		if u := strings.ToLower(src.URL); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
-			return 0, invalid(p+".url", "%s.url: this server fetches no URLs: send the image inline, as a base64 source ({\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...})", p)
-		}
 		if src.URL == "" {
 			return 0, invalid(p+".url", "%s.url: field required", p)
 		}

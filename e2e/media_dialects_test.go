@@ -534,7 +534,7 @@ func TestDialectMediaRefused(t *testing.T) {
 	refusals := []refusal{
 		{"wrong media type", "anthropic", "/v1/messages", anthropic(anthropicImage("image/jpeg", b64)), []string{"messages.0.content.1.source.data", "image/jpeg but its bytes are png"}, ""},
 		{"truncated", "anthropic", "/v1/messages", anthropic(anthropicImage("image/png", half)), []string{"messages.0.content.1.source.data", "PNG"}, ""},
-		{"URL", "anthropic", "/v1/messages", anthropic(`{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"}}`), []string{"messages.0.content.1.source.url", "fetches no URLs"}, ""},
+		{"URL", "anthropic", "/v1/messages", anthropic(`{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"}}`), []string{"messages.0.content.1.source.url", "fetches no URLs", "--allowed-media-domains"}, ""},
 		{"file", "anthropic", "/v1/messages", anthropic(`{"type":"image","source":{"type":"file","file_id":"file_1"}}`), []string{"messages.0.content.1.source.file_id", "not supported"}, ""},
 		{"document", "anthropic", "/v1/messages", anthropic(`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}}`), []string{"messages.0.content.1", "document blocks are not supported"}, ""},
 		{"too many", "anthropic", "/v1/messages", anthropic(many(func(int) string { return anthropicImage("image/png", b64) })...), []string{"messages", "--max-media"}, ""},
@@ -542,7 +542,7 @@ func TestDialectMediaRefused(t *testing.T) {
 
 		{"wrong media type", "responses", "/v1/responses", responses(responsesImage("data:image/jpeg;base64," + b64)), []string{"input[0].content[1].image_url", "image/jpeg but its bytes are png"}, "input[0].content[1].image_url"},
 		{"truncated", "responses", "/v1/responses", responses(responsesImage("data:image/png;base64," + half)), []string{"input[0].content[1].image_url", "PNG"}, "input[0].content[1].image_url"},
-		{"URL", "responses", "/v1/responses", responses(responsesImage("https://example.com/cat.png")), []string{"input[0].content[1].image_url", "fetches no URLs"}, "input[0].content[1].image_url"},
+		{"URL", "responses", "/v1/responses", responses(responsesImage("https://example.com/cat.png")), []string{"input[0].content[1].image_url", "fetches no URLs", "--allowed-media-domains"}, "input[0].content[1].image_url"},
 		{"file_id", "responses", "/v1/responses", responses(`{"type":"input_image","file_id":"file_1","detail":"auto"}`), []string{"input[0].content[1].file_id", "Files API"}, "input[0].content[1].file_id"},
 		{"input_file", "responses", "/v1/responses", responses(`{"type":"input_file","file_data":"x","filename":"a.pdf"}`), []string{"input_file"}, "input[0].content[1].type"},
 		{"too many", "responses", "/v1/responses", responses(many(func(int) string { return responsesImage("data:image/png;base64," + b64) })...), []string{"input", "--max-media"}, "input"},

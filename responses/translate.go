@@ -807,8 +807,8 @@ type contentPart struct {
 }
 
 // parts reads content parts: text (input_text, output_text, refusal),
-// images (input_image, its image_url a base64 data URL; detail is
-// ignored) and sounds (input_audio), each medium added to t.Media;
+// images (input_image, its image_url a base64 data URL or an http(s)
+// URL, see serving.Limits.ImageURL; detail is ignored) and sounds (input_audio), each medium added to t.Media;
 // param names the content. A file (input_file, an image's file_id) is
 // refused: corral has no Files API.
 func (t *Translation) parts(raw json.RawMessage, param string) ([]part, *Error) {

@@ -73,6 +73,11 @@ type Limits struct {
 	// the requests being served hold together (--max-media-memory); a
 	// request waits for its share, or gets a 400 when it alone is over.
 	MaxMediaMemory int64
+	// MediaFetcher is no bound but rides with them to every dialect:
+	// it fetches the http(s) image URLs requests give
+	// (--allowed-media-domains, --media-fetch-timeout); nil refuses
+	// them.
+	MediaFetcher MediaFetcher
 }
 
 // DefaultLimits are the limits in place of zero Limits fields. They are

@@ -90,15 +90,31 @@ func (l *Limits) Image(ctx context.Context, data []byte, param string) (engine.M
 	return engine.Media{RGB: img.RGB, W: img.W, H: img.H, ID: mediaID(data)}, nil
 }
 
-// ImageURL decodes an image given by URL: a base64 data URL, whose MIME
-// type, when it names one, must be the bytes'. corral fetches nothing:
-// an http(s) URL is refused.
+// MediaFetcher fetches a medium of kind k given by http(s) URL, within
+// lim's bound on its bytes: media.Fetcher, of the hosts
+// --allowed-media-domains lists. It returns the media type the response
+// gives ("" for none) and the bytes; what it refuses is a *media.Error,
+// and when ctx ends it returns ctx's error.
+type MediaFetcher interface {
+	Fetch(ctx context.Context, url string, k media.Kind, lim media.Limits) (mediaType string, data []byte, err error)
+}
+
+// ImageURL decodes an image given by URL: a base64 data URL, or an
+// http(s) URL that l.MediaFetcher fetches (refused without one). The MIME
+// type the data URL or the response names, if any, must be the bytes'.
 func (l *Limits) ImageURL(ctx context.Context, url, param string) (engine.Media, *Error) {
+	var mime string
+	var data []byte
+	var err error
 	if u := strings.ToLower(url); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
-		return engine.Media{}, &Error{Status: http.StatusBadRequest, Param: param, Code: "invalid_image_url",
-			Message: "'" + param + "' is an http(s) URL; this server fetches no URLs: send the image inline as a base64 data URL (data:image/png;base64,...)"}
+		if l.MediaFetcher == nil {
+			return engine.Media{}, &Error{Status: http.StatusBadRequest, Param: param, Code: "invalid_image_url",
+				Message: "'" + param + "' is an http(s) URL, and this server fetches no URLs (corral serve --allowed-media-domains lists none): send the image inline as a base64 data URL (data:image/png;base64,...)"}
+		}
+		mime, data, err = l.MediaFetcher.Fetch(ctx, url, media.KindImage, l.Media)
+	} else {
+		mime, data, err = media.ParseDataURL(url, media.KindImage, l.Media)
 	}
-	mime, data, err := media.ParseDataURL(url, media.KindImage, l.Media)
 	if err != nil {
 		return engine.Media{}, mediaError(err, param)
 	}
@@ -133,9 +149,9 @@ type MediaSource struct {
 	// Kind is what the field takes: media.KindImage, media.KindAudio,
 	// or media.KindUnknown for either, told by its bytes.
 	Kind media.Kind
-	// URL is an image's URL (a base64 data URL; an http(s) URL is
-	// refused, nothing is fetched); else Base64 is the medium's bytes
-	// in base64.
+	// URL is an image's URL (a base64 data URL, or an http(s) URL,
+	// fetched as Limits.ImageURL says); else Base64 is the medium's
+	// bytes in base64.
 	URL, Base64 string
 	// Type is what the client says it is: an image's MIME type
 	// ("image/png"), a sound's format ("wav"); "" says nothing.

@@ -128,7 +128,7 @@ func TestDecodeMedia(t *testing.T) {
 		{MediaSource{Param: "x", Base64: base64.StdEncoding.EncodeToString([]byte("plain text"))}, "neither an image nor a sound"},
 		{MediaSource{Param: "x", Kind: media.KindImage, Base64: wav}, "not recognised"},
 		{MediaSource{Param: "x", Kind: media.KindImage, Base64: png, Type: "image/webp"}, "image/webp but its bytes are png"},
-		{MediaSource{Param: "x", URL: "https://example.com/a.png"}, "fetches no URLs"},
+		{MediaSource{Param: "x", URL: "https://example.com/a.png"}, "--allowed-media-domains lists none"},
 	} {
 		if _, e := lim.DecodeMedia(context.Background(), []MediaSource{tc.src}, "input"); e == nil || e.Status != 400 || e.Param != "x" || !strings.Contains(e.Message, tc.says) {
 			t.Errorf("%+v: %+v; want a 400 naming x saying %q", tc.src, e, tc.says)

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-llm/corral/grammar"
 	"github.com/corral-llm/corral/kvevents"
 	"github.com/corral-llm/corral/llama"
+	"github.com/corral-llm/corral/media"
 	"github.com/corral-llm/corral/model"
 	"github.com/corral-llm/corral/reasoning"
 	"github.com/corral-llm/corral/registry"
@@ -117,11 +118,22 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&scfg.ResponsesStore.TTL, "responses-ttl", responses.DefaultStoreTTL, "how long a stored response is kept")
 	responsesDir := fs.String("responses-dir", "", "`dir` where the stored responses are kept too, one file each, so that they survive a restart (default: responses/ under --cache-disk when it is set; --responses-dir= (empty): memory only)")
 	lim := addLimitFlags(fs)
+	var mediaHosts listFlag
+	fs.Var(&mediaHosts, "allowed-media-domains", "`hosts` (comma-separated, or repeat the flag) whose http(s) image URLs requests may give, for the server to fetch: matched whole, without the port; a listed name must resolve to public addresses only, a listed IP address is fetched from as it is (default none: every http(s) URL → 400)")
+	mediaTimeout := fs.Duration("media-fetch-timeout", media.DefaultFetchTimeout, "longest time fetching one image URL may take, body included; longer → 400")
 	offFlags := addOffloadFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var err error
+	if *mediaTimeout <= 0 {
+		return fmt.Errorf("--media-fetch-timeout %s: want a positive duration", *mediaTimeout)
+	}
+	if len(mediaHosts) > 0 {
+		if lim.MediaFetcher, err = media.NewFetcher(mediaHosts, *mediaTimeout); err != nil {
+			return fmt.Errorf("--allowed-media-domains: %w", err)
+		}
+	}
 	if cfg.Offload, err = offFlags.offload(); err != nil {
 		return err
 	}

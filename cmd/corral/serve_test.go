@@ -37,6 +37,27 @@ func TestServeSchedulingFlags(t *testing.T) {
 	}
 }
 
+// TestServeMediaFlags: corral serve refuses an --allowed-media-domains
+// entry that is not a host (a wildcard, a scheme, a port) and a
+// --media-fetch-timeout that is not positive, naming the flag, before it
+// loads anything.
+func TestServeMediaFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--allowed-media-domains=images.example,*.example.com"}, `--allowed-media-domains: "*.example.com": wildcards are not taken`},
+		{[]string{"--allowed-media-domains=images.example", "--allowed-media-domains=https://cdn.example"}, `--allowed-media-domains: "https://cdn.example": want a host name or IP address`},
+		{[]string{"--allowed-media-domains=cdn.example:443"}, `--allowed-media-domains: "cdn.example:443": want a host name or IP address`},
+		{[]string{"--media-fetch-timeout=0"}, "--media-fetch-timeout 0s: want a positive duration"},
+	} {
+		err := runServe(context.Background(), tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("corral serve %q: %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+}
+
 // TestServeResponsesFlags: corral serve refuses Responses store bounds
 // that are not positive, naming the flag, before it loads anything.
 func TestServeResponsesFlags(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -71,12 +72,15 @@ func (w *tailBuffer) String() string {
 	return string(w.b)
 }
 
-// StartChild starts `corral serve` on the named test model with args,
-// and waits until /health answers 200.
+// StartChild starts `corral serve` on the named test model (or the model
+// at an absolute path) with args, and waits until /health answers 200.
 func StartChild(t *testing.T, modelName string, args ...string) *Child {
 	t.Helper()
 	bin := testmodel.Binary(t)
-	model := testmodel.Path(t, modelName)
+	model := modelName
+	if !filepath.IsAbs(model) {
+		model = testmodel.Path(t, modelName)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
