@@ -116,6 +116,48 @@ func TestSDKChatMedia(t *testing.T) {
 	}
 }
 
+// TestSDKCompressedAudio: openai-go sends the sine as FLAC and MP3, in an
+// input_audio part (format flac, mp3) and as a transcription's file. The
+// FLAC decodes to the WAV's samples, so its answers are the WAV's
+// (llama-server's). The MP3 decodes to other samples (LAME's delay and
+// loss) at the same prompt length (the projector pads a sound to 30 s: 750
+// tokens); the greedy tokens of these random weights are the WAV's all
+// the same (measured).
+func TestSDKCompressedAudio(t *testing.T) {
+	ts := mediaServer(t, "qwen2a", engine.Config{MaxTokensDefault: 12})
+	client := sdkClient(ts)
+	for _, c := range []struct{ file, format string }{{"sine-440-1s.flac", "flac"}, {"sine-440-1s.mp3", "mp3"}} {
+		params := openai.ChatCompletionNewParams{
+			Model: "tiny",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+				openai.InputAudioContentPart(openai.ChatCompletionContentPartInputAudioInputAudioParam{Data: mediaBase64(t, c.file), Format: c.format}),
+				openai.TextContentPart("What is this sound?"),
+			})},
+			MaxTokens:   openai.Int(12),
+			Temperature: openai.Float(0),
+		}
+		res, err := client.Chat.Completions.New(context.Background(), params, ignoreEOS)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		got := res.Choices[0].Message.Content
+		if res.Usage.PromptTokens != 849 || got != audioChatAnswer {
+			t.Errorf("%s: %q from %d prompt tokens; the WAV's: %q from 849", c.file, got, res.Usage.PromptTokens, audioChatAnswer)
+		}
+		data, err := os.ReadFile(filepath.Join(testsynth.MediaDir(), c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := client.Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{File: openai.File(bytes.NewReader(data), c.file, "audio/"+c.format), Model: "tiny"})
+		if err != nil {
+			t.Fatalf("%s transcribed: %v", c.file, err)
+		}
+		if tr.Usage.InputTokens != 852 || tr.Text != audioChatAnswer {
+			t.Errorf("%s transcribed: %q from %d input tokens", c.file, tr.Text, tr.Usage.InputTokens)
+		}
+	}
+}
+
 // pngHeader is the start of a PNG that declares w × h pixels: its
 // signature and header chunk, nothing to decode.
 func pngHeader(w, h uint32) []byte {

@@ -6,71 +6,178 @@ import (
 	"math"
 )
 
-// DecodeAudio decodes a WAV file into mono float32 samples at rate Hz, the
-// samples llama.cpp's mtmd helper gets from miniaudio
-// (ma_decoder_config_init(ma_format_f32, 1, rate)), bit for bit:
-//   - PCM of 8 (unsigned), 16, 24 or 32 bits (or any width up to 64 in
-//     whole bytes) and IEEE float of 32 or 64 bits, plain or
-//     WAVE_FORMAT_EXTENSIBLE, at 1 to 384000 Hz, 1 to 256 channels;
-//   - each sample scaled to [-1, 1) as dr_wav does (x/32768 for 16 bits);
-//   - the channels averaged into one (miniaudio's mono downmix);
-//   - resampled, when the file's rate is not rate, by miniaudio's linear
-//     resampler with its 4th-order low-pass filter, to as many samples
-//     as ma_decoder_get_length_in_pcm_frames says (zeros past what the
-//     resampler yields, as mtmd's buffer holds).
+// DecodeAudio decodes a WAV, MP3 or FLAC file into mono float32 samples
+// at rate Hz, as llama.cpp's mtmd helper gets them from miniaudio
+// (ma_decoder_config_init(ma_format_f32, 1, rate)):
+//   - WAV: PCM of 8 (unsigned), 16, 24 or 32 bits (or any width up to 64
+//     in whole bytes) and IEEE float of 32 or 64 bits, plain or
+//     WAVE_FORMAT_EXTENSIBLE, 1 to 256 channels; each sample scaled to
+//     [-1, 1) as dr_wav does (x/32768 for 16 bits). Bit for bit
+//     miniaudio's.
+//   - MP3: MPEG-1 and MPEG-2 layer III (hajimehoshi/go-mp3), 16-bit
+//     samples scaled as WAV's. Close to miniaudio's (dr_mp3) but not
+//     equal: the decoders round differently, and go-mp3 decodes a
+//     Xing/Info frame as a frame of silence where dr_mp3 skips it.
+//   - FLAC: 4 to 32 bits, 1 to 8 channels (decodeFLAC), scaled as 32-bit
+//     WAV samples once shifted to the top of 32 bits (x/32768 for 16 bits);
+//     bit for bit miniaudio's (dr_flac) for the files tested.
 //
-// It refuses, before allocating samples: more bytes than
-// lim.MaxAudioBytes; bytes that are not WAV (MP3, FLAC and Ogg with an
-// error wrapping ErrUnsupported); a malformed header; a clip longer than
-// lim.MaxAudioSeconds or shorter than MinAudioSeconds. Its length is the
-// frames the file holds: a data chunk claiming more than the file has is
-// cut to the file, as dr_wav does. Float samples that are not finite are
-// refused. Every error is an *Error but for a rate outside 1 to 384000 Hz,
-// which is the caller's mistake.
+// Then, whatever the format: the channels averaged into one (miniaudio's
+// mono downmix); resampled, when the file's rate (1 to 384000 Hz) is not
+// rate, by miniaudio's linear resampler with its 4th-order low-pass
+// filter, to as many samples as ma_decoder_get_length_in_pcm_frames says
+// (zeros past what the resampler yields, as mtmd's buffer holds).
+//
+// It refuses, before decoding: more bytes than lim.MaxAudioBytes; bytes
+// that are none of those formats (Ogg with an error wrapping
+// ErrUnsupported); a malformed header; for WAV, a clip longer than
+// lim.MaxAudioSeconds. MP3 and FLAC hold no length to trust, so they are
+// decoded frame by frame, each frame resampled as it comes, and refused as
+// soon as their frames pass lim.MaxAudioSeconds, whatever their headers
+// claim: what is kept is the output, at most lim.MaxAudioSeconds × rate
+// samples, and one frame's samples (a FLAC frame's header is checked
+// before its samples are decoded). A clip shorter than MinAudioSeconds is
+// refused. A WAV's length is the frames the file holds: a data chunk
+// claiming more than the file has is cut to the file, as dr_wav does.
+// Float samples that are not finite are refused. Every error is an *Error
+// but for a rate outside 1 to 384000 Hz, which is the caller's mistake.
 func DecodeAudio(data []byte, rate int, lim Limits) ([]float32, error) {
 	lim = lim.WithDefaults()
 	if n := int64(len(data)); n > lim.MaxAudioBytes {
 		return nil, overLimit(KindAudio, "max-audio-bytes", "audio is %d bytes, over --max-audio-bytes %d", n, lim.MaxAudioBytes)
 	}
-	if rate < 1 || rate > maxWAVRate {
+	if rate < 1 || rate > maxAudioRate {
 		return nil, fmt.Errorf("media: sample rate %d out of range", rate)
 	}
 	switch kind, format := Sniff(data); {
 	case format == FormatWAV:
+		return decodeWAV(data, rate, lim)
+	case format == FormatMP3:
+		return decodeMP3(data, rate, lim)
+	case format == FormatFLAC:
+		return decodeFLAC(data, rate, lim)
 	case kind == KindAudio:
-		return nil, &Error{Kind: KindAudio, Msg: fmt.Sprintf("%s audio is not supported yet: send WAV", formatName(format)), err: ErrUnsupported}
+		return nil, &Error{Kind: KindAudio, Msg: fmt.Sprintf("%s audio is not supported: send %s", formatName(format), AudioFormats), err: ErrUnsupported}
 	default:
-		return nil, invalid(KindAudio, nil, "audio format not recognised: want WAV")
+		return nil, invalid(KindAudio, nil, "audio format not recognised: want %s", AudioFormats)
 	}
+}
+
+// AudioFormats names the audio formats DecodeAudio reads, for messages.
+const AudioFormats = "WAV, MP3 or FLAC"
+
+// decodeWAV is DecodeAudio for a WAV file.
+func decodeWAV(data []byte, rate int, lim Limits) ([]float32, error) {
 	w, err := parseWAV(data)
 	if err != nil {
 		return nil, err
 	}
 	secs := float64(w.frames) / float64(w.rate)
-	switch {
-	case secs > lim.MaxAudioSeconds:
+	if secs > lim.MaxAudioSeconds {
 		return nil, overLimit(KindAudio, "max-audio-seconds", "audio is %.2f seconds long, over --max-audio-seconds %g", secs, lim.MaxAudioSeconds)
-	case secs < MinAudioSeconds:
-		return nil, invalid(KindAudio, nil, "audio is %.3f seconds long: at least %g s is needed", secs, MinAudioSeconds)
 	}
 	if err := w.checkFinite(); err != nil {
 		return nil, err
 	}
-	if w.rate == rate {
-		out := make([]float32, w.frames)
-		for i := range out {
-			out[i] = w.mono(i)
-		}
-		return out, nil
+	c := newClip(w.rate, rate, lim, int64(w.frames))
+	for i := range w.frames {
+		c.add(w.mono(i))
 	}
-	out := make([]float32, resampledLen(uint64(rate), uint64(w.rate), uint64(w.frames)))
-	newResampler(uint32(w.rate), uint32(rate)).run(w.mono, w.frames, out)
-	return out, nil
+	return c.finish()
 }
 
-// maxWAVRate is the highest sample rate dr_wav takes
+// clip is a sound being decoded: its frames, mixed down to mono, are fed
+// one by one to the resampler, so that what it keeps is its output alone.
+type clip struct {
+	in, out   int   // rates
+	maxFrames int64 // frames at in that lim.MaxAudioSeconds allows
+	maxSecs   float64
+	frames    int64      // frames taken
+	rs        *resampler // nil when in == out
+	pcm       []float32
+}
+
+// newClip starts a clip of frames at in Hz (1 to maxAudioRate) to be
+// resampled to out Hz. expect, if positive, is the frames the caller
+// expects, which sizes the output up front (within the bound).
+func newClip(in, out int, lim Limits, expect int64) *clip {
+	c := &clip{in: in, out: out, maxFrames: int64(math.Floor(lim.MaxAudioSeconds * float64(in))), maxSecs: lim.MaxAudioSeconds}
+	if in != out {
+		c.rs = newResampler(uint32(in), uint32(out))
+	}
+	if expect > 0 {
+		// With room for add's check at the end.
+		c.pcm = make([]float32, 0, int(resampledLen(uint64(out), uint64(in), uint64(min(expect, c.maxFrames))))+2*c.most())
+	}
+	return c
+}
+
+// room refuses n more frames if they take the clip past the seconds
+// bound. Decoders call it before they decode or add the frames.
+func (c *clip) room(n int) error {
+	if c.frames+int64(n) > c.maxFrames {
+		return overLimit(KindAudio, "max-audio-seconds", "audio is longer than --max-audio-seconds %g", c.maxSecs)
+	}
+	return nil
+}
+
+// most is the most output frames one input frame completes, and one.
+func (c *clip) most() int { return (c.out+c.in-1)/c.in + 1 }
+
+// add takes one mono frame.
+func (c *clip) add(x float32) {
+	// Room for what the frame completes: the output's capacity doubles (append's grows by a quarter
+	// once large, which allocates five times the output all told), up to
+	// what the bound allows.
+	most := c.most()
+	if cap(c.pcm)-len(c.pcm) < most {
+		n := 2 * cap(c.pcm)
+		if limit := int(resampledLen(uint64(c.out), uint64(c.in), uint64(c.maxFrames))) + most; n > limit && limit >= len(c.pcm)+most {
+			n = limit
+		}
+		grown := make([]float32, len(c.pcm), max(n, len(c.pcm)+most, 1024))
+		copy(grown, c.pcm)
+		c.pcm = grown
+	}
+	c.frames++
+	if c.rs == nil {
+		c.pcm = append(c.pcm, x)
+		return
+	}
+	c.pcm = c.rs.push(x, c.pcm)
+}
+
+// finish refuses a clip under MinAudioSeconds and returns its samples:
+// resampledLen of them, cut or padded with zeros.
+func (c *clip) finish() ([]float32, error) {
+	if secs := float64(c.frames) / float64(c.in); secs < MinAudioSeconds {
+		return nil, invalid(KindAudio, nil, "audio is %.3f seconds long: at least %g s is needed", secs, MinAudioSeconds)
+	}
+	n := int(resampledLen(uint64(c.out), uint64(c.in), uint64(c.frames)))
+	if n <= len(c.pcm) {
+		return c.pcm[:n], nil
+	}
+	return append(c.pcm, make([]float32, n-len(c.pcm))...), nil
+}
+
+// mix averages one frame's channels as miniaudio's channel converter
+// mixes down to mono (ma_channel_converter_process_pcm_frames__mono_out,
+// f32): summed in float from 0, divided by the channel count. sample(c)
+// is channel c's sample.
+func mix(channels int, sample func(c int) float32) float32 {
+	if channels == 1 {
+		return sample(0)
+	}
+	var t float32
+	for c := range channels {
+		t += sample(c)
+	}
+	return t / float32(channels)
+}
+
+// maxAudioRate is the highest sample rate taken, in any format: dr_wav's
 // (MA_DR_WAV_MAX_SAMPLE_RATE).
-const maxWAVRate = 384000
+const maxAudioRate = 384000
 
 // The WAV format tags taken (a WAVE_FORMAT_EXTENSIBLE file's subformat
 // GUID starts with one).
@@ -157,7 +264,7 @@ func parseWAV(b []byte) (*wav, error) {
 
 // newWAV checks a WAV's format and takes its data's whole frames.
 func newWAV(tag uint16, channels, rate, bits, blockAlign int, data []byte) (*wav, error) {
-	if rate < 1 || rate > maxWAVRate || channels < 1 || channels > 256 || bits < 1 || bits > 64 || blockAlign == 0 {
+	if rate < 1 || rate > maxAudioRate || channels < 1 || channels > 256 || bits < 1 || bits > 64 || blockAlign == 0 {
 		return nil, invalid(KindAudio, nil, "WAV format is invalid: %d Hz, %d channels, %d bits, block align %d", rate, channels, bits, blockAlign)
 	}
 	frame := blockAlign
@@ -208,8 +315,8 @@ func (w *wav) sample(i int) float32 {
 	switch w.bytesPerSample {
 	case 1: // ma_dr_wav_u8_to_f32: x * 0.00784313725490196078f - 1, in float
 		return float32(float32(b[0])*float32(0.00784313725490196078)) - 1
-	case 2: // ma_dr_wav_s16_to_f32: x * 0.000030517578125f
-		return float32(int16(binary.LittleEndian.Uint16(b))) * 0.000030517578125
+	case 2:
+		return s16(b)
 	case 3: // ma_dr_wav_s24_to_f32: (float)(x * 0.00000011920928955078125)
 		x := int32(uint32(b[0])<<8|uint32(b[1])<<16|uint32(b[2])<<24) >> 8
 		return float32(float64(x) * 0.00000011920928955078125)
@@ -226,18 +333,15 @@ func (w *wav) sample(i int) float32 {
 	return float32(float64(int64(v)) / 9223372036854775807.0)
 }
 
-// mono is frame i's channels averaged as miniaudio's channel converter
-// mixes down to mono (ma_channel_converter_process_pcm_frames__mono_out,
-// f32): summed in float from 0, divided by the channel count.
+// s16 is a little-endian signed 16-bit sample as a float32, as dr_wav
+// converts it (ma_dr_wav_s16_to_f32: x * 0.000030517578125f).
+func s16(b []byte) float32 {
+	return float32(int16(binary.LittleEndian.Uint16(b))) * 0.000030517578125
+}
+
+// mono is frame i's channels averaged (mix).
 func (w *wav) mono(i int) float32 {
-	if w.channels == 1 {
-		return w.sample(i)
-	}
-	var t float32
-	for c := 0; c < w.channels; c++ {
-		t += w.sample(i*w.channels + c)
-	}
-	return t / float32(w.channels)
+	return mix(w.channels, func(c int) float32 { return w.sample(i*w.channels + c) })
 }
 
 // resampledLen is the frames ma_decoder_get_length_in_pcm_frames gives for
@@ -333,33 +437,25 @@ func (r *resampler) filter(x float32) float32 {
 	return x
 }
 
-// run resamples the n frames src gives into out, until out is full or the
-// input is spent, as ma_linear_resampler_process_pcm_frames_f32 does over
+// push takes the next input frame and appends to out the output frames
+// it completes, as ma_linear_resampler_process_pcm_frames_f32 does over
 // the whole stream: downsampling filters each input frame as it is
 // loaded, upsampling each output frame; frames are interpolated by
 // ma_mix_f32_fast, x0 + (x1 - x0)·a, with a = timeFrac / out in float.
-// What it does not fill stays zero.
-func (r *resampler) run(src func(int) float32, n int, out []float32) {
+func (r *resampler) push(x float32, out []float32) []float32 {
 	down := r.in > r.out
-	next := 0
-	for k := range out {
-		for r.timeInt > 0 && next < n {
-			r.x0, r.x1 = r.x1, src(next)
-			if down {
-				r.x1 = r.filter(r.x1)
-			}
-			next++
-			r.timeInt--
-		}
-		if r.timeInt > 0 {
-			return
-		}
+	r.x0, r.x1 = r.x1, x
+	if down {
+		r.x1 = r.filter(r.x1)
+	}
+	r.timeInt--
+	for r.timeInt == 0 {
 		a := float32(r.timeFrac) / float32(r.out)
 		y := r.x0 + float32((r.x1-r.x0)*a)
 		if !down {
 			y = r.filter(y)
 		}
-		out[k] = y
+		out = append(out, y)
 		r.timeInt += r.advInt
 		r.timeFrac += r.advFrac
 		if r.timeFrac >= r.out {
@@ -367,4 +463,5 @@ func (r *resampler) run(src func(int) float32, n int, out []float32) {
 			r.timeInt++
 		}
 	}
+	return out
 }

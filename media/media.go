@@ -5,8 +5,10 @@
 // Every decoder checks its bounds before the work they bound: the encoded
 // size first (for base64, on the encoded length, before decoding), then the
 // size a header declares (an image's width × height, a WAV's duration), and
-// only then does it decode. What it allocates is proportional to the bound,
-// never to what a header claims.
+// only then does it decode; MP3 and FLAC, whose headers need not tell their
+// length, are decoded frame by frame and refused as soon as they pass the
+// seconds bound. What it allocates is proportional to the bound, never to
+// what a header claims.
 //
 // The results match what llama.cpp's mtmd_helper_bitmap_init_from_buf gives
 // for the same bytes where that is practical: stb_image's
@@ -14,7 +16,9 @@
 // ma_decoder (f32, mono, the projector's rate) for WAV, bit for bit,
 // resampling included. JPEG differs from stb's by the IDCT and chroma
 // upsampling (a level or two); WebP, which stb cannot read, adds a format.
-// MP3 and FLAC are refused as not supported yet (ErrUnsupported).
+// MP3 (go-mp3) comes close to miniaudio's dr_mp3 but not bit for bit; FLAC
+// is bit for bit dr_flac's. Ogg is refused as not supported
+// (ErrUnsupported).
 package media
 
 import (
@@ -133,8 +137,8 @@ func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.err }
 
 // ErrUnsupported is wrapped by the Error for a medium in a format that is
-// recognised but not decoded yet (MP3, FLAC, Ogg, a WAV codec other than
-// PCM and IEEE float).
+// recognised but not decoded (Ogg, a WAV codec other than PCM and IEEE
+// float).
 var ErrUnsupported = errors.New("format not supported")
 
 // overLimit is the Error for a medium of kind k over the bound flag.
@@ -169,7 +173,8 @@ const (
 // (FormatPNG…FormatOgg), or KindUnknown and "". Dialects check a MIME type or
 // format a client claims against it. MP3 is an ID3 tag or an MPEG audio
 // frame header (sync, a valid version and layer), a little stricter than
-// mtmd's check, which takes any 0xFFE sync.
+// mtmd's check, which takes any 0xFFE sync; ID3 tags followed by "fLaC"
+// are FLAC.
 func Sniff(data []byte) (Kind, string) {
 	switch {
 	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
@@ -187,6 +192,10 @@ func Sniff(data []byte) (Kind, string) {
 	case bytes.HasPrefix(data, []byte("OggS")):
 		return KindAudio, FormatOgg
 	case bytes.HasPrefix(data, []byte("ID3")):
+		// MP3's tag, which a FLAC file may start with too.
+		if rest, _ := pastID3(data); bytes.HasPrefix(rest, []byte("fLaC")) {
+			return KindAudio, FormatFLAC
+		}
 		return KindAudio, FormatMP3
 	case len(data) >= 4 && data[0] == 0xff && data[1]&0xe0 == 0xe0 &&
 		(data[1]>>3)&3 != 1 && (data[1]>>1)&3 != 0 && data[2]>>4 != 15:

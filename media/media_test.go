@@ -31,6 +31,9 @@ func TestSniff(t *testing.T) {
 		{[]byte{0xff, 0xfb, 0xf0, 0x44}, KindUnknown, ""},      // bitrate index 1111
 		{[]byte{0xff, 0xd8, 0xff, 0xe0}, KindImage, FormatJPEG},
 		{[]byte("fLaC\x00"), KindAudio, FormatFLAC},
+		{[]byte("ID3\x04\x00\x00\x00\x00\x00\x02..fLaC"), KindAudio, FormatFLAC},                              // FLAC after a tag
+		{[]byte("ID3\x04\x00\x10\x00\x00\x00\x00ID3\x04\x00\x00\x00\x00\x00\x00fLaC"), KindAudio, FormatFLAC}, // a tag with a footer
+		{[]byte("ID3\x04\x00\x00\x00\x00\x00\x09fLaC"), KindAudio, FormatMP3},                                 // the tag runs past it
 		{[]byte("OggS\x00"), KindAudio, FormatOgg},
 		{[]byte("RIFF\x00\x00\x00\x00AVI "), KindUnknown, ""},
 		{[]byte("GIF88a"), KindUnknown, ""},

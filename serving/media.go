@@ -207,7 +207,7 @@ func (l *Limits) sniffed(ctx context.Context, b64, param string) (engine.Media, 
 		return l.Audio(data, "", param)
 	}
 	return engine.Media{}, &Error{Status: http.StatusBadRequest, Param: param, Code: "invalid_media",
-		Message: "'" + param + "' is neither an image nor a sound this server reads (PNG, JPEG, GIF, WebP; WAV)"}
+		Message: "'" + param + "' is neither an image nor a sound this server reads (PNG, JPEG, GIF, WebP; WAV, MP3, FLAC)"}
 }
 
 // checkMIME refuses bytes that are not what their MIME type says.
@@ -226,6 +226,9 @@ func checkMIME(mime string, data []byte, param string) *Error {
 	if want == "mpeg" {
 		want = media.FormatMP3
 	}
+	if want == "x-flac" {
+		want = media.FormatFLAC
+	}
 	if kind == media.KindUnknown || format != want {
 		got := format
 		if got == "" {
@@ -237,7 +240,7 @@ func checkMIME(mime string, data []byte, param string) *Error {
 }
 
 // AudioBase64 decodes a sound given as base64 text in format ("wav",
-// "mp3"; "" for any), at AudioRate.
+// "mp3", "flac"; "" for any), at AudioRate.
 func (l *Limits) AudioBase64(b64, format, param string) (engine.Media, *Error) {
 	data, err := media.DecodeBase64(b64, media.KindAudio, l.Media)
 	if err != nil {

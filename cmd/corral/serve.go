@@ -373,7 +373,7 @@ func addLimitFlags(fs *flag.FlagSet) *serving.Limits {
 	fs.Int64Var(&lim.Media.MaxImagePixels, "max-image-pixels", lim.Media.MaxImagePixels, "most `pixels` (width × height, read from the header before decoding; a side is at most 16384) of an image a request may send; more → 400 (0: the default)")
 	fs.Int64Var(&lim.Media.MaxAudioBytes, "max-audio-bytes", lim.Media.MaxAudioBytes, "largest sound a request may send, in encoded `bytes`; larger → 400 (0: the default)")
 	fs.Int64Var(&lim.MaxMediaMemory, "max-media-memory", lim.MaxMediaMemory, "most `bytes` of decoded images and sounds (3 a pixel, 4 a sample) the requests being served hold together: a request waits for its share, or is refused (400) when it alone needs more (0: the default)")
-	fs.Float64Var(&lim.Media.MaxAudioSeconds, "max-audio-seconds", lim.Media.MaxAudioSeconds, "longest sound a request may send, in `seconds` (read from the header before decoding); longer → 400 (0: the default)")
+	fs.Float64Var(&lim.Media.MaxAudioSeconds, "max-audio-seconds", lim.Media.MaxAudioSeconds, "longest sound a request may send, in `seconds` (a WAV's from its header; MP3 and FLAC refused as soon as their frames pass it); longer → 400 (0: the default)")
 	fs.Var(whitespaceFlag{&lim.GrammarWhitespace}, "grammar-whitespace", "whitespace the grammars of JSON (forced tool calls' arguments, response_format, json_schema, format) allow between its tokens, `compact|free|spaced`; compact allows none (a value in the fewest tokens), free a space, or a line break and up to 20 spaces or tabs, after each token (llama.cpp's rule), spaced has one space after each ':' and ',' (as chat templates' tojson writes JSON)")
 	return &lim
 }
