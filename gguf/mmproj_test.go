@@ -25,7 +25,8 @@ func writeProjector(t *testing.T, kind string, textEmbd int, seed int64) string 
 
 // TestWriteSyntheticProjectorKVs reads a projector of each kind back:
 // every key has the value and the type clip.cpp's get_u32, get_f32,
-// get_bool, get_string and get_arr_f32 want (docs/plans/media.md, C).
+// get_bool, get_string and get_arr_f32 want (they assert it: clip.cpp in
+// llama.cpp b10573's tools/mtmd, clip_model_loader).
 func TestWriteSyntheticProjectorKVs(t *testing.T) {
 	common := func(kind, mod string, eps float32) map[string]any {
 		return map[string]any{
