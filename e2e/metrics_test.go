@@ -205,6 +205,41 @@ func TestMetricsWorkload(t *testing.T) {
 
 // A model unloaded takes its gauges with it; its request counters stay,
 // and its engine counters start again with the next load.
+// TestMetricsSpeculation: with --spec-type ngram, a completion that
+// copies its prompt has drafts taken, and vLLM's spec_decode families
+// count them: the tokens taken, by position, sum to the tokens taken,
+// which are at most the drafted ones; the answer is the one without
+// speculation.
+func TestMetricsSpeculation(t *testing.T) {
+	body := map[string]any{"prompt": "Tom and his mom went to the park. Tom and his mom went to the", "max_tokens": 48, "temperature": 0, "ignore_eos": true}
+	answer := func(ts *e2etest.Server) string {
+		resp, b := ts.Post(t, "/v1/completions", body)
+		var c textCompletion
+		unmarshal(t, string(b), &c)
+		if resp.StatusCode != 200 || len(c.Choices) != 1 {
+			t.Fatalf("completion: %d %s", resp.StatusCode, b)
+		}
+		return c.Choices[0].Text
+	}
+	plain := answer(startServer(t, engine.Config{Parallel: 1}))
+	ts := startServer(t, engine.Config{Parallel: 1, Speculate: engine.Speculation{Ngram: true}})
+	if got := answer(ts); got != plain {
+		t.Errorf("with speculation %q; without %q", got, plain)
+	}
+	m := ts.MetricFamilies(t)
+	counter := func(name string, labels ...string) float64 {
+		return value(e2etest.Series(t, m, name, append([]string{"model_name", "tiny"}, labels...)...))
+	}
+	drafts, drafted, taken := counter("vllm:spec_decode_num_drafts_total"), counter("vllm:spec_decode_num_draft_tokens_total"), counter("vllm:spec_decode_num_accepted_tokens_total")
+	var byPos float64
+	for i := range 8 {
+		byPos += counter("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position", strconv.Itoa(i))
+	}
+	if drafts == 0 || taken == 0 || taken > drafted || byPos != taken {
+		t.Errorf("%v drafts of %v tokens, %v taken (%v by position); want drafts taken, each counted once", drafts, drafted, taken, byPos)
+	}
+}
+
 func TestMetricsUnload(t *testing.T) {
 	ms := startModels(t, registry.Config{KeepAlive: -1}, spec(t, "tiny", testmodel.TinyStories656K, 2))
 	complete := func() {

@@ -292,6 +292,11 @@ type Config struct {
 	// Models with a recurrent state jump forward only over text written
 	// for the request (JumpForce; not with JumpConfirm).
 	JumpForward JumpMode
+	// Speculate drafts tokens for decoding requests to evaluate beside
+	// their sampled token in the same forward pass, each kept only where
+	// the request samples it (speculative decoding; see Speculation).
+	// The zero value drafts nothing.
+	Speculate Speculation
 	// Offload puts layers of the model on GPUs through ggml's backend
 	// libraries (llama-server's -ngl, --device, --split-mode,
 	// --tensor-split and --main-gpu; see llama.Offload). The zero value
@@ -691,6 +696,8 @@ type Stats struct {
 	// the model then wrote or, with JumpForce, that were written for it
 	// (each a step saved).
 	DraftTokens, DraftAccepted uint64
+	// Spec counts speculative decoding's drafts (Config.Speculate).
+	Spec SpecStats
 	// MediaEncoded counts the media chunks the projector encoded (a
 	// chunk found in a cache is not encoded); MediaEncodeTime is the
 	// encoder's time, aborted encodes included. The encoder runs beside

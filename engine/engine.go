@@ -96,6 +96,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.BatchSize = 512
 	}
 	cfg.BatchSize = max(cfg.BatchSize, cfg.Parallel)
+	cfg.Speculate = cfg.Speculate.withDefaults()
 	return cfg
 }
 

@@ -42,3 +42,7 @@ func InlineEncoder(c Config) Config {
 // MediaRequests is how many requests hold preprocessed media, and how
 // many may (see Engine.mediaReqs).
 func MediaRequests(e *Engine) (held, most int) { return len(e.mediaReqs), cap(e.mediaReqs) }
+
+// Lookup is the n-gram speculation's draft of at most n tokens from
+// toks, looking up runs of at most most tokens.
+func Lookup(toks []int32, most, n int) []int32 { return lookup(nil, toks, most, n) }

@@ -65,23 +65,24 @@ const maxDraftText = 256
 func (s *scheduler) draft(sl *slot, room int) int {
 	r := sl.req
 	g := &r.gen
-	g.draft = g.draft[:0]
+	g.draft, g.spec = g.draft[:0], false
+	// A drafted token is worth evaluating only where plain decoding would
+	// evaluate it: before the request's last token (max tokens) and
+	// within the slot's cells.
+	room = min(room, g.maxTokens-g.decoded-1, sl.nctx-len(sl.cache))
 	if s.e.jump == "" || g.pace != nil || !r.sampler.HasGrammar() || s.recurrent && !s.forces(sl) {
 		// A paced request may pause after any token: its tokens are
 		// evaluated one step at a time. A recurrent state drafts only
 		// text it writes.
-		return 0
+		return s.speculate(sl, room)
 	}
-	// A drafted token is worth evaluating only where plain decoding would
-	// evaluate it: before the request's last token (max tokens) and
-	// within the slot's cells.
-	n := min(g.draftLimit(), room, g.maxTokens-g.decoded-1, sl.nctx-len(sl.cache))
+	n := min(g.draftLimit(), room)
 	if n <= 0 {
 		return 0
 	}
 	s.forced = r.sampler.Forced(s.forced[:0], maxDraftText)
 	if len(s.forced) == 0 {
-		return 0
+		return s.speculate(sl, room) // the grammar leaves a choice: guess
 	}
 	g.draft, _ = s.e.model.Pieces().Split(s.forced, n, g.draft)
 	s.draftTokens += uint64(len(g.draft))
@@ -97,11 +98,11 @@ func (s *scheduler) draft(sl *slot, room int) int {
 // that the slot's cache holds what plain decoding would hold.
 func (s *scheduler) verify(sl *slot, now time.Time) {
 	g := &sl.req.gen
-	draft := g.draft
-	g.draft = g.draft[:0] // draft keeps the tokens until the next buildBatch
+	draft, spec := g.draft, g.spec
+	g.draft, g.spec = g.draft[:0], false // draft keeps the tokens until the next buildBatch
 	// The cells the sequence holds up to the output at outIdx.
 	base := len(sl.cache) - len(draft)
-	force := s.forces(sl)
+	force := s.forces(sl) && !spec // a guess is sampled, never written
 	for i := 0; ; i++ {
 		idx := sl.outIdx
 		if i > 0 {
@@ -116,7 +117,9 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 			tok, more = s.next(sl, idx, base+i, now)
 		}
 		if more && i < len(draft) && tok == draft[i] && (s.e.cfg.cutDraft == nil || !s.e.cfg.cutDraft(i)) {
-			s.draftAccepted++
+			if !spec {
+				s.draftAccepted++
+			}
 			continue
 		}
 		// truncate only reslices the cache, so hist keeps its tokens
@@ -129,6 +132,8 @@ func (s *scheduler) verify(sl *slot, now time.Time) {
 		}
 		switch {
 		case len(draft) == 0:
+		case spec:
+			s.specTook(g, min(i, len(draft)), len(draft))
 		case i == len(draft):
 			g.draftMax = min(maxDraft, 2*g.draftLimit())
 		default:

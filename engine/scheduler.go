@@ -68,9 +68,11 @@ type scheduler struct {
 	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
-	poolPreemptions                         uint64 // of preemptions, those for cells
-	busySlots                               uint64 // summed over steps: slots with tokens in the batch
-	draftTokens, draftAccepted              uint64 // jump-forward decoding (jump.go)
+	poolPreemptions                         uint64    // of preemptions, those for cells
+	busySlots                               uint64    // summed over steps: slots with tokens in the batch
+	draftTokens, draftAccepted              uint64    // jump-forward decoding (jump.go)
+	spec                                    SpecStats // speculative decoding (speculate.go)
+	specStep                                bool      // the step drafts speculatively
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
 	ttftCount                               uint64
@@ -90,6 +92,7 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		timer:   time.NewTimer(time.Hour),
 		encoded: make(chan encodeResult, 1),
 		lanes:   e.cfg.lanes(lctx.Pooling()),
+		spec:    SpecStats{AcceptedAt: make([]uint64, e.cfg.Speculate.DraftMax)},
 
 		partial:   e.model.Recurrent() || e.model.SlidingWindow() > 0,
 		recurrent: e.model.Recurrent(),
@@ -409,6 +412,7 @@ func (s *scheduler) fillBatch() bool {
 	decoding := math.MaxInt // the best class among decoding slots
 	decodes := s.decoding()
 	spare := s.e.cfg.BatchSize - decodes
+	s.specStep = s.e.cfg.Speculate.Ngram && decodes <= s.e.cfg.Speculate.MaxDecoding
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
 	claimed := decodes
@@ -839,6 +843,7 @@ func (s *scheduler) publish() {
 		EmbedRequests: s.embedRequests, EmbedInputs: s.embedInputs, EmbedPasses: s.embedPasses,
 		Queue: s.queueByClass(), TTFTSum: s.ttftSum, TTFTCount: s.ttftCount,
 		DraftTokens: s.draftTokens, DraftAccepted: s.draftAccepted,
+		Spec:             SpecStats{Drafts: s.spec.Drafts, DraftTokens: s.spec.DraftTokens, Accepted: s.spec.Accepted, AcceptedAt: slices.Clone(s.spec.AcceptedAt)},
 		CheckpointsSaved: s.checkpointsSaved, CheckpointHits: s.checkpointsUsed,
 		MediaEncoded: s.mediaEncoded, MediaEncodeTime: s.mediaEncodeTime,
 	}

@@ -134,6 +134,12 @@ type generation struct {
 	// bounds the next draft (0: maxDraft).
 	draft    []int32
 	draftMax int
+	// spec: the draft is a speculative one (speculate.go), not forced
+	// text. specMax bounds the next (0: Speculation.DraftMax); after a
+	// draft refused whole the request drafts nothing for specSkip steps,
+	// specMiss the last such wait.
+	spec                        bool
+	specMax, specMiss, specSkip int
 
 	admitted, prefillDone, firstToken time.Time
 }

@@ -56,6 +56,7 @@ type metrics struct {
 	global                                                     []globalFamily
 	perModel                                                   []modelFamily
 	loads, promptThroughput, predictedThroughput, kvCacheUsage *prometheus.Desc
+	specAcceptedAt                                             *prometheus.Desc
 	cacheConfig                                                *prometheus.Desc
 	deviceReserved, deviceBudget                               *prometheus.Desc
 
@@ -142,6 +143,8 @@ func newMetrics(models *Registry) *metrics {
 		promptThroughput:    modelDesc("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s of the requests finished since the previous scrape."),
 		predictedThroughput: modelDesc("llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s of the requests finished since the previous scrape."),
 		kvCacheUsage:        modelDesc("vllm:kv_cache_usage_perc", "KV cache usage, 0 to 1: the pool's cells held for running requests over all its cells."),
+		specAcceptedAt: prometheus.NewDesc("vllm:spec_decode_num_accepted_tokens_per_pos_total", "Drafted tokens the requests sampled, by their position in the draft (0: the first).",
+			[]string{ModelLabel, "position"}, nil),
 		cacheConfig: prometheus.NewDesc("vllm:cache_config_info",
 			"The KV cache's shape, in its labels: block_size tokens a block (corral's cache holds tokens; the block is the unit routers hash prompts in), num_gpu_blocks the cache's cells over the block size.",
 			[]string{ModelLabel, "block_size", "num_gpu_blocks"}, nil),
@@ -174,6 +177,9 @@ func newMetrics(models *Registry) *metrics {
 		counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix caches (slots and host cache).", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
 		counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix caches.", func(s *snapshot) float64 { return float64(s.CachedPromptTokens) }),
 		counter("vllm:num_preemptions_total", "Requests preempted, for a request of a better priority class or because the KV pool ran out of cells.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
+		counter("vllm:spec_decode_num_drafts_total", "Speculative drafts evaluated (--spec-type).", func(s *snapshot) float64 { return float64(s.Spec.Drafts) }),
+		counter("vllm:spec_decode_num_draft_tokens_total", "Tokens of those drafts.", func(s *snapshot) float64 { return float64(s.Spec.DraftTokens) }),
+		counter("vllm:spec_decode_num_accepted_tokens_total", "Drafted tokens the requests sampled (each a step saved).", func(s *snapshot) float64 { return float64(s.Spec.Accepted) }),
 		// llama-server's names.
 		counter("llamacpp:prompt_tokens_total", "Number of prompt tokens processed (evaluated: cached ones excluded).", func(s *snapshot) float64 {
 			return float64(s.PromptTokens - s.CachedPromptTokens)
@@ -252,6 +258,7 @@ func (x *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- x.promptThroughput
 	ch <- x.predictedThroughput
 	ch <- x.kvCacheUsage
+	ch <- x.specAcceptedAt
 	ch <- x.cacheConfig
 	ch <- x.deviceReserved
 	ch <- x.deviceBudget
@@ -285,6 +292,11 @@ func (x *metrics) Collect(ch chan<- prometheus.Metric) {
 		// Idle slots' cached prefixes are free to evict, as vLLM counts
 		// its prefix-cache blocks.
 		ch <- prometheus.MustNewConstMetric(x.kvCacheUsage, prometheus.GaugeValue, min(1, ratio(float64(s.KVCellsActive), float64(s.KVCellsTotal))), st.ID)
+		if s.Spec.Drafts > 0 { // a model that speculates
+			for i, n := range s.Spec.AcceptedAt {
+				ch <- prometheus.MustNewConstMetric(x.specAcceptedAt, prometheus.CounterValue, float64(n), st.ID, strconv.Itoa(i))
+			}
+		}
 		ch <- prometheus.MustNewConstMetric(x.cacheConfig, prometheus.GaugeValue, 1, st.ID,
 			strconv.Itoa(CacheBlockSize), strconv.Itoa(s.KVCellsTotal/CacheBlockSize))
 		t := x.takeThroughput(st.ID)

@@ -67,6 +67,10 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
 	jumpForward := fs.String("jump-forward", "force", "how text a grammar forces is evaluated: force (ahead, in the step of the token before it, written in the longest tokens), confirm (ahead, kept while the model samples the same tokens: the output of plain decoding), off (one token per step)")
+	specType := fs.String("spec-type", "none", "speculative decoding: ngram (drafts from each request's own prompt and output: what followed the latest earlier occurrence of its last tokens, kept where the model samples the same tokens; the output is that of plain decoding) or none")
+	fs.IntVar(&cfg.Speculate.DraftMax, "spec-draft-n-max", 8, "most tokens a speculative draft has (at most 32)")
+	fs.IntVar(&cfg.Speculate.NgramMax, "spec-ngram-n", 4, "longest run of a request's last tokens --spec-type ngram looks up (runs down to 2 are tried)")
+	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", 4, "a step drafts only while at most this many requests decode (larger batches gain less than drafts cost)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	ctk := cacheTypeFlag{&cfg.CacheTypeK}
@@ -202,6 +206,16 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if cfg.JumpForward, err = engine.ParseJumpMode(*jumpForward); err != nil {
 		return fmt.Errorf("--jump-forward: %w", err)
+	}
+	switch *specType {
+	case "ngram":
+		cfg.Speculate.Ngram = true
+	case "none":
+	default:
+		return fmt.Errorf("--spec-type %q: want ngram or none", *specType)
+	}
+	if cfg.Speculate.DraftMax < 1 || cfg.Speculate.DraftMax > 32 || cfg.Speculate.NgramMax < 2 || cfg.Speculate.NgramMax > 64 || cfg.Speculate.MaxDecoding < 1 {
+		return errors.New("--spec-draft-n-max is 1 to 32, --spec-ngram-n 2 to 64, --spec-max-decoding at least 1")
 	}
 	if err := checkPooling(cfg.Pooling); err != nil {
 		return fmt.Errorf("--pooling: %w", err)

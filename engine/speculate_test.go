@@ -1,0 +1,145 @@
+package engine_test
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/corral-llm/corral/engine"
+	"github.com/corral-llm/corral/internal/testmodel"
+)
+
+// TestSpeculationOutputIsTheSame: with n-gram speculation on, every
+// request gives byte for byte what it gives with it off, and the same
+// log-probabilities bit for bit: greedy, sampled with a seed, with
+// penalties, with logprobs, cut by max tokens or a stop string, under a
+// grammar (forced text drafted as such, guesses between), one at a time
+// and four at once; and drafted tokens were taken, in fewer steps.
+//
+// Four at once, each slot has a KV buffer of its own (KVPerSlot): in the
+// shared pool, two slots that drop drafted cells in one step leave holes
+// that the next step's tokens fill in another order, and a sequence
+// whose cells are out of position order has its attention summed in
+// another order (the last bits differ, as with jump-forward's drafts).
+func TestSpeculationOutputIsTheSame(t *testing.T) {
+	spec := engine.Speculation{Ngram: true}
+	for _, m := range []struct {
+		name, path string
+		base       engine.Request
+		stop       string
+	}{
+		// TinyStories repeats its names and phrases; the prompt, copied,
+		// is what prompt lookup finds.
+		{"tinystories", testmodel.Path(t, testmodel.TinyStories656K),
+			engine.Request{Prompt: "Tom and his mom went to the park. Tom and his mom went to the", AddSpecial: true, MaxTokens: 96}, "mom"},
+		// Random weights fall into loops, which the lookup finds in the
+		// output itself.
+		{"synthetic tiny", synthTiny(t), engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 96}, "a"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			sampled := engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
+			penalized := sampled
+			penalized.RepeatPenalty, penalized.RepeatLastN = 1.3, 64
+			var cases []engine.Request
+			for _, sp := range []engine.Sampling{{}, sampled, penalized} {
+				r := m.base
+				r.Sampling = sp
+				cases = append(cases, r)
+				r.MaxTokens = 9
+				cases = append(cases, r)
+				r.MaxTokens, r.Stop = m.base.MaxTokens, []string{m.stop}
+				cases = append(cases, r)
+			}
+			r := m.base
+			r.Logprobs, r.TopLogprobs = true, 3
+			cases = append(cases, r)
+			r.Sampling = sampled
+			cases = append(cases, r)
+			r = m.base
+			r.Grammar = storyGrammar
+			cases = append(cases, r)
+
+			outputs := func(spec engine.Speculation, parallel int) ([]output, engine.Stats) {
+				e, err := engine.New(context.Background(), engine.Config{ModelPath: m.path, Parallel: parallel, Threads: testThreads, Speculate: spec, KVPerSlot: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				outs := make([]output, len(cases))
+				if parallel == 1 {
+					for i, req := range cases {
+						outs[i] = run(t, e, req)
+					}
+					return outs, e.Stats()
+				}
+				for i := 0; i < len(cases); i += parallel {
+					var wg sync.WaitGroup
+					for j := i; j < min(i+parallel, len(cases)); j++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							outs[j] = run(t, e, cases[j])
+						}()
+					}
+					wg.Wait()
+				}
+				return outs, e.Stats()
+			}
+			off, offStats := outputs(engine.Speculation{}, 1)
+			on, onStats := outputs(spec, 1)
+			batched, batchedStats := outputs(spec, 4)
+			for i := range off {
+				for name, b := range map[string]output{"alone": on[i], "batched": batched[i]} {
+					a := off[i]
+					if a.text != b.text || a.res.FinishReason != b.res.FinishReason || a.res.Usage.CompletionTokens != b.res.Usage.CompletionTokens {
+						t.Errorf("case %d %s: off %q (%s, %d tokens), on %q (%s, %d tokens)", i, name, a.text, a.res.FinishReason, a.res.Usage.CompletionTokens,
+							b.text, b.res.FinishReason, b.res.Usage.CompletionTokens)
+					}
+					if !reflect.DeepEqual(a.lps, b.lps) {
+						t.Errorf("case %d %s: logprobs differ:\noff %v\n on %v", i, name, a.lps, b.lps)
+					}
+				}
+				if off[i].res.FinishReason == engine.FinishError {
+					t.Errorf("case %d: %v", i, off[i].res.Err)
+				}
+			}
+			if offStats.Spec.Drafts != 0 || onStats.Spec.Accepted == 0 || batchedStats.Spec.Accepted == 0 || onStats.Steps >= offStats.Steps {
+				t.Errorf("steps: %d off, %d on; %d of %d drafted tokens taken alone, %d batched", offStats.Steps, onStats.Steps,
+					onStats.Spec.Accepted, onStats.Spec.DraftTokens, batchedStats.Spec.Accepted)
+			}
+			var at uint64
+			for _, n := range onStats.Spec.AcceptedAt {
+				at += n
+			}
+			if at != onStats.Spec.Accepted || onStats.Spec.AcceptedAt[0] < onStats.Spec.AcceptedAt[len(onStats.Spec.AcceptedAt)-1] {
+				t.Errorf("taken by position %v; want them to sum to %d, fewer at later positions", onStats.Spec.AcceptedAt, onStats.Spec.Accepted)
+			}
+			t.Logf("%d cases: %d steps off, %d on; %d drafts, %d of %d tokens taken (by position %v)", len(off), offStats.Steps, onStats.Steps,
+				onStats.Spec.Drafts, onStats.Spec.Accepted, onStats.Spec.DraftTokens, onStats.Spec.AcceptedAt)
+		})
+	}
+}
+
+// TestSpeculationLookup: the draft is what followed the latest earlier
+// occurrence of the longest run of the last tokens, cut at a medium.
+func TestSpeculationLookup(t *testing.T) {
+	for _, tc := range []struct {
+		toks []int32
+		n    int
+		want []int32
+	}{
+		{[]int32{1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 2, 3}, 8, []int32{5, 7, 2, 3}},    // "2 3" latest at 6 (no earlier 3-run "7 2 3")
+		{[]int32{1, 2, 3, 4, 9, 8, 1, 2, 3}, 2, []int32{4, 9}},                   // "1 2 3": at most n
+		{[]int32{5, 6, 7, 8}, 4, nil},                                            // no run repeats
+		{[]int32{1, 2, 3, -5, -6, 4, 1, 2}, 4, []int32{3}},                       // up to a placeholder
+		{[]int32{4, 4, 4, 4}, 3, []int32{4}},                                     // "4 4 4" at 0: what follows it
+		{[]int32{1, 2, 1, 2, 3, 1, 2}, 1, []int32{3}},                            // the latest occurrence
+		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, []int32{7, 1, 2}},          // the longest run first ("1 2 3" at 1)
+		{[]int32{7, 1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 2}, 2, []int32{3, 9}}, // a 2-run
+	} {
+		if got := engine.Lookup(tc.toks, 4, tc.n); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("lookup(%v, %d) = %v; want %v", tc.toks, tc.n, got, tc.want)
+		}
+	}
+}
