@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,7 +210,7 @@ func TestMetricsWorkload(t *testing.T) {
 // copies its prompt has drafts taken, and vLLM's spec_decode families
 // count them: the tokens taken, by position, sum to the tokens taken,
 // which are at most the drafted ones; the answer is the one without
-// speculation.
+// speculation; /v1/models says the model speculates with n-grams.
 func TestMetricsSpeculation(t *testing.T) {
 	body := map[string]any{"prompt": "Tom and his mom went to the park. Tom and his mom went to the", "max_tokens": 48, "temperature": 0, "ignore_eos": true}
 	answer := func(ts *e2etest.Server) string {
@@ -221,10 +222,28 @@ func TestMetricsSpeculation(t *testing.T) {
 		}
 		return c.Choices[0].Text
 	}
-	plain := answer(startServer(t, engine.Config{Parallel: 1}))
+	speculative := func(ts *e2etest.Server) []string {
+		var models struct {
+			Data []struct {
+				Meta struct {
+					Speculative []string `json:"speculative"`
+				} `json:"meta"`
+			} `json:"data"`
+		}
+		ts.Get(t, "/v1/models", &models)
+		if len(models.Data) != 1 || models.Data[0].Meta.Speculative == nil {
+			t.Fatalf("/v1/models: %+v; want one model saying how it speculates", models)
+		}
+		return models.Data[0].Meta.Speculative
+	}
+	off := startServer(t, engine.Config{Parallel: 1})
+	plain := answer(off)
 	ts := startServer(t, engine.Config{Parallel: 1, Speculate: engine.Speculation{Ngram: true}})
 	if got := answer(ts); got != plain {
 		t.Errorf("with speculation %q; without %q", got, plain)
+	}
+	if a, b := speculative(off), speculative(ts); len(a) != 0 || !slices.Equal(b, []string{"ngram"}) {
+		t.Errorf("/v1/models speculative: %q without, %q with; want [] and [ngram]", a, b)
 	}
 	m := ts.MetricFamilies(t)
 	counter := func(name string, labels ...string) float64 {

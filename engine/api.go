@@ -764,6 +764,9 @@ type ModelInfo struct {
 	// CacheTypeK and CacheTypeV are the KV cache's key and value types
 	// (Config.CacheTypeK and CacheTypeV, "f16" by default).
 	CacheTypeK, CacheTypeV string
+	// Speculation names the draft sources the engine speculates with
+	// (Config.Speculate): "ngram"; none when it does not.
+	Speculation []string
 	// EmbeddingSize is the length of an embedding (the model's n_embd).
 	EmbeddingSize int
 	// EmbedMaxTokens is the most tokens one Embed input may have; 0 when

@@ -266,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, ChatTemplateToolUse: toolUse, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
-			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(),
+			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(), Speculation: cfg.Speculate.sources(),
 			Created: time.Now(),
 			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
 			MemoryKind: kind, Memory: lctx.Memory(),

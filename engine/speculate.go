@@ -76,6 +76,14 @@ func (sp Speculation) withDefaults() Speculation {
 	return sp
 }
 
+// sources names the draft sources of sp (ModelInfo.Speculation).
+func (sp Speculation) sources() []string {
+	if sp.Ngram {
+		return []string{"ngram"}
+	}
+	return nil
+}
+
 // SpecStats counts speculative decoding's work (vLLM's spec_decode
 // metrics): drafts evaluated, their tokens, the tokens the requests took,
 // and of those, how many at each position of a draft.

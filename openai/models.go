@@ -92,6 +92,9 @@ type modelMeta struct {
 	// (-ctk and -ctv: "f16", "q8_0", ...).
 	CacheTypeK string `json:"cache_type_k"`
 	CacheTypeV string `json:"cache_type_v"`
+	// Speculative names the draft sources the model speculates with
+	// (--spec-type: "ngram"); empty when it does not (corral's extension).
+	Speculative []string `json:"speculative"`
 	// KV is the KV cache as it is now (corral's extension).
 	KV *kvPool `json:"kv,omitempty"`
 	// Offload is where its layers are, as /props gives it (corral's
@@ -168,7 +171,7 @@ func Models(c *serving.Core, w http.ResponseWriter, r *http.Request) {
 			info := st.Model.Info()
 			m.Created = info.Created.Unix()
 			m.Meta = &modelMeta{Architecture: info.Architecture, NCtxTrain: info.CtxTrain, NCtx: info.CtxPerRequest, NVocab: info.VocabSize,
-				CacheTypeK: info.CacheTypeK, CacheTypeV: info.CacheTypeV,
+				CacheTypeK: info.CacheTypeK, CacheTypeV: info.CacheTypeV, Speculative: append([]string{}, info.Speculation...),
 				Offload: offload{GPULayers: info.GPULayers, Layers: info.Layers, Devices: info.Devices}}
 			if m.Meta.Offload.Devices == nil {
 				m.Meta.Offload.Devices = []string{}
