@@ -143,3 +143,50 @@ func TestSpeculationLookup(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculationPreempted: a request that drafts, preempted while it
+// decodes by one of a better class, resumes and gives what it gives
+// without speculation; one cancelled while it drafts leaves the engine
+// answering whole. On TinyStories, whose greedy tokens
+// win by clear margins, with a KV buffer per slot (KVPerSlot): the
+// history a resumed request evaluates again as a prompt sums its
+// attention in another order than decoding did, and a random model's
+// near-ties would flip on the last bits.
+func TestSpeculationPreempted(t *testing.T) {
+	path := testmodel.Path(t, testmodel.TinyStories656K)
+	low := engine.Request{Prompt: "Tom and his mom went to the park. Tom and his mom went to the", AddSpecial: true, MaxTokens: 200, IgnoreEOS: true, Logprobs: true, Priority: 1}
+	want := tokensOf(run(t, startEngine(t, engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, KVPerSlot: true}), low).lps)
+
+	cpu := engine.NewCPU(1)
+	e := startEngine(t, engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, CPU: cpu, KVPerSlot: true, Speculate: engine.Speculation{Ngram: true}})
+	l := submit(t, e, low)
+	waitState(t, e, l, "decode")
+	hold := engine.HoldCPU(cpu)
+	h := submit(t, e, greedy("Hello", 4))
+	hold()
+	if _, res := collect(t, h); res.FinishReason != engine.FinishLength {
+		t.Errorf("the preempting request: %s (%v)", res.FinishReason, res.Err)
+	}
+	_, lps, res := collectLogprobs(t, l)
+	if got := tokensOf(lps); !reflect.DeepEqual(got, want) || res.Preemptions != 1 {
+		t.Errorf("preempted %d times: %v; want once, %v", res.Preemptions, got, want)
+	}
+	if st := e.Stats(); st.Spec.Accepted == 0 {
+		t.Errorf("no drafted token taken: %+v", st.Spec)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := e.Submit(ctx, low)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e, s, "decode")
+	cancel()
+	collect(t, s)
+	// Not compared with want: a request cancelled while it decodes can
+	// change the next one's last bits, speculation or not (2 runs in 30
+	// under -race without speculation; see the closing note of issue 37).
+	if out := run(t, e, low); out.res.FinishReason != engine.FinishLength || out.res.Usage.CompletionTokens != low.MaxTokens {
+		t.Errorf("after a cancel: %s with %d tokens (%v); want %d", out.res.FinishReason, out.res.Usage.CompletionTokens, out.res.Err, low.MaxTokens)
+	}
+}
