@@ -100,6 +100,28 @@ func checkCacheTypes(cfg engine.Config) error {
 	return llama.CheckCacheTypes(k, v, !cfg.NoFlashAttn, 0, 0)
 }
 
+// parseSpecType sets sp's draft sources from a --spec-type value.
+func parseSpecType(name string, sp *engine.Speculation) error {
+	switch name {
+	case "ngram":
+		sp.Ngram = true
+	case "none":
+		sp.Ngram = false
+	default:
+		return fmt.Errorf("%q: want ngram or none", name)
+	}
+	return nil
+}
+
+// checkSpeculation refuses sizes of speculation out of bounds (0 is the
+// engine's default).
+func checkSpeculation(sp engine.Speculation) error {
+	if sp.DraftMax < 0 || sp.DraftMax > 32 || sp.NgramMax < 0 || sp.NgramMax == 1 || sp.NgramMax > 64 || sp.MaxDecoding < 0 {
+		return errors.New("spec_draft_n_max (--spec-draft-n-max) is 1 to 32, --spec-ngram-n 2 to 64, --spec-max-decoding at least 1")
+	}
+	return nil
+}
+
 // fileID is the id of the model in file path: its name without .gguf.
 func fileID(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), ".gguf")
@@ -134,6 +156,8 @@ func fileID(path string) string {
 //	    tensor_split: 3,1    # optional, like --tensor-split
 //	    main_gpu: 0          # optional, like --main-gpu
 //	    mmproj: gemma3.mmproj.gguf  # optional, like --mmproj ("": none, no discovery)
+//	    spec_type: ngram     # optional, like --spec-type
+//	    spec_draft_n_max: 16 # optional, like --spec-draft-n-max
 type modelConfig struct {
 	Models []struct {
 		ID                  string         `yaml:"id"`
@@ -162,6 +186,8 @@ type modelConfig struct {
 		TensorSplit         string         `yaml:"tensor_split"`
 		MainGPU             *int           `yaml:"main_gpu"`
 		MMProj              *string        `yaml:"mmproj"`
+		SpecType            string         `yaml:"spec_type"`
+		SpecDraftMax        *int           `yaml:"spec_draft_n_max"`
 	} `yaml:"models"`
 }
 
@@ -330,6 +356,17 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string, pr
 					return nil, fmt.Errorf("%s: %s: %w", where, c.key, err)
 				}
 				*c.dst = c.val
+			}
+			if m.SpecType != "" {
+				if err := parseSpecType(m.SpecType, &s.Engine.Speculate); err != nil {
+					return nil, fmt.Errorf("%s: spec_type: %w", where, err)
+				}
+			}
+			if m.SpecDraftMax != nil {
+				s.Engine.Speculate.DraftMax = *m.SpecDraftMax
+			}
+			if err := checkSpeculation(s.Engine.Speculate); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 			if m.ChatTemplateKwargs != nil {
 				kw, err := mergeKwargs(s.ChatTemplateKwargs, m.ChatTemplateKwargs)

@@ -51,6 +51,8 @@ models:
     reasoning_format: none
     reasoning_budget: 64
     keep_alive: -1
+    spec_type: ngram
+    spec_draft_n_max: 16
   - id: c10
     path: `+filepath.Join(models, "c.gguf")+`
     keep_alive: 10m
@@ -94,6 +96,9 @@ models:
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
+	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || specs[5].Engine.Speculate.Ngram {
+		t.Errorf("config model's speculation: %+v; the next's %+v", sp, specs[5].Engine.Speculate)
+	}
 	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.KVPerSlot || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
 		t.Errorf("defaults under a config model: %+v", c10)
 	}
@@ -111,6 +116,8 @@ models:
 		"bad cache_disk_size":  "models:\n  - path: models/c.gguf\n    cache_disk_size: 0\n",
 		"cache_disk a file":    "models:\n  - path: models/c.gguf\n    cache_disk: a.gguf\n",
 		"bad cache_type_k":     "models:\n  - path: models/c.gguf\n    cache_type_k: q8\n",
+		"bad spec_type":        "models:\n  - path: models/c.gguf\n    spec_type: eagle\n",
+		"bad spec_draft_n_max": "models:\n  - path: models/c.gguf\n    spec_draft_n_max: 33\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {

@@ -207,15 +207,11 @@ func runServe(ctx context.Context, args []string) error {
 	if cfg.JumpForward, err = engine.ParseJumpMode(*jumpForward); err != nil {
 		return fmt.Errorf("--jump-forward: %w", err)
 	}
-	switch *specType {
-	case "ngram":
-		cfg.Speculate.Ngram = true
-	case "none":
-	default:
-		return fmt.Errorf("--spec-type %q: want ngram or none", *specType)
+	if err := parseSpecType(*specType, &cfg.Speculate); err != nil {
+		return fmt.Errorf("--spec-type %w", err)
 	}
-	if cfg.Speculate.DraftMax < 1 || cfg.Speculate.DraftMax > 32 || cfg.Speculate.NgramMax < 2 || cfg.Speculate.NgramMax > 64 || cfg.Speculate.MaxDecoding < 1 {
-		return errors.New("--spec-draft-n-max is 1 to 32, --spec-ngram-n 2 to 64, --spec-max-decoding at least 1")
+	if err := checkSpeculation(cfg.Speculate); err != nil {
+		return err
 	}
 	if err := checkPooling(cfg.Pooling); err != nil {
 		return fmt.Errorf("--pooling: %w", err)
