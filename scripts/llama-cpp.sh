@@ -49,6 +49,9 @@
 #                  of ggml's for the architecture that the compiler can
 #                  build; e.g. "x64 haswell" for a quicker first build)
 #   JOBS           parallel jobs (default: nproc)
+#   LINK_CHECK     1: compile without optimisation (-O0), for a build
+#                  that is only linked, never run (make check-builds):
+#                  a third of the compile time
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -161,6 +164,12 @@ common=(
 	-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF
 	-DCMAKE_C_FLAGS= -DCMAKE_CXX_FLAGS=
 )
+if [ "${LINK_CHECK:-}" = 1 ]; then
+	common=(
+		-DCMAKE_BUILD_TYPE=None -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF
+		-DCMAKE_C_FLAGS=-O0 -DCMAKE_CXX_FLAGS=-O0
+	)
+fi
 # The core: static libraries without a CPU backend of their own (GGML_CPU
 # off: ggml's registry then registers none), compiled for the
 # architecture's baseline (the compiler's default: x86-64, armv8-a).
