@@ -149,10 +149,10 @@ dist: cross-toolchain
 # Builds CI's own machine cannot run, linked and thrown away (.ci/run):
 # linux/arm64 and linux/amd64 as make dist builds them (the arm64
 # libraries compiled once, cached). arm64's are only linked, so they are
-# compiled without optimisation (LINK_CHECK: 233 s for the core on 2
-# cores, against 471 s at -O3), and of its CPU variants, modules the
-# binary embeds but does not link, only the baseline: one proves the
-# embedding (19 s, against about 3 minutes for all six).
+# compiled without optimisation (LINK_CHECK: the core in 233 s on 2 cores
+# cold, against 471 s at -O3 on a busier machine), and of its CPU
+# variants, modules the binary embeds but does not link, only the
+# baseline: one proves the embedding (19 s at -O0).
 check-builds: cross-toolchain
 	GOARCH=arm64 CPU_VARIANTS=armv8.0_1 LINK_CHECK=1 ./scripts/llama-cpp.sh build
 	CGO_CFLAGS="-O3 $(DIST_ARM64)" CGO_CXXFLAGS="-O3 $(DIST_ARM64)" GOOS=linux GOARCH=arm64 \
