@@ -25,8 +25,10 @@ import "slices"
 // what repeats its input: code edits, quotes, summaries, JSON.
 //
 // A drafted token the model does not take costs its share of a forward
-// pass. So a slot's drafts shrink to one token more than it last took
-// and grow back, doubling, while it takes them whole; a slot whose draft
+// pass (and on a CPU a lone sequence's short draft costs about what it
+// saves even when taken: see Speculation.DraftMin). So a slot's drafts
+// shrink to one token more than it last took (at least DraftMin) and
+// grow back, doubling, while it takes them whole; a slot whose draft
 // is refused whole drafts nothing for a number of steps that doubles at
 // each such refusal (64 at most) and resets when a draft is taken; and a
 // step drafts nothing when more than MaxDecoding slots decode, where the
@@ -44,8 +46,14 @@ type Speculation struct {
 	// NgramMax is the longest run of a request's last tokens looked up
 	// (0: 4); runs down to 2 are tried.
 	NgramMax int
-	// DraftMax bounds a draft's tokens (0: 8; at most 32).
-	DraftMax int
+	// DraftMax bounds a draft's tokens (0: 8; at most 32); a draft of
+	// fewer than DraftMin is not evaluated (0: 1). On a CPU a lone
+	// sequence's step of two tokens costs as much as two steps of one
+	// (BenchmarkDecodeWithDraft: 7.5 ms for one token of the 135M model,
+	// 15 ms for two, 23 ms for five), while in a batch of four the drafts
+	// cost little; a minimum of 3 lost more in batches than it saved
+	// alone (BenchmarkSpeculation), so the default takes any draft.
+	DraftMax, DraftMin int
 	// MaxDecoding: a step drafts only while at most this many slots
 	// decode (0: 4).
 	MaxDecoding int
@@ -56,6 +64,7 @@ const (
 	defaultNgramMax    = 4
 	minNgram           = 2
 	defaultSpecDraft   = 8
+	defaultSpecMin     = 1
 	defaultMaxDecoding = 4
 	maxSpecSkip        = 64
 )
@@ -70,6 +79,10 @@ func (sp Speculation) withDefaults() Speculation {
 		sp.DraftMax = defaultSpecDraft
 	}
 	sp.DraftMax = min(sp.DraftMax, maxDraft)
+	if sp.DraftMin <= 0 {
+		sp.DraftMin = defaultSpecMin
+	}
+	sp.DraftMin = min(sp.DraftMin, sp.DraftMax)
 	if sp.MaxDecoding <= 0 {
 		sp.MaxDecoding = defaultMaxDecoding
 	}
@@ -105,11 +118,12 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		return 0
 	}
 	n = min(n, g.specLimit(sp.DraftMax))
-	if n <= 0 {
+	if n < sp.DraftMin {
 		return 0
 	}
 	g.draft = lookup(g.draft[:0], sl.cache, sp.NgramMax, n)
-	if len(g.draft) == 0 {
+	if len(g.draft) < sp.DraftMin {
+		g.draft = g.draft[:0]
 		return 0
 	}
 	g.spec = true
@@ -154,17 +168,17 @@ func (g *generation) specLimit(most int) int {
 
 // specTook records that the request took took of its draft of n tokens.
 func (s *scheduler) specTook(g *generation, took, n int) {
-	most := s.e.cfg.Speculate.DraftMax
+	sp := &s.e.cfg.Speculate
 	switch {
 	case took == n:
-		g.specMax = min(most, 2*g.specLimit(most))
+		g.specMax = min(sp.DraftMax, 2*g.specLimit(sp.DraftMax))
 		g.specMiss = 0
 	case took == 0:
-		g.specMax = 1
+		g.specMax = sp.DraftMin
 		g.specMiss = min(maxSpecSkip, max(1, 2*g.specMiss))
 		g.specSkip = g.specMiss
 	default:
-		g.specMax = took + 1
+		g.specMax = max(sp.DraftMin, took+1)
 		g.specMiss = 0
 	}
 	for i := range took {

@@ -190,3 +190,19 @@ func TestSpeculationPreempted(t *testing.T) {
 		t.Errorf("after a cancel: %s with %d tokens (%v); want %d", out.res.FinishReason, out.res.Usage.CompletionTokens, out.res.Err, low.MaxTokens)
 	}
 }
+
+// TestSpeculationDraftMin: with DraftMin 3, no draft evaluated has fewer
+// than 3 tokens, and the output is still plain decoding's.
+func TestSpeculationDraftMin(t *testing.T) {
+	tiny := synthTiny(t)
+	req := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 160, IgnoreEOS: true, Logprobs: true}
+	want := tokensOf(run(t, startEngine(t, engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads}), req).lps)
+	for _, min := range []int{1, 3} {
+		e := startEngine(t, engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads, Speculate: engine.Speculation{Ngram: true, DraftMin: min}})
+		got := tokensOf(run(t, e, req).lps)
+		st := e.Stats().Spec
+		if !reflect.DeepEqual(got, want) || st.Drafts == 0 || st.DraftTokens < uint64(min)*st.Drafts || (min == 1 && st.DraftTokens >= 3*st.Drafts) {
+			t.Errorf("DraftMin %d: %d drafts of %d tokens (the same output: %v); want none shorter than %d", min, st.Drafts, st.DraftTokens, reflect.DeepEqual(got, want), min)
+		}
+	}
+}
