@@ -31,8 +31,9 @@ import "slices"
 // grow back, doubling, while it takes them whole; a slot whose draft
 // is refused whole drafts nothing for a number of steps that doubles at
 // each such refusal (64 at most) and resets when a draft is taken; and a
-// step drafts nothing when more than MaxDecoding slots decode, where the
-// batch is large enough that the extra tokens cost as much as they save.
+// step drafts nothing when more than MaxDecoding slots decode, where a
+// batch is compute-bound and the extra tokens cost what they save (the
+// bound is a guess: measured gains stop at 4 streams, not beyond).
 //
 // Not for a paced request (it may pause after any token) nor on a model
 // with a recurrent state (its state advanced over the whole draft: it
