@@ -63,6 +63,34 @@ func run(t *testing.T, e *engine.Engine, req engine.Request) output {
 	return o
 }
 
+// samplingCases are variations of base whose output a change to how
+// tokens are evaluated must leave alone: greedy, sampled with a seed,
+// sampled with penalties, each also cut at each of short max tokens and
+// by the stop string stop; and with logprobs (top 3), greedy and sampled.
+func samplingCases(base engine.Request, stop string, short ...int) []engine.Request {
+	sampled := engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
+	penalized := sampled
+	penalized.RepeatPenalty, penalized.RepeatLastN = 1.3, 64
+	var cases []engine.Request
+	for _, sp := range []engine.Sampling{{}, sampled, penalized} {
+		r := base
+		r.Sampling = sp
+		cases = append(cases, r)
+		for _, n := range short {
+			r.MaxTokens = n
+			cases = append(cases, r)
+		}
+		r.MaxTokens, r.Stop = base.MaxTokens, []string{stop}
+		cases = append(cases, r)
+	}
+	r := base
+	r.Logprobs, r.TopLogprobs = true, 3
+	cases = append(cases, r)
+	r.Sampling = sampled
+	cases = append(cases, r)
+	return cases
+}
+
 // TestJumpForwardOutputIsTheSame: with jump-forward decoding on, every
 // request gives byte for byte what it gives with it off (and the same
 // log-probabilities, bit for bit), greedy or sampled with a seed, with
@@ -85,27 +113,8 @@ func TestJumpForwardOutputIsTheSame(t *testing.T) {
 			engine.Request{Prompt: "Call it.", AddSpecial: true, MaxTokens: 160, Grammar: call.Grammar}, `"arguments"`, 40},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			sampled := engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
-			penalized := sampled
-			penalized.RepeatPenalty, penalized.RepeatLastN = 1.3, 64
-			var cases []engine.Request
-			for _, sp := range []engine.Sampling{{}, sampled, penalized} {
-				r := m.base
-				r.Sampling = sp
-				cases = append(cases, r)
-				r.MaxTokens = 7
-				cases = append(cases, r)
-				r.MaxTokens = 23
-				cases = append(cases, r)
-				r.MaxTokens, r.Stop = m.base.MaxTokens, []string{m.stop}
-				cases = append(cases, r)
-			}
+			cases := samplingCases(m.base, m.stop, 7, 23)
 			r := m.base
-			r.Logprobs, r.TopLogprobs = true, 3
-			cases = append(cases, r)
-			r.Sampling = sampled
-			cases = append(cases, r)
-			r = m.base
 			r.IgnoreEOS = true
 			cases = append(cases, r)
 

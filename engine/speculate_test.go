@@ -38,25 +38,8 @@ func TestSpeculationOutputIsTheSame(t *testing.T) {
 		{"synthetic tiny", synthTiny(t), engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 96}, "a"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			sampled := engine.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}
-			penalized := sampled
-			penalized.RepeatPenalty, penalized.RepeatLastN = 1.3, 64
-			var cases []engine.Request
-			for _, sp := range []engine.Sampling{{}, sampled, penalized} {
-				r := m.base
-				r.Sampling = sp
-				cases = append(cases, r)
-				r.MaxTokens = 9
-				cases = append(cases, r)
-				r.MaxTokens, r.Stop = m.base.MaxTokens, []string{m.stop}
-				cases = append(cases, r)
-			}
+			cases := samplingCases(m.base, m.stop, 9)
 			r := m.base
-			r.Logprobs, r.TopLogprobs = true, 3
-			cases = append(cases, r)
-			r.Sampling = sampled
-			cases = append(cases, r)
-			r = m.base
 			r.Grammar = storyGrammar
 			cases = append(cases, r)
 
