@@ -38,7 +38,7 @@ func (s *scheduler) admit() {
 	kept := s.waiting[:0]
 	blocked := false // a request waits for cells: those served after it wait too
 	for _, r := range s.waiting {
-		if blocked || !r.admissible() {
+		if blocked || !r.admissible() || s.prefetch(r, now) {
 			kept = append(kept, r)
 			continue
 		}
@@ -53,6 +53,7 @@ func (s *scheduler) admit() {
 			kept = append(kept, r)
 			continue
 		}
+		s.releaseLoad(r) // used, or not worth it: its bytes go
 		if !s.cellsFor(r, sl, &preempted) {
 			kept = append(kept, r)
 			blocked, s.cellWait = true, true
@@ -251,7 +252,7 @@ func (s *scheduler) place(r *request) *slot {
 		if e != nil {
 			m = e.keep(min(m, limit), s.restorable(min(m, limit), len(e.tokens)))
 		}
-		if s.disk != nil && s.restoreDisk(target, need, salt, max(n, m), limit) {
+		if s.restoreDisk(target, r.load, need, max(n, m), limit) {
 			return target
 		}
 		if src == target { // a failed load from disk emptied the slot

@@ -307,6 +307,13 @@ type Config struct {
 	// drafted token at index i is taken, as if the model had not
 	// confirmed the next: a rejection whose output is unchanged.
 	cutDraft func(i int) bool
+	// draftAlways, set by tests (export_test.go), drafts wherever a
+	// draft is found, whatever the measured cost (draftCost) says, so
+	// that which steps draft does not depend on timing.
+	draftAlways bool
+	// beforeDiskRead, set by tests (export_test.go), runs on the reading
+	// goroutine before each disk-tier read for a waiting request.
+	beforeDiskRead func()
 	// inlineEncode, set by benchmarks (export_test.go), has the
 	// scheduler wait for each encode, as llama-server's loop does.
 	inlineEncode bool
@@ -651,6 +658,10 @@ type Stats struct {
 	// Steps counts scheduler steps that decoded a batch; ForwardPasses
 	// the model evaluations they took (llama.cpp's micro-batches).
 	Steps, ForwardPasses uint64
+	// StepOwnTime is the scheduler's own time in its steps: all but the
+	// forward passes and the wait for the CPU share (Config.CPU), summed
+	// (a step's own time is counted from the next step's snapshot on).
+	StepOwnTime time.Duration
 	// PromptTokens counts admitted prompts' tokens, CachedPromptTokens
 	// those of them found in a cache instead of evaluated.
 	PromptTokens, CachedPromptTokens uint64

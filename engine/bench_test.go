@@ -203,7 +203,8 @@ func BenchmarkLongPrefill(b *testing.B) {
 
 // BenchmarkEngineStreams measures aggregate decode throughput through the
 // engine (no HTTP) at several concurrencies, each stream generating
-// benchTokens tokens with ignore_eos.
+// benchTokens tokens with ignore_eos, and the scheduler's own time per
+// step (Stats.StepOwnTime: all but the forward passes).
 func BenchmarkEngineStreams(b *testing.B) {
 	path := benchModel(b)
 	for _, n := range []int{1, 4, 8, 16} {
@@ -234,6 +235,8 @@ func BenchmarkEngineStreams(b *testing.B) {
 				wg.Wait()
 			}
 			b.ReportMetric(float64(b.N*n*benchTokens)/b.Elapsed().Seconds(), "tok/s")
+			st := e.Stats()
+			b.ReportMetric(float64(st.StepOwnTime.Microseconds())/float64(max(1, st.Steps)), "own-µs/step")
 		})
 	}
 }
@@ -669,4 +672,100 @@ func BenchmarkSpeculation(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkStreamWhileDiskRestores: a stream decodes while a request
+// whose 4,000-token prefix is in the disk tier (written by an engine
+// before, as after a restart) is admitted. Reported: the stream's
+// longest gap between tokens from the request's submission to its first
+// token (a file read on the scheduler goroutine stalls every stream for
+// as long), and the request's time to first token, medians over the
+// iterations. Each iteration opens a new engine on the directory: a
+// restored prefix stays in a slot.
+func BenchmarkStreamWhileDiskRestores(b *testing.B) {
+	model := benchModel(b)
+	dir := b.TempDir()
+	prefix := make([]int32, 4000)
+	for i := range prefix {
+		prefix[i] = int32(100 + i%1000)
+	}
+	cfg := engine.Config{ModelPath: model, Parallel: 2, Threads: benchThreads(), CtxSize: 2 * 4200, DiskCacheDir: dir}
+	prime, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := prime.Submit(context.Background(), engine.Request{Tokens: prefix, MaxTokens: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, err := s.Recv(context.Background()); err == nil; _, err = s.Recv(context.Background()) {
+	}
+	prime.Close()
+	var gaps, ttfts []float64
+	b.ResetTimer()
+	for range b.N {
+		e, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		stream, err := e.Submit(ctx, engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 4000, IgnoreEOS: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks := make(chan time.Time, 8192)
+		go func() {
+			defer close(ticks)
+			for _, err := stream.Recv(context.Background()); err == nil; _, err = stream.Recv(context.Background()) {
+				ticks <- time.Now()
+			}
+		}()
+		for range 4 { // the stream decodes
+			<-ticks
+		}
+		start := time.Now()
+		r, err := e.Submit(context.Background(), engine.Request{Tokens: append(slices.Clone(prefix), 7, 8, 9), MaxTokens: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = r.Recv(context.Background())
+		first := time.Now()
+		for err == nil {
+			_, err = r.Recv(context.Background())
+		}
+		if res := r.Result(); res.Err != nil || res.Usage.CachedTokens < len(prefix) {
+			b.Fatalf("the restoring request: %+v", res)
+		}
+		stop()
+		longest, last := time.Duration(0), start
+		for t := range ticks {
+			if t.After(first) {
+				t = first
+			}
+			if t.After(start) {
+				longest = max(longest, t.Sub(last))
+				last = t
+			}
+		}
+		longest = max(longest, first.Sub(last))
+		gaps = append(gaps, longest.Seconds()*1e3)
+		ttfts = append(ttfts, first.Sub(start).Seconds()*1e3)
+		e.Close()
+	}
+	b.ReportMetric(median(gaps), "gap-ms")
+	b.ReportMetric(median(ttfts), "ttft-ms")
+}
+
+// median returns the middle of xs (the mean of the two middle ones for
+// an even count); xs is sorted.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }

@@ -889,31 +889,155 @@ func (s *scheduler) attachDisk(d *diskCache) {
 	}
 }
 
-// restoreDisk loads into the slot the file holding the longest prefix of
-// need of salt, if it keeps more than have tokens (what the slots and the
-// host cache offer), and keeps at most limit tokens of it (or goes back
-// to its last checkpoint within them: see hostEntry.keep). It reports
-// false when no file keeps more or the load failed; a failed load leaves
-// the slot empty.
-func (s *scheduler) restoreDisk(sl *slot, need []int32, salt string, have, limit int) bool {
-	e, m := s.disk.longest(need, saltKey(salt), sl.nctx)
-	m = min(m, limit)
+// maxDiskLoads bounds the disk-tier files read for waiting requests and
+// held until their admission: what they hold of memory is at most that
+// many slots' states.
+const maxDiskLoads = 2
+
+// diskLoad is a disk-tier file read for a waiting request beside the
+// steps, so that no step waits on the disk (see prefetch).
+type diskLoad struct {
+	req    *request
+	entry  diskEntry
+	state  []byte       // the file's state once read; nil if the read failed
+	cps    []checkpoint // and its checkpoints
+	queued bool         // waits for a reader (maxDiskLoads are busy or held)
+	done   bool         // read: the request may be admitted
+	gone   bool         // its request left before the read ended
+}
+
+// prefetch starts reading, beside the steps, the disk-tier file holding
+// a longer prefix of what r needs evaluated than the slots and the host
+// cache hold, when r could take a slot now; it reports whether r waits
+// for that read. Requests served after r may take free slots meanwhile:
+// a read of a long history takes longer than a step.
+func (s *scheduler) prefetch(r *request, now time.Time) bool {
+	if s.disk == nil || r.params.NoCachePrompt || r.load != nil || !s.hasRoom(r, now) {
+		return false
+	}
+	need := r.need()
+	salt := r.params.CacheSalt
+	e, m := s.disk.longest(need, saltKey(salt), s.slots[0].nctx)
+	m = min(m, len(need)-1)
+	if m == 0 {
+		return false
+	}
+	have := 0
+	for _, sl := range s.slots {
+		if sl.salt == salt {
+			have = max(have, commonPrefix(sl.cache, need))
+		}
+	}
+	if _, h := s.host.longest(need, salt); h > have {
+		have = h
+	}
+	// Worth a read for 64 more tokens (minHostSave), or half the prompt.
+	if e.keep(m, s.restorable(m, len(e.tokens)))-have < min(minHostSave, max(1, len(need)/2)) {
+		return false
+	}
+	r.load = &diskLoad{req: r, entry: e, queued: true}
+	if s.loading < maxDiskLoads {
+		s.startLoad(r.load)
+	}
+	return true
+}
+
+// hasRoom reports whether r could take a slot now: one is free for it,
+// or it may preempt one.
+func (s *scheduler) hasRoom(r *request, now time.Time) bool {
+	for _, sl := range s.slots {
+		if !sl.active() && (!r.params.PinSlot || sl.id == r.params.SlotID) {
+			return true
+		}
+	}
+	return s.victim(r, now) != nil
+}
+
+// startLoad reads the load's file on a goroutine of its own, which sends
+// it to s.loaded when done. The load counts in s.loading until its
+// state is used or let go.
+func (s *scheduler) startLoad(l *diskLoad) {
+	l.queued = false
+	s.loading++
+	s.loads.Add(1)
+	go func() {
+		defer s.loads.Done()
+		if h := s.e.cfg.beforeDiskRead; h != nil {
+			h()
+		}
+		l.state, l.cps, _ = s.disk.read(l.entry) // a failed read is a miss
+		s.loaded <- l
+	}()
+}
+
+// diskLoaded takes a finished read: its request may now be admitted. A
+// read that failed, or whose request has left, frees its place for the
+// next queued one.
+func (s *scheduler) diskLoaded(l *diskLoad) {
+	l.done = true
+	if l.gone || l.state == nil {
+		l.state, l.cps = nil, nil
+		s.loadEnded()
+	}
+}
+
+// releaseLoad lets go of r's load as r is admitted or leaves.
+func (s *scheduler) releaseLoad(r *request) {
+	l := r.load
+	if l == nil {
+		return
+	}
+	r.load = nil
+	switch {
+	case l.queued:
+	case !l.done:
+		l.gone = true // counted until the read ends
+	case l.state != nil:
+		l.state, l.cps = nil, nil
+		s.loadEnded()
+	}
+}
+
+// loadEnded frees a place among the loads, for the first queued one in
+// service order.
+func (s *scheduler) loadEnded() {
+	s.loading--
+	var next *request
+	for _, r := range s.waiting {
+		if r.load != nil && r.load.queued && (next == nil || before(r, next) < 0) {
+			next = r
+		}
+	}
+	if next != nil {
+		s.startLoad(next.load)
+	}
+}
+
+// restoreDisk loads into the slot the state l read from a disk-tier
+// file, if it keeps more than have tokens of need (what the slots and
+// the host cache offer), and keeps at most limit tokens of it (or goes
+// back to its last checkpoint within them: see hostEntry.keep). It
+// reports false when there is no such state or the load failed; a failed
+// load leaves the slot empty.
+func (s *scheduler) restoreDisk(sl *slot, l *diskLoad, need []int32, have, limit int) bool {
+	if l == nil || l.state == nil {
+		return false
+	}
+	e := l.entry
+	m := min(commonPrefix(e.tokens, need), limit)
 	m = e.keep(m, s.restorable(m, len(e.tokens)))
 	// A restore empties the slot (freeing the cells it alone holds),
 	// takes cells for the whole file's tokens, then frees its tail.
-	if m <= have || len(e.tokens) > s.pool.avail()+s.pool.only(sl.cells)-s.committed() {
+	if m <= have || len(e.tokens) > sl.nctx || len(e.tokens) > s.pool.avail()+s.pool.only(sl.cells)-s.committed() {
 		return false
 	}
-	state, cps, err := s.disk.read(e)
-	if err != nil {
-		return false
-	}
+	state, cps := l.state, l.cps
 	s.truncate(sl, 0)
 	if !s.lctx.SeqStateSet(sl.id, state) || s.lctx.SeqPosMax(sl.id) != lastPos(e.tokens) {
 		s.lctx.SeqRemove(sl.id, -1, -1)
 		return false
 	}
-	sl.salt = salt
+	sl.salt = l.req.params.CacheSalt
 	for _, tok := range e.tokens {
 		s.appendToken(sl, tok)
 	}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -435,4 +436,56 @@ func TestDiskCacheDirectoryHasOneEngine(t *testing.T) {
 		t.Fatalf("after the first engine closed: %v", err)
 	}
 	e.Close()
+}
+
+// TestDiskReadBesideTheSteps: a request whose prefix is in the disk tier
+// waits for the file to be read while the steps go on: a stream decodes
+// to its end while the read is held. Then the request gets its prefix
+// from the file and the cold run's output. Requests cancelled while
+// their files are read (as many as reads may be held) leave the next one
+// its read and its prefix.
+func TestDiskReadBesideTheSteps(t *testing.T) {
+	model := testmodel.TinyStories656K
+	req := greedy(longPrompt, 16)
+	cold := alone(t, model, req)
+	cfg := engine.Config{Parallel: 2, DiskCacheDir: t.TempDir()}
+	primeDisk(t, model, cfg, req)
+
+	held, started, release := engine.HoldDiskReads(cfg)
+	defer release() // before the engine's Close (a cleanup), which waits for the reads
+	e := newEngine(t, model, held)
+	n := len(tokens(t, e, longPrompt))
+	other := submit(t, e, greedy(storyPrompt, 40))
+	waitState(t, e, other, "decode")
+	r := submit(t, e, req)
+	<-started
+	if _, res := collectWithin(t, other, "the stream beside a held disk read"); res.Usage.CompletionTokens != 40 {
+		t.Fatalf("the stream beside the read: %s after %d tokens (%v)", res.FinishReason, res.Usage.CompletionTokens, res.Err)
+	}
+	release()
+	got, res := collect(t, r)
+	if got != cold || res.Usage.CachedTokens != n-1 {
+		t.Errorf("after the read: %q with %d cached tokens; want %q with %d", got, res.Usage.CachedTokens, cold, n-1)
+	}
+	e.Close()
+
+	held, started, release = engine.HoldDiskReads(cfg)
+	defer release()
+	e = newEngine(t, model, held)
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := e.Submit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		cancel()
+		if _, res := collect(t, s); res.FinishReason != engine.FinishCancelled {
+			t.Errorf("cancelled while its file is read: %s", res.FinishReason)
+		}
+	}
+	release()
+	if got, res := collect(t, submit(t, e, req)); got != cold || res.Usage.CachedTokens != n-1 {
+		t.Errorf("after the cancels: %q with %d cached tokens; want %q with %d", got, res.Usage.CachedTokens, cold, n-1)
+	}
 }

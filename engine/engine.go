@@ -83,6 +83,7 @@ type request struct {
 
 	gen    generation // progress, kept across preemptions
 	resume []int32    // set while preempted: the history to evaluate again (see preempt)
+	load   *diskLoad  // a disk-tier file read for its admission (see prefetch)
 }
 
 // withDefaults fills the zero fields that shape memory (New and

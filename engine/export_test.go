@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -46,3 +47,45 @@ func MediaRequests(e *Engine) (held, most int) { return len(e.mediaReqs), cap(e.
 // Lookup is the n-gram speculation's draft of at most n tokens from
 // toks, looking up runs of at most most tokens.
 func Lookup(toks []int32, most, n int) []int32 { return lookup(nil, toks, most, n) }
+
+// DraftAlways returns c drafting wherever a draft is found, whatever
+// the measured cost of drafts says (see draftCost).
+func DraftAlways(c Config) Config {
+	c.draftAlways = true
+	return c
+}
+
+// DraftCost is speculation's cost model (draftCost) for slots decoding
+// slots at most.
+type DraftCost = draftCost
+
+// NewDraftCost returns a cost model for at most slots decoding slots.
+func NewDraftCost(slots int) *DraftCost { c := newDraftCost(slots); return &c }
+
+// Step counts a step where d slots decode, and reports whether it may draft.
+func (c *DraftCost) Step(d int) bool { return c.step(d) }
+
+// Observe records a step of d decoding slots, with drafts drafted and
+// prefill prompt tokens, that took secs.
+func (c *DraftCost) Observe(d, drafts, prefill int, secs float64) {
+	c.observe(d, drafts, prefill, secs)
+}
+
+// Worth reports whether a slot taking its drafts at the rate acc drafts
+// in a step of d decoding slots.
+func (c *DraftCost) Worth(d int, acc float64) bool { return c.worth(d, acc) }
+
+// HoldDiskReads returns c with each disk-tier read for a waiting request
+// held until release is called (once, for all of them); started receives
+// a value as each read is held (16 at most are told).
+func HoldDiskReads(c Config) (_ Config, started <-chan struct{}, release func()) {
+	ch, st := make(chan struct{}), make(chan struct{}, 16)
+	c.beforeDiskRead = func() {
+		select {
+		case st <- struct{}{}:
+		default:
+		}
+		<-ch
+	}
+	return c, st, sync.OnceFunc(func() { close(ch) })
+}

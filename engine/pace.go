@@ -40,8 +40,14 @@ func (p *pacing) held() bool { return !p.heldAt.IsZero() }
 func (p *pacing) deadline() time.Time { return p.heldAt.Add(p.timeout) }
 
 // admissible reports whether r may take a slot: a preempted paced request
-// that still waits for Continue has nothing to compute.
-func (r *request) admissible() bool { return r.gen.pace == nil || !r.gen.pace.held() }
+// that still waits for Continue has nothing to compute, and one whose
+// disk-tier file is being read (see prefetch) waits for it.
+func (r *request) admissible() bool {
+	return !r.held() && (r.load == nil || r.load.done)
+}
+
+// held reports whether r, preempted while paused, waits for its client.
+func (r *request) held() bool { return r.gen.pace != nil && r.gen.pace.held() }
 
 // nextChunk delivers the complete chunks r's text holds and pauses r
 // after the first that the client has not let it go past already

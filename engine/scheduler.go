@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/corral-llm/corral/kvevents"
@@ -39,6 +40,9 @@ type scheduler struct {
 	media                mediaJob          // the step's media embeddings, evaluated before batch (media.go)
 	encoding             *mediaChunk       // the chunk the encoder is at, nil when idle (media.go)
 	encoded              chan encodeResult // the encoder's result, capacity 1
+	loaded               chan *diskLoad    // disk-tier reads done (disk.go), capacity maxDiskLoads
+	loading              int               // disk-tier reads in flight
+	loads                sync.WaitGroup    // the reading goroutines
 	prefilling           []*slot           // scratch for buildBatch
 	prefixes             []int             // scratch for place: each slot's common prefix with a prompt
 	// partial: part of the model's memory cannot be cut back to any
@@ -73,8 +77,12 @@ type scheduler struct {
 	draftTokens, draftAccepted              uint64    // jump-forward decoding (jump.go)
 	spec                                    SpecStats // speculative decoding (speculate.go)
 	specStep                                bool      // the step drafts speculatively
+	specAcc                                 float64   // moving average of the share of a draft taken, all requests
+	cost                                    draftCost // what drafts cost and save (speculate.go)
+	nDecoding, nDrafts                      int       // this step's decoding slots and their drafted tokens
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
+	ownTime                                 time.Duration // the steps' time outside the forward passes and the CPU share's wait
 	ttftCount                               uint64
 	embedRequests, embedInputs, embedPasses uint64
 	mediaEncoded                            uint64
@@ -91,8 +99,11 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		budget:  prefillBudget{max: e.cfg.PrefillBudget},
 		timer:   time.NewTimer(time.Hour),
 		encoded: make(chan encodeResult, 1),
+		loaded:  make(chan *diskLoad, maxDiskLoads),
 		lanes:   e.cfg.lanes(lctx.Pooling()),
 		spec:    SpecStats{AcceptedAt: make([]uint64, e.cfg.Speculate.DraftMax)},
+		specAcc: 1,
+		cost:    newDraftCost(e.cfg.Parallel),
 
 		partial:   e.model.Recurrent() || e.model.SlidingWindow() > 0,
 		recurrent: e.model.Recurrent(),
@@ -134,14 +145,17 @@ func (s *scheduler) run() {
 		if !s.receive() {
 			return
 		}
+		begin := time.Now()
 		s.retire()
 		s.admit()
 		s.embedPass()
 		s.encodePass()
 		if !s.buildBatch() {
 			s.publish()
+			s.ownTime += time.Since(begin)
 			continue
 		}
+		built := time.Now()
 		release, err := s.cores()
 		if err != nil {
 			continue // closing: receive returns false
@@ -150,7 +164,11 @@ func (s *scheduler) run() {
 		if err = s.decodeMedia(); err == nil {
 			err = s.lctx.Decode(&s.batch)
 		}
-		s.budget.observe(s.nDecode, s.nPrefill, time.Since(start))
+		took := time.Since(start)
+		s.ownTime += built.Sub(begin)
+		begin = time.Now()
+		s.budget.observe(s.nDecode, s.nPrefill, took)
+		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, took.Seconds())
 		release()
 		s.steps++
 		for _, sl := range s.slots {
@@ -164,6 +182,7 @@ func (s *scheduler) run() {
 			s.sample()
 		}
 		s.publish()
+		s.ownTime += time.Since(begin)
 	}
 }
 
@@ -237,6 +256,8 @@ func (s *scheduler) receive() bool {
 				s.embeds = append(s.embeds, j)
 			case res := <-s.encoded:
 				s.encodedChunk(res)
+			case l := <-s.loaded:
+				s.diskLoaded(l)
 			case <-s.e.wake:
 				s.retire()
 			case <-expire:
@@ -258,6 +279,9 @@ func (s *scheduler) receive() bool {
 				continue
 			case res := <-s.encoded:
 				s.encodedChunk(res)
+				continue
+			case l := <-s.loaded:
+				s.diskLoaded(l)
 				continue
 			case <-s.e.wake:
 				continue
@@ -309,7 +333,7 @@ func (s *scheduler) retire() {
 	draining := s.e.draining.Load()
 	kept := s.waiting[:0]
 	for _, r := range s.waiting {
-		if !r.admissible() && r.ctx.Err() == nil {
+		if r.held() && r.ctx.Err() == nil {
 			if released, expired := s.unpause(r, now); expired {
 				s.drop(r, FinishPauseTimeout, nil)
 				continue
@@ -412,7 +436,9 @@ func (s *scheduler) fillBatch() bool {
 	decoding := math.MaxInt // the best class among decoding slots
 	decodes := s.decoding()
 	spare := s.e.cfg.BatchSize - decodes
-	s.specStep = s.e.cfg.Speculate.Ngram && decodes <= s.e.cfg.Speculate.MaxDecoding
+	sp := &s.e.cfg.Speculate
+	s.nDecoding = decodes
+	s.specStep = sp.Ngram && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
 	claimed := decodes
@@ -435,6 +461,7 @@ func (s *scheduler) fillBatch() bool {
 	}
 	s.release()
 	s.nDecode = s.batch.Len() + drafts
+	s.nDrafts = drafts
 	// room is what the step has left; shared is the prompts' bounded share
 	// while streams decode. A prompt of a better class than every decoding
 	// stream is not bounded by it: those streams are the ones to wait.
@@ -699,6 +726,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error) {
 // drop finishes a request that is not in a slot: one still queued, or a
 // preempted one (which keeps the output it produced).
 func (s *scheduler) drop(r *request, reason FinishReason, err error) {
+	s.releaseLoad(r)
 	if !r.gen.started {
 		s.e.queued.Add(-1)
 	}
@@ -759,10 +787,12 @@ func (s *scheduler) shutdown() {
 			s.finish(sl, FinishCancelled, ErrClosed)
 		}
 	}
-	for _, r := range s.waiting {
+	waiting := s.waiting
+	s.waiting = nil // no queued disk read starts as the others are let go
+	for _, r := range waiting {
 		s.drop(r, FinishCancelled, ErrClosed)
 	}
-	s.waiting = nil
+	s.loads.Wait() // the reads in flight end with their files; the channel holds their results
 	if s.encoding != nil {
 		// Its request's context ended with it: the encoder stops at the
 		// end of a layer.
@@ -834,7 +864,7 @@ func (s *scheduler) publish() {
 	st := Stats{
 		SlotsTotal: len(s.slots), KVCellsTotal: s.pool.size(), KVCellsUsed: s.pool.used(), KVCellsActive: s.activeCells(),
 		Requests: s.requests, TokensOut: s.tokensOut,
-		Steps: s.steps, ForwardPasses: s.lctx.Passes(), Preemptions: s.preemptions, PoolPreemptions: s.poolPreemptions,
+		Steps: s.steps, ForwardPasses: s.lctx.Passes(), StepOwnTime: s.ownTime, Preemptions: s.preemptions, PoolPreemptions: s.poolPreemptions,
 		BusySlots:    s.busySlots,
 		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
 		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),

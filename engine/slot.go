@@ -135,11 +135,15 @@ type generation struct {
 	draft    []int32
 	draftMax int
 	// spec: the draft is a speculative one (speculate.go), not forced
-	// text. specMax bounds the next (0: Speculation.DraftMax); after a
-	// draft refused whole the request drafts nothing for specSkip steps,
-	// specMiss the last such wait.
-	spec                        bool
-	specMax, specMiss, specSkip int
+	// text. specMax bounds the next (0: Speculation.DraftMax); the
+	// request drafts nothing for specSkip steps, specMiss the last such
+	// wait after a draft refused whole, specWait the last while drafts
+	// cost more than they save (then specProbe: the next draft is a
+	// probe, made whatever the cost says). specAcc is the moving average
+	// of the share of its drafts the request took (0: not yet known).
+	spec, specProbe                       bool
+	specMax, specMiss, specSkip, specWait int
+	specAcc                               float64
 
 	admitted, prefillDone, firstToken time.Time
 }

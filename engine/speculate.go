@@ -1,7 +1,5 @@
 package engine
 
-import "slices"
-
 // Speculative decoding: a decoding slot's step evaluates, after its
 // sampled token, tokens guessed to follow it (a draft), with logits at
 // each, in the same forward pass as every other slot's work; the request
@@ -25,15 +23,19 @@ import "slices"
 // what repeats its input: code edits, quotes, summaries, JSON.
 //
 // A drafted token the model does not take costs its share of a forward
-// pass (and on a CPU a lone sequence's short draft costs about what it
-// saves even when taken: see Speculation.DraftMin). So a slot's drafts
-// shrink to one token more than it last took (at least DraftMin) and
-// grow back, doubling, while it takes them whole; a slot whose draft
-// is refused whole drafts nothing for a number of steps that doubles at
-// each such refusal (64 at most) and resets when a draft is taken; and a
-// step drafts nothing when more than MaxDecoding slots decode, where a
-// batch is compute-bound and the extra tokens cost what they save (the
-// bound is a guess: measured gains stop at 4 streams, not beyond).
+// pass, and what that share is depends on the batch: on a CPU a lone
+// sequence's step of two tokens costs about as much as two steps of one
+// (BenchmarkDecodeWithDraft), while beside other slots' tokens a draft
+// costs little. So whether to draft is decided by measurement, per step
+// and per slot (draftCost): a slot drafts when the tokens it is expected
+// to take, at its recent acceptance, save more of the batch's time than
+// its drafted tokens add, each measured at the step's number of decoding
+// slots. A slot for which drafting does not pay probes again after a wait
+// that doubles while it still does not (up to maxSpecWait steps). Its
+// drafts also shrink to one token more than it last took and grow back,
+// doubling, while it takes them whole, and a draft refused whole pauses
+// its drafting for a number of steps that doubles at each such refusal
+// (64 at most).
 //
 // Not for a paced request (it may pause after any token) nor on a model
 // with a recurrent state (its state advanced over the whole draft: it
@@ -48,26 +50,32 @@ type Speculation struct {
 	// (0: 4); runs down to 2 are tried.
 	NgramMax int
 	// DraftMax bounds a draft's tokens (0: 8; at most 32); a draft of
-	// fewer than DraftMin is not evaluated (0: 1). On a CPU a lone
-	// sequence's step of two tokens costs as much as two steps of one
-	// (BenchmarkDecodeWithDraft: 7.5 ms for one token of the 135M model,
-	// 15 ms for two, 23 ms for five), while in a batch of four the drafts
-	// cost little; a minimum of 3 lost more in batches than it saved
-	// alone (BenchmarkSpeculation), so the default takes any draft.
+	// fewer than DraftMin is not evaluated (0: 1).
 	DraftMax, DraftMin int
 	// MaxDecoding: a step drafts only while at most this many slots
-	// decode (0: 4).
+	// decode (0: no bound; the measured cost decides).
 	MaxDecoding int
 }
 
 // Speculation's defaults and bounds.
 const (
-	defaultNgramMax    = 4
-	minNgram           = 2
-	defaultSpecDraft   = 8
-	defaultSpecMin     = 1
-	defaultMaxDecoding = 4
-	maxSpecSkip        = 64
+	defaultNgramMax  = 4
+	minNgram         = 2
+	defaultSpecDraft = 8
+	defaultSpecMin   = 1
+	maxSpecSkip      = 64
+	// A slot for which drafting does not pay waits minSpecWait steps
+	// before probing again, then twice as long while it still does not
+	// pay, up to maxSpecWait: at most one step in 256 probes.
+	minSpecWait = 16
+	maxSpecWait = 256
+	// specAccWeight is the weight of a draft's share taken in a request's
+	// moving average of acceptance.
+	specAccWeight = 0.3
+	// costRefresh: one step in costRefresh of those with a given number
+	// of decoding slots drafts nothing, to measure again what such a
+	// step costs without drafts.
+	costRefresh = 64
 )
 
 // withDefaults fills the zero fields of a Speculation.
@@ -84,9 +92,7 @@ func (sp Speculation) withDefaults() Speculation {
 		sp.DraftMin = defaultSpecMin
 	}
 	sp.DraftMin = min(sp.DraftMin, sp.DraftMax)
-	if sp.MaxDecoding <= 0 {
-		sp.MaxDecoding = defaultMaxDecoding
-	}
+	sp.MaxDecoding = max(sp.MaxDecoding, 0)
 	return sp
 }
 
@@ -106,6 +112,54 @@ type SpecStats struct {
 	AcceptedAt                    []uint64
 }
 
+// draftCost measures, by the number of slots a step decodes, what a
+// step costs without drafts (decode) and what each drafted token adds to
+// it (perDraft), as moving averages over steps that evaluate no prompt
+// (like prefillBudget's). With d slots decoding, a step without drafts
+// gives d tokens for decode[d], so a drafted token the request takes
+// saves decode[d]/d of the batch's time; one drafted token costs
+// perDraft[d] taken or not. A slot whose drafts are taken at a rate acc
+// pays for its drafts when acc*decode[d]/d > perDraft[d] (worth).
+type draftCost struct {
+	decode, perDraft []float64 // by decoding slots, in seconds
+	steps            []uint64  // steps seen, by decoding slots
+}
+
+func newDraftCost(slots int) draftCost {
+	return draftCost{decode: make([]float64, slots+1), perDraft: make([]float64, slots+1), steps: make([]uint64, slots+1)}
+}
+
+// step counts a step where d slots decode and reports whether it may
+// draft: not before a step without drafts has measured decode[d], and
+// not one step in costRefresh, which measures it again.
+func (c *draftCost) step(d int) bool {
+	if d <= 0 || d >= len(c.steps) {
+		return false
+	}
+	c.steps[d]++
+	return c.decode[d] > 0 && c.steps[d]%costRefresh != 0
+}
+
+// observe records a step where d slots decoded, with drafts drafted
+// tokens after theirs and prefill prompt tokens, that took secs.
+func (c *draftCost) observe(d, drafts, prefill int, secs float64) {
+	switch {
+	case d <= 0 || d >= len(c.decode) || prefill > 0:
+	case drafts == 0:
+		c.decode[d] = avg(c.decode[d], secs)
+	case c.decode[d] > 0:
+		c.perDraft[d] = avg(c.perDraft[d], max(secs-c.decode[d], 1e-9)/float64(drafts))
+	}
+}
+
+// worth reports whether drafting pays for a slot whose drafts are taken
+// at the rate acc in a step where d slots decode; until a step with
+// drafts has measured their cost, it does.
+func (c *draftCost) worth(d int, acc float64) bool {
+	per := c.perDraft[d]
+	return per == 0 || acc*c.decode[d]/float64(d) > per
+}
+
 // speculate sets the slot's draft from its request's tokens, at most n
 // of them, and returns their number.
 func (s *scheduler) speculate(sl *slot, n int) int {
@@ -118,6 +172,14 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		g.specSkip--
 		return 0
 	}
+	if g.specAcc == 0 {
+		g.specAcc = s.specAcc
+	}
+	if !g.specProbe && !s.e.cfg.draftAlways && !s.cost.worth(s.nDecoding, g.specAcc) {
+		g.specWait = min(maxSpecWait, max(minSpecWait, 2*g.specWait))
+		g.specSkip, g.specProbe = g.specWait, true
+		return 0
+	}
 	n = min(n, g.specLimit(sp.DraftMax))
 	if n < sp.DraftMin {
 		return 0
@@ -127,33 +189,49 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		g.draft = g.draft[:0]
 		return 0
 	}
-	g.spec = true
+	g.spec, g.specProbe = true, false
 	s.spec.Drafts++
 	s.spec.DraftTokens += uint64(len(g.draft))
 	return len(g.draft)
 }
 
-// lookup appends to dst at most n tokens drafted from toks: for the
-// longest run of toks' last tokens, from most tokens down to 2, that
-// occurs earlier in toks, the tokens after its latest earlier occurrence,
-// up to the first medium's placeholder.
+// lookup appends to dst at most n tokens drafted from toks: where the
+// longest run of toks' last tokens (most tokens at most, 2 at least)
+// occurs earlier in toks, at its latest such occurrence, the tokens that
+// follow it, up to the first medium's placeholder. Where those reach the
+// end of toks, the draft goes on as though the text repeats from there
+// (a loop of period p drafts p tokens and then the same again).
 func lookup(dst, toks []int32, most, n int) []int32 {
-	for k := min(most, len(toks)-1); k >= minNgram; k-- {
-		pat := toks[len(toks)-k:]
-		for j := len(toks) - k - 1; j >= 0; j-- {
-			if toks[j+k-1] != pat[k-1] || !slices.Equal(toks[j:j+k-1], pat[:k-1]) {
-				continue
-			}
-			for _, t := range toks[j+k : min(j+k+n, len(toks))] {
-				if isPlaceholder(t) {
-					break
-				}
-				dst = append(dst, t)
-			}
-			if len(dst) > 0 {
-				return dst
-			}
+	last := len(toks) - 1
+	end, best := -1, minNgram-1
+	// An occurrence ending at e (e < last) matches the last k tokens
+	// where toks[e-i] == toks[last-i] for i < k; the latest end with the
+	// longest match wins.
+	for e := last - 1; e >= 0 && best < most; e-- {
+		if toks[e] != toks[last] || isPlaceholder(toks[e+1]) {
+			continue
 		}
+		k := 1
+		for k < most && k <= e && toks[e-k] == toks[last-k] {
+			k++
+		}
+		if k > best {
+			end, best = e, k
+		}
+	}
+	if end < 0 {
+		return dst
+	}
+	from := len(dst)
+	for i := end + 1; len(dst)-from < n; i++ {
+		t := toks[min(i, last)]
+		if i > last { // the draft's own tokens, a period back
+			t = dst[from+i-len(toks)]
+		}
+		if isPlaceholder(t) {
+			break
+		}
+		dst = append(dst, t)
 	}
 	return dst
 }
@@ -181,6 +259,12 @@ func (s *scheduler) specTook(g *generation, took, n int) {
 	default:
 		g.specMax = max(sp.DraftMin, took+1)
 		g.specMiss = 0
+	}
+	rate := float64(took) / float64(n)
+	g.specAcc += specAccWeight * (rate - g.specAcc)
+	s.specAcc += specAccWeight * (rate - s.specAcc)
+	if s.cost.worth(s.nDecoding, g.specAcc) {
+		g.specWait = 0
 	}
 	for i := range took {
 		s.spec.AcceptedAt[i]++

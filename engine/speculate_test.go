@@ -43,8 +43,12 @@ func TestSpeculationOutputIsTheSame(t *testing.T) {
 			r.Grammar = storyGrammar
 			cases = append(cases, r)
 
-			outputs := func(spec engine.Speculation, parallel int) ([]output, engine.Stats) {
-				e, err := engine.New(context.Background(), engine.Config{ModelPath: m.path, Parallel: parallel, Threads: testThreads, Speculate: spec, KVPerSlot: true})
+			outputs := func(spec engine.Speculation, parallel int, always bool) ([]output, engine.Stats) {
+				cfg := engine.Config{ModelPath: m.path, Parallel: parallel, Threads: testThreads, Speculate: spec, KVPerSlot: true}
+				if always {
+					cfg = engine.DraftAlways(cfg)
+				}
+				e, err := engine.New(context.Background(), cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -69,11 +73,12 @@ func TestSpeculationOutputIsTheSame(t *testing.T) {
 				}
 				return outs, e.Stats()
 			}
-			off, offStats := outputs(engine.Speculation{}, 1)
-			on, onStats := outputs(spec, 1)
-			batched, batchedStats := outputs(spec, 4)
+			off, offStats := outputs(engine.Speculation{}, 1, false)
+			on, onStats := outputs(spec, 1, true)
+			batched, batchedStats := outputs(spec, 4, true)
+			measured, _ := outputs(spec, 4, false) // drafts where the measured cost says
 			for i := range off {
-				for name, b := range map[string]output{"alone": on[i], "batched": batched[i]} {
+				for name, b := range map[string]output{"alone": on[i], "batched": batched[i], "measured": measured[i]} {
 					a := off[i]
 					if a.text != b.text || a.res.FinishReason != b.res.FinishReason || a.res.Usage.CompletionTokens != b.res.Usage.CompletionTokens {
 						t.Errorf("case %d %s: off %q (%s, %d tokens), on %q (%s, %d tokens)", i, name, a.text, a.res.FinishReason, a.res.Usage.CompletionTokens,
@@ -112,14 +117,16 @@ func TestSpeculationLookup(t *testing.T) {
 		n    int
 		want []int32
 	}{
-		{[]int32{1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 2, 3}, 8, []int32{5, 7, 2, 3}},    // "2 3" latest at 6 (no earlier 3-run "7 2 3")
-		{[]int32{1, 2, 3, 4, 9, 8, 1, 2, 3}, 2, []int32{4, 9}},                   // "1 2 3": at most n
-		{[]int32{5, 6, 7, 8}, 4, nil},                                            // no run repeats
-		{[]int32{1, 2, 3, -5, -6, 4, 1, 2}, 4, []int32{3}},                       // up to a placeholder
-		{[]int32{4, 4, 4, 4}, 3, []int32{4}},                                     // "4 4 4" at 0: what follows it
-		{[]int32{1, 2, 1, 2, 3, 1, 2}, 1, []int32{3}},                            // the latest occurrence
-		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, []int32{7, 1, 2}},          // the longest run first ("1 2 3" at 1)
-		{[]int32{7, 1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 2}, 2, []int32{3, 9}}, // a 2-run
+		{[]int32{1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 2, 3}, 8, []int32{5, 7, 2, 3, 5, 7, 2, 3}}, // "2 3" latest at 6 (no earlier 3-run "7 2 3"), and on
+		{[]int32{1, 2, 3, 4, 9, 8, 1, 2, 3}, 2, []int32{4, 9}},                            // "1 2 3": at most n
+		{[]int32{5, 6, 7, 8}, 4, nil},                                                     // no run repeats
+		{[]int32{1, 2, 3, -5, -6, 4, 1, 2}, 4, []int32{3}},                                // up to a placeholder
+		{[]int32{4, 4, 4, 4}, 3, []int32{4, 4, 4}},                                        // "4 4 4" at 0: what follows it, and on
+		{[]int32{5, 1, 2, 1, 2}, 6, []int32{1, 2, 1, 2, 1, 2}},                            // a loop of 2 goes on past the end
+		{[]int32{5, 1, 2, 3, 1, 2}, 5, []int32{3, 1, 2, 3, 1}},                            // of 3
+		{[]int32{1, 2, 1, 2, 3, 1, 2}, 1, []int32{3}},                                     // the latest occurrence
+		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, []int32{7, 1, 2}},                   // the longest run first ("1 2 3" at 1)
+		{[]int32{7, 1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 2}, 2, []int32{3, 9}},          // a 2-run
 	} {
 		if got := engine.Lookup(tc.toks, 4, tc.n); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("lookup(%v, %d) = %v; want %v", tc.toks, tc.n, got, tc.want)
@@ -141,7 +148,7 @@ func TestSpeculationPreempted(t *testing.T) {
 	want := tokensOf(run(t, startEngine(t, engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, KVPerSlot: true}), low).lps)
 
 	cpu := engine.NewCPU(1)
-	e := startEngine(t, engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, CPU: cpu, KVPerSlot: true, Speculate: engine.Speculation{Ngram: true}})
+	e := startEngine(t, engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, CPU: cpu, KVPerSlot: true, Speculate: engine.Speculation{Ngram: true}}))
 	l := submit(t, e, low)
 	waitState(t, e, l, "decode")
 	hold := engine.HoldCPU(cpu)
@@ -175,18 +182,62 @@ func TestSpeculationPreempted(t *testing.T) {
 	}
 }
 
-// TestSpeculationDraftMin: with DraftMin 3, no draft evaluated has fewer
-// than 3 tokens, and the output is still plain decoding's.
+// TestSpeculationDraftMin: with drafts of 3 tokens at most, DraftMin 1
+// makes shorter ones too (after a draft taken in part, and near max
+// tokens), DraftMin 3 none; the output is still plain decoding's.
 func TestSpeculationDraftMin(t *testing.T) {
 	tiny := synthTiny(t)
 	req := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 160, IgnoreEOS: true, Logprobs: true}
 	want := tokensOf(run(t, startEngine(t, engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads}), req).lps)
 	for _, min := range []int{1, 3} {
-		e := startEngine(t, engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads, Speculate: engine.Speculation{Ngram: true, DraftMin: min}})
+		e := startEngine(t, engine.DraftAlways(engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads, Speculate: engine.Speculation{Ngram: true, DraftMax: 3, DraftMin: min}}))
 		got := tokensOf(run(t, e, req).lps)
 		st := e.Stats().Spec
-		if !reflect.DeepEqual(got, want) || st.Drafts == 0 || st.DraftTokens < uint64(min)*st.Drafts || (min == 1 && st.DraftTokens >= 3*st.Drafts) {
-			t.Errorf("DraftMin %d: %d drafts of %d tokens (the same output: %v); want none shorter than %d", min, st.Drafts, st.DraftTokens, reflect.DeepEqual(got, want), min)
+		if short := st.DraftTokens < 3*st.Drafts; !reflect.DeepEqual(got, want) || st.Drafts == 0 || short != (min == 1) {
+			t.Errorf("DraftMin %d: %d drafts of %d tokens (the same output: %v); want shorter ones than 3: %v", min, st.Drafts, st.DraftTokens, reflect.DeepEqual(got, want), min == 1)
 		}
+	}
+}
+
+// TestDraftCost: speculation's cost model drafts only where a step
+// without drafts has been measured (and not in one step of 64, which
+// measures it again), and then where a slot's share of drafted tokens
+// taken, times a token's share of the step, beats a drafted token's
+// measured cost, each at the step's number of decoding slots; steps that
+// evaluate prompt tokens are not measured.
+func TestDraftCost(t *testing.T) {
+	c := engine.NewDraftCost(4)
+	if c.Step(0) || c.Step(5) || c.Step(1) {
+		t.Fatal("a step drafts with no slot decoding, more than the slots, or no step measured")
+	}
+	c.Observe(1, 0, 0, 0.0075) // one token: 7.5 ms
+	if !c.Step(1) || !c.Worth(1, 0.01) {
+		t.Fatal("no draft once a step is measured, before a draft's cost is")
+	}
+	c.Observe(1, 1, 0, 0.015) // a drafted token adds 7.5 ms
+	if c.Worth(1, 0.9) || c.Worth(1, 1) {
+		t.Error("a lone slot drafts where a drafted token costs what a step does")
+	}
+	c.Observe(4, 0, 0, 0.022) // four slots: 5.5 ms a token
+	c.Observe(4, 4, 0, 0.024) // four drafted tokens add 2 ms
+	if !c.Worth(4, 0.1) || c.Worth(4, 0.05) {
+		t.Error("in a step of 4 slots: want a draft taken at 10% (0.55 ms saved a token for 0.5), not at 5%")
+	}
+	if !c.Worth(2, 0.01) {
+		t.Error("the cost at 2 slots is not measured: want drafts")
+	}
+	c.Observe(4, 4, 16, 1) // with prompt tokens: not measured
+	c.Observe(0, 4, 0, 1)
+	if !c.Worth(4, 0.1) {
+		t.Error("a step with prompt tokens changed the measure")
+	}
+	drafts := 0
+	for range 128 {
+		if c.Step(4) {
+			drafts++
+		}
+	}
+	if drafts != 126 {
+		t.Errorf("%d steps of 128 may draft; want 126 (one in 64 measures a step without drafts)", drafts)
 	}
 }

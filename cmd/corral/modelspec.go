@@ -117,7 +117,7 @@ func parseSpecType(name string, sp *engine.Speculation) error {
 // engine's default).
 func checkSpeculation(sp engine.Speculation) error {
 	if sp.DraftMax < 0 || sp.DraftMax > 32 || sp.DraftMin < 0 || sp.DraftMin > max(sp.DraftMax, 1) || sp.NgramMax < 0 || sp.NgramMax == 1 || sp.NgramMax > 64 || sp.MaxDecoding < 0 {
-		return errors.New("spec_draft_n_max (--spec-draft-n-max) is 1 to 32, --spec-draft-n-min at most that, --spec-ngram-n 2 to 64, --spec-max-decoding at least 1")
+		return errors.New("spec_draft_n_max (--spec-draft-n-max) is 1 to 32, --spec-draft-n-min at most that, --spec-ngram-n 2 to 64, --spec-max-decoding 0 or more")
 	}
 	return nil
 }

@@ -69,9 +69,9 @@ func runServe(ctx context.Context, args []string) error {
 	jumpForward := fs.String("jump-forward", "force", "how text a grammar forces is evaluated: force (ahead, in the step of the token before it, written in the longest tokens), confirm (ahead, kept while the model samples the same tokens: the output of plain decoding), off (one token per step)")
 	specType := fs.String("spec-type", "none", "speculative decoding: ngram (drafts from each request's own prompt and output: what followed the latest earlier occurrence of its last tokens, kept where the model samples the same tokens; the output is that of plain decoding) or none")
 	fs.IntVar(&cfg.Speculate.DraftMax, "spec-draft-n-max", 8, "most tokens a speculative draft has (at most 32)")
-	fs.IntVar(&cfg.Speculate.DraftMin, "spec-draft-n-min", 1, "fewest tokens a speculative draft has: a shorter one is not evaluated (on a CPU a lone request's step of two tokens costs as much as two steps of one)")
+	fs.IntVar(&cfg.Speculate.DraftMin, "spec-draft-n-min", 1, "fewest tokens a speculative draft has: a shorter one is not evaluated")
 	fs.IntVar(&cfg.Speculate.NgramMax, "spec-ngram-n", 4, "longest run of a request's last tokens --spec-type ngram looks up (runs down to 2 are tried)")
-	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", 4, "a step drafts only while at most this many requests decode (larger batches gain less than drafts cost)")
+	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", 0, "a step drafts only while at most this many requests decode (0: any number; drafts are made where their measured cost pays)")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	ctk := cacheTypeFlag{&cfg.CacheTypeK}
