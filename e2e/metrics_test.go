@@ -158,6 +158,9 @@ func TestMetricsWorkload(t *testing.T) {
 	if steps == 0 || steps != get("corral_steps_total") {
 		t.Errorf("llamacpp:n_decode_total = %v, corral_steps_total %v", steps, get("corral_steps_total"))
 	}
+	if own := get("corral_scheduler_own_seconds_total"); own <= 0 {
+		t.Errorf("corral_scheduler_own_seconds_total = %v, want some", own)
+	}
 	if busy := get("llamacpp:n_busy_slots_per_decode"); busy < 1 || busy > 2 {
 		t.Errorf("llamacpp:n_busy_slots_per_decode = %v, want within [1, 2]", busy)
 	}

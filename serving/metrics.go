@@ -207,6 +207,7 @@ func newMetrics(models *Registry) *metrics {
 		counter("corral_tokens_generated_total", "Tokens generated since the model loaded.", func(s *snapshot) float64 { return float64(s.TokensOut) }),
 		counter("corral_steps_total", "Scheduler steps that decoded a batch.", func(s *snapshot) float64 { return float64(s.Steps) }),
 		counter("corral_forward_passes_total", "Model evaluations those steps took (one per step with the unified KV cache).", func(s *snapshot) float64 { return float64(s.ForwardPasses) }),
+		counter("corral_scheduler_own_seconds_total", "The scheduler's own time in its steps: all but the forward passes and the wait for the CPU share.", func(s *snapshot) float64 { return s.StepOwnTime.Seconds() }),
 		counter("corral_prompt_tokens_total", "Prompt tokens of admitted requests.", func(s *snapshot) float64 { return float64(s.PromptTokens) }),
 		counter("corral_prompt_tokens_cached_total", "Prompt tokens found in a slot or the host cache instead of evaluated.", func(s *snapshot) float64 { return float64(s.CachedPromptTokens) }),
 		counter("corral_preemptions_total", "Requests preempted, for a request of a better priority class or for cells.", func(s *snapshot) float64 { return float64(s.Preemptions) }),
