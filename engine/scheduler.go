@@ -165,10 +165,10 @@ func (s *scheduler) run() {
 			err = s.lctx.Decode(&s.batch)
 		}
 		took := time.Since(start)
+		before := built.Sub(begin) + took // the step's time so far, without the wait for cores
 		s.ownTime += built.Sub(begin)
 		begin = time.Now()
 		s.budget.observe(s.nDecode, s.nPrefill, took)
-		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, took.Seconds())
 		release()
 		s.steps++
 		for _, sl := range s.slots {
@@ -182,7 +182,11 @@ func (s *scheduler) run() {
 			s.sample()
 		}
 		s.publish()
-		s.ownTime += time.Since(begin)
+		after := time.Since(begin)
+		s.ownTime += after
+		// What a step costs a stream: the forward pass and the sampling,
+		// delivery and bookkeeping around it.
+		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after).Seconds())
 	}
 }
 

@@ -30,8 +30,9 @@ package engine
 // and per slot (draftCost): a slot drafts when the tokens it is expected
 // to take, at its recent acceptance, save more of the batch's time than
 // its drafted tokens add, each measured at the step's number of decoding
-// slots. A slot for which drafting does not pay probes again after a wait
-// that doubles while it still does not (up to maxSpecWait steps). Its
+// slots. A slot for which drafting does not pay probes again, with a
+// draft of DraftMin tokens, after a wait that doubles while it still does
+// not (up to maxSpecWait steps). Its
 // drafts also shrink to one token more than it last took and grow back,
 // doubling, while it takes them whole, and a draft refused whole pauses
 // its drafting for a number of steps that doubles at each such refusal
@@ -115,7 +116,9 @@ type SpecStats struct {
 // draftCost measures, by the number of slots a step decodes, what a
 // step costs without drafts (decode) and what each drafted token adds to
 // it (perDraft), as moving averages over steps that evaluate no prompt
-// (like prefillBudget's). With d slots decoding, a step without drafts
+// (like prefillBudget's). A step's cost is its whole time, the forward
+// pass and the sampling and bookkeeping around it: on a small model the
+// latter weigh as much, and a taken draft saves them too. With d slots decoding, a step without drafts
 // gives d tokens for decode[d], so a drafted token the request takes
 // saves decode[d]/d of the batch's time; one drafted token costs
 // perDraft[d] taken or not. A slot whose drafts are taken at a rate acc
@@ -178,6 +181,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if !g.specProbe && !s.e.cfg.draftAlways && !s.cost.worth(s.nDecoding, g.specAcc) {
 		g.specWait = min(maxSpecWait, max(minSpecWait, 2*g.specWait))
 		g.specSkip, g.specProbe = g.specWait, true
+		g.specMax = sp.DraftMin // a probe is short: it costs little, and grows if taken
 		return 0
 	}
 	n = min(n, g.specLimit(sp.DraftMax))

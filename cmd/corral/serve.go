@@ -67,7 +67,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
 	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
 	jumpForward := fs.String("jump-forward", "force", "how text a grammar forces is evaluated: force (ahead, in the step of the token before it, written in the longest tokens), confirm (ahead, kept while the model samples the same tokens: the output of plain decoding), off (one token per step)")
-	specType := fs.String("spec-type", "none", "speculative decoding: ngram (drafts from each request's own prompt and output: what followed the latest earlier occurrence of its last tokens, kept where the model samples the same tokens; the output is that of plain decoding) or none")
+	specType := fs.String("spec-type", "none", "speculative decoding: ngram (drafts from each request's own prompt and output: what followed the latest earlier occurrence of its last tokens, kept where the model samples the same tokens, where its measured cost pays; the output is that of plain decoding) or none")
 	fs.IntVar(&cfg.Speculate.DraftMax, "spec-draft-n-max", 8, "most tokens a speculative draft has (at most 32)")
 	fs.IntVar(&cfg.Speculate.DraftMin, "spec-draft-n-min", 1, "fewest tokens a speculative draft has: a shorter one is not evaluated")
 	fs.IntVar(&cfg.Speculate.NgramMax, "spec-ngram-n", 4, "longest run of a request's last tokens --spec-type ngram looks up (runs down to 2 are tried)")
