@@ -199,7 +199,9 @@ type Config struct {
 	// token costs about as much as a decode step for a few streams.
 	// Within the bound the scheduler measures step times and keeps a step
 	// with prompt tokens at about twice a decode-only step (a prompt of a
-	// better priority class than every decoding stream is exempt).
+	// better priority class than every decoding stream is exempt); each
+	// prompt waiting after the first adds PrefillBudget tokens, so that a
+	// burst of arrivals is evaluated in large steps.
 	// Without decoding slots prefill takes the whole BatchSize.
 	// Default DefaultPrefillBudget; negative means no separate budget.
 	PrefillBudget int

@@ -89,3 +89,10 @@ func HoldDiskReads(c Config) (_ Config, started <-chan struct{}, release func())
 	}
 	return c, st, sync.OnceFunc(func() { close(ch) })
 }
+
+// Dear reports whether no acceptance pays for drafts at d decoding slots.
+func (c *DraftCost) Dear(d int) bool { return c.dear(d) }
+
+// Measures reports whether the step last counted at d decoding slots
+// drafts to measure what drafts cost.
+func (c *DraftCost) Measures(d int) bool { return c.measures(d) }

@@ -52,7 +52,7 @@ func TestHostCacheKeepsSaltsApart(t *testing.T) {
 
 func TestPrefillBudgetFollowsStepCosts(t *testing.T) {
 	b := prefillBudget{max: 64}
-	if got := b.tokens(); got != 64 {
+	if got := b.tokens(1); got != 64 {
 		t.Fatalf("before any measurement: %d, want the cap 64", got)
 	}
 	ms := time.Millisecond
@@ -61,14 +61,17 @@ func TestPrefillBudgetFollowsStepCosts(t *testing.T) {
 		b.observe(16, 20, 100*ms+20*4*ms) // 4 ms a prompt token
 		b.observe(0, 300, 900*ms)         // prompt only: no stream waits, ignored
 	}
-	if got := b.tokens(); got < 24 || got > 26 {
+	if got := b.tokens(1); got < 24 || got > 26 {
 		t.Fatalf("decode step 100 ms, 4 ms a prompt token: budget %d, want about 25 (a step at most twice a decode step)", got)
+	}
+	if got := b.tokens(3); got < 24+128 || got > 26+128 {
+		t.Fatalf("three prompts waiting: budget %d, want about 25 and the cap for each prompt after the first (153)", got)
 	}
 	for range 50 {
 		b.observe(16, 0, 100*ms)
 		b.observe(16, 20, 100*ms+20*100*ms)
 	}
-	if got := b.tokens(); got != minPrefillBudget {
+	if got := b.tokens(1); got != minPrefillBudget {
 		t.Fatalf("very dear prompt tokens: budget %d, want the floor %d", got, minPrefillBudget)
 	}
 }

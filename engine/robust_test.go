@@ -281,6 +281,45 @@ func TestPrefillBudgetKeepsStreamsDecoding(t *testing.T) {
 	collect(t, long)
 }
 
+// TestPrefillBudgetGrowsWithWaitingPrompts: two long prompts arriving
+// together while a stream decodes share a budget of PrefillBudget tokens
+// a step for each: the stream gets fewer tokens while they are evaluated
+// than the 2 x promptLen / budget steps one budget for both would take.
+func TestPrefillBudgetGrowsWithWaitingPrompts(t *testing.T) {
+	const budget, promptLen = 8, 400
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 3, PrefillBudget: budget})
+	ctx := context.Background()
+	running := longRunning(t, e, ctx, 0) // slot 0
+	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
+	if err != nil || len(story) < promptLen+1 {
+		t.Fatalf("test setup: %d tokens, %v", len(story), err)
+	}
+	decoded := func() int {
+		infos, err := e.Slots(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return infos[0].Decoded
+	}
+	before := decoded()
+	a := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
+	b := submit(t, e, engine.Request{Tokens: story[1 : promptLen+1], MaxTokens: 1})
+	for _, s := range []*engine.Stream{a, b} {
+		if _, err := s.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// With both waiting, the first gets 16 tokens a step (25 steps), then
+	// the second its 8 (25 more): about 75 steps, not 100.
+	if got, most := decoded()-before, 2*promptLen/budget-10; got > most {
+		t.Fatalf("the running stream got %d tokens while two %d-token prompts were evaluated, want at most %d (the budget grows with the prompts waiting)", got, promptLen, most)
+	}
+	running.Cancel()
+	for _, s := range []*engine.Stream{running, a, b} {
+		collect(t, s)
+	}
+}
+
 // TestPrefillSharesTheBudgetInArrivalOrder: the older prompt gets the
 // prefill budget first even when it sits in a higher slot than a newer one.
 func TestPrefillSharesTheBudgetInArrivalOrder(t *testing.T) {

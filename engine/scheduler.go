@@ -77,6 +77,7 @@ type scheduler struct {
 	draftTokens, draftAccepted              uint64    // jump-forward decoding (jump.go)
 	spec                                    SpecStats // speculative decoding (speculate.go)
 	specStep                                bool      // the step drafts speculatively
+	stepDrafted                             int       // tokens drafted speculatively in the step
 	specAcc                                 float64   // moving average of the share of a draft taken, all requests
 	cost                                    draftCost // what drafts cost and save (speculate.go)
 	nDecoding, nDrafts                      int       // this step's decoding slots and their drafted tokens
@@ -442,6 +443,7 @@ func (s *scheduler) fillBatch() bool {
 	spare := s.e.cfg.BatchSize - decodes
 	sp := &s.e.cfg.Speculate
 	s.nDecoding = decodes
+	s.stepDrafted = 0
 	s.specStep = sp.Ngram && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
@@ -469,18 +471,22 @@ func (s *scheduler) fillBatch() bool {
 	// room is what the step has left; shared is the prompts' bounded share
 	// while streams decode. A prompt of a better class than every decoding
 	// stream is not bounded by it: those streams are the ones to wait.
-	room := s.e.cfg.BatchSize - s.nDecode
-	shared := room
-	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
-		shared = min(room, s.budget.tokens())
-	}
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.
 	s.prefilling = s.prefilling[:0]
+	waiting := 0
 	for _, sl := range s.slots {
 		if sl.state == statePrefill && sl.leader == nil {
 			s.prefilling = append(s.prefilling, sl)
+			if len(sl.pending) > 0 {
+				waiting++
+			}
 		}
+	}
+	room := s.e.cfg.BatchSize - s.nDecode
+	shared := room
+	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
+		shared = min(room, s.budget.tokens(waiting))
 	}
 	// Within a class, a prompt that this step's share can finish goes
 	// before longer ones (in arrival order each): a chat turn arriving

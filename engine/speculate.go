@@ -29,10 +29,11 @@ package engine
 // costs little. So whether to draft is decided by measurement, per step
 // and per slot (draftCost): a slot drafts when the tokens it is expected
 // to take, at its recent acceptance, save more of the batch's time than
-// its drafted tokens add, each measured at the step's number of decoding
+// its drafted tokens add, measured at the step's number of decoding
 // slots. A slot for which drafting does not pay probes again, with a
 // draft of DraftMin tokens, after a wait that doubles while it still does
-// not (up to maxSpecWait steps). Its
+// not (up to maxSpecWait steps); where no acceptance would pay, the step
+// measures again now and then instead (costProbe). Its
 // drafts also shrink to one token more than it last took and grow back,
 // doubling, while it takes them whole, and a draft refused whole pauses
 // its drafting for a number of steps that doubles at each such refusal
@@ -77,6 +78,11 @@ const (
 	// of decoding slots drafts nothing, to measure again what such a
 	// step costs without drafts.
 	costRefresh = 64
+	// costProbe: where a drafted token costs at least a decoded one's
+	// share of the step (draftCost.dear), no acceptance pays for drafts;
+	// one step in costProbe of those with a given number of decoding slots
+	// drafts, DraftMax tokens in all, to measure that cost again.
+	costProbe = 256
 )
 
 // withDefaults fills the zero fields of a Speculation.
@@ -113,23 +119,30 @@ type SpecStats struct {
 	AcceptedAt                    []uint64
 }
 
-// draftCost measures, by the number of slots a step decodes, what a
-// step costs without drafts (decode) and what each drafted token adds to
-// it (perDraft), as moving averages over steps that evaluate no prompt
-// (like prefillBudget's). A step's cost is its whole time, the forward
+// draftCost measures what drafts cost and save, as moving averages over
+// steps that evaluate no prompt (like prefillBudget's), by the number d
+// of slots a step decodes. A step's cost is its whole time, the forward
 // pass and the sampling and bookkeeping around it: on a small model the
-// latter weigh as much, and a taken draft saves them too. With d slots decoding, a step without drafts
-// gives d tokens for decode[d], so a drafted token the request takes
-// saves decode[d]/d of the batch's time; one drafted token costs
-// perDraft[d] taken or not. A slot whose drafts are taken at a rate acc
-// pays for its drafts when acc*decode[d]/d > perDraft[d] (worth).
+// latter weigh as much, and a taken draft saves them too.
+//
+// A step without drafts (decode[d]) gives d tokens, so a drafted token
+// the request takes saves decode[d]/d of the batch's time. What a drafted
+// token costs is measured in that unit, as rel[d]: the time drafts add to
+// a step, per drafted token, over decode[d]/d. A slot whose drafts are
+// taken at the rate acc pays for them when acc > rel[d] (worth). On a CPU
+// a lone sequence's 8-token draft costs a fraction of a step (rel 0.2-0.3
+// on the 135M model) but a 1-token draft a whole one, while beside 15
+// other slots, whose step is already bound by the arithmetic, a drafted
+// token costs what a decoded one does or more: where rel[d] >= 1 no
+// acceptance pays (dear), and drafts are made only in one step in
+// costProbe, to measure again.
 type draftCost struct {
-	decode, perDraft []float64 // by decoding slots, in seconds
-	steps            []uint64  // steps seen, by decoding slots
+	decode, rel []float64 // by decoding slots; decode in seconds
+	steps       []uint64  // steps seen, by decoding slots
 }
 
 func newDraftCost(slots int) draftCost {
-	return draftCost{decode: make([]float64, slots+1), perDraft: make([]float64, slots+1), steps: make([]uint64, slots+1)}
+	return draftCost{decode: make([]float64, slots+1), rel: make([]float64, slots+1), steps: make([]uint64, slots+1)}
 }
 
 // step counts a step where d slots decode and reports whether it may
@@ -151,17 +164,25 @@ func (c *draftCost) observe(d, drafts, prefill int, secs float64) {
 	case drafts == 0:
 		c.decode[d] = avg(c.decode[d], secs)
 	case c.decode[d] > 0:
-		c.perDraft[d] = avg(c.perDraft[d], max(secs-c.decode[d], 1e-9)/float64(drafts))
+		share := c.decode[d] / float64(d)
+		c.rel[d] = avg(c.rel[d], max(secs-c.decode[d], 1e-9)/float64(drafts)/share)
 	}
 }
 
-// worth reports whether drafting pays for a slot whose drafts are taken
-// at the rate acc in a step where d slots decode; until a step with
-// drafts has measured their cost, it does.
-func (c *draftCost) worth(d int, acc float64) bool {
-	per := c.perDraft[d]
-	return per == 0 || acc*c.decode[d]/float64(d) > per
+// measures reports whether the step last counted for d decoding slots
+// drafts to measure what drafts cost: no step has yet, or they are dear
+// and this is one step in costProbe.
+func (c *draftCost) measures(d int) bool {
+	return c.rel[d] == 0 || c.dear(d) && c.steps[d]%costProbe == 1
 }
+
+// dear reports whether, where d slots decode, a drafted token costs at
+// least what a taken one saves: then no acceptance pays for drafts.
+func (c *draftCost) dear(d int) bool { return c.rel[d] >= 1 }
+
+// worth reports whether drafting pays for a slot whose drafts are taken
+// at the rate acc in a step where d slots decode.
+func (c *draftCost) worth(d int, acc float64) bool { return acc > c.rel[d] }
 
 // speculate sets the slot's draft from its request's tokens, at most n
 // of them, and returns their number.
@@ -178,13 +199,24 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if g.specAcc == 0 {
 		g.specAcc = s.specAcc
 	}
-	if !g.specProbe && !s.e.cfg.draftAlways && !s.cost.worth(s.nDecoding, g.specAcc) {
+	switch {
+	case s.e.cfg.draftAlways:
+		n = min(n, g.specLimit(sp.DraftMax))
+	case s.cost.measures(s.nDecoding):
+		// A step that measures drafts' cost drafts DraftMax tokens in
+		// all, not that many for each slot: at many slots, where drafts
+		// are dear, that would cost several steps.
+		n = min(n, g.specLimit(sp.DraftMax), sp.DraftMax-s.stepDrafted)
+	case s.cost.dear(s.nDecoding):
+		return 0 // no slot's acceptance pays: no slot probes on its own
+	case !g.specProbe && !s.cost.worth(s.nDecoding, g.specAcc):
 		g.specWait = min(maxSpecWait, max(minSpecWait, 2*g.specWait))
 		g.specSkip, g.specProbe = g.specWait, true
 		g.specMax = sp.DraftMin // a probe is short: it costs little, and grows if taken
 		return 0
+	default:
+		n = min(n, g.specLimit(sp.DraftMax))
 	}
-	n = min(n, g.specLimit(sp.DraftMax))
 	if n < sp.DraftMin {
 		return 0
 	}
@@ -196,6 +228,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	g.spec, g.specProbe = true, false
 	s.spec.Drafts++
 	s.spec.DraftTokens += uint64(len(g.draft))
+	s.stepDrafted += len(g.draft)
 	return len(g.draft)
 }
 

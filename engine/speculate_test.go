@@ -202,29 +202,34 @@ func TestSpeculationDraftMin(t *testing.T) {
 // TestDraftCost: speculation's cost model drafts only where a step
 // without drafts has been measured (and not in one step of 64, which
 // measures it again), and then where a slot's share of drafted tokens
-// taken, times a token's share of the step, beats a drafted token's
-// measured cost, each at the step's number of decoding slots; steps that
-// evaluate prompt tokens are not measured.
+// taken beats a drafted token's measured cost in units of a token's share
+// of the step, each at the step's number of decoding slots; where no
+// acceptance pays, one step in 256 measures again. Steps that evaluate
+// prompt tokens are not measured.
 func TestDraftCost(t *testing.T) {
-	c := engine.NewDraftCost(4)
-	if c.Step(0) || c.Step(5) || c.Step(1) {
+	c := engine.NewDraftCost(8)
+	if c.Step(0) || c.Step(9) || c.Step(1) {
 		t.Fatal("a step drafts with no slot decoding, more than the slots, or no step measured")
 	}
 	c.Observe(1, 0, 0, 0.0075) // one token: 7.5 ms
-	if !c.Step(1) || !c.Worth(1, 0.01) {
+	if !c.Step(1) || !c.Measures(1) {
 		t.Fatal("no draft once a step is measured, before a draft's cost is")
 	}
 	c.Observe(1, 1, 0, 0.015) // a drafted token adds 7.5 ms
-	if c.Worth(1, 0.9) || c.Worth(1, 1) {
+	if c.Worth(1, 0.9) || c.Worth(1, 1) || !c.Dear(1) {
 		t.Error("a lone slot drafts where a drafted token costs what a step does")
+	}
+	c.Observe(1, 8, 0, 0.0075+8*0.00025) // now 8 drafted tokens add 2 ms
+	if c.Dear(1) || !c.Worth(1, 0.9) {
+		t.Error("a lone slot's long drafts, cheap, did not make drafts worth it again")
 	}
 	c.Observe(4, 0, 0, 0.022) // four slots: 5.5 ms a token
 	c.Observe(4, 4, 0, 0.024) // four drafted tokens add 2 ms
-	if !c.Worth(4, 0.1) || c.Worth(4, 0.05) {
+	if !c.Worth(4, 0.1) || c.Worth(4, 0.05) || c.Measures(4) {
 		t.Error("in a step of 4 slots: want a draft taken at 10% (0.55 ms saved a token for 0.5), not at 5%")
 	}
-	if !c.Worth(2, 0.01) {
-		t.Error("the cost at 2 slots is not measured: want drafts")
+	if !c.Measures(2) {
+		t.Error("the cost at 2 slots is not measured: want a measuring draft")
 	}
 	c.Observe(4, 4, 16, 1) // with prompt tokens: not measured
 	c.Observe(0, 4, 0, 1)
@@ -239,5 +244,24 @@ func TestDraftCost(t *testing.T) {
 	}
 	if drafts != 126 {
 		t.Errorf("%d steps of 128 may draft; want 126 (one in 64 measures a step without drafts)", drafts)
+	}
+
+	// Beside 7 other slots a drafted token costs what a decoded one
+	// does: dear, whatever the acceptance, but measured again now and
+	// then (one step in 256).
+	c.Observe(8, 0, 0, 0.040)  // 5 ms a token
+	c.Observe(8, 8, 0, 0.0805) // a drafted token adds 5.06 ms
+	if !c.Dear(8) || c.Worth(8, 1) || c.Dear(4) {
+		t.Error("8 slots, a drafted token dearer than a decoded one: want dear there, not worth at any acceptance, and not dear at 4")
+	}
+	probes := 0
+	for range 1024 {
+		c.Step(8)
+		if c.Measures(8) {
+			probes++
+		}
+	}
+	if probes != 4 {
+		t.Errorf("%d steps of 1024 at 8 slots measure drafts; want 4 (one in 256)", probes)
 	}
 }

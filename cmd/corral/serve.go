@@ -32,6 +32,16 @@ import (
 	"github.com/corral-llm/corral/toolcall"
 )
 
+// defaultSpecMaxDecoding is --spec-max-decoding's default. On a CPU a
+// step of many decoding slots is bound by the arithmetic, so a drafted
+// token costs what a decoded one does and no acceptance pays for it; the
+// measured cost (engine.Speculation) finds that, but steps with 9 to 15
+// slots come in few of each count, and drafts there, measured on too few
+// steps, cost versus.sh's 128-token prompts arriving under 16 streams
+// 8-17% of their throughput (2026-12-05). With 8 every row of versus.sh
+// is at least as fast with speculation as without (docs/benchmarks.md).
+const defaultSpecMaxDecoding = 8
+
 // runServe serves GGUF models over the OpenAI-compatible HTTP API: one
 // given by -m, as llama-server does, or several (-m repeated, a models
 // directory, a config file) loaded on demand under a memory budget. It
@@ -65,13 +75,13 @@ func runServe(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Threads, "threads", 0, "same as -t")
 	fs.IntVar(&cfg.BatchSize, "b", 512, "per-step token budget")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 512, "same as -b")
-	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
+	fs.IntVar(&cfg.PrefillBudget, "prefill-budget", engine.DefaultPrefillBudget, "most prompt tokens per step while other slots decode, and as many more for each further prompt waiting; within it a step is kept at about twice a decode-only step (-1: the whole -b)")
 	jumpForward := fs.String("jump-forward", "force", "how text a grammar forces is evaluated: force (ahead, in the step of the token before it, written in the longest tokens), confirm (ahead, kept while the model samples the same tokens: the output of plain decoding), off (one token per step)")
-	specType := fs.String("spec-type", "none", "speculative decoding: ngram (drafts from each request's own prompt and output: what followed the latest earlier occurrence of its last tokens, kept where the model samples the same tokens, where its measured cost pays; the output is that of plain decoding) or none")
+	specType := fs.String("spec-type", "ngram", "speculative decoding: ngram (drafts from each request's own prompt and output: what followed the latest earlier occurrence of its last tokens, kept where the model samples the same tokens, where its measured cost pays; the output is that of plain decoding) or none")
 	fs.IntVar(&cfg.Speculate.DraftMax, "spec-draft-n-max", 8, "most tokens a speculative draft has (at most 32)")
 	fs.IntVar(&cfg.Speculate.DraftMin, "spec-draft-n-min", 1, "fewest tokens a speculative draft has: a shorter one is not evaluated")
 	fs.IntVar(&cfg.Speculate.NgramMax, "spec-ngram-n", 4, "longest run of a request's last tokens --spec-type ngram looks up (runs down to 2 are tried)")
-	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", 0, "a step drafts only while at most this many requests decode (0: any number; drafts are made where their measured cost pays)")
+	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", defaultSpecMaxDecoding, "a step drafts only while at most this many requests decode (0: any number); within it drafts are made where their measured cost pays")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	ctk := cacheTypeFlag{&cfg.CacheTypeK}
