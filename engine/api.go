@@ -313,6 +313,9 @@ type Config struct {
 	// draft is found, whatever the measured cost (draftCost) says, so
 	// that which steps draft does not depend on timing.
 	draftAlways bool
+	// drafted, set by tests (export_test.go), sees each speculative draft
+	// as it is evaluated (on the scheduler goroutine).
+	drafted func(draft []int32)
 	// beforeDiskRead, set by tests (export_test.go), runs on the reading
 	// goroutine before each disk-tier read for a waiting request.
 	beforeDiskRead func()

@@ -55,6 +55,13 @@ func DraftAlways(c Config) Config {
 	return c
 }
 
+// Drafted returns c calling f with each speculative draft as it is
+// evaluated, on the scheduler goroutine (f must not keep the slice).
+func Drafted(c Config, f func(draft []int32)) Config {
+	c.drafted = f
+	return c
+}
+
 // DraftCost is speculation's cost model (draftCost) for slots decoding
 // slots at most.
 type DraftCost = draftCost

@@ -221,9 +221,16 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		return 0
 	}
 	g.draft = lookup(g.draft[:0], sl.cache, sp.NgramMax, n)
+	// A grammar's request samples only what the grammar allows: the
+	// draft ends where the grammar would refuse it, before it costs a
+	// forward pass.
+	g.draft = g.draft[:sl.req.sampler.GrammarAllows(g.draft)]
 	if len(g.draft) < sp.DraftMin {
 		g.draft = g.draft[:0]
 		return 0
+	}
+	if s.e.cfg.drafted != nil {
+		s.e.cfg.drafted(g.draft)
 	}
 	g.spec, g.specProbe = true, false
 	s.spec.Drafts++

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -107,6 +109,58 @@ func TestSpeculationOutputIsTheSame(t *testing.T) {
 				onStats.Spec.Drafts, onStats.Spec.Accepted, onStats.Spec.DraftTokens, onStats.Spec.AcceptedAt)
 		})
 	}
+}
+
+// TestSpeculationDraftsOnlyWhatTheGrammarAllows: a request whose grammar
+// allows "ab" and then x and y, after a prompt where "ab" is always
+// followed by a full stop (what the lookup drafts after the answer's
+// "ab"), evaluates only drafts of x and y, and the same answer as
+// without drafts.
+func TestSpeculationDraftsOnlyWhatTheGrammarAllows(t *testing.T) {
+	path := synthTiny(t)
+	req := engine.Request{Prompt: strings.Repeat("ab.", 12), AddSpecial: true, MaxTokens: 48, IgnoreEOS: true,
+		Grammar: `root ::= "ab" [xy]*`}
+	answer := func(cfg engine.Config) string {
+		e, err := engine.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		text, _ := collect(t, submit(t, e, req))
+		return text
+	}
+	cfg := engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads}
+	plain := answer(cfg)
+	var mu sync.Mutex
+	var drafts [][]int32
+	on := cfg
+	on.Speculate = engine.Speculation{Ngram: true}
+	on = engine.Drafted(engine.DraftAlways(on), func(d []int32) {
+		mu.Lock()
+		defer mu.Unlock()
+		drafts = append(drafts, slices.Clone(d))
+	})
+	if got := answer(on); got != plain {
+		t.Errorf("with speculation %q, without %q", got, plain)
+	}
+	e, err := engine.New(context.Background(), cfg) // to read the drafts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(drafts) == 0 {
+		t.Fatal("no draft was evaluated")
+	}
+	texts := make([]string, len(drafts))
+	for i, d := range drafts {
+		texts[i] = e.Detokenize(d)
+		if strings.Trim(texts[i], "xy") != "" {
+			t.Errorf("a draft the grammar refuses was evaluated: %q (of %d drafts)", texts[i], len(drafts))
+		}
+	}
+	t.Logf("%d drafts: %q", len(drafts), texts)
 }
 
 // TestSpeculationLookup: the draft is what followed the latest earlier

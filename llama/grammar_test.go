@@ -197,3 +197,43 @@ func TestUnwritableGrammars(t *testing.T) {
 		s.Close()
 	}
 }
+
+// GrammarAllows counts the tokens of a draft the grammar accepts one
+// after another, up to the first it refuses or an end-of-generation
+// token it accepts, and leaves the grammar where it was.
+func TestGrammarAllowsADraftsPrefix(t *testing.T) {
+	m := loadModel(t, testmodel.Stories260K)
+	s, err := llama.NewSampler(m, llama.SamplerParams{Grammar: `root ::= "ab" [a-z ]* "."`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	split := func(text string) []llama.Token {
+		toks, n := m.Pieces().Split([]byte(text), len(text), nil)
+		if n != len(text) {
+			t.Fatalf("the vocabulary writes only %q of %q", text[:n], text)
+		}
+		return toks
+	}
+	draft := split("ab cd")
+	ok := len(draft)
+	draft = append(draft, split("X e.")...)
+	if got := s.GrammarAllows(draft); got != ok {
+		t.Errorf("%d tokens allowed of %q, want %d (up to the capital)", got, "ab cdX e.", ok)
+	}
+	if got := s.GrammarAllows(draft); got != ok {
+		t.Errorf("asked again: %d, want %d: the grammar moved", got, ok)
+	}
+	accept(t, m, s, "a") // the grammar is where it was: "a" is still allowed first
+	tail := split("b x.")
+	eog := m.EOS()
+	if got := s.GrammarAllows(append(tail, eog, tail[0])); got != len(tail)+1 {
+		t.Errorf("%d allowed of %q, end, more; want %d (the end ends the count)", got, "b x.", len(tail)+1)
+	}
+	if got := s.GrammarAllows(append(split("b x"), eog)); got != len(split("b x")) {
+		t.Errorf("the end before the grammar allows it: %d allowed, want %d", got, len(split("b x")))
+	}
+	if got := (&llama.Sampler{}).GrammarAllows(draft); got != len(draft) {
+		t.Errorf("no grammar: %d of %d allowed", got, len(draft))
+	}
+}

@@ -226,6 +226,20 @@ func (s *Sampler) Forced(dst []byte, max int) []byte {
 	return dst[:len(dst)+int(n)]
 }
 
+// GrammarAllows returns how many of toks, one after another from the
+// sampler's present state, its grammar accepts (all of them without a
+// grammar); an end-of-generation token it accepts ends the count. The
+// grammar's state does not change. It cuts a speculative draft where the
+// grammar would refuse it, before the draft is evaluated.
+func (s *Sampler) GrammarAllows(toks []Token) int {
+	if s.grammar == nil || len(toks) == 0 {
+		return len(toks)
+	}
+	n := C.corral_grammar_prefix(s.grammar, (*C.llama_token)(unsafe.Pointer(&toks[0])), C.int32_t(len(toks)))
+	runtime.KeepAlive(toks)
+	return int(n)
+}
+
 // HasGrammar reports whether the sampler has a grammar.
 func (s *Sampler) HasGrammar() bool { return s.grammar != nil }
 

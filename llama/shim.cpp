@@ -488,6 +488,48 @@ int32_t corral_grammar_forced(struct llama_grammar * grmr, char * buf, int32_t c
     return n;
 }
 
+int32_t corral_grammar_prefix(struct llama_grammar * grmr, const llama_token * toks, int32_t n) {
+    if (grmr == nullptr || n <= 0) {
+        return n < 0 ? 0 : n;
+    }
+    // Accepting a token changes the stacks, the partial UTF-8 sequence and
+    // a lazy grammar's trigger state: keep them, put them back after.
+    llama_grammar_stacks saved;
+    llama_partial_utf8   utf8     = grmr->partial_utf8;
+    bool                 awaiting = grmr->awaiting_trigger;
+    std::string          buffer;
+    std::vector<llama_grammar::token_pos> positions;
+    try {
+        saved     = grmr->stacks;
+        buffer    = grmr->trigger_buffer;
+        positions = grmr->trigger_buffer_positions;
+    } catch (const std::exception &) {
+        return 0;
+    }
+    int32_t k = 0;
+    try {
+        const llama_vocab * vocab = grmr->vocab;
+        while (k < n && grammar_allows(*grmr, toks[k])) {
+            const bool eog = vocab != nullptr && llama_vocab_is_eog(vocab, toks[k]);
+            if (!eog) {
+                llama_grammar_accept_impl(*grmr, toks[k]);
+            }
+            k++;
+            if (eog) {
+                break;
+            }
+        }
+    } catch (const std::exception &) {
+        k = 0;
+    }
+    grmr->stacks                   = std::move(saved);
+    grmr->partial_utf8             = utf8;
+    grmr->awaiting_trigger         = awaiting;
+    grmr->trigger_buffer           = std::move(buffer);
+    grmr->trigger_buffer_positions = std::move(positions);
+    return k;
+}
+
 bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t n_vocab) {
     try {
         const float * logits = llama_get_logits_ith(ctx, idx);

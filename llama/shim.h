@@ -112,6 +112,12 @@ int corral_sampler_accept(struct llama_sampler * chain, struct llama_grammar * g
 // is NULL). The grammar's state does not change.
 int32_t corral_grammar_forced(struct llama_grammar * grmr, char * buf, int32_t cap);
 
+// corral_grammar_prefix returns how many of toks, one after another from
+// the grammar's present state, the grammar accepts: n when grmr is NULL;
+// an end-of-generation token it accepts ends the count. The grammar's
+// state does not change.
+int32_t corral_grammar_prefix(struct llama_grammar * grmr, const llama_token * toks, int32_t n);
+
 // corral_logits copies the n_vocab logits at batch index idx of the last
 // decode into out. Returns false when there are none (or on an exception).
 bool corral_logits(struct llama_context * ctx, int32_t idx, float * out, int32_t n_vocab);
