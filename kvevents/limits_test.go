@@ -71,8 +71,11 @@ func TestOmitTokens(t *testing.T) {
 	if len(restated) == 0 {
 		restated = append(restated, recv(t, b))
 	}
-	if p.Restates() != 1 { // counted before it is sent
-		t.Fatalf("%d restatements; want 1", p.Restates())
+	// Counted before it is sent. a's own subscription may reach the
+	// encoder only after the first batch, and then a is restated too
+	// (and b's waits for RestateInterval): one or two, never none.
+	if n := p.Restates(); n != 1 && n != 2 {
+		t.Fatalf("%d restatements; want b's, and perhaps a's", n)
 	}
 	for _, m := range []kvtest.Message{batch, restated[0]} { // the batch; the restatement
 		evs := decode(t, m).Events
