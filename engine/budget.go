@@ -26,13 +26,11 @@ const ewma = 0.2
 
 // tokens is the budget for the next step, when prompts of waiting
 // requests have tokens to evaluate: the measured budget, and max more for
-// every prompt after the first. A single prompt keeps the streams' steps
-// short; a queue of prompts (a burst of arrivals) is evaluated in larger
-// steps, which the kernels run at a better rate per token, and a stream
-// that waits longer for its next token has as many new streams joining
-// it: measured on 128-token prompts arriving while 16 streams decode, this
-// evaluates a burst about as fast as no budget at all, and a lone arrival
-// as gently as the measured budget (docs/benchmarks.md).
+// every prompt after the first. The measured budget alone falls to a few
+// tokens a step while only one or two streams decode (their steps are
+// short), and a burst of arrivals then waited seconds behind them, its
+// slots idle; a lone arrival is still evaluated as gently as before
+// (measured on versus.sh's arrive row, docs/benchmarks.md).
 func (b *prefillBudget) tokens(prompts int) int {
 	extra := max(0, prompts-1) * b.max
 	if b.decode <= 0 || b.perTok <= 0 {

@@ -249,6 +249,16 @@ func TestSlotPollersDoNotStarveDecoding(t *testing.T) {
 	}
 }
 
+// slotDecoded is the number of tokens slot i's request has decoded.
+func slotDecoded(t *testing.T, e *engine.Engine, i int) int {
+	t.Helper()
+	infos, err := e.Slots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return infos[i].Decoded
+}
+
 // TestPrefillBudgetKeepsStreamsDecoding: while a stream decodes, a long
 // prompt is evaluated PrefillBudget tokens a step, and the stream gets a
 // token in each of those steps instead of waiting for the whole prompt.
@@ -257,23 +267,13 @@ func TestPrefillBudgetKeepsStreamsDecoding(t *testing.T) {
 	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 2, PrefillBudget: budget})
 	ctx := context.Background()
 	running := longRunning(t, e, ctx, 0) // slot 0
-	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
-	if err != nil || len(story) < promptLen {
-		t.Fatalf("test setup: %d tokens, %v", len(story), err)
-	}
-	decoded := func() int {
-		infos, err := e.Slots(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return infos[0].Decoded
-	}
-	before := decoded()
+	story := storyTokens(t, e, promptLen)
+	before := slotDecoded(t, e, 0)
 	long := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
 	if _, err := long.Recv(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := decoded()-before, promptLen/budget-1; got < want {
+	if got, want := slotDecoded(t, e, 0)-before, promptLen/budget-1; got < want {
 		t.Fatalf("the running stream got %d tokens while a %d-token prompt was evaluated, want at least %d (one a step)", got, promptLen, want)
 	}
 	running.Cancel()
@@ -290,18 +290,8 @@ func TestPrefillBudgetGrowsWithWaitingPrompts(t *testing.T) {
 	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 3, PrefillBudget: budget})
 	ctx := context.Background()
 	running := longRunning(t, e, ctx, 0) // slot 0
-	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
-	if err != nil || len(story) < promptLen+1 {
-		t.Fatalf("test setup: %d tokens, %v", len(story), err)
-	}
-	decoded := func() int {
-		infos, err := e.Slots(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return infos[0].Decoded
-	}
-	before := decoded()
+	story := storyTokens(t, e, promptLen+1)
+	before := slotDecoded(t, e, 0)
 	a := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
 	b := submit(t, e, engine.Request{Tokens: story[1 : promptLen+1], MaxTokens: 1})
 	for _, s := range []*engine.Stream{a, b} {
@@ -311,7 +301,7 @@ func TestPrefillBudgetGrowsWithWaitingPrompts(t *testing.T) {
 	}
 	// With both waiting, the first gets 16 tokens a step (25 steps), then
 	// the second its 8 (25 more): about 75 steps, not 100.
-	if got, most := decoded()-before, 2*promptLen/budget-10; got > most {
+	if got, most := slotDecoded(t, e, 0)-before, 2*promptLen/budget-10; got > most {
 		t.Fatalf("the running stream got %d tokens while two %d-token prompts were evaluated, want at most %d (the budget grows with the prompts waiting)", got, promptLen, most)
 	}
 	running.Cancel()
@@ -332,10 +322,7 @@ func TestPrefillSharesTheBudgetInArrivalOrder(t *testing.T) {
 		infos, _ := e.Slots(ctx)
 		return infos[1].RequestID == blocker.ID() && infos[1].State == "decode", fmt.Sprintf("%+v", infos)
 	})
-	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
-	if err != nil || len(story) < promptLen {
-		t.Fatalf("test setup: %d tokens, %v", len(story), err)
-	}
+	story := storyTokens(t, e, promptLen+1)
 	older := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
 	poll(t, "waiting for the older prompt to take slot 2", func() (bool, string) {
 		infos, _ := e.Slots(ctx)
@@ -369,10 +356,7 @@ func TestShortPromptGoesBeforeALongOne(t *testing.T) {
 	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 3, PrefillBudget: budget})
 	ctx := context.Background()
 	running := longRunning(t, e, ctx, 0) // slot 0 decodes throughout
-	story, err := e.Tokenize(strings.Repeat("Once upon a time there was a little dog. ", 40), true, false)
-	if err != nil || len(story) < promptLen {
-		t.Fatalf("test setup: %d tokens, %v", len(story), err)
-	}
+	story := storyTokens(t, e, promptLen)
 	long := submit(t, e, engine.Request{Tokens: story[:promptLen], MaxTokens: 1})
 	poll(t, "waiting for the long prompt to prefill", func() (bool, string) {
 		infos, _ := e.Slots(ctx)

@@ -77,7 +77,6 @@ type scheduler struct {
 	draftTokens, draftAccepted              uint64    // jump-forward decoding (jump.go)
 	spec                                    SpecStats // speculative decoding (speculate.go)
 	specStep                                bool      // the step drafts speculatively
-	stepDrafted                             int       // tokens drafted speculatively in the step
 	specAcc                                 float64   // moving average of the share of a draft taken, all requests
 	cost                                    draftCost // what drafts cost and save (speculate.go)
 	nDecoding, nDrafts                      int       // this step's decoding slots and their drafted tokens
@@ -442,13 +441,11 @@ func (s *scheduler) fillBatch() bool {
 	decodes := s.decoding()
 	spare := s.e.cfg.BatchSize - decodes
 	sp := &s.e.cfg.Speculate
-	s.nDecoding = decodes
-	s.stepDrafted = 0
+	s.nDecoding, s.nDrafts = decodes, 0
 	s.specStep = sp.Ngram && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
 	claimed := decodes
-	drafts := 0
 	for _, sl := range s.slots {
 		sl.outIdx = -1
 		sl.inBatch = false
@@ -459,18 +456,14 @@ func (s *scheduler) fillBatch() bool {
 			s.appendToken(sl, sl.req.gen.last)
 			claimed--
 			sl.req.gen.evalDecode++
-			d := s.draft(sl, min(spare-drafts, s.pool.avail()-claimed))
-			drafts += d
+			d := s.draft(sl, min(spare-s.nDrafts, s.pool.avail()-claimed))
+			s.nDrafts += d
 			claimed += d
 			decoding = min(decoding, sl.req.params.Priority)
 		}
 	}
 	s.release()
-	s.nDecode = s.batch.Len() + drafts
-	s.nDrafts = drafts
-	// room is what the step has left; shared is the prompts' bounded share
-	// while streams decode. A prompt of a better class than every decoding
-	// stream is not bounded by it: those streams are the ones to wait.
+	s.nDecode = s.batch.Len() + s.nDrafts
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.
 	s.prefilling = s.prefilling[:0]
@@ -483,6 +476,9 @@ func (s *scheduler) fillBatch() bool {
 			}
 		}
 	}
+	// room is what the step has left; shared is the prompts' bounded share
+	// while streams decode. A prompt of a better class than every decoding
+	// stream is not bounded by it: those streams are the ones to wait.
 	room := s.e.cfg.BatchSize - s.nDecode
 	shared := room
 	if s.batch.Len() > 0 && s.e.cfg.PrefillBudget > 0 {
@@ -543,7 +539,7 @@ func (s *scheduler) fillBatch() bool {
 		room -= n
 		shared = max(0, min(shared-n, room))
 	}
-	s.nPrefill = s.batch.Len() - (s.nDecode - drafts) + s.media.n
+	s.nPrefill = s.batch.Len() - (s.nDecode - s.nDrafts) + s.media.n
 	for _, sl := range s.slots {
 		if sl.state != stateDecode || len(sl.req.gen.draft) == 0 {
 			continue

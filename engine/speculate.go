@@ -206,7 +206,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		// A step that measures drafts' cost drafts DraftMax tokens in
 		// all, not that many for each slot: at many slots, where drafts
 		// are dear, that would cost several steps.
-		n = min(n, g.specLimit(sp.DraftMax), sp.DraftMax-s.stepDrafted)
+		n = min(n, g.specLimit(sp.DraftMax), sp.DraftMax-s.nDrafts)
 	case s.cost.dear(s.nDecoding):
 		return 0 // no slot's acceptance pays: no slot probes on its own
 	case !g.specProbe && !s.cost.worth(s.nDecoding, g.specAcc):
@@ -235,7 +235,6 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	g.spec, g.specProbe = true, false
 	s.spec.Drafts++
 	s.spec.DraftTokens += uint64(len(g.draft))
-	s.stepDrafted += len(g.draft)
 	return len(g.draft)
 }
 
