@@ -241,24 +241,36 @@ func TestMetricsSpeculation(t *testing.T) {
 	}
 	off := startServer(t, engine.Config{Parallel: 1})
 	plain := answer(off)
-	ts := startServer(t, engine.Config{Parallel: 1, Speculate: engine.Speculation{Ngram: true}})
-	if got := answer(ts); got != plain {
-		t.Errorf("with speculation %q; without %q", got, plain)
+	if a := speculative(off); len(a) != 0 {
+		t.Errorf("/v1/models speculative: %q without speculation; want []", a)
 	}
-	if a, b := speculative(off), speculative(ts); len(a) != 0 || !slices.Equal(b, []string{"ngram"}) {
-		t.Errorf("/v1/models speculative: %q without, %q with; want [] and [ngram]", a, b)
-	}
-	m := ts.MetricFamilies(t)
-	counter := func(name string, labels ...string) float64 {
-		return value(e2etest.Series(t, m, name, append([]string{"model_name", "tiny"}, labels...)...))
-	}
-	drafts, drafted, taken := counter("vllm:spec_decode_num_drafts_total"), counter("vllm:spec_decode_num_draft_tokens_total"), counter("vllm:spec_decode_num_accepted_tokens_total")
-	var byPos float64
-	for i := range 8 {
-		byPos += counter("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position", strconv.Itoa(i))
-	}
-	if drafts == 0 || taken == 0 || taken > drafted || byPos != taken {
-		t.Errorf("%v drafts of %v tokens, %v taken (%v by position); want drafts taken, each counted once", drafts, drafted, taken, byPos)
+	draft := testmodel.Path(t, testmodel.TinyStories656K) // the served model itself: its drafts are taken
+	for _, tc := range []struct {
+		spec engine.Speculation
+		want []string
+	}{
+		{engine.Speculation{Ngram: true}, []string{"ngram"}},
+		{engine.Speculation{Model: draft}, []string{"draft:" + strings.TrimSuffix(testmodel.TinyStories656K, ".gguf")}},
+	} {
+		ts := startServer(t, engine.Config{Parallel: 1, Speculate: tc.spec})
+		if got := answer(ts); got != plain {
+			t.Errorf("with speculation %v %q; without %q", tc.want, got, plain)
+		}
+		if got := speculative(ts); !slices.Equal(got, tc.want) {
+			t.Errorf("/v1/models speculative: %q; want %q", got, tc.want)
+		}
+		m := ts.MetricFamilies(t)
+		counter := func(name string, labels ...string) float64 {
+			return value(e2etest.Series(t, m, name, append([]string{"model_name", "tiny"}, labels...)...))
+		}
+		drafts, drafted, taken := counter("vllm:spec_decode_num_drafts_total"), counter("vllm:spec_decode_num_draft_tokens_total"), counter("vllm:spec_decode_num_accepted_tokens_total")
+		var byPos float64
+		for i := range 8 {
+			byPos += counter("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position", strconv.Itoa(i))
+		}
+		if drafts == 0 || taken == 0 || taken > drafted || byPos != taken {
+			t.Errorf("%v: %v drafts of %v tokens, %v taken (%v by position); want drafts taken, each counted once", tc.want, drafts, drafted, taken, byPos)
+		}
 	}
 }
 

@@ -240,17 +240,28 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
-	disk, err := openDisk(cfg, name, model.NVocab(), kind)
+	draft, err := loadDraftModel(ctx, cfg, model, poolCells)
 	if err != nil {
 		lctx.Close()
 		model.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	closeAll := func() {
+		if draft != nil {
+			draft.close()
+		}
+		lctx.Close()
+		model.Close()
+	}
+	disk, err := openDisk(cfg, name, model.NVocab(), kind)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	var proj *llama.Projector
 	if cfg.MMProj != "" {
 		if proj, err = llama.LoadProjector(cfg.MMProj, model, cfg.encoderThreads()); err != nil {
-			lctx.Close()
-			model.Close()
+			closeAll()
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
@@ -290,6 +301,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	s := newScheduler(e, lctx, poolCells, reqCtx)
+	s.draftModel = draft
 	e.disk = disk
 	s.attachDisk(disk)
 	s.publish()

@@ -40,11 +40,15 @@ type Footprint struct {
 	// a mapping), and its encoders' compute buffers and graph metadata
 	// (see EstimateProjector). 0 without one.
 	Projector int64
+	// Draft is the draft model's (Speculation.Model): its weights, its
+	// context of as many cells as the slots' pool and a draft's worth
+	// per slot, and their overhead (see draftmodel.go). 0 without one.
+	Draft int64
 }
 
 // Total is the sum of the parts.
 func (f Footprint) Total() int64 {
-	return f.Weights + f.KV + f.Compute + f.Overhead + f.HostCache + f.Projector
+	return f.Weights + f.KV + f.Compute + f.Overhead + f.HostCache + f.Projector + f.Draft
 }
 
 // ErrEstimate means EstimateMemory cannot estimate the model: a key it
@@ -223,6 +227,18 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 			return Footprint{}, err
 		}
 	}
+	var draft int64
+	if sp := cfg.Speculate; sp.Model != "" {
+		dmd, err := gguf.ReadMetadata(sp.Model)
+		if err != nil {
+			return Footprint{}, fmt.Errorf("%w: draft model: %w", ErrEstimate, err)
+		}
+		fp, err := EstimateMemory(dmd, cfg.draftConfig(int(cells)))
+		if err != nil {
+			return Footprint{}, fmt.Errorf("draft model: %w", err)
+		}
+		draft = fp.Total()
+	}
 	return Footprint{
 		Weights:   weights,
 		KV:        kv,
@@ -230,6 +246,7 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges,
 		HostCache: max(cfg.HostCacheBytes, 0),
 		Projector: proj,
+		Draft:     draft,
 	}, nil
 }
 

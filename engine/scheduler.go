@@ -72,14 +72,15 @@ type scheduler struct {
 	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
-	poolPreemptions                         uint64    // of preemptions, those for cells
-	busySlots                               uint64    // summed over steps: slots with tokens in the batch
-	draftTokens, draftAccepted              uint64    // jump-forward decoding (jump.go)
-	spec                                    SpecStats // speculative decoding (speculate.go)
-	specStep                                bool      // the step drafts speculatively
-	specAcc                                 float64   // moving average of the share of a draft taken, all requests
-	cost                                    draftCost // what drafts cost and save (speculate.go)
-	nDecoding, nDrafts                      int       // this step's decoding slots and their drafted tokens
+	poolPreemptions                         uint64      // of preemptions, those for cells
+	busySlots                               uint64      // summed over steps: slots with tokens in the batch
+	draftTokens, draftAccepted              uint64      // jump-forward decoding (jump.go)
+	spec                                    SpecStats   // speculative decoding (speculate.go)
+	specStep                                bool        // the step drafts speculatively
+	specAcc                                 float64     // moving average of the share of a draft taken, all requests
+	cost                                    draftCost   // what drafts cost and save (speculate.go)
+	draftModel                              *draftModel // Speculation.Model's, nil when none (draftmodel.go)
+	nDecoding, nDrafts                      int         // this step's decoding slots and their drafted tokens
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
 	ownTime                                 time.Duration // the steps' time outside the forward passes and the CPU share's wait
@@ -156,6 +157,7 @@ func (s *scheduler) run() {
 			continue
 		}
 		built := time.Now()
+		drafting, catchUp := s.draftModelTime()
 		release, err := s.cores()
 		if err != nil {
 			continue // closing: receive returns false
@@ -166,7 +168,7 @@ func (s *scheduler) run() {
 		}
 		took := time.Since(start)
 		before := built.Sub(begin) + took // the step's time so far, without the wait for cores
-		s.ownTime += built.Sub(begin)
+		s.ownTime += built.Sub(begin) - drafting
 		begin = time.Now()
 		s.budget.observe(s.nDecode, s.nPrefill, took)
 		release()
@@ -186,7 +188,9 @@ func (s *scheduler) run() {
 		s.ownTime += after
 		// What a step costs a stream: the forward pass and the sampling,
 		// delivery and bookkeeping around it.
-		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after).Seconds())
+		// A draft model's catch-up is left out: what it costs is the
+		// evaluation of tokens the step would have drafted, not the draft.
+		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after - catchUp).Seconds())
 	}
 }
 
@@ -442,7 +446,7 @@ func (s *scheduler) fillBatch() bool {
 	spare := s.e.cfg.BatchSize - decodes
 	sp := &s.e.cfg.Speculate
 	s.nDecoding, s.nDrafts = decodes, 0
-	s.specStep = sp.Ngram && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
+	s.specStep = sp.on() && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
 	claimed := decodes
@@ -461,6 +465,11 @@ func (s *scheduler) fillBatch() bool {
 			claimed += d
 			decoding = min(decoding, sl.req.params.Priority)
 		}
+	}
+	if s.draftModel != nil && len(s.draftModel.want) > 0 {
+		unused := s.modelDrafts()
+		s.nDrafts -= unused
+		claimed -= unused
 	}
 	s.release()
 	s.nDecode = s.batch.Len() + s.nDrafts
@@ -818,6 +827,9 @@ func (s *scheduler) shutdown() {
 			s.spillAll()
 			s.kv.close()
 			s.lctx.Close()
+			if s.draftModel != nil {
+				s.draftModel.close()
+			}
 			return
 		}
 	}

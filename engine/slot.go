@@ -67,6 +67,9 @@ type slot struct {
 	// draftIdx is the batch index of the first token of the slot's
 	// draft (jump.go) in the current step.
 	draftIdx int
+	// draftWant is the most tokens the draft model drafts for the slot
+	// in the current step (draftmodel.go), 0 when it does not.
+	draftWant int
 
 	// A prefilling slot may follow another that is still evaluating the
 	// same prefix: it evaluates nothing until the leader's cache holds the

@@ -11,16 +11,23 @@ package engine
 //
 // Sampling is unchanged (the same sampler, the same order, the same
 // random draws), so the output is that of plain decoding, at any
-// temperature, with or without a seed. For a draft of fixed tokens this
+// temperature, with or without a seed, up to the logits' last digits: a
+// step that evaluates a draft after a token computes with other kernels
+// than a step of that token alone (llama.cpp's CPU matrix products pick
+// their path by row count), which over a long context moves a
+// log-probability by up to a few thousandths (TestDraftModelCatchesUpOverSteps),
+// enough to flip a near-tie, as batching with other slots can. For a draft of fixed tokens this
 // is the standard rejection rule: the drafted token is kept with the
 // probability the model gives it, and otherwise the token sampled in its
 // place follows the model's distribution without it.
 //
-// The draft source is the request's own tokens (prompt lookup, n-gram
-// speculation): when its last n tokens (n from NgramMax down to 2) came
-// before, in its prompt or its output, the tokens that followed their
-// latest occurrence are the draft. It needs no other model and suits
-// what repeats its input: code edits, quotes, summaries, JSON.
+// The first draft source is the request's own tokens (prompt lookup,
+// n-gram speculation): when its last n tokens (n from NgramMax down to 2)
+// came before, in its prompt or its output, the tokens that followed
+// their latest occurrence are the draft. It needs no other model and
+// suits what repeats its input: code edits, quotes, summaries, JSON.
+// Where it finds nothing, a draft model (Speculation.Model) guesses the
+// draft, for every such slot of the step at once (draftmodel.go).
 //
 // A drafted token the model does not take costs its share of a forward
 // pass, and what that share is depends on the batch: on a CPU a lone
@@ -57,7 +64,17 @@ type Speculation struct {
 	// MaxDecoding: a step drafts only while at most this many slots
 	// decode (0: no bound; the measured cost decides).
 	MaxDecoding int
+	// Model is a draft model's GGUF file ("": none), a smaller model of
+	// the same vocabulary: it drafts for a slot where the request's own
+	// tokens give no draft (see draftmodel.go).
+	Model string
+	// PMin ends a draft model's draft before a token it gives less than
+	// this probability (0: none; llama-server's --spec-draft-p-min).
+	PMin float64
 }
+
+// on reports whether sp drafts at all.
+func (sp Speculation) on() bool { return sp.Ngram || sp.Model != "" }
 
 // Speculation's defaults and bounds.
 const (
@@ -105,10 +122,14 @@ func (sp Speculation) withDefaults() Speculation {
 
 // sources names the draft sources of sp (ModelInfo.Speculation).
 func (sp Speculation) sources() []string {
+	var srcs []string
 	if sp.Ngram {
-		return []string{"ngram"}
+		srcs = append(srcs, "ngram")
 	}
-	return nil
+	if sp.Model != "" {
+		srcs = append(srcs, "draft:"+draftName(sp.Model))
+	}
+	return srcs
 }
 
 // SpecStats counts speculative decoding's work (vLLM's spec_decode
@@ -220,7 +241,28 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if n < sp.DraftMin {
 		return 0
 	}
-	g.draft = lookup(g.draft[:0], sl.cache, sp.NgramMax, n)
+	g.draft = g.draft[:0]
+	if sp.Ngram {
+		g.draft = lookup(g.draft, sl.cache, sp.NgramMax, n)
+	}
+	if dm := s.draftModel; dm != nil && len(g.draft) < sp.DraftMin && dm.can(sl) {
+		// The request's own tokens give no draft: the draft model will
+		// (modelDrafts, once every slot has asked), n tokens at most,
+		// which the step reserves.
+		g.draft = g.draft[:0]
+		sl.draftWant = n
+		dm.want = append(dm.want, sl)
+		return n
+	}
+	return s.keepDraft(sl)
+}
+
+// keepDraft takes the slot's draft (gen.draft) for the step, cut where
+// its grammar would refuse it, or drops it when that leaves fewer than
+// DraftMin tokens, and returns its length.
+func (s *scheduler) keepDraft(sl *slot) int {
+	sp := &s.e.cfg.Speculate
+	g := &sl.req.gen
 	// A grammar's request samples only what the grammar allows: the
 	// draft ends where the grammar would refuse it, before it costs a
 	// forward pass.

@@ -12,9 +12,10 @@ import (
 	"github.com/corral-llm/corral/internal/testmodel"
 )
 
-// TestSpeculationOutputIsTheSame: with n-gram speculation on, every
-// request gives byte for byte what it gives with it off, and the same
-// log-probabilities bit for bit: greedy, sampled with a seed, with
+// TestSpeculationOutputIsTheSame: with speculation on, by n-gram lookup
+// or by a draft model (the model itself, whose guesses it mostly takes),
+// every request gives byte for byte what it gives with it off, and the
+// same log-probabilities bit for bit: greedy, sampled with a seed, with
 // penalties, with logprobs, cut by max tokens or a stop string, under a
 // grammar (forced text drafted as such, guesses between), one at a time
 // and four at once; and drafted tokens were taken, in fewer steps.
@@ -25,7 +26,6 @@ import (
 // whose cells are out of position order has its attention summed in
 // another order (the last bits differ, as with jump-forward's drafts).
 func TestSpeculationOutputIsTheSame(t *testing.T) {
-	spec := engine.Speculation{Ngram: true}
 	for _, m := range []struct {
 		name, path string
 		base       engine.Request
@@ -39,75 +39,85 @@ func TestSpeculationOutputIsTheSame(t *testing.T) {
 		// output itself.
 		{"synthetic tiny", synthTiny(t), engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 96}, "a"},
 	} {
-		t.Run(m.name, func(t *testing.T) {
-			cases := samplingCases(m.base, m.stop, 9)
-			r := m.base
-			r.Grammar = storyGrammar
-			cases = append(cases, r)
+		cases := samplingCases(m.base, m.stop, 9)
+		r := m.base
+		r.Grammar = storyGrammar
+		cases = append(cases, r)
 
-			outputs := func(spec engine.Speculation, parallel int, always bool) ([]output, engine.Stats) {
-				cfg := engine.Config{ModelPath: m.path, Parallel: parallel, Threads: testThreads, Speculate: spec, KVPerSlot: true}
-				if always {
-					cfg = engine.DraftAlways(cfg)
-				}
-				e, err := engine.New(context.Background(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
-				outs := make([]output, len(cases))
-				if parallel == 1 {
-					for i, req := range cases {
-						outs[i] = run(t, e, req)
-					}
-					return outs, e.Stats()
-				}
-				for i := 0; i < len(cases); i += parallel {
-					var wg sync.WaitGroup
-					for j := i; j < min(i+parallel, len(cases)); j++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							outs[j] = run(t, e, cases[j])
-						}()
-					}
-					wg.Wait()
+		outputs := func(t *testing.T, spec engine.Speculation, parallel int, always bool) ([]output, engine.Stats) {
+			cfg := engine.Config{ModelPath: m.path, Parallel: parallel, Threads: testThreads, Speculate: spec, KVPerSlot: true}
+			if always {
+				cfg = engine.DraftAlways(cfg)
+			}
+			e, err := engine.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			outs := make([]output, len(cases))
+			if parallel == 1 {
+				for i, req := range cases {
+					outs[i] = run(t, e, req)
 				}
 				return outs, e.Stats()
 			}
-			off, offStats := outputs(engine.Speculation{}, 1, false)
-			on, onStats := outputs(spec, 1, true)
-			batched, batchedStats := outputs(spec, 4, true)
-			measured, _ := outputs(spec, 4, false) // drafts where the measured cost says
-			for i := range off {
-				for name, b := range map[string]output{"alone": on[i], "batched": batched[i], "measured": measured[i]} {
-					a := off[i]
-					if a.text != b.text || a.res.FinishReason != b.res.FinishReason || a.res.Usage.CompletionTokens != b.res.Usage.CompletionTokens {
-						t.Errorf("case %d %s: off %q (%s, %d tokens), on %q (%s, %d tokens)", i, name, a.text, a.res.FinishReason, a.res.Usage.CompletionTokens,
-							b.text, b.res.FinishReason, b.res.Usage.CompletionTokens)
-					}
-					if !reflect.DeepEqual(a.lps, b.lps) {
-						t.Errorf("case %d %s: logprobs differ:\noff %v\n on %v", i, name, a.lps, b.lps)
+			for i := 0; i < len(cases); i += parallel {
+				var wg sync.WaitGroup
+				for j := i; j < min(i+parallel, len(cases)); j++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						outs[j] = run(t, e, cases[j])
+					}()
+				}
+				wg.Wait()
+			}
+			return outs, e.Stats()
+		}
+		off, offStats := outputs(t, engine.Speculation{}, 1, false)
+		for i := range off {
+			if off[i].res.FinishReason == engine.FinishError {
+				t.Errorf("%s case %d: %v", m.name, i, off[i].res.Err)
+			}
+		}
+		for _, src := range []struct {
+			name string
+			spec engine.Speculation
+		}{
+			{"ngram", engine.Speculation{Ngram: true}},
+			{"draft model", engine.Speculation{Model: m.path}},
+		} {
+			t.Run(m.name+"/"+src.name, func(t *testing.T) {
+				on, onStats := outputs(t, src.spec, 1, true)
+				batched, batchedStats := outputs(t, src.spec, 4, true)
+				measured, _ := outputs(t, src.spec, 4, false) // drafts where the measured cost says
+				for i := range off {
+					for name, b := range map[string]output{"alone": on[i], "batched": batched[i], "measured": measured[i]} {
+						a := off[i]
+						if a.text != b.text || a.res.FinishReason != b.res.FinishReason || a.res.Usage.CompletionTokens != b.res.Usage.CompletionTokens {
+							t.Errorf("case %d %s: off %q (%s, %d tokens), on %q (%s, %d tokens)", i, name, a.text, a.res.FinishReason, a.res.Usage.CompletionTokens,
+								b.text, b.res.FinishReason, b.res.Usage.CompletionTokens)
+						}
+						if !reflect.DeepEqual(a.lps, b.lps) {
+							t.Errorf("case %d %s: logprobs differ:\noff %v\n on %v", i, name, a.lps, b.lps)
+						}
 					}
 				}
-				if off[i].res.FinishReason == engine.FinishError {
-					t.Errorf("case %d: %v", i, off[i].res.Err)
+				if offStats.Spec.Drafts != 0 || onStats.Spec.Accepted == 0 || batchedStats.Spec.Accepted == 0 || onStats.Steps >= offStats.Steps {
+					t.Errorf("steps: %d off, %d on; %d of %d drafted tokens taken alone, %d batched", offStats.Steps, onStats.Steps,
+						onStats.Spec.Accepted, onStats.Spec.DraftTokens, batchedStats.Spec.Accepted)
 				}
-			}
-			if offStats.Spec.Drafts != 0 || onStats.Spec.Accepted == 0 || batchedStats.Spec.Accepted == 0 || onStats.Steps >= offStats.Steps {
-				t.Errorf("steps: %d off, %d on; %d of %d drafted tokens taken alone, %d batched", offStats.Steps, onStats.Steps,
-					onStats.Spec.Accepted, onStats.Spec.DraftTokens, batchedStats.Spec.Accepted)
-			}
-			var at uint64
-			for _, n := range onStats.Spec.AcceptedAt {
-				at += n
-			}
-			if at != onStats.Spec.Accepted || onStats.Spec.AcceptedAt[0] < onStats.Spec.AcceptedAt[len(onStats.Spec.AcceptedAt)-1] {
-				t.Errorf("taken by position %v; want them to sum to %d, fewer at later positions", onStats.Spec.AcceptedAt, onStats.Spec.Accepted)
-			}
-			t.Logf("%d cases: %d steps off, %d on; %d drafts, %d of %d tokens taken (by position %v)", len(off), offStats.Steps, onStats.Steps,
-				onStats.Spec.Drafts, onStats.Spec.Accepted, onStats.Spec.DraftTokens, onStats.Spec.AcceptedAt)
-		})
+				var at uint64
+				for _, n := range onStats.Spec.AcceptedAt {
+					at += n
+				}
+				if at != onStats.Spec.Accepted || onStats.Spec.AcceptedAt[0] < onStats.Spec.AcceptedAt[len(onStats.Spec.AcceptedAt)-1] {
+					t.Errorf("taken by position %v; want them to sum to %d, fewer at later positions", onStats.Spec.AcceptedAt, onStats.Spec.Accepted)
+				}
+				t.Logf("%d cases: %d steps off, %d on; %d drafts, %d of %d tokens taken (by position %v)", len(off), offStats.Steps, onStats.Steps,
+					onStats.Spec.Drafts, onStats.Spec.Accepted, onStats.Spec.DraftTokens, onStats.Spec.AcceptedAt)
+			})
+		}
 	}
 }
 
@@ -200,39 +210,42 @@ func TestSpeculationPreempted(t *testing.T) {
 	path := testmodel.Path(t, testmodel.TinyStories656K)
 	low := engine.Request{Prompt: "Tom and his mom went to the park. Tom and his mom went to the", AddSpecial: true, MaxTokens: 200, IgnoreEOS: true, Logprobs: true, Priority: 1}
 	want := tokensOf(run(t, startEngine(t, engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, KVPerSlot: true}), low).lps)
+	for name, spec := range map[string]engine.Speculation{"ngram": {Ngram: true}, "draft model": {Model: path}} {
+		t.Run(name, func(t *testing.T) {
+			cpu := engine.NewCPU(1)
+			e := startEngine(t, engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, CPU: cpu, KVPerSlot: true, Speculate: spec}))
+			l := submit(t, e, low)
+			waitState(t, e, l, "decode")
+			hold := engine.HoldCPU(cpu)
+			h := submit(t, e, greedy("Hello", 4))
+			hold()
+			if _, res := collect(t, h); res.FinishReason != engine.FinishLength {
+				t.Errorf("the preempting request: %s (%v)", res.FinishReason, res.Err)
+			}
+			_, lps, res := collectLogprobs(t, l)
+			if got := tokensOf(lps); !reflect.DeepEqual(got, want) || res.Preemptions != 1 {
+				t.Errorf("preempted %d times: %v; want once, %v", res.Preemptions, got, want)
+			}
+			if st := e.Stats(); st.Spec.Accepted == 0 {
+				t.Errorf("no drafted token taken: %+v", st.Spec)
+			}
 
-	cpu := engine.NewCPU(1)
-	e := startEngine(t, engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, CPU: cpu, KVPerSlot: true, Speculate: engine.Speculation{Ngram: true}}))
-	l := submit(t, e, low)
-	waitState(t, e, l, "decode")
-	hold := engine.HoldCPU(cpu)
-	h := submit(t, e, greedy("Hello", 4))
-	hold()
-	if _, res := collect(t, h); res.FinishReason != engine.FinishLength {
-		t.Errorf("the preempting request: %s (%v)", res.FinishReason, res.Err)
-	}
-	_, lps, res := collectLogprobs(t, l)
-	if got := tokensOf(lps); !reflect.DeepEqual(got, want) || res.Preemptions != 1 {
-		t.Errorf("preempted %d times: %v; want once, %v", res.Preemptions, got, want)
-	}
-	if st := e.Stats(); st.Spec.Accepted == 0 {
-		t.Errorf("no drafted token taken: %+v", st.Spec)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := e.Submit(ctx, low)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, e, s, "decode")
-	cancel()
-	collect(t, s)
-	// Not compared with want: a request cancelled as it starts to decode
-	// changed the next one's answer, speculation or not, in 2 runs of 30
-	// under -race on a loaded machine (none of 90 on a quiet one; see the
-	// closing note of the stop that added this test).
-	if out := run(t, e, low); out.res.FinishReason != engine.FinishLength || out.res.Usage.CompletionTokens != low.MaxTokens {
-		t.Errorf("after a cancel: %s with %d tokens (%v); want %d", out.res.FinishReason, out.res.Usage.CompletionTokens, out.res.Err, low.MaxTokens)
+			ctx, cancel := context.WithCancel(context.Background())
+			s, err := e.Submit(ctx, low)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, e, s, "decode")
+			cancel()
+			collect(t, s)
+			// Not compared with want: a request cancelled as it starts to decode
+			// changed the next one's answer, speculation or not, in 2 runs of 30
+			// under -race on a loaded machine (none of 90 on a quiet one; see the
+			// closing note of the stop that added this test).
+			if out := run(t, e, low); out.res.FinishReason != engine.FinishLength || out.res.Usage.CompletionTokens != low.MaxTokens {
+				t.Errorf("after a cancel: %s with %d tokens (%v); want %d", out.res.FinishReason, out.res.Usage.CompletionTokens, out.res.Err, low.MaxTokens)
+			}
+		})
 	}
 }
 

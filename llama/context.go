@@ -299,6 +299,20 @@ func (c *Context) Logits(i int) []float32 {
 	return out
 }
 
+// LogitsTo is Logits into dst's storage (grown when too small), for a
+// caller that reads logits every step without allocating.
+func (c *Context) LogitsTo(dst []float32, i int) []float32 {
+	n := int(C.llama_vocab_n_tokens(C.llama_model_get_vocab(C.llama_get_model(c.c))))
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	if !C.corral_logits(c.c, C.int32_t(i), (*C.float)(&dst[0]), C.int32_t(n)) {
+		return nil
+	}
+	return dst
+}
+
 // SeqRemove removes positions [p0, p1) of sequence seq from the KV cache
 // (p1 < 0: to the end). It reports false if a partial removal is impossible.
 func (c *Context) SeqRemove(seq, p0, p1 int) bool {

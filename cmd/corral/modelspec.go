@@ -100,15 +100,30 @@ func checkCacheTypes(cfg engine.Config) error {
 	return llama.CheckCacheTypes(k, v, !cfg.NoFlashAttn, 0, 0)
 }
 
-// parseSpecType sets sp's draft sources from a --spec-type value.
-func parseSpecType(name string, sp *engine.Speculation) error {
-	switch name {
-	case "ngram":
-		sp.Ngram = true
-	case "none":
-		sp.Ngram = false
-	default:
-		return fmt.Errorf("%q: want ngram or none", name)
+// parseSpecType sets sp's draft sources from a --spec-type value: a
+// comma-separated list of ngram (each request's own tokens) and
+// draft-simple (llama-server's name for a draft model's drafts: sp.Model,
+// which it needs), or none. A draft model given drafts unless none is.
+func parseSpecType(value string, sp *engine.Speculation) error {
+	sp.Ngram = false
+	for _, name := range strings.Split(value, ",") {
+		switch strings.TrimSpace(name) {
+		case "ngram":
+			sp.Ngram = true
+		case "draft-simple":
+			if sp.Model == "" {
+				return fmt.Errorf("%q: draft-simple needs a draft model (--spec-draft-model)", value)
+			}
+		case "none":
+			if value != "none" {
+				return fmt.Errorf("%q: none goes alone", value)
+			}
+			if sp.Model != "" {
+				return fmt.Errorf("%q: speculation is off, but a draft model is given (--spec-draft-model)", value)
+			}
+		default:
+			return fmt.Errorf("%q: want ngram, draft-simple (with --spec-draft-model), both, or none", value)
+		}
 	}
 	return nil
 }
@@ -118,6 +133,14 @@ func parseSpecType(name string, sp *engine.Speculation) error {
 func checkSpeculation(sp engine.Speculation) error {
 	if sp.DraftMax < 0 || sp.DraftMax > 32 || sp.DraftMin < 0 || sp.DraftMin > max(sp.DraftMax, 1) || sp.NgramMax < 0 || sp.NgramMax == 1 || sp.NgramMax > 64 || sp.MaxDecoding < 0 {
 		return errors.New("spec_draft_n_max (--spec-draft-n-max) is 1 to 32, --spec-draft-n-min at most that, --spec-ngram-n 2 to 64, --spec-max-decoding 0 or more")
+	}
+	if !(sp.PMin >= 0 && sp.PMin <= 1) {
+		return errors.New("spec_draft_p_min (--spec-draft-p-min) is 0 to 1")
+	}
+	if sp.Model != "" {
+		if _, err := os.Stat(sp.Model); err != nil {
+			return fmt.Errorf("spec_draft_model (--spec-draft-model): %w", err)
+		}
 	}
 	return nil
 }
@@ -158,6 +181,8 @@ func fileID(path string) string {
 //	    mmproj: gemma3.mmproj.gguf  # optional, like --mmproj ("": none, no discovery)
 //	    spec_type: ngram     # optional, like --spec-type
 //	    spec_draft_n_max: 16 # optional, like --spec-draft-n-max
+//	    spec_draft_model: small.gguf # optional, like --spec-draft-model ("": none)
+//	    spec_draft_p_min: 0.75 # optional, like --spec-draft-p-min
 type modelConfig struct {
 	Models []struct {
 		ID                  string         `yaml:"id"`
@@ -188,6 +213,8 @@ type modelConfig struct {
 		MMProj              *string        `yaml:"mmproj"`
 		SpecType            string         `yaml:"spec_type"`
 		SpecDraftMax        *int           `yaml:"spec_draft_n_max"`
+		SpecDraftModel      *string        `yaml:"spec_draft_model"`
+		SpecDraftPMin       *float64       `yaml:"spec_draft_p_min"`
 	} `yaml:"models"`
 }
 
@@ -357,6 +384,13 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string, pr
 				}
 				*c.dst = c.val
 			}
+			if m.SpecDraftModel != nil {
+				p := *m.SpecDraftModel
+				if p != "" && !filepath.IsAbs(p) {
+					p = filepath.Join(filepath.Dir(configPath), p)
+				}
+				s.Engine.Speculate.Model = p
+			}
 			if m.SpecType != "" {
 				if err := parseSpecType(m.SpecType, &s.Engine.Speculate); err != nil {
 					return nil, fmt.Errorf("%s: spec_type: %w", where, err)
@@ -364,6 +398,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string, pr
 			}
 			if m.SpecDraftMax != nil {
 				s.Engine.Speculate.DraftMax = *m.SpecDraftMax
+			}
+			if m.SpecDraftPMin != nil {
+				s.Engine.Speculate.PMin = *m.SpecDraftPMin
 			}
 			if err := checkSpeculation(s.Engine.Speculate); err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)

@@ -53,6 +53,8 @@ models:
     keep_alive: -1
     spec_type: ngram
     spec_draft_n_max: 16
+    spec_draft_model: a.gguf
+    spec_draft_p_min: 0.75
   - id: c10
     path: `+filepath.Join(models, "c.gguf")+`
     keep_alive: 10m
@@ -96,7 +98,7 @@ models:
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
-	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || specs[5].Engine.Speculate.Ngram {
+	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || sp.Model != filepath.Join(dir, "a.gguf") || sp.PMin != 0.75 || specs[5].Engine.Speculate.Ngram || specs[5].Engine.Speculate.Model != "" {
 		t.Errorf("config model's speculation: %+v; the next's %+v", sp, specs[5].Engine.Speculate)
 	}
 	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.KVPerSlot || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
@@ -118,6 +120,8 @@ models:
 		"bad cache_type_k":     "models:\n  - path: models/c.gguf\n    cache_type_k: q8\n",
 		"bad spec_type":        "models:\n  - path: models/c.gguf\n    spec_type: eagle\n",
 		"bad spec_draft_n_max": "models:\n  - path: models/c.gguf\n    spec_draft_n_max: 33\n",
+		"bad spec_draft_p_min": "models:\n  - path: models/c.gguf\n    spec_draft_p_min: 1.5\n",
+		"no spec_draft_model":  "models:\n  - path: models/c.gguf\n    spec_draft_model: nowhere.gguf\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
@@ -231,5 +235,30 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	if n, err := memoryBudget("2GiB", slog.Default()); err != nil || n != 2<<30 {
 		t.Errorf("2GiB = %d, %v", n, err)
+	}
+}
+
+// TestParseSpecType: --spec-type takes ngram, draft-simple (with a draft
+// model) or both, comma-separated, or none (without one).
+func TestParseSpecType(t *testing.T) {
+	for _, tc := range []struct {
+		value, model string
+		ngram, ok    bool
+	}{
+		{"ngram", "", true, true},
+		{"ngram", "d.gguf", true, true},
+		{"draft-simple", "d.gguf", false, true},
+		{"ngram,draft-simple", "d.gguf", true, true},
+		{"draft-simple", "", false, false},
+		{"none", "", false, true},
+		{"none", "d.gguf", false, false},
+		{"ngram,none", "", false, false},
+		{"eagle", "", false, false},
+	} {
+		sp := engine.Speculation{Ngram: !tc.ngram, Model: tc.model}
+		err := parseSpecType(tc.value, &sp)
+		if (err == nil) != tc.ok || tc.ok && sp.Ngram != tc.ngram {
+			t.Errorf("%q with draft model %q: ngram %v, %v; want ngram %v, ok %v", tc.value, tc.model, sp.Ngram, err, tc.ngram, tc.ok)
+		}
 	}
 }
