@@ -464,6 +464,7 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	sl.shift -= shiftOf(sl.cache[n:])
 	sl.cache = sl.cache[:n]
 	sl.cells = sl.cells[:n]
+	sl.pooled = min(sl.pooled, n)
 }
 
 // restorable reports whether a saved state of total tokens, restored,

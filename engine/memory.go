@@ -134,7 +134,8 @@ const (
 //     embedding lanes and (V + E)×T×a (a pass outputs every token), plus
 //     (E×T + T×L + E×L)×a for the pooling nodes, L the embedding lanes.
 //   - Overhead: 1 MiB, 1 KiB a graph node, 180 B a vocabulary token and
-//     150 B a BPE merge (see the constants).
+//     150 B a BPE merge (see the constants), and with n-gram speculation
+//     the shared n-gram pool's table (2 MiB).
 //   - HostCache: cfg.HostCacheBytes.
 //   - Projector: cfg.MMProj's, from its header (see EstimateProjector).
 //
@@ -243,7 +244,7 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 		Weights:   weights,
 		KV:        kv,
 		Compute:   compute,
-		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges,
+		Overhead:  overheadBase + perGraphNode*int64(max(1024, 8*len(md.Tensors))) + perToken*h.vocab + perMerge*h.merges + cfg.Speculate.poolBytes(),
 		HostCache: max(cfg.HostCacheBytes, 0),
 		Projector: proj,
 		Draft:     draft,

@@ -80,6 +80,7 @@ type scheduler struct {
 	specAcc                                 float64     // moving average of the share of a draft taken, all requests
 	cost                                    draftCost   // what drafts cost and save (speculate.go)
 	draftModel                              *draftModel // Speculation.Model's, nil when none (draftmodel.go)
+	ngrams                                  *ngramPool  // the shared n-gram pool, with Speculation.Ngram (ngrampool.go)
 	nDecoding, nDrafts                      int         // this step's decoding slots and their drafted tokens
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
@@ -110,6 +111,9 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		recurrent: e.model.Recurrent(),
 		window:    e.model.SlidingWindow(),
 		perSlot:   e.cfg.KVPerSlot,
+	}
+	if e.cfg.Speculate.Ngram {
+		s.ngrams = newNgramPool(e.cfg.Speculate.NgramMax)
 	}
 	s.host.other = checkpoints{s}
 	s.timer.Stop()

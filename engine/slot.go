@@ -67,6 +67,9 @@ type slot struct {
 	// draftIdx is the batch index of the first token of the slot's
 	// draft (jump.go) in the current step.
 	draftIdx int
+	// pooled is the number of leading tokens of cache the shared n-gram
+	// pool has learned (ngrampool.go).
+	pooled int
 	// draftWant is the most tokens the draft model drafts for the slot
 	// in the current step (draftmodel.go), 0 when it does not.
 	draftWant int

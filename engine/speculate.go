@@ -26,8 +26,11 @@ package engine
 // came before, in its prompt or its output, the tokens that followed
 // their latest occurrence are the draft. It needs no other model and
 // suits what repeats its input: code edits, quotes, summaries, JSON.
-// Where it finds nothing, a draft model (Speculation.Model) guesses the
-// draft, for every such slot of the step at once (draftmodel.go).
+// Where it finds nothing, what followed the same tokens in any request of
+// the same cache salt is the draft (the shared n-gram pool,
+// ngrampool.go), and where that finds nothing either, a draft model
+// (Speculation.Model) guesses it, for every such slot of the step at
+// once (draftmodel.go).
 //
 // A drafted token the model does not take costs its share of a forward
 // pass, and what that share is depends on the batch: on a CPU a lone
@@ -213,6 +216,11 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if !s.specStep || g.pace != nil || s.recurrent {
 		return 0
 	}
+	var salt uint64
+	if s.ngrams != nil {
+		salt = s.ngrams.salt(sl.salt)
+		s.ngrams.learn(sl, salt)
+	}
 	if g.specSkip > 0 {
 		g.specSkip--
 		return 0
@@ -244,6 +252,9 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	g.draft = g.draft[:0]
 	if sp.Ngram {
 		g.draft = lookup(g.draft, sl.cache, sp.NgramMax, n)
+		if len(g.draft) < sp.DraftMin {
+			g.draft = s.ngrams.draft(g.draft[:0], sl.cache, salt, n)
+		}
 	}
 	if dm := s.draftModel; dm != nil && len(g.draft) < sp.DraftMin && dm.can(sl) {
 		// The request's own tokens give no draft: the draft model will

@@ -15,6 +15,8 @@
 #        ONLY     workloads to run, of "short arrive shared long" (default: all)
 #        CONC     concurrency levels of the short row (default 1,4,8,16)
 #        SERVE_ARGS  extra flags for both servers (e.g. "-ngl 99" on a GPU)
+#        DRAFT_TARGET, DRAFT, DRAFT_CONC  the draft row's model, draft model
+#                 and concurrency levels (defaults below)
 #
 # Workloads (the rows of issue 8's table):
 #   short   ~10-token prompts through /v1/completions, concurrency 1, 4, 8, 16
@@ -25,6 +27,11 @@
 #           on LONG_MODEL (default: the synthetic 135M with a 32,768-token
 #           training context: llama-server caps a slot at the model's):
 #           time to the first token (the first turn of an agent session)
+#   draft   ~10-token prompts at concurrency 1 and 16 on DRAFT_TARGET (default:
+#           the synthetic 135M at F32) with the draft model DRAFT (default: the
+#           same weights at Q8_0, written by corral synth with the same seed),
+#           both servers given -md DRAFT --spec-type draft-simple (not in the
+#           default set: add it to ONLY)
 set -euo pipefail
 peer=${1:?usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]}
 rounds=${2:-3}
@@ -46,14 +53,18 @@ model=${MODEL:-${TMPDIR:-/tmp}/corral-synth-135m.gguf}
 [ -f "$model" ] || "$corral" synth --shape 135m -o "$model"
 long_model=${LONG_MODEL:-${TMPDIR:-/tmp}/corral-synth-135m-32k.gguf}
 if want long && [ ! -f "$long_model" ]; then "$corral" synth --shape 135m,ctx=32768 -o "$long_model"; fi
+draft_target=${DRAFT_TARGET:-${TMPDIR:-/tmp}/corral-synth-135m-f32.gguf}
+draft=${DRAFT:-$model}
+if want draft && [ ! -f "$draft_target" ]; then "$corral" synth --shape 135m,type=f32 -o "$draft_target"; fi
+more=() # the current row's own flags for both servers
 
 # serve NAME CTX [SLOTS [MODEL]]: start one server in the background and
 # wait until healthy.
 serve() {
   local name=$1 ctx=$2 slots=${3:-$np} model=${4:-$model}
   case $name in
-  corral) "$corral" serve -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" >"$out/$name.log" 2>&1 & ;;
-  llama) "$peer" -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" >"$out/$name.log" 2>&1 & ;;
+  corral) "$corral" serve -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" "${more[@]+"${more[@]}"}" >"$out/$name.log" 2>&1 & ;;
+  llama) "$peer" -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" "${more[@]+"${more[@]}"}" >"$out/$name.log" 2>&1 & ;;
   esac
   server=$!
   healthy "$name" "$port" "$out/$name.log"
@@ -96,6 +107,16 @@ for round in $(seq "$rounds"); do
       done
       stop
     fi
+    if want draft; then
+      more=(-md "$draft" --spec-type draft-simple)
+      serve "$name" $((np * 1024)) "$np" "$draft_target"
+      bench draft "$name" "$round" --api completions --input-len 10 --sweep-concurrency "${DRAFT_CONC:-1,16}"
+      # What the drafts took: corral's metrics, llama-server's log.
+      if [ "$name" = corral ]; then curl -s "http://127.0.0.1:$port/metrics" >"$out/draft-$name-$round.prom"; fi
+      stop
+      cp "$out/$name.log" "$out/draft-$name-$round.log"
+      more=()
+    fi
   done
 done
 
@@ -122,5 +143,22 @@ for (workload, c), by in sorted(rows.items()):
           f"{med(b, lambda r: r['ttft_ms']['median']) / med(a, lambda r: r['ttft_ms']['median']):6.2f} | "
           f"{med(a, lambda r: r['ttft_ms']['p99']):12.0f} {med(b, lambda r: r['ttft_ms']['p99']):8.0f} | "
           f"{med(a, lambda r: r['itl_ms']['p99']):11.0f} {med(b, lambda r: r['itl_ms']['p99']):8.0f} | {cached:8.0f}")
+import re
+def taken(server):  # drafted tokens taken over the rounds of the draft row, both sizes of the sweep
+    acc = gen = 0
+    for path in glob.glob(os.path.join(out, f"draft-{server}-*")):
+        text = open(path).read()
+        if path.endswith(".prom"):
+            for name, v in re.findall(r'^vllm:spec_decode_num_(accepted_tokens|draft_tokens)_total\{[^}]*\} (\S+)', text, re.M):
+                if name == "accepted_tokens":
+                    acc += float(v)
+                else:
+                    gen += float(v)
+        elif server == "llama":
+            for a, g in re.findall(r'draft acceptance = \S+ \(\s*(\d+) accepted /\s*(\d+) generated\)', text):
+                acc, gen = acc + int(a), gen + int(g)
+    return f"{acc / gen:.2f} ({acc:.0f} of {gen:.0f})" if gen else "n/a"
+if any(w == "draft" for w, _ in rows):
+    print(f"draft row, drafted tokens taken: corral {taken('corral')}, llama-server {taken('llama')}")
 print(f"(medians over the rounds; reports in {out})")
 PY
