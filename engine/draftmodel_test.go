@@ -145,3 +145,22 @@ func TestDraftModelSlidingWindow(t *testing.T) {
 	}
 	t.Logf("%d prompt tokens; %d of %d drafted tokens taken", got.res.Usage.PromptTokens, st.Spec.Accepted, st.Spec.DraftTokens)
 }
+
+// TestDraftModelWorthLen: a draft model's draft goes on while the chance
+// that all its tokens so far are taken beats a drafted token's cost.
+func TestDraftModelWorthLen(t *testing.T) {
+	for _, tc := range []struct {
+		acc, rel float64
+		n, want  int
+	}{
+		{0.75, 0.34, 8, 3}, // 0.75, 0.56, 0.42; 0.32 does not pay
+		{0.95, 0.10, 8, 8}, // bounded by n
+		{0.50, 0.60, 8, 1}, // at least one: whether to draft at all is worth's
+		{0.90, 0.50, 8, 6}, // 0.9^6 = 0.53
+		{0.90, 0.00, 3, 3},
+	} {
+		if got := engine.WorthLen(tc.acc, tc.rel, tc.n); got != tc.want {
+			t.Errorf("WorthLen(%v, %v, %d) = %d; want %d", tc.acc, tc.rel, tc.n, got, tc.want)
+		}
+	}
+}

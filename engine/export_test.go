@@ -48,6 +48,9 @@ func MediaRequests(e *Engine) (held, most int) { return len(e.mediaReqs), cap(e.
 // toks, looking up runs of at most most tokens.
 func Lookup(toks []int32, most, n int) []int32 { return lookup(nil, toks, most, n) }
 
+// WorthLen is the length of a draft model's draft worth making.
+func WorthLen(acc, rel float64, n int) int { return worthLen(acc, rel, n) }
+
 // DraftAlways returns c drafting wherever a draft is found, whatever
 // the measured cost of drafts says (see draftCost).
 func DraftAlways(c Config) Config {

@@ -228,10 +228,12 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if g.specAcc == 0 {
 		g.specAcc = s.specAcc
 	}
+	measuring := false
 	switch {
 	case s.e.cfg.draftAlways:
 		n = min(n, g.specLimit(sp.DraftMax))
 	case s.cost.measures(s.nDecoding):
+		measuring = true
 		// A step that measures drafts' cost drafts DraftMax tokens in
 		// all, not that many for each slot: at many slots, where drafts
 		// are dear, that would cost several steps.
@@ -261,6 +263,9 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		// (modelDrafts, once every slot has asked), n tokens at most,
 		// which the step reserves.
 		g.draft = g.draft[:0]
+		if !measuring && !s.e.cfg.draftAlways {
+			n = min(n, worthLen(g.specAcc, s.cost.rel[s.nDecoding], n))
+		}
 		sl.draftWant = n
 		dm.want = append(dm.want, sl)
 		return n
@@ -289,6 +294,22 @@ func (s *scheduler) keepDraft(sl *slot) int {
 	s.spec.Drafts++
 	s.spec.DraftTokens += uint64(len(g.draft))
 	return len(g.draft)
+}
+
+// worthLen is the length of a draft model's draft worth making, at most
+// n, for a request that takes each drafted token with probability acc
+// (its moving average) where a drafted token costs rel of a taken one
+// (draftCost.rel): the k-th token is taken only if the k-1 before it
+// were, with probability acc^k, and each costs a pass of the draft model
+// (linear in k, unlike a lookup's draft, whose first token costs the
+// most), so the draft ends where acc^k no longer beats rel. At least 1.
+func worthLen(acc, rel float64, n int) int {
+	k, p := 1, acc
+	for k < n && p*acc > rel {
+		p *= acc
+		k++
+	}
+	return k
 }
 
 // lookup appends to dst at most n tokens drafted from toks: where the
