@@ -11,15 +11,16 @@ package engine
 //
 // Sampling is unchanged (the same sampler, the same order, the same
 // random draws), so the output is that of plain decoding, at any
-// temperature, with or without a seed, up to the logits' last digits: a
-// step that evaluates a draft after a token computes with other kernels
-// than a step of that token alone (llama.cpp's CPU matrix products pick
-// their path by row count), which over a long context moves a
-// log-probability by up to a few thousandths (TestDraftModelCatchesUpOverSteps),
-// enough to flip a near-tie, as batching with other slots can. For a draft of fixed tokens this
+// temperature, with or without a seed. For a draft of fixed tokens this
 // is the standard rejection rule: the drafted token is kept with the
 // probability the model gives it, and otherwise the token sampled in its
-// place follows the model's distribution without it.
+// place follows the model's distribution without it. That holds up to
+// the logits' last digits: a step that evaluates a draft after a token
+// computes with other kernels than a step of that token alone (llama.cpp's
+// CPU matrix products pick their path by row count), which over a long
+// context moves a log-probability by a few thousandths
+// (TestDraftModelCatchesUpOverSteps), enough to flip a near-tie, as
+// batching with other slots can.
 //
 // The first draft source is the request's own tokens (prompt lookup,
 // n-gram speculation): when its last n tokens (n from NgramMax down to 2)
