@@ -106,3 +106,6 @@ func (c *DraftCost) Dear(d int) bool { return c.dear(d) }
 // Measures reports whether the step last counted at d decoding slots
 // drafts to measure what drafts cost.
 func (c *DraftCost) Measures(d int) bool { return c.measures(d) }
+
+// Probed records a step that drafted to measure dear drafts.
+func (c *DraftCost) Probed(d int) { c.probed(d) }

@@ -161,7 +161,7 @@ func (s *scheduler) run() {
 			continue
 		}
 		built := time.Now()
-		drafting, catchUp := s.draftModelTime()
+		drafting, _ := s.draftModelTime()
 		release, err := s.cores()
 		if err != nil {
 			continue // closing: receive returns false
@@ -192,9 +192,7 @@ func (s *scheduler) run() {
 		s.ownTime += after
 		// What a step costs a stream: the forward pass and the sampling,
 		// delivery and bookkeeping around it.
-		// A draft model's catch-up is left out: what it costs is the
-		// evaluation of tokens the step would have drafted, not the draft.
-		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after - catchUp).Seconds())
+		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after).Seconds())
 	}
 }
 
@@ -474,6 +472,9 @@ func (s *scheduler) fillBatch() bool {
 		unused := s.modelDrafts()
 		s.nDrafts -= unused
 		claimed -= unused
+	}
+	if s.nDrafts > 0 && s.cost.dear(decodes) {
+		s.cost.probed(decodes) // a probe: the next comes later, measured or not
 	}
 	s.release()
 	s.nDecode = s.batch.Len() + s.nDrafts

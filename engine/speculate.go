@@ -101,8 +101,9 @@ const (
 	costRefresh = 64
 	// costProbe: where a drafted token costs at least a decoded one's
 	// share of the step (draftCost.dear), no acceptance pays for drafts;
-	// one step in costProbe of those with a given number of decoding slots
-	// drafts, DraftMax tokens in all, to measure that cost again.
+	// one step in costProbe of those with a given number of decoding slots,
+	// times how dear (draftCost.probed), drafts, DraftMax tokens in all,
+	// to measure that cost again.
 	costProbe = 256
 )
 
@@ -164,10 +165,11 @@ type SpecStats struct {
 type draftCost struct {
 	decode, rel []float64 // by decoding slots; decode in seconds
 	steps       []uint64  // steps seen, by decoding slots
+	probeAt     []uint64  // by decoding slots: the step from which dear drafts are measured again
 }
 
 func newDraftCost(slots int) draftCost {
-	return draftCost{decode: make([]float64, slots+1), rel: make([]float64, slots+1), steps: make([]uint64, slots+1)}
+	return draftCost{decode: make([]float64, slots+1), rel: make([]float64, slots+1), steps: make([]uint64, slots+1), probeAt: make([]uint64, slots+1)}
 }
 
 // step counts a step where d slots decode and reports whether it may
@@ -191,14 +193,27 @@ func (c *draftCost) observe(d, drafts, prefill int, secs float64) {
 	case c.decode[d] > 0:
 		share := c.decode[d] / float64(d)
 		c.rel[d] = avg(c.rel[d], max(secs-c.decode[d], 1e-9)/float64(drafts)/share)
+		if c.dear(d) {
+			c.probed(d)
+		}
 	}
 }
 
 // measures reports whether the step last counted for d decoding slots
 // drafts to measure what drafts cost: no step has yet, or they are dear
-// and this is one step in costProbe.
+// and it is time to measure again (probed).
 func (c *draftCost) measures(d int) bool {
-	return c.rel[d] == 0 || c.dear(d) && c.steps[d]%costProbe == 1
+	return c.rel[d] == 0 || c.dear(d) && c.steps[d] >= c.probeAt[d]
+}
+
+// probed records that the step last counted for d decoding slots drafted
+// where drafts are dear, to measure them: the next such step comes
+// costProbe steps later for each unit of rel[d] (drafts that cost ten
+// times what a taken token saves are measured ten times less often: a
+// draft model's measure may have to catch up with hundreds of tokens),
+// 64 times that at most.
+func (c *draftCost) probed(d int) {
+	c.probeAt[d] = c.steps[d] + uint64(costProbe*min(c.rel[d], 64))
 }
 
 // dear reports whether, where d slots decode, a drafted token costs at

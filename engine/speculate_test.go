@@ -315,20 +315,30 @@ func TestDraftCost(t *testing.T) {
 
 	// Beside 7 other slots a drafted token costs what a decoded one
 	// does: dear, whatever the acceptance, but measured again now and
-	// then (one step in 256).
+	// then (one step in 256 times rel, 1.01 here: 259).
 	c.Observe(8, 0, 0, 0.040)  // 5 ms a token
 	c.Observe(8, 8, 0, 0.0805) // a drafted token adds 5.06 ms
 	if !c.Dear(8) || c.Worth(8, 1) || c.Dear(4) {
 		t.Error("8 slots, a drafted token dearer than a decoded one: want dear there, not worth at any acceptance, and not dear at 4")
 	}
-	probes := 0
-	for range 1024 {
-		c.Step(8)
-		if c.Measures(8) {
-			probes++
+	probes := func(d, steps int) int {
+		n := 0
+		for range steps {
+			c.Step(d)
+			if c.Measures(d) {
+				n++
+				c.Probed(d)
+			}
 		}
+		return n
 	}
-	if probes != 4 {
-		t.Errorf("%d steps of 1024 at 8 slots measure drafts; want 4 (one in 256)", probes)
+	if n := probes(8, 1024); n != 3 {
+		t.Errorf("%d steps of 1024 at 8 slots measure drafts; want 3 (one in 259)", n)
+	}
+	// Ten times dearer (a draft model catching up): ten times rarer.
+	c.Observe(2, 0, 0, 0.010)      // 5 ms a token
+	c.Observe(2, 4, 0, 0.010+0.25) // a drafted token adds 62.5 ms: rel 12.5
+	if n := probes(2, 3200*2); n != 2 {
+		t.Errorf("%d steps of 6,400 at 2 slots measure drafts; want 2 (one in 3,200)", n)
 	}
 }
