@@ -203,7 +203,23 @@ func (c *draftCost) observe(d, drafts, prefill int, secs float64) {
 // drafts to measure what drafts cost: no step has yet, or they are dear
 // and it is time to measure again (probed).
 func (c *draftCost) measures(d int) bool {
-	return c.rel[d] == 0 || c.dear(d) && c.steps[d] >= c.probeAt[d]
+	if c.rel[d] == 0 {
+		return !c.dearBelow(d)
+	}
+	return c.dear(d) && c.steps[d] >= c.probeAt[d]
+}
+
+// dearBelow reports whether drafts are dear at fewer decoding slots than
+// d: then they are at d too, unmeasured (a drafted token's cost, over a
+// decoded token's shrinking share of a growing step, only grows with the
+// slots), and d is not measured until they are no longer dear there.
+func (c *draftCost) dearBelow(d int) bool {
+	for _, r := range c.rel[1:d] {
+		if r >= 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // probed records that the step last counted for d decoding slots drafted
@@ -217,8 +233,9 @@ func (c *draftCost) probed(d int) {
 }
 
 // dear reports whether, where d slots decode, a drafted token costs at
-// least what a taken one saves: then no acceptance pays for drafts.
-func (c *draftCost) dear(d int) bool { return c.rel[d] >= 1 }
+// least what a taken one saves: then no acceptance pays for drafts. An
+// unmeasured d is dear where a smaller one is (dearBelow).
+func (c *draftCost) dear(d int) bool { return c.rel[d] >= 1 || c.rel[d] == 0 && c.dearBelow(d) }
 
 // worth reports whether drafting pays for a slot whose drafts are taken
 // at the rate acc in a step where d slots decode.

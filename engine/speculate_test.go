@@ -341,4 +341,8 @@ func TestDraftCost(t *testing.T) {
 	if n := probes(2, 3200*2); n != 2 {
 		t.Errorf("%d steps of 6,400 at 2 slots measure drafts; want 2 (one in 3,200)", n)
 	}
+	// Dear at 2 slots, so at 3, unmeasured: not measured there either.
+	if !c.Dear(3) || c.Measures(3) || c.Dear(1) {
+		t.Error("3 slots, unmeasured, above 2 where drafts are dear: want dear and not measured; 1 slot still not dear")
+	}
 }
