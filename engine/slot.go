@@ -147,9 +147,12 @@ type generation struct {
 	// cost more than they save (then specProbe: the next draft is a
 	// probe, made whatever the cost says). specAcc is the moving average
 	// of the share of its drafts the request took (0: not yet known).
-	spec, specProbe                       bool
+	// specPool: the draft came from the shared n-gram pool, whose drafts
+	// are judged apart (ngrampool.go): poolMiss is the share of them the
+	// request did not take, a moving average (0 at first: it tries).
+	spec, specProbe, specPool             bool
 	specMax, specMiss, specSkip, specWait int
-	specAcc                               float64
+	specAcc, poolMiss                     float64
 
 	admitted, prefillDone, firstToken time.Time
 }

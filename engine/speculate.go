@@ -284,11 +284,15 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if n < sp.DraftMin {
 		return 0
 	}
-	g.draft = g.draft[:0]
+	g.draft, g.specPool = g.draft[:0], false
 	if sp.Ngram {
 		g.draft = lookup(g.draft, sl.cache, sp.NgramMax, n)
-		if len(g.draft) < sp.DraftMin {
+		// The pool's drafts are judged apart from the request's own: a
+		// request whose text is not the others' stops asking the pool
+		// without ceasing to draft from itself.
+		if len(g.draft) < sp.DraftMin && s.ngrams != nil && (1-g.poolMiss > s.cost.rel[s.nDecoding] || measuring || s.e.cfg.draftAlways) {
 			g.draft = s.ngrams.draft(g.draft[:0], sl.cache, salt, n)
+			g.specPool = len(g.draft) > 0
 		}
 	}
 	if dm := s.draftModel; dm != nil && len(g.draft) < sp.DraftMin && dm.can(sl) {
@@ -398,6 +402,14 @@ func (g *generation) specLimit(most int) int {
 // specTook records that the request took took of its draft of n tokens.
 func (s *scheduler) specTook(g *generation, took, n int) {
 	sp := &s.e.cfg.Speculate
+	for i := range took {
+		s.spec.AcceptedAt[i]++
+	}
+	s.spec.Accepted += uint64(took)
+	if g.specPool {
+		g.poolMiss += specAccWeight * (1 - float64(took)/float64(n) - g.poolMiss)
+		return
+	}
 	switch {
 	case took == n:
 		g.specMax = min(sp.DraftMax, 2*g.specLimit(sp.DraftMax))
@@ -416,8 +428,4 @@ func (s *scheduler) specTook(g *generation, took, n int) {
 	if s.cost.worth(s.nDecoding, g.specAcc) {
 		g.specWait = 0
 	}
-	for i := range took {
-		s.spec.AcceptedAt[i]++
-	}
-	s.spec.Accepted += uint64(took)
 }
