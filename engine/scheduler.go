@@ -82,6 +82,8 @@ type scheduler struct {
 	draftModel                              *draftModel // Speculation.Model's, nil when none (draftmodel.go)
 	ngrams                                  *ngramPool  // the shared n-gram pool, with Speculation.Ngram (ngrampool.go)
 	nDecoding, nDrafts                      int         // this step's decoding slots and their drafted tokens
+	pubAcceptedAt                           []uint64    // spec.AcceptedAt as last published (acceptedAt)
+	pubAccepted                             uint64      // spec.Accepted then
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
 	ownTime                                 time.Duration // the steps' time outside the forward passes and the CPU share's wait
@@ -896,7 +898,7 @@ func (s *scheduler) publish() {
 		EmbedRequests: s.embedRequests, EmbedInputs: s.embedInputs, EmbedPasses: s.embedPasses,
 		Queue: s.queueByClass(), TTFTSum: s.ttftSum, TTFTCount: s.ttftCount,
 		DraftTokens: s.draftTokens, DraftAccepted: s.draftAccepted,
-		Spec:             SpecStats{Drafts: s.spec.Drafts, DraftTokens: s.spec.DraftTokens, Accepted: s.spec.Accepted, AcceptedAt: slices.Clone(s.spec.AcceptedAt)},
+		Spec:             SpecStats{Drafts: s.spec.Drafts, DraftTokens: s.spec.DraftTokens, Accepted: s.spec.Accepted, AcceptedAt: s.acceptedAt()},
 		CheckpointsSaved: s.checkpointsSaved, CheckpointHits: s.checkpointsUsed,
 		MediaEncoded: s.mediaEncoded, MediaEncodeTime: s.mediaEncodeTime,
 	}
@@ -913,6 +915,16 @@ func (s *scheduler) publish() {
 		}
 	}
 	s.e.snap.Store(&snapshot{stats: st, slots: s.slotInfo()})
+}
+
+// acceptedAt is the published copy of spec.AcceptedAt, which readers of
+// a snapshot keep: copied again only after a step took drafted tokens,
+// not every step.
+func (s *scheduler) acceptedAt() []uint64 {
+	if s.pubAccepted != s.spec.Accepted || s.pubAcceptedAt == nil {
+		s.pubAcceptedAt, s.pubAccepted = slices.Clone(s.spec.AcceptedAt), s.spec.Accepted
+	}
+	return s.pubAcceptedAt
 }
 
 // queueByClass counts the waiting requests by priority class, best first
