@@ -56,9 +56,9 @@ type draftModel struct {
 	idx         []int // by slot: the batch index of its logits in the last pass
 	pMin        float32
 	logits      []float32 // scratch
-	// passes is the time the step's passes took, catchUp the part of it
-	// that caught up (see scheduler.draftModelTime).
-	passes, catchUp time.Duration
+	// passes is the time the step's passes took (see
+	// scheduler.draftModelTime).
+	passes time.Duration
 }
 
 // loadDraftModel loads cfg.Speculate.Model for a target model with ctx
@@ -178,7 +178,6 @@ func (s *scheduler) modelDrafts() (unused int) {
 	}
 	start := time.Now()
 	dm.catchUpTo(s.slots)
-	dm.catchUp += time.Since(start)
 	dm.extend()
 	dm.passes += time.Since(start)
 	drafted := 0
@@ -305,15 +304,16 @@ func argmax(logits []float32, prob bool) (llama.Token, float32) {
 }
 
 // draftModelTime returns the time the draft model's passes took in the
-// step being built, and the part of it that caught up with the slots'
-// caches, and starts the next step's count: not the scheduler's own time
-// (Stats.StepOwnTime), and the catch-up not part of what a draft costs.
-func (s *scheduler) draftModelTime() (passes, catchUp time.Duration) {
+// step being built, and starts the next step's count: not the
+// scheduler's own time (Stats.StepOwnTime). It is part of what the
+// step's drafts cost (draftCost), the catch-up included: a draft after a
+// pause catches up with every token since.
+func (s *scheduler) draftModelTime() time.Duration {
 	dm := s.draftModel
 	if dm == nil {
-		return 0, 0
+		return 0
 	}
-	passes, catchUp = dm.passes, dm.catchUp
-	dm.passes, dm.catchUp = 0, 0
-	return passes, catchUp
+	t := dm.passes
+	dm.passes = 0
+	return t
 }

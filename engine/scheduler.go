@@ -163,7 +163,7 @@ func (s *scheduler) run() {
 			continue
 		}
 		built := time.Now()
-		drafting, _ := s.draftModelTime()
+		drafting := s.draftModelTime()
 		release, err := s.cores()
 		if err != nil {
 			continue // closing: receive returns false
