@@ -107,5 +107,8 @@ func (c *DraftCost) Dear(d int) bool { return c.dear(d) }
 // drafts to measure what drafts cost.
 func (c *DraftCost) Measures(d int) bool { return c.measures(d) }
 
+// DearBelow reports whether drafts are dear at fewer slots than d.
+func (c *DraftCost) DearBelow(d int) bool { return c.dearBelow(d) }
+
 // Probed records a step that drafted to measure dear drafts.
 func (c *DraftCost) Probed(d int) { c.probed(d) }

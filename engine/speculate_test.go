@@ -341,8 +341,9 @@ func TestDraftCost(t *testing.T) {
 	if n := probes(2, 3200*2); n != 2 {
 		t.Errorf("%d steps of 6,400 at 2 slots measure drafts; want 2 (one in 3,200)", n)
 	}
-	// Dear at 2 slots, so at 3, unmeasured: not measured there either.
-	if !c.Dear(3) || c.Measures(3) || c.Dear(1) {
-		t.Error("3 slots, unmeasured, above 2 where drafts are dear: want dear and not measured; 1 slot still not dear")
+	// Dear at 2 slots, so at 3, unmeasured (where a draft model is not
+	// asked for a first measure); not below 2.
+	if !c.DearBelow(3) || c.DearBelow(2) || c.Dear(3) {
+		t.Error("3 slots, unmeasured, above 2 where drafts are dear: want dear below 3, not below 2, and 3 not dear by its own measure")
 	}
 }
