@@ -46,6 +46,15 @@ func newNgramPool(k int) *ngramPool {
 // salt is the pool's key of a cache salt.
 func (p *ngramPool) salt(s string) uint64 { return maphash.String(p.seed, s) }
 
+// poolSalt is the pool's key of the slot's cache salt, hashed once per
+// salt the slot holds, not every step.
+func (sl *slot) poolSalt(p *ngramPool) uint64 {
+	if !sl.saltHashed || sl.hashedSalt != sl.salt {
+		sl.hashedSalt, sl.saltKey, sl.saltHashed = sl.salt, p.salt(sl.salt), true
+	}
+	return sl.saltKey
+}
+
 // slot is the index and tag of run under salt.
 func (p *ngramPool) slot(salt uint64, run []int32) (int, uint32) {
 	h := salt

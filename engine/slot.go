@@ -70,6 +70,10 @@ type slot struct {
 	// pooled is the number of leading tokens of cache the shared n-gram
 	// pool has learned (ngrampool.go).
 	pooled int
+	// saltKey is the pool's key of hashedSalt (poolSalt), once saltHashed.
+	hashedSalt string
+	saltKey    uint64
+	saltHashed bool
 	// draftWant is the most tokens the draft model drafts for the slot
 	// in the current step (draftmodel.go), 0 when it does not.
 	draftWant int

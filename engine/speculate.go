@@ -249,7 +249,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	}
 	var salt uint64
 	if s.ngrams != nil {
-		salt = s.ngrams.salt(sl.salt)
+		salt = sl.poolSalt(s.ngrams)
 		s.ngrams.learn(sl, salt)
 	}
 	if g.specSkip > 0 {
@@ -293,8 +293,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 			g.specPool = len(g.draft) > 0
 		}
 	}
-	unmeasuredDear := s.cost.rel[s.nDecoding] == 0 && s.cost.dearBelow(s.nDecoding) && !s.e.cfg.draftAlways
-	if dm := s.draftModel; dm != nil && len(g.draft) < sp.DraftMin && dm.can(sl) && !unmeasuredDear {
+	if dm := s.draftModel; dm != nil && len(g.draft) < sp.DraftMin && dm.can(sl) && !s.unmeasuredDear() {
 		// The request's own tokens give no draft: the draft model will
 		// (modelDrafts, once every slot has asked), n tokens at most,
 		// which the step reserves.
@@ -307,6 +306,14 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		return n
 	}
 	return s.keepDraft(sl)
+}
+
+// unmeasuredDear reports whether the step's count of decoding slots is
+// unmeasured above one where drafts are dear: the draft model is not
+// asked for a first measure there (dearBelow).
+func (s *scheduler) unmeasuredDear() bool {
+	d := s.nDecoding
+	return s.cost.rel[d] == 0 && s.cost.dearBelow(d) && !s.e.cfg.draftAlways
 }
 
 // keepDraft takes the slot's draft (gen.draft) for the step, cut where
