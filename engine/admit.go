@@ -449,7 +449,13 @@ func (s *scheduler) truncate(sl *slot, n int) {
 	if n >= len(sl.cache) {
 		return
 	}
-	if !s.rewind(sl, n) && (!s.cuttable(sl, n) || !s.lctx.SeqRemove(sl.id, sl.pos(n), -1)) {
+	rolled := false
+	cut := s.rewind(sl, n)
+	if !cut && (len(sl.cache)-n <= sl.undo || s.cuttable(sl, n)) && s.lctx.SeqRemove(sl.id, sl.pos(n), -1) {
+		// On a recurrent state, only over a step's draft (slot.undo).
+		cut, rolled = true, s.recurrent
+	}
+	if !cut {
 		// Back to the last checkpoint within n, or to nothing.
 		if k := lastCheckpoint(sl.checkpoints, n); s.rewind(sl, k) {
 			n = k
@@ -459,6 +465,7 @@ func (s *scheduler) truncate(sl *slot, n int) {
 		}
 	}
 	s.dropCheckpoints(sl, n)
+	sl.undo, sl.rolled = 0, rolled
 	s.pool.release(sl.cells[n:])
 	s.kv.truncated(sl, n)
 	sl.shift -= shiftOf(sl.cache[n:])

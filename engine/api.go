@@ -781,7 +781,9 @@ type ModelInfo struct {
 	// (Config.CacheTypeK and CacheTypeV, "f16" by default).
 	CacheTypeK, CacheTypeV string
 	// Speculation names the draft sources the engine speculates with
-	// (Config.Speculate): "ngram"; none when it does not.
+	// (Config.Speculate): "ngram", "draft:NAME"; none when it does not,
+	// as on a model whose recurrent state does not go back over a
+	// refused draft (see Speculation.Recurrent).
 	Speculation []string
 	// EmbeddingSize is the length of an embedding (the model's n_embd).
 	EmbeddingSize int

@@ -127,7 +127,9 @@ func (h checkpoints) dropOldest() {
 // cuttable reports whether the slot's sequence can be cut back to its
 // first n tokens as it is: always, unless part of the model's memory
 // cannot (partial); then only when that part still holds the window
-// before n (nothing of a recurrent state does).
+// before n (nothing of a recurrent state does). It is also what another
+// sequence given the slot's cells (share) holds: a recurrent state's
+// copies (slot.undo) go back for the slot's own sequence only.
 func (s *scheduler) cuttable(sl *slot, n int) bool {
 	if !s.partial || n >= len(sl.cache) {
 		return true

@@ -64,13 +64,14 @@ type draftModel struct {
 // loadDraftModel loads cfg.Speculate.Model for a target model with ctx
 // cells and cfg.Parallel slots, and checks that its vocabulary is the
 // target's. It returns nil when there is none.
-func loadDraftModel(ctx context.Context, cfg Config, target *llama.Model, cells int) (*draftModel, error) {
+func loadDraftModel(ctx context.Context, cfg Config, target *llama.Model, cells, rollback int) (*draftModel, error) {
 	path := cfg.Speculate.Model
 	if path == "" {
 		return nil, nil
 	}
-	if target.Recurrent() {
-		return nil, errors.New("draft model: a model with a recurrent state does not speculate (its state cannot go back over a refused draft)")
+	if target.Recurrent() && rollback == 0 {
+		arch, _ := target.Meta("general.architecture")
+		return nil, fmt.Errorf("draft model: a %s model's recurrent state goes back over a refused draft only where llama.cpp %s can take it back and speculation on recurrent states is asked for (Speculation.Recurrent): it does not speculate", arch, llama.Release())
 	}
 	m, err := llama.LoadModelOffload(ctx, path, llama.Offload{}, llama.ContextParams{})
 	if err != nil {

@@ -146,8 +146,28 @@ func (cfg Config) contextParams(ctxTrain int, p llama.Pooling, k, v llama.CacheT
 	return llama.ContextParams{
 		NCtx: cfg.ctxSize(ctxTrain) + cfg.embedReserve(p), NBatch: cfg.BatchSize, NSeqMax: cfg.Parallel + cfg.lanes(p),
 		Threads: cfg.Threads, Unified: !cfg.KVPerSlot, NoFlashAttn: cfg.NoFlashAttn, NoThreadPool: cfg.Threads >= runtime.NumCPU(),
-		Pooling: p, TypeK: k, TypeV: v,
+		Pooling: p, TypeK: k, TypeV: v, Rollback: cfg.rollback(),
 	}
+}
+
+// rollback is how many tokens the recurrent state of lctx, a context
+// of model, can go back over (0 without a recurrent state).
+func rollback(model *llama.Model, lctx *llama.Context) int {
+	if !model.Recurrent() {
+		return 0
+	}
+	return lctx.Rollback()
+}
+
+// rollback is the number of tokens a recurrent state keeps to go back
+// over a refused draft: a draft's worth when the engine speculates on
+// such a model (Speculation.Recurrent). llama.cpp keeps them only for
+// some architectures' recurrent states (llama.Context.Rollback).
+func (cfg Config) rollback() int {
+	if !cfg.Speculate.on() || !cfg.Speculate.Recurrent {
+		return 0
+	}
+	return cfg.Speculate.withDefaults().DraftMax
 }
 
 // New loads the model, creates the context and starts the scheduler. When
@@ -240,7 +260,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
-	draft, err := loadDraftModel(ctx, cfg, model, poolCells)
+	draft, err := loadDraftModel(ctx, cfg, model, poolCells, rollback(model, lctx))
 	if err != nil {
 		lctx.Close()
 		model.Close()
@@ -268,6 +288,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	tmpl, _ := model.Meta("tokenizer.chat_template")
 	toolUse, _ := model.Meta("tokenizer.chat_template.tool_use")
 	arch, _ := model.Meta("general.architecture")
+	spec := cfg.Speculate.sources()
+	if model.Recurrent() && rollback(model, lctx) == 0 {
+		spec = nil // its state does not go back over a refused draft (speculate.go)
+	}
 	e := &Engine{
 		cfg:   cfg,
 		model: model,
@@ -278,7 +302,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, ChatTemplateToolUse: toolUse, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
-			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(), Speculation: cfg.Speculate.sources(),
+			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(), Speculation: spec,
 			Created: time.Now(),
 			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
 			MemoryKind: kind, Memory: lctx.Memory(),

@@ -116,6 +116,7 @@ func (s *scheduler) appendToken(sl *slot, tok int32) {
 	sl.cache = append(sl.cache, tok)
 	sl.shift += chunkShift(tok)
 	sl.cells = append(sl.cells, s.pool.take())
+	sl.undo, sl.rolled = 0, false
 	s.kv.appended(sl)
 }
 
@@ -127,6 +128,9 @@ func (s *scheduler) appendToken(sl *slot, tok int32) {
 func (s *scheduler) share(src, dst *slot, n int) int {
 	if s.perSlot {
 		return s.copyPrefix(src, dst, n)
+	}
+	if src.rolled {
+		return 0 // dst would take src's state from before its last cut
 	}
 	s.lctx.SeqCopy(src.id, dst.id, 0, src.pos(n))
 	if !s.cuttable(src, n) && !s.fromCheckpoint(src, dst, n) {

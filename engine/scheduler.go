@@ -48,8 +48,11 @@ type scheduler struct {
 	// partial: part of the model's memory cannot be cut back to any
 	// position (a recurrent state, a sliding window; see checkpoint.go).
 	// window is the sliding window in tokens (0: none). recurrent: the
-	// memory has a recurrent state (alone, or a hybrid's).
+	// memory has a recurrent state (alone, or a hybrid's). rollback is
+	// how many of a sequence's last tokens, evaluated in one step, that
+	// state can go back over (llama.Context.Rollback; slot.undo).
 	partial, recurrent bool
+	rollback           int
 	window             int
 	// perSlot: each slot has a buffer of its own (Config.KVPerSlot).
 	perSlot bool
@@ -111,6 +114,7 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 
 		partial:   e.model.Recurrent() || e.model.SlidingWindow() > 0,
 		recurrent: e.model.Recurrent(),
+		rollback:  rollback(e.model, lctx),
 		window:    e.model.SlidingWindow(),
 		perSlot:   e.cfg.KVPerSlot,
 	}
@@ -566,6 +570,9 @@ func (s *scheduler) fillBatch() bool {
 			s.batch.Add(tok, sl.nextPos(), sl.id, true)
 			s.appendToken(sl, tok)
 		}
+		// llama.cpp evaluates a sequence's last rollback+1 tokens of a
+		// batch in one pass and keeps the state after each of them.
+		sl.undo = min(len(g.draft), s.rollback)
 		g.evalDecode += len(g.draft)
 	}
 	return s.batch.Len() > 0 || s.media.sl != nil

@@ -52,6 +52,16 @@ type slot struct {
 	// blocks names the whole blocks of cache, when the engine publishes
 	// KV events (kvevents.go).
 	blocks []kvevents.Hash
+	// undo is how many of cache's last tokens the memory can drop where
+	// it otherwise cannot be cut back (a recurrent state's rollback,
+	// scheduler.rollback): the drafted tokens of the step that just
+	// evaluated them, after the slot's last token; 0 once any other
+	// token joins or leaves the cache. rolled: the last cut went back
+	// over a recurrent state's last tokens, which llama.cpp applies at
+	// the sequence's next pass; until then another sequence given its
+	// cells (llama_memory_seq_cp) would read the state before the cut.
+	undo   int
+	rolled bool
 	// salt is the Request.CacheSalt of the requests whose tokens cache
 	// holds: only a request of the same salt reuses them.
 	salt string

@@ -50,9 +50,19 @@ package engine
 // its drafting for a number of steps that doubles at each such refusal
 // (64 at most).
 //
-// Not for a paced request (it may pause after any token) nor on a model
-// with a recurrent state (its state advanced over the whole draft: it
-// would go back to a checkpoint).
+// Not for a paced request (it may pause after any token). A model with
+// a recurrent state (alone or a hybrid's) advances it over the whole
+// draft: with Speculation.Recurrent it speculates where llama.cpp keeps
+// the state after each of a step's last tokens (Qwen3.5, LFM2,
+// Nemotron-H: llama.Context.Rollback, a draft's worth, DraftMax) and
+// drafts no more than that. Those copies cost every pass, drafted or
+// not: on a synthetic 122M Qwen3.5 (24 layers, half recurrent, 2 threads)
+// a lone stream decoded 22-26 % slower with them and nothing drafted,
+// and at 16 streams the batches took 15 % more passes (llama.cpp keeps a
+// sequence's last tokens in one micro-batch). So it is not the default.
+// Without it, and on the other recurrent architectures (Mamba, RWKV,
+// Jamba, ...: they would go back to a checkpoint and evaluate again), such
+// a model does not draft.
 
 // Speculation configures speculative decoding (Config.Speculate). The
 // zero value drafts nothing.
@@ -75,6 +85,13 @@ type Speculation struct {
 	// PMin ends a draft model's draft before a token it gives less than
 	// this probability (0: none; llama-server's --spec-draft-p-min).
 	PMin float64
+	// Recurrent lets a model with a recurrent state speculate where
+	// llama.cpp can take the state back over a refused draft: its
+	// context then keeps DraftMax more copies of each slot's state, and
+	// every pass writes them, drafts or not (see the package comment of
+	// speculate.go for what that costs). Without it such a model drafts
+	// nothing.
+	Recurrent bool
 }
 
 // on reports whether sp drafts at all.
@@ -244,8 +261,11 @@ func (c *draftCost) worth(d int, acc float64) bool { return acc > c.rel[d] }
 func (s *scheduler) speculate(sl *slot, n int) int {
 	sp := &s.e.cfg.Speculate
 	g := &sl.req.gen
-	if !s.specStep || g.pace != nil || s.recurrent {
+	if !s.specStep || g.pace != nil || s.recurrent && s.rollback == 0 {
 		return 0
+	}
+	if s.recurrent {
+		n = min(n, s.rollback) // what its state can go back over
 	}
 	var salt uint64
 	if s.ngrams != nil {

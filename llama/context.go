@@ -41,6 +41,14 @@ type ContextParams struct {
 	// embeddings; PoolingUnspecified (the zero value) takes what the
 	// model's GGUF declares, none when it declares nothing.
 	Pooling Pooling
+	// Rollback is how many of a sequence's last tokens its recurrent
+	// state can be cut back over (llama.cpp's n_rs_seq): each decode
+	// keeps the state after each of its last Rollback+1 tokens of every
+	// sequence, Rollback more copies of every sequence's state in all.
+	// Only some architectures keep them (Context.Rollback says what the
+	// context took); the others, and models without a recurrent state,
+	// take 0.
+	Rollback int
 }
 
 // Pooling is llama.cpp's llama_pooling_type, shifted so that the zero
@@ -116,6 +124,7 @@ func (p ContextParams) c() C.struct_llama_context_params {
 	cp.type_k = p.TypeK.ggmlType()
 	cp.type_v = p.TypeV.ggmlType()
 	cp.pooling_type = C.enum_llama_pooling_type(int(p.Pooling) - 1)
+	cp.n_rs_seq = C.uint32_t(max(p.Rollback, 0))
 	return cp
 }
 
@@ -177,6 +186,11 @@ func (c *Context) Close() {
 // Passes is the number of forward passes (graph computations) the context
 // has run. llama_decode runs one per micro-batch it splits a batch into.
 func (c *Context) Passes() uint64 { return uint64(*c.passes) }
+
+// Rollback is how many of a sequence's last tokens, all evaluated by
+// its last Decode, SeqRemove can cut its recurrent state back over (0:
+// none; see ContextParams.Rollback).
+func (c *Context) Rollback() int { return int(C.llama_n_rs_seq(c.c)) }
 
 // NCtx is the total number of KV cells.
 func (c *Context) NCtx() int { return int(C.llama_n_ctx(c.c)) }

@@ -183,6 +183,7 @@ func fileID(path string) string {
 //	    spec_draft_n_max: 16 # optional, like --spec-draft-n-max
 //	    spec_draft_model: small.gguf # optional, like --spec-draft-model ("": none)
 //	    spec_draft_p_min: 0.75 # optional, like --spec-draft-p-min
+//	    spec_recurrent: true # optional, like --spec-recurrent
 type modelConfig struct {
 	Models []struct {
 		ID                  string         `yaml:"id"`
@@ -215,6 +216,7 @@ type modelConfig struct {
 		SpecDraftMax        *int           `yaml:"spec_draft_n_max"`
 		SpecDraftModel      *string        `yaml:"spec_draft_model"`
 		SpecDraftPMin       *float64       `yaml:"spec_draft_p_min"`
+		SpecRecurrent       *bool          `yaml:"spec_recurrent"`
 	} `yaml:"models"`
 }
 
@@ -401,6 +403,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string, pr
 			}
 			if m.SpecDraftPMin != nil {
 				s.Engine.Speculate.PMin = *m.SpecDraftPMin
+			}
+			if m.SpecRecurrent != nil {
+				s.Engine.Speculate.Recurrent = *m.SpecRecurrent
 			}
 			if err := checkSpeculation(s.Engine.Speculate); err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)

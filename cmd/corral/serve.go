@@ -86,6 +86,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Speculate.Model, "model-draft", "", "same as --spec-draft-model")
 	fs.Float64Var(&cfg.Speculate.PMin, "spec-draft-p-min", 0, "a draft model's draft ends before a token it gives less than this probability (0: never)")
 	fs.Float64Var(&cfg.Speculate.PMin, "draft-p-min", 0, "same as --spec-draft-p-min")
+	fs.BoolVar(&cfg.Speculate.Recurrent, "spec-recurrent", false, "speculate on a model with a recurrent state (Qwen3.5, LFM2, Nemotron-H; not Mamba, RWKV, Jamba) too: llama.cpp then keeps --spec-draft-n-max more copies of each slot's state to go back over a refused draft, which costs every step, drafted or not")
 	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", defaultSpecMaxDecoding, "a step drafts only while at most this many requests decode (0: any number); within it drafts are made where their measured cost pays")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
