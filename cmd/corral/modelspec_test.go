@@ -55,6 +55,7 @@ models:
     spec_draft_n_max: 16
     spec_draft_model: a.gguf
     spec_draft_p_min: 0.75
+    spec_recurrent: true
   - id: c10
     path: `+filepath.Join(models, "c.gguf")+`
     keep_alive: 10m
@@ -98,7 +99,7 @@ models:
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
-	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || sp.Model != filepath.Join(dir, "a.gguf") || sp.PMin != 0.75 || specs[5].Engine.Speculate.Ngram || specs[5].Engine.Speculate.Model != "" {
+	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || sp.Model != filepath.Join(dir, "a.gguf") || sp.PMin != 0.75 || !sp.Recurrent || specs[5].Engine.Speculate.Ngram || specs[5].Engine.Speculate.Recurrent || specs[5].Engine.Speculate.Model != "" {
 		t.Errorf("config model's speculation: %+v; the next's %+v", sp, specs[5].Engine.Speculate)
 	}
 	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.KVPerSlot || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
