@@ -57,9 +57,10 @@ package engine
 // Nemotron-H: llama.Context.Rollback, a draft's worth, DraftMax) and
 // drafts no more than that. Those copies cost every pass, drafted or
 // not: on a synthetic 122M Qwen3.5 (24 layers, half recurrent, 2 threads)
-// a lone stream decoded 22-26 % slower with them and nothing drafted,
-// and at 16 streams the batches took 15 % more passes (llama.cpp keeps a
-// sequence's last tokens in one micro-batch). So it is not the default.
+// a lone stream decoded about 10 % slower with them and nothing drafted,
+// and at 16 streams the batches took 13-15 % more passes (llama.cpp keeps
+// a sequence's last tokens in one micro-batch), 11-20 % slower. So it is
+// not the default.
 // Without it, and on the other recurrent architectures (Mamba, RWKV,
 // Jamba, ...: they would go back to a checkpoint and evaluate again), such
 // a model does not draft.
