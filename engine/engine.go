@@ -260,7 +260,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
-	draft, err := loadDraftModel(ctx, cfg, model, poolCells, rollback(model, lctx))
+	rb := rollback(model, lctx)
+	draft, err := loadDraftModel(ctx, cfg, model, poolCells, rb)
 	if err != nil {
 		lctx.Close()
 		model.Close()
@@ -289,7 +290,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	toolUse, _ := model.Meta("tokenizer.chat_template.tool_use")
 	arch, _ := model.Meta("general.architecture")
 	spec := cfg.Speculate.sources()
-	if model.Recurrent() && rollback(model, lctx) == 0 {
+	if model.Recurrent() && rb == 0 {
 		spec = nil // its state does not go back over a refused draft (speculate.go)
 	}
 	e := &Engine{
