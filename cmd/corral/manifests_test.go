@@ -21,7 +21,7 @@ import (
 )
 
 // The Kubernetes manifests of deploy/kubernetes are checked against their
-// schemas by `make manifests` (kubectl-validate). These tests check what a
+// schemas by deploy/picker's TestManifestSchemas. These tests check what a
 // schema cannot: that the Deployment's command line is one corral serve
 // accepts, that its probes answer as the manifests expect, that the pool
 // and the picker point at the right ports and names, and that the
@@ -153,10 +153,12 @@ func TestManifestsFitTogether(t *testing.T) {
 		TargetPorts []struct {
 			Number int `yaml:"number"`
 		} `yaml:"targetPorts"`
-		ExtensionRef struct {
-			Name       string `yaml:"name"`
-			PortNumber int    `yaml:"portNumber"`
-		} `yaml:"extensionRef"`
+		EndpointPickerRef struct {
+			Name string `yaml:"name"`
+			Port struct {
+				Number int `yaml:"number"`
+			} `yaml:"port"`
+		} `yaml:"endpointPickerRef"`
 	}](t, objs, "InferencePool/corral")
 	for k, v := range pool.Selector.MatchLabels {
 		if corral.Template.Metadata.Labels[k] != v {
@@ -171,9 +173,9 @@ func TestManifestsFitTogether(t *testing.T) {
 		Ports []struct {
 			Port int `yaml:"port"`
 		} `yaml:"ports"`
-	}](t, objs, "Service/"+pool.ExtensionRef.Name)
-	if len(epp.Ports) == 0 || epp.Ports[0].Port != pool.ExtensionRef.PortNumber {
-		t.Errorf("the pool's extension %s:%d, its Service's ports %+v", pool.ExtensionRef.Name, pool.ExtensionRef.PortNumber, epp.Ports)
+	}](t, objs, "Service/"+pool.EndpointPickerRef.Name)
+	if len(epp.Ports) == 0 || epp.Ports[0].Port != pool.EndpointPickerRef.Port.Number {
+		t.Errorf("the pool's extension %s:%d, its Service's ports %+v", pool.EndpointPickerRef.Name, pool.EndpointPickerRef.Port.Number, epp.Ports)
 	}
 	limit := quantity(t, c.Resources.Limits["memory"])
 	// The manifest gives bytes, so the budget reads next to the limit.

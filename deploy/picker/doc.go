@@ -5,6 +5,7 @@
 // It lives in its own Go module so that the picker's dependency tree
 // (Kubernetes' client libraries, controller-runtime, Envoy's API) stays out
 // of corral's module and binary. Its tests check the manifests against
-// the picker's own flag set and configuration loader, and route requests
-// among real `corral serve` processes through the picker's scheduler.
+// Kubernetes' own schemas and strict decoding, and against the picker's
+// own flag set and configuration loader, and route requests among real
+// `corral serve` processes through the picker's scheduler.
 package picker
