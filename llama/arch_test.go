@@ -36,7 +36,6 @@ var batchVariant = map[string]bool{
 // the binding must still generate, the same tokens alone and batched.
 // testmodel.ArchNotGenerative are loaded only.
 func TestArchitectures(t *testing.T) {
-	dir := t.TempDir()
 	var prompts []string
 	var n []int
 	for _, p := range testmodel.ArchPrompts {
@@ -51,7 +50,7 @@ func TestArchitectures(t *testing.T) {
 			if why, ok := gguf.ArchUnsupported[arch]; ok {
 				t.Skip(why)
 			}
-			m, err := llama.LoadModel(context.Background(), testsynth.Arch(t, dir, arch))
+			m, err := llama.LoadModel(context.Background(), testsynth.Arch(t, archDir, arch))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,14 +103,13 @@ func TestArchitectures(t *testing.T) {
 // smaller than a full one, and four sequences, so that recurrent states
 // count four times.
 func TestMemoryNeeds(t *testing.T) {
-	dir := t.TempDir()
 	p := llama.ContextParams{NCtx: 2048, NBatch: 64, NSeqMax: 4, Threads: 1, Unified: true}
 	for _, arch := range llama.Architectures() {
 		t.Run(arch, func(t *testing.T) {
 			if why, ok := gguf.ArchUnsupported[arch]; ok {
 				t.Skip(why)
 			}
-			path := testsynth.Arch(t, dir, arch)
+			path := testsynth.Arch(t, archDir, arch)
 			m, err := llama.LoadModel(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
@@ -156,7 +154,7 @@ func TestMemoryNeeds(t *testing.T) {
 // turns itself off (grok).
 func TestFailuresSayWhy(t *testing.T) {
 	dir := t.TempDir()
-	b, err := os.ReadFile(testsynth.Arch(t, dir, "llama"))
+	b, err := os.ReadFile(testsynth.Arch(t, archDir, "llama"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +165,7 @@ func TestFailuresSayWhy(t *testing.T) {
 	if _, err := llama.LoadModel(context.Background(), renamed); err == nil || !strings.Contains(err.Error(), "unknown model architecture: 'llamb'") {
 		t.Errorf("load a model of architecture llamb: %v, want llama.cpp's reason", err)
 	}
-	m, err := llama.LoadModel(context.Background(), testsynth.Arch(t, dir, "grok"))
+	m, err := llama.LoadModel(context.Background(), testsynth.Arch(t, archDir, "grok"))
 	if err != nil {
 		t.Fatal(err)
 	}
