@@ -7,7 +7,6 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/corral-llm/corral/llama"
 )
@@ -50,15 +49,11 @@ type draftModel struct {
 	used  int // cells the sequences hold: the sum of len(seqs)
 	// seqs[id] are the tokens slot id's sequence holds, in position order.
 	seqs [][]int32
-	// want are the step's slots that draft with the model, sl.draftWant
-	// tokens at most each; ready those caught up, whose draft grows.
-	want, ready []*slot
-	idx         []int // by slot: the batch index of its logits in the last pass
-	pMin        float32
-	logits      []float32 // scratch
-	// passes is the time the step's passes took (see
-	// scheduler.draftModelTime).
-	passes time.Duration
+	// ready are the asking slots caught up, whose draft grows.
+	ready  []*slot
+	idx    []int // by slot: the batch index of its logits in the last pass
+	pMin   float32
+	logits []float32 // scratch
 }
 
 // loadDraftModel loads cfg.Speculate.Model for a target model with ctx
@@ -167,37 +162,25 @@ func (dm *draftModel) cut(id, n int) {
 	dm.seqs[id] = seq[:n]
 }
 
-// modelDrafts fills the drafts of the step's slots that asked the draft
-// model for one (dm.want) and returns how many of the tokens they
-// reserved were not drafted.
-func (s *scheduler) modelDrafts() (unused int) {
-	dm := s.draftModel
-	reserved := 0
-	for _, sl := range dm.want {
-		reserved += sl.draftWant
-		sl.req.gen.draft = sl.req.gen.draft[:0]
-	}
-	start := time.Now()
-	dm.catchUpTo(s.slots)
+// fill fills the drafts of the asking slots (see drafter).
+func (dm *draftModel) fill(slots, asking []*slot) {
+	dm.catchUpTo(slots, asking)
 	dm.extend()
-	dm.passes += time.Since(start)
-	drafted := 0
-	for _, sl := range dm.want {
-		drafted += s.keepDraft(sl)
-		sl.draftWant = 0
-	}
-	dm.want, dm.ready = dm.want[:0], dm.ready[:0]
-	return reserved - drafted
+	dm.ready = dm.ready[:0]
 }
+
+// mirror does nothing: the draft model catches up from the slots'
+// tokens when they ask.
+func (dm *draftModel) mirror(*scheduler) {}
 
 // catchUpTo cuts each wanting slot's sequence to what it shares with the
 // slot's cache, but the cache's last token (whose logits start the
 // draft), evaluates what follows, maxDraftCatchUp tokens at most in all,
 // and starts the drafts of the slots it caught up (dm.ready). Sequences
 // of other slots go when the cells are short.
-func (dm *draftModel) catchUpTo(slots []*slot) {
+func (dm *draftModel) catchUpTo(slots, asking []*slot) {
 	need := 0
-	for _, sl := range dm.want {
+	for _, sl := range asking {
 		n := min(commonPrefix(dm.seqs[sl.id], sl.cache), len(sl.cache)-1)
 		dm.cut(sl.id, n)
 		need += len(sl.cache) - n + sl.draftWant
@@ -211,7 +194,7 @@ func (dm *draftModel) catchUpTo(slots []*slot) {
 	}
 	budget := maxDraftCatchUp
 	dm.batch.Reset()
-	for _, sl := range dm.want {
+	for _, sl := range asking {
 		seq := dm.seqs[sl.id]
 		k := min(len(sl.cache)-len(seq), budget)
 		if k <= 0 || dm.used+k+sl.draftWant > dm.cells {
@@ -302,19 +285,4 @@ func argmax(logits []float32, prob bool) (llama.Token, float32) {
 		sum += math.Exp(float64(l) - top)
 	}
 	return llama.Token(best), float32(1 / sum)
-}
-
-// draftModelTime returns the time the draft model's passes took in the
-// step being built, and starts the next step's count: not the
-// scheduler's own time (Stats.StepOwnTime). It is part of what the
-// step's drafts cost (draftCost), the catch-up included: a draft after a
-// pause catches up with every token since.
-func (s *scheduler) draftModelTime() time.Duration {
-	dm := s.draftModel
-	if dm == nil {
-		return 0
-	}
-	t := dm.passes
-	dm.passes = 0
-	return t
 }

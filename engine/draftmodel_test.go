@@ -56,7 +56,7 @@ func TestDraftModelCatchesUpOverSteps(t *testing.T) {
 	var mu sync.Mutex
 	first := uint64(0)
 	var e *engine.Engine
-	e = startEngine(t, engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}), func([]int32) {
+	e = startEngine(t, engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}), func(int, []int32, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if first == 0 {

@@ -161,10 +161,11 @@ func rollback(model *llama.Model, lctx *llama.Context) int {
 
 // rollback is the number of tokens a recurrent state keeps to go back
 // over a refused draft: a draft's worth when the engine speculates on
-// such a model (Speculation.Recurrent). llama.cpp keeps them only for
+// such a model (Speculation.Recurrent, or MTP: a hybrid's head drafts
+// only with them). llama.cpp keeps them only for
 // some architectures' recurrent states (llama.Context.Rollback).
 func (cfg Config) rollback() int {
-	if !cfg.Speculate.on() || !cfg.Speculate.Recurrent {
+	if !cfg.Speculate.on() || !cfg.Speculate.Recurrent && !cfg.Speculate.MTP {
 		return 0
 	}
 	return cfg.Speculate.withDefaults().DraftMax
@@ -261,7 +262,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		name = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
 	rb := rollback(model, lctx)
-	draft, err := loadDraftModel(ctx, cfg, model, poolCells, rb)
+	draft, err := newDrafter(ctx, cfg, model, lctx, poolCells, rb)
 	if err != nil {
 		lctx.Close()
 		model.Close()
@@ -326,7 +327,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	s := newScheduler(e, lctx, poolCells, reqCtx)
-	s.draftModel = draft
+	s.drafter = draft
 	e.disk = disk
 	s.attachDisk(disk)
 	s.publish()
@@ -710,6 +711,7 @@ func servable(model *llama.Model) error {
 // as fit (llama.GPULayersAuto) sizes the context from the GGUF header
 // first, as New will create it, so that its buffers are counted.
 func loadModel(ctx context.Context, cfg Config, typeK, typeV llama.CacheType) (*llama.Model, error) {
+	cfg.Offload.MTP = cfg.Speculate.MTP
 	if cfg.Offload.GPULayers != llama.GPULayersAuto || len(llama.Devices()) == 0 {
 		return llama.LoadModelOffload(ctx, cfg.ModelPath, cfg.Offload, llama.ContextParams{})
 	}

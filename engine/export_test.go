@@ -59,8 +59,10 @@ func DraftAlways(c Config) Config {
 }
 
 // Drafted returns c calling f with each speculative draft as it is
-// evaluated, on the scheduler goroutine (f must not keep the slice).
-func Drafted(c Config, f func(draft []int32)) Config {
+// evaluated, the position of its first token, and whether a draft model
+// or the MTP head drafted it, on the scheduler goroutine (f must not keep
+// the slice).
+func Drafted(c Config, f func(pos int, draft []int32, model bool)) Config {
 	c.drafted = f
 	return c
 }

@@ -42,7 +42,10 @@ type Footprint struct {
 	Projector int64
 	// Draft is the draft model's (Speculation.Model): its weights, its
 	// context of as many cells as the slots' pool and a draft's worth
-	// per slot, and their overhead (see draftmodel.go). 0 without one.
+	// per slot, and their overhead (see draftmodel.go); or the MTP
+	// head's context (Speculation.MTP, whose weights are the model's):
+	// its layers' keys and values for as many cells, and its outputs
+	// (see mtp.go). 0 without either.
 	Draft int64
 }
 
@@ -239,6 +242,12 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 			return Footprint{}, fmt.Errorf("draft model: %w", err)
 		}
 		draft = fp.Total()
+	}
+	if heads, _ := md.Uint(md.Architecture + ".nextn_predict_layers"); cfg.Speculate.MTP && heads > 0 && len(h.headsKV) > 0 {
+		// F16 keys and values of the head's layers (attention with the
+		// last layer's heads), and a logits row and a hidden row per slot.
+		perCell := int64(heads) * h.headsKV[len(h.headsKV)-1] * (h.headK + h.headV) * 2
+		draft = (cells+int64(cfg.Parallel*(maxDraft+1)))*perCell + (h.vocab+h.embd)*4*int64(cfg.Parallel)
 	}
 	return Footprint{
 		Weights:   weights,

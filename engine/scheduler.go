@@ -75,18 +75,20 @@ type scheduler struct {
 	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
-	poolPreemptions                         uint64      // of preemptions, those for cells
-	busySlots                               uint64      // summed over steps: slots with tokens in the batch
-	draftTokens, draftAccepted              uint64      // jump-forward decoding (jump.go)
-	spec                                    SpecStats   // speculative decoding (speculate.go)
-	specStep                                bool        // the step drafts speculatively
-	specAcc                                 float64     // moving average of the share of a draft taken, all requests
-	cost                                    draftCost   // what drafts cost and save (speculate.go)
-	draftModel                              *draftModel // Speculation.Model's, nil when none (draftmodel.go)
-	ngrams                                  *ngramPool  // the shared n-gram pool, with Speculation.Ngram (ngrampool.go)
-	nDecoding, nDrafts                      int         // this step's decoding slots and their drafted tokens
-	pubAcceptedAt                           []uint64    // spec.AcceptedAt as last published (acceptedAt)
-	pubAccepted                             uint64      // spec.Accepted then
+	poolPreemptions                         uint64        // of preemptions, those for cells
+	busySlots                               uint64        // summed over steps: slots with tokens in the batch
+	draftTokens, draftAccepted              uint64        // jump-forward decoding (jump.go)
+	spec                                    SpecStats     // speculative decoding (speculate.go)
+	specStep                                bool          // the step drafts speculatively
+	specAcc                                 float64       // moving average of the share of a draft taken, all requests
+	cost                                    draftCost     // what drafts cost and save (speculate.go)
+	drafter                                 drafter       // a draft model or the MTP head, nil when none (speculate.go)
+	asking                                  []*slot       // the step's slots that ask the drafter for a draft
+	drafterTime                             time.Duration // the drafter's passes since takeDrafterTime
+	ngrams                                  *ngramPool    // the shared n-gram pool, with Speculation.Ngram (ngrampool.go)
+	nDecoding, nDrafts                      int           // this step's decoding slots and their drafted tokens
+	pubAcceptedAt                           []uint64      // spec.AcceptedAt as last published (acceptedAt)
+	pubAccepted                             uint64        // spec.Accepted then
 	promptTokens, cachedTokens              uint64
 	ttftSum                                 time.Duration
 	ownTime                                 time.Duration // the steps' time outside the forward passes and the CPU share's wait
@@ -167,7 +169,7 @@ func (s *scheduler) run() {
 			continue
 		}
 		built := time.Now()
-		drafting := s.draftModelTime()
+		drafting := s.takeDrafterTime()
 		release, err := s.cores()
 		if err != nil {
 			continue // closing: receive returns false
@@ -188,14 +190,20 @@ func (s *scheduler) run() {
 				s.busySlots++
 			}
 		}
+		mirror := time.Duration(0)
 		if err != nil {
 			s.failBatch(err)
 		} else {
 			s.sample()
+			if s.drafter != nil {
+				start := time.Now()
+				s.drafter.mirror(s)
+				mirror = time.Since(start)
+			}
 		}
 		s.publish()
 		after := time.Since(begin)
-		s.ownTime += after
+		s.ownTime += after - mirror
 		// What a step costs a stream: the forward pass and the sampling,
 		// delivery and bookkeeping around it.
 		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after).Seconds())
@@ -474,7 +482,7 @@ func (s *scheduler) fillBatch() bool {
 			decoding = min(decoding, sl.req.params.Priority)
 		}
 	}
-	if s.draftModel != nil && len(s.draftModel.want) > 0 {
+	if len(s.asking) > 0 {
 		unused := s.modelDrafts()
 		s.nDrafts -= unused
 		claimed -= unused
@@ -840,10 +848,10 @@ func (s *scheduler) shutdown() {
 		default:
 			s.spillAll()
 			s.kv.close()
-			s.lctx.Close()
-			if s.draftModel != nil {
-				s.draftModel.close()
+			if s.drafter != nil {
+				s.drafter.close() // before the context an MTP head reads
 			}
+			s.lctx.Close()
 			return
 		}
 	}

@@ -30,8 +30,9 @@ package engine
 // Where it finds nothing, what followed the same tokens in any request of
 // the same cache salt is the draft (the shared n-gram pool,
 // ngrampool.go), and where that finds nothing either, a draft model
-// (Speculation.Model) guesses it, for every such slot of the step at
-// once (draftmodel.go).
+// (Speculation.Model, draftmodel.go) or the model's own multi-token
+// prediction head (Speculation.MTP, mtp.go) guesses it, for every such
+// slot of the step at once.
 //
 // A drafted token the model does not take costs its share of a forward
 // pass, and what that share is depends on the batch: on a CPU a lone
@@ -65,6 +66,8 @@ package engine
 // Jamba, ...: they would go back to a checkpoint and evaluate again), such
 // a model does not draft.
 
+import "time"
+
 // Speculation configures speculative decoding (Config.Speculate). The
 // zero value drafts nothing.
 type Speculation struct {
@@ -93,10 +96,17 @@ type Speculation struct {
 	// speculate.go for what that costs). Without it such a model drafts
 	// nothing.
 	Recurrent bool
+	// MTP drafts with the model's own multi-token prediction head, where
+	// its file has one (Qwen3.5's and 3.6's, DeepSeek's, GLM's nextn
+	// layers; llama-server's --spec-type draft-mtp), for a slot where
+	// the request's own tokens give no draft (see mtp.go). Not with a
+	// draft Model. On a model with a recurrent state it implies
+	// Recurrent.
+	MTP bool
 }
 
 // on reports whether sp drafts at all.
-func (sp Speculation) on() bool { return sp.Ngram || sp.Model != "" }
+func (sp Speculation) on() bool { return sp.Ngram || sp.Model != "" || sp.MTP }
 
 // Speculation's defaults and bounds.
 const (
@@ -151,6 +161,9 @@ func (sp Speculation) sources() []string {
 	}
 	if sp.Model != "" {
 		srcs = append(srcs, "draft:"+draftName(sp.Model))
+	}
+	if sp.MTP {
+		srcs = append(srcs, "mtp")
 	}
 	return srcs
 }
@@ -314,19 +327,78 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 			g.specPool = len(g.draft) > 0
 		}
 	}
-	if dm := s.draftModel; dm != nil && len(g.draft) < sp.DraftMin && dm.can(sl) && !s.unmeasuredDear() {
-		// The request's own tokens give no draft: the draft model will
-		// (modelDrafts, once every slot has asked), n tokens at most,
-		// which the step reserves.
+	if d := s.drafter; d != nil && len(g.draft) < sp.DraftMin && d.can(sl) && !s.unmeasuredDear() {
+		// The request's own tokens give no draft: the draft model or the
+		// MTP head will (modelDrafts, once every slot has asked), n
+		// tokens at most, which the step reserves.
 		g.draft = g.draft[:0]
 		if !measuring && !s.e.cfg.draftAlways {
 			n = min(n, worthLen(g.specAcc, s.cost.rel[s.nDecoding], n))
 		}
 		sl.draftWant = n
-		dm.want = append(dm.want, sl)
+		s.asking = append(s.asking, sl)
 		return n
 	}
 	return s.keepDraft(sl)
+}
+
+// A drafter is a model that drafts for the slots of a step that ask it,
+// all at once, after every slot has asked (speculate): a draft model
+// (draftmodel.go) or the model's own multi-token prediction head
+// (mtp.go). Only the scheduler uses it.
+type drafter interface {
+	// can reports whether the slot may ask for a draft.
+	can(sl *slot) bool
+	// fill sets the draft (gen.draft) of each asking slot, at most
+	// sl.draftWant tokens; slots are all the scheduler's.
+	fill(slots, asking []*slot)
+	// mirror follows the step just decoded and sampled (s.batch): the
+	// MTP head evaluates what the model did.
+	mirror(s *scheduler)
+	close()
+}
+
+// modelDrafts fills the drafts of the step's slots that asked the
+// drafter for one (s.asking) and returns how many of the tokens they
+// reserved were not drafted.
+func (s *scheduler) modelDrafts() (unused int) {
+	reserved := 0
+	for _, sl := range s.asking {
+		reserved += sl.draftWant
+		sl.req.gen.draft = sl.req.gen.draft[:0]
+	}
+	start := time.Now()
+	s.drafter.fill(s.slots, s.asking)
+	s.drafterTime += time.Since(start)
+	drafted := 0
+	for _, sl := range s.asking {
+		drafted += s.keepDraft(sl)
+		sl.draftWant = 0
+	}
+	s.asking = s.asking[:0]
+	return reserved - drafted
+}
+
+// takeDrafterTime returns the time the drafter's passes took since it was
+// last asked, and starts the next count: not the scheduler's own time
+// (Stats.StepOwnTime). It is part of what the step's drafts cost
+// (draftCost), a draft model's catch-up included: a draft after a pause
+// catches up with every token since.
+func (s *scheduler) takeDrafterTime() time.Duration {
+	t := s.drafterTime
+	s.drafterTime = 0
+	return t
+}
+
+// mayDraft reports whether the next step may draft if as many slots
+// decode as now: under MaxDecoding, and where drafts are not dear, or
+// are due to be measured (draftCost).
+func (s *scheduler) mayDraft() bool {
+	d := s.decoding()
+	if sp := &s.e.cfg.Speculate; d == 0 || d >= len(s.cost.steps) || sp.MaxDecoding > 0 && d > sp.MaxDecoding {
+		return false
+	}
+	return s.e.cfg.draftAlways || !s.cost.dear(d) || s.cost.measures(d)
 }
 
 // unmeasuredDear reports whether the step's count of decoding slots is
@@ -352,7 +424,7 @@ func (s *scheduler) keepDraft(sl *slot) int {
 		return 0
 	}
 	if s.e.cfg.drafted != nil {
-		s.e.cfg.drafted(g.draft)
+		s.e.cfg.drafted(len(sl.cache), g.draft, sl.draftWant > 0)
 	}
 	g.spec, g.specProbe = true, false
 	s.spec.Drafts++

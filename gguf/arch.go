@@ -82,7 +82,7 @@ func setOf(names ...string) map[string]bool {
 func archKVs(arch string, s Shape, name string) []kv {
 	u := func(n int) uint32 { return uint32(n) }
 	perLayer := func(f func(il int) int) []uint32 {
-		v := make([]uint32, s.Layers)
+		v := make([]uint32, s.Layers+s.MTP)
 		for il := range v {
 			v[il] = u(f(il))
 		}
@@ -101,7 +101,10 @@ func archKVs(arch string, s Shape, name string) []kv {
 	add("context_length", u(s.Ctx))
 	add("embedding_length", u(s.Embd))
 	add("features_length", u(s.Embd))
-	add("block_count", u(s.Layers))
+	add("block_count", u(s.Layers+s.MTP))
+	if s.MTP > 0 {
+		add("nextn_predict_layers", u(s.MTP))
+	}
 	add("leading_dense_block_count", uint32(1))
 	if arch == "nemotron_h" || arch == "nemotron_h_moe" {
 		add("feed_forward_length", perLayer(func(il int) int {
@@ -434,7 +437,8 @@ func blockOf(name string) int {
 // layer: those a q8_0 file quantizes.
 var multiplied = setOf("token_embd", "output", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output",
 	"attn_gate", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
-	"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ssm_in", "ssm_out")
+	"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ssm_in", "ssm_out",
+	"eh_proj", "embed_tokens", "shared_head_head") // a multi-token prediction head's (blk.N.nextn.*)
 
 func multiplies(name string) bool {
 	base, ok := strings.CutSuffix(name, ".weight")

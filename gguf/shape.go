@@ -24,6 +24,10 @@ type Shape struct {
 	// (0: dense), ExpertsUsed how many of them each token goes through.
 	// Only architectures other than llama take them (WriteSyntheticArch).
 	Experts, ExpertsUsed int
+	// MTP is the number of multi-token prediction heads (nextn layers)
+	// after the Layers of the trunk, for architectures that have them
+	// (Qwen3.5, DeepSeek, GLM, ...): synth --arch only.
+	MTP int
 }
 
 // Shapes are the named shapes ParseShape accepts.
@@ -47,7 +51,7 @@ const (
 
 // ParseShape parses a shape: a name from Shapes, or comma-separated
 // key=value pairs with the keys embd, layers, heads, kv, ff, vocab, ctx,
-// type, experts and used (and chatml=true), as Shape.String writes them.
+// type, experts, used and mtp (and chatml=true), as Shape.String writes them.
 // The pairs may follow a name to override its fields ("tiny,type=f32");
 // without a name, every key but kv (default: heads), type (default: q8_0)
 // and the experts is required.
@@ -67,6 +71,7 @@ func ParseShapeFrom(base Shape, s string) (Shape, error) {
 	fields := map[string]*int{
 		"embd": &sh.Embd, "layers": &sh.Layers, "heads": &sh.Heads, "kv": &sh.HeadsKV,
 		"ff": &sh.FF, "vocab": &sh.Vocab, "ctx": &sh.Ctx, "experts": &sh.Experts, "used": &sh.ExpertsUsed,
+		"mtp": &sh.MTP,
 	}
 	for _, p := range parts {
 		key, val, ok := strings.Cut(strings.TrimSpace(p), "=")
@@ -117,6 +122,9 @@ func (s Shape) String() string {
 	if s.Experts > 0 {
 		str += fmt.Sprintf(",experts=%d,used=%d", s.Experts, s.ExpertsUsed)
 	}
+	if s.MTP > 0 {
+		str += fmt.Sprintf(",mtp=%d", s.MTP)
+	}
 	return str
 }
 
@@ -126,8 +134,8 @@ func (s Shape) Validate() error {
 	if err := s.validate(true); err != nil {
 		return err
 	}
-	if s.Experts > 0 || s.ExpertsUsed > 0 {
-		return fmt.Errorf("shape %v: experts are for architectures other than llama (synth --arch)", s)
+	if s.Experts > 0 || s.ExpertsUsed > 0 || s.MTP > 0 {
+		return fmt.Errorf("shape %v: experts and prediction heads are for architectures other than llama (synth --arch)", s)
 	}
 	return nil
 }
@@ -158,6 +166,7 @@ func (s Shape) validate(synthVocab bool) error {
 	}
 	inRange("embd", s.Embd, 1, maxEmbd)
 	inRange("layers", s.Layers, 1, maxLayers)
+	inRange("mtp", s.MTP, 0, maxLayers-s.Layers)
 	inRange("heads", s.Heads, 1, s.Embd)
 	inRange("kv", s.HeadsKV, 1, s.Heads)
 	inRange("ff", s.FF, 1, maxFF)

@@ -13,14 +13,16 @@ func TestParseShape(t *testing.T) {
 		in   string
 		want Shape
 	}{
-		{"135m", Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0}},
+		{"135m", Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0, 0}},
 		{"tiny", tiny},
 		{"tiny,type=f32", tinyF32},
 		{"embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0", Shapes["135m"]},
-		{" embd=64, layers=1, heads=2, ff=64, vocab=300, ctx=32 ", Shape{64, 1, 2, 2, 64, 300, 32, "q8_0", false, 0, 0}},
-		{"tiny,chatml=true", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0}},
-		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0}},
+		{" embd=64, layers=1, heads=2, ff=64, vocab=300, ctx=32 ", Shape{64, 1, 2, 2, 64, 300, 32, "q8_0", false, 0, 0, 0}},
+		{"tiny,chatml=true", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0}},
+		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0}},
 		{Shapes["135m"].String(), Shapes["135m"]},
+		{"tiny,mtp=1", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1}},
+		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1}},
 	} {
 		got, err := ParseShape(tc.in)
 		if err != nil {

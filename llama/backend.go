@@ -248,6 +248,10 @@ type Offload struct {
 	// the whole model with SplitNone, and the intermediate results with
 	// SplitRow.
 	MainGPU int
+	// MTP loads the model's multi-token prediction heads (llama.cpp's
+	// load_mtp), which a context made with ContextParams.MTP runs; they
+	// are skipped otherwise (Model.MTPHeads counts them either way).
+	MTP bool
 }
 
 // Enabled reports whether o asks for any layer on a device.
@@ -338,6 +342,7 @@ func (m *Model) Offloaded() Offloaded {
 // until c.free.
 func (o Offload) apply(params *C.struct_llama_model_params, c *cOffload) error {
 	params.n_gpu_layers = 0
+	params.load_mtp = C.bool(o.MTP)
 	all := devices()
 	if !o.Enabled() || (len(all) == 0 && o.GPULayers == GPULayersAuto && len(o.Devices) == 0) {
 		// No device at all: llama.cpp would otherwise place the input

@@ -49,6 +49,14 @@ type ContextParams struct {
 	// context took); the others, and models without a recurrent state,
 	// take 0.
 	Rollback int
+	// MTP makes a context that runs the model's multi-token prediction
+	// head (llama.cpp's LLAMA_CONTEXT_TYPE_MTP; the model loaded with
+	// Offload.MTP) instead of the model: it keeps keys and values for the
+	// head's layer only, and each token of a batch comes with the hidden
+	// row the model computed at the position before (Batch.AddHidden).
+	// Other is the context of the model whose rows it reads.
+	MTP   bool
+	Other *Context
 }
 
 // Pooling is llama.cpp's llama_pooling_type, shifted so that the zero
@@ -89,6 +97,8 @@ type Context struct {
 	mem    C.llama_memory_t
 	batch  C.struct_llama_batch
 	cap    int
+	nEmbd  int                       // the model's hidden width
+	hidden *C.float                  // cap rows of nEmbd: the hidden rows of an MTP context's batch (C memory)
 	pool   *C.struct_ggml_threadpool // nil with NoThreadPool
 	passes *C.uint64_t               // C memory: the eval callback writes it
 }
@@ -125,6 +135,13 @@ func (p ContextParams) c() C.struct_llama_context_params {
 	cp.type_v = p.TypeV.ggmlType()
 	cp.pooling_type = C.enum_llama_pooling_type(int(p.Pooling) - 1)
 	cp.n_rs_seq = C.uint32_t(max(p.Rollback, 0))
+	if p.MTP {
+		cp.ctx_type = C.LLAMA_CONTEXT_TYPE_MTP
+		cp.n_rs_seq = 0
+	}
+	if p.Other != nil {
+		cp.ctx_other = p.Other.c
+	}
 	return cp
 }
 
@@ -154,7 +171,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	// more than the n_ctx asked for, before it pads the cache), and
 	// aborts the process on a batch larger than that: the batch's
 	// capacity is what it took.
-	ctx := &Context{c: c, mem: C.llama_get_memory(c), cap: min(p.NBatch, int(C.llama_n_batch(c))), passes: passes}
+	ctx := &Context{c: c, mem: C.llama_get_memory(c), cap: min(p.NBatch, int(C.llama_n_batch(c))), nEmbd: m.NEmbd(), passes: passes}
 	if !p.NoThreadPool {
 		// Without a pool ggml creates and joins its threads on every pass.
 		ctx.pool = C.corral_threadpool_new(C.int32_t(max(1, p.Threads)))
@@ -172,6 +189,8 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 func (c *Context) Close() {
 	if c.c != nil {
 		C.llama_batch_free(c.batch)
+		C.free(unsafe.Pointer(c.hidden))
+		c.hidden = nil
 		C.llama_free(c.c)
 		c.c = nil
 		if c.pool != nil {
@@ -228,17 +247,31 @@ func (c *Context) SeqEmbedding(dst []float32, seq, n int) ([]float32, bool) {
 // less when llama.cpp took less.
 func (c *Context) NBatch() int { return c.cap }
 
-// Batch is a set of tokens to evaluate in one Decode, filled by Add.
+// Batch is a set of tokens to evaluate in one Decode, filled by Add (or,
+// for a context with ContextParams.MTP, AddHidden).
 type Batch struct {
 	Tokens []Token
 	Pos    []int32
 	Seq    []int32
 	Logits []bool
+	// Hidden are the tokens' hidden rows, one of the model's width
+	// (Model.NEmbd) each, in an MTP context's batch; empty otherwise.
+	Hidden []float32
 }
 
 // Reset empties the batch, keeping its memory.
 func (b *Batch) Reset() {
 	b.Tokens, b.Pos, b.Seq, b.Logits = b.Tokens[:0], b.Pos[:0], b.Seq[:0], b.Logits[:0]
+	b.Hidden = b.Hidden[:0]
+}
+
+// AddHidden is Add for a context with ContextParams.MTP: the token comes
+// with the hidden row the model computed at the position before pos
+// (Context.HiddenTo of the model's context, or of this one for a token
+// the head itself drafted). Every token of such a batch needs one.
+func (b *Batch) AddHidden(tok Token, pos int, seq int, logits bool, row []float32) {
+	b.Add(tok, pos, seq, logits)
+	b.Hidden = append(b.Hidden, row...)
 }
 
 // Add appends one token of sequence seq at position pos; logits asks for
@@ -296,10 +329,45 @@ func (c *Context) Decode(b *Batch) error {
 		}
 	}
 	cb.n_tokens = C.int32_t(n)
+	if len(b.Hidden) > 0 {
+		if len(b.Hidden) != n*c.nEmbd {
+			return fmt.Errorf("llama: decode: %d hidden values for %d tokens of width %d", len(b.Hidden), n, c.nEmbd)
+		}
+		if c.hidden == nil {
+			c.hidden = (*C.float)(C.malloc(C.size_t(c.cap * c.nEmbd * 4)))
+		}
+		copy(unsafe.Slice((*float32)(unsafe.Pointer(c.hidden)), n*c.nEmbd), b.Hidden)
+		cb.embd = c.hidden
+		defer func() { cb.embd = nil }() // llama_batch_free would free it
+	}
 	if rc := C.corral_decode(c.c, *cb); rc != 0 {
 		return &DecodeError{Code: int(rc)}
 	}
 	return nil
+}
+
+// SetHidden turns on or off the output of the hidden rows a model's
+// multi-token prediction head reads (the last layer's output before the
+// vocabulary projection; llama.cpp's nextn embeddings), for the tokens a
+// Decode computes logits for: on the model's context to feed an MTP
+// context, and on the MTP context to chain its drafts.
+func (c *Context) SetHidden(on bool) { C.corral_set_embeddings_nextn(c.c, C.bool(on), C.bool(true)) }
+
+// HiddenTo copies into dst's storage (grown when too small) the hidden
+// row at batch index i of the last Decode, which must have computed
+// logits there with SetHidden on (llama.cpp aborts otherwise when built
+// without NDEBUG; a release build logs it and HiddenTo returns nil).
+func (c *Context) HiddenTo(dst []float32, i int) []float32 {
+	p := C.corral_embeddings_nextn_ith(c.c, C.int32_t(i))
+	if p == nil {
+		return nil
+	}
+	if cap(dst) < c.nEmbd {
+		dst = make([]float32, c.nEmbd)
+	}
+	dst = dst[:c.nEmbd]
+	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(p)), c.nEmbd))
+	return dst
 }
 
 // Logits returns a copy of the raw logits (one per vocabulary token) at

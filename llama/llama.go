@@ -243,6 +243,10 @@ func (m *Model) SlidingWindow() int { return int(C.llama_model_n_swa(m.m)) }
 // NEmbd is the model's embedding size: the length of a pooled embedding.
 func (m *Model) NEmbd() int { return int(C.llama_model_n_embd(m.m)) }
 
+// MTPHeads is the number of multi-token prediction heads (llama.cpp's
+// nextn layers) the model's file has: 0 for most models.
+func (m *Model) MTPHeads() int { return int(C.llama_model_n_layer_nextn(m.m)) }
+
 // NEmbdInput is the width of the embeddings the model reads (those of its
 // tokens, and those a Projector gives in place of media).
 func (m *Model) NEmbdInput() int { return int(C.llama_model_n_embd_inp(m.m)) }

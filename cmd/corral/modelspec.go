@@ -101,15 +101,21 @@ func checkCacheTypes(cfg engine.Config) error {
 }
 
 // parseSpecType sets sp's draft sources from a --spec-type value: a
-// comma-separated list of ngram (each request's own tokens) and
-// draft-simple (llama-server's name for a draft model's drafts: sp.Model,
-// which it needs), or none. A draft model given drafts unless none is.
+// comma-separated list of ngram (each request's own tokens), draft-simple
+// (llama-server's name for a draft model's drafts: sp.Model, which it
+// needs) and draft-mtp (the model's own multi-token prediction head), or
+// none. A draft model given drafts unless none is.
 func parseSpecType(value string, sp *engine.Speculation) error {
-	sp.Ngram = false
+	sp.Ngram, sp.MTP = false, false
 	for _, name := range strings.Split(value, ",") {
 		switch strings.TrimSpace(name) {
 		case "ngram":
 			sp.Ngram = true
+		case "draft-mtp":
+			if sp.Model != "" {
+				return fmt.Errorf("%q: draft-mtp drafts with the model's own head, not with a draft model (--spec-draft-model)", value)
+			}
+			sp.MTP = true
 		case "draft-simple":
 			if sp.Model == "" {
 				return fmt.Errorf("%q: draft-simple needs a draft model (--spec-draft-model)", value)
@@ -122,7 +128,7 @@ func parseSpecType(value string, sp *engine.Speculation) error {
 				return fmt.Errorf("%q: speculation is off, but a draft model is given (--spec-draft-model)", value)
 			}
 		default:
-			return fmt.Errorf("%q: want ngram, draft-simple (with --spec-draft-model), both, or none", value)
+			return fmt.Errorf("%q: want ngram, draft-simple (with --spec-draft-model) or draft-mtp, or ngram with either, or none", value)
 		}
 	}
 	return nil

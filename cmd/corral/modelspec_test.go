@@ -240,26 +240,30 @@ func TestMemoryBudget(t *testing.T) {
 }
 
 // TestParseSpecType: --spec-type takes ngram, draft-simple (with a draft
-// model) or both, comma-separated, or none (without one).
+// model) or draft-mtp (without one), ngram with either, comma-separated,
+// or none (without a draft model).
 func TestParseSpecType(t *testing.T) {
 	for _, tc := range []struct {
-		value, model string
-		ngram, ok    bool
+		value, model   string
+		ngram, mtp, ok bool
 	}{
-		{"ngram", "", true, true},
-		{"ngram", "d.gguf", true, true},
-		{"draft-simple", "d.gguf", false, true},
-		{"ngram,draft-simple", "d.gguf", true, true},
-		{"draft-simple", "", false, false},
-		{"none", "", false, true},
-		{"none", "d.gguf", false, false},
-		{"ngram,none", "", false, false},
-		{"eagle", "", false, false},
+		{"ngram", "", true, false, true},
+		{"ngram", "d.gguf", true, false, true},
+		{"draft-simple", "d.gguf", false, false, true},
+		{"ngram,draft-simple", "d.gguf", true, false, true},
+		{"draft-simple", "", false, false, false},
+		{"draft-mtp", "", false, true, true},
+		{"ngram,draft-mtp", "", true, true, true},
+		{"draft-mtp", "d.gguf", false, false, false},
+		{"none", "", false, false, true},
+		{"none", "d.gguf", false, false, false},
+		{"ngram,none", "", false, false, false},
+		{"eagle", "", false, false, false},
 	} {
-		sp := engine.Speculation{Ngram: !tc.ngram, Model: tc.model}
+		sp := engine.Speculation{Ngram: !tc.ngram, MTP: !tc.mtp, Model: tc.model}
 		err := parseSpecType(tc.value, &sp)
-		if (err == nil) != tc.ok || tc.ok && sp.Ngram != tc.ngram {
-			t.Errorf("%q with draft model %q: ngram %v, %v; want ngram %v, ok %v", tc.value, tc.model, sp.Ngram, err, tc.ngram, tc.ok)
+		if (err == nil) != tc.ok || tc.ok && (sp.Ngram != tc.ngram || sp.MTP != tc.mtp) {
+			t.Errorf("%q with draft model %q: ngram %v, mtp %v, %v; want ngram %v, mtp %v, ok %v", tc.value, tc.model, sp.Ngram, sp.MTP, err, tc.ngram, tc.mtp, tc.ok)
 		}
 	}
 }

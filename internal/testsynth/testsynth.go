@@ -115,6 +115,23 @@ func Arch(t testing.TB, dir, arch string) string {
 	return p
 }
 
+// ArchMTP is Arch for a model with a multi-token prediction head after
+// its layers (gguf.Shape.MTP), as corral synth --arch ARCH --shape mtp=1
+// writes it.
+func ArchMTP(t testing.TB, dir, arch string) string {
+	t.Helper()
+	p := filepath.Join(dir, arch+"-mtp.gguf")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	shape := gguf.ArchShape(arch)
+	shape.MTP = 1
+	if err := gguf.WriteSyntheticArch(p, arch, shape, 1, gguf.SynthOptions{}, llama.Layout); err != nil {
+		t.Fatalf("testsynth: %v", err)
+	}
+	return p
+}
+
 // Projector writes the synthetic text model of a projector kind and the
 // projector sized to it, seed 1, into dir, as corral synth --mmproj KIND
 // writes them (gguf.ProjectorText), and returns their paths. kind may

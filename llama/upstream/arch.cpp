@@ -112,6 +112,7 @@ extern "C" struct llama_model * corral_layout(const char * path, char * err, siz
             mp.devices = none;
             mp.n_gpu_layers = 0;
             mp.no_alloc = true;
+            mp.load_mtp = true; // a model's multi-token prediction heads are tensors too
             model = llama_model_init_from_user(meta, no_data, nullptr, mp);
         }
     } catch (const std::exception & e) {
@@ -169,5 +170,17 @@ extern "C" bool corral_memory_apply(struct llama_context * ctx) {
         return ctx->memory_update(false);
     } catch (const std::exception &) {
         return false;
+    }
+}
+
+extern "C" void corral_set_embeddings_nextn(struct llama_context * ctx, bool on, bool masked) {
+    llama_set_embeddings_nextn(ctx, on, masked);
+}
+
+extern "C" const float * corral_embeddings_nextn_ith(struct llama_context * ctx, int32_t i) {
+    try {
+        return llama_get_embeddings_nextn_ith(ctx, i);
+    } catch (const std::exception &) {
+        return nullptr;
     }
 }

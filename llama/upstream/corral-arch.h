@@ -1,8 +1,9 @@
 // What the binding asks of llama.cpp's internals (src/llama-arch.h,
 // src/llama-model.h, src/llama-ext.h) that its C API does not offer: the
 // architectures it knows, the tensors a model of one of them has, what a
-// context allocated, why a load failed (its log's first error), and a
-// memory update on demand. Built into
+// context allocated, why a load failed (its log's first error), a
+// memory update on demand, and the hidden rows a multi-token prediction
+// head reads. Built into
 // libcorral-common (arch.cpp) with llama.cpp's src/ on the include path.
 #ifndef CORRAL_ARCH_H
 #define CORRAL_ARCH_H
@@ -23,7 +24,8 @@ const char * corral_arch_name(int32_t i);
 
 // corral_layout builds, without allocating a byte of weights, the model
 // that the GGUF metadata in path (a file of key-value pairs and no
-// tensors) describes, so that its tensors can be listed. Returns NULL and
+// tensors) describes, so that its tensors can be listed (a multi-token
+// prediction head's among them). Returns NULL and
 // writes why to err (at most err_len bytes with the NUL) when llama.cpp
 // cannot build it. Free the model with llama_model_free.
 struct llama_model * corral_layout(const char * path, char * err, size_t err_len);
@@ -50,6 +52,14 @@ void corral_memory_of(const struct llama_context * ctx, size_t sizes[3]);
 // that llama_memory_seq_cp between sequences of different buffers
 // (kv_unified off) only queues. Returns whether it changed anything.
 bool corral_memory_apply(struct llama_context * ctx);
+
+// corral_set_embeddings_nextn turns on or off the hidden rows a model's
+// multi-token prediction head reads (llama_set_embeddings_nextn): of
+// every token of a batch (masked false) or of those with logits.
+// corral_embeddings_nextn_ith returns the row of batch index i of the
+// last decode, or NULL when there is none.
+void          corral_set_embeddings_nextn(struct llama_context * ctx, bool on, bool masked);
+const float * corral_embeddings_nextn_ith(struct llama_context * ctx, int32_t i);
 
 #ifdef __cplusplus
 }
