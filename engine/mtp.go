@@ -84,12 +84,24 @@ func newDrafter(ctx context.Context, cfg Config, model *llama.Model, lctx *llama
 	return dm, err
 }
 
+// mtpArchs are the architectures whose head llama.cpp b10573 runs (a
+// graph of type LLM_GRAPH_TYPE_DECODER_MTP). Step 3.5's chained heads
+// are run as its first head alone, drafting token after token.
+var mtpArchs = map[string]bool{
+	"qwen35": true, "qwen35moe": true, "qwen3next": true, "deepseek2": true, "deepseek32": true,
+	"deepseek4": true, "glm-dsa": true, "step35": true, "bailingmoe3": true, "cohere2moe": true,
+	"nemotron_h_moe": true, "hy_v3": true, "mimo2": true,
+}
+
 // newMTPHead makes the MTP head's context on model, whose context lctx
 // holds cells cells for the slots.
 func newMTPHead(cfg Config, model *llama.Model, lctx *llama.Context, cells, rollback int) (*mtpHead, error) {
 	arch, _ := model.Meta("general.architecture")
 	if model.MTPHeads() == 0 {
 		return nil, fmt.Errorf("MTP head: this %s model has none (no nextn layers in its file)", arch)
+	}
+	if !mtpArchs[arch] {
+		return nil, fmt.Errorf("MTP head: llama.cpp %s does not run a %s model's head", llama.Release(), arch)
 	}
 	if model.Recurrent() && rollback == 0 {
 		return nil, fmt.Errorf("MTP head: a %s model's recurrent state goes back over a refused draft only where llama.cpp %s can take it back: it does not speculate", arch, llama.Release())
