@@ -95,7 +95,8 @@ func loadDraftModel(ctx context.Context, cfg Config, target *llama.Model, cells,
 }
 
 // draftConfig is the configuration of the draft model's context
-// (EstimateMemory sizes it too) for a target of cells cells: as many,
+// (EstimateMemory sizes it too), and of the MTP head's, for a target of
+// cells cells: as many,
 // and a draft's worth per slot, one buffer, batches of the larger of the
 // target's and a step's catch-up, F16 keys and values.
 func (cfg Config) draftConfig(cells int) Config {

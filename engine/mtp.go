@@ -106,11 +106,7 @@ func newMTPHead(cfg Config, model *llama.Model, lctx *llama.Context, cells, roll
 	if model.Recurrent() && rollback == 0 {
 		return nil, fmt.Errorf("MTP head: a %s model's recurrent state goes back over a refused draft only where llama.cpp %s can take it back: it does not speculate", arch, llama.Release())
 	}
-	dc := Config{
-		ModelPath: cfg.ModelPath, Parallel: cfg.Parallel, Threads: cfg.Threads, NoFlashAttn: cfg.NoFlashAttn,
-		CtxSize: cells + cfg.Parallel*(maxDraft+1), BatchSize: cfg.BatchSize, Pooling: "none",
-	}
-	cp := dc.contextParams(model.CtxTrain(), llama.PoolingNone, 0, 0)
+	cp := cfg.draftConfig(cells).contextParams(model.CtxTrain(), llama.PoolingNone, 0, 0)
 	cp.MTP, cp.Other = true, lctx
 	hctx, err := llama.NewContext(model, cp)
 	if err != nil {
@@ -151,9 +147,15 @@ func (h *mtpHead) reset() {
 	}
 }
 
-// sync cuts the slot's sequence to what its cache still holds.
+// sync cuts the slot's sequence to what its cache still holds. Within
+// one request a position's token never changes (the sequence has
+// entries only for tokens the request kept), so only a sequence longer
+// than the cache, or another request's, is compared token by token.
 func (h *mtpHead) sync(sl *slot) bool {
 	seq := h.toks[sl.id]
+	if h.req[sl.id] == sl.req && len(seq) <= len(sl.cache) {
+		return true
+	}
 	n := commonPrefix(seq, sl.cache)
 	if n == len(seq) {
 		return true
