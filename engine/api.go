@@ -233,7 +233,11 @@ type Config struct {
 	// its slot's share; slots share no cells (a prefix is copied from
 	// another slot, never held by both); and a step that mixes prompt
 	// chunks with decode tokens takes several forward passes, one per
-	// length of the sequences' parts.
+	// length of the sequences' parts. A hybrid model (attention and a
+	// recurrent state) that speculates with rollback copies
+	// (Speculation.Recurrent, Speculation.MTP) always has it: llama.cpp
+	// keeps the copies valid only when it splits batches by consecutive
+	// sequences, which it does with a buffer per slot.
 	KVPerSlot bool
 	// NoFlashAttn turns llama.cpp's flash-attention kernel off (see
 	// llama.ContextParams.NoFlashAttn): on a CPU, prompts evaluated over a
@@ -782,6 +786,10 @@ type ModelInfo struct {
 	// CacheTypeK and CacheTypeV are the KV cache's key and value types
 	// (Config.CacheTypeK and CacheTypeV, "f16" by default).
 	CacheTypeK, CacheTypeV string
+	// KVPerSlot says that each slot has a KV buffer of its own
+	// (Config.KVPerSlot, which a hybrid model speculating with rollback
+	// copies always has).
+	KVPerSlot bool
 	// Speculation names the draft sources the engine speculates with
 	// (Config.Speculate): "ngram", "draft:NAME"; none when it does not,
 	// as on a model whose recurrent state does not go back over a

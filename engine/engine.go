@@ -218,6 +218,14 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		model.Close()
 		return nil, errors.New("engine: a cache per slot is for generation; an embedding model's passes share one buffer")
 	}
+	if cfg.rollback() > 0 && model.Hybrid() && !embeds(pooling) {
+		// A hybrid's batches split into micro-batches of consecutive
+		// sequences only with a buffer per slot; with one buffer,
+		// llama.cpp may move a sequence's recurrent state after the
+		// micro-batch that wrote its rollback copies, which then take it
+		// back to another sequence's state (llama.Context.homeStates).
+		cfg.KVPerSlot = true
+	}
 	reserve := cfg.embedReserve(pooling)
 	lctx, err := llama.NewContext(model, cfg.contextParams(model.CtxTrain(), pooling, typeK, typeV))
 	if err != nil {
@@ -304,7 +312,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			CtxTrain: model.CtxTrain(), CtxPerRequest: reqCtx, KVCells: poolCells, VocabSize: model.NVocab(),
 			ChatTemplate: tmpl, ChatTemplateToolUse: toolUse, BOS: model.BOS(), EOS: model.EOS(), AddBOS: model.AddBOS(),
 			Pooling: lctx.Pooling().String(), EmbeddingSize: model.NEmbd(), EmbedMaxTokens: embedMax,
-			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(), Speculation: spec,
+			CacheTypeK: typeK.String(), CacheTypeV: typeV.String(), KVPerSlot: cfg.KVPerSlot, Speculation: spec,
 			Created: time.Now(),
 			Layers:  off.Layers, GPULayers: off.GPULayers, Devices: off.Devices,
 			MemoryKind: kind, Memory: lctx.Memory(),

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/corral-llm/corral/gguf"
 	"github.com/corral-llm/corral/llama"
@@ -194,6 +196,9 @@ func EstimateMemory(md *gguf.Metadata, cfg Config) (Footprint, error) {
 	weights, err := weightBytes(md)
 	if err != nil {
 		return Footprint{}, err
+	}
+	if !cfg.Speculate.MTP {
+		weights -= headBytes(md) // llama.cpp skips the head's layers
 	}
 	var kv, graph int64
 	if cfg.ModelPath != "" {
@@ -631,6 +636,32 @@ func weightBytes(md *gguf.Metadata) (int64, error) {
 		return 0, fmt.Errorf("%w: tensor data of %d bytes", ErrEstimate, span)
 	}
 	return int64(span), nil
+}
+
+// headBytes is the size of the tensors of md's multi-token prediction
+// head: its last nextn_predict_layers blocks, which llama.cpp loads only
+// for a context that drafts with them (llama.Offload.MTP).
+func headBytes(md *gguf.Metadata) int64 {
+	heads, _ := md.Uint(md.Architecture + ".nextn_predict_layers")
+	if heads == 0 || heads > uint64(md.BlockCount) {
+		return 0
+	}
+	first := md.BlockCount - int(heads)
+	var n int64
+	for _, t := range md.Tensors {
+		rest, ok := strings.CutPrefix(t.Name, "blk.")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		if b, err := strconv.Atoi(num); err != nil || b < first {
+			continue
+		}
+		if size, ok := t.Size(); ok {
+			n += int64(size)
+		}
+	}
+	return n
 }
 
 // alignTo rounds n up to a multiple of m.

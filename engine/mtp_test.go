@@ -149,8 +149,8 @@ func headGuesses(t *testing.T, path string, toks []int32, first int) (guess []in
 	return guess, margin
 }
 
-// TestMTPMemory: the estimate counts the MTP head's context when the
-// engine drafts with it, and not otherwise.
+// TestMTPMemory: the estimate counts the MTP head's context and its
+// layers' weights when the engine drafts with it, and not otherwise.
 func TestMTPMemory(t *testing.T) {
 	path := testsynth.ArchMTP(t, t.TempDir(), "qwen35")
 	md, err := gguf.ReadMetadata(path)
@@ -169,6 +169,10 @@ func TestMTPMemory(t *testing.T) {
 	}
 	if without.Draft != 0 || with.Draft <= 0 {
 		t.Errorf("Draft %d bytes without the head, %d with", without.Draft, with.Draft)
+	}
+	// llama.cpp loads the head's layers only to draft with them.
+	if with.Weights <= without.Weights {
+		t.Errorf("Weights %d bytes without the head, %d with", without.Weights, with.Weights)
 	}
 }
 

@@ -9,6 +9,7 @@ package llama
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 )
@@ -101,6 +102,10 @@ type Context struct {
 	hidden *C.float                  // cap rows of nEmbd: the hidden rows of an MTP context's batch (C memory)
 	pool   *C.struct_ggml_threadpool // nil with NoThreadPool
 	passes *C.uint64_t               // C memory: the eval callback writes it
+	// home: the context keeps rollback copies of recurrent states, which
+	// stay valid only with each sequence's state in its own cell
+	// (corral_recurrent_home, before every decode and state load).
+	home bool
 }
 
 // c is p as llama_context_params: what NewContext creates, and what
@@ -182,6 +187,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 		C.llama_attach_threadpool(c, ctx.pool, ctx.pool)
 	}
 	ctx.batch = C.llama_batch_init(C.int32_t(ctx.cap), 0, 1)
+	ctx.home = C.llama_n_rs_seq(c) > 0
 	return ctx, nil
 }
 
@@ -340,6 +346,9 @@ func (c *Context) Decode(b *Batch) error {
 		cb.embd = c.hidden
 		defer func() { cb.embd = nil }() // llama_batch_free would free it
 	}
+	if err := c.homeStates(); err != nil {
+		return err
+	}
 	if rc := C.corral_decode(c.c, *cb); rc != 0 {
 		return &DecodeError{Code: int(rc)}
 	}
@@ -476,6 +485,9 @@ func (c *Context) SetSeqStatePartial(seq int, state []byte) bool {
 	if len(state) == 0 {
 		return false
 	}
+	if c.homeStates() != nil {
+		return false
+	}
 	got := C.llama_state_seq_set_data_ext(c.c, (*C.uint8_t)(unsafe.Pointer(&state[0])), C.size_t(len(state)), C.llama_seq_id(seq), partialOnly)
 	return got != 0
 }
@@ -484,6 +496,9 @@ func (c *Context) SetSeqStatePartial(seq int, state []byte) bool {
 // false when the state could not be loaded.
 func (c *Context) SeqStateSet(seq int, state []byte) bool {
 	if len(state) == 0 {
+		return false
+	}
+	if c.homeStates() != nil {
 		return false
 	}
 	got := C.llama_state_seq_set_data(c.c, (*C.uint8_t)(unsafe.Pointer(&state[0])), C.size_t(len(state)), C.llama_seq_id(seq))
@@ -502,6 +517,9 @@ func (c *Context) DecodeEmbd(embd []float32, n int, pos []int32, seq int) error 
 	}
 	if want := n * posPerEmbd(model); len(pos) != want {
 		return fmt.Errorf("llama: decode embeddings: %d positions for %d embeddings, want %d", len(pos), n, want)
+	}
+	if err := c.homeStates(); err != nil {
+		return err
 	}
 	if rc := C.corral_decode_embd(c.c, (*C.float)(unsafe.Pointer(&embd[0])), C.int32_t(n), (*C.int32_t)(unsafe.Pointer(&pos[0])), C.int32_t(seq)); rc != 0 {
 		return &DecodeError{Code: int(rc)}
@@ -527,3 +545,17 @@ func (c *Context) SetCausalAttn(on bool) { C.llama_set_causal_attn(c.c, C.bool(o
 // SetThreads sets the threads the next Decode calls compute with, at
 // most ContextParams.Threads when the context has a thread pool.
 func (c *Context) SetThreads(n int) { C.llama_set_n_threads(c.c, C.int32_t(n), C.int32_t(n)) }
+
+// homeStates puts every sequence's recurrent state in its own cell, in a
+// context with rollback copies (see Context.home): llama.cpp moves a
+// sequence's state to make room for others, and carries only its
+// current state, so a rollback over a draft evaluated in the same decode
+// would go back to whatever copies the cell it moved to held. With the
+// states at home a decode moves none (its micro-batches hold consecutive
+// sequences; see ContextParams.Rollback).
+func (c *Context) homeStates() error {
+	if c.home && !bool(C.corral_recurrent_home(c.c)) {
+		return errors.New("llama: the recurrent states could not be put in their cells")
+	}
+	return nil
+}

@@ -6,6 +6,9 @@
 # at one stream (16 requests) and 16 (48), 10-token prompts, 64 out.
 # Prints output tok/s per configuration, concurrency and round, and the
 # spec_decode counters after each run. Run nothing else meanwhile.
+# CONFIGS picks the configurations (default "none copies draft-mtp");
+# "perslot" is none with --kv-per-slot, which a hybrid keeping the
+# copies always has.
 #
 # usage: scripts/mtp-cost.sh MODEL.gguf [ROUNDS] [OUT_DIR]
 #   MODEL  a model with an MTP head, e.g. corral synth --arch qwen35 --shape
@@ -19,9 +22,10 @@ corral=$here/bin/corral
 port=18931
 mkdir -p "$out"
 for round in $(seq 1 "$rounds"); do
-	for cfg in none copies draft-mtp; do
+	for cfg in ${CONFIGS:-none copies draft-mtp}; do
 		case $cfg in
 		none) flags=(--spec-type none) ;;
+		perslot) flags=(--spec-type none --kv-per-slot) ;;
 		copies) flags=(--spec-type ngram --spec-recurrent) ;;
 		draft-mtp) flags=(--spec-type draft-mtp) ;;
 		esac

@@ -6,12 +6,18 @@
 #include "llama-arch.h"
 #include "llama-context.h"
 #include "llama-ext.h"
+#include "llama-memory-hybrid-iswa.h"
+#include "llama-memory-hybrid.h"
+#include "llama-memory-recurrent.h"
 #include "llama-model.h"
+
+#include "ggml-backend.h"
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -182,5 +188,147 @@ extern "C" const float * corral_embeddings_nextn_ith(struct llama_context * ctx,
         return llama_get_embeddings_nextn_ith(ctx, i);
     } catch (const std::exception &) {
         return nullptr;
+    }
+}
+
+namespace {
+
+llama_memory_recurrent * recurrent_of(llama_context * ctx) {
+    llama_memory_i * mem = llama_get_memory(ctx);
+    if (auto * h = dynamic_cast<llama_memory_hybrid *>(mem)) {
+        return h->get_mem_recr();
+    }
+    if (auto * h = dynamic_cast<llama_memory_hybrid_iswa *>(mem)) {
+        return h->get_mem_recr();
+    }
+    return dynamic_cast<llama_memory_recurrent *>(mem);
+}
+
+// move_rows copies the rows of state cell from to cell to, in every
+// plane (the current state and the rollback copies) of every recurrent
+// layer, or swaps the two cells' rows.
+void move_rows(llama_memory_recurrent * r, uint32_t from, uint32_t to, bool swap, std::vector<uint8_t> & buf) {
+    const uint32_t planes = 1 + r->n_rs_seq;
+    for (auto * layers : {&r->r_l, &r->s_l}) {
+        for (ggml_tensor * t : *layers) {
+            if (t == nullptr) {
+                continue;
+            }
+            const size_t row = t->nb[1];
+            buf.resize(2*row);
+            for (uint32_t p = 0; p < planes; ++p) {
+                const size_t a = (size_t) (p*r->size + from)*row;
+                const size_t b = (size_t) (p*r->size + to)*row;
+                ggml_backend_tensor_get(t, buf.data(), a, row);
+                if (swap) {
+                    ggml_backend_tensor_get(t, buf.data() + row, b, row);
+                    ggml_backend_tensor_set(t, buf.data() + row, a, row);
+                }
+                ggml_backend_tensor_set(t, buf.data(), b, row);
+            }
+        }
+    }
+}
+
+// renumber makes the cells whose state rows live in cell a look in b
+// and the other way round, after the rows of a and b moved.
+void renumber(llama_memory_recurrent * r, int32_t a, int32_t b, bool swap) {
+    for (auto & c : r->cells) {
+        if (c.src == a) {
+            c.src = b;
+        } else if (swap && c.src == b) {
+            c.src = a;
+        }
+    }
+}
+
+} // namespace
+
+extern "C" bool corral_recurrent_home(struct llama_context * ctx) {
+    try {
+        llama_memory_recurrent * r = recurrent_of(ctx);
+        if (r == nullptr || r->n_rs_seq == 0) {
+            return true;
+        }
+        auto & cells = r->cells;
+        const int32_t n = (int32_t) r->size;
+        std::vector<uint8_t> buf;
+        bool synced = false;
+        // sync lets a pass still running on a device finish before state
+        // rows are read or written.
+        auto sync = [&] {
+            if (!synced) {
+                llama_synchronize(ctx);
+                synced = true;
+            }
+        };
+        // A sequence that shares another's cell (llama_memory_seq_cp) gets
+        // a copy of its own, in an empty cell (its own when empty): the
+        // cell stays with the sequence it is home to, or its first one.
+        for (int32_t s = 0; s < n; ++s) {
+            const int32_t t = cells[s].tail;
+            if (t < 0 || cells[t].seq_id.size() < 2) {
+                continue;
+            }
+            const llama_seq_id keep = cells[t].has_seq_id(t) ? t : *cells[t].seq_id.begin();
+            if (s == keep) {
+                continue;
+            }
+            int32_t e = cells[s].is_empty() ? s : -1;
+            for (int32_t i = 0; e < 0 && i < n; ++i) {
+                if (cells[i].is_empty()) {
+                    e = i;
+                }
+            }
+            if (e < 0) {
+                return false; // cannot be: a shared cell leaves one empty
+            }
+            const int32_t from = cells[t].src;
+            if (from >= 0) {
+                sync();
+                move_rows(r, from, e, false, buf);
+            }
+            cells[e].pos = cells[t].pos;
+            cells[e].src = from >= 0 ? e : -1;
+            cells[e].seq_id = {s};
+            cells[t].seq_id.erase(s);
+            cells[s].tail = e;
+        }
+        // Every sequence with a state into its own cell, swapping with
+        // whatever is there (another sequence out of place, or nothing).
+        for (int32_t s = 0; s < n; ++s) {
+            const int32_t t = cells[s].tail;
+            if (t < 0 || t == s) {
+                continue;
+            }
+            sync();
+            move_rows(r, t, s, true, buf);
+            renumber(r, t, s, true);
+            std::swap(cells[s].pos, cells[t].pos);
+            std::swap(cells[s].src, cells[t].src);
+            std::swap(cells[s].seq_id, cells[t].seq_id);
+            for (llama_seq_id q : cells[s].seq_id) {
+                cells[q].tail = s;
+            }
+            for (llama_seq_id q : cells[t].seq_id) {
+                cells[q].tail = t;
+            }
+        }
+        // A sequence without a state gets an empty one at home: llama.cpp
+        // zeroes a cell without a source (src -1) before it is read.
+        uint32_t used = 0;
+        for (int32_t s = 0; s < n; ++s) {
+            if (cells[s].tail < 0 && cells[s].is_empty()) {
+                cells[s].seq_id = {s};
+                cells[s].pos = -1;
+                cells[s].src = -1;
+                cells[s].tail = s;
+            }
+            used += cells[s].is_empty() ? 0 : 1;
+        }
+        r->used = used;
+        return true;
+    } catch (const std::exception &) {
+        return false;
     }
 }

@@ -61,6 +61,23 @@ bool corral_memory_apply(struct llama_context * ctx);
 void          corral_set_embeddings_nextn(struct llama_context * ctx, bool on, bool masked);
 const float * corral_embeddings_nextn_ith(struct llama_context * ctx, int32_t i);
 
+// corral_recurrent_home puts the recurrent state of every sequence of
+// ctx in the state cell numbered as the sequence, and gives a sequence
+// without a state an empty one there, when ctx keeps rollback copies
+// (n_rs_seq > 0); otherwise it does nothing. llama.cpp evaluates the
+// sequences of a micro-batch in adjacent cells and moves other
+// sequences' states out of the way, carrying only their current state,
+// not the copies a rollback reads: a sequence whose copies were written
+// by one micro-batch of a decode and moved by a later one then goes back
+// to another sequence's state. With every sequence at home, a sequential
+// split (consecutive sequence ids per micro-batch: a buffer per
+// sequence, or a recurrent memory alone) never moves one. Called before
+// every decode and state load of such a context; it copies state rows
+// only when a cell is out of place (after llama_memory_seq_cp, or a
+// load into another sequence's freed cell). Returns false when it could
+// not (the states are then as llama.cpp left them).
+bool corral_recurrent_home(struct llama_context * ctx);
+
 #ifdef __cplusplus
 }
 #endif
