@@ -16,10 +16,10 @@ import (
 // (each prompt takes the next free one, so the order the prompts came in
 // decides) and however llama.cpp split the batch that evaluated the
 // draft, with a buffer per sequence (as the engine runs such a model).
-// llama.cpp b10573 alone fails 18 of the 96 cases of each batch: a
-// micro-batch evaluated after the draft's moved the drafting sequence's
-// state to another cell, without the copies its rollback reads (see
-// Context.homeStates). With one buffer (kv_unified) llama.cpp may also
+// llama.cpp b10573 alone fails 18 of the 96 cases of two of the three
+// batches: a micro-batch evaluated after the draft's moved the drafting
+// sequence's state to another cell, without the copies its rollback
+// reads (see Context.homeStates). With one buffer (kv_unified) llama.cpp may also
 // put non-adjacent sequences in one micro-batch and move the one
 // between them: 48 of the 96 cases where a sequence sits out the batch
 // failed so even with homeStates.
