@@ -48,7 +48,11 @@ type ContextParams struct {
 	// sequence, Rollback more copies of every sequence's state in all.
 	// Only some architectures keep them (Context.Rollback says what the
 	// context took); the others, and models without a recurrent state,
-	// take 0.
+	// take 0. With several sequences, a hybrid model's copies stay valid
+	// only without Unified: llama.cpp then evaluates consecutive
+	// sequences together, whose states the context keeps in adjacent
+	// cells (Context.homeStates); with one buffer it may move one
+	// (TestRollbackAfterCellsMove).
 	Rollback int
 	// MTP makes a context that runs the model's multi-token prediction
 	// head (llama.cpp's LLAMA_CONTEXT_TYPE_MTP; the model loaded with
