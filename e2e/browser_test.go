@@ -351,6 +351,12 @@ func TestWebPageWithAPIKeys(t *testing.T) {
 	if b.eval(`String(document.querySelector('#key-form').hidden)`) != "true" {
 		t.Fatal("the page asked for the key again after a reload")
 	}
+	// The page's own load of the model menu and the live view's first
+	// snapshot ask for the list once between them: a second fetch could
+	// still be running when the connections drop below.
+	if n := b.eval(`String(performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname === '/v1/models').length)`); n != "1" {
+		t.Fatalf("the reloaded page fetched /v1/models %s times", n)
+	}
 
 	conns.dropAll()
 	b.waitJS("the page reconnecting", conn+` === 'reconnecting…'`)

@@ -142,23 +142,54 @@ const chat = {
   controller: null, // the AbortController of the answer streaming now
 };
 
+// models tracks the model menu's loads, one at a time, so that the
+// page's first load and the live view's first snapshot (or a key given
+// to both) do not fetch the list twice.
+const models = {
+  loading: false, // a load runs now
+  loaded: null,   // modelKey of the list the last load got
+  wanted: null,   // modelKey of the list the last live snapshot showed
+};
+
+// modelKey identifies a model list by its ids and states, in order.
+function modelKey(list) {
+  return list.map((m) => m.id + ":" + m.state).join(",");
+}
+
+// modelsShown follows the model list of a live snapshot: when it changes,
+// the menu loads again, unless the list loaded (or loading) already is it.
+function modelsShown(key) {
+  if (key === models.wanted) return;
+  models.wanted = key;
+  if (!models.loading && key !== models.loaded) loadModels();
+}
+
 async function loadModels() {
   const select = $("model");
   const keep = select.value;
+  const asked = models.wanted;
+  models.loading = true;
   try {
     const resp = await call("/v1/models");
     if (!resp.ok) throw new Error("GET /v1/models: " + resp.status);
     const body = await resp.json();
+    const list = body.data || [];
     select.replaceChildren();
-    for (const m of body.data || []) {
+    for (const m of list) {
       const opt = el("option", "", m.state && m.state !== "loaded" ? `${m.id} (${m.state})` : m.id);
       opt.value = m.id;
       select.append(opt);
     }
     if (keep && [...select.options].some((o) => o.value === keep)) select.value = keep;
+    models.loaded = modelKey(list);
   } catch (err) {
     console.error(err);
+  } finally {
+    models.loading = false;
   }
+  // A snapshot showed another list meanwhile: load it. Once per change,
+  // so a list that never matches cannot loop.
+  if (models.wanted !== asked && models.wanted !== models.loaded) loadModels();
 }
 
 function addMessage(role, text) {
@@ -330,7 +361,6 @@ const live = {
   points: [],              // {t, tps, ttft} of the periodic snapshots
   maxWindowMs: 5 * 60 * 1000, // charts show at most the last five minutes,
   minWindowMs: 30 * 1000,     // and at least 30 s, growing as points come
-  models: "",              // model ids and states last seen, to refresh the list
   controller: null,        // aborts the stream's loop (watchLive)
   retryMs: [1000, 30000],  // reconnection delay: the first, doubling up to the last
 };
@@ -402,11 +432,7 @@ function renderModels(snap) {
     }
     box.append(card);
   }
-  const models = snap.models.map((m) => m.id + ":" + m.state).join(",");
-  if (models !== live.models) {
-    live.models = models;
-    loadModels();
-  }
+  modelsShown(modelKey(snap.models));
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -480,7 +506,8 @@ function showSnapshot(snap) {
 // clearLive empties the live view, whose data came with another key.
 function clearLive() {
   live.points = [];
-  live.models = "";
+  models.wanted = null; // the next snapshot loads the menu again:
+  models.loaded = null; // the list may differ with another key
   for (const id of ["summary", "models", "chart-tps", "chart-ttft", "tps-now", "ttft-now"]) $(id).replaceChildren();
 }
 
