@@ -409,35 +409,18 @@ func (s *scheduler) release() {
 // cache and 16.4 ms beside 15 idle 1,024-token caches
 // (BenchmarkDecodeBesideIdleCaches).
 func (s *scheduler) trimIdle() {
-	type idle struct {
-		sl   *slot
-		keep int // the prefix a running slot shares with it
-	}
-	var idles []idle
+	tails := s.idleTails()
 	total := 0
-	for _, sl := range s.slots {
-		if sl.active() || len(sl.cache) == 0 {
-			continue
-		}
-		keep := s.sharedWithRunning(sl)
-		idles = append(idles, idle{sl, keep})
-		total += len(sl.cache) - keep
+	for _, t := range tails {
+		total += len(t.sl.cache) - t.keep
 	}
 	bound := s.pool.size() / len(s.slots)
-	if total <= bound {
-		return
-	}
-	slices.SortFunc(idles, func(a, b idle) int { return a.sl.lastUsed.Compare(b.sl.lastUsed) })
-	for _, in := range idles {
+	for _, t := range tails {
 		if total <= bound {
 			break
 		}
-		tail := len(in.sl.cache) - in.keep
-		if tail >= minHostSave {
-			s.save(in.sl)
-		}
-		s.truncate(in.sl, in.keep)
-		total -= tail
+		total -= len(t.sl.cache) - t.keep
+		s.dropTail(t)
 	}
 }
 

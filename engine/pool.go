@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // The KV cache as one pool. The slots share the unified cache's cells:
 // a request may grow to the context a request may use (Config.CtxPerRequest)
 // while cells are free, whatever the other slots hold. The scheduler
@@ -181,32 +183,54 @@ func (s *scheduler) committed() int {
 
 // freeIdle frees cells from idle slots' caches, least recently used
 // first, until need cells are free or no idle cache has any to give:
-// each idle cache is cut to the prefix a running slot shares with it,
-// its tail saved to the host cache first when worth it. It reports
-// whether need cells are free.
+// each idle cache is cut to the prefix a running slot shares with it
+// (dropTail). It reports whether need cells are free.
 func (s *scheduler) freeIdle(need int) bool {
-	for s.pool.avail() < need {
-		var lru *slot
-		keep := 0
-		for _, sl := range s.slots {
-			if sl.active() || sl == s.protect || len(sl.cache) == 0 || (lru != nil && !sl.lastUsed.Before(lru.lastUsed)) {
-				continue
-			}
-			k := s.sharedWithRunning(sl)
-			if k == len(sl.cache) {
-				continue // nothing of its own to give
-			}
-			lru, keep = sl, k
-		}
-		if lru == nil {
-			return false
-		}
-		if len(lru.cache)-keep >= minHostSave {
-			s.save(lru)
-		}
-		s.truncate(lru, keep)
+	if s.pool.avail() >= need {
+		return true
 	}
-	return true
+	for _, t := range s.idleTails() {
+		s.dropTail(t)
+		if s.pool.avail() >= need {
+			return true
+		}
+	}
+	return false
+}
+
+// idleTail is an idle slot and the prefix of its cache a running slot
+// shares (keep): cutting the slot back to keep frees the rest.
+type idleTail struct {
+	sl   *slot
+	keep int
+}
+
+// idleTails lists the idle slots whose caches hold cells no running slot
+// shares, least recently used first (in slot order on a tie), the slot
+// being admitted to (s.protect) left out. Each keep is found once: cutting
+// one idle cache back changes no other's, which depends only on the
+// running slots' cells. The list is scratch, valid until the next call.
+func (s *scheduler) idleTails() []idleTail {
+	s.tails = s.tails[:0]
+	for _, sl := range s.slots {
+		if sl.active() || sl == s.protect || len(sl.cache) == 0 {
+			continue
+		}
+		if keep := s.sharedWithRunning(sl); keep < len(sl.cache) {
+			s.tails = append(s.tails, idleTail{sl, keep})
+		}
+	}
+	slices.SortStableFunc(s.tails, func(a, b idleTail) int { return a.sl.lastUsed.Compare(b.sl.lastUsed) })
+	return s.tails
+}
+
+// dropTail cuts the idle slot back to the prefix a running slot shares,
+// its tail saved to the host cache first when worth it (minHostSave).
+func (s *scheduler) dropTail(t idleTail) {
+	if len(t.sl.cache)-t.keep >= minHostSave {
+		s.save(t.sl)
+	}
+	s.truncate(t.sl, t.keep)
 }
 
 // sharedWithRunning is the longest prefix of the idle slot's cache whose

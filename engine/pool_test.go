@@ -166,3 +166,37 @@ func slotsOf(t *testing.T, e *engine.Engine) []engine.SlotInfo {
 	}
 	return infos
 }
+
+// TestIdleCachesGoLeastRecentlyUsedFirst: a prompt that needs more cells
+// than are free takes them from the idle cache used least recently, and
+// leaves a newer one whole. Its answer is paced, so that it holds its
+// slot, paused, while the slots are read.
+func TestIdleCachesGoLeastRecentlyUsedFirst(t *testing.T) {
+	e := newEngine(t, testmodel.Stories260K, engine.Config{Parallel: 4, CtxSize: 2048})
+	story := storyTokens(t, e, 2150)
+	older, newer, long := story[1:151], story[200:320], story[400:2150]
+	if older[0] == newer[0] || older[0] == long[0] || newer[0] == long[0] {
+		t.Fatal("the prompts share a first token")
+	}
+	// Each cache holds its prompt and all but the last of its 8 tokens.
+	const out = 8
+	for _, p := range [][]int32{older, newer} {
+		collect(t, submit(t, e, engine.Request{Tokens: p, MaxTokens: out, IgnoreEOS: true}))
+	}
+	// 2,048 cells less the idle caches' 157 and 127 leave 1,764 free: too
+	// few for the long prompt and admission's margin (1,750 + 21).
+	s := submit(t, e, engine.Request{Tokens: long, MaxTokens: 100, IgnoreEOS: true, Chunking: &engine.Chunking{}})
+	defer s.Cancel()
+	if c, err := s.Recv(context.Background()); err != nil || !c.Held {
+		t.Fatalf("the paced answer's first chunk %+v (%v): want it held", c, err)
+	}
+	held := map[int]bool{}
+	for _, in := range slotsOf(t, e) {
+		if in.State == "idle" {
+			held[in.CachedTokens] = true
+		}
+	}
+	if !held[len(newer)+out-1] || held[len(older)+out-1] {
+		t.Errorf("idle slots hold %v tokens: want the newer cache's %d whole, the older's %d freed", held, len(newer)+out-1, len(older)+out-1)
+	}
+}

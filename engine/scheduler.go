@@ -31,7 +31,8 @@ type scheduler struct {
 	// cells and nothing has changed since (see busy).
 	protect              *slot
 	cellWait             bool
-	keepCells, dropCells [][]int32 // scratch for reclaimable
+	keepCells, dropCells [][]int32  // scratch for reclaimable
+	tails                []idleTail // scratch for idleTails
 	budget               prefillBudget
 	nDecode              int  // decode tokens in the current batch
 	nPrefill             int  // prompt tokens in the current batch
