@@ -94,11 +94,11 @@ func BenchmarkPrefixSearch(b *testing.B) {
 	}
 	var slots [][]int32
 	for i := range 16 {
-		slots = append(slots, seq(int32(-1-i)))
+		slots = append(slots, seq(int32(1_000_000+i))) // not negative: those mark media
 	}
 	c := hostCache{budget: 1 << 40}
 	for i := range 64 {
-		c.add(seq(int32(-100-i)), "", make([]byte, 1), nil)
+		c.add(seq(int32(2_000_000+i)), "", make([]byte, 1), nil)
 	}
 	prompt := seq(7)
 	for b.Loop() {
