@@ -25,7 +25,7 @@ import "slices"
 type cellPool struct {
 	refs []int32 // per cell: the slot sequences holding it
 	free []int32 // cells no sequence holds (a stack)
-	// mark is scratch for counting distinct cells (reclaimable).
+	// mark is scratch for counting distinct cells.
 	mark []bool
 }
 
@@ -84,16 +84,10 @@ func (p *cellPool) release(cells []int32) {
 	}
 }
 
-// distinct counts the distinct cells of drop's lists that none of keep's
-// lists holds.
-func (p *cellPool) distinct(keep, drop [][]int32) int {
-	for _, cells := range keep {
-		for _, c := range cells {
-			p.mark[c] = true
-		}
-	}
+// distinct counts the distinct cells of the lists.
+func (p *cellPool) distinct(lists [][]int32) int {
 	n := 0
-	for _, cells := range drop {
+	for _, cells := range lists {
 		for _, c := range cells {
 			if !p.mark[c] {
 				p.mark[c] = true
@@ -101,11 +95,9 @@ func (p *cellPool) distinct(keep, drop [][]int32) int {
 			}
 		}
 	}
-	for _, group := range [][][]int32{keep, drop} {
-		for _, cells := range group {
-			for _, c := range cells {
-				p.mark[c] = false
-			}
+	for _, cells := range lists {
+		for _, c := range cells {
+			p.mark[c] = false
 		}
 	}
 	return n
@@ -295,11 +287,11 @@ func (s *scheduler) preemptForCells(sl *slot) *request {
 
 // activeCells counts the cells running slots hold.
 func (s *scheduler) activeCells() int {
-	s.keepCells, s.dropCells = s.keepCells[:0], s.dropCells[:0]
+	s.activeLists = s.activeLists[:0]
 	for _, sl := range s.slots {
 		if sl.active() {
-			s.dropCells = append(s.dropCells, sl.cells)
+			s.activeLists = append(s.activeLists, sl.cells)
 		}
 	}
-	return s.pool.distinct(nil, s.dropCells)
+	return s.pool.distinct(s.activeLists)
 }

@@ -28,7 +28,7 @@ func BenchmarkActiveCells(b *testing.B) {
 			}
 			want := tc.shared + tc.slots*(tc.held-tc.shared)
 			for b.Loop() {
-				if n := p.distinct(nil, lists); n != want {
+				if n := p.distinct(lists); n != want {
 					b.Fatalf("%d distinct cells, want %d", n, want)
 				}
 			}

@@ -29,23 +29,23 @@ type scheduler struct {
 	// protect is the idle slot being admitted to, whose cache freeIdle
 	// leaves alone; cellWait is set when a waiting request found too few
 	// cells and nothing has changed since (see busy).
-	protect              *slot
-	cellWait             bool
-	keepCells, dropCells [][]int32  // scratch for reclaimable
-	tails                []idleTail // scratch for idleTails
-	budget               prefillBudget
-	nDecode              int  // decode tokens in the current batch
-	nPrefill             int  // prompt tokens in the current batch
-	freed                bool // a slot went idle since the last admission
-	batch                llama.Batch
-	media                mediaJob          // the step's media embeddings, evaluated before batch (media.go)
-	encoding             *mediaChunk       // the chunk the encoder is at, nil when idle (media.go)
-	encoded              chan encodeResult // the encoder's result, capacity 1
-	loaded               chan *diskLoad    // disk-tier reads done (disk.go), capacity maxDiskLoads
-	loading              int               // disk-tier reads in flight
-	loads                sync.WaitGroup    // the reading goroutines
-	prefilling           []*slot           // scratch for buildBatch
-	prefixes             []int             // scratch for place: each slot's common prefix with a prompt
+	protect     *slot
+	cellWait    bool
+	activeLists [][]int32  // scratch for activeCells
+	tails       []idleTail // scratch for idleTails
+	budget      prefillBudget
+	nDecode     int  // decode tokens in the current batch
+	nPrefill    int  // prompt tokens in the current batch
+	freed       bool // a slot went idle since the last admission
+	batch       llama.Batch
+	media       mediaJob          // the step's media embeddings, evaluated before batch (media.go)
+	encoding    *mediaChunk       // the chunk the encoder is at, nil when idle (media.go)
+	encoded     chan encodeResult // the encoder's result, capacity 1
+	loaded      chan *diskLoad    // disk-tier reads done (disk.go), capacity maxDiskLoads
+	loading     int               // disk-tier reads in flight
+	loads       sync.WaitGroup    // the reading goroutines
+	prefilling  []*slot           // scratch for buildBatch
+	prefixes    []int             // scratch for place: each slot's common prefix with a prompt
 	// partial: part of the model's memory cannot be cut back to any
 	// position (a recurrent state, a sliding window; see checkpoint.go).
 	// window is the sliding window in tokens (0: none). recurrent: the
