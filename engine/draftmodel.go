@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/corral-llm/corral/llama"
 )
@@ -164,11 +165,17 @@ func (dm *draftModel) cut(id, n int) {
 }
 
 // fill fills the drafts of the asking slots (see drafter).
-func (dm *draftModel) fill(slots, asking []*slot) {
-	dm.catchUpTo(slots, asking)
+func (dm *draftModel) fill(slots, asking []*slot) (resume time.Duration) {
+	resume = dm.catchUpTo(slots, asking)
 	dm.extend()
 	dm.ready = dm.ready[:0]
+	return resume
 }
+
+// steadyCatchUp is the most tokens a slot that drafted in its last step
+// catches up with: its draft's last token, which the draft model did not
+// evaluate, and the token sampled after it.
+const steadyCatchUp = 2
 
 // mirror does nothing: the draft model catches up from the slots'
 // tokens when they ask.
@@ -178,8 +185,10 @@ func (dm *draftModel) mirror(*scheduler) {}
 // slot's cache, but the cache's last token (whose logits start the
 // draft), evaluates what follows, maxDraftCatchUp tokens at most in all,
 // and starts the drafts of the slots it caught up (dm.ready). Sequences
-// of other slots go when the cells are short.
-func (dm *draftModel) catchUpTo(slots, asking []*slot) {
+// of other slots go when the cells are short. It returns the share of
+// its pass's time that went to tokens beyond steadyCatchUp a slot: what
+// a pause in the slot's drafting cost (draftCost).
+func (dm *draftModel) catchUpTo(slots, asking []*slot) (resume time.Duration) {
 	need := 0
 	for _, sl := range asking {
 		n := min(commonPrefix(dm.seqs[sl.id], sl.cache), len(sl.cache)-1)
@@ -193,7 +202,7 @@ func (dm *draftModel) catchUpTo(slots, asking []*slot) {
 			}
 		}
 	}
-	budget := maxDraftCatchUp
+	budget, resumed := maxDraftCatchUp, 0
 	dm.batch.Reset()
 	for _, sl := range asking {
 		seq := dm.seqs[sl.id]
@@ -201,6 +210,7 @@ func (dm *draftModel) catchUpTo(slots, asking []*slot) {
 		if k <= 0 || dm.used+k+sl.draftWant > dm.cells {
 			continue
 		}
+		resumed += max(k-steadyCatchUp, 0)
 		for i, tok := range sl.cache[len(seq) : len(seq)+k] {
 			pos := len(seq) + i
 			last := pos == len(sl.cache)-1
@@ -215,14 +225,18 @@ func (dm *draftModel) catchUpTo(slots, asking []*slot) {
 		budget -= k
 	}
 	if dm.batch.Len() == 0 {
-		return
+		return 0
 	}
-	if err := dm.lctx.Decode(&dm.batch); err != nil {
+	start := time.Now()
+	err := dm.lctx.Decode(&dm.batch)
+	took := time.Since(start)
+	if err != nil {
 		dm.reset()
 		dm.ready = dm.ready[:0]
-		return
+		return took
 	}
 	dm.next()
+	return took * time.Duration(resumed) / time.Duration(dm.batch.Len())
 }
 
 // extend grows the ready slots' drafts a token a pass, each until it has

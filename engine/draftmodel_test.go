@@ -34,6 +34,26 @@ func TestDraftModelRefusesAnotherVocabulary(t *testing.T) {
 	}
 }
 
+// TestDraftModelSettles: with a draft model, whose first measure at a
+// count of decoding slots costs a catch-up, drafts are first measured
+// where one slot decodes only once the engine has seen 32 such steps: a
+// 24-token answer drafts nothing, and a second one of 48 tokens, past
+// that, does (the draft model is the model itself: its drafts are taken).
+func TestDraftModelSettles(t *testing.T) {
+	path := testmodel.Path(t, testmodel.Stories260K)
+	e := startEngine(t, engine.Config{ModelPath: path, Parallel: 1, Speculate: engine.Speculation{Model: path}})
+	req := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 24, IgnoreEOS: true}
+	run(t, e, req)
+	if st := e.Stats().Spec; st.Drafts != 0 {
+		t.Fatalf("%d drafts in the first 24 steps of one slot; want none before 32", st.Drafts)
+	}
+	req.MaxTokens = 48
+	run(t, e, req)
+	if st := e.Stats().Spec; st.Drafts == 0 || st.Accepted == 0 {
+		t.Errorf("%d drafts, %d tokens taken, after 72 steps of one slot; want a measuring draft, taken", st.Drafts, st.Accepted)
+	}
+}
+
 // TestDraftModelCatchesUpOverSteps: a prompt of 900 tokens is evaluated
 // by the draft model over several steps (256 tokens a step at most) while
 // its request decodes, and the answer is that of plain decoding; drafts

@@ -336,6 +336,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	s := newScheduler(e, lctx, poolCells, reqCtx)
 	s.drafter = draft
+	if e.cfg.Speculate.Model != "" {
+		s.cost.settle = draftSettle // its measures cost a catch-up
+	}
 	e.disk = disk
 	s.attachDisk(disk)
 	s.publish()

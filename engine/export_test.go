@@ -80,8 +80,19 @@ func (c *DraftCost) Step(d int) bool { return c.step(d) }
 // Observe records a step of d decoding slots, with drafts drafted and
 // prefill prompt tokens, that took secs.
 func (c *DraftCost) Observe(d, drafts, prefill int, secs float64) {
-	c.observe(d, drafts, prefill, secs)
+	c.observe(d, drafts, prefill, secs, 0, 0)
 }
+
+// ObserveModel records a step as Observe does, of which a draft model
+// took drafter seconds and, of those, its catch-up with what slots wrote
+// while they did not draft took resume.
+func (c *DraftCost) ObserveModel(d, drafts, prefill int, secs, drafter, resume float64) {
+	c.observe(d, drafts, prefill, secs, drafter, resume)
+}
+
+// Settle sets the steps a count of decoding slots is seen before its
+// first measure (a draft model's).
+func (c *DraftCost) Settle(steps uint64) { c.settle = steps }
 
 // Worth reports whether a slot taking its drafts at the rate acc drafts
 // in a step of d decoding slots.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/corral-llm/corral/llama"
 )
@@ -255,8 +256,9 @@ func (h *mtpHead) guess(sl *slot) llama.Token {
 
 // fill drafts for the asking slots: the guess the last mirror made after
 // each one's next token, and more, a pass of the head per token, while a
-// slot wants more.
-func (h *mtpHead) fill(_, asking []*slot) {
+// slot wants more. The head has nothing to catch up with: mirror keeps
+// it in step.
+func (h *mtpHead) fill(_, asking []*slot) time.Duration {
 	h.ready = h.ready[:0]
 	for _, sl := range asking {
 		id := sl.id
@@ -283,7 +285,7 @@ func (h *mtpHead) fill(_, asking []*slot) {
 		if err := h.lctx.Decode(&h.batch); err != nil {
 			h.reset()
 			h.ready = h.ready[:0]
-			return
+			return 0
 		}
 		ready := h.ready[:0]
 		for _, sl := range h.ready {
@@ -300,14 +302,15 @@ func (h *mtpHead) fill(_, asking []*slot) {
 		h.ready = ready
 	}
 	if !extended {
-		return
+		return 0
 	}
 	// The draft's entries were evaluated with the head's rows; the
 	// mirror evaluates what the model takes of it with the model's.
 	for _, sl := range asking {
 		if len(sl.req.gen.draft) > 1 && !h.lctx.SeqRemove(sl.id, len(h.toks[sl.id]), -1) {
 			h.reset()
-			return
+			return 0
 		}
 	}
+	return 0
 }

@@ -86,6 +86,7 @@ type scheduler struct {
 	drafter                                 drafter       // a draft model or the MTP head, nil when none (speculate.go)
 	asking                                  []*slot       // the step's slots that ask the drafter for a draft
 	drafterTime                             time.Duration // the drafter's passes since takeDrafterTime
+	drafterResume                           time.Duration // of drafterTime, catching up with slots that paused drafting
 	ngrams                                  *ngramPool    // the shared n-gram pool, with Speculation.Ngram (ngrampool.go)
 	nDecoding, nDrafts                      int           // this step's decoding slots and their drafted tokens
 	pubAcceptedAt                           []uint64      // spec.AcceptedAt as last published (acceptedAt)
@@ -170,7 +171,7 @@ func (s *scheduler) run() {
 			continue
 		}
 		built := time.Now()
-		drafting := s.takeDrafterTime()
+		drafting, resume := s.takeDrafterTime()
 		release, err := s.cores()
 		if err != nil {
 			continue // closing: receive returns false
@@ -207,7 +208,7 @@ func (s *scheduler) run() {
 		s.ownTime += after - mirror
 		// What a step costs a stream: the forward pass and the sampling,
 		// delivery and bookkeeping around it.
-		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after).Seconds())
+		s.cost.observe(s.nDecoding, s.nDrafts, s.nPrefill, (before + after).Seconds(), drafting.Seconds(), resume.Seconds())
 	}
 }
 

@@ -193,40 +193,73 @@ type SpecStats struct {
 // token costs what a decoded one does or more: where rel[d] >= 1 no
 // acceptance pays (dear), and drafts are made only in one step in
 // costProbe, to measure again.
+//
+// A draft model's measure has a cost of its own: it first catches up
+// with the tokens the slot wrote since it last drafted (draftmodel.go), a
+// prompt's worth or hundreds of tokens, where a slot that drafts every
+// step catches up with two. That catch-up (resume) is not what a draft
+// costs, so rel leaves it out; it is what measuring costs, so with a
+// draft model a count of decoding slots is first measured only once the
+// batch has stayed there a while (settle: not where it only passes
+// through, as when requests end one by one), and dear drafts are
+// measured again only as rarely as keeps the catch-ups under
+// 1/resumeShare of the time between.
 type draftCost struct {
 	decode, rel []float64 // by decoding slots; decode in seconds
 	steps       []uint64  // steps seen, by decoding slots
 	probeAt     []uint64  // by decoding slots: the step from which dear drafts are measured again
+	// settle is the steps a count of decoding slots is seen before its
+	// first measure (0: at once).
+	settle uint64
+	// resumed is the catch-up, in seconds, that drafts since the last
+	// measure needed.
+	resumed float64
 }
+
+// resumeShare: dear drafts are measured again no sooner than the steps
+// that take resumeShare times what the last measure's catch-up took.
+// draftSettle: with a draft model, the steps a count of decoding slots is
+// seen before drafts are first measured there (draftCost.settle).
+const (
+	resumeShare = 50
+	draftSettle = 32
+)
 
 func newDraftCost(slots int) draftCost {
 	return draftCost{decode: make([]float64, slots+1), rel: make([]float64, slots+1), steps: make([]uint64, slots+1), probeAt: make([]uint64, slots+1)}
 }
 
 // step counts a step where d slots decode and reports whether it may
-// draft: not before a step without drafts has measured decode[d], and
-// not one step in costRefresh, which measures it again.
+// draft: not before a step without drafts has measured decode[d], not
+// before the count has settled, and not one step in costRefresh, which
+// measures decode[d] again.
 func (c *draftCost) step(d int) bool {
 	if d <= 0 || d >= len(c.steps) {
 		return false
 	}
 	c.steps[d]++
-	return c.decode[d] > 0 && c.steps[d]%costRefresh != 0
+	return c.decode[d] > 0 && (c.rel[d] > 0 || c.steps[d] > c.settle) && c.steps[d]%costRefresh != 0
 }
 
 // observe records a step where d slots decoded, with drafts drafted
-// tokens after theirs and prefill prompt tokens, that took secs.
-func (c *draftCost) observe(d, drafts, prefill int, secs float64) {
+// tokens after theirs and prefill prompt tokens, that took secs, of which
+// the drafter took drafter seconds and, of those, its catch-up with what
+// slots wrote while they did not draft took resume. A step where the
+// drafter caught up but drafted nothing (a catch-up spread over steps) is
+// neither a plain step nor a draft's.
+func (c *draftCost) observe(d, drafts, prefill int, secs, drafter, resume float64) {
+	c.resumed += resume
 	switch {
 	case d <= 0 || d >= len(c.decode) || prefill > 0:
-	case drafts == 0:
+	case drafts == 0 && drafter == 0:
 		c.decode[d] = avg(c.decode[d], secs)
-	case c.decode[d] > 0:
+	case drafts > 0 && c.decode[d] > 0:
 		share := c.decode[d] / float64(d)
-		c.rel[d] = avg(c.rel[d], max(secs-c.decode[d], 1e-9)/float64(drafts)/share)
+		c.rel[d] = avg(c.rel[d], max(secs-resume-c.decode[d], 1e-9)/float64(drafts)/share)
 		if c.dear(d) {
 			c.probed(d)
 		}
+		c.resumed = 0
 	}
 }
 
@@ -255,11 +288,15 @@ func (c *draftCost) dearBelow(d int) bool {
 // probed records that the step last counted for d decoding slots drafted
 // where drafts are dear, to measure them: the next such step comes
 // costProbe steps later for each unit of rel[d] (drafts that cost ten
-// times what a taken token saves are measured ten times less often: a
-// draft model's measure may have to catch up with hundreds of tokens),
-// 64 times that at most.
+// times what a taken token saves are measured ten times less often),
+// 64 times that at most, and no sooner than resumeShare times the
+// catch-up the last measure needed takes in steps of d slots.
 func (c *draftCost) probed(d int) {
-	c.probeAt[d] = c.steps[d] + uint64(costProbe*min(c.rel[d], 64))
+	wait := uint64(costProbe * min(c.rel[d], 64))
+	if c.resumed > 0 && c.decode[d] > 0 {
+		wait = max(wait, uint64(resumeShare*c.resumed/c.decode[d]))
+	}
+	c.probeAt[d] = c.steps[d] + wait
 }
 
 // dear reports whether, where d slots decode, a drafted token costs at
@@ -350,8 +387,10 @@ type drafter interface {
 	// can reports whether the slot may ask for a draft.
 	can(sl *slot) bool
 	// fill sets the draft (gen.draft) of each asking slot, at most
-	// sl.draftWant tokens; slots are all the scheduler's.
-	fill(slots, asking []*slot)
+	// sl.draftWant tokens; slots are all the scheduler's. It returns the
+	// time it took to catch up with what slots wrote while they did not
+	// draft (draftCost).
+	fill(slots, asking []*slot) (resume time.Duration)
 	// mirror follows the step just decoded and sampled (s.batch): the
 	// MTP head evaluates what the model did.
 	mirror(s *scheduler)
@@ -368,7 +407,7 @@ func (s *scheduler) modelDrafts() (unused int) {
 		sl.req.gen.draft = sl.req.gen.draft[:0]
 	}
 	start := time.Now()
-	s.drafter.fill(s.slots, s.asking)
+	s.drafterResume += s.drafter.fill(s.slots, s.asking)
 	s.drafterTime += time.Since(start)
 	drafted := 0
 	for _, sl := range s.asking {
@@ -380,14 +419,14 @@ func (s *scheduler) modelDrafts() (unused int) {
 }
 
 // takeDrafterTime returns the time the drafter's passes took since it was
-// last asked, and starts the next count: not the scheduler's own time
+// last asked, and of that, its catch-up with what slots wrote while they
+// did not draft, and starts the next count: not the scheduler's own time
 // (Stats.StepOwnTime). It is part of what the step's drafts cost
-// (draftCost), a draft model's catch-up included: a draft after a pause
-// catches up with every token since.
-func (s *scheduler) takeDrafterTime() time.Duration {
-	t := s.drafterTime
-	s.drafterTime = 0
-	return t
+// (draftCost), less the catch-up, which is what resuming cost.
+func (s *scheduler) takeDrafterTime() (t, resume time.Duration) {
+	t, resume = s.drafterTime, s.drafterResume
+	s.drafterTime, s.drafterResume = 0, 0
+	return t, resume
 }
 
 // mayDraft reports whether the next step may draft if as many slots

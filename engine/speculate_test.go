@@ -405,6 +405,63 @@ func TestDraftCost(t *testing.T) {
 	}
 }
 
+// TestDraftModelCost: what a draft model's measure costs beyond its step
+// (its catch-up with what a slot wrote while it did not draft) is left
+// out of what drafts cost, a step where it only caught up measures
+// nothing, dear drafts are measured again only once the steps since
+// take resumeShare (50) times that catch-up, and a count of decoding
+// slots is first measured only once the batch has stayed there (settle).
+func TestDraftModelCost(t *testing.T) {
+	c := engine.NewDraftCost(4)
+	c.Settle(32)
+	for i := range 32 {
+		if c.Step(4) {
+			t.Fatalf("step %d of 4 slots drafts before the count has settled (32 steps) or a plain step is measured", i+1)
+		}
+		c.Observe(4, 0, 0, 0.040) // 10 ms a token
+	}
+	if !c.Step(4) || !c.Measures(4) {
+		t.Fatal("no measuring draft at 4 slots once settled")
+	}
+	// The catch-up took 600 ms, without drafting: not a plain step.
+	c.ObserveModel(4, 0, 0, 0.640, 0.600, 0.600)
+	if !c.Step(4) || !c.Measures(4) {
+		t.Fatal("a step that only caught up changed the measures: want the next step to measure")
+	}
+	// Now 4 drafted tokens; the draft model caught up 300 ms more and
+	// drafted for 12: a drafted token adds 5 ms, half a decoded token's
+	// share.
+	c.ObserveModel(4, 4, 0, 0.040+0.300+0.020, 0.312, 0.300)
+	if c.Dear(4) || !c.Worth(4, 0.6) || c.Worth(4, 0.4) {
+		t.Error("the catch-up counted as what drafts cost: want rel 0.5 (worth at 60 %, not 40 %)")
+	}
+	// At 2 slots, dear: 12 ms a drafted token against 10; the measure
+	// caught up 1 s in all, so the next is 50 s of steps of 20 ms away
+	// (2,500 steps), not 256 times rel (307).
+	for range 33 {
+		c.Step(2)
+		c.Observe(2, 0, 0, 0.020)
+	}
+	c.Step(2)
+	c.ObserveModel(2, 0, 0, 0.520, 0.500, 0.500)
+	c.Step(2)
+	c.ObserveModel(2, 2, 0, 0.020+0.500+0.024, 0.510, 0.500)
+	if !c.Dear(2) {
+		t.Fatal("2 slots: want dear")
+	}
+	measured := 0
+	for range 2600 {
+		c.Step(2)
+		if c.Measures(2) {
+			measured++
+			c.Probed(2)
+		}
+	}
+	if measured != 1 {
+		t.Errorf("%d of 2,600 steps of 2 slots measure again; want 1 (one in 2,500)", measured)
+	}
+}
+
 // TestSpeculationRecurrent: a model with a recurrent state speculates
 // only when asked (Speculation.Recurrent), and where llama.cpp keeps the
 // state after each of a step's last tokens (Qwen3.5's hybrid): that
