@@ -140,6 +140,12 @@ func (dm *draftModel) can(sl *slot) bool {
 	return sl.shift == 0 && len(sl.req.params.Media) == 0
 }
 
+// behind is how many of the slot's tokens the draft model evaluates
+// before it drafts for it (catchUpTo).
+func (dm *draftModel) behind(sl *slot) int {
+	return len(sl.cache) - min(commonPrefix(dm.seqs[sl.id], sl.cache), len(sl.cache)-1)
+}
+
 // reset empties every sequence: after a failed pass the context's cells
 // are not known.
 func (dm *draftModel) reset() {

@@ -54,6 +54,37 @@ func TestDraftModelSettles(t *testing.T) {
 	}
 }
 
+// TestDraftModelMeasuresOnTheSlotLeastBehind: the step that first
+// measures what a draft model's drafts cost asks it for a draft for the
+// decoding slot it has least to catch up with: a 20-token prompt's, not
+// a 900-token one's in a slot before it.
+func TestDraftModelMeasuresOnTheSlotLeastBehind(t *testing.T) {
+	path := testmodel.Path(t, testmodel.Stories260K)
+	var mu sync.Mutex
+	first := -1 // the first model draft's position
+	e := startEngine(t, engine.Drafted(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}, func(pos int, _ []int32, model bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if model && first < 0 {
+			first = pos
+		}
+	}))
+	long, short := storyTokens(t, e, 900), storyTokens(t, e, 20)
+	sl := submit(t, e, engine.Request{Tokens: long, MaxTokens: 64, IgnoreEOS: true})
+	ss := submit(t, e, engine.Request{Tokens: short, MaxTokens: 64, IgnoreEOS: true})
+	collect(t, sl)
+	collect(t, ss)
+	slots := slotsOf(t, e)
+	mu.Lock()
+	defer mu.Unlock()
+	if first < 0 || first >= len(long) {
+		t.Errorf("the first model draft at position %d; want one for the short prompt's slot (below %d)", first, len(long))
+	}
+	if slots[0].CachedTokens < len(long) {
+		t.Errorf("slot 0 holds %d tokens: want the long prompt there, before the short one", slots[0].CachedTokens)
+	}
+}
+
 // TestDraftModelCatchesUpOverSteps: a prompt of 900 tokens is evaluated
 // by the draft model over several steps (256 tokens a step at most) while
 // its request decodes, and the answer is that of plain decoding; drafts

@@ -254,6 +254,9 @@ func (h *mtpHead) guess(sl *slot) llama.Token {
 	return tok
 }
 
+// behind is 0: mirror keeps the head in step with every slot.
+func (h *mtpHead) behind(*slot) int { return 0 }
+
 // fill drafts for the asking slots: the guess the last mirror made after
 // each one's next token, and more, a pass of the head per token, while a
 // slot wants more. The head has nothing to catch up with: mirror keeps

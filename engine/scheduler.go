@@ -85,6 +85,7 @@ type scheduler struct {
 	cost                                    draftCost     // what drafts cost and save (speculate.go)
 	drafter                                 drafter       // a draft model or the MTP head, nil when none (speculate.go)
 	asking                                  []*slot       // the step's slots that ask the drafter for a draft
+	measurer                                *slot         // in a step that measures drafts' cost, the one slot that may ask the drafter, or nil: any (chooseMeasurer)
 	drafterTime                             time.Duration // the drafter's passes since takeDrafterTime
 	drafterResume                           time.Duration // of drafterTime, catching up with slots that paused drafting
 	ngrams                                  *ngramPool    // the shared n-gram pool, with Speculation.Ngram (ngrampool.go)
@@ -465,6 +466,7 @@ func (s *scheduler) fillBatch() bool {
 	sp := &s.e.cfg.Speculate
 	s.nDecoding, s.nDrafts = decodes, 0
 	s.specStep = sp.on() && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
+	s.chooseMeasurer(decodes)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
 	claimed := decodes

@@ -66,7 +66,10 @@ package engine
 // Jamba, ...: they would go back to a checkpoint and evaluate again), such
 // a model does not draft.
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Speculation configures speculative decoding (Config.Speculate). The
 // zero value drafts nothing.
@@ -364,7 +367,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 			g.specPool = len(g.draft) > 0
 		}
 	}
-	if d := s.drafter; d != nil && len(g.draft) < sp.DraftMin && d.can(sl) && !s.unmeasuredDear() {
+	if d := s.drafter; d != nil && len(g.draft) < sp.DraftMin && d.can(sl) && !s.unmeasuredDear() && (!measuring || s.measurer == nil || sl == s.measurer) {
 		// The request's own tokens give no draft: the draft model or the
 		// MTP head will (modelDrafts, once every slot has asked), n
 		// tokens at most, which the step reserves.
@@ -386,6 +389,10 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 type drafter interface {
 	// can reports whether the slot may ask for a draft.
 	can(sl *slot) bool
+	// behind is how many of the slot's tokens the drafter evaluates
+	// before it drafts for it: a draft model's catch-up (0 for the MTP
+	// head, which mirror keeps in step).
+	behind(sl *slot) int
 	// fill sets the draft (gen.draft) of each asking slot, at most
 	// sl.draftWant tokens; slots are all the scheduler's. It returns the
 	// time it took to catch up with what slots wrote while they did not
@@ -446,6 +453,33 @@ func (s *scheduler) mayDraft() bool {
 func (s *scheduler) unmeasuredDear() bool {
 	d := s.nDecoding
 	return s.cost.rel[d] == 0 && s.cost.dearBelow(d) && !s.e.cfg.draftAlways
+}
+
+// chooseMeasurer picks, for a step where d slots decode that measures
+// drafts' cost, the one decoding slot that may ask the drafter for a
+// draft: the one it is least behind (drafter.behind), first in slot order
+// among equals; none (any may ask) where all are as far behind. A draft
+// model catches up with the slot it measures on first, and that may be
+// a prompt of thousands of tokens where another slot's costs a few.
+func (s *scheduler) chooseMeasurer(d int) {
+	s.measurer = nil
+	if s.drafter == nil || !s.specStep || !s.cost.measures(d) {
+		return
+	}
+	least, most := math.MaxInt, -1
+	for _, sl := range s.slots {
+		if sl.state != stateDecode || !s.drafter.can(sl) {
+			continue
+		}
+		b := s.drafter.behind(sl)
+		if b < least {
+			least, s.measurer = b, sl
+		}
+		most = max(most, b)
+	}
+	if least == most {
+		s.measurer = nil
+	}
 }
 
 // keepDraft takes the slot's draft (gen.draft) for the step, cut where
