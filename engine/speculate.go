@@ -468,8 +468,8 @@ func (s *scheduler) chooseMeasurer(d int) {
 	}
 	least, most := math.MaxInt, -1
 	for _, sl := range s.slots {
-		if sl.state != stateDecode || !s.drafter.can(sl) {
-			continue
+		if sl.state != stateDecode || sl.req.gen.pace != nil || !s.drafter.can(sl) {
+			continue // a paced request does not draft
 		}
 		b := s.drafter.behind(sl)
 		if b < least {
