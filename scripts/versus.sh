@@ -14,6 +14,7 @@
 #        OUT      folder for the JSON reports (default: a new temporary folder)
 #        ONLY     workloads to run, of "short arrive shared long" (default: all)
 #        CONC     concurrency levels of the short row (default 1,4,8,16)
+#        LONG_LENS  prompt lengths of the long row (default "2041 7578")
 #        SERVE_ARGS  extra flags for both servers (e.g. "-ngl 99" on a GPU)
 #        DRAFT_TARGET, DRAFT, DRAFT_CONC  the draft row's model, draft model
 #                 and concurrency levels (defaults below)
@@ -23,7 +24,7 @@
 #   shared  one ~1,030-token system prompt on every request, chat API, -c 32768,
 #           concurrency 4 and 16
 #   arrive  128-token prompts arriving while 16 streams decode
-#   long    one prompt at a time of 2,041 and 7,578 tokens, -np 1 -c 32768,
+#   long    one prompt at a time of 2,041 and 7,578 tokens (LONG_LENS), -np 1 -c 32768,
 #           on LONG_MODEL (default: the synthetic 135M with a 32,768-token
 #           training context: llama-server caps a slot at the model's):
 #           time to the first token (the first turn of an agent session)
@@ -100,7 +101,7 @@ for round in $(seq "$rounds"); do
     fi
     if want long; then
       serve "$name" 32768 1 "$long_model"
-      for len in 2041 7578; do
+      for len in ${LONG_LENS:-2041 7578}; do
         # A seed per length: the 7,578-token prompts must not begin with
         # the 2,041-token ones (both servers would reuse that prefix).
         bench "long$len" "$name" "$round" --api completions --input-len "$len" --output-len 1 --num-requests 2 --concurrency 1 --seed "$len"
