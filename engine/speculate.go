@@ -468,8 +468,11 @@ func (s *scheduler) chooseMeasurer(d int) {
 	}
 	least, most := math.MaxInt, -1
 	for _, sl := range s.slots {
-		if sl.state != stateDecode || sl.req.gen.pace != nil || !s.drafter.can(sl) {
-			continue // a paced request does not draft
+		if sl.state != stateDecode {
+			continue
+		}
+		if g := &sl.req.gen; g.pace != nil || g.specSkip > 0 || !s.drafter.can(sl) {
+			continue // a paced request does not draft, nor one pausing its drafts
 		}
 		b := s.drafter.behind(sl)
 		if b < least {
