@@ -140,11 +140,16 @@ func (dm *draftModel) can(sl *slot) bool {
 	return sl.shift == 0 && len(sl.req.params.Media) == 0
 }
 
+// kept is how much of slot id's sequence catchUpTo keeps: what it shares
+// with the slot's cache, but the cache's last token (whose logits start
+// the draft).
+func (dm *draftModel) kept(sl *slot) int {
+	return min(commonPrefix(dm.seqs[sl.id], sl.cache), len(sl.cache)-1)
+}
+
 // behind is how many of the slot's tokens the draft model evaluates
 // before it drafts for it (catchUpTo).
-func (dm *draftModel) behind(sl *slot) int {
-	return len(sl.cache) - min(commonPrefix(dm.seqs[sl.id], sl.cache), len(sl.cache)-1)
-}
+func (dm *draftModel) behind(sl *slot) int { return len(sl.cache) - dm.kept(sl) }
 
 // reset empties every sequence: after a failed pass the context's cells
 // are not known.
@@ -197,7 +202,7 @@ func (dm *draftModel) mirror(*scheduler) {}
 func (dm *draftModel) catchUpTo(slots, asking []*slot) (resume time.Duration) {
 	need := 0
 	for _, sl := range asking {
-		n := min(commonPrefix(dm.seqs[sl.id], sl.cache), len(sl.cache)-1)
+		n := dm.kept(sl)
 		dm.cut(sl.id, n)
 		need += len(sl.cache) - n + sl.draftWant
 	}
