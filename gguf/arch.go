@@ -298,6 +298,9 @@ func WriteSyntheticArch(path, arch string, s Shape, seed int64, o SynthOptions, 
 	if err := s.validateArch(o.Tokenizer == nil); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
+	if s.Copy {
+		return fmt.Errorf("gguf: write %s: shape %v: a model that copies is a llama (synth without --arch)", path, s)
+	}
 	if len(o.Special) > 0 || s.ChatML {
 		if tokenizer != nil {
 			return fmt.Errorf("gguf: write %s: special tokens and chatml are added to the synthetic vocabulary and cannot go with a vocabulary from a file", path)

@@ -28,6 +28,10 @@ type Shape struct {
 	// after the Layers of the trunk, for architectures that have them
 	// (Qwen3.5, DeepSeek, GLM, ...): synth --arch only.
 	MTP int
+	// Copy sets the weights by hand, not at random: the model's greedy
+	// continuation repeats what followed the last token's earlier
+	// occurrence in the prompt (see copier). llama only.
+	Copy bool
 }
 
 // Shapes are the named shapes ParseShape accepts.
@@ -51,7 +55,8 @@ const (
 
 // ParseShape parses a shape: a name from Shapes, or comma-separated
 // key=value pairs with the keys embd, layers, heads, kv, ff, vocab, ctx,
-// type, experts, used and mtp (and chatml=true), as Shape.String writes them.
+// type, experts, used and mtp (and chatml=true, copy=true), as Shape.String
+// writes them.
 // The pairs may follow a name to override its fields ("tiny,type=f32");
 // without a name, every key but kv (default: heads), type (default: q8_0)
 // and the experts is required.
@@ -82,12 +87,12 @@ func ParseShapeFrom(base Shape, s string) (Shape, error) {
 			sh.Type = val
 			continue
 		}
-		if key == "chatml" {
+		if flag, ok := map[string]*bool{"chatml": &sh.ChatML, "copy": &sh.Copy}[key]; ok {
 			b, err := strconv.ParseBool(val)
 			if err != nil {
-				return Shape{}, fmt.Errorf("shape %q: chatml: %w", s, err)
+				return Shape{}, fmt.Errorf("shape %q: %s: %w", s, key, err)
 			}
-			sh.ChatML = b
+			*flag = b
 			continue
 		}
 		f, ok := fields[key]
@@ -124,6 +129,9 @@ func (s Shape) String() string {
 	}
 	if s.MTP > 0 {
 		str += fmt.Sprintf(",mtp=%d", s.MTP)
+	}
+	if s.Copy {
+		str += ",copy=true"
 	}
 	return str
 }
@@ -184,6 +192,11 @@ func (s Shape) validate(synthVocab bool) error {
 		check(s.Embd%s.Heads != 0 || s.Embd/s.Heads%2 == 0, "head size embd/heads=%d is odd; RoPE rotates pairs", s.Embd/s.Heads)
 		check(s.Heads%s.HeadsKV == 0, "heads=%d is not a multiple of kv=%d", s.Heads, s.HeadsKV)
 	}
+	if s.Copy && s.Heads > 0 && s.Embd%s.Heads == 0 {
+		check(s.Layers >= 2, "copy=true needs 2 layers or more, not %d", s.Layers)
+		check(s.codeDims() >= minCodeDims, "copy=true needs a head size of %d or more and embd of %d or more, not %d and %d",
+			2*copyPosPairs+minCodeDims, 3*minCodeDims+1, s.Embd/s.Heads, s.Embd)
+	}
 	switch s.Type {
 	case "f32":
 	case "q8_0":
@@ -236,6 +249,9 @@ func (s Shape) tensors() []TensorInfo {
 		{Name: "token_embd.weight", Dims: []uint64{embd, voc}, Type: mt},
 		{Name: "output_norm.weight", Dims: []uint64{embd}, Type: TypeF32},
 		{Name: "output.weight", Dims: []uint64{embd, voc}, Type: mt},
+	}
+	if s.Copy {
+		ts = append(ts, TensorInfo{Name: copyRopeTensor, Dims: []uint64{embd / uint64(s.Heads) / 2}, Type: TypeF32})
 	}
 	for i := range s.Layers {
 		blk := func(name string, typ TensorType, dims ...uint64) TensorInfo {

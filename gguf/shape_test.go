@@ -13,16 +13,18 @@ func TestParseShape(t *testing.T) {
 		in   string
 		want Shape
 	}{
-		{"135m", Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0, 0}},
+		{"135m", Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0, 0, false}},
 		{"tiny", tiny},
 		{"tiny,type=f32", tinyF32},
 		{"embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0", Shapes["135m"]},
-		{" embd=64, layers=1, heads=2, ff=64, vocab=300, ctx=32 ", Shape{64, 1, 2, 2, 64, 300, 32, "q8_0", false, 0, 0, 0}},
-		{"tiny,chatml=true", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0}},
-		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0}},
+		{" embd=64, layers=1, heads=2, ff=64, vocab=300, ctx=32 ", Shape{64, 1, 2, 2, 64, 300, 32, "q8_0", false, 0, 0, 0, false}},
+		{"tiny,chatml=true", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0, false}},
+		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0, false}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", true, 0, 0, 0, false}},
 		{Shapes["135m"].String(), Shapes["135m"]},
-		{"tiny,mtp=1", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1}},
-		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1}},
+		{"135m,copy=true", Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0, 0, true}},
+		{Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0, 0, true}.String(), Shape{576, 30, 9, 3, 1536, 49152, 2048, "q8_0", false, 0, 0, 0, true}},
+		{"tiny,mtp=1", Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1, false}},
+		{Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1, false}.String(), Shape{64, 2, 4, 2, 128, 512, 256, "q8_0", false, 0, 0, 1, false}},
 	} {
 		got, err := ParseShape(tc.in)
 		if err != nil {
@@ -52,6 +54,9 @@ func TestParseShapeErrors(t *testing.T) {
 		{"tiny,ctx=-1", "ctx=-1"},
 		{"tiny,ff=100", "ff=100"},
 		{"tiny,embd=100000", "embd=100000"},
+		{"tiny,copy=yes", "copy"},
+		{"tiny,copy=true", "copy=true needs a head size of 32"}, // 16: no room for a code beside the position pairs
+		{"135m,layers=1,copy=true", "copy=true needs 2 layers"},
 	} {
 		_, err := ParseShape(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -166,11 +166,15 @@ func writeSynthetic(w *bufio.Writer, s Shape, kvs []kv, seed int64) error {
 	tensors := s.tensors()
 	e.header(kvs, tensors, defaultAlignment)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x636f7272616c)) // "corral"
+	fill := randomRows(rng, weightStdDev)
+	if s.Copy {
+		fill = newCopier(s, rng).row
+	}
 	for _, t := range tensors {
 		if e.err != nil {
 			break
 		}
-		writeTensor(e, t, rng, weightStdDev)
+		writeRows(e, t, fill)
 		e.pad(defaultAlignment)
 	}
 	return e.err
@@ -250,17 +254,14 @@ func vocabKVs(v vocab) []kv {
 // writeTensor writes the data of t, an F32 or Q8_0 tensor, row by row:
 // ones for a norm vector, values drawn from N(0, std²) otherwise.
 func writeTensor(e *encoder, t TensorInfo, rng *rand.Rand, std float64) {
-	n, _ := t.Elements()
-	row := t.Dims[0]
-	vals := make([]float32, row)
-	size, _ := t.Size()
-	out := make([]byte, size/(n/row))
-	norm := strings.HasSuffix(t.Name, "norm.weight")
-	put := putF32
-	if t.Type == TypeQ8_0 {
-		put = putQ8_0
-	}
-	for range n / row {
+	writeRows(e, t, randomRows(rng, std))
+}
+
+// randomRows fills a norm vector's rows with ones, other rows with values
+// drawn from N(0, std²).
+func randomRows(rng *rand.Rand, std float64) func(t TensorInfo, row int, vals []float32) {
+	return func(t TensorInfo, _ int, vals []float32) {
+		norm := strings.HasSuffix(t.Name, "norm.weight")
 		for i := range vals {
 			if norm {
 				vals[i] = 1
@@ -268,6 +269,23 @@ func writeTensor(e *encoder, t TensorInfo, rng *rand.Rand, std float64) {
 				vals[i] = float32(rng.NormFloat64() * std)
 			}
 		}
+	}
+}
+
+// writeRows writes the data of t, an F32 or Q8_0 tensor, row by row, each
+// as fill sets it (a row's index, then its values).
+func writeRows(e *encoder, t TensorInfo, fill func(t TensorInfo, row int, vals []float32)) {
+	n, _ := t.Elements()
+	row := t.Dims[0]
+	vals := make([]float32, row)
+	size, _ := t.Size()
+	out := make([]byte, size/(n/row))
+	put := putF32
+	if t.Type == TypeQ8_0 {
+		put = putQ8_0
+	}
+	for r := range n / row {
+		fill(t, int(r), vals)
 		put(out, vals)
 		e.write(out)
 	}

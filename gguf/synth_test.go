@@ -256,6 +256,17 @@ func TestWriteSyntheticInvalid(t *testing.T) {
 	}
 }
 
+// TestWriteSyntheticArchRefusesCopy: the weights that copy are laid out
+// for a llama; another architecture's file would not copy.
+func TestWriteSyntheticArchRefusesCopy(t *testing.T) {
+	s := Shapes["135m"]
+	s.Copy = true
+	err := WriteSyntheticArch(filepath.Join(t.TempDir(), "x.gguf"), "qwen3", s, 1, SynthOptions{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "copies") {
+		t.Errorf("WriteSyntheticArch with copy=true: %v, want a refusal", err)
+	}
+}
+
 // TestReferenceDecoder runs the independent pure-Python decoder next to the
 // test models over synthetic files: it parses the header, dequantizes every
 // tensor, tokenizes with the synthetic vocabulary and runs the forward pass.
