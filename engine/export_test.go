@@ -74,8 +74,16 @@ type DraftCost = draftCost
 // NewDraftCost returns a cost model for at most slots decoding slots.
 func NewDraftCost(slots int) *DraftCost { c := newDraftCost(slots); return &c }
 
-// Step counts a step where d slots decode, and reports whether it may draft.
-func (c *DraftCost) Step(d int) bool { return c.step(d) }
+// Step counts a step where d slots decode, without a prompt, and reports whether it may draft.
+func (c *DraftCost) Step(d int) bool { return c.step(d, false) }
+
+// StepWithPrompt counts a step where d slots decode beside a prompt, and
+// reports whether it may draft.
+func (c *DraftCost) StepWithPrompt(d int) bool { return c.step(d, true) }
+
+// PromptRel is what a drafted token costs, in what a taken one saves, in
+// a step with a prompt whose tokens cost perTok seconds each.
+func (c *DraftCost) PromptRel(d int, perTok float64) float64 { return c.promptRel(d, perTok) }
 
 // Observe records a step of d decoding slots, with drafts drafted and
 // prefill prompt tokens, that took secs.

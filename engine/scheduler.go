@@ -81,6 +81,7 @@ type scheduler struct {
 	draftTokens, draftAccepted              uint64        // jump-forward decoding (jump.go)
 	spec                                    SpecStats     // speculative decoding (speculate.go)
 	specStep                                bool          // the step drafts speculatively
+	withPrompt                              bool          // a prompt waits to be evaluated as the step is built
 	specAcc                                 float64       // moving average of the share of a draft taken, all requests
 	cost                                    draftCost     // what drafts cost and save (speculate.go)
 	drafter                                 drafter       // a draft model or the MTP head, nil when none (speculate.go)
@@ -113,7 +114,7 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		encoded: make(chan encodeResult, 1),
 		loaded:  make(chan *diskLoad, maxDiskLoads),
 		lanes:   e.cfg.lanes(lctx.Pooling()),
-		spec:    SpecStats{AcceptedAt: make([]uint64, e.cfg.Speculate.DraftMax)},
+		spec:    SpecStats{AcceptedAt: make([]uint64, e.cfg.Speculate.NgramDraftMax)},
 		specAcc: 1,
 		cost:    newDraftCost(e.cfg.Parallel),
 
@@ -455,6 +456,18 @@ func (s *scheduler) stalled() bool {
 	return true
 }
 
+// promptsWaiting counts the slots with prompt tokens to evaluate: the
+// step will take some of them, unless cells run out.
+func (s *scheduler) promptsWaiting() int {
+	n := 0
+	for _, sl := range s.slots {
+		if sl.state == statePrefill && sl.leader == nil && len(sl.pending) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // fillBatch builds the step's batch (see buildBatch) with the cells the
 // pool has, and reports whether it has anything to decode.
 func (s *scheduler) fillBatch() bool {
@@ -465,7 +478,15 @@ func (s *scheduler) fillBatch() bool {
 	spare := s.e.cfg.BatchSize - decodes
 	sp := &s.e.cfg.Speculate
 	s.nDecoding, s.nDrafts = decodes, 0
-	s.specStep = sp.on() && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes) || s.e.cfg.draftAlways)
+	prompts := s.promptsWaiting()
+	s.withPrompt = prompts > 0
+	if s.withPrompt && s.e.cfg.PrefillBudget > 0 {
+		// Drafts beside a prompt take no more of the step than the
+		// prompts' share (prefillBudget): long drafts would otherwise
+		// take the step's time from the prompts.
+		spare = min(spare, s.budget.tokens(prompts))
+	}
+	s.specStep = sp.on() && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes, s.withPrompt) || s.e.cfg.draftAlways)
 	s.chooseMeasurer(decodes)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.

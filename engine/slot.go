@@ -155,7 +155,7 @@ type generation struct {
 	draft    []int32
 	draftMax int
 	// spec: the draft is a speculative one (speculate.go), not forced
-	// text. specMax bounds the next (0: Speculation.DraftMax); the
+	// text. specMax bounds the next (0: Speculation.DraftMax; see specLimit); the
 	// request drafts nothing for specSkip steps, specMiss the last such
 	// wait after a draft refused whole, specWait the last while drafts
 	// cost more than they save (then specProbe: the next draft is a

@@ -68,6 +68,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -79,9 +80,17 @@ type Speculation struct {
 	// NgramMax is the longest run of a request's last tokens looked up
 	// (0: 4); runs down to 2 are tried.
 	NgramMax int
-	// DraftMax bounds a draft's tokens (0: 8; at most 32); a draft of
-	// fewer than DraftMin is not evaluated (0: 1).
+	// DraftMax bounds a draft model's or MTP head's draft and a
+	// request's first lookup draft (0: 8; at most 32); a draft of fewer
+	// than DraftMin is not evaluated (0: 1).
 	DraftMax, DraftMin int
+	// NgramDraftMax bounds a lookup's draft (0: 32, at most 32, at least
+	// DraftMax): a request's lookup drafts grow from DraftMax to it,
+	// doubling, while it takes them whole. Where a request repeats its
+	// input, a long draft is as cheap a token as a prompt's (a step of 33
+	// tokens costs a few steps of one on a CPU), and its tokens come from
+	// the request's own text, not from a pass of another model.
+	NgramDraftMax int
 	// MaxDecoding: a step drafts only while at most this many slots
 	// decode (0: no bound; the measured cost decides).
 	MaxDecoding int
@@ -152,6 +161,10 @@ func (sp Speculation) withDefaults() Speculation {
 		sp.DraftMin = defaultSpecMin
 	}
 	sp.DraftMin = min(sp.DraftMin, sp.DraftMax)
+	if sp.NgramDraftMax <= 0 {
+		sp.NgramDraftMax = maxDraft
+	}
+	sp.NgramDraftMax = max(min(sp.NgramDraftMax, maxDraft), sp.DraftMax)
 	sp.MaxDecoding = max(sp.MaxDecoding, 0)
 	return sp
 }
@@ -210,6 +223,7 @@ type SpecStats struct {
 type draftCost struct {
 	decode, rel []float64 // by decoding slots; decode in seconds
 	steps       []uint64  // steps seen, by decoding slots
+	measured    []uint64  // measures of rel, by decoding slots
 	probeAt     []uint64  // by decoding slots: the step from which dear drafts are measured again
 	// settle is the steps a count of decoding slots is seen before its
 	// first measure (0: at once).
@@ -226,22 +240,27 @@ type draftCost struct {
 const (
 	resumeShare = 50
 	draftSettle = 32
+	// minMeasures: drafts are judged dear at a count of decoding slots
+	// on this many measures at least, averaged alike.
+	minMeasures = 2
 )
 
 func newDraftCost(slots int) draftCost {
-	return draftCost{decode: make([]float64, slots+1), rel: make([]float64, slots+1), steps: make([]uint64, slots+1), probeAt: make([]uint64, slots+1)}
+	return draftCost{decode: make([]float64, slots+1), rel: make([]float64, slots+1), steps: make([]uint64, slots+1),
+		measured: make([]uint64, slots+1), probeAt: make([]uint64, slots+1)}
 }
 
-// step counts a step where d slots decode and reports whether it may
-// draft: not before a step without drafts has measured decode[d], not
-// before the count has settled, and not one step in costRefresh, which
-// measures decode[d] again.
-func (c *draftCost) step(d int) bool {
+// step counts a step where d slots decode, with a prompt or not, and
+// reports whether it may draft: not before a step without drafts has
+// measured decode[d] (a step with a prompt measures nothing, so it may),
+// not before the count has settled, and not one step in costRefresh,
+// which measures decode[d] again.
+func (c *draftCost) step(d int, prompt bool) bool {
 	if d <= 0 || d >= len(c.steps) {
 		return false
 	}
 	c.steps[d]++
-	return c.decode[d] > 0 && (c.rel[d] > 0 || c.steps[d] > c.settle) && c.steps[d]%costRefresh != 0
+	return (c.decode[d] > 0 || prompt) && (c.rel[d] > 0 || c.steps[d] > c.settle) && c.steps[d]%costRefresh != 0
 }
 
 // observe records a step where d slots decoded, with drafts drafted
@@ -258,7 +277,13 @@ func (c *draftCost) observe(d, drafts, prefill int, secs, drafter, resume float6
 		c.decode[d] = avg(c.decode[d], secs)
 	case drafts > 0 && c.decode[d] > 0:
 		share := c.decode[d] / float64(d)
-		c.rel[d] = avg(c.rel[d], max(secs-resume-c.decode[d], 1e-9)/float64(drafts)/share)
+		rel := max(secs-resume-c.decode[d], 1e-9) / float64(drafts) / share
+		if n := c.measured[d]; n < minMeasures {
+			c.rel[d] = (c.rel[d]*float64(n) + rel) / float64(n+1) // the first measures count alike
+		} else {
+			c.rel[d] = avg(c.rel[d], rel)
+		}
+		c.measured[d]++
 		if c.dear(d) {
 			c.probed(d)
 		}
@@ -268,9 +293,39 @@ func (c *draftCost) observe(d, drafts, prefill int, secs, drafter, resume float6
 
 // measures reports whether the step last counted for d decoding slots
 // drafts to measure what drafts cost: no step has yet, or they are dear
-// and it is time to measure again (probed).
+// on fewer than minMeasures measures (one step slowed by something else
+// would stop drafts there for hundreds of steps), or dear and it is time
+// to measure again (probed).
 func (c *draftCost) measures(d int) bool {
-	return c.rel[d] == 0 || c.dear(d) && c.steps[d] >= c.probeAt[d]
+	return c.rel[d] == 0 || c.dear(d) && (c.measured[d] < minMeasures || c.steps[d] >= c.probeAt[d])
+}
+
+// promptRel is what a drafted token costs, in what a taken one saves (as
+// rel), in a step that also evaluates a prompt where d slots decode: such
+// a step measures nothing (observe), and its batch is a prompt's, where a
+// drafted token costs about what a prompt token does (perTok, from
+// prefillBudget). 0 when either is not known yet.
+func (c *draftCost) promptRel(d int, perTok float64) float64 {
+	if d <= 0 || d >= len(c.decode) || perTok <= 0 {
+		return 0
+	}
+	decode := c.decode[d]
+	if decode == 0 {
+		// Not measured: a step of fewer slots costs no more (the most
+		// of those measured, which errs toward dear), or else one of
+		// more costs no less (the least of those).
+		if decode = slices.Max(c.decode[:d]); decode == 0 {
+			for _, t := range c.decode[d+1:] {
+				if t > 0 && (decode == 0 || t < decode) {
+					decode = t
+				}
+			}
+		}
+	}
+	if decode == 0 {
+		return 0
+	}
+	return perTok / (decode / float64(d))
 }
 
 // dearBelow reports whether drafts are dear at fewer decoding slots than
@@ -333,25 +388,32 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if g.specAcc == 0 {
 		g.specAcc = s.specAcc
 	}
-	measuring := false
+	// A step that evaluates a prompt too measures nothing: where the
+	// count of decoding slots is not measured yet, its slots' drafts are
+	// judged by what a prompt token costs.
+	d, rel, measuring := s.nDecoding, s.cost.rel[s.nDecoding], false
+	if s.withPrompt && rel == 0 {
+		rel = s.cost.promptRel(d, s.budget.perTok)
+	}
 	switch {
 	case s.e.cfg.draftAlways:
-		n = min(n, g.specLimit(sp.DraftMax))
-	case s.cost.measures(s.nDecoding):
+		n = min(n, g.specLimit(sp, sp.NgramDraftMax))
+	case rel == 0 || !s.withPrompt && s.cost.measures(d):
 		measuring = true
 		// A step that measures drafts' cost drafts DraftMax tokens in
 		// all, not that many for each slot: at many slots, where drafts
-		// are dear, that would cost several steps.
-		n = min(n, g.specLimit(sp.DraftMax), sp.DraftMax-s.nDrafts)
-	case s.cost.dear(s.nDecoding):
+		// are dear, that would cost several steps. So does a step with a
+		// prompt where nothing tells what its drafts cost.
+		n = min(n, g.specLimit(sp, sp.DraftMax), sp.DraftMax-s.nDrafts)
+	case rel >= 1:
 		return 0 // no slot's acceptance pays: no slot probes on its own
-	case !g.specProbe && !s.cost.worth(s.nDecoding, g.specAcc):
+	case !g.specProbe && g.specAcc <= rel:
 		g.specWait = min(maxSpecWait, max(minSpecWait, 2*g.specWait))
 		g.specSkip, g.specProbe = g.specWait, true
 		g.specMax = sp.DraftMin // a probe is short: it costs little, and grows if taken
 		return 0
 	default:
-		n = min(n, g.specLimit(sp.DraftMax))
+		n = min(n, g.specLimit(sp, sp.NgramDraftMax))
 	}
 	if n < sp.DraftMin {
 		return 0
@@ -362,7 +424,7 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		// The pool's drafts are judged apart from the request's own: a
 		// request whose text is not the others' stops asking the pool
 		// without ceasing to draft from itself.
-		if len(g.draft) < sp.DraftMin && s.ngrams != nil && (1-g.poolMiss > s.cost.rel[s.nDecoding] || measuring || s.e.cfg.draftAlways) {
+		if len(g.draft) < sp.DraftMin && s.ngrams != nil && (1-g.poolMiss > rel || measuring || s.e.cfg.draftAlways) {
 			g.draft = s.ngrams.draft(g.draft[:0], sl.cache, salt, n)
 			g.specPool = len(g.draft) > 0
 		}
@@ -372,8 +434,9 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		// MTP head will (modelDrafts, once every slot has asked), n
 		// tokens at most, which the step reserves.
 		g.draft = g.draft[:0]
+		n = min(n, sp.DraftMax)
 		if !measuring && !s.e.cfg.draftAlways {
-			n = min(n, worthLen(g.specAcc, s.cost.rel[s.nDecoding], n))
+			n = min(n, worthLen(g.specAcc, rel, n))
 		}
 		sl.draftWant = n
 		s.asking = append(s.asking, sl)
@@ -565,11 +628,12 @@ func lookup(dst, toks []int32, most, n int) []int32 {
 	return dst
 }
 
-// specLimit is the most tokens the request's next speculative draft may
-// have: fewer after drafts it did not take whole (see specTook).
-func (g *generation) specLimit(most int) int {
+// specLimit is the most tokens, most at most, the request's next
+// speculative draft may have: DraftMax for its first, fewer after drafts
+// it did not take whole, more after drafts it took whole (see specTook).
+func (g *generation) specLimit(sp *Speculation, most int) int {
 	if g.specMax == 0 {
-		return most
+		return min(sp.DraftMax, most)
 	}
 	return min(g.specMax, most)
 }
@@ -587,7 +651,7 @@ func (s *scheduler) specTook(g *generation, took, n int) {
 	}
 	switch {
 	case took == n:
-		g.specMax = min(sp.DraftMax, 2*g.specLimit(sp.DraftMax))
+		g.specMax = min(sp.NgramDraftMax, 2*g.specLimit(sp, sp.NgramDraftMax))
 		g.specMiss = 0
 	case took == 0:
 		g.specMax = sp.DraftMin

@@ -2,7 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -343,6 +347,9 @@ func TestDraftCost(t *testing.T) {
 	if c.Worth(1, 0.9) || c.Worth(1, 1) || !c.Dear(1) {
 		t.Error("a lone slot drafts where a drafted token costs what a step does")
 	}
+	if !c.Measures(1) {
+		t.Error("dear on one measure: want a second before drafts stop")
+	}
 	c.Observe(1, 8, 0, 0.0075+8*0.00025) // now 8 drafted tokens add 2 ms
 	if c.Dear(1) || !c.Worth(1, 0.9) {
 		t.Error("a lone slot's long drafts, cheap, did not make drafts worth it again")
@@ -375,6 +382,7 @@ func TestDraftCost(t *testing.T) {
 	// then (one step in 256 times rel, 1.01 here: 259).
 	c.Observe(8, 0, 0, 0.040)  // 5 ms a token
 	c.Observe(8, 8, 0, 0.0805) // a drafted token adds 5.06 ms
+	c.Observe(8, 8, 0, 0.0805) // twice: dear on two measures
 	if !c.Dear(8) || c.Worth(8, 1) || c.Dear(4) {
 		t.Error("8 slots, a drafted token dearer than a decoded one: want dear there, not worth at any acceptance, and not dear at 4")
 	}
@@ -395,6 +403,7 @@ func TestDraftCost(t *testing.T) {
 	// Ten times dearer (a draft model catching up): ten times rarer.
 	c.Observe(2, 0, 0, 0.010)      // 5 ms a token
 	c.Observe(2, 4, 0, 0.010+0.25) // a drafted token adds 62.5 ms: rel 12.5
+	c.Observe(2, 4, 0, 0.010+0.25)
 	if n := probes(2, 3200*2); n != 2 {
 		t.Errorf("%d steps of 6,400 at 2 slots measure drafts; want 2 (one in 3,200)", n)
 	}
@@ -402,6 +411,59 @@ func TestDraftCost(t *testing.T) {
 	// asked for a first measure); not below 2.
 	if !c.DearBelow(3) || c.DearBelow(2) || c.Dear(3) {
 		t.Error("3 slots, unmeasured, above 2 where drafts are dear: want dear below 3, not below 2, and 3 not dear by its own measure")
+	}
+}
+
+// TestDraftCostConfirmsDear: one measure that says drafts are dear (a
+// step slowed by something else, as a busy machine gives) does not stop
+// them: the first two measures count alike, and drafts stop only when
+// both together say so.
+func TestDraftCostConfirmsDear(t *testing.T) {
+	c := engine.NewDraftCost(4)
+	c.Observe(3, 0, 0, 0.024)       // 8 ms a token
+	c.Observe(3, 8, 0, 0.024+0.080) // one slow step: a drafted token adds 10 ms (rel 1.25)
+	if !c.Dear(3) || !c.Measures(3) {
+		t.Fatal("want dear after one slow measure, and measured again")
+	}
+	c.Observe(3, 8, 0, 0.024+0.016) // 2 ms a drafted token (rel 0.25)
+	if c.Dear(3) || !c.Worth(3, 0.8) || c.Measures(3) {
+		t.Error("a second measure of 0.25 after 1.25: want rel 0.75, worth at 80 %, and no more measures")
+	}
+	c.Observe(4, 0, 0, 0.024)
+	c.Observe(4, 4, 0, 0.024+0.024) // rel 1
+	c.Observe(4, 4, 0, 0.024+0.030) // rel 1.25
+	if !c.Dear(4) || c.Measures(4) {
+		t.Error("dear on two measures: want dear, not measured again at once")
+	}
+}
+
+// TestDraftCostWithPrompts: a step that also evaluates a prompt measures
+// nothing, so it may draft where no plain step has been measured yet, and
+// where drafts are not measured its drafts are judged by what a prompt
+// token costs over a decoded token's share of a plain step: of the count
+// itself, or of the most of fewer slots, or else of the least of more.
+func TestDraftCostWithPrompts(t *testing.T) {
+	c := engine.NewDraftCost(8)
+	if c.Step(2) || !c.StepWithPrompt(2) {
+		t.Error("2 slots, no plain step measured: want no draft in a plain step, drafts beside a prompt")
+	}
+	if r := c.PromptRel(2, 0.002); r != 0 {
+		t.Errorf("no plain step measured: rel %v beside a prompt, want 0 (unknown)", r)
+	}
+	c.Observe(4, 0, 0, 0.024) // 6 ms a token
+	if r := c.PromptRel(2, 0.002); math.Abs(r-0.002/0.012) > 1e-9 {
+		t.Errorf("2 slots, only 4 measured: rel %v, want a prompt token over 4 slots' step shared by 2 (%v)", r, 0.002/0.012)
+	}
+	c.Observe(1, 0, 0, 0.010)
+	c.Observe(3, 0, 0, 0.020)
+	if r := c.PromptRel(2, 0.002); math.Abs(r-0.002/(0.010/2)) > 1e-9 {
+		t.Errorf("2 slots, 1 and 3 measured: rel %v, want a prompt token over 1 slot's step shared by 2 (%v)", r, 0.002/(0.010/2))
+	}
+	if r := c.PromptRel(3, 0.002); math.Abs(r-0.002/(0.020/3)) > 1e-9 {
+		t.Errorf("3 slots measured: rel %v, want %v", r, 0.002/(0.020/3))
+	}
+	if r := c.PromptRel(3, 0); r != 0 {
+		t.Errorf("no prompt token measured: rel %v, want 0", r)
 	}
 }
 
@@ -435,17 +497,19 @@ func TestDraftModelCost(t *testing.T) {
 	if c.Dear(4) || !c.Worth(4, 0.6) || c.Worth(4, 0.4) {
 		t.Error("the catch-up counted as what drafts cost: want rel 0.5 (worth at 60 %, not 40 %)")
 	}
-	// At 2 slots, dear: 12 ms a drafted token against 10; the measure
-	// caught up 1 s in all, so the next is 50 s of steps of 20 ms away
-	// (2,500 steps), not 256 times rel (307).
+	// At 2 slots, dear: 12 ms a drafted token against 10, on two
+	// measures; the second caught up 1 s in all, so the next is 50 s of
+	// steps of 20 ms away (2,500 steps), not 256 times rel (307).
 	for range 33 {
 		c.Step(2)
 		c.Observe(2, 0, 0, 0.020)
 	}
 	c.Step(2)
+	c.ObserveModel(2, 2, 0, 0.020+0.024, 0.010, 0) // dear on a first measure, without a catch-up
+	c.Step(2)
 	c.ObserveModel(2, 0, 0, 0.520, 0.500, 0.500)
 	c.Step(2)
-	c.ObserveModel(2, 2, 0, 0.020+0.500+0.024, 0.510, 0.500)
+	c.ObserveModel(2, 2, 0, 0.020+0.500+0.024, 0.510, 0.500) // and on a second
 	if !c.Dear(2) {
 		t.Fatal("2 slots: want dear")
 	}
@@ -554,4 +618,125 @@ func logprobsClose(a, b []engine.TokenLogprobs, tol float64) bool {
 		}
 	}
 	return true
+}
+
+// copyModel writes a model whose weights copy (gguf's Shape.Copy), small
+// enough for a test, of training context ctx.
+func copyModel(t *testing.T, ctx int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "copy.gguf")
+	shape, err := gguf.ParseShape(fmt.Sprintf("embd=160,layers=2,heads=2,kv=1,ff=32,vocab=2048,ctx=%d,type=f32,copy=true", ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.WriteSynthetic(path, shape, 1); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// twoLetterWords returns n two-letter words, each a token of the
+// synthetic vocabulary ("▁ab"), the same word again only after 676.
+func twoLetterWords(n int) []string {
+	var words []string
+	for i := range n {
+		j := i * 7 % 676 // 7 and 676 are coprime
+		words = append(words, string(rune('a'+j/26))+string(rune('a'+j%26)))
+	}
+	return words
+}
+
+// TestSpeculationQuotes: on a model whose weights copy (gguf's
+// Shape.Copy), a prompt that quotes the start of a passage of its
+// document is answered with the rest of the passage, and n-gram
+// speculation drafts it from the prompt: every drafted token is taken,
+// the drafts grow past DraftMax (8) while they are taken whole, and the
+// answer is the one plain decoding gives.
+func TestSpeculationQuotes(t *testing.T) {
+	path := copyModel(t, 1024)
+	doc := twoLetterWords(150)
+	req := engine.Request{Prompt: strings.Join(doc, " ") + "\n\nQuote: " + strings.Join(doc[20:24], " "), AddSpecial: true, MaxTokens: 60}
+	want := strings.Join(doc[24:84], " ")
+
+	plain := run(t, startEngine(t, engine.Config{ModelPath: path, Parallel: 1}), req)
+	if got := strings.TrimSpace(plain.text); got != want {
+		t.Fatalf("the model does not copy:\n got %q\nwant %q", got, want)
+	}
+	longest := 0
+	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, Speculate: engine.Speculation{Ngram: true}}),
+		func(_ int, draft []int32, _ bool) { longest = max(longest, len(draft)) })
+	e := startEngine(t, cfg)
+	spec := run(t, e, req)
+	if spec.text != plain.text {
+		t.Errorf("with speculation: %q, want plain decoding's %q", spec.text, plain.text)
+	}
+	st := e.Stats().Spec
+	if st.DraftTokens == 0 || st.Accepted != st.DraftTokens {
+		t.Errorf("%d of %d drafted tokens taken; want all, and some", st.Accepted, st.DraftTokens)
+	}
+	if longest <= 8 {
+		t.Errorf("the longest draft had %d tokens; want more than DraftMax (8): drafts taken whole grow to NgramDraftMax (32)", longest)
+	}
+}
+
+// TestSpeculationBesidePrompts: while a prompt waits, a step's drafts
+// take no more tokens than the prompts' share (Config.PrefillBudget, 16
+// here), though they had grown to more before it came: long drafts would
+// take the step's time from the prompt.
+func TestSpeculationBesidePrompts(t *testing.T) {
+	path := copyModel(t, 8192)
+	doc := twoLetterWords(150)
+	quote := engine.Request{Prompt: strings.Join(doc, " ") + "\n\nQuote: " + strings.Join(doc[20:24], " "), AddSpecial: true, MaxTokens: 900, IgnoreEOS: true}
+	long := engine.Request{Prompt: strings.Join(twoLetterWords(3000), " "), AddSpecial: true, MaxTokens: 1}
+	type drafted struct{ pos, n int }
+	var mu sync.Mutex
+	var drafts []drafted // the quote's: the long prompt ends after it
+	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 8192, PrefillBudget: 16,
+		Speculate: engine.Speculation{Ngram: true}}), func(pos int, draft []int32, _ bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pos < 3000 {
+			drafts = append(drafts, drafted{pos, len(draft)})
+		}
+	})
+	e := startEngine(t, cfg)
+	s := submit(t, e, quote)
+	got := 0
+	for got < 80 {
+		c, err := s.Recv(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += c.Tokens
+	}
+	l := submit(t, e, long)
+	for {
+		if _, err := s.Recv(context.Background()); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, res := collect(t, l); res.FinishReason == engine.FinishError {
+		t.Fatal(res.Err)
+	}
+	// The long prompt came once the quote had given got tokens; allow
+	// 400 more for the steps the scheduler was ahead, and its admission.
+	from := s.Result().Usage.PromptTokens + got + 400
+	mu.Lock()
+	defer mu.Unlock()
+	grown, after := 0, 0
+	for _, d := range drafts {
+		if d.pos < from {
+			grown = max(grown, d.n)
+			continue
+		}
+		after++
+		if d.n > 16 {
+			t.Errorf("a draft of %d tokens at position %d, while the long prompt waited: want 16 at most", d.n, d.pos)
+		}
+	}
+	if grown <= 16 || after < 5 {
+		t.Errorf("drafts grew to %d tokens before the long prompt, and %d came while it waited; want more than 16, and 5 or more", grown, after)
+	}
 }

@@ -140,6 +140,9 @@ func checkSpeculation(sp engine.Speculation) error {
 	if sp.DraftMax < 0 || sp.DraftMax > 32 || sp.DraftMin < 0 || sp.DraftMin > max(sp.DraftMax, 1) || sp.NgramMax < 0 || sp.NgramMax == 1 || sp.NgramMax > 64 || sp.MaxDecoding < 0 {
 		return errors.New("spec_draft_n_max (--spec-draft-n-max) is 1 to 32, --spec-draft-n-min at most that, --spec-ngram-n 2 to 64, --spec-max-decoding 0 or more")
 	}
+	if sp.NgramDraftMax < 0 || sp.NgramDraftMax > 32 || sp.NgramDraftMax > 0 && sp.NgramDraftMax < sp.DraftMax {
+		return errors.New("spec_ngram_draft_max (--spec-ngram-draft-max) is --spec-draft-n-max to 32")
+	}
 	if !(sp.PMin >= 0 && sp.PMin <= 1) {
 		return errors.New("spec_draft_p_min (--spec-draft-p-min) is 0 to 1")
 	}
@@ -187,6 +190,7 @@ func fileID(path string) string {
 //	    mmproj: gemma3.mmproj.gguf  # optional, like --mmproj ("": none, no discovery)
 //	    spec_type: ngram     # optional, like --spec-type
 //	    spec_draft_n_max: 16 # optional, like --spec-draft-n-max
+//	    spec_ngram_draft_max: 32 # optional, like --spec-ngram-draft-max
 //	    spec_draft_model: small.gguf # optional, like --spec-draft-model ("": none)
 //	    spec_draft_p_min: 0.75 # optional, like --spec-draft-p-min
 //	    spec_recurrent: true # optional, like --spec-recurrent
@@ -220,6 +224,7 @@ type modelConfig struct {
 		MMProj              *string        `yaml:"mmproj"`
 		SpecType            string         `yaml:"spec_type"`
 		SpecDraftMax        *int           `yaml:"spec_draft_n_max"`
+		SpecNgramDraftMax   *int           `yaml:"spec_ngram_draft_max"`
 		SpecDraftModel      *string        `yaml:"spec_draft_model"`
 		SpecDraftPMin       *float64       `yaml:"spec_draft_p_min"`
 		SpecRecurrent       *bool          `yaml:"spec_recurrent"`
@@ -406,6 +411,9 @@ func modelSpecs(base registry.Spec, flags modelFlags, dir, configPath string, pr
 			}
 			if m.SpecDraftMax != nil {
 				s.Engine.Speculate.DraftMax = *m.SpecDraftMax
+			}
+			if m.SpecNgramDraftMax != nil {
+				s.Engine.Speculate.NgramDraftMax = *m.SpecNgramDraftMax
 			}
 			if m.SpecDraftPMin != nil {
 				s.Engine.Speculate.PMin = *m.SpecDraftPMin

@@ -53,6 +53,7 @@ models:
     keep_alive: -1
     spec_type: ngram
     spec_draft_n_max: 16
+    spec_ngram_draft_max: 24
     spec_draft_model: a.gguf
     spec_draft_p_min: 0.75
     spec_recurrent: true
@@ -99,7 +100,7 @@ models:
 	if c.ToolFormat != "qwen3-coder" || c.ReasoningFormat != "none" || c.ReasoningBudget == nil || *c.ReasoningBudget != 64 {
 		t.Errorf("config model's formats: %+v", c)
 	}
-	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || sp.Model != filepath.Join(dir, "a.gguf") || sp.PMin != 0.75 || !sp.Recurrent || specs[5].Engine.Speculate.Ngram || specs[5].Engine.Speculate.Recurrent || specs[5].Engine.Speculate.Model != "" {
+	if sp := c.Engine.Speculate; !sp.Ngram || sp.DraftMax != 16 || sp.NgramDraftMax != 24 || sp.Model != filepath.Join(dir, "a.gguf") || sp.PMin != 0.75 || !sp.Recurrent || specs[5].Engine.Speculate.Ngram || specs[5].Engine.Speculate.Recurrent || specs[5].Engine.Speculate.Model != "" {
 		t.Errorf("config model's speculation: %+v; the next's %+v", sp, specs[5].Engine.Speculate)
 	}
 	if c10 := specs[5]; c10.Engine.Pooling != "" || c10.Engine.CacheTypeK != "" || c10.Engine.Parallel != 4 || c10.Engine.KVPerSlot || c10.Engine.HostCacheBytes != 1<<30 || *c10.KeepAlive != 10*time.Minute || c10.ReasoningBudget != nil {
@@ -121,8 +122,9 @@ models:
 		"bad cache_type_k":     "models:\n  - path: models/c.gguf\n    cache_type_k: q8\n",
 		"bad spec_type":        "models:\n  - path: models/c.gguf\n    spec_type: eagle\n",
 		"bad spec_draft_n_max": "models:\n  - path: models/c.gguf\n    spec_draft_n_max: 33\n",
-		"bad spec_draft_p_min": "models:\n  - path: models/c.gguf\n    spec_draft_p_min: 1.5\n",
-		"no spec_draft_model":  "models:\n  - path: models/c.gguf\n    spec_draft_model: nowhere.gguf\n",
+		"spec_ngram_draft_max below spec_draft_n_max": "models:\n  - path: models/c.gguf\n    spec_draft_n_max: 16\n    spec_ngram_draft_max: 8\n",
+		"bad spec_draft_p_min":                        "models:\n  - path: models/c.gguf\n    spec_draft_p_min: 1.5\n",
+		"no spec_draft_model":                         "models:\n  - path: models/c.gguf\n    spec_draft_model: nowhere.gguf\n",
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
