@@ -12,12 +12,18 @@
 #        NP       slots for both servers (default 16)
 #        N        requests per concurrency level (default 48)
 #        OUT      folder for the JSON reports (default: a new temporary folder)
-#        ONLY     workloads to run, of "short arrive shared long" (default: all)
+#        ONLY     workloads to run, of "short arrive shared long repeat draft"
+#                 (default: all but draft)
 #        CONC     concurrency levels of the short row (default 1,4,8,16)
 #        LONG_LENS  prompt lengths of the long row (default "2041 7578")
 #        SERVE_ARGS  extra flags for both servers (e.g. "-ngl 99" on a GPU)
 #        DRAFT_TARGET, DRAFT, DRAFT_CONC  the draft row's model, draft model
 #                 and concurrency levels (defaults below)
+#        REPEAT_MODEL, REPEAT_CONC  the repeat row's model and concurrency
+#                 levels (defaults below)
+#        REPEAT_PEER_ARGS  flags for llama-server alone in the repeat row
+#                 (default "--spec-type ngram-map-k", its best there; not
+#                 given to a peer whose name does not start with llama)
 #
 # Workloads (the rows of issue 8's table):
 #   short   ~10-token prompts through /v1/completions, concurrency 1, 4, 8, 16
@@ -28,6 +34,12 @@
 #           on LONG_MODEL (default: the synthetic 135M with a 32,768-token
 #           training context: llama-server caps a slot at the model's):
 #           time to the first token (the first turn of an agent session)
+#   repeat  a quote: each prompt is a document of 300 random three-letter
+#           words, then "Quote: " and 6 of its words, on REPEAT_MODEL (default:
+#           the 135M's shape with weights set to copy, corral synth --shape
+#           135m,copy=true), whose greedy answer goes on with the words that
+#           followed in the document; concurrency 1, 4 and 16, each level its
+#           own prompts (what speculation from a request's own text is for)
 #   draft   ~10-token prompts at concurrency 1 and 16 on DRAFT_TARGET (default:
 #           the synthetic 135M at F32) with the draft model DRAFT (default: the
 #           same weights at Q8_0, written by corral synth with the same seed),
@@ -42,7 +54,7 @@ threads=${THREADS:-2}
 np=${NP:-16}
 n=${N:-48}
 out=${OUT:-$(mktemp -d)}
-only=${ONLY:-short arrive shared long}
+only=${ONLY:-short arrive shared long repeat}
 conc=${CONC:-1,4,8,16}
 read -r -a extra <<<"${SERVE_ARGS:-}"
 want() { [[ " $only " == *" $1 "* ]]; }
@@ -57,6 +69,10 @@ if want long && [ ! -f "$long_model" ]; then "$corral" synth --shape 135m,ctx=32
 draft_target=${DRAFT_TARGET:-${TMPDIR:-/tmp}/corral-synth-135m-f32.gguf}
 draft=${DRAFT:-$model}
 if want draft && [ ! -f "$draft_target" ]; then "$corral" synth --shape 135m,type=f32 -o "$draft_target"; fi
+repeat_model=${REPEAT_MODEL:-${TMPDIR:-/tmp}/corral-synth-135m-copy.gguf}
+if want repeat && [ ! -f "$repeat_model" ]; then "$corral" synth --shape 135m,copy=true -o "$repeat_model"; fi
+read -r -a repeat_peer <<<"${REPEAT_PEER_ARGS-"--spec-type ngram-map-k"}"
+case $(basename "$peer") in llama*) ;; *) repeat_peer=() ;; esac
 more=() # the current row's own flags for both servers
 
 # serve NAME CTX [SLOTS [MODEL]]: start one server in the background and
@@ -72,6 +88,19 @@ serve() {
 }
 
 trap stop EXIT
+
+# quotes FILE SEED: N prompts of the repeat row, a line of JSONL each.
+quotes() {
+  python3 - "$n" "$2" >"$1" <<'PY'
+import itertools, json, random, string, sys
+rng = random.Random(int(sys.argv[2]))
+words = ["".join(p) for p in itertools.product(string.ascii_lowercase, repeat=3)]
+for _ in range(int(sys.argv[1])):
+    doc = rng.sample(words, 300)
+    at = rng.randrange(0, 300 - 6 - 80)  # 80 words after the quote's start at least
+    print(json.dumps({"prompt": " ".join(doc) + "\n\nQuote: " + " ".join(doc[at:at + 6])}))
+PY
+}
 
 # bench WORKLOAD NAME ROUND ARGS...: one corral bench run into a JSON report.
 bench() {
@@ -107,6 +136,18 @@ for round in $(seq "$rounds"); do
         bench "long$len" "$name" "$round" --api completions --input-len "$len" --output-len 1 --num-requests 2 --concurrency 1 --seed "$len"
       done
       stop
+    fi
+    if want repeat; then
+      if [ "$name" = llama ]; then more=("${repeat_peer[@]+"${repeat_peer[@]}"}"); fi
+      serve "$name" $((np * 1024)) "$np" "$repeat_model"
+      for c in ${REPEAT_CONC:-1 4 16}; do
+        # Each level its own documents: a server keeps the last level's
+        # prompts in its cache.
+        quotes "$out/repeat$c.jsonl" "$c"
+        bench "repeat$c" "$name" "$round" --api completions --dataset "$out/repeat$c.jsonl" --concurrency "$c"
+      done
+      stop
+      more=()
     fi
     if want draft; then
       more=(-md "$draft" --spec-type draft-simple)
