@@ -265,7 +265,7 @@ func TestMetricsSpeculation(t *testing.T) {
 		}
 		drafts, drafted, taken := counter("vllm:spec_decode_num_drafts_total"), counter("vllm:spec_decode_num_draft_tokens_total"), counter("vllm:spec_decode_num_accepted_tokens_total")
 		var byPos float64
-		for i := range 8 {
+		for i := range 64 { // NgramDraftMax: lookup drafts grow past 8
 			byPos += counter("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position", strconv.Itoa(i))
 		}
 		if drafts == 0 || taken == 0 || taken > drafted || byPos != taken {

@@ -84,12 +84,12 @@ type Speculation struct {
 	// request's first lookup draft (0: 8; at most 32); a draft of fewer
 	// than DraftMin is not evaluated (0: 1).
 	DraftMax, DraftMin int
-	// NgramDraftMax bounds a lookup's draft (0: 32, at most 32, at least
-	// DraftMax): a request's lookup drafts grow from DraftMax to it,
-	// doubling, while it takes them whole. Where a request repeats its
-	// input, a long draft is as cheap a token as a prompt's (a step of 33
-	// tokens costs a few steps of one on a CPU), and its tokens come from
-	// the request's own text, not from a pass of another model.
+	// NgramDraftMax bounds a lookup's draft (0: maxLookupDraft, at most
+	// that, at least DraftMax): a request's lookup drafts grow from
+	// DraftMax to it, doubling, while it takes them whole. Where a request
+	// repeats its input, a long draft is as cheap a token as a prompt's (a
+	// step of 33 tokens costs a few steps of one on a CPU), and its tokens
+	// come from the request's own text, not from a pass of another model.
 	NgramDraftMax int
 	// MaxDecoding: a step drafts only while at most this many slots
 	// decode (0: no bound; the measured cost decides).
@@ -122,6 +122,10 @@ func (sp Speculation) on() bool { return sp.Ngram || sp.Model != "" || sp.MTP }
 
 // Speculation's defaults and bounds.
 const (
+	// maxLookupDraft bounds a lookup's draft (NgramDraftMax), beyond
+	// maxDraft, which bounds the drafts of a model: a lookup's draft
+	// costs no pass of its own.
+	maxLookupDraft   = 64
 	defaultNgramMax  = 4
 	minNgram         = 2
 	defaultSpecDraft = 8
@@ -162,9 +166,9 @@ func (sp Speculation) withDefaults() Speculation {
 	}
 	sp.DraftMin = min(sp.DraftMin, sp.DraftMax)
 	if sp.NgramDraftMax <= 0 {
-		sp.NgramDraftMax = maxDraft
+		sp.NgramDraftMax = maxLookupDraft
 	}
-	sp.NgramDraftMax = max(min(sp.NgramDraftMax, maxDraft), sp.DraftMax)
+	sp.NgramDraftMax = max(min(sp.NgramDraftMax, maxLookupDraft), sp.DraftMax)
 	sp.MaxDecoding = max(sp.MaxDecoding, 0)
 	return sp
 }

@@ -675,7 +675,7 @@ func TestSpeculationQuotes(t *testing.T) {
 		t.Errorf("%d of %d drafted tokens taken; want all, and some", st.Accepted, st.DraftTokens)
 	}
 	if longest <= 8 {
-		t.Errorf("the longest draft had %d tokens; want more than DraftMax (8): drafts taken whole grow to NgramDraftMax (32)", longest)
+		t.Errorf("the longest draft had %d tokens; want more than DraftMax (8): drafts taken whole grow to NgramDraftMax (64)", longest)
 	}
 }
 

@@ -19,8 +19,8 @@
 #        SERVE_ARGS  extra flags for both servers (e.g. "-ngl 99" on a GPU)
 #        DRAFT_TARGET, DRAFT, DRAFT_CONC  the draft row's model, draft model
 #                 and concurrency levels (defaults below)
-#        REPEAT_MODEL, REPEAT_CONC  the repeat row's model and concurrency
-#                 levels (defaults below)
+#        REPEAT_MODEL, REPEAT_CONC, REPEAT_LEN  the repeat row's model,
+#                 concurrency levels and answer length (defaults below)
 #        REPEAT_PEER_ARGS  flags for llama-server alone in the repeat row
 #                 (default "--spec-type ngram-map-k", its best there; not
 #                 given to a peer whose name does not start with llama)
@@ -35,7 +35,8 @@
 #           training context: llama-server caps a slot at the model's):
 #           time to the first token (the first turn of an agent session)
 #   repeat  a quote: each prompt is a document of 300 random three-letter
-#           words, then "Quote: " and 6 of its words, on REPEAT_MODEL (default:
+#           words (REPEAT_LEN+100 if more), then "Quote: " and 6 of its words, and
+#           the answer REPEAT_LEN tokens (default 64, as every row), on REPEAT_MODEL (default:
 #           the 135M's shape with weights set to copy, corral synth --shape
 #           135m,copy=true), whose greedy answer goes on with the words that
 #           followed in the document; concurrency 1, 4 and 16, each level its
@@ -90,14 +91,17 @@ serve() {
 trap stop EXIT
 
 # quotes FILE SEED: N prompts of the repeat row, a line of JSONL each.
+repeat_len=${REPEAT_LEN:-64}
 quotes() {
-  python3 - "$n" "$2" >"$1" <<'PY'
+  python3 - "$n" "$2" "$repeat_len" >"$1" <<'PY'
 import itertools, json, random, string, sys
 rng = random.Random(int(sys.argv[2]))
+answer = int(sys.argv[3])
 words = ["".join(p) for p in itertools.product(string.ascii_lowercase, repeat=3)]
+size = max(300, answer + 100)
 for _ in range(int(sys.argv[1])):
-    doc = rng.sample(words, 300)
-    at = rng.randrange(0, 300 - 6 - 80)  # 80 words after the quote's start at least
+    doc = rng.sample(words, size)
+    at = rng.randrange(0, size - 6 - answer - 16)  # the answer's words, and 16 more, follow the quote
     print(json.dumps({"prompt": " ".join(doc) + "\n\nQuote: " + " ".join(doc[at:at + 6])}))
 PY
 }
@@ -144,7 +148,7 @@ for round in $(seq "$rounds"); do
         # Each level its own documents: a server keeps the last level's
         # prompts in its cache.
         quotes "$out/repeat$c.jsonl" "$c"
-        bench "repeat$c" "$name" "$round" --api completions --dataset "$out/repeat$c.jsonl" --concurrency "$c"
+        bench "repeat$c" "$name" "$round" --api completions --dataset "$out/repeat$c.jsonl" --concurrency "$c" --output-len "$repeat_len"
       done
       stop
       more=()

@@ -140,8 +140,8 @@ func checkSpeculation(sp engine.Speculation) error {
 	if sp.DraftMax < 0 || sp.DraftMax > 32 || sp.DraftMin < 0 || sp.DraftMin > max(sp.DraftMax, 1) || sp.NgramMax < 0 || sp.NgramMax == 1 || sp.NgramMax > 64 || sp.MaxDecoding < 0 {
 		return errors.New("spec_draft_n_max (--spec-draft-n-max) is 1 to 32, --spec-draft-n-min at most that, --spec-ngram-n 2 to 64, --spec-max-decoding 0 or more")
 	}
-	if sp.NgramDraftMax < 0 || sp.NgramDraftMax > 32 || sp.NgramDraftMax > 0 && sp.NgramDraftMax < sp.DraftMax {
-		return errors.New("spec_ngram_draft_max (--spec-ngram-draft-max) is --spec-draft-n-max to 32")
+	if sp.NgramDraftMax < 0 || sp.NgramDraftMax > 64 || sp.NgramDraftMax > 0 && sp.NgramDraftMax < sp.DraftMax {
+		return errors.New("spec_ngram_draft_max (--spec-ngram-draft-max) is --spec-draft-n-max to 64")
 	}
 	if !(sp.PMin >= 0 && sp.PMin <= 1) {
 		return errors.New("spec_draft_p_min (--spec-draft-p-min) is 0 to 1")

@@ -28,7 +28,7 @@ import (
 func runSynth(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
 	shapeFlag := fs.String("shape", "135m", "model `shape`: one of "+strings.Join(slices.Sorted(maps.Keys(gguf.Shapes)), ", ")+
-		",\nor embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0 (type: q8_0 or f32),\nor a name followed by overrides such as tiny,type=f32;\nwith --arch, the architecture's small default shape and these overrides\n(experts=N,used=K: a mixture of experts; mtp=1: a multi-token prediction head\nafter the layers, for architectures that have one, such as qwen35)")
+		",\nor embd=576,layers=30,heads=9,kv=3,ff=1536,vocab=49152,ctx=2048,type=q8_0 (type: q8_0 or f32),\nor a name followed by overrides such as tiny,type=f32;\nwith --arch, the architecture's small default shape and these overrides\n(experts=N,used=K: a mixture of experts; mtp=1: a multi-token prediction head\nafter the layers, for architectures that have one, such as qwen35;\ncopy=true, llama only: weights that copy, so that the greedy answer repeats\nwhat followed the last token's earlier occurrence in the prompt)")
 	arch := fs.String("arch", "", "`architecture` as GGUF's general.architecture names it: any text model\nllama.cpp "+llama.Release()+" can build, such as llama, qwen35, gemma3, gpt-oss,\nlfm2, laid out by llama.cpp; list prints them all (default: a llama of --shape)")
 	var out string
 	fs.StringVar(&out, "o", "", "output `file` (required)")
