@@ -310,15 +310,16 @@ func TestSpeculationPreempted(t *testing.T) {
 	}
 }
 
-// TestSpeculationDraftMin: with drafts of 3 tokens at most, DraftMin 1
-// makes shorter ones too (after a draft taken in part, and near max
-// tokens), DraftMin 3 none; the output is still plain decoding's.
+// TestSpeculationDraftMin: with drafts of 3 tokens at most (DraftMax and
+// NgramDraftMax), DraftMin 1 makes shorter ones too (after a draft taken
+// in part, and near max tokens), DraftMin 3 none; the output is still
+// plain decoding's.
 func TestSpeculationDraftMin(t *testing.T) {
 	tiny := synthTiny(t)
 	req := engine.Request{Prompt: "Once upon a time", AddSpecial: true, MaxTokens: 160, IgnoreEOS: true, Logprobs: true}
 	want := tokensOf(run(t, startEngine(t, engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads}), req).lps)
 	for _, min := range []int{1, 3} {
-		e := startEngine(t, engine.DraftAlways(engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads, Speculate: engine.Speculation{Ngram: true, DraftMax: 3, DraftMin: min}}))
+		e := startEngine(t, engine.DraftAlways(engine.Config{ModelPath: tiny, Parallel: 1, Threads: testThreads, Speculate: engine.Speculation{Ngram: true, DraftMax: 3, NgramDraftMax: 3, DraftMin: min}}))
 		got := tokensOf(run(t, e, req).lps)
 		st := e.Stats().Spec
 		if short := st.DraftTokens < 3*st.Drafts; !reflect.DeepEqual(got, want) || st.Drafts == 0 || short != (min == 1) {
