@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -711,13 +709,7 @@ func TestSpeculationBesidePrompts(t *testing.T) {
 		got += c.Tokens
 	}
 	l := submit(t, e, long)
-	for {
-		if _, err := s.Recv(context.Background()); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
+	collect(t, s)
 	if _, res := collect(t, l); res.FinishReason == engine.FinishError {
 		t.Fatal(res.Err)
 	}

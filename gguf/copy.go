@@ -145,7 +145,8 @@ func (c *copier) row(t TensorInfo, r int, vals []float32) {
 		return
 	}
 	layer := blockOf(name)
-	kind := name[strings.LastIndexByte(name[:len(name)-len(".weight")], '.')+1 : len(name)-len(".weight")]
+	kind := strings.TrimSuffix(name, ".weight")
+	kind = kind[strings.LastIndexByte(kind, '.')+1:] // blk.N.attn_q.weight: attn_q
 	head, e := r/c.head, r%c.head
 	switch {
 	case kind == "attn_output" || kind == "ffn_down":
@@ -166,7 +167,11 @@ func (c *copier) row(t TensorInfo, r int, vals []float32) {
 	pair := e / 2
 	switch {
 	case kind == "attn_v" && e < c.d:
-		vals[c.tDim()+e] = float32(1 / []float64{c.r0, c.r1}[layer])
+		r := c.r0
+		if layer == 1 {
+			r = c.r1
+		}
+		vals[c.tDim()+e] = float32(1 / r)
 	case layer == 0 && pair < copyPosPairs && kind == "attn_q" && e%2 == 0:
 		vals[0] = float32(c.posAmp / c.r0)
 	case layer == 0 && pair < copyPosPairs && kind == "attn_k":
