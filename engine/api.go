@@ -667,8 +667,10 @@ type Stats struct {
 	Requests                   uint64 // finished requests
 	TokensOut                  uint64 // generated tokens
 	// Steps counts scheduler steps that decoded a batch; ForwardPasses
-	// the model evaluations they took (llama.cpp's micro-batches).
-	Steps, ForwardPasses uint64
+	// the model evaluations they took (llama.cpp's micro-batches), one
+	// more in each of SplitSteps, the steps that evaluated their prompt
+	// chunks in a pass before the decoding tokens' (llama.Context.DecodeSplit).
+	Steps, SplitSteps, ForwardPasses uint64
 	// StepOwnTime is the scheduler's own time in its steps: all but the
 	// forward passes and the wait for the CPU share (Config.CPU), summed
 	// (a step's own time is counted from the next step's snapshot on).

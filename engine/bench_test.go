@@ -599,36 +599,64 @@ func BenchmarkJumpForward(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeWithDraft is one sequence's decode step with 0, 1, 4 or
-// 16 drafted tokens after its token (jump.go), each with its logits: what
-// a drafted token costs when the model does not confirm it.
+// BenchmarkDecodeWithDraft is a decode step of 1 or 16 sequences, each
+// with 0, 1, 4, 16 or 31 drafted tokens (a 512-token batch, the
+// engine's default, holds 16 × 32) after its token (jump.go), each
+// with its logits: what a drafted token costs when the model does not
+// confirm it, alone and beside other sequences (the sequences hold 320
+// cells each, as the repeat row's prompts, in one unified cache).
 func BenchmarkDecodeWithDraft(b *testing.B) {
 	m := benchLlamaModel(b)
-	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 512, NBatch: 256, NSeqMax: 1, Threads: benchThreads(), Unified: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ctx.Close()
-	var batch llama.Batch
-	for i := range 128 {
-		batch.Add(llama.Token(100+i), i, 0, false)
-	}
-	if err := ctx.Decode(&batch); err != nil {
-		b.Fatal(err)
-	}
-	for _, extra := range []int{0, 1, 4, 16} {
-		b.Run(fmt.Sprintf("draft=%d", extra), func(b *testing.B) {
-			for b.Loop() {
-				ctx.SeqRemove(0, 128, -1)
-				batch.Reset()
-				for i := range 1 + extra {
-					batch.Add(llama.Token(300+i), 128+i, 0, true)
+	const prefix = 320
+	for _, seqs := range []int{1, 16} {
+		for _, extra := range []int{0, 1, 4, 16, 31} {
+			for _, bySeq := range []bool{false, true} {
+				if bySeq && (seqs == 1 || extra == 0) {
+					continue
 				}
-				if err := ctx.Decode(&batch); err != nil {
-					b.Fatal(err)
-				}
+				b.Run(fmt.Sprintf("seqs=%d/draft=%d/byseq=%v", seqs, extra, bySeq), func(b *testing.B) {
+					ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: seqs * 384, NBatch: 512, NSeqMax: seqs, Threads: benchThreads(), Unified: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer ctx.Close()
+					var batch llama.Batch
+					for s := range seqs {
+						batch.Reset()
+						for i := range prefix {
+							batch.Add(llama.Token(100+(i+s)%1000), i, s, false)
+						}
+						if err := ctx.Decode(&batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for b.Loop() {
+						batch.Reset()
+						for s := range seqs {
+							ctx.SeqRemove(s, prefix, -1)
+						}
+						for s := range seqs {
+							batch.Add(llama.Token(300+s), prefix, s, true)
+							if bySeq { // a sequence's drafts right after its token
+								for i := range extra {
+									batch.Add(llama.Token(400+i), prefix+1+i, s, true)
+								}
+							}
+						}
+						for s := range seqs {
+							if !bySeq { // drafts after every sequence's token
+								for i := range extra {
+									batch.Add(llama.Token(400+i), prefix+1+i, s, true)
+								}
+							}
+						}
+						if err := ctx.Decode(&batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
@@ -815,4 +843,56 @@ func median(xs []float64) float64 {
 		return xs[n/2]
 	}
 	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// BenchmarkMixedStep is a step of 2 or 16 decoding sequences (320 cells
+// each, one unified cache) and another sequence's prompt chunk of 64 or
+// 128 tokens, in one pass or in two (the chunk, then the decoding tokens:
+// llama.Context.DecodeSplit).
+func BenchmarkMixedStep(b *testing.B) {
+	m := benchLlamaModel(b)
+	const prefix = 320
+	for _, seqs := range []int{2, 16} {
+		for _, chunk := range []int{64, 128} {
+			for _, split := range []bool{false, true} {
+				b.Run(fmt.Sprintf("decoding=%d/chunk=%d/split=%v", seqs, chunk, split), func(b *testing.B) {
+					ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: seqs*384 + 512, NBatch: 512, NSeqMax: seqs + 1, Threads: benchThreads(), Unified: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer ctx.Close()
+					var batch llama.Batch
+					for s := range seqs {
+						batch.Reset()
+						for i := range prefix {
+							batch.Add(llama.Token(100+(i+s)%1000), i, s, false)
+						}
+						if err := ctx.Decode(&batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for b.Loop() {
+						ctx.SeqRemove(seqs, -1, -1)
+						batch.Reset()
+						for i := range chunk {
+							batch.Add(llama.Token(500+i), i, seqs, false)
+						}
+						for s := range seqs {
+							ctx.SeqRemove(s, prefix, -1)
+							batch.Add(llama.Token(300+s), prefix, s, true)
+						}
+						var err error
+						if split {
+							_, err = ctx.DecodeSplit(&batch)
+						} else {
+							err = ctx.Decode(&batch)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
 }

@@ -96,8 +96,8 @@ func TestPrefixFromABusySlot(t *testing.T) {
 	if want := alone(t, model, req); got != want {
 		t.Errorf("output from shared cells:\n got %q\nwant %q (alone)", got, want)
 	}
-	if st := e.Stats(); st.ForwardPasses != st.Steps {
-		t.Errorf("%d forward passes in %d steps, want one per step", st.ForwardPasses, st.Steps)
+	if st := e.Stats(); st.ForwardPasses != st.Steps+st.SplitSteps {
+		t.Errorf("%d forward passes in %d steps (%d split), want one per step, two per split step", st.ForwardPasses, st.Steps, st.SplitSteps)
 	}
 	a.Cancel()
 	collect(t, a)

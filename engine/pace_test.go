@@ -151,8 +151,8 @@ func TestPacedEqualsUnpaced(t *testing.T) {
 	if st.Paced.Requests != 1 || st.Paced.Chunks != uint64(len(cs)) || st.Paced.Reevaluated != 0 || st.Paced.FirstChunkCount != 1 {
 		t.Errorf("paced stats %+v after %d chunks", st.Paced, len(cs))
 	}
-	if st.ForwardPasses != st.Steps {
-		t.Errorf("%d forward passes in %d steps", st.ForwardPasses, st.Steps)
+	if st.ForwardPasses != st.Steps+st.SplitSteps {
+		t.Errorf("%d forward passes in %d steps (%d split)", st.ForwardPasses, st.Steps, st.SplitSteps)
 	}
 }
 

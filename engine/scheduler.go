@@ -57,6 +57,10 @@ type scheduler struct {
 	window             int
 	// perSlot: each slot has a buffer of its own (Config.KVPerSlot).
 	perSlot bool
+	// split: a step's prompt chunks are evaluated in a pass before the
+	// decoding tokens' (llama.Context.DecodeSplit), where the model
+	// computes on the CPU with flash attention and has no recurrent state.
+	split bool
 	// checkpointsSaved counts the checkpoints taken, checkpointsUsed the
 	// sequences cut back to one.
 	checkpointsSaved, checkpointsUsed uint64
@@ -76,6 +80,7 @@ type scheduler struct {
 	lanes  int         // embedding sequence ids, after the slots' (see embed.go)
 
 	requests, tokensOut, steps, preemptions uint64
+	splitSteps                              uint64        // steps in two passes (split)
 	poolPreemptions                         uint64        // of preemptions, those for cells
 	busySlots                               uint64        // summed over steps: slots with tokens in the batch
 	draftTokens, draftAccepted              uint64        // jump-forward decoding (jump.go)
@@ -123,6 +128,10 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		rollback:  rollback(e.model, lctx),
 		window:    e.model.SlidingWindow(),
 		perSlot:   e.cfg.KVPerSlot,
+		// Kept for the CPU's flash-attention kernel: a GPU's pass costs
+		// otherwise, and a recurrent state goes back over a step by its
+		// last tokens, which must stay in one pass (slot.undo).
+		split: !e.cfg.NoFlashAttn && e.info.GPULayers == 0 && !e.model.Recurrent(),
 	}
 	if e.cfg.Speculate.Ngram {
 		s.ngrams = newNgramPool(e.cfg.Speculate.NgramMax)
@@ -180,7 +189,14 @@ func (s *scheduler) run() {
 		}
 		start := time.Now()
 		if err = s.decodeMedia(); err == nil {
-			err = s.lctx.Decode(&s.batch)
+			if s.split {
+				var two bool
+				if two, err = s.lctx.DecodeSplit(&s.batch); two {
+					s.splitSteps++
+				}
+			} else {
+				err = s.lctx.Decode(&s.batch)
+			}
 		}
 		took := time.Since(start)
 		before := built.Sub(begin) + took // the step's time so far, without the wait for cores
@@ -929,7 +945,7 @@ func (s *scheduler) publish() {
 	st := Stats{
 		SlotsTotal: len(s.slots), KVCellsTotal: s.pool.size(), KVCellsUsed: s.pool.used(), KVCellsActive: s.activeCells(),
 		Requests: s.requests, TokensOut: s.tokensOut,
-		Steps: s.steps, ForwardPasses: s.lctx.Passes(), StepOwnTime: s.ownTime, Preemptions: s.preemptions, PoolPreemptions: s.poolPreemptions,
+		Steps: s.steps, SplitSteps: s.splitSteps, ForwardPasses: s.lctx.Passes(), StepOwnTime: s.ownTime, Preemptions: s.preemptions, PoolPreemptions: s.poolPreemptions,
 		BusySlots:    s.busySlots,
 		PromptTokens: s.promptTokens, CachedPromptTokens: s.cachedTokens,
 		HostCacheBytes: s.host.size, HostCacheEntries: len(s.host.entries),

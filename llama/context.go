@@ -110,6 +110,12 @@ type Context struct {
 	// stay valid only with each sequence's state in its own cell
 	// (corral_recurrent_home, before every decode and state load).
 	home bool
+	// outAt maps a batch index of the last DecodeSplit that took two
+	// passes to the index of its row in the second (empty: none did);
+	// first and rest are its passes, seen a scratch by sequence.
+	outAt       []int32
+	first, rest Batch
+	seen        []uint8
 }
 
 // c is p as llama_context_params: what NewContext creates, and what
@@ -314,6 +320,100 @@ func (e *DecodeError) Error() string {
 // Decode evaluates the batch. Outputs are then read by batch index with
 // Sampler.Sample or Logits.
 func (c *Context) Decode(b *Batch) error {
+	c.outAt = c.outAt[:0]
+	return c.decode(b)
+}
+
+// faTile is the query rows of a tile of ggml's CPU flash-attention
+// kernel, which evaluates a pass of that many rows or more in such tiles.
+const faTile = 64
+
+// DecodeSplit is Decode in two passes where the batch has at least
+// faTile rows and its rows with outputs, in a pass of their own, would
+// evaluate attention over fewer cells: first each sequence's rows before
+// its first row with an output (the chunk of a prompt that does not end
+// here, or all but its last token), then the rest in batch order
+// (decoding tokens, drafts, the last token of a prompt), where some
+// sequence decodes (its first row has an output) and the rest has fewer
+// than faTile rows; split reports whether it did. Outputs are
+// read by the batch's indexes as after Decode.
+//
+// ggml's CPU flash-attention kernel takes a pass of faTile rows or more
+// in tiles of faTile queries, and a tile skips a block of cells only
+// where none of its queries sees one; one buffer shared by all sequences
+// (ContextParams.Unified) holds their cells interleaved. A tile that holds
+// the decoding tokens of many sequences beside a prompt's rows then
+// visits every cell in use for each of its rows, where alone they take the
+// kernel's path for a few rows, which skips the cells a row does not see,
+// and the prompt's tiles see its own cells only (BenchmarkMixedStep in
+// package engine: 16 sequences decoding beside a 64-token chunk took 510
+// ms in one pass and 260 ms in two with 5,120 cells in use, 290 and 220
+// with 2,048, the same with 512). Not for a batch with hidden rows (an MTP
+// context's), nor one whose sequences are pooled into embeddings.
+func (c *Context) DecodeSplit(b *Batch) (split bool, err error) {
+	c.outAt = c.outAt[:0]
+	if b.Len() < faTile || len(b.Hidden) > 0 || !c.split(b) {
+		return false, c.decode(b)
+	}
+	if err := c.decode(&c.first); err != nil {
+		c.outAt = c.outAt[:0]
+		return true, err
+	}
+	return true, c.decode(&c.rest)
+}
+
+// split divides b into c.first and c.rest as DecodeSplit does and sets
+// c.outAt; it reports false, with c.outAt empty, where either would be
+// empty, where no sequence decodes (has an output at its first row: a pass
+// of prompts alone gains nothing by leaving their last tokens apart), or
+// where the rest has faTile rows or more (drafts): it would take the tiled
+// path all the same, and the second pass would cost without saving.
+func (c *Context) split(b *Batch) bool {
+	const (
+		unseen = iota
+		prompt // its rows so far go first
+		output // its rows from here on go last
+	)
+	c.first.Reset()
+	c.rest.Reset()
+	clear(c.seen)
+	decodes := false
+	for i, seq := range b.Seq {
+		if int(seq) >= len(c.seen) {
+			c.seen = append(c.seen, make([]uint8, int(seq)+1-len(c.seen))...)
+		}
+		switch {
+		case c.seen[seq] == output:
+		case b.Logits[i]:
+			decodes = decodes || c.seen[seq] == unseen
+			c.seen[seq] = output
+		default:
+			c.seen[seq] = prompt
+			c.first.Add(b.Tokens[i], int(b.Pos[i]), int(seq), false)
+			c.outAt = append(c.outAt, int32(b.Len())) // no output: out of the last pass's range
+			continue
+		}
+		c.outAt = append(c.outAt, int32(c.rest.Len()))
+		c.rest.Add(b.Tokens[i], int(b.Pos[i]), int(seq), b.Logits[i])
+	}
+	if !decodes || c.first.Len() == 0 || c.rest.Len() == 0 || c.rest.Len() >= faTile {
+		c.outAt = c.outAt[:0]
+		return false
+	}
+	return true
+}
+
+// row is the index, in the last pass, of batch index i of the last Decode
+// or DecodeSplit.
+func (c *Context) row(i int) C.int32_t {
+	if i >= 0 && i < len(c.outAt) {
+		return C.int32_t(c.outAt[i])
+	}
+	return C.int32_t(i)
+}
+
+// decode evaluates b in one pass.
+func (c *Context) decode(b *Batch) error {
 	n := b.Len()
 	if n == 0 {
 		return nil
@@ -371,7 +471,7 @@ func (c *Context) SetHidden(on bool) { C.corral_set_embeddings_nextn(c.c, C.bool
 // logits there with SetHidden on (llama.cpp aborts otherwise when built
 // without NDEBUG; a release build logs it and HiddenTo returns nil).
 func (c *Context) HiddenTo(dst []float32, i int) []float32 {
-	p := C.corral_embeddings_nextn_ith(c.c, C.int32_t(i))
+	p := C.corral_embeddings_nextn_ith(c.c, c.row(i))
 	if p == nil {
 		return nil
 	}
@@ -388,7 +488,7 @@ func (c *Context) HiddenTo(dst []float32, i int) []float32 {
 func (c *Context) Logits(i int) []float32 {
 	n := int(C.llama_vocab_n_tokens(C.llama_model_get_vocab(C.llama_get_model(c.c))))
 	out := make([]float32, n)
-	if !C.corral_logits(c.c, C.int32_t(i), (*C.float)(&out[0]), C.int32_t(n)) {
+	if !C.corral_logits(c.c, c.row(i), (*C.float)(&out[0]), C.int32_t(n)) {
 		return nil
 	}
 	return out
@@ -402,7 +502,7 @@ func (c *Context) LogitsTo(dst []float32, i int) []float32 {
 		dst = make([]float32, n)
 	}
 	dst = dst[:n]
-	if !C.corral_logits(c.c, C.int32_t(i), (*C.float)(&dst[0]), C.int32_t(n)) {
+	if !C.corral_logits(c.c, c.row(i), (*C.float)(&dst[0]), C.int32_t(n)) {
 		return nil
 	}
 	return dst
@@ -522,6 +622,7 @@ func (c *Context) DecodeEmbd(embd []float32, n int, pos []int32, seq int) error 
 	if want := n * posPerEmbd(model); len(pos) != want {
 		return fmt.Errorf("llama: decode embeddings: %d positions for %d embeddings, want %d", len(pos), n, want)
 	}
+	c.outAt = c.outAt[:0]
 	if err := c.homeStates(); err != nil {
 		return err
 	}

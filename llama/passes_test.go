@@ -3,6 +3,7 @@ package llama_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/corral-llm/corral/internal/testmodel"
@@ -66,4 +67,134 @@ func TestUnifiedCacheDecodesAnyMixInOnePass(t *testing.T) {
 			t.Logf("%d forward passes", passes)
 		})
 	}
+}
+
+// TestDecodeSplit: DecodeSplit evaluates a step's rows before their
+// sequence's first output (a prompt's chunk, all but its last token) in a
+// pass of their own and then the rest, and the outputs read by the
+// batch's indexes are what two Decodes of those parts compute, to the
+// last bit (one pass of the whole batch differs in the last digits: its
+// attention takes the kernel's tiled path).
+func TestDecodeSplit(t *testing.T) {
+	m, err := llama.LoadModel(context.Background(), testmodel.Path(t, testmodel.TinyStories656K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	greedy, err := llama.NewSampler(m, llama.SamplerParams{Temperature: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer greedy.Close()
+	decoding := []int{0, 3, 6}
+	const prefill = 5
+	// step returns a context where the decoding sequences have a history,
+	// and the batch of a step: chunk prompt tokens of sequence prefill,
+	// the last with an output, then a token for each decoding sequence.
+	step := func(t *testing.T, chunk int) (*llama.Context, *llama.Batch) {
+		ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 8 * 256, NBatch: 256, NSeqMax: 8, Threads: 1, Unified: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ctx.Close)
+		b := mixedBatch(t, ctx, decoding, prefill, 0)
+		b.Reset()
+		for i := range chunk {
+			b.Add(llama.Token(30+i%40), i, prefill, i == chunk-1)
+		}
+		for _, seq := range decoding {
+			b.Add(llama.Token(20), 3+seq, seq, true)
+		}
+		return ctx, b
+	}
+	for _, tc := range []struct {
+		chunk, passes int
+	}{{80, 2}, {40, 1}} { // 40 + 3 rows: fewer than a tile of the kernel, one pass
+		t.Run(fmt.Sprintf("chunk=%d", tc.chunk), func(t *testing.T) {
+			split, b := step(t, tc.chunk)
+			before := split.Passes()
+			if _, err := split.DecodeSplit(b); err != nil {
+				t.Fatal(err)
+			}
+			if passes := split.Passes() - before; passes != uint64(tc.passes) {
+				t.Fatalf("DecodeSplit took %d passes, want %d", passes, tc.passes)
+			}
+			// The reference: the same parts, in one Decode each where
+			// DecodeSplit took two passes; at is a row's index in the last.
+			ref, _ := step(t, tc.chunk)
+			var first, rest llama.Batch
+			at := make([]int, b.Len())
+			for i := range b.Len() {
+				part := &rest
+				if tc.passes == 2 && i < tc.chunk-1 {
+					part = &first
+				}
+				at[i] = part.Len()
+				part.Add(b.Tokens[i], int(b.Pos[i]), int(b.Seq[i]), b.Logits[i])
+			}
+			for _, part := range []*llama.Batch{&first, &rest} {
+				if err := ref.Decode(part); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outputs := 0
+			for i := range b.Len() {
+				if !b.Logits[i] {
+					if i == 0 && split.Logits(i) != nil {
+						t.Fatalf("row %d: logits where the batch asked for none", i)
+					}
+					continue
+				}
+				got := split.Logits(i)
+				outputs++
+				want := ref.Logits(at[i])
+				if got == nil || !slices.Equal(got, want) {
+					t.Fatalf("row %d: DecodeSplit's logits are not the reference's (nil: %v)", i, got == nil)
+				}
+				g, err1 := greedy.Sample(split, i)
+				w, err2 := greedy.Sample(ref, at[i])
+				if err1 != nil || err2 != nil || g != w {
+					t.Fatalf("row %d: greedy token %d (%v), the reference's %d (%v)", i, g, err1, w, err2)
+				}
+			}
+			if outputs != 1+len(decoding) {
+				t.Fatalf("%d outputs checked, want %d", outputs, 1+len(decoding))
+			}
+		})
+	}
+	t.Run("long rest", func(t *testing.T) {
+		// A chunk beside 64 rows with outputs (drafts): those take the
+		// tiled path all the same, so one pass.
+		ctx, b := step(t, 8)
+		for i := range 61 {
+			b.Add(llama.Token(40+i%20), 4+i, 0, true)
+		}
+		before := ctx.Passes()
+		if _, err := ctx.DecodeSplit(b); err != nil {
+			t.Fatal(err)
+		}
+		if passes := ctx.Passes() - before; passes != 1 {
+			t.Fatalf("DecodeSplit took %d passes beside 64 rows with outputs, want 1", passes)
+		}
+	})
+	t.Run("prompts alone", func(t *testing.T) {
+		// Two prompts' chunks and nothing decoding: one pass.
+		ctx, _ := step(t, 0)
+		var b llama.Batch
+		for _, seq := range []int{prefill, 7} {
+			for i := range 40 {
+				b.Add(llama.Token(30+i), i, seq, i == 39)
+			}
+		}
+		before := ctx.Passes()
+		if _, err := ctx.DecodeSplit(&b); err != nil {
+			t.Fatal(err)
+		}
+		if passes := ctx.Passes() - before; passes != 1 {
+			t.Fatalf("DecodeSplit took %d passes for prompts alone, want 1", passes)
+		}
+		if ctx.Logits(39) == nil || ctx.Logits(79) == nil {
+			t.Fatal("no logits at the prompts' last tokens")
+		}
+	})
 }

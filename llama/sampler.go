@@ -334,10 +334,10 @@ func (s *Sampler) sample(c *Context, i, nTop int, lp *logprobScratch) (Token, er
 	var resampled C.int
 	var tok Token
 	if nTop < 0 {
-		tok = Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, C.int32_t(i), &resampled, -1, nil, nil, nil, nil))
+		tok = Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, c.row(i), &resampled, -1, nil, nil, nil, nil))
 	} else {
 		lp.n = 0
-		tok = Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, C.int32_t(i), &resampled, C.int32_t(nTop),
+		tok = Token(C.corral_sample(s.chain, s.grammar, s.sel, c.c, c.row(i), &resampled, C.int32_t(nTop),
 			(*C.float)(&lp.chosen), (*C.llama_token)(&lp.ids[0]), (*C.float)(&lp.lps[0]), &lp.n))
 	}
 	if resampled != 0 {
