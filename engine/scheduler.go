@@ -128,9 +128,9 @@ func newScheduler(e *Engine, lctx *llama.Context, poolCells, reqCtx int) *schedu
 		rollback:  rollback(e.model, lctx),
 		window:    e.model.SlidingWindow(),
 		perSlot:   e.cfg.KVPerSlot,
-		// Kept for the CPU's flash-attention kernel: a GPU's pass costs
-		// otherwise, and a recurrent state goes back over a step by its
-		// last tokens, which must stay in one pass (slot.undo).
+		// For the CPU's flash-attention kernel (a GPU's pass costs
+		// otherwise); not tried on a recurrent state, whose rollback
+		// copies llama.cpp keeps for a pass's last tokens (slot.undo).
 		split: !e.cfg.NoFlashAttn && e.info.GPULayers == 0 && !e.model.Recurrent(),
 	}
 	if e.cfg.Speculate.Ngram {

@@ -346,10 +346,10 @@ const faTile = 64
 // visits every cell in use for each of its rows, where alone they take the
 // kernel's path for a few rows, which skips the cells a row does not see,
 // and the prompt's tiles see its own cells only (BenchmarkMixedStep in
-// package engine: 16 sequences decoding beside a 64-token chunk took 510
-// ms in one pass and 260 ms in two with 5,120 cells in use, 290 and 220
-// with 2,048, the same with 512). Not for a batch with hidden rows (an MTP
-// context's), nor one whose sequences are pooled into embeddings.
+// package engine, the 135M on 2 cores: 16 sequences decoding at 320 cells
+// each beside a 64-token chunk took 510-550 ms in one pass and 260 ms in
+// two; 2 sequences 167 and 142 ms). Not for a batch with hidden rows (an
+// MTP context's), nor one whose sequences are pooled into embeddings.
 func (c *Context) DecodeSplit(b *Batch) (split bool, err error) {
 	c.outAt = c.outAt[:0]
 	if b.Len() < faTile || len(b.Hidden) > 0 || !c.split(b) {
