@@ -615,21 +615,8 @@ func BenchmarkDecodeWithDraft(b *testing.B) {
 					continue
 				}
 				b.Run(fmt.Sprintf("seqs=%d/draft=%d/byseq=%v", seqs, extra, bySeq), func(b *testing.B) {
-					ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: seqs * 384, NBatch: 512, NSeqMax: seqs, Threads: benchThreads(), Unified: true})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer ctx.Close()
+					ctx := prefixedContext(b, m, seqs, prefix, 0)
 					var batch llama.Batch
-					for s := range seqs {
-						batch.Reset()
-						for i := range prefix {
-							batch.Add(llama.Token(100+(i+s)%1000), i, s, false)
-						}
-						if err := ctx.Decode(&batch); err != nil {
-							b.Fatal(err)
-						}
-					}
 					for b.Loop() {
 						batch.Reset()
 						for s := range seqs {
@@ -845,6 +832,30 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// prefixedContext is a unified context of 512-token batches for seqs
+// sequences and extra more, each with room for 384 cells (512 for the
+// extra ones), the first seqs holding prefix cells of their own; it is
+// closed when the benchmark ends.
+func prefixedContext(b *testing.B, m *llama.Model, seqs, prefix, extra int) *llama.Context {
+	b.Helper()
+	ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: seqs*384 + extra*512, NBatch: 512, NSeqMax: seqs + extra, Threads: benchThreads(), Unified: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ctx.Close)
+	var batch llama.Batch
+	for s := range seqs {
+		batch.Reset()
+		for i := range prefix {
+			batch.Add(llama.Token(100+(i+s)%1000), i, s, false)
+		}
+		if err := ctx.Decode(&batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ctx
+}
+
 // BenchmarkMixedStep is a step of 2 or 16 decoding sequences (320 cells
 // each, one unified cache) and another sequence's prompt chunk of 64 or
 // 128 tokens, in one pass or in two (the chunk, then the decoding tokens:
@@ -856,21 +867,8 @@ func BenchmarkMixedStep(b *testing.B) {
 		for _, chunk := range []int{64, 128} {
 			for _, split := range []bool{false, true} {
 				b.Run(fmt.Sprintf("decoding=%d/chunk=%d/split=%v", seqs, chunk, split), func(b *testing.B) {
-					ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: seqs*384 + 512, NBatch: 512, NSeqMax: seqs + 1, Threads: benchThreads(), Unified: true})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer ctx.Close()
+					ctx := prefixedContext(b, m, seqs, prefix, 1)
 					var batch llama.Batch
-					for s := range seqs {
-						batch.Reset()
-						for i := range prefix {
-							batch.Add(llama.Token(100+(i+s)%1000), i, s, false)
-						}
-						if err := ctx.Decode(&batch); err != nil {
-							b.Fatal(err)
-						}
-					}
 					for b.Loop() {
 						ctx.SeqRemove(seqs, -1, -1)
 						batch.Reset()

@@ -393,10 +393,14 @@ func (c *Context) split(b *Batch) bool {
 			c.outAt = append(c.outAt, int32(b.Len())) // no output: out of the last pass's range
 			continue
 		}
+		if c.rest.Len() == faTile-1 { // the rest would take the tiled path
+			c.outAt = c.outAt[:0]
+			return false
+		}
 		c.outAt = append(c.outAt, int32(c.rest.Len()))
 		c.rest.Add(b.Tokens[i], int(b.Pos[i]), int(seq), b.Logits[i])
 	}
-	if !decodes || c.first.Len() == 0 || c.rest.Len() == 0 || c.rest.Len() >= faTile {
+	if !decodes || c.first.Len() == 0 || c.rest.Len() == 0 {
 		c.outAt = c.outAt[:0]
 		return false
 	}
