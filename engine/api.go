@@ -318,10 +318,10 @@ type Config struct {
 	// that which steps draft does not depend on timing.
 	draftAlways bool
 	// drafted, set by tests (export_test.go), sees each speculative draft
-	// as it is evaluated, the position of its first token, and whether
-	// the drafter (a draft model or the MTP head) drafted it (on the
-	// scheduler goroutine).
-	drafted func(pos int, draft []int32, model bool)
+	// as it is evaluated, the position of its first token, whether the
+	// drafter (a draft model or the MTP head) drafted it, and the step's
+	// decoding slots (on the scheduler goroutine).
+	drafted func(pos int, draft []int32, model bool, decoding int)
 	// beforeDiskRead, set by tests (export_test.go), runs on the reading
 	// goroutine before each disk-tier read for a waiting request.
 	beforeDiskRead func()

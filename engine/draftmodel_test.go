@@ -62,7 +62,7 @@ func TestDraftModelMeasuresOnTheSlotLeastBehind(t *testing.T) {
 	path := testmodel.Path(t, testmodel.Stories260K)
 	var mu sync.Mutex
 	first := -1 // the first model draft's position
-	e := startEngine(t, engine.Drafted(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}, func(pos int, _ []int32, model bool) {
+	e := startEngine(t, engine.Drafted(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}, func(pos int, _ []int32, model bool, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if model && first < 0 {
@@ -107,7 +107,7 @@ func TestDraftModelCatchesUpOverSteps(t *testing.T) {
 	var mu sync.Mutex
 	first := uint64(0)
 	var e *engine.Engine
-	e = startEngine(t, engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}), func(int, []int32, bool) {
+	e = startEngine(t, engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, CtxSize: 2048, Speculate: engine.Speculation{Model: path}}), func(int, []int32, bool, int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if first == 0 {

@@ -45,8 +45,13 @@ func InlineEncoder(c Config) Config {
 func MediaRequests(e *Engine) (held, most int) { return len(e.mediaReqs), cap(e.mediaReqs) }
 
 // Lookup is the n-gram speculation's draft of at most n tokens from
-// toks, looking up runs of at most most tokens.
-func Lookup(toks []int32, most, n int) []int32 { return lookup(nil, toks, most, n) }
+// toks, looking up runs of least to most tokens.
+func Lookup(toks []int32, least, most, n int) []int32 { return lookup(nil, toks, least, most, n) }
+
+// BulkLookup is the draft of at most n tokens from toks where more slots
+// decode than MaxDecoding, for a request whose drafts have grown to 16
+// tokens or not.
+func BulkLookup(toks []int32, grown bool, n int) []int32 { return bulkLookup(nil, toks, grown, 4, n) }
 
 // WorthLen is the length of a draft model's draft worth making.
 func WorthLen(acc, rel float64, n int) int { return worthLen(acc, rel, n) }
@@ -59,10 +64,10 @@ func DraftAlways(c Config) Config {
 }
 
 // Drafted returns c calling f with each speculative draft as it is
-// evaluated, the position of its first token, and whether a draft model
-// or the MTP head drafted it, on the scheduler goroutine (f must not keep
-// the slice).
-func Drafted(c Config, f func(pos int, draft []int32, model bool)) Config {
+// evaluated, the position of its first token, whether a draft model or
+// the MTP head drafted it, and how many slots the step decodes, on the
+// scheduler goroutine (f must not keep the slice).
+func Drafted(c Config, f func(pos int, draft []int32, model bool, decoding int)) Config {
 	c.drafted = f
 	return c
 }

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -230,6 +232,53 @@ func TestSharedPromptIsEvaluatedOnce(t *testing.T) {
 		t.Errorf("evaluated %d prompt tokens; the %d-token system prompt once and the %d others allow at most %d",
 			evaluated, len(system), suffixes, limit)
 	}
+}
+
+// TestFollowerSharesEvaluatedCells: a request that waited for another
+// slot's prompt shares only cells that hold evaluated tokens. Here the
+// follower's prompt goes on with the leader's first generated token, which
+// the leader evaluates in the step the follower starts: the follower
+// evaluates it itself, since its prompt chunk may be evaluated in a pass
+// before the leader's token (Context.DecodeSplit).
+func TestFollowerSharesEvaluatedCells(t *testing.T) {
+	model := testmodel.TinyStories656K
+	cfg := engine.Config{Parallel: 2, BatchSize: 64, PrefillBudget: -1}
+	e := newEngine(t, model, cfg)
+	text := tokens(t, e, eogText)
+	prompt := append([]int32(nil), text...) // 200 tokens or more: the leader's prefill takes 4 steps or more
+	for len(prompt) < 200 {
+		prompt = append(prompt, text[1:]...) // without BOS
+	}
+	first := newEngine(t, model, engine.Config{Parallel: 1})
+	s := submit(t, first, engine.Request{Tokens: prompt, MaxTokens: 1, IgnoreEOS: true, Logprobs: true})
+	var next int32 = -1 // the leader's first generated token
+	for {
+		c, err := s.Recv(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lp := range c.Logprobs {
+			next = lp.Token
+		}
+	}
+	first.Close()
+	if next < 0 {
+		t.Fatal("no first token")
+	}
+	follow := append(append([]int32(nil), prompt...), next)
+	for i := 0; len(follow) < len(prompt)+64; i++ {
+		follow = append(follow, prompt[i])
+	}
+	leader := submit(t, e, engine.Request{Tokens: prompt, MaxTokens: 1000, IgnoreEOS: true})
+	_, res := collect(t, submit(t, e, engine.Request{Tokens: follow, MaxTokens: 4, IgnoreEOS: true}))
+	if res.Usage.CachedTokens > len(prompt) {
+		t.Errorf("the follower shared %d cells; want at most the leader's %d-token prompt's, evaluated before its step", res.Usage.CachedTokens, len(prompt))
+	}
+	leader.Cancel()
+	collect(t, leader)
 }
 
 // TestIdleCachesAreBounded: idle slots keep at most one slot's worth of

@@ -38,7 +38,7 @@ func TestMTPDraftsAreTheHeadsGuesses(t *testing.T) {
 	var mu sync.Mutex
 	guesses := map[int]int32{} // the head's, by position, for the request running
 	cfg := engine.Config{ModelPath: path, Parallel: 1, Threads: testThreads, Speculate: engine.Speculation{MTP: true}}
-	e := startEngine(t, engine.Drafted(engine.DraftAlways(cfg), func(pos int, d []int32, model bool) {
+	e := startEngine(t, engine.Drafted(engine.DraftAlways(cfg), func(pos int, d []int32, model bool, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if model {

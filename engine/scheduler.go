@@ -86,6 +86,7 @@ type scheduler struct {
 	draftTokens, draftAccepted              uint64        // jump-forward decoding (jump.go)
 	spec                                    SpecStats     // speculative decoding (speculate.go)
 	specStep                                bool          // the step drafts speculatively
+	bulk                                    bool          // more slots decode than Speculation.MaxDecoding: drafts in bulk only (bulkDraft)
 	withPrompt                              bool          // a prompt waits to be evaluated as the step is built
 	specAcc                                 float64       // moving average of the share of a draft taken, all requests
 	cost                                    draftCost     // what drafts cost and save (speculate.go)
@@ -489,6 +490,11 @@ func (s *scheduler) promptsWaiting() int {
 func (s *scheduler) fillBatch() bool {
 	s.batch.Reset()
 	s.media = mediaJob{}
+	// Followers take their leader's cells before the step adds any: a
+	// cell shared now holds a token already evaluated, where a decoding
+	// token of this step may be evaluated in a pass after the
+	// follower's prompt (DecodeSplit).
+	s.release()
 	decoding := math.MaxInt // the best class among decoding slots
 	decodes := s.decoding()
 	spare := s.e.cfg.BatchSize - decodes
@@ -502,7 +508,8 @@ func (s *scheduler) fillBatch() bool {
 		// take the step's time from the prompts.
 		spare = min(spare, s.budget.tokens(prompts))
 	}
-	s.specStep = sp.on() && (sp.MaxDecoding == 0 || decodes <= sp.MaxDecoding) && (s.cost.step(decodes, s.withPrompt) || s.e.cfg.draftAlways)
+	s.bulk = sp.MaxDecoding > 0 && decodes > sp.MaxDecoding
+	s.specStep = sp.on() && (s.cost.step(decodes, s.withPrompt) || s.e.cfg.draftAlways)
 	s.chooseMeasurer(decodes)
 	// Cells the decoding slots' tokens and drafts take this step, not
 	// yet taken from the pool: the prompts get what is left.
@@ -531,7 +538,6 @@ func (s *scheduler) fillBatch() bool {
 	if s.nDrafts > 0 && s.cost.dear(decodes) {
 		s.cost.probed(decodes) // a probe: the next comes later, measured or not
 	}
-	s.release()
 	s.nDecode = s.batch.Len() + s.nDrafts
 	// Prompts share the budget in service order, so a prompt in a high
 	// slot is not starved by newer ones in lower slots.

@@ -51,6 +51,16 @@ package engine
 // its drafting for a number of steps that doubles at each such refusal
 // (64 at most).
 //
+// Where more slots decode than MaxDecoding, a step's drafts are few
+// measures of a rare count of slots, and few drafted tokens a slot cost
+// more than decoded ones (bulkDraftLen); long drafts of a request that
+// repeats its input cost less. So such a step drafts only lookups of
+// bulkDraftLen tokens or more (bulkDraft), where their measured cost
+// pays, as below the bound: from a slot whose drafts grew that long by
+// being taken whole, or, as a probe, where the request's last
+// bulkDraftLen tokens came before; a draft not taken whole there makes
+// the slot wait before it drafts again.
+//
 // Not for a paced request (it may pause after any token). A model with
 // a recurrent state (alone or a hybrid's) advances it over the whole
 // draft: with Speculation.Recurrent it speculates where llama.cpp keeps
@@ -91,8 +101,9 @@ type Speculation struct {
 	// step of 33 tokens costs a few steps of one on a CPU), and its tokens
 	// come from the request's own text, not from a pass of another model.
 	NgramDraftMax int
-	// MaxDecoding: a step drafts only while at most this many slots
-	// decode (0: no bound; the measured cost decides).
+	// MaxDecoding: where more slots than this decode (0: no bound), a
+	// step drafts only in bulk: lookups of bulkDraftLen tokens or more
+	// (see bulkDraft), where their measured cost pays.
 	MaxDecoding int
 	// Model is a draft model's GGUF file ("": none), a smaller model of
 	// the same vocabulary: it drafts for a slot where the request's own
@@ -125,7 +136,15 @@ const (
 	// maxLookupDraft bounds a lookup's draft (NgramDraftMax), beyond
 	// maxDraft, which bounds the drafts of a model: a lookup's draft
 	// costs no pass of its own.
-	maxLookupDraft   = 64
+	maxLookupDraft = 64
+	// bulkDraftLen is the shortest draft made where more slots decode
+	// than MaxDecoding. Beside 15 other decoding sequences a drafted
+	// token costs 0.6-0.85 of a decoded token's share of the step in
+	// drafts of 16-31 tokens a sequence, but 1.3 in drafts of 4
+	// (BenchmarkDecodeWithDraft, 135M, 2 threads): a step of 64 rows
+	// or more takes the CPU's tiled attention, which visits every cell
+	// in use, and few drafts a sequence do not make up for it.
+	bulkDraftLen     = 16
 	defaultNgramMax  = 4
 	minNgram         = 2
 	defaultSpecDraft = 8
@@ -399,11 +418,21 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 	if s.withPrompt && rel == 0 {
 		rel = s.cost.promptRel(d, s.budget.perTok)
 	}
+	limit := g.specLimit(sp, sp.NgramDraftMax)
+	if s.bulk {
+		limit = max(limit, bulkDraftLen)
+	}
 	switch {
 	case s.e.cfg.draftAlways:
-		n = min(n, g.specLimit(sp, sp.NgramDraftMax))
+		n = min(n, limit)
 	case rel == 0 || !s.withPrompt && s.cost.measures(d):
 		measuring = true
+		if s.bulk {
+			// Above MaxDecoding only bulk drafts are made, so they
+			// are what the step measures.
+			n = min(n, limit)
+			break
+		}
 		// A step that measures drafts' cost drafts DraftMax tokens in
 		// all, not that many for each slot: at many slots, where drafts
 		// are dear, that would cost several steps. So does a step with a
@@ -417,14 +446,17 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		g.specMax = sp.DraftMin // a probe is short: it costs little, and grows if taken
 		return 0
 	default:
-		n = min(n, g.specLimit(sp, sp.NgramDraftMax))
+		n = min(n, limit)
+	}
+	if s.bulk {
+		return s.bulkDraft(sl, n)
 	}
 	if n < sp.DraftMin {
 		return 0
 	}
 	g.draft, g.specPool = g.draft[:0], false
 	if sp.Ngram {
-		g.draft = lookup(g.draft, sl.cache, sp.NgramMax, n)
+		g.draft = lookup(g.draft, sl.cache, minNgram, sp.NgramMax, n)
 		// The pool's drafts are judged apart from the request's own: a
 		// request whose text is not the others' stops asking the pool
 		// without ceasing to draft from itself.
@@ -446,7 +478,39 @@ func (s *scheduler) speculate(sl *slot, n int) int {
 		s.asking = append(s.asking, sl)
 		return n
 	}
-	return s.keepDraft(sl)
+	return s.keepDraft(sl, sp.DraftMin)
+}
+
+// bulkDraft sets the slot's draft, at most n tokens, in a step where
+// more slots decode than Speculation.MaxDecoding (s.bulk), and returns
+// its length: a lookup of the request's own tokens of bulkDraftLen
+// tokens or more (bulkLookup), or none. A slot whose drafts have not
+// grown that long by being taken whole makes a probe, which grows while
+// taken whole and otherwise waits (specTook).
+func (s *scheduler) bulkDraft(sl *slot, n int) int {
+	sp := &s.e.cfg.Speculate
+	g := &sl.req.gen
+	if n < bulkDraftLen || !sp.Ngram {
+		return 0
+	}
+	grown := g.specLimit(sp, sp.NgramDraftMax) >= bulkDraftLen
+	g.draft, g.specPool = bulkLookup(g.draft[:0], sl.cache, grown, sp.NgramMax, n), false
+	return s.keepDraft(sl, bulkDraftLen)
+}
+
+// bulkLookup is bulkDraft's lookup: toks' draft of at most n tokens
+// from runs of 2 to most of its last tokens where the request's drafts
+// have grown to bulkDraftLen (grown), else only where its last
+// bulkDraftLen tokens came before. A request whose output only loops
+// on itself gives runs of a few tokens: its drafts of 16 tokens were
+// taken half on the synthetic 135M at 16 streams and cost 17 % of the
+// short row's throughput, where one that quotes its prompt gives runs
+// of 16 and has every draft taken.
+func bulkLookup(dst, toks []int32, grown bool, most, n int) []int32 {
+	if grown {
+		return lookup(dst, toks, minNgram, most, n)
+	}
+	return lookup(dst, toks, bulkDraftLen, max(bulkDraftLen, most), n)
 }
 
 // A drafter is a model that drafts for the slots of a step that ask it,
@@ -485,7 +549,7 @@ func (s *scheduler) modelDrafts() (unused int) {
 	s.drafterTime += time.Since(start)
 	drafted := 0
 	for _, sl := range s.asking {
-		drafted += s.keepDraft(sl)
+		drafted += s.keepDraft(sl, s.e.cfg.Speculate.DraftMin)
 		sl.draftWant = 0
 	}
 	s.asking = s.asking[:0]
@@ -554,20 +618,19 @@ func (s *scheduler) chooseMeasurer(d int) {
 
 // keepDraft takes the slot's draft (gen.draft) for the step, cut where
 // its grammar would refuse it, or drops it when that leaves fewer than
-// DraftMin tokens, and returns its length.
-func (s *scheduler) keepDraft(sl *slot) int {
-	sp := &s.e.cfg.Speculate
+// least tokens, and returns its length.
+func (s *scheduler) keepDraft(sl *slot, least int) int {
 	g := &sl.req.gen
 	// A grammar's request samples only what the grammar allows: the
 	// draft ends where the grammar would refuse it, before it costs a
 	// forward pass.
 	g.draft = g.draft[:sl.req.sampler.GrammarAllows(g.draft)]
-	if len(g.draft) < sp.DraftMin {
+	if len(g.draft) < least {
 		g.draft = g.draft[:0]
 		return 0
 	}
 	if s.e.cfg.drafted != nil {
-		s.e.cfg.drafted(len(sl.cache), g.draft, sl.draftWant > 0)
+		s.e.cfg.drafted(len(sl.cache), g.draft, sl.draftWant > 0, s.nDecoding)
 	}
 	g.spec, g.specProbe = true, false
 	s.spec.Drafts++
@@ -592,14 +655,14 @@ func worthLen(acc, rel float64, n int) int {
 }
 
 // lookup appends to dst at most n tokens drafted from toks: where the
-// longest run of toks' last tokens (most tokens at most, 2 at least)
+// longest run of toks' last tokens (most tokens at most, least at least)
 // occurs earlier in toks, at its latest such occurrence, the tokens that
 // follow it, up to the first medium's placeholder. Where those reach the
 // end of toks, the draft goes on as though the text repeats from there
 // (a loop of period p drafts p tokens and then the same again).
-func lookup(dst, toks []int32, most, n int) []int32 {
+func lookup(dst, toks []int32, least, most, n int) []int32 {
 	last := len(toks) - 1
-	end, best := -1, minNgram-1
+	end, best := -1, least-1
 	// An occurrence ending at e (e < last) matches the last k tokens
 	// where toks[e-i] == toks[last-i] for i < k; the latest end with the
 	// longest match wins.
@@ -665,10 +728,18 @@ func (s *scheduler) specTook(g *generation, took, n int) {
 		g.specMax = max(sp.DraftMin, took+1)
 		g.specMiss = 0
 	}
+	if s.bulk && took < n {
+		// Above MaxDecoding a draft's step is long (bulkDraftLen
+		// tokens or more a slot) and pays only where drafts are taken
+		// whole: the slot probes again later, after a wait that
+		// doubles while its drafts are not.
+		g.specWait = min(maxSpecWait, max(minSpecWait, 2*g.specWait))
+		g.specSkip = max(g.specSkip, g.specWait)
+	}
 	rate := float64(took) / float64(n)
 	g.specAcc += specAccWeight * (rate - g.specAcc)
 	s.specAcc += specAccWeight * (rate - s.specAcc)
-	if s.cost.worth(s.nDecoding, g.specAcc) {
+	if s.cost.worth(s.nDecoding, g.specAcc) && (!s.bulk || took == n) {
 		g.specWait = 0
 	}
 }

@@ -204,7 +204,7 @@ func TestSpeculationDraftsOnlyWhatTheGrammarAllows(t *testing.T) {
 	var drafts [][]int32
 	on := cfg
 	on.Speculate = engine.Speculation{Ngram: true}
-	on = engine.Drafted(engine.DraftAlways(on), func(_ int, d []int32, _ bool) {
+	on = engine.Drafted(engine.DraftAlways(on), func(_ int, d []int32, _ bool, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		drafts = append(drafts, slices.Clone(d))
@@ -233,26 +233,58 @@ func TestSpeculationDraftsOnlyWhatTheGrammarAllows(t *testing.T) {
 }
 
 // TestSpeculationLookup: the draft is what followed the latest earlier
-// occurrence of the longest run of the last tokens, cut at a medium.
+// occurrence of the longest run of the last tokens (of 2 to 4, or of 3
+// or 4 where least is 3), cut at a medium.
 func TestSpeculationLookup(t *testing.T) {
 	for _, tc := range []struct {
-		toks []int32
-		n    int
-		want []int32
+		toks  []int32
+		n     int
+		want  []int32
+		least int
 	}{
-		{[]int32{1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 2, 3}, 8, []int32{5, 7, 2, 3, 5, 7, 2, 3}}, // "2 3" latest at 6 (no earlier 3-run "7 2 3"), and on
-		{[]int32{1, 2, 3, 4, 9, 8, 1, 2, 3}, 2, []int32{4, 9}},                            // "1 2 3": at most n
-		{[]int32{5, 6, 7, 8}, 4, nil},                                                     // no run repeats
-		{[]int32{1, 2, 3, -5, -6, 4, 1, 2}, 4, []int32{3}},                                // up to a placeholder
-		{[]int32{4, 4, 4, 4}, 3, []int32{4, 4, 4}},                                        // "4 4 4" at 0: what follows it, and on
-		{[]int32{5, 1, 2, 1, 2}, 6, []int32{1, 2, 1, 2, 1, 2}},                            // a loop of 2 goes on past the end
-		{[]int32{5, 1, 2, 3, 1, 2}, 5, []int32{3, 1, 2, 3, 1}},                            // of 3
-		{[]int32{1, 2, 1, 2, 3, 1, 2}, 1, []int32{3}},                                     // the latest occurrence
-		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, []int32{7, 1, 2}},                   // the longest run first ("1 2 3" at 1)
-		{[]int32{7, 1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 2}, 2, []int32{3, 9}},          // a 2-run
+		{[]int32{1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 2, 3}, 8, []int32{5, 7, 2, 3, 5, 7, 2, 3}, 2}, // "2 3" latest at 6 (no earlier 3-run "7 2 3"), and on
+		{[]int32{1, 2, 3, 4, 9, 8, 1, 2, 3}, 2, []int32{4, 9}, 2},                            // "1 2 3": at most n
+		{[]int32{5, 6, 7, 8}, 4, nil, 2},                                                     // no run repeats
+		{[]int32{1, 2, 3, -5, -6, 4, 1, 2}, 4, []int32{3}, 2},                                // up to a placeholder
+		{[]int32{4, 4, 4, 4}, 3, []int32{4, 4, 4}, 2},                                        // "4 4 4" at 0: what follows it, and on
+		{[]int32{5, 1, 2, 1, 2}, 6, []int32{1, 2, 1, 2, 1, 2}, 2},                            // a loop of 2 goes on past the end
+		{[]int32{5, 1, 2, 3, 1, 2}, 5, []int32{3, 1, 2, 3, 1}, 2},                            // of 3
+		{[]int32{1, 2, 1, 2, 3, 1, 2}, 1, []int32{3}, 2},                                     // the latest occurrence
+		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, []int32{7, 1, 2}, 2},                   // the longest run first ("1 2 3" at 1)
+		{[]int32{7, 1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 2}, 2, []int32{3, 9}, 2},          // a 2-run
+		{[]int32{1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 2, 3}, 8, nil, 3},                             // no earlier 3-run
+		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, []int32{7, 1, 2}, 3},                   // "1 2 3" is one
+		{[]int32{7, 1, 2, 3, 7, 1, 2, 8, 1, 2, 3}, 3, nil, 4},                                // "8 1 2 3" is not
 	} {
-		if got := engine.Lookup(tc.toks, 4, tc.n); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("lookup(%v, %d) = %v; want %v", tc.toks, tc.n, got, tc.want)
+		if got := engine.Lookup(tc.toks, tc.least, 4, tc.n); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("lookup(%v, %d to 4, %d) = %v; want %v", tc.toks, tc.least, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestSpeculationBulkLookup: beside more decoding slots than
+// MaxDecoding, a request whose drafts have not grown to 16 tokens drafts
+// only where its last 16 tokens came before; one whose drafts have, on a
+// run of 2 or more, as below the bound.
+func TestSpeculationBulkLookup(t *testing.T) {
+	var passage []int32
+	for i := range int32(20) {
+		passage = append(passage, 100+i)
+	}
+	quoted := append(append(append([]int32{1}, passage...), 7, 8), passage[:16]...) // the passage, then its first 16 again
+	loop := []int32{1, 5, 6, 7, 9, 5, 6, 7, 9, 5, 6, 7}                             // a loop of 4 tokens
+	for _, tc := range []struct {
+		toks  []int32
+		grown bool
+		want  []int32
+	}{
+		{quoted, false, passage[16:]},
+		{quoted, true, passage[16:]},
+		{loop, false, nil},
+		{loop, true, []int32{9, 5, 6, 7}},
+	} {
+		if got := engine.BulkLookup(tc.toks, tc.grown, 4); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("bulk lookup(%v, grown %v) = %v; want %v", tc.toks, tc.grown, got, tc.want)
 		}
 	}
 }
@@ -663,7 +695,7 @@ func TestSpeculationQuotes(t *testing.T) {
 	}
 	longest := 0
 	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 1, Speculate: engine.Speculation{Ngram: true}}),
-		func(_ int, draft []int32, _ bool) { longest = max(longest, len(draft)) })
+		func(_ int, draft []int32, _ bool, _ int) { longest = max(longest, len(draft)) })
 	e := startEngine(t, cfg)
 	spec := run(t, e, req)
 	if spec.text != plain.text {
@@ -691,7 +723,7 @@ func TestSpeculationBesidePrompts(t *testing.T) {
 	var mu sync.Mutex
 	var drafts []drafted // the quote's: the long prompt ends after it
 	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 8192, PrefillBudget: 16,
-		Speculate: engine.Speculation{Ngram: true}}), func(pos int, draft []int32, _ bool) {
+		Speculate: engine.Speculation{Ngram: true}}), func(pos int, draft []int32, _ bool, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if pos < 3000 {
@@ -731,5 +763,92 @@ func TestSpeculationBesidePrompts(t *testing.T) {
 	}
 	if grown <= 16 || after < 5 {
 		t.Errorf("drafts grew to %d tokens before the long prompt, and %d came while it waited; want more than 16, and 5 or more", grown, after)
+	}
+}
+
+// TestSpeculationInBulk: where more slots decode than MaxDecoding, a
+// step drafts only in bulk, lookups of 16 tokens or more; two quotes
+// decoding side by side still draft there, and each answer is the one
+// plain decoding gives.
+func TestSpeculationInBulk(t *testing.T) {
+	path := copyModel(t, 1024)
+	doc := strings.Join(twoLetterWords(300), " ")
+	quote := func(from int) engine.Request {
+		return engine.Request{Prompt: doc + "\n\nQuote: " + strings.Join(twoLetterWords(300)[from:from+4], " "), AddSpecial: true, MaxTokens: 150}
+	}
+	reqs := []engine.Request{quote(20), quote(120)}
+	plain := startEngine(t, engine.Config{ModelPath: path, Parallel: 1})
+	var want []string
+	for _, r := range reqs {
+		want = append(want, run(t, plain, r).text)
+	}
+	var mu sync.Mutex
+	var short, bulk int // drafts beside another decoding slot: under 16 tokens, and not
+	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 2048,
+		Speculate: engine.Speculation{Ngram: true, MaxDecoding: 1}}), func(_ int, d []int32, _ bool, decoding int) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case decoding <= 1:
+		case len(d) < 16:
+			short++
+		default:
+			bulk++
+		}
+	})
+	e := startEngine(t, cfg)
+	var streams []*engine.Stream
+	for _, r := range reqs {
+		streams = append(streams, submit(t, e, r))
+	}
+	for i, s := range streams {
+		if got, _ := collect(t, s); got != want[i] {
+			t.Errorf("quote %d: %q, want plain decoding's %q", i, got, want[i])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if short > 0 || bulk == 0 {
+		t.Errorf("beside another decoding slot: %d drafts under 16 tokens, %d of 16 or more; want none, and some", short, bulk)
+	}
+}
+
+// TestSpeculationInBulkWaits: where more slots decode than MaxDecoding,
+// a slot whose bulk draft is not taken whole drafts again only after a
+// wait (16 steps at first, then longer): here every draft is cut after
+// its fourth token.
+func TestSpeculationInBulkWaits(t *testing.T) {
+	path := copyModel(t, 2048)
+	words := twoLetterWords(600)
+	quote := func(doc, from int) engine.Request {
+		return engine.Request{Prompt: strings.Join(words[:doc], " ") + "\n\nQuote: " + strings.Join(words[from:from+4], " "),
+			AddSpecial: true, MaxTokens: 150}
+	}
+	var mu sync.Mutex
+	var at []int // positions of drafts beside another decoding slot; the quotes' positions do not meet
+	cfg := engine.Drafted(engine.CutDrafts(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 4096,
+		Speculate: engine.Speculation{Ngram: true, MaxDecoding: 1}}), 3), func(pos int, _ []int32, _ bool, decoding int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if decoding > 1 {
+			at = append(at, pos)
+		}
+	})
+	e := startEngine(t, cfg)
+	a, b := submit(t, e, quote(150, 20)), submit(t, e, quote(600, 300))
+	collect(t, a)
+	collect(t, b)
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(at)
+	// A cut draft adds 4 tokens; the slot then decodes one a step.
+	for i := 1; i < len(at); i++ {
+		if gap := at[i] - at[i-1]; gap < 300 && gap < 4+16 {
+			t.Errorf("drafts at positions %d and %d of one quote: want a wait of 16 steps after a draft not taken whole", at[i-1], at[i])
+		}
+	}
+	t.Logf("drafts at %v", at)
+	if len(at) < 2 {
+		t.Errorf("%d drafts beside another decoding slot; want some", len(at))
 	}
 }

@@ -40,6 +40,8 @@ import (
 // steps, cost versus.sh's 128-token prompts arriving under 16 streams
 // 8-17% of their throughput (2026-12-05). With 8 every row of versus.sh
 // is at least as fast with speculation as without (docs/benchmarks.md).
+// Above it a step drafts only in bulk (16 tokens or more a slot), which
+// costs less than a decoded token's share where taken.
 const defaultSpecMaxDecoding = 8
 
 // runServe serves GGUF models over the OpenAI-compatible HTTP API: one
@@ -88,7 +90,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Float64Var(&cfg.Speculate.PMin, "spec-draft-p-min", 0, "a draft model's draft ends before a token it gives less than this probability (0: never)")
 	fs.Float64Var(&cfg.Speculate.PMin, "draft-p-min", 0, "same as --spec-draft-p-min")
 	fs.BoolVar(&cfg.Speculate.Recurrent, "spec-recurrent", false, "speculate on a model with a recurrent state (Qwen3.5, LFM2, Nemotron-H; not Mamba, RWKV, Jamba) too: llama.cpp then keeps --spec-draft-n-max more copies of each slot's state to go back over a refused draft, which costs every step, drafted or not")
-	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", defaultSpecMaxDecoding, "a step drafts only while at most this many requests decode (0: any number); within it drafts are made where their measured cost pays")
+	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", defaultSpecMaxDecoding, "drafts are made where their measured cost pays; where more requests than this decode (0: no bound), only drafts of 16 tokens or more from a request's own text")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	ctk := cacheTypeFlag{&cfg.CacheTypeK}
