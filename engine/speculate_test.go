@@ -768,13 +768,13 @@ func TestSpeculationBesidePrompts(t *testing.T) {
 
 // TestSpeculationInBulk: where more slots decode than MaxDecoding, a
 // step drafts only in bulk, lookups of 16 tokens or more; two quotes
-// decoding side by side still draft there, and each answer is the one
-// plain decoding gives.
+// decoding beside another request still draft there, and each answer is
+// the one plain decoding gives.
 func TestSpeculationInBulk(t *testing.T) {
-	path := copyModel(t, 1024)
-	doc := strings.Join(twoLetterWords(300), " ")
+	path := copyModel(t, 2048)
+	words := twoLetterWords(300)
 	quote := func(from int) engine.Request {
-		return engine.Request{Prompt: doc + "\n\nQuote: " + strings.Join(twoLetterWords(300)[from:from+4], " "), AddSpecial: true, MaxTokens: 150}
+		return engine.Request{Prompt: strings.Join(words, " ") + "\n\nQuote: " + strings.Join(words[from:from+4], " "), AddSpecial: true, MaxTokens: 150}
 	}
 	reqs := []engine.Request{quote(20), quote(120)}
 	plain := startEngine(t, engine.Config{ModelPath: path, Parallel: 1})
@@ -784,7 +784,7 @@ func TestSpeculationInBulk(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var short, bulk int // drafts beside another decoding slot: under 16 tokens, and not
-	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 2048,
+	cfg := engine.Drafted(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 3, CtxSize: 3 * 2048,
 		Speculate: engine.Speculation{Ngram: true, MaxDecoding: 1}}), func(_ int, d []int32, _ bool, decoding int) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -797,6 +797,7 @@ func TestSpeculationInBulk(t *testing.T) {
 		}
 	})
 	e := startEngine(t, cfg)
+	bg := decodingBeside(t, e)
 	var streams []*engine.Stream
 	for _, r := range reqs {
 		streams = append(streams, submit(t, e, r))
@@ -806,11 +807,23 @@ func TestSpeculationInBulk(t *testing.T) {
 			t.Errorf("quote %d: %q, want plain decoding's %q", i, got, want[i])
 		}
 	}
+	bg.Cancel()
+	collect(t, bg)
 	mu.Lock()
 	defer mu.Unlock()
 	if short > 0 || bulk == 0 {
 		t.Errorf("beside another decoding slot: %d drafts under 16 tokens, %d of 16 or more; want none, and some", short, bulk)
 	}
+}
+
+// decodingBeside starts a request on e that decodes until cancelled, at
+// positions from 1,200 on, and returns once it decodes: requests
+// submitted then decode beside it.
+func decodingBeside(t *testing.T, e *engine.Engine) *engine.Stream {
+	t.Helper()
+	bg := submit(t, e, engine.Request{Prompt: strings.Join(twoLetterWords(1200), " "), AddSpecial: true, MaxTokens: 800, IgnoreEOS: true})
+	waitDecoding(t, e, bg, 1)
+	return bg
 }
 
 // TestSpeculationInBulkWaits: where more slots decode than MaxDecoding,
@@ -819,14 +832,10 @@ func TestSpeculationInBulk(t *testing.T) {
 // its fourth token.
 func TestSpeculationInBulkWaits(t *testing.T) {
 	path := copyModel(t, 2048)
-	words := twoLetterWords(600)
-	quote := func(doc, from int) engine.Request {
-		return engine.Request{Prompt: strings.Join(words[:doc], " ") + "\n\nQuote: " + strings.Join(words[from:from+4], " "),
-			AddSpecial: true, MaxTokens: 150}
-	}
+	words := twoLetterWords(150)
 	var mu sync.Mutex
-	var at []int // positions of drafts beside another decoding slot; the quotes' positions do not meet
-	cfg := engine.Drafted(engine.CutDrafts(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 4096,
+	var at []int // positions of drafts beside another decoding slot: the quote's under 300, the other's from 1,200
+	cfg := engine.Drafted(engine.CutDrafts(engine.DraftAlways(engine.Config{ModelPath: path, Parallel: 2, CtxSize: 2 * 2048,
 		Speculate: engine.Speculation{Ngram: true, MaxDecoding: 1}}), 3), func(pos int, _ []int32, _ bool, decoding int) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -835,20 +844,26 @@ func TestSpeculationInBulkWaits(t *testing.T) {
 		}
 	})
 	e := startEngine(t, cfg)
-	a, b := submit(t, e, quote(150, 20)), submit(t, e, quote(600, 300))
-	collect(t, a)
-	collect(t, b)
+	bg := decodingBeside(t, e)
+	collect(t, submit(t, e, engine.Request{Prompt: strings.Join(words, " ") + "\n\nQuote: " + strings.Join(words[20:24], " "),
+		AddSpecial: true, MaxTokens: 130}))
+	bg.Cancel()
+	collect(t, bg)
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(at)
 	// A cut draft adds 4 tokens; the slot then decodes one a step.
-	for i := 1; i < len(at); i++ {
-		if gap := at[i] - at[i-1]; gap < 300 && gap < 4+16 {
-			t.Errorf("drafts at positions %d and %d of one quote: want a wait of 16 steps after a draft not taken whole", at[i-1], at[i])
+	quoted := 0
+	for i, pos := range at {
+		if pos < 1200 {
+			quoted++
+		}
+		if i > 0 && pos-at[i-1] < 4+16 && (pos < 1200) == (at[i-1] < 1200) {
+			t.Errorf("drafts at positions %d and %d of one request: want a wait of 16 steps after a draft not taken whole", at[i-1], pos)
 		}
 	}
 	t.Logf("drafts at %v", at)
-	if len(at) < 2 {
-		t.Errorf("%d drafts beside another decoding slot; want some", len(at))
+	if quoted < 2 {
+		t.Errorf("%d drafts of the quote beside another decoding slot; want 2 or more", quoted)
 	}
 }
