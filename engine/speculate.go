@@ -503,7 +503,7 @@ func (s *scheduler) bulkDraft(sl *slot, n int) int {
 // have grown to bulkDraftLen (grown), else only where its last
 // bulkDraftLen tokens came before. A request whose output only loops
 // on itself gives runs of a few tokens: its drafts of 16 tokens were
-// taken half on the synthetic 135M at 16 streams and cost 17 % of the
+// taken half on the synthetic 135M at 16 streams and cost 15-17 % of the
 // short row's throughput, where one that quotes its prompt gives runs
 // of 16 and has every draft taken.
 func bulkLookup(dst, toks []int32, grown bool, most, n int) []int32 {
