@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -250,24 +248,12 @@ func TestFollowerSharesEvaluatedCells(t *testing.T) {
 		prompt = append(prompt, text[1:]...) // without BOS
 	}
 	first := newEngine(t, model, engine.Config{Parallel: 1})
-	s := submit(t, first, engine.Request{Tokens: prompt, MaxTokens: 1, IgnoreEOS: true, Logprobs: true})
-	var next int32 = -1 // the leader's first generated token
-	for {
-		c, err := s.Recv(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, lp := range c.Logprobs {
-			next = lp.Token
-		}
-	}
+	o := run(t, first, engine.Request{Tokens: prompt, MaxTokens: 1, IgnoreEOS: true, Logprobs: true})
 	first.Close()
-	if next < 0 {
+	if len(o.lps) == 0 {
 		t.Fatal("no first token")
 	}
+	next := o.lps[0].Token // the leader's first generated token
 	follow := append(append([]int32(nil), prompt...), next)
 	for i := 0; len(follow) < len(prompt)+64; i++ {
 		follow = append(follow, prompt[i])
