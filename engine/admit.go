@@ -184,7 +184,9 @@ func (r *request) need() []int32 {
 // The slot is the free one whose cache loses least (the tokens past its
 // own common prefix with r), the least recently used on a tie; so a new
 // conversation takes an empty or stale slot and leaves a returning one's
-// history alone. NoCachePrompt reuses nothing, and counts every cached
+// history alone. With a buffer per slot that a prefix is copied into
+// (copies), a slot that keeps the busy ones in fewer runs of consecutive
+// slots goes before that (runsAdded). NoCachePrompt reuses nothing, and counts every cached
 // token as lost. The prefix then comes from the best of: the slot itself,
 // any other slot, busy or idle (its cells are shared, not copied), or the
 // host cache (restored); only caches of r's CacheSalt count, and the
@@ -205,14 +207,14 @@ func (s *scheduler) place(r *request) *slot {
 		s.prefixes = append(s.prefixes, m)
 	}
 	var target *slot
-	loss := 0
+	loss, runs := 0, 0
 	for i, sl := range s.slots {
 		if sl.active() || (r.params.PinSlot && sl.id != r.params.SlotID) {
 			continue
 		}
-		l := len(sl.cache) - s.prefixes[i]
-		if target == nil || l < loss || (l == loss && sl.lastUsed.Before(target.lastUsed)) {
-			target, loss = sl, l
+		l, g := len(sl.cache)-s.prefixes[i], s.runsAdded(i)
+		if target == nil || g < runs || (g == runs && (l < loss || (l == loss && sl.lastUsed.Before(target.lastUsed)))) {
+			target, loss, runs = sl, l, g
 		}
 	}
 	if target == nil {
@@ -281,6 +283,27 @@ func (s *scheduler) place(r *request) *slot {
 	s.truncate(target, 0)
 	s.share(src, target, n)
 	return target
+}
+
+// runsAdded is how many runs of consecutive busy slots a request placed
+// in free slot i adds: 1 alone, 0 beside one busy slot, -1 between two.
+// It counts with a buffer per slot that takes a prefix by copying
+// (copies), and is 0 otherwise. There llama.cpp evaluates a step's
+// decoding tokens in a pass of the weights for each such run
+// (llama.Context.Decode): 4 streams in slots 0, 3, 7 and 12 take four,
+// in slots 0 to 3 one, and a prefix held by another slot costs one copy.
+func (s *scheduler) runsAdded(i int) int {
+	if !s.copies() {
+		return 0
+	}
+	n := 1
+	if i > 0 && s.slots[i-1].active() {
+		n--
+	}
+	if i+1 < len(s.slots) && s.slots[i+1].active() {
+		n--
+	}
+	return n
 }
 
 // sharesCells reports whether slots may share cells. Not with a buffer

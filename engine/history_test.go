@@ -214,6 +214,52 @@ func TestSameAnswerWhateverRanBefore(t *testing.T) {
 	}
 }
 
+// TestPerSlotKeepsBusySlotsTogether: with a buffer per slot, a new
+// conversation takes the free slot beside a busy one, though that slot's
+// cache is lost and another slot is empty: llama.cpp evaluates a step's
+// decoding tokens in a pass of the weights for each run of consecutive
+// slots (llama.Context.Decode). Slot 1 holds an earlier answer, slot 0
+// decodes; the new request goes to slot 1, not to the empty slot 2.
+func TestPerSlotKeepsBusySlotsTogether(t *testing.T) {
+	cpu := engine.NewCPU(1)
+	e := startEngine(t, engine.Config{ModelPath: testmodel.Path(t, testmodel.Stories260K), Parallel: 4, CtxSize: 4 * 1024, CPU: cpu, KVPerSlot: true})
+	earlier := greedy("Once upon a time", 4)
+	earlier.PinSlot, earlier.SlotID = true, 1
+	collect(t, submit(t, e, earlier))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	busy := greedy("Tom went to the park", 300)
+	busy.PinSlot = true // slot 0
+	a, err := e.Submit(ctx, busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e, a, "decode")
+	// Slot 0 decodes at most one more token before the new request is
+	// placed: the engine waits for the cores before each pass.
+	hold := engine.HoldCPU(cpu)
+	d, err := e.Submit(ctx, greedy("The dog ran", 300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold()
+	poll(t, "the new request in a slot", func() (bool, string) {
+		infos, _ := e.Slots(context.Background())
+		for _, in := range infos {
+			if in.RequestID == d.ID() {
+				if in.ID != 1 {
+					t.Fatalf("the new request took slot %d, want 1 (beside slot 0's): %+v", in.ID, infos)
+				}
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", infos)
+	})
+	cancel()
+	collect(t, a)
+	collect(t, d)
+}
+
 // TestPerSlotCopiesAPrefix: with a buffer per slot, a request whose
 // prompt starts with what another slot holds takes that prefix as a copy
 // of the slot's buffer, not evaluated again, and answers to the bit as

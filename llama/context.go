@@ -9,8 +9,10 @@ package llama
 import "C"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -110,12 +112,20 @@ type Context struct {
 	// stay valid only with each sequence's state in its own cell
 	// (corral_recurrent_home, before every decode and state load).
 	home bool
-	// outAt maps a batch index of the last DecodeSplit that took two
-	// passes to the index of its row in the second (empty: none did);
-	// first and rest are its passes, seen a scratch by sequence.
+	// bySeq: llama.cpp evaluates this context's batches in micro-batches
+	// of consecutive sequences (a buffer per sequence, or a recurrent
+	// memory alone), so Decode gives it their rows in sequence order
+	// (Context.sortBySeq).
+	bySeq bool
+	// outAt maps a batch index of the last Decode or DecodeSplit to the
+	// index of its row in the batch llama.cpp evaluated last (empty: the
+	// same index): DecodeSplit's second pass, or the batch in sequence
+	// order; first and rest are DecodeSplit's passes (first also the
+	// batch in sequence order), seen and order scratches.
 	outAt       []int32
 	first, rest Batch
 	seen        []uint8
+	order       []int32
 }
 
 // c is p as llama_context_params: what NewContext creates, and what
@@ -198,6 +208,7 @@ func NewContext(m *Model, p ContextParams) (*Context, error) {
 	}
 	ctx.batch = C.llama_batch_init(C.int32_t(ctx.cap), 0, 1)
 	ctx.home = C.llama_n_rs_seq(c) > 0
+	ctx.bySeq = !p.Unified || (m.Recurrent() && !m.Hybrid())
 	return ctx, nil
 }
 
@@ -321,7 +332,43 @@ func (e *DecodeError) Error() string {
 // Sampler.Sample or Logits.
 func (c *Context) Decode(b *Batch) error {
 	c.outAt = c.outAt[:0]
+	if c.bySeq && c.sortBySeq(b) {
+		return c.decode(&c.first)
+	}
 	return c.decode(b)
+}
+
+// sortBySeq fills c.first with b's rows in sequence order, each
+// sequence's in batch order, and sets c.outAt; it reports false, doing
+// nothing, where b is in that order already.
+//
+// With a buffer per sequence (ContextParams.Unified off) llama.cpp
+// evaluates a batch in micro-batches of consecutive sequences with as
+// many rows each, a pass of the weights apiece, and chains sequences in
+// the order their first rows come in the batch: one decoding token for
+// each of sequences 0 to 4 and 6 to 15, then a prompt chunk of sequence
+// 5, take three passes (0-4, 6-15, 5); in sequence order two (one row
+// of each of the sixteen, then the rest of the chunk).
+func (c *Context) sortBySeq(b *Batch) bool {
+	if slices.IsSorted(b.Seq) {
+		return false
+	}
+	c.order = c.order[:0]
+	for i := range b.Seq {
+		c.order = append(c.order, int32(i))
+	}
+	slices.SortStableFunc(c.order, func(i, j int32) int { return cmp.Compare(b.Seq[i], b.Seq[j]) })
+	c.first.Reset()
+	c.outAt = append(c.outAt[:0], make([]int32, b.Len())...)
+	width := len(b.Hidden) / b.Len()
+	for at, i := range c.order {
+		c.first.Add(b.Tokens[i], int(b.Pos[i]), int(b.Seq[i]), b.Logits[i])
+		if width > 0 {
+			c.first.Hidden = append(c.first.Hidden, b.Hidden[int(i)*width:int(i+1)*width]...)
+		}
+		c.outAt[i] = int32(at)
+	}
+	return true
 }
 
 // faTile is the query rows of a tile of ggml's CPU flash-attention
@@ -350,7 +397,15 @@ const faTile = 64
 // each beside a 64-token chunk took 510-550 ms in one pass and 260 ms in
 // two; 2 sequences 167 and 142 ms). Not for a batch with hidden rows (an
 // MTP context's), nor one whose sequences are pooled into embeddings.
+//
+// A context that takes sequences in micro-batches of their own
+// (ContextParams.Unified off) never splits: a sequence's attention there
+// sees only its own cells, and a prompt's rows after the first go in a
+// pass without the decoding tokens already (see Decode).
 func (c *Context) DecodeSplit(b *Batch) (split bool, err error) {
+	if c.bySeq {
+		return false, c.Decode(b)
+	}
 	c.outAt = c.outAt[:0]
 	if b.Len() < faTile || len(b.Hidden) > 0 || !c.split(b) {
 		return false, c.decode(b)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral-llm/corral/internal/testmodel"
+	"github.com/corral-llm/corral/internal/testsynth"
 	"github.com/corral-llm/corral/llama"
 )
 
@@ -65,6 +66,88 @@ func TestUnifiedCacheDecodesAnyMixInOnePass(t *testing.T) {
 				t.Fatalf("a mixed step took %d forward passes with per-sequence buffers; the counter is not counting", passes)
 			}
 			t.Logf("%d forward passes", passes)
+		})
+	}
+}
+
+// TestPerSeqBuffersTakeSequencesInOrder: where llama.cpp evaluates a
+// batch in micro-batches of consecutive sequences (a buffer per
+// sequence; a recurrent memory, even in one buffer), Decode gives it the
+// rows in sequence order, so a step of decoding tokens of sequences 0-4
+// and 6-7 with a prompt chunk of sequence 5 after them takes two passes
+// (a row of each, then the rest of the chunk), not three, and every
+// output read by the batch's index is the one a batch built in that
+// order gives, to the bit.
+func TestPerSeqBuffersTakeSequencesInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		model   func() string
+		unified bool
+	}{
+		{"buffer per sequence", func() string { return testmodel.Path(t, testmodel.TinyStories656K) }, false},
+		{"mamba, one buffer", func() string { return testsynth.Arch(t, archDir, "mamba") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := llama.LoadModel(context.Background(), tc.model())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			greedy, err := llama.NewSampler(m, llama.SamplerParams{Temperature: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer greedy.Close()
+			decoding := []int{0, 1, 2, 3, 4, 6, 7}
+			step := func() (*llama.Context, *llama.Batch) {
+				ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 8 * 256, NBatch: 256, NSeqMax: 8, Threads: 1, Unified: tc.unified})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(ctx.Close)
+				return ctx, mixedBatch(t, ctx, decoding, 5, 40)
+			}
+			ctx, b := step()
+			before := ctx.Passes()
+			if err := ctx.Decode(b); err != nil {
+				t.Fatal(err)
+			}
+			if passes := ctx.Passes() - before; passes != 2 {
+				t.Fatalf("a mixed step took %d passes, want 2", passes)
+			}
+			// The reference: the same rows, put in sequence order by hand.
+			ref, _ := step()
+			var sorted llama.Batch
+			at := make([]int, b.Len())
+			for seq := range 8 {
+				for i := range b.Len() {
+					if int(b.Seq[i]) == seq {
+						at[i] = sorted.Len()
+						sorted.Add(b.Tokens[i], int(b.Pos[i]), seq, b.Logits[i])
+					}
+				}
+			}
+			if err := ref.Decode(&sorted); err != nil {
+				t.Fatal(err)
+			}
+			outputs := 0
+			for i := range b.Len() {
+				if !b.Logits[i] {
+					continue
+				}
+				outputs++
+				if got, want := ctx.Logits(i), ref.Logits(at[i]); got == nil || !slices.Equal(got, want) {
+					t.Fatalf("row %d (sequence %d): logits are not those of the batch in sequence order (nil: %v)", i, b.Seq[i], got == nil)
+				}
+				g, err1 := greedy.Sample(ctx, i)
+				w, err2 := greedy.Sample(ref, at[i])
+				if err1 != nil || err2 != nil || g != w {
+					t.Fatalf("row %d: greedy token %d (%v), the reference's %d (%v)", i, g, err1, w, err2)
+				}
+			}
+			if outputs != 1+len(decoding) {
+				t.Fatalf("%d outputs checked, want %d", outputs, 1+len(decoding))
+			}
 		})
 	}
 }

@@ -17,6 +17,7 @@
 #        CONC     concurrency levels of the short row (default 1,4,8,16)
 #        LONG_LENS  prompt lengths of the long row (default "2041 7578")
 #        SERVE_ARGS  extra flags for both servers (e.g. "-ngl 99" on a GPU)
+#        CORRAL_ARGS  extra flags for corral serve alone (e.g. "--kv-per-slot")
 #        DRAFT_TARGET, DRAFT, DRAFT_CONC  the draft row's model, draft model
 #                 and concurrency levels (defaults below)
 #        REPEAT_MODEL, REPEAT_CONC, REPEAT_LEN  the repeat row's model,
@@ -58,6 +59,7 @@ out=${OUT:-$(mktemp -d)}
 only=${ONLY:-short arrive shared long repeat}
 conc=${CONC:-1,4,8,16}
 read -r -a extra <<<"${SERVE_ARGS:-}"
+read -r -a own <<<"${CORRAL_ARGS:-}"
 want() { [[ " $only " == *" $1 "* ]]; }
 mkdir -p "$out"
 port=18431
@@ -81,7 +83,7 @@ more=() # the current row's own flags for both servers
 serve() {
   local name=$1 ctx=$2 slots=${3:-$np} model=${4:-$model}
   case $name in
-  corral) "$corral" serve -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" "${more[@]+"${more[@]}"}" >"$out/$name.log" 2>&1 & ;;
+  corral) "$corral" serve -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" "${own[@]+"${own[@]}"}" "${more[@]+"${more[@]}"}" >"$out/$name.log" 2>&1 & ;;
   llama) "$peer" -m "$model" -np "$slots" -t "$threads" -c "$ctx" --port "$port" "${extra[@]+"${extra[@]}"}" "${more[@]+"${more[@]}"}" >"$out/$name.log" 2>&1 & ;;
   esac
   server=$!
