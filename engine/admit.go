@@ -186,8 +186,8 @@ func (r *request) need() []int32 {
 // conversation takes an empty or stale slot and leaves a returning one's
 // history alone. With a buffer per slot that a prefix is copied into
 // (copies), a slot that keeps the busy ones in fewer runs of consecutive
-// slots goes before that (runsAdded). NoCachePrompt reuses nothing, and counts every cached
-// token as lost. The prefix then comes from the best of: the slot itself,
+// slots goes before that (runsAdded). NoCachePrompt reuses nothing, and
+// counts every cached token as lost. The prefix then comes from the best of: the slot itself,
 // any other slot, busy or idle (its cells are shared, not copied), or the
 // host cache (restored); only caches of r's CacheSalt count, and the
 // slot's cache becomes one of that salt.

@@ -359,7 +359,7 @@ func (c *Context) sortBySeq(b *Batch) bool {
 	}
 	slices.SortStableFunc(c.order, func(i, j int32) int { return cmp.Compare(b.Seq[i], b.Seq[j]) })
 	c.first.Reset()
-	c.outAt = append(c.outAt[:0], make([]int32, b.Len())...)
+	c.outAt = slices.Grow(c.outAt[:0], b.Len())[:b.Len()]
 	width := len(b.Hidden) / b.Len()
 	for at, i := range c.order {
 		c.first.Add(b.Tokens[i], int(b.Pos[i]), int(b.Seq[i]), b.Logits[i])
@@ -398,10 +398,11 @@ const faTile = 64
 // two; 2 sequences 167 and 142 ms). Not for a batch with hidden rows (an
 // MTP context's), nor one whose sequences are pooled into embeddings.
 //
-// A context that takes sequences in micro-batches of their own
-// (ContextParams.Unified off) never splits: a sequence's attention there
-// sees only its own cells, and a prompt's rows after the first go in a
-// pass without the decoding tokens already (see Decode).
+// A context whose batches llama.cpp takes in micro-batches of
+// consecutive sequences (see Decode) never splits: a prompt's rows after
+// its first go in a pass without the decoding tokens already, and with a
+// buffer per sequence a row's attention sees its own sequence's cells
+// only.
 func (c *Context) DecodeSplit(b *Batch) (split bool, err error) {
 	if c.bySeq {
 		return false, c.Decode(b)
