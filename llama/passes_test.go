@@ -70,6 +70,34 @@ func TestUnifiedCacheDecodesAnyMixInOnePass(t *testing.T) {
 	}
 }
 
+// sameOutputs checks that every row of b with an output reads from got,
+// by b's index, the logits (to the bit) and the greedy token that ref
+// gives at at[i], and returns how many rows it checked.
+func sameOutputs(t *testing.T, m *llama.Model, got *llama.Context, b *llama.Batch, ref *llama.Context, at []int) int {
+	t.Helper()
+	greedy, err := llama.NewSampler(m, llama.SamplerParams{Temperature: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer greedy.Close()
+	outputs := 0
+	for i := range b.Len() {
+		if !b.Logits[i] {
+			continue
+		}
+		outputs++
+		if g, w := got.Logits(i), ref.Logits(at[i]); g == nil || !slices.Equal(g, w) {
+			t.Fatalf("row %d (sequence %d): logits are not the reference's (nil: %v)", i, b.Seq[i], g == nil)
+		}
+		g, err1 := greedy.Sample(got, i)
+		w, err2 := greedy.Sample(ref, at[i])
+		if err1 != nil || err2 != nil || g != w {
+			t.Fatalf("row %d: greedy token %d (%v), the reference's %d (%v)", i, g, err1, w, err2)
+		}
+	}
+	return outputs
+}
+
 // TestPerSeqBuffersTakeSequencesInOrder: where llama.cpp evaluates a
 // batch in micro-batches of consecutive sequences (a buffer per
 // sequence; a recurrent memory, even in one buffer), Decode gives it the
@@ -93,11 +121,6 @@ func TestPerSeqBuffersTakeSequencesInOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			greedy, err := llama.NewSampler(m, llama.SamplerParams{Temperature: 0})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer greedy.Close()
 			decoding := []int{0, 1, 2, 3, 4, 6, 7}
 			step := func() (*llama.Context, *llama.Batch) {
 				ctx, err := llama.NewContext(m, llama.ContextParams{NCtx: 8 * 256, NBatch: 256, NSeqMax: 8, Threads: 1, Unified: tc.unified})
@@ -130,22 +153,7 @@ func TestPerSeqBuffersTakeSequencesInOrder(t *testing.T) {
 			if err := ref.Decode(&sorted); err != nil {
 				t.Fatal(err)
 			}
-			outputs := 0
-			for i := range b.Len() {
-				if !b.Logits[i] {
-					continue
-				}
-				outputs++
-				if got, want := ctx.Logits(i), ref.Logits(at[i]); got == nil || !slices.Equal(got, want) {
-					t.Fatalf("row %d (sequence %d): logits are not those of the batch in sequence order (nil: %v)", i, b.Seq[i], got == nil)
-				}
-				g, err1 := greedy.Sample(ctx, i)
-				w, err2 := greedy.Sample(ref, at[i])
-				if err1 != nil || err2 != nil || g != w {
-					t.Fatalf("row %d: greedy token %d (%v), the reference's %d (%v)", i, g, err1, w, err2)
-				}
-			}
-			if outputs != 1+len(decoding) {
+			if outputs := sameOutputs(t, m, ctx, b, ref, at); outputs != 1+len(decoding) {
 				t.Fatalf("%d outputs checked, want %d", outputs, 1+len(decoding))
 			}
 		})
@@ -164,11 +172,6 @@ func TestDecodeSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	greedy, err := llama.NewSampler(m, llama.SamplerParams{Temperature: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer greedy.Close()
 	decoding := []int{0, 3, 6}
 	const prefill = 5
 	// step returns a context where the decoding sequences have a history,
@@ -220,27 +223,10 @@ func TestDecodeSplit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			outputs := 0
-			for i := range b.Len() {
-				if !b.Logits[i] {
-					if i == 0 && split.Logits(i) != nil {
-						t.Fatalf("row %d: logits where the batch asked for none", i)
-					}
-					continue
-				}
-				got := split.Logits(i)
-				outputs++
-				want := ref.Logits(at[i])
-				if got == nil || !slices.Equal(got, want) {
-					t.Fatalf("row %d: DecodeSplit's logits are not the reference's (nil: %v)", i, got == nil)
-				}
-				g, err1 := greedy.Sample(split, i)
-				w, err2 := greedy.Sample(ref, at[i])
-				if err1 != nil || err2 != nil || g != w {
-					t.Fatalf("row %d: greedy token %d (%v), the reference's %d (%v)", i, g, err1, w, err2)
-				}
+			if !b.Logits[0] && split.Logits(0) != nil {
+				t.Fatal("row 0: logits where the batch asked for none")
 			}
-			if outputs != 1+len(decoding) {
+			if outputs := sameOutputs(t, m, split, b, ref, at); outputs != 1+len(decoding) {
 				t.Fatalf("%d outputs checked, want %d", outputs, 1+len(decoding))
 			}
 		})
