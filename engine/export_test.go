@@ -51,7 +51,9 @@ func Lookup(toks []int32, least, most, n int) []int32 { return lookup(nil, toks,
 // BulkLookup is the draft of at most n tokens from toks where more slots
 // decode than MaxDecoding, for a request whose drafts have grown to 16
 // tokens or not.
-func BulkLookup(toks []int32, grown bool, n int) []int32 { return bulkLookup(nil, toks, grown, 4, n) }
+func BulkLookup(toks []int32, prompt int, grown bool, n int) []int32 {
+	return bulkLookup(nil, toks, prompt, grown, 4, n)
+}
 
 // WorthLen is the length of a draft model's draft worth making.
 func WorthLen(acc, rel float64, n int) int { return worthLen(acc, rel, n) }

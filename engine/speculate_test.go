@@ -264,27 +264,37 @@ func TestSpeculationLookup(t *testing.T) {
 
 // TestSpeculationBulkLookup: beside more decoding slots than
 // MaxDecoding, a request whose drafts have not grown to 16 tokens drafts
-// only where its last 16 tokens came before; one whose drafts have, on a
-// run of 2 or more, as below the bound.
+// only where its last 16 tokens came before in its prompt (a quote), not
+// where its output loops on itself; one whose drafts have, on a run of 2
+// or more, as below the bound.
 func TestSpeculationBulkLookup(t *testing.T) {
 	var passage []int32
 	for i := range int32(20) {
 		passage = append(passage, 100+i)
 	}
 	quoted := append(append(append([]int32{1}, passage...), 7, 8), passage[:16]...) // the passage, then its first 16 again
+	const quotePrompt = 1 + 20 + 2 + 6                                              // the quote's first 6 tokens are the prompt's last
 	loop := []int32{1, 5, 6, 7, 9, 5, 6, 7, 9, 5, 6, 7}                             // a loop of 4 tokens
+	long := []int32{1, 2}                                                           // a prompt of 2, then an output looping on itself
+	for range 10 {
+		long = append(long, 5, 6, 7, 9)
+	}
 	for _, tc := range []struct {
-		toks  []int32
-		grown bool
-		want  []int32
+		toks   []int32
+		prompt int
+		grown  bool
+		want   []int32
 	}{
-		{quoted, false, passage[16:]},
-		{quoted, true, passage[16:]},
-		{loop, false, nil},
-		{loop, true, []int32{9, 5, 6, 7}},
+		{quoted, quotePrompt, false, passage[16:]},
+		{quoted, quotePrompt, true, passage[16:]},
+		{quoted, len(quoted), false, passage[16:]}, // a prompt that repeats itself
+		{loop, len(loop), false, nil},
+		{loop, len(loop), true, []int32{9, 5, 6, 7}},
+		{long, 2, false, nil},
+		{long, 2, true, []int32{5, 6, 7, 9}},
 	} {
-		if got := engine.BulkLookup(tc.toks, tc.grown, 4); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("bulk lookup(%v, grown %v) = %v; want %v", tc.toks, tc.grown, got, tc.want)
+		if got := engine.BulkLookup(tc.toks, tc.prompt, tc.grown, 4); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("bulk lookup(%v, prompt %d, grown %v) = %v; want %v", tc.toks, tc.prompt, tc.grown, got, tc.want)
 		}
 	}
 }

@@ -90,7 +90,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Float64Var(&cfg.Speculate.PMin, "spec-draft-p-min", 0, "a draft model's draft ends before a token it gives less than this probability (0: never)")
 	fs.Float64Var(&cfg.Speculate.PMin, "draft-p-min", 0, "same as --spec-draft-p-min")
 	fs.BoolVar(&cfg.Speculate.Recurrent, "spec-recurrent", false, "speculate on a model with a recurrent state (Qwen3.5, LFM2, Nemotron-H; not Mamba, RWKV, Jamba) too: llama.cpp then keeps --spec-draft-n-max more copies of each slot's state to go back over a refused draft, which costs every step, drafted or not")
-	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", defaultSpecMaxDecoding, "drafts are made where their measured cost pays; where more requests than this decode (0: no bound), only drafts of 16 tokens or more from a request's own text")
+	fs.IntVar(&cfg.Speculate.MaxDecoding, "spec-max-decoding", defaultSpecMaxDecoding, "drafts are made where their measured cost pays; where more requests than this decode (0: no bound), only drafts of 16 tokens or more from a request's own text: a quote of its prompt, or where its drafts were taken whole")
 	fa := fs.String("flash-attn", "auto", "flash attention: on, off or auto (on for CPU: faster decoding, slower prompts over a long cached prefix)")
 	fs.StringVar(fa, "fa", "auto", "same as -flash-attn")
 	ctk := cacheTypeFlag{&cfg.CacheTypeK}
