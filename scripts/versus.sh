@@ -3,7 +3,9 @@
 # one server at a time (never together), interleaved over ROUNDS rounds, with
 # corral bench as the client. Prints each row's medians and two ratios, both
 # above 1 where corral is ahead: output throughput corral/llama-server and
-# median time to first token llama-server/corral. Keeps every run's JSON
+# median time to first token llama-server/corral; where the peer's
+# llama-batched-bench is at hand, the short and arrive rows also have the
+# kernels' own loop (LOOP) and corral's share of it. Keeps every run's JSON
 # report in OUT.
 #
 # usage: scripts/versus.sh LLAMA_SERVER [ROUNDS]
@@ -25,6 +27,14 @@
 #        REPEAT_PEER_ARGS  flags for llama-server alone in the repeat row
 #                 (default "--spec-type ngram-map-k", its best there; not
 #                 given to a peer whose name does not start with llama)
+#        LOOP     llama-batched-bench from the peer's build (default: the one
+#                 beside LLAMA_SERVER, if there): the "loop" column of the
+#                 short and arrive rows, the kernels' own batched loop of one
+#                 wave of the row (every stream's prompt in one batch, then
+#                 its 64 tokens a step each, a buffer per sequence as
+#                 llama-server's slots), run each round before the servers.
+#                 No server schedules better than that without speculation:
+#                 output tokens / (prompt time + decode time).
 #
 # Workloads (the rows of issue 8's table):
 #   short   ~10-token prompts through /v1/completions, concurrency 1, 4, 8, 16
@@ -77,6 +87,7 @@ if want repeat && [ ! -f "$repeat_model" ]; then "$corral" synth --shape 135m,co
 read -r -a repeat_peer <<<"${REPEAT_PEER_ARGS-"--spec-type ngram-map-k"}"
 case $(basename "$peer") in llama*) ;; *) repeat_peer=() ;; esac
 more=() # the current row's own flags for both servers
+loop=${LOOP:-$(dirname "$peer")/llama-batched-bench}
 
 # serve NAME CTX [SLOTS [MODEL]]: start one server in the background and
 # wait until healthy.
@@ -116,6 +127,21 @@ bench() {
     --json "$out/$workload-$name-$round.json" "$@" >/dev/null
 }
 
+# kernel_loop WORKLOAD ROUND PROMPT STREAMS: the loop column's run (see LOOP)
+# for STREAMS (a comma-separated list) waves of PROMPT-token prompts, as a
+# report of corral bench's shape with the server "loop".
+kernel_loop() {
+  local workload=$1 round=$2 prompt=$3 streams=$4
+  [ -x "$loop" ] || return 0
+  "$loop" -m "$model" -t "$threads" -fa on -c $((np * 1024)) -b 2048 -ub 512 \
+    -npp "$prompt" -ntg 64 -npl "$streams" --output-format jsonl 2>/dev/null |
+    python3 -c '
+import json, sys
+runs = [{"load": {"concurrency": r["pl"]}, "output_throughput": r["pl"] * r["tg"] / r["t"]}
+        for r in (json.loads(line) for line in sys.stdin if line.strip())]
+json.dump({"runs": runs}, sys.stdout)' >"$out/$workload-loop-$round.json"
+}
+
 # Odd rounds run corral first, even rounds llama-server first: a load on
 # the machine that rises or falls over the run then weighs on both alike.
 for round in $(seq "$rounds"); do
@@ -123,6 +149,10 @@ for round in $(seq "$rounds"); do
   if [ $((round % 2)) = 0 ]; then order="llama corral"; fi
   for name in $order; do
     echo "round $round: $name" >&2
+    if [ "$name" = llama ]; then
+      if want short; then kernel_loop short "$round" 10 "$conc"; fi
+      if want arrive; then kernel_loop arrive "$round" 128 16; fi
+    fi
     if want short || want arrive; then
       serve "$name" $((np * 1024))
       if want short; then bench short "$name" "$round" --api completions --input-len 10 --sweep-concurrency "$conc"; fi
@@ -179,14 +209,15 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         rows.setdefault(key, {}).setdefault(server, []).append(run)
 def med(runs, f):
     return statistics.median(f(r) for r in runs) if runs else float("nan")
-print(f"{'workload':8} {'c':>3} | {'out tok/s corral':>16} {'llama':>8} {'ratio':>6} | "
+print(f"{'workload':8} {'c':>3} | {'out tok/s corral':>16} {'llama':>8} {'ratio':>6} {'loop':>7} {'c/loop':>6} | "
       f"{'TTFT med ms':>12} {'llama':>8} {'ratio':>6} | {'TTFT p99 ms':>12} {'llama':>8} | {'ITL p99 ms':>11} {'llama':>8} | {'cached %':>8}")
 for (workload, c), by in sorted(rows.items()):
     a, b = by.get("corral", []), by.get("llama", [])
     tput = lambda r: r["output_throughput"]
     ta, tb = med(a, tput), med(b, tput)
     cached = med(a, lambda r: 100 * r["total_cached_tokens"] / max(1, r["total_input_tokens"]))
-    print(f"{workload:8} {c:>3} | {ta:16.1f} {tb:8.1f} {ta / tb if tb else float('nan'):6.2f} | "
+    tl = med(by.get("loop", []), tput)  # nan where no loop ran
+    print(f"{workload:8} {c:>3} | {ta:16.1f} {tb:8.1f} {ta / tb if tb else float('nan'):6.2f} {tl:7.1f} {ta / tl:6.2f} | "
           f"{med(a, lambda r: r['ttft_ms']['median']):12.0f} {med(b, lambda r: r['ttft_ms']['median']):8.0f} "
           f"{med(b, lambda r: r['ttft_ms']['median']) / med(a, lambda r: r['ttft_ms']['median']):6.2f} | "
           f"{med(a, lambda r: r['ttft_ms']['p99']):12.0f} {med(b, lambda r: r['ttft_ms']['p99']):8.0f} | "
