@@ -133,13 +133,17 @@ bench() {
 kernel_loop() {
   local workload=$1 round=$2 prompt=$3 streams=$4
   [ -x "$loop" ] || return 0
-  "$loop" -m "$model" -t "$threads" -fa on -c $((np * 1024)) -b 2048 -ub 512 \
-    -npp "$prompt" -ntg 64 -npl "$streams" --output-format jsonl 2>/dev/null |
+  local report="$out/$workload-loop-$round.json"
+  if ! "$loop" -m "$model" -t "$threads" -fa on -c $((np * 1024)) -b 2048 -ub 512 \
+    -npp "$prompt" -ntg 64 -npl "$streams" --output-format jsonl 2>"$out/loop.log" |
     python3 -c '
 import json, sys
 runs = [{"load": {"concurrency": r["pl"]}, "output_throughput": r["pl"] * r["tg"] / r["t"]}
         for r in (json.loads(line) for line in sys.stdin if line.strip())]
-json.dump({"runs": runs}, sys.stdout)' >"$out/$workload-loop-$round.json"
+json.dump({"runs": runs}, sys.stdout)' >"$report"; then
+    echo "the kernels' loop failed (see $out/loop.log): no loop column for $workload" >&2
+    rm -f "$report"
+  fi
 }
 
 # Odd rounds run corral first, even rounds llama-server first: a load on
